@@ -1,0 +1,27 @@
+//! SecLang, the rule language of ModSecurity, turned from text into a syntax tree.
+//!
+//! This crate knows the *syntax* of SecLang: directives, line continuations, quoting,
+//! `SecRule` variables / operator / actions, and `Include` (with globs). It does not
+//! know what a variable or an action *means*; the `engine` crate compiles the tree.
+//!
+//! The only I/O is reading files through the [`FileSource`] trait, so that callers can
+//! load rules from disk ([`FsSource`]) or from memory ([`MemorySource`], used by tests).
+//!
+//! ```
+//! use seclang::{parse_str, DirectiveKind};
+//! let dirs = parse_str(
+//!     "SecRule ARGS \"@rx foo\" \"id:1,phase:2,deny\"",
+//!     "inline.conf",
+//! ).unwrap();
+//! assert!(matches!(dirs[0].kind, DirectiveKind::Rule(_)));
+//! ```
+
+pub mod ast;
+pub mod error;
+pub mod parser;
+pub mod source;
+
+pub use ast::*;
+pub use error::{ParseError, ParseErrorKind};
+pub use parser::{parse_file, parse_str};
+pub use source::{FileSource, FsSource, MemorySource};
