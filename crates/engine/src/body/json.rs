@@ -333,7 +333,7 @@ impl<'a> Parser<'a> {
                 let (name_end, count) = (f.name_end, f.count);
                 self.prefix.truncate(name_end);
                 self.prefix.extend_from_slice(b".array_");
-                self.prefix.extend_from_slice(count.to_string().as_bytes());
+                push_decimal(count, &mut self.prefix);
                 State::ArrayNext
             }
         }
@@ -501,6 +501,22 @@ impl<'a> Parser<'a> {
         self.i = i;
         Ok(())
     }
+}
+
+/// Appends `n` in decimal without allocating.
+fn push_decimal(n: usize, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// Encodes a code point as UTF-8 the way yajl does, including surrogate code points
@@ -736,6 +752,67 @@ mod tests {
         assert_eq!(out.limit_hit, Some(LimitHit::Arguments));
         assert!(out.error.unwrap().0.contains("client cancelled parse"));
         assert!(parse(b"[1,2]", &limits).is_ok());
+    }
+
+    #[test]
+    fn long_arrays_count_up() {
+        let doc = format!("[{}0]", "0,".repeat(1234));
+        let args = parse(
+            doc.as_bytes(),
+            &Limits {
+                max_args: 5000,
+                ..Limits::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(args.len(), 1235);
+        assert_eq!(args[1234].0, b"json.array_1234");
+        assert_eq!(args[10].0, b"json.array_10");
+    }
+
+    #[test]
+    fn fuzz_mutations_never_panic() {
+        use crate::body::fuzz::{XorShift, mutate};
+        const PIECES: &[&[u8]] = &[
+            b"{",
+            b"}",
+            b"[",
+            b"]",
+            b"\"",
+            b"\\",
+            b"\\u",
+            b"\\ud83d",
+            b":",
+            b",",
+            b"-",
+            b"0",
+            b"e",
+            b"true",
+            b"null",
+            b"\xff",
+            b"\xe2\x82",
+            b" ",
+        ];
+        let seeds: [&[u8]; 3] = [
+            br#"{"a":{"b":[1,2.5e3,{"c":"x\u00e9y"}]},"d":[[true,false],null],"":"e"}"#,
+            br#"[{"k":"v"},[],{},"s\n\"t\"",-0.1]"#,
+            br#""top""#,
+        ];
+        let mut rng = XorShift(0xD1B5_4A32_D192_ED03);
+        let limits = Limits {
+            max_args: 8,
+            json_depth: 6,
+            ..Limits::default()
+        };
+        for round in 0..4000 {
+            let doc = mutate(&mut rng, seeds[round % seeds.len()], PIECES);
+            let out = parse_partial(&doc, &limits);
+            assert!(out.args.len() <= limits.max_args);
+            assert!(out.args.iter().all(|(n, _)| n.starts_with(b"json")));
+            if out.limit_hit.is_some() {
+                assert!(out.error.is_some());
+            }
+        }
     }
 
     #[test]

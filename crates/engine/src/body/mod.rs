@@ -8,6 +8,9 @@ pub mod multipart;
 pub mod urlencoded;
 pub mod xml;
 
+#[cfg(test)]
+pub(crate) mod fuzz;
+
 /// Bounds that every body processor honours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -199,6 +199,20 @@ mod tests {
     }
 
     #[test]
+    fn fuzz_mutations_never_panic() {
+        use crate::body::fuzz::{XorShift, mutate};
+        const PIECES: &[&[u8]] = &[b"&", b"=", b"%", b"%4", b"%zz", b"+", b"%00", b"\xff"];
+        let mut rng = XorShift(0x0123_4567_89AB_CDEF);
+        for _ in 0..4000 {
+            let input = mutate(&mut rng, b"a=1&b=%41%42+c&&d&=e", PIECES);
+            let out = parse_bounded(&input, b'&', 4);
+            assert!(out.args.len() <= 4);
+            let decoded: usize = out.args.iter().map(|(n, v)| n.len() + v.len()).sum();
+            assert!(decoded <= input.len());
+        }
+    }
+
+    #[test]
     fn crs_style_query() {
         // From REQUEST-942 tests: an injection in a urlencoded body.
         assert_eq!(

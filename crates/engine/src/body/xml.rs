@@ -518,6 +518,47 @@ mod tests {
     }
 
     #[test]
+    fn fuzz_mutations_never_panic() {
+        use crate::body::fuzz::{XorShift, mutate};
+        const PIECES: &[&[u8]] = &[
+            b"<",
+            b">",
+            b"</",
+            b"/>",
+            b"&",
+            b";",
+            b"&amp;",
+            b"&#",
+            b"&#x",
+            b"\"",
+            b"'",
+            b"=",
+            b"<![CDATA[",
+            b"]]>",
+            b"<!--",
+            b"-->",
+            b"<?",
+            b"?>",
+            b"<!DOCTYPE r [<!ENTITY e \"x\">]>",
+            b"\r",
+            b"\xff",
+            b" ",
+        ];
+        let seeds: [&[u8]; 2] = [
+            b"<?xml version=\"1.0\"?><root a=\"1\" b='&quot;2&#65;'><x>t&lt;e<![CDATA[c]]>xt</x><!-- c --><y/></root>",
+            b"<!DOCTYPE r [<!ENTITY e \"v\">]><r xmlns:p=\"u\" p:k=\"v\">&e;<?pi d?></r>",
+        ];
+        let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+        for round in 0..4000 {
+            let doc = mutate(&mut rng, seeds[round % seeds.len()], PIECES);
+            if let Ok(out) = parse(&doc) {
+                let text: usize = out.texts.iter().map(Vec::len).sum();
+                assert!(text <= doc.len() && out.content.len() <= doc.len());
+            }
+        }
+    }
+
+    #[test]
     fn deep_nesting_is_fine() {
         let depth = 100_000;
         let mut doc = "<a>".repeat(depth).into_bytes();

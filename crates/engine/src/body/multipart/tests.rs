@@ -1,4 +1,5 @@
 use super::*;
+use crate::body::fuzz::{XorShift, mutate};
 
 const CT: &[u8] = b"multipart/form-data; boundary=XyZ";
 
@@ -985,70 +986,25 @@ fn crs_932180_broken_second_part() {
 
 // ---- robustness --------------------------------------------------------------
 
-/// A small xorshift generator, so the test needs no dependency and is reproducible.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut XorShift, seed: &[u8]) -> Vec<u8> {
-    const PIECES: &[&[u8]] = &[
-        b"--XyZ",
-        b"--XyZ--",
-        b"\r\n",
-        b"\n",
-        b"\r",
-        b"\0",
-        b"\"",
-        b"'",
-        b";",
-        b":",
-        b"=",
-        b" ",
-        b"\t",
-        b"Content-Disposition: form-data; name=",
-        b"filename*=",
-        b"\\",
-        b"\xff",
-    ];
-    let mut v = seed.to_vec();
-    for _ in 0..1 + rng.below(6) {
-        let at = rng.below(v.len() + 1);
-        match rng.below(5) {
-            0 if !v.is_empty() => {
-                let end = (at + rng.below(8)).min(v.len());
-                v.drain(at.min(end)..end);
-            }
-            1 => v.insert(at, rng.next() as u8),
-            2 => {
-                let piece = PIECES[rng.below(PIECES.len())];
-                v.splice(at..at, piece.iter().copied());
-            }
-            3 if !v.is_empty() => {
-                let i = at.min(v.len() - 1);
-                v[i] ^= 1 << rng.below(8);
-            }
-            _ => {
-                let end = (at + rng.below(64)).min(v.len());
-                let copy = v[at..end].to_vec();
-                v.splice(at..at, copy);
-            }
-        }
-    }
-    v
-}
+const PIECES: &[&[u8]] = &[
+    b"--XyZ",
+    b"--XyZ--",
+    b"\r\n",
+    b"\n",
+    b"\r",
+    b"\0",
+    b"\"",
+    b"'",
+    b";",
+    b":",
+    b"=",
+    b" ",
+    b"\t",
+    b"Content-Disposition: form-data; name=",
+    b"filename*=",
+    b"\\",
+    b"\xff",
+];
 
 #[test]
 fn fuzz_mutations_never_panic() {
@@ -1078,8 +1034,8 @@ fn fuzz_mutations_never_panic() {
     };
     for round in 0..4000 {
         let seed = &seeds[round % seeds.len()];
-        let body = mutate(&mut rng, seed);
-        let ct = mutate(&mut rng, cts[round % cts.len()]);
+        let body = mutate(&mut rng, seed, PIECES);
+        let ct = mutate(&mut rng, cts[round % cts.len()], PIECES);
         for ct in [&ct[..], cts[round % cts.len()]] {
             let m = parse(&body, ct, &limits);
             assert!(m.args.len() <= limits.max_args);
