@@ -504,11 +504,15 @@ impl<'a, 'o> Parser<'a, 'o> {
     ) {
         let body = self.body;
         let chunk = &body[start..end];
-        // v3 works on C strings: a NUL byte ends the text it compares.
-        let text = &chunk[..memchr::memchr(0, chunk).unwrap_or(chunk.len())];
         let blen = self.out.boundary.len();
         let mut was_boundary = false;
-        if starts_line && text.len() > 3 && text.starts_with(b"--") {
+        // v3 works on C strings: a NUL byte ends the text it compares.
+        let text = if starts_line && chunk.starts_with(b"--") {
+            &chunk[..memchr::memchr(0, chunk).unwrap_or(chunk.len())]
+        } else {
+            &[]
+        };
+        if text.len() > 3 {
             if text.len() >= blen + 2 && text.starts_with(&self.delimiter) {
                 if bare_lf_before {
                     self.out.flags.lf_line = true;

@@ -69,7 +69,7 @@ pub fn decode_into(src: &[u8], out: &mut Vec<u8>) -> bool {
     let mut rest = src;
     loop {
         // Copy the run of bytes that need no decoding in one go.
-        let Some(at) = rest.iter().position(|&b| b == b'%' || b == b'+') else {
+        let Some(at) = memchr::memchr2(b'%', b'+', rest) else {
             out.extend_from_slice(rest);
             return invalid;
         };
