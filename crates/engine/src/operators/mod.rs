@@ -35,7 +35,11 @@ pub enum Operator {
 impl Operator {
     /// Compiles an operator from its name (without `@`, case-insensitive) and argument.
     /// The argument has already had its macros expanded.
-    pub fn compile(name: &str, argument: &str, ctx: &CompileContext<'_>) -> Result<Operator, OperatorError> {
+    pub fn compile(
+        name: &str,
+        argument: &str,
+        ctx: &CompileContext<'_>,
+    ) -> Result<Operator, OperatorError> {
         let _ = (name, argument, ctx);
         unimplemented!("operators")
     }
