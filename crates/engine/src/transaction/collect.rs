@@ -189,14 +189,14 @@ impl<'a> View<'a> {
                 let n = req.line.len() + 1 + req.headers.iter().map(|(k, v)| k.len() + v.len() + 3).sum::<usize>() + 1 + req.body.len();
                 owned(out, var, n.to_string());
             }
-            Var::Files | Var::FilesNames | Var::FilesSizes | Var::MultipartFilename | Var::FilesTmpNames => {
+            Var::Files | Var::FilesNames | Var::FilesSizes | Var::FilesTmpNames => {
                 if let Some(mp) = &req.multipart {
                     for (i, f) in mp.files.iter().enumerate() {
                         if !sel.matches(&f.name) {
                             continue;
                         }
                         let value: Cow<'a, [u8]> = match var {
-                            Var::Files | Var::MultipartFilename => Cow::Borrowed(&f.filename),
+                            Var::Files => Cow::Borrowed(&f.filename),
                             Var::FilesNames => Cow::Borrowed(&f.name),
                             Var::FilesSizes => Cow::Owned(f.size.to_string().into_bytes()),
                             _ => Cow::Borrowed(b""),
@@ -210,16 +210,12 @@ impl<'a> View<'a> {
                 let n: usize = req.multipart.as_ref().map(|m| m.files.iter().map(|f| f.size).sum()).unwrap_or(0);
                 owned(out, var, n.to_string());
             }
-            Var::MultipartName => {
+            Var::MultipartName | Var::MultipartFilename => {
                 if let Some(mp) = &req.multipart {
-                    for (k, _) in req.args_post.iter() {
-                        if sel.matches(k) {
-                            out.push(Value { var, key: Cow::Borrowed(k), value: Cow::Borrowed(k), id: None });
-                        }
-                    }
-                    for f in &mp.files {
-                        if sel.matches(&f.name) {
-                            out.push(Value { var, key: Cow::Borrowed(&f.name), value: Cow::Borrowed(&f.name), id: None });
+                    let list = if var == Var::MultipartName { &mp.names } else { &mp.filenames };
+                    for v in list {
+                        if sel.matches(v) {
+                            out.push(Value { var, key: Cow::Borrowed(v), value: Cow::Borrowed(v), id: None });
                         }
                     }
                 }
@@ -241,12 +237,11 @@ impl<'a> View<'a> {
             | Var::MultipartInvalidQuoting
             | Var::MultipartInvalidPart
             | Var::MultipartInvalidHeaderFolding
-            | Var::MultipartFileLimitExceeded
-            | Var::MultipartUnmatchedBoundary => {
+            | Var::MultipartFileLimitExceeded => {
                 let set = req.multipart.as_ref().is_some_and(|mp| {
                     let f = &mp.flags;
                     match var {
-                        Var::MultipartStrictError => f.strict_error() || mp.error.is_some(),
+                        Var::MultipartStrictError => mp.strict_error(),
                         Var::MultipartBoundaryQuoted => f.boundary_quoted,
                         Var::MultipartBoundaryWhitespace => f.boundary_whitespace,
                         Var::MultipartDataBefore => f.data_before,
@@ -258,24 +253,38 @@ impl<'a> View<'a> {
                         Var::MultipartInvalidQuoting => f.invalid_quoting,
                         Var::MultipartInvalidPart => f.invalid_part,
                         Var::MultipartInvalidHeaderFolding => f.invalid_header_folding,
-                        Var::MultipartFileLimitExceeded => f.file_limit_exceeded,
-                        _ => f.unmatched_boundary,
+                        _ => f.file_limit_exceeded,
                     }
                 });
                 flag(out, var, set);
             }
+            Var::MultipartUnmatchedBoundary => {
+                // ModSecurity v3 sets 1 or 2 (see the multipart processor).
+                let v = req.multipart.as_ref().map(|m| m.unmatched_boundary_value).unwrap_or(0);
+                owned(out, var, v.to_string());
+            }
             Var::Xml => {
                 if let Some(doc) = &req.xml {
-                    let (list, code, key): (&'a [Vec<u8>], u32, &'static [u8]) = match sel {
-                        KeySelector::XPath(XPath::Attributes) => (&doc.attributes, src::XML_ATTR, b"//@*"),
-                        _ => (&doc.texts, src::XML_TEXT, b"/*"),
-                    };
-                    for (i, v) in list.iter().enumerate() {
-                        out.push(Value { var, key: Cow::Borrowed(key), value: Cow::Borrowed(v), id: id(code, i) });
+                    match sel {
+                        KeySelector::XPath(XPath::Attributes) => {
+                            for (i, v) in doc.attributes.iter().enumerate() {
+                                out.push(Value { var, key: Cow::Borrowed(b"//@*"), value: Cow::Borrowed(v), id: id(src::XML_ATTR, i) });
+                            }
+                        }
+                        // `/*` selects the root element; its value is all of its text,
+                        // as in ModSecurity v3.
+                        _ => out.push(Value { var, key: Cow::Borrowed(b"/*"), value: Cow::Borrowed(&doc.content), id: id(src::XML_TEXT, 0) }),
                     }
                 }
             }
             Var::Tx => {
+                if let KeySelector::Exact(k) = sel {
+                    // TX keys are stored lower-case, like exact selectors.
+                    if let Some(v) = self.state.tx.get(k) {
+                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.clone()), id: None });
+                    }
+                    return;
+                }
                 for (k, v) in &self.state.tx {
                     if sel.matches(k) {
                         out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.clone()), id: None });

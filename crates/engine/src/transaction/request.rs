@@ -146,24 +146,27 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
     if let Some(p) = state.body_processor {
         req.processor = Some(p);
     }
+    // SecArgumentsLimit counts every argument, so the body gets what the query string
+    // left over.
     let limits = Limits {
-        max_args: cfg.arguments_limit,
+        max_args: cfg.arguments_limit.saturating_sub(req.args_get.len()),
         json_depth: cfg.json_depth_limit,
         multipart_parts: cfg.arguments_limit.max(cfg.upload_file_limit),
+        max_files: 0,
     };
     req.body_set = true;
     match req.processor {
         Some(BodyProcessor::UrlEncoded) => {
-            let (args, invalid) = body::urlencoded::parse(&req.body, cfg.argument_separator, cfg.arguments_limit);
+            let (args, invalid) = body::urlencoded::parse(&req.body, cfg.argument_separator, limits.max_args);
             req.args_post = args;
             req.urlencoded_error |= invalid;
         }
         Some(BodyProcessor::Json) => {
             if !req.body.is_empty() {
-                match body::json::parse(&req.body, &limits) {
-                    Ok(args) => req.args_post = args,
-                    Err(e) => req.processor_error = Some(e.to_string()),
-                }
+                // Arguments found before an error stay, as in ModSecurity v3.
+                let parsed = body::json::parse_partial(&req.body, &limits);
+                req.args_post = parsed.args;
+                req.processor_error = parsed.error.map(|e| e.to_string());
             }
         }
         Some(BodyProcessor::Xml) => {
@@ -176,13 +179,8 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
         }
         Some(BodyProcessor::Multipart) => {
             let mut mp = body::multipart::parse(&req.body, &req.content_type, &limits);
-            if mp.files.len() > cfg.upload_file_limit {
-                mp.flags.file_limit_exceeded = true;
-            }
             req.args_post = std::mem::take(&mut mp.args);
-            if let Some(e) = &mp.error {
-                req.processor_error = Some(e.clone());
-            }
+            req.processor_error = mp.reqbody_error_msg();
             req.multipart = Some(mp);
         }
         None => {}
