@@ -51,9 +51,11 @@ fn transform<'v>(cache: &mut TransformCache, rule: &Rule, value: &'v Value<'_>) 
     }
     let out = apply_all(&rule.transforms, raw);
     if let Some(id) = value.id {
+        // A transformation may borrow a shorter piece of its input (`trim`), so only a
+        // borrow of the whole value means "unchanged".
         let entry = match &out {
-            Cow::Borrowed(_) => None,
-            Cow::Owned(v) => Some(Arc::from(v.as_slice())),
+            Cow::Borrowed(b) if b.len() == raw.len() => None,
+            other => Some(Arc::from(&other[..])),
         };
         cache.map.insert((id, last), entry);
     }
@@ -66,7 +68,8 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
         cur = match cur {
             Cow::Borrowed(b) => t.apply(b),
             Cow::Owned(v) => match t.apply(&v) {
-                Cow::Borrowed(_) => Cow::Owned(v),
+                Cow::Borrowed(b) if b.len() == v.len() => Cow::Owned(v),
+                Cow::Borrowed(b) => Cow::Owned(b.to_vec()),
                 Cow::Owned(n) => Cow::Owned(n),
             },
         };
@@ -80,11 +83,10 @@ fn multi_values(transforms: &[Transform], raw: &[u8]) -> Vec<Vec<u8>> {
     let mut out = vec![raw.to_vec()];
     let mut cur = raw.to_vec();
     for t in transforms {
-        if let Cow::Owned(n) = t.apply(&cur) {
-            if n != cur {
-                out.push(n.clone());
-                cur = n;
-            }
+        let next = t.apply(&cur).into_owned();
+        if next != cur {
+            out.push(next.clone());
+            cur = next;
         }
     }
     out
