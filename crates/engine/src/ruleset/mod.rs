@@ -63,7 +63,9 @@ impl Ruleset {
 
     /// Finds a rule by id.
     pub fn rule_by_id(&self, id: i64) -> Option<&Rule> {
-        (1..=5).flat_map(|p| self.rules(p)).find(|r| r.id == Some(id))
+        (1..=5)
+            .flat_map(|p| self.rules(p))
+            .find(|r| r.id == Some(id))
     }
 
     /// A hash of every loaded rule file's text, to compare deployments.

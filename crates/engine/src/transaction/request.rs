@@ -117,7 +117,10 @@ pub(crate) fn add_request_header(req: &mut RequestData, name: &[u8], value: &[u8
 /// leading spaces removed, at the first `=`; no decoding.
 fn parse_cookies(out: &mut Vec<(Vec<u8>, Vec<u8>)>, value: &[u8]) {
     for piece in value.split(|&b| b == b';') {
-        let start = piece.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(piece.len());
+        let start = piece
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .unwrap_or(piece.len());
         let piece = &piece[start..];
         if piece.is_empty() {
             continue;
@@ -157,7 +160,8 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
     req.body_set = true;
     match req.processor {
         Some(BodyProcessor::UrlEncoded) => {
-            let (args, invalid) = body::urlencoded::parse(&req.body, cfg.argument_separator, limits.max_args);
+            let (args, invalid) =
+                body::urlencoded::parse(&req.body, cfg.argument_separator, limits.max_args);
             req.args_post = args;
             req.urlencoded_error |= invalid;
         }
@@ -194,7 +198,14 @@ mod tests {
     #[test]
     fn request_line_parts() {
         let mut r = RequestData::default();
-        set_request_line(&mut r, b'&', 100, b"GET", b"/a%20b/c.php?x=1&y=%27#frag", b"HTTP/1.1");
+        set_request_line(
+            &mut r,
+            b'&',
+            100,
+            b"GET",
+            b"/a%20b/c.php?x=1&y=%27#frag",
+            b"HTTP/1.1",
+        );
         assert_eq!(r.uri, b"/a b/c.php?x=1&y='");
         assert_eq!(r.filename, b"/a b/c.php");
         assert_eq!(r.basename, b"c.php");
@@ -202,7 +213,14 @@ mod tests {
         assert_eq!(r.line, b"GET /a%20b/c.php?x=1&y=%27#frag HTTP/1.1");
         assert_eq!(r.args_get.len(), 2);
         let mut r = RequestData::default();
-        set_request_line(&mut r, b'&', 100, b"GET", b"http://example.com/x/y?z", b"HTTP/1.1");
+        set_request_line(
+            &mut r,
+            b'&',
+            100,
+            b"GET",
+            b"http://example.com/x/y?z",
+            b"HTTP/1.1",
+        );
         assert_eq!(r.filename, b"/x/y");
     }
 
