@@ -425,7 +425,9 @@ impl RulesetBuilder {
                         Some(v) if v == "phase" => AllowScope::Phase,
                         Some(v) if v == "request" => AllowScope::Request,
                         Some(v) => {
-                            return Err(err(format!("allow: expected phase or request, got {v:?}")));
+                            return Err(err(format!(
+                                "allow: expected phase or request, got {v:?}"
+                            )));
                         }
                     };
                     rule.disruptive = Some(Disruptive::Allow(scope));
