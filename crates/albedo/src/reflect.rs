@@ -7,12 +7,13 @@ use serde_json::Value;
 ///
 /// The JSON fields are `status`, `headers`, `body`, `encodedBody` and `logMessage`. Like
 /// albedo (whose JSON decoder is Go's), key names match case-insensitively and unknown keys
-/// are ignored; a later key overrides an earlier one.
+/// are ignored. Should one field appear under keys that differ only in case, the key that
+/// sorts last wins (albedo takes the last in document order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReflectSpec {
     /// The status to answer with; a missing or zero `status` means 200.
     pub status: u16,
-    /// The headers to answer with, in the order the JSON object lists them.
+    /// The headers to answer with, sorted by name (albedo's Go map has no order either).
     pub headers: Vec<(String, String)>,
     /// The response body: `body` if it is non-empty, else `encodedBody` decoded.
     pub body: Vec<u8>,
