@@ -480,15 +480,17 @@ impl RulesetBuilder {
                         .ok_or_else(|| {
                             err(format!("initcol: unknown persistent collection {c:?}"))
                         })?;
-                    rule.full_match_actions.push(Action::InitCol {
+                    // Collections open when the rule matches, before its setvars, so
+                    // `initcol:ip=...,setvar:ip.n=+1` works in one rule.
+                    rule.match_actions.push(Action::InitCol {
                         collection,
                         key: Macro::parse(key).map_err(&err)?,
                     });
                 }
-                "setuid" => rule.full_match_actions.push(Action::SetUid(
+                "setuid" => rule.match_actions.push(Action::SetUid(
                     Macro::parse(need("user id")?).map_err(&err)?,
                 )),
-                "setsid" => rule.full_match_actions.push(Action::SetSid(
+                "setsid" => rule.match_actions.push(Action::SetSid(
                     Macro::parse(need("session id")?).map_err(&err)?,
                 )),
                 "ctl" => rule
