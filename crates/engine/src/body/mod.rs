@@ -22,11 +22,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_args: 1000,
-            json_depth: 10_000,
-            multipart_parts: 1000,
-        }
+        Limits { max_args: 1000, json_depth: 10_000, multipart_parts: 1000 }
     }
 }
 
