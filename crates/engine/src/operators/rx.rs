@@ -751,9 +751,13 @@ impl Translator<'_> {
         if c == b'[' && self.peek(1) == Some(b':') {
             // POSIX class `[:name:]` / `[:^name:]`, else a literal `[`.
             let rest = &self.src[self.pos + 2..];
-            if let Some(end) = rest.windows(2).position(|w| w == b":]") {
-                let name = &rest[..end];
-                let bare = name.strip_prefix(b"^").unwrap_or(name);
+            let end = rest.windows(2).position(|w| w == b":]");
+            let name = end.map(|e| &rest[..e]);
+            let bare = name.map(|n| n.strip_prefix(b"^").unwrap_or(n));
+            if let (Some(end), Some(name), Some(bare)) = (end, name, bare)
+                && !bare.is_empty()
+                && bare.iter().all(u8::is_ascii_alphabetic)
+            {
                 if !POSIX_CLASSES.contains(&ascii(bare)) {
                     return Err(format!(
                         "unknown POSIX class `[:{}:]` at byte {at}",
@@ -1003,6 +1007,11 @@ mod tests {
         assert!(!rx(r"[^]a]").matches(b"]", None));
         assert!(rx(r"[[:digit:]]").matches(b"7", None));
         assert!(rx(r"[[:^alpha:]]").matches(b"7", None));
+        // `[:` that does not open a POSIX class is a literal `[` and `:`.
+        let r = rx(r"[[:a]x:]");
+        assert!(r.matches(b":x:]", None));
+        assert!(!r.matches(b"x:]", None));
+        assert!(err(r"[[:nope:]]").contains("POSIX"));
         assert!(rx(r"[a\-z]").matches(b"-", None));
         assert!(!rx(r"[a\-z]").matches(b"m", None));
     }
