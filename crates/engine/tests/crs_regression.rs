@@ -202,8 +202,11 @@ fn go_form_encode(data: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Header name/value pairs.
+type Headers = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The albedo backend's answer to a request: 200, or what `/reflect` asks for.
-fn response(req: &Request) -> (u16, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>) {
+fn response(req: &Request) -> (u16, Headers, Vec<u8>) {
     if req.uri.starts_with(b"/reflect") {
         if let Ok(spec) = serde_json::from_slice::<serde_json::Value>(&req.body) {
             let status = spec
