@@ -84,11 +84,6 @@ fn request(
     }
 }
 
-/// Repeats `unit` to exactly `size` bytes.
-fn fill(unit: &[u8], size: usize) -> Vec<u8> {
-    unit.iter().copied().cycle().take(size).collect()
-}
-
 /// A list of quoted display names and addresses, `size` bytes long, that ends inside
 /// an unterminated quoted name (the CVE-2018-18898 shape).
 fn address_list(size: usize) -> Vec<u8> {
@@ -155,9 +150,9 @@ fn urlencode(v: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Escapes a value as a JSON string body.
-fn json_string(v: &[u8]) -> Vec<u8> {
-    let mut out = b"{\"comment\":\"".to_vec();
+/// Escapes bytes for a JSON string (high bytes and controls as `\u00XX`).
+fn json_escape(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 2);
     for &b in v {
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
@@ -166,7 +161,31 @@ fn json_string(v: &[u8]) -> Vec<u8> {
             _ => out.push(b),
         }
     }
+    out
+}
+
+/// `{"comment":"<frag repeated>"}` padded with trailing whitespace to exactly `size`
+/// bytes; only whole escaped fragments go in, so the document is always valid.
+fn json_body(frag: &[u8], size: usize) -> Vec<u8> {
+    let unit = json_escape(frag);
+    let mut out = b"{\"comment\":\"".to_vec();
+    while out.len() + unit.len() + 2 <= size {
+        out.extend_from_slice(&unit);
+    }
     out.extend_from_slice(b"\"}");
+    out.resize(size.max(out.len()), b' ');
+    out
+}
+
+/// `comment=<frag percent-encoded, repeated>` padded with `a` to exactly `size` bytes;
+/// only whole encoded fragments go in.
+fn form_body(frag: &[u8], size: usize) -> Vec<u8> {
+    let unit = urlencode(frag);
+    let mut out = b"comment=".to_vec();
+    while out.len() + unit.len() <= size {
+        out.extend_from_slice(&unit);
+    }
+    out.resize(size.max(out.len()), b'a');
     out
 }
 
@@ -218,10 +237,6 @@ fn cases(sizes: &[usize]) -> Vec<Case> {
             ),
         });
         for (frag_name, frag) in FRAGMENTS {
-            // Raw value, percent-encoded into the body; the body is `size` bytes.
-            let mut body = b"comment=".to_vec();
-            let enc = urlencode(frag);
-            body.extend_from_slice(&fill(&enc, size - body.len()));
             out.push(Case {
                 name: format!("form {frag_name}"),
                 size,
@@ -232,29 +247,9 @@ fn cases(sizes: &[usize]) -> Vec<Case> {
                         "Content-Type",
                         b"application/x-www-form-urlencoded".to_vec(),
                     )],
-                    body,
+                    form_body(frag, size),
                 ),
             });
-            let mut body = json_string(&fill(frag, size));
-            body.truncate(size.max(64));
-            if !body.ends_with(b"\"}") {
-                // Keep the JSON well formed: cut at a safe point and close the string.
-                let mut cut = body.len().saturating_sub(8);
-                while cut > 0 && body[cut - 1] == b'\\' {
-                    cut -= 1;
-                }
-                body.truncate(cut);
-                while body.ends_with(b"\\") {
-                    body.pop();
-                }
-                // Drop a partial \uXXXX escape.
-                if let Some(p) = body.iter().rposition(|&b| b == b'\\')
-                    && body.len() - p < 6
-                {
-                    body.truncate(p);
-                }
-                body.extend_from_slice(b"\"}");
-            }
             out.push(Case {
                 name: format!("json {frag_name}"),
                 size,
@@ -262,7 +257,7 @@ fn cases(sizes: &[usize]) -> Vec<Case> {
                     "POST",
                     b"/api/comment".to_vec(),
                     vec![("Content-Type", b"application/json".to_vec())],
-                    body,
+                    json_body(frag, size),
                 ),
             });
         }
@@ -353,6 +348,16 @@ fn main() {
         .into_iter()
         .filter(|c| filter.is_none_or(|f| c.name.contains(f.as_str())))
         .collect();
+    for c in &all {
+        if c.name.starts_with("json ") {
+            assert!(
+                serde_json::from_slice::<serde_json::Value>(&c.req.body).is_ok(),
+                "{} at {} bytes is not valid JSON",
+                c.name,
+                c.size
+            );
+        }
+    }
 
     let mut rows: Vec<(String, Vec<Timing>)> = Vec::new();
     for c in &all {

@@ -7,6 +7,11 @@
 //!
 //! Run: `cargo bench -p engine --bench transaction` (pin it with `taskset -c 0`).
 //! Allocations come from divan's counting allocator (`alloc:` rows in the output).
+//!
+//! Two more modes, chosen by environment variables:
+//! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s: a target for
+//!   `perf record` or `valgrind --tool=callgrind`;
+//! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own.
 
 mod common;
 
@@ -104,9 +109,87 @@ fn profile_loop(spec: &str) {
     );
 }
 
+/// Median wall time of `req` (phases 1, 2, 5) under `rs`, in microseconds.
+fn median_us(rs: &Arc<Ruleset>, req: &RawRequest, budget: std::time::Duration) -> f64 {
+    let mut times = Vec::new();
+    let start = std::time::Instant::now();
+    while times.len() < 5 || (start.elapsed() < budget && times.len() < 2000) {
+        let t = std::time::Instant::now();
+        std::hint::black_box(common::run(rs, req, None));
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// With `PALISADE_BENCH_BREAKDOWN=1`: the cost of each CRS v4 rule file on its own.
+/// Each file is loaded behind base.conf, crs-setup.conf.example and REQUEST-901
+/// (which the other files depend on); the table shows the time of the benign GET and
+/// form POST over that baseline.
+fn breakdown() {
+    let crs = common::shared().join("crs");
+    let base = common::base_text();
+    let setup = crs.join("crs-setup.conf.example");
+    let init = crs.join("rules/REQUEST-901-INITIALIZATION.conf");
+    let load = |extra: Option<&std::path::Path>| {
+        let mut b = engine::RulesetBuilder::new(Arc::new(seclang::FsSource));
+        b.add_text(&base, "base.conf").expect("base.conf");
+        b.add_file(&setup).expect("crs-setup");
+        b.add_file(&init).expect("REQUEST-901");
+        if let Some(f) = extra {
+            b.add_file(f)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        }
+        Arc::new(b.build().expect("build"))
+    };
+    let budget = std::time::Duration::from_millis(700);
+    let names = ["get", "form", "json"];
+    let baseline = load(None);
+    let base_t: Vec<f64> = names
+        .iter()
+        .map(|n| median_us(&baseline, &REQUESTS[n], budget))
+        .collect();
+    println!("| CRS v4 file | rules | get µs | form µs | json µs |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| (baseline: base.conf + crs-setup + REQUEST-901) | {} | {:.1} | {:.1} | {:.1} |",
+        baseline.rule_count(),
+        base_t[0],
+        base_t[1],
+        base_t[2]
+    );
+    let mut files: Vec<_> = std::fs::read_dir(crs.join("rules"))
+        .expect("CRS v4 rules/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+        .filter(|p| p != &init)
+        .collect();
+    files.sort();
+    for f in files {
+        let rs = load(Some(&f));
+        let t: Vec<f64> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| median_us(&rs, &REQUESTS[n], budget) - base_t[i])
+            .collect();
+        println!(
+            "| {} | {} | +{:.1} | +{:.1} | +{:.1} |",
+            f.file_name().unwrap_or_default().to_string_lossy(),
+            rs.rule_count() - baseline.rule_count(),
+            t[0],
+            t[1],
+            t[2]
+        );
+    }
+}
+
 fn main() {
     if let Ok(spec) = std::env::var("PALISADE_BENCH_LOOP") {
         profile_loop(&spec);
+        return;
+    }
+    if std::env::var_os("PALISADE_BENCH_BREAKDOWN").is_some() {
+        breakdown();
         return;
     }
     check("crs-v4", &V4);
