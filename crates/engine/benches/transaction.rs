@@ -144,6 +144,28 @@ fn breakdown() {
     };
     let budget = std::time::Duration::from_millis(700);
     let names = ["get", "form", "json"];
+    for (label, text) in [
+        (
+            "engine on, no rules",
+            "SecRuleEngine On\nSecRequestBodyAccess On\n".to_string(),
+        ),
+        ("base.conf only", base.clone()),
+    ] {
+        let mut b = engine::RulesetBuilder::new(Arc::new(seclang::FsSource));
+        b.add_text(&text, "inline.conf").expect("settings");
+        let rs = Arc::new(b.build().expect("build"));
+        let t: Vec<f64> = names
+            .iter()
+            .map(|n| median_us(&rs, &REQUESTS[n], budget))
+            .collect();
+        eprintln!(
+            "{label}: {} rules; get {:.1} µs, form {:.1} µs, json {:.1} µs",
+            rs.rule_count(),
+            t[0],
+            t[1],
+            t[2]
+        );
+    }
     let baseline = load(None);
     let base_t: Vec<f64> = names
         .iter()
