@@ -679,6 +679,10 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
         md.append("")
     if engine_md:
         md.append(engine_md)
+    profile = os.path.join(BENCH, "PROFILE.md")
+    if os.path.exists(profile):
+        with open(profile) as f:
+            md.append(f.read())
     return "\n".join(md) + "\n"
 
 
