@@ -145,7 +145,8 @@ pub struct OperatorDef {
     /// The operator name without `@`, as written (`rx`, `pmFromFile`). A rule whose
     /// operator string has no `@` gets `rx`.
     pub name: String,
-    /// The argument, as written after the name and one space (may be empty).
+    /// The argument, as written after the name and the blanks that follow it (may be
+    /// empty). For an operator string without `@`, the whole string.
     pub argument: String,
 }
 

@@ -52,4 +52,7 @@ pub enum ParseErrorKind {
     /// `Include` nested too deeply (a loop).
     #[error("includes nested deeper than {0} levels (include loop?)")]
     IncludeDepth(usize),
+    /// A file includes itself, directly or through other files.
+    #[error("include loop: {0} includes itself")]
+    IncludeLoop(PathBuf),
 }

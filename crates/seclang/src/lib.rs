@@ -7,6 +7,11 @@
 //! The only I/O is reading files through the [`FileSource`] trait, so that callers can
 //! load rules from disk ([`FsSource`]) or from memory ([`MemorySource`], used by tests).
 //!
+//! Entry points: [`parse_str`] (text, includes from disk), [`parse_source`] (text,
+//! includes through a [`FileSource`]) and [`parse_file`]. The [`rule`] module parses
+//! the variable, operator and action syntax on its own, for the places where the same
+//! syntax appears inside an action (such as `ctl:ruleRemoveTargetById=1;ARGS:x`).
+//!
 //! ```
 //! use seclang::{parse_str, DirectiveKind};
 //! let dirs = parse_str(
@@ -17,11 +22,14 @@
 //! ```
 
 pub mod ast;
+mod directives;
 pub mod error;
+mod lexer;
 pub mod parser;
+pub mod rule;
 pub mod source;
 
 pub use ast::*;
 pub use error::{ParseError, ParseErrorKind};
-pub use parser::{parse_file, parse_str};
+pub use parser::{MAX_INCLUDE_DEPTH, parse_file, parse_source, parse_str};
 pub use source::{FileSource, FsSource, MemorySource};

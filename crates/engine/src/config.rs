@@ -1,0 +1,282 @@
+//! Engine-wide settings from configuration directives (`SecRuleEngine`,
+//! `SecRequestBodyLimit`, ...), with ModSecurity v3's defaults.
+
+/// `SecRuleEngine`: whether rules run and whether they may disrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleEngineMode {
+    /// Rules run and disruptive actions are carried out.
+    On,
+    /// Rules do not run.
+    Off,
+    /// Rules run and log, but never disrupt.
+    DetectionOnly,
+}
+
+impl RuleEngineMode {
+    /// Parses `On`, `Off` or `DetectionOnly` (case-insensitive).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.to_ascii_lowercase().as_str() {
+            "on" => Some(Self::On),
+            "off" => Some(Self::Off),
+            "detectiononly" => Some(Self::DetectionOnly),
+            _ => None,
+        }
+    }
+}
+
+/// What to do when a body is larger than its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyLimitAction {
+    /// Refuse the transaction (413 for requests, 500 for responses, as ModSecurity).
+    Reject,
+    /// Inspect the part within the limit and let the rest through uninspected.
+    ProcessPartial,
+}
+
+/// `SecAuditEngine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditEngineMode {
+    /// Every transaction is recorded.
+    On,
+    /// No transaction is recorded.
+    Off,
+    /// Transactions with a logged match or a status matching `SecAuditLogRelevantStatus`.
+    RelevantOnly,
+}
+
+impl AuditEngineMode {
+    /// Parses `On`, `Off` or `RelevantOnly` (case-insensitive).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.to_ascii_lowercase().as_str() {
+            "on" => Some(Self::On),
+            "off" => Some(Self::Off),
+            "relevantonly" => Some(Self::RelevantOnly),
+            _ => None,
+        }
+    }
+}
+
+/// Audit log settings. Writing the records is the server's job; the engine decides
+/// whether a transaction is recorded and builds the record.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    /// `SecAuditEngine`.
+    pub engine: AuditEngineMode,
+    /// `SecAuditLog`: where the server should write records.
+    pub log_path: Option<String>,
+    /// `SecAuditLogParts`, such as `ABIJDEFHZ`.
+    pub parts: String,
+    /// `SecAuditLogFormat`: `JSON` or `Native`; records are produced as JSON either way.
+    pub format: String,
+    /// `SecAuditLogType`: `Serial` or `Concurrent`.
+    pub log_type: String,
+    /// `SecAuditLogRelevantStatus`: a regular expression on the response status.
+    pub relevant_status: Option<regex::bytes::Regex>,
+}
+
+/// Every engine-wide setting of a rule set.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// `SecRuleEngine` (default `Off` in ModSecurity; Palisade's default is `On`, so a
+    /// rule set without the directive still protects).
+    pub rule_engine: RuleEngineMode,
+    /// `SecRequestBodyAccess` (default off, as ModSecurity).
+    pub request_body_access: bool,
+    /// `SecResponseBodyAccess` (default off).
+    pub response_body_access: bool,
+    /// `SecResponseBodyMimeType`: inspected response content types (default
+    /// `text/plain text/html`).
+    pub response_body_mime_types: Vec<String>,
+    /// `SecRequestBodyLimit` in bytes (default 13107200).
+    pub request_body_limit: usize,
+    /// `SecRequestBodyNoFilesLimit` in bytes (default 1048576).
+    pub request_body_no_files_limit: usize,
+    /// `SecRequestBodyLimitAction` (default Reject).
+    pub request_body_limit_action: BodyLimitAction,
+    /// `SecResponseBodyLimit` in bytes (default 524288).
+    pub response_body_limit: usize,
+    /// `SecResponseBodyLimitAction` (default Reject).
+    pub response_body_limit_action: BodyLimitAction,
+    /// `SecRequestBodyJsonDepthLimit` (default 10000).
+    pub json_depth_limit: usize,
+    /// `SecArgumentsLimit` (default 1000).
+    pub arguments_limit: usize,
+    /// `SecArgumentSeparator` (default `&`).
+    pub argument_separator: u8,
+    /// `SecUploadFileLimit`: most file parts in a multipart body (default 100).
+    pub upload_file_limit: usize,
+    /// Audit log settings.
+    pub audit: AuditConfig,
+    /// `SecCollectionTimeout` in seconds (default 3600).
+    pub collection_timeout: u64,
+    /// `SecComponentSignature` values, in order.
+    pub component_signatures: Vec<String>,
+    /// `SecDataDir`, `SecTmpDir`, `SecUploadDir`, `SecDebugLog`, `SecDebugLogLevel` and
+    /// the like: kept as given, for the server to use or report.
+    pub other: Vec<(String, Vec<String>)>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            rule_engine: RuleEngineMode::On,
+            request_body_access: false,
+            response_body_access: false,
+            response_body_mime_types: vec!["text/plain".into(), "text/html".into()],
+            request_body_limit: 13_107_200,
+            request_body_no_files_limit: 1_048_576,
+            request_body_limit_action: BodyLimitAction::Reject,
+            response_body_limit: 524_288,
+            response_body_limit_action: BodyLimitAction::Reject,
+            json_depth_limit: 10_000,
+            arguments_limit: 1000,
+            argument_separator: b'&',
+            upload_file_limit: 100,
+            audit: AuditConfig {
+                engine: AuditEngineMode::Off,
+                log_path: None,
+                parts: "ABIJDEFHZ".into(),
+                format: "JSON".into(),
+                log_type: "Serial".into(),
+                relevant_status: None,
+            },
+            collection_timeout: 3600,
+            component_signatures: Vec::new(),
+            other: Vec::new(),
+        }
+    }
+}
+
+/// The outcome of applying a setting.
+pub(crate) enum SettingOutcome {
+    /// Applied.
+    Applied,
+    /// Accepted and ignored, as ModSecurity v3 does; the text says why.
+    Ignored(String),
+}
+
+fn on_off(name: &str, value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{name}: expected On or Off, got {value:?}")),
+    }
+}
+
+fn size(name: &str, value: &str) -> Result<usize, String> {
+    value
+        .trim()
+        .parse::<usize>()
+        .map_err(|_| format!("{name}: expected a size in bytes, got {value:?}"))
+}
+
+fn limit_action(name: &str, value: &str) -> Result<BodyLimitAction, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "reject" => Ok(BodyLimitAction::Reject),
+        "processpartial" => Ok(BodyLimitAction::ProcessPartial),
+        _ => Err(format!("{name}: expected Reject or ProcessPartial, got {value:?}")),
+    }
+}
+
+impl EngineConfig {
+    /// Applies one configuration directive. Unknown names and bad values are errors.
+    pub(crate) fn apply(&mut self, name: &str, args: &[String]) -> Result<SettingOutcome, String> {
+        let first = args.first().map(String::as_str).unwrap_or("");
+        match name {
+            "SecRuleEngine" => {
+                self.rule_engine = RuleEngineMode::parse(first).ok_or_else(|| {
+                    format!("SecRuleEngine: expected On, Off or DetectionOnly, got {first:?}")
+                })?
+            }
+            "SecRequestBodyAccess" => self.request_body_access = on_off(name, first)?,
+            "SecResponseBodyAccess" => self.response_body_access = on_off(name, first)?,
+            "SecResponseBodyMimeType" => {
+                for arg in args {
+                    for t in arg.split_whitespace() {
+                        let t = t.to_ascii_lowercase();
+                        if !self.response_body_mime_types.contains(&t) {
+                            self.response_body_mime_types.push(t);
+                        }
+                    }
+                }
+            }
+            "SecResponseBodyMimeTypesClear" => self.response_body_mime_types.clear(),
+            "SecRequestBodyLimit" => self.request_body_limit = size(name, first)?,
+            "SecRequestBodyNoFilesLimit" => self.request_body_no_files_limit = size(name, first)?,
+            "SecRequestBodyLimitAction" => self.request_body_limit_action = limit_action(name, first)?,
+            "SecResponseBodyLimit" => self.response_body_limit = size(name, first)?,
+            "SecResponseBodyLimitAction" => {
+                self.response_body_limit_action = limit_action(name, first)?
+            }
+            "SecRequestBodyJsonDepthLimit" => self.json_depth_limit = size(name, first)?,
+            "SecArgumentsLimit" => self.arguments_limit = size(name, first)?,
+            "SecUploadFileLimit" => self.upload_file_limit = size(name, first)?,
+            "SecArgumentSeparator" => {
+                let b = first.as_bytes();
+                if b.len() != 1 {
+                    return Err(format!(
+                        "SecArgumentSeparator: expected one character, got {first:?}"
+                    ));
+                }
+                self.argument_separator = b[0];
+            }
+            "SecAuditEngine" => {
+                self.audit.engine = AuditEngineMode::parse(first).ok_or_else(|| {
+                    format!("SecAuditEngine: expected On, Off or RelevantOnly, got {first:?}")
+                })?
+            }
+            "SecAuditLog" => self.audit.log_path = Some(first.to_string()),
+            "SecAuditLogParts" => {
+                if !first.chars().all(|c| "ABCDEFGHIJKZ".contains(c)) {
+                    return Err(format!("SecAuditLogParts: unknown part in {first:?}"));
+                }
+                self.audit.parts = first.to_string();
+            }
+            "SecAuditLogFormat" => match first.to_ascii_lowercase().as_str() {
+                "json" | "native" => self.audit.format = first.to_string(),
+                _ => return Err(format!("SecAuditLogFormat: expected JSON or Native, got {first:?}")),
+            },
+            "SecAuditLogType" => match first.to_ascii_lowercase().as_str() {
+                "serial" | "concurrent" | "https" => self.audit.log_type = first.to_string(),
+                _ => return Err(format!("SecAuditLogType: expected Serial or Concurrent, got {first:?}")),
+            },
+            "SecAuditLogRelevantStatus" => {
+                let re = regex::bytes::RegexBuilder::new(first)
+                    .unicode(false)
+                    .build()
+                    .map_err(|e| format!("SecAuditLogRelevantStatus: {e}"))?;
+                self.audit.relevant_status = Some(re);
+            }
+            "SecCollectionTimeout" => {
+                self.collection_timeout = first
+                    .parse()
+                    .map_err(|_| format!("SecCollectionTimeout: expected seconds, got {first:?}"))?
+            }
+            "SecComponentSignature" => self.component_signatures.push(first.to_string()),
+            "SecDataDir" | "SecTmpDir" | "SecUploadDir" | "SecDebugLog" | "SecDebugLogLevel"
+            | "SecUnicodeMapFile" | "SecUnicodeCodePage" | "SecAuditLogStorageDir"
+            | "SecAuditLogDirMode" | "SecAuditLogFileMode" | "SecUploadKeepFiles"
+            | "SecUploadFileMode" | "SecTmpSaveUploadedFiles" | "SecAuditLog2" => {
+                self.other.push((name.to_string(), args.to_vec()))
+            }
+            "SecRequestBodyInMemoryLimit" | "SecServerSignature" | "SecStatusEngine"
+            | "SecPcreMatchLimit" | "SecPcreMatchLimitRecursion" | "SecConnEngine"
+            | "SecCookieFormat" | "SecXmlExternalEntity" | "SecWebAppId" | "SecSensorId"
+            | "SecInterceptOnError" | "SecRuleInheritance" | "SecRulePerfTime"
+            | "SecStreamInBodyInspection" | "SecStreamOutBodyInspection"
+            | "SecContentInjection" | "SecDisableBackendCompression" | "SecGuardianLog"
+            | "SecHashEngine" | "SecHashKey" | "SecHashParam" | "SecHashMethodRx"
+            | "SecHashMethodPm" | "SecGsbLookupDb" | "SecHttpBlKey" | "SecGeoLookupDb"
+            | "SecRemoteRulesFailAction" => {
+                return Ok(SettingOutcome::Ignored(format!(
+                    "{name} is accepted and ignored (as ModSecurity v3 does or Palisade does not need it)"
+                )));
+            }
+            "SecRemoteRules" => {
+                return Err("SecRemoteRules: fetching rules over the network is not supported".into());
+            }
+            _ => return Err(format!("unsupported directive {name}")),
+        }
+        Ok(SettingOutcome::Applied)
+    }
+}

@@ -1,0 +1,224 @@
+//! Log output: ModSecurity-style error-log lines and JSON audit records.
+
+use crate::transaction::Transaction;
+use serde_json::{Map, Value, json};
+use std::fmt::Write;
+
+/// What is known of one rule match, for the error log and the audit record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchRecord {
+    /// The rule id (chain starter's).
+    pub rule_id: Option<i64>,
+    /// The phase it matched in.
+    pub phase: u8,
+    /// The rule's file.
+    pub file: String,
+    /// The rule's line.
+    pub line: u32,
+    /// Expanded `msg`.
+    pub msg: Option<String>,
+    /// Expanded `logdata`.
+    pub data: Option<String>,
+    /// `severity`.
+    pub severity: Option<u8>,
+    /// `tag`s.
+    pub tags: Vec<String>,
+    /// `ver`.
+    pub ver: Option<String>,
+    /// `rev`.
+    pub rev: Option<String>,
+    /// `maturity`.
+    pub maturity: Option<u8>,
+    /// `accuracy`.
+    pub accuracy: Option<u8>,
+    /// Operator name and argument as written.
+    pub operator: (String, String),
+    /// Whether the operator was negated.
+    pub negated: bool,
+    /// MATCHED_VAR_NAME at the time of the match.
+    pub var_name: String,
+    /// MATCHED_VAR at the time of the match.
+    pub var_value: String,
+    /// `log`/`nolog`.
+    pub log: bool,
+    /// `auditlog`/`noauditlog`.
+    pub auditlog: bool,
+    /// The status, when this match denied the transaction.
+    pub denied_with: Option<u16>,
+}
+
+/// Escapes a value for a `[key "value"]` field: quotes and backslashes are escaped and
+/// control bytes are written as `\xHH`, so a record stays on one line.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Cuts a string to at most `max` bytes on a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn operator_display(name: &str) -> String {
+    let mut c = name.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+/// Formats one error-log line in ModSecurity v3's layout:
+/// `ModSecurity: Warning. Matched "Operator `Rx' with parameter `...' against variable
+/// `ARGS:x' (Value: `...' ) [file "..."] [line "..."] [id "..."] ...`.
+pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
+    let mut s = String::with_capacity(512);
+    match m.denied_with {
+        Some(code) => {
+            let _ = write!(s, "ModSecurity: Access denied with code {code} (phase {}). ", m.phase);
+        }
+        None => s.push_str("ModSecurity: Warning. "),
+    }
+    if m.operator.0.eq_ignore_ascii_case("unconditionalMatch") && m.var_name.is_empty() {
+        s.push_str("Unconditional match in SecAction.");
+    } else {
+        let _ = write!(
+            s,
+            "Matched \"Operator `{}' with parameter `{}' against variable `{}' (Value: `{}' )",
+            operator_display(&m.operator.0),
+            escape(cut(&m.operator.1, 200)),
+            escape(&m.var_name),
+            escape(cut(&m.var_value, 200)),
+        );
+    }
+    let _ = write!(s, " [file \"{}\"] [line \"{}\"]", escape(&m.file), m.line);
+    let _ = write!(s, " [id \"{}\"]", m.rule_id.map(|i| i.to_string()).unwrap_or_default());
+    let _ = write!(s, " [rev \"{}\"]", escape(m.rev.as_deref().unwrap_or("")));
+    let _ = write!(s, " [msg \"{}\"]", escape(m.msg.as_deref().unwrap_or("")));
+    let _ = write!(s, " [data \"{}\"]", escape(cut(m.data.as_deref().unwrap_or(""), 512)));
+    let _ = write!(s, " [severity \"{}\"]", m.severity.map(|v| v.to_string()).unwrap_or_default());
+    let _ = write!(s, " [ver \"{}\"]", escape(m.ver.as_deref().unwrap_or("")));
+    let _ = write!(s, " [maturity \"{}\"]", m.maturity.unwrap_or(0));
+    let _ = write!(s, " [accuracy \"{}\"]", m.accuracy.unwrap_or(0));
+    for t in &m.tags {
+        let _ = write!(s, " [tag \"{}\"]", escape(t));
+    }
+    let host = String::from_utf8_lossy(&tx.req.server_name);
+    let _ = write!(s, " [hostname \"{}\"]", escape(&host));
+    let _ = write!(s, " [uri \"{}\"]", escape(&String::from_utf8_lossy(&tx.req.filename)));
+    let _ = write!(s, " [unique_id \"{}\"]", escape(tx.unique_id()));
+    let _ = write!(s, " [ref \"\"]");
+    s
+}
+
+fn pairs_json(pairs: &[(Vec<u8>, Vec<u8>)]) -> Value {
+    let mut m = Map::new();
+    for (k, v) in pairs {
+        m.insert(String::from_utf8_lossy(k).into_owned(), Value::String(String::from_utf8_lossy(v).into_owned()));
+    }
+    Value::Object(m)
+}
+
+/// Builds the JSON audit record of a transaction, in ModSecurity v3's JSON audit log
+/// layout (`{"transaction": {...}}`), honouring the transaction's audit log parts.
+pub fn audit_record(tx: &Transaction) -> String {
+    let parts = &tx.state.audit_parts;
+    let ctx = tx.ctx();
+    let secs = ctx.now_unix_micros.div_euclid(1_000_000);
+    let mut t = Map::new();
+    t.insert("client_ip".into(), json!(ctx.client_ip.to_string()));
+    t.insert("time_stamp".into(), json!(secs.to_string()));
+    t.insert("server_id".into(), json!(""));
+    t.insert("client_port".into(), json!(ctx.client_port));
+    t.insert("host_ip".into(), json!(ctx.server_ip.to_string()));
+    t.insert("host_port".into(), json!(ctx.server_port));
+    t.insert("unique_id".into(), json!(ctx.unique_id));
+    let mut request = Map::new();
+    request.insert("method".into(), json!(String::from_utf8_lossy(&tx.req.method)));
+    let version = String::from_utf8_lossy(&tx.req.protocol);
+    request.insert("http_version".into(), json!(version.strip_prefix("HTTP/").unwrap_or(&version)));
+    request.insert("uri".into(), json!(String::from_utf8_lossy(&tx.req.uri_raw)));
+    if parts.contains('B') {
+        request.insert("headers".into(), pairs_json(&tx.req.headers));
+    }
+    if parts.contains('C') || parts.contains('I') {
+        request.insert("body".into(), json!(String::from_utf8_lossy(&tx.req.body)));
+    }
+    t.insert("request".into(), Value::Object(request));
+    let mut response = Map::new();
+    response.insert("http_code".into(), json!(tx.resp.status));
+    if parts.contains('F') {
+        response.insert("headers".into(), pairs_json(&tx.resp.headers));
+    }
+    if parts.contains('E') {
+        response.insert("body".into(), json!(String::from_utf8_lossy(&tx.resp.body)));
+    }
+    t.insert("response".into(), Value::Object(response));
+    if parts.contains('H') {
+        let messages: Vec<Value> = tx
+            .matches()
+            .iter()
+            .filter(|m| m.log || m.auditlog)
+            .map(|m| {
+                json!({
+                    "message": m.msg.clone().unwrap_or_default(),
+                    "details": {
+                        "match": format!("Matched \"Operator `{}' with parameter `{}' against variable `{}' (Value: `{}' )",
+                            operator_display(&m.operator.0), cut(&m.operator.1, 200), m.var_name, cut(&m.var_value, 200)),
+                        "reference": "",
+                        "ruleId": m.rule_id.map(|i| i.to_string()).unwrap_or_default(),
+                        "file": m.file,
+                        "lineNumber": m.line.to_string(),
+                        "data": m.data.clone().unwrap_or_default(),
+                        "severity": m.severity.map(|s| s.to_string()).unwrap_or_default(),
+                        "ver": m.ver.clone().unwrap_or_default(),
+                        "rev": m.rev.clone().unwrap_or_default(),
+                        "tags": m.tags,
+                        "maturity": m.maturity.unwrap_or(0).to_string(),
+                        "accuracy": m.accuracy.unwrap_or(0).to_string(),
+                    }
+                })
+            })
+            .collect();
+        let producer = json!({
+            "modsecurity": concat!("Palisade/", env!("CARGO_PKG_VERSION")),
+            "connector": "palisade",
+            "secrules_engine": match tx.state.mode {
+                crate::config::RuleEngineMode::On => "Enabled",
+                crate::config::RuleEngineMode::Off => "Disabled",
+                crate::config::RuleEngineMode::DetectionOnly => "DetectionOnly",
+            },
+            "components": tx.ruleset().config().component_signatures,
+        });
+        t.insert("producer".into(), producer);
+        t.insert("messages".into(), Value::Array(messages));
+    }
+    json!({ "transaction": Value::Object(t) }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_to_one_line() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\x0ad");
+        assert_eq!(cut("héllo", 2), "h");
+    }
+}

@@ -1,0 +1,135 @@
+//! Macro expansion: `%{tx.anomaly_score}`, `%{MATCHED_VAR}`, `%{REQUEST_HEADERS.host}`.
+//!
+//! Macros are parsed once at load time into a [`Macro`]; at run time only the variable
+//! lookups happen.
+
+use crate::variables::Var;
+use std::borrow::Cow;
+
+/// A piece of text with macros, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Macro {
+    parts: Vec<Part>,
+    text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Literal(Vec<u8>),
+    Var { var: Var, key: Option<Vec<u8>> },
+}
+
+/// Looks up the value a macro names. Implemented by the transaction.
+pub trait MacroContext {
+    /// The first value of `var` (with `key` for collections), or `None` when unset.
+    fn lookup(&self, var: Var, key: Option<&[u8]>) -> Option<Cow<'_, [u8]>>;
+}
+
+impl Macro {
+    /// Parses text. A `%{...}` that names an unknown variable is an error; text
+    /// without `%{` is a plain literal.
+    pub fn parse(text: &str) -> Result<Macro, String> {
+        let bytes = text.as_bytes();
+        let mut parts = Vec::new();
+        let mut lit = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' && bytes.get(i + 1) == Some(&b'{') {
+                if let Some(end) = bytes[i + 2..].iter().position(|&b| b == b'}') {
+                    let inner = &text[i + 2..i + 2 + end];
+                    let (name, key) = match inner.find(['.', ':']) {
+                        Some(p) => (&inner[..p], Some(&inner[p + 1..])),
+                        None => (inner, None),
+                    };
+                    let var = Var::from_name(name)
+                        .ok_or_else(|| format!("unknown variable {name:?} in macro %{{{inner}}}"))?;
+                    if !lit.is_empty() {
+                        parts.push(Part::Literal(std::mem::take(&mut lit)));
+                    }
+                    parts.push(Part::Var {
+                        var,
+                        key: key.map(|k| k.to_ascii_lowercase().into_bytes()),
+                    });
+                    i += end + 3;
+                    continue;
+                }
+            }
+            lit.push(bytes[i]);
+            i += 1;
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Literal(lit));
+        }
+        Ok(Macro { parts, text: text.to_string() })
+    }
+
+    /// The text as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// True when the text has no macro in it.
+    pub fn is_literal(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Literal(_)))
+    }
+
+    /// True when the text names `var` anywhere.
+    pub fn uses(&self, var: Var) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Var { var: v, .. } if *v == var))
+    }
+
+    /// Expands the macros. Unset variables expand to the empty string (ModSecurity v3).
+    pub fn expand<'a>(&'a self, ctx: &dyn MacroContext) -> Cow<'a, [u8]> {
+        match self.parts.as_slice() {
+            [] => Cow::Borrowed(&[]),
+            [Part::Literal(l)] => Cow::Borrowed(l),
+            parts => {
+                let mut out = Vec::new();
+                for p in parts {
+                    match p {
+                        Part::Literal(l) => out.extend_from_slice(l),
+                        Part::Var { var, key } => {
+                            if let Some(v) = ctx.lookup(*var, key.as_deref()) {
+                                out.extend_from_slice(&v);
+                            }
+                        }
+                    }
+                }
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// Expands to a string, replacing invalid UTF-8 lossily.
+    pub fn expand_string(&self, ctx: &dyn MacroContext) -> String {
+        String::from_utf8_lossy(&self.expand(ctx)).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Ctx;
+    impl MacroContext for Ctx {
+        fn lookup(&self, var: Var, key: Option<&[u8]>) -> Option<Cow<'_, [u8]>> {
+            match (var, key) {
+                (Var::Tx, Some(b"score")) => Some(Cow::Borrowed(b"5")),
+                (Var::MatchedVar, None) => Some(Cow::Borrowed(b"x")),
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn expands() {
+        let m = Macro::parse("a %{TX.score} b %{matched_var} %{tx.nope}!").unwrap();
+        assert_eq!(&*m.expand(&Ctx), b"a 5 b x !");
+        assert!(!m.is_literal());
+        let l = Macro::parse("plain 100%").unwrap();
+        assert!(l.is_literal());
+        assert_eq!(&*l.expand(&Ctx), b"plain 100%");
+        assert!(Macro::parse("%{bogus.x}").is_err());
+        assert_eq!(&*Macro::parse("%{unterminated").unwrap().expand(&Ctx), b"%{unterminated");
+    }
+}

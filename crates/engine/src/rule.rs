@@ -1,0 +1,121 @@
+//! A compiled rule: targets, operator, transformations and actions, resolved once.
+
+use crate::actions::{Action, Disruptive};
+use crate::macros::Macro;
+use crate::operators::Operator;
+use crate::transforms::Transform;
+use crate::variables::{Exclusion, Target};
+use seclang::Span;
+
+/// The operator of a compiled rule.
+#[derive(Debug, Clone)]
+pub enum RuleOperator {
+    /// Compiled at load time.
+    Static(Operator),
+    /// The argument holds macros; it is expanded and compiled per evaluation (only
+    /// cheap operators such as `@eq` or `@within` are used this way in practice).
+    Dynamic {
+        /// Operator name.
+        name: String,
+        /// The argument.
+        argument: Macro,
+    },
+    /// `@rbl`: a DNS block-list lookup, answered by the transaction's lookup hook.
+    Rbl(String),
+    /// `@geoLookup`: needs a GeoIP database, answered by the transaction's lookup hook.
+    GeoLookup,
+}
+
+/// Metadata used in logs.
+#[derive(Debug, Clone, Default)]
+pub struct RuleMeta {
+    /// `msg`.
+    pub msg: Option<Macro>,
+    /// `logdata`.
+    pub logdata: Option<Macro>,
+    /// `severity`, 0 (EMERGENCY) to 7 (DEBUG).
+    pub severity: Option<u8>,
+    /// `tag`s, in order.
+    pub tags: Vec<String>,
+    /// `ver`.
+    pub ver: Option<String>,
+    /// `rev`.
+    pub rev: Option<String>,
+    /// `maturity`.
+    pub maturity: Option<u8>,
+    /// `accuracy`.
+    pub accuracy: Option<u8>,
+}
+
+/// One compiled rule (a link in a chain has its own `Rule`).
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// `id`; links after the first in a chain have none.
+    pub id: Option<i64>,
+    /// The id of the chain's first rule (equal to `id` for a first rule).
+    pub chain_id: Option<i64>,
+    /// Phase 1-5.
+    pub phase: u8,
+    /// Where the rule is written.
+    pub span: Span,
+    /// What the rule inspects. Empty for `SecAction`.
+    pub targets: Vec<Target>,
+    /// `!VAR` exclusions (and `SecRuleUpdateTargetById` exclusions).
+    pub exclusions: Vec<Exclusion>,
+    /// The operator.
+    pub operator: RuleOperator,
+    /// `!@op`.
+    pub negated: bool,
+    /// The operator as written (`@rx foo`), for logs.
+    pub operator_text: (String, String),
+    /// Transformations, after merging the phase's default transformations.
+    pub transforms: Vec<Transform>,
+    /// Transformation-cache key of each prefix of `transforms` (`prefix_ids[i]` names
+    /// `transforms[..=i]`).
+    pub prefix_ids: Vec<u32>,
+    /// Metadata for logs.
+    pub meta: RuleMeta,
+    /// `log` (true) or `nolog`.
+    pub log: bool,
+    /// `auditlog` or `noauditlog`.
+    pub auditlog: bool,
+    /// `capture`.
+    pub capture: bool,
+    /// `multiMatch`.
+    pub multi_match: bool,
+    /// Actions run for every matched value, whether or not the chain goes on to match
+    /// (ModSecurity v3 runs `setvar` this way; v2 ran it only on a full match).
+    pub match_actions: Vec<Action>,
+    /// Actions run once the whole chain has matched (`ctl`, `initcol`, `setenv`, ...).
+    pub full_match_actions: Vec<Action>,
+    /// The disruptive action (chain starters only).
+    pub disruptive: Option<Disruptive>,
+    /// `status`.
+    pub status: Option<u16>,
+    /// `skip:N`.
+    pub skip: u32,
+    /// `skipAfter:MARKER`.
+    pub skip_after: Option<String>,
+    /// The next link of the chain.
+    pub chain: Option<Box<Rule>>,
+    /// The action string as written, kept for `SecRuleUpdateActionById`.
+    pub(crate) action_defs: Vec<seclang::ActionDef>,
+    /// The rule as written, kept so updates can recompile it.
+    pub(crate) def: Option<seclang::RuleDef>,
+}
+
+/// An entry of a phase's rule list.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// A rule (with its chain).
+    Rule(Rule),
+    /// A `SecMarker`.
+    Marker(String),
+}
+
+impl Rule {
+    /// Iterates over the links of this rule's chain, starting with itself.
+    pub fn links(&self) -> impl Iterator<Item = &Rule> {
+        std::iter::successors(Some(self), |r| r.chain.as_deref())
+    }
+}

@@ -1,0 +1,749 @@
+//! Turning directives into compiled rules.
+
+use super::Ruleset;
+use crate::actions::{
+    Action, AllowScope, BodyProcessor, CollectionKind, Ctl, Disruptive, SetOp,
+};
+use crate::config::{AuditEngineMode, EngineConfig, RuleEngineMode, SettingOutcome};
+use crate::error::LoadError;
+use crate::macros::Macro;
+use crate::operators::{CompileContext, Operator};
+use crate::rule::{Entry, Rule, RuleMeta, RuleOperator};
+use crate::transforms::Transform;
+use crate::variables::{self, Exclusion, Target, Var};
+use seclang::{ActionDef, Directive, DirectiveKind, FileSource, IdRange, RuleDef, RuleSelector, Span};
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Builds a [`Ruleset`] from SecLang files and text, in order.
+pub struct RulesetBuilder {
+    source: Arc<dyn FileSource + Send + Sync>,
+    config: EngineConfig,
+    /// Raw default actions per phase (index 0 = phase 1).
+    defaults: [Vec<ActionDef>; 5],
+    entries: Vec<Entry>,
+    /// True while the last rule ended with `chain`.
+    open_chain: bool,
+    files: Vec<PathBuf>,
+    warnings: Vec<String>,
+    prefixes: HashMap<Vec<Transform>, u32>,
+    ids: HashSet<i64>,
+    hasher: std::collections::hash_map::DefaultHasher,
+}
+
+impl RulesetBuilder {
+    /// A builder that reads rule and data files through `source`.
+    pub fn new(source: Arc<dyn FileSource + Send + Sync>) -> Self {
+        RulesetBuilder {
+            source,
+            config: EngineConfig::default(),
+            defaults: Default::default(),
+            entries: Vec::new(),
+            open_chain: false,
+            files: Vec::new(),
+            warnings: Vec::new(),
+            prefixes: HashMap::new(),
+            ids: HashSet::new(),
+            hasher: Default::default(),
+        }
+    }
+
+    /// Loads a SecLang file (or every file a glob pattern matches, in lexical order).
+    pub fn add_file(&mut self, path: &Path) -> Result<&mut Self, LoadError> {
+        let is_glob = path.to_str().is_some_and(|s| s.contains(['*', '?', '[']));
+        let paths = if is_glob {
+            self.source.glob(path).map_err(|e| io_error(path, &e.to_string()))?
+        } else {
+            vec![path.to_path_buf()]
+        };
+        if paths.is_empty() {
+            return Err(io_error(path, "no file matches the pattern"));
+        }
+        for p in paths {
+            let source = self.source.clone();
+            let directives = seclang::parse_file(source.as_ref(), &p)?;
+            self.files.push(p);
+            self.add_directives(directives)?;
+        }
+        Ok(self)
+    }
+
+    /// Loads SecLang text; `name` stands for its file name in errors and logs.
+    pub fn add_text(&mut self, text: &str, name: &str) -> Result<&mut Self, LoadError> {
+        let source = self.source.clone();
+        let directives = seclang::parse_source(source.as_ref(), text, Path::new(name))?;
+        self.add_directives(directives)?;
+        Ok(self)
+    }
+
+    /// Applies parsed directives, in order.
+    pub fn add_directives(&mut self, directives: Vec<Directive>) -> Result<&mut Self, LoadError> {
+        for d in directives {
+            format!("{:?}", d.kind).hash(&mut self.hasher);
+            self.add_directive(d)?;
+        }
+        Ok(self)
+    }
+
+    fn add_directive(&mut self, d: Directive) -> Result<(), LoadError> {
+        let span = d.span;
+        match d.kind {
+            DirectiveKind::Rule(def) => self.add_rule(&span, Some(def.clone()), def.actions)?,
+            DirectiveKind::Action(actions) => self.add_rule(&span, None, actions)?,
+            DirectiveKind::Marker(name) => {
+                self.close_chain(&span)?;
+                self.entries.push(Entry::Marker(name));
+            }
+            DirectiveKind::DefaultAction(actions) => {
+                self.close_chain(&span)?;
+                let phase = find_phase(&actions).map_err(|e| LoadError::rule(&span, None, e))?.unwrap_or(2);
+                if actions.iter().any(|a| a.name.eq_ignore_ascii_case("id")) {
+                    return Err(LoadError::rule(&span, None, "SecDefaultAction must not have an id"));
+                }
+                if !actions.iter().any(|a| is_disruptive(&a.name)) {
+                    return Err(LoadError::rule(&span, None, "SecDefaultAction needs a disruptive action"));
+                }
+                // Check that the actions compile.
+                self.compile_rule(&span, None, &actions, None, true)?;
+                self.defaults[usize::from(phase - 1)] = actions;
+            }
+            DirectiveKind::RuleRemove(sel) => {
+                self.close_chain(&span)?;
+                let sel = compile_selector(&span, &sel)?;
+                self.entries.retain(|e| match e {
+                    Entry::Rule(r) => !sel.selects(r),
+                    Entry::Marker(_) => true,
+                });
+            }
+            DirectiveKind::RuleUpdateTarget { selector, targets, replaced } => {
+                self.close_chain(&span)?;
+                let sel = compile_selector(&span, &selector)?;
+                let (add, excl) = compile_targets(&span, None, &targets)?;
+                let replaced = match replaced {
+                    Some(r) => Some(compile_targets(&span, None, &r)?.0),
+                    None => None,
+                };
+                let mut found = false;
+                for e in &mut self.entries {
+                    if let Entry::Rule(r) = e {
+                        if sel.selects(r) {
+                            found = true;
+                            if let Some(rep) = &replaced {
+                                r.targets.retain(|t| !rep.iter().any(|x| x.written.eq_ignore_ascii_case(&t.written)));
+                            }
+                            r.targets.extend(add.iter().cloned());
+                            r.exclusions.extend(excl.iter().cloned());
+                        }
+                    }
+                }
+                if !found {
+                    self.warnings.push(format!("{span}: SecRuleUpdateTarget matched no rule loaded so far"));
+                }
+            }
+            DirectiveKind::RuleUpdateAction { id, actions } => {
+                self.close_chain(&span)?;
+                let pos = self.entries.iter().position(|e| matches!(e, Entry::Rule(r) if r.id == Some(id)));
+                let Some(pos) = pos else {
+                    return Err(LoadError::rule(&span, Some(id), "SecRuleUpdateActionById: no rule with this id is loaded"));
+                };
+                let Entry::Rule(old) = &self.entries[pos] else { unreachable!() };
+                let mut defs: Vec<ActionDef> = old
+                    .action_defs
+                    .iter()
+                    .filter(|a| {
+                        let n = a.name.to_ascii_lowercase();
+                        n == "t"
+                            || n == "id"
+                            || n == "phase"
+                            || !actions.iter().any(|b| {
+                                b.name.eq_ignore_ascii_case(&a.name)
+                                    || (is_disruptive(&b.name) && is_disruptive(&a.name))
+                            })
+                    })
+                    .cloned()
+                    .collect();
+                defs.extend(actions.iter().filter(|a| !a.name.eq_ignore_ascii_case("id")).cloned());
+                let old_span = old.span.clone();
+                let def = old.def.clone();
+                let chain = old.chain.clone();
+                let mut rule = self.compile_rule(&old_span, def.as_ref(), &defs, None, false)?;
+                rule.chain = chain;
+                self.entries[pos] = Entry::Rule(rule);
+            }
+            DirectiveKind::Setting { name, args } => {
+                self.close_chain(&span)?;
+                match self.config.apply(&name, &args) {
+                    Ok(SettingOutcome::Applied) => {}
+                    Ok(SettingOutcome::Ignored(why)) => {
+                        tracing::warn!("{span}: {why}");
+                        self.warnings.push(format!("{span}: {why}"));
+                    }
+                    Err(e) => return Err(LoadError::rule(&span, None, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn close_chain(&self, span: &Span) -> Result<(), LoadError> {
+        if self.open_chain {
+            return Err(LoadError::rule(span, None, "a rule with `chain` must be followed by a SecRule"));
+        }
+        Ok(())
+    }
+
+    fn add_rule(&mut self, span: &Span, def: Option<RuleDef>, actions: Vec<ActionDef>) -> Result<(), LoadError> {
+        if self.open_chain {
+            // A link of the chain opened by the last rule.
+            let Some(Entry::Rule(head)) = self.entries.last() else {
+                return Err(LoadError::rule(span, None, "chain without a starting rule"));
+            };
+            let (phase, head_id) = (head.phase, head.id);
+            if def.is_none() {
+                return Err(LoadError::rule(span, head_id, "a chained rule must be a SecRule, not SecAction"));
+            }
+            let rule = self.compile_rule(span, def.as_ref(), &actions, Some((phase, head_id)), false)?;
+            let opens = has_action(&actions, "chain");
+            let Some(Entry::Rule(head)) = self.entries.last_mut() else { unreachable!() };
+            let mut link = head;
+            while link.chain.is_some() {
+                link = link.chain.as_mut().expect("checked");
+            }
+            link.chain = Some(Box::new(rule));
+            self.open_chain = opens;
+            return Ok(());
+        }
+        let rule = self.compile_rule(span, def.as_ref(), &actions, None, false)?;
+        if let Some(id) = rule.id {
+            if !self.ids.insert(id) {
+                return Err(LoadError::rule(span, Some(id), "duplicate rule id"));
+            }
+        }
+        self.open_chain = has_action(&actions, "chain");
+        self.entries.push(Entry::Rule(rule));
+        Ok(())
+    }
+
+    fn intern(&mut self, prefix: &[Transform]) -> u32 {
+        let next = self.prefixes.len() as u32;
+        *self.prefixes.entry(prefix.to_vec()).or_insert(next)
+    }
+
+    /// Compiles one rule (or one link of a chain when `link_of` gives the chain's phase
+    /// and id, or the actions of a `SecDefaultAction` when `default` is set).
+    fn compile_rule(
+        &mut self,
+        span: &Span,
+        def: Option<&RuleDef>,
+        actions: &[ActionDef],
+        link_of: Option<(u8, Option<i64>)>,
+        default: bool,
+    ) -> Result<Rule, LoadError> {
+        let id = find_id(actions).map_err(|e| LoadError::rule(span, None, e))?;
+        let chain_id = link_of.map(|l| l.1).unwrap_or(id);
+        let err = |reason: String| LoadError::rule(span, chain_id, reason);
+        if link_of.is_some() && id.is_some() {
+            return Err(err("a chained rule must not have an id".into()));
+        }
+        if link_of.is_none() && !default && id.is_none() {
+            return Err(err("rule has no id".into()));
+        }
+        let phase = match link_of {
+            Some((p, _)) => {
+                if find_phase(actions).map_err(&err)?.is_some() {
+                    return Err(err("a chained rule must not set phase".into()));
+                }
+                p
+            }
+            None => find_phase(actions).map_err(&err)?.unwrap_or(2),
+        };
+        let is_starter = link_of.is_none() && !default;
+        let defaults: Vec<ActionDef> =
+            if is_starter { self.defaults[usize::from(phase - 1)].clone() } else { Vec::new() };
+
+        let mut rule = Rule {
+            id,
+            chain_id,
+            phase,
+            span: span.clone(),
+            targets: Vec::new(),
+            exclusions: Vec::new(),
+            operator: RuleOperator::Static(Operator::UnconditionalMatch),
+            negated: false,
+            operator_text: ("unconditionalMatch".into(), String::new()),
+            transforms: Vec::new(),
+            prefix_ids: Vec::new(),
+            meta: RuleMeta::default(),
+            log: true,
+            auditlog: true,
+            capture: false,
+            multi_match: false,
+            match_actions: Vec::new(),
+            full_match_actions: Vec::new(),
+            disruptive: None,
+            status: None,
+            skip: 0,
+            skip_after: None,
+            chain: None,
+            action_defs: actions.to_vec(),
+            def: def.cloned(),
+        };
+
+        // Default actions first (transformations, log flags, disruptive, status), then
+        // the rule's own, which override them.
+        for (a, from_default) in defaults.iter().map(|a| (a, true)).chain(actions.iter().map(|a| (a, false))) {
+            let name = a.name.to_ascii_lowercase();
+            if from_default && !matches!(name.as_str(), "t" | "log" | "nolog" | "auditlog" | "noauditlog" | "status")
+                && !is_disruptive(&name)
+            {
+                continue;
+            }
+            let value = a.value.as_deref();
+            let need = |what: &str| value.ok_or_else(|| err(format!("action {}: needs a value ({what})", a.name)));
+            match name.as_str() {
+                "id" | "phase" => {}
+                "msg" => rule.meta.msg = Some(Macro::parse(need("text")?).map_err(&err)?),
+                "logdata" => rule.meta.logdata = Some(Macro::parse(need("text")?).map_err(&err)?),
+                "severity" => rule.meta.severity = Some(parse_severity(need("severity")?).map_err(&err)?),
+                "tag" => rule.meta.tags.push(need("tag")?.to_string()),
+                "ver" => rule.meta.ver = Some(need("version")?.to_string()),
+                "rev" => rule.meta.rev = Some(need("revision")?.to_string()),
+                "maturity" => rule.meta.maturity = Some(parse_small(need("1-9")?).map_err(&err)?),
+                "accuracy" => rule.meta.accuracy = Some(parse_small(need("1-9")?).map_err(&err)?),
+                "chain" => {}
+                "capture" => rule.capture = true,
+                "multimatch" => rule.multi_match = true,
+                "log" => rule.log = true,
+                "nolog" => {
+                    rule.log = false;
+                    rule.auditlog = false;
+                }
+                "auditlog" => rule.auditlog = true,
+                "noauditlog" => rule.auditlog = false,
+                "t" => {
+                    let v = need("transformation")?;
+                    if v.eq_ignore_ascii_case("none") {
+                        rule.transforms.clear();
+                    } else {
+                        let t = Transform::from_name(v).ok_or_else(|| err(format!("unknown transformation {v:?}")))?;
+                        rule.transforms.push(t);
+                    }
+                }
+                "skip" => {
+                    rule.skip = need("count")?.trim().parse().map_err(|_| err(format!("skip: bad count {value:?}")))?
+                }
+                "skipafter" => rule.skip_after = Some(need("marker")?.to_string()),
+                "status" => {
+                    let s: u16 = need("status")?.trim().parse().map_err(|_| err(format!("status: bad value {value:?}")))?;
+                    if !(100..=999).contains(&s) {
+                        return Err(err(format!("status: {s} is not an HTTP status")));
+                    }
+                    rule.status = Some(s);
+                }
+                "pass" => rule.disruptive = Some(Disruptive::Pass),
+                "deny" => rule.disruptive = Some(Disruptive::Deny),
+                "drop" => rule.disruptive = Some(Disruptive::Drop),
+                "block" => rule.disruptive = Some(Disruptive::Block),
+                "allow" => {
+                    let scope = match value.map(|v| v.to_ascii_lowercase()) {
+                        None => AllowScope::All,
+                        Some(v) if v == "phase" => AllowScope::Phase,
+                        Some(v) if v == "request" => AllowScope::Request,
+                        Some(v) => return Err(err(format!("allow: expected phase or request, got {v:?}"))),
+                    };
+                    rule.disruptive = Some(Disruptive::Allow(scope));
+                }
+                "redirect" => rule.disruptive = Some(Disruptive::Redirect(Macro::parse(need("URL")?).map_err(&err)?)),
+                "setvar" => rule.match_actions.push(parse_setvar(need("variable")?).map_err(&err)?),
+                "setenv" => {
+                    let v = need("name=value")?;
+                    let (n, val) = v.split_once('=').unwrap_or((v, "1"));
+                    rule.full_match_actions.push(Action::SetEnv {
+                        name: n.trim().to_string(),
+                        value: Macro::parse(val).map_err(&err)?,
+                    });
+                }
+                "expirevar" | "deprecatevar" => {
+                    let v = need("collection.name=value")?;
+                    let (target, amount) =
+                        v.split_once('=').ok_or_else(|| err(format!("{name}: expected collection.name=value, got {v:?}")))?;
+                    let (collection, var) = split_collection(target).map_err(&err)?;
+                    let var = Macro::parse(var).map_err(&err)?;
+                    let amount = Macro::parse(amount).map_err(&err)?;
+                    rule.full_match_actions.push(if name == "expirevar" {
+                        Action::ExpireVar { collection, name: var, seconds: amount }
+                    } else {
+                        Action::DeprecateVar { collection, name: var, spec: amount }
+                    });
+                }
+                "initcol" => {
+                    let v = need("collection=key")?;
+                    let (c, key) = v.split_once('=').ok_or_else(|| err(format!("initcol: expected collection=key, got {v:?}")))?;
+                    let collection = CollectionKind::from_name(c.trim())
+                        .filter(|c| *c != CollectionKind::Tx)
+                        .ok_or_else(|| err(format!("initcol: unknown persistent collection {c:?}")))?;
+                    rule.full_match_actions.push(Action::InitCol { collection, key: Macro::parse(key).map_err(&err)? });
+                }
+                "setuid" => rule.full_match_actions.push(Action::SetUid(Macro::parse(need("user id")?).map_err(&err)?)),
+                "setsid" => rule.full_match_actions.push(Action::SetSid(Macro::parse(need("session id")?).map_err(&err)?)),
+                "ctl" => rule.full_match_actions.push(Action::Ctl(parse_ctl(need("option=value")?).map_err(&err)?)),
+                "exec" => return Err(err("action exec is refused: Palisade does not run external programs".into())),
+                "append" | "prepend" | "proxy" | "pause" | "sanitisearg" | "sanitisematched" | "sanitisematchedbytes"
+                | "sanitiserequestheader" | "sanitiseresponseheader" | "xmlns" => {
+                    return Err(err(format!("action {} is not supported", a.name)));
+                }
+                _ => return Err(err(format!("unknown action {:?}", a.name))),
+            }
+        }
+        if !is_starter && !default && rule.disruptive.is_some() && link_of.is_some() {
+            // ModSecurity refuses disruptive actions on chain links.
+            return Err(err("a chained rule must not have a disruptive action".into()));
+        }
+        let prefix_ids: Vec<u32> = (0..rule.transforms.len()).map(|i| {
+            let p = rule.transforms[..=i].to_vec();
+            self.intern(&p)
+        }).collect();
+        rule.prefix_ids = prefix_ids;
+
+        if let Some(def) = def {
+            let (targets, exclusions) = compile_targets(span, chain_id, &def.variables)?;
+            if targets.is_empty() {
+                return Err(err("rule has no target (only exclusions)".into()));
+            }
+            rule.targets = targets;
+            rule.exclusions = exclusions;
+            rule.negated = def.operator.negated;
+            rule.operator_text = (def.operator.name.clone(), def.operator.argument.clone());
+            rule.operator = self.compile_operator(span, &def.operator.name, &def.operator.argument).map_err(&err)?;
+        }
+        Ok(rule)
+    }
+
+    fn compile_operator(&self, span: &Span, name: &str, argument: &str) -> Result<RuleOperator, String> {
+        let lname = name.to_ascii_lowercase();
+        match lname.as_str() {
+            "rbl" => return Ok(RuleOperator::Rbl(argument.to_string())),
+            "geolookup" => return Ok(RuleOperator::GeoLookup),
+            _ => {}
+        }
+        if argument.contains("%{") {
+            if let Ok(m) = Macro::parse(argument) {
+                if !m.is_literal() {
+                    // Check the operator exists and takes such an argument.
+                    let probe = Operator::compile(name, "0", &self.compile_context(span));
+                    if let Err(e) = probe {
+                        if e.reason.contains("unknown") {
+                            return Err(e.to_string());
+                        }
+                    }
+                    return Ok(RuleOperator::Dynamic { name: name.to_string(), argument: m });
+                }
+            }
+        }
+        Operator::compile(name, argument, &self.compile_context(span))
+            .map(RuleOperator::Static)
+            .map_err(|e| e.to_string())
+    }
+
+    fn compile_context<'a>(&'a self, span: &'a Span) -> CompileContext<'a> {
+        CompileContext {
+            source: self.source.as_ref(),
+            base_dir: span.file.parent().unwrap_or(Path::new(".")),
+        }
+    }
+
+    /// Finishes the rule set.
+    pub fn build(self) -> Result<Ruleset, LoadError> {
+        if self.open_chain {
+            let span = match self.entries.last() {
+                Some(Entry::Rule(r)) => r.span.clone(),
+                _ => Span { file: Arc::new(PathBuf::from("?")), line: 0, column: 0 },
+            };
+            return Err(LoadError::rule(&span, None, "the last rule has `chain` but no rule follows"));
+        }
+        let mut phases: [Vec<Entry>; 5] = Default::default();
+        for e in self.entries {
+            match &e {
+                Entry::Rule(r) => phases[usize::from(r.phase - 1)].push(e),
+                Entry::Marker(_) => {
+                    for p in &mut phases {
+                        p.push(e.clone());
+                    }
+                }
+            }
+        }
+        let mut default_disruptive: [(Disruptive, Option<u16>); 5] = Default::default();
+        for (i, defs) in self.defaults.iter().enumerate() {
+            for a in defs {
+                let n = a.name.to_ascii_lowercase();
+                match n.as_str() {
+                    "deny" => default_disruptive[i].0 = Disruptive::Deny,
+                    "drop" => default_disruptive[i].0 = Disruptive::Drop,
+                    "pass" => default_disruptive[i].0 = Disruptive::Pass,
+                    "status" => default_disruptive[i].1 = a.value.as_deref().and_then(|v| v.trim().parse().ok()),
+                    "redirect" => {
+                        if let Some(m) = a.value.as_deref().and_then(|v| Macro::parse(v).ok()) {
+                            default_disruptive[i].0 = Disruptive::Redirect(m);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(Ruleset {
+            phases,
+            config: self.config,
+            files: self.files,
+            warnings: self.warnings,
+            default_disruptive,
+            hash: self.hasher.finish(),
+        })
+    }
+}
+
+impl Default for Disruptive {
+    fn default() -> Self {
+        Disruptive::Pass
+    }
+}
+
+fn io_error(path: &Path, reason: &str) -> LoadError {
+    LoadError::Parse(seclang::ParseError {
+        span: Span { file: Arc::new(path.to_path_buf()), line: 0, column: 0 },
+        kind: seclang::ParseErrorKind::Io { path: path.to_path_buf(), reason: reason.to_string() },
+    })
+}
+
+fn is_disruptive(name: &str) -> bool {
+    matches!(name.to_ascii_lowercase().as_str(), "pass" | "deny" | "drop" | "block" | "allow" | "redirect")
+}
+
+fn has_action(actions: &[ActionDef], name: &str) -> bool {
+    actions.iter().any(|a| a.name.eq_ignore_ascii_case(name))
+}
+
+fn find_id(actions: &[ActionDef]) -> Result<Option<i64>, String> {
+    match actions.iter().find(|a| a.name.eq_ignore_ascii_case("id")) {
+        None => Ok(None),
+        Some(a) => {
+            let v = a.value.as_deref().unwrap_or("");
+            let id: i64 = v.trim().parse().map_err(|_| format!("id: not a number: {v:?}"))?;
+            if id <= 0 {
+                return Err(format!("id: must be positive, got {id}"));
+            }
+            Ok(Some(id))
+        }
+    }
+}
+
+fn find_phase(actions: &[ActionDef]) -> Result<Option<u8>, String> {
+    match actions.iter().rev().find(|a| a.name.eq_ignore_ascii_case("phase")) {
+        None => Ok(None),
+        Some(a) => {
+            let v = a.value.as_deref().unwrap_or("").trim().to_ascii_lowercase();
+            let p = match v.as_str() {
+                "request" => 2,
+                "response" => 4,
+                "logging" => 5,
+                n => n.parse::<u8>().map_err(|_| format!("phase: expected 1-5, got {v:?}"))?,
+            };
+            if !(1..=5).contains(&p) {
+                return Err(format!("phase: expected 1-5, got {p}"));
+            }
+            Ok(Some(p))
+        }
+    }
+}
+
+fn parse_severity(v: &str) -> Result<u8, String> {
+    const NAMES: [&str; 8] = ["EMERGENCY", "ALERT", "CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO", "DEBUG"];
+    let v = v.trim();
+    if let Ok(n) = v.parse::<u8>() {
+        if n <= 7 {
+            return Ok(n);
+        }
+    }
+    NAMES
+        .iter()
+        .position(|n| n.eq_ignore_ascii_case(v))
+        .map(|p| p as u8)
+        .ok_or_else(|| format!("severity: unknown value {v:?}"))
+}
+
+fn parse_small(v: &str) -> Result<u8, String> {
+    v.trim().parse::<u8>().map_err(|_| format!("expected a number 0-9, got {v:?}"))
+}
+
+fn split_collection(target: &str) -> Result<(CollectionKind, &str), String> {
+    let (c, name) = target.trim().split_once('.').ok_or_else(|| format!("expected collection.name, got {target:?}"))?;
+    let coll = CollectionKind::from_name(c).ok_or_else(|| format!("unknown collection {c:?}"))?;
+    Ok((coll, name))
+}
+
+/// Parses a `setvar` value: `[!]coll.name[=[+|-]value]`.
+fn parse_setvar(v: &str) -> Result<Action, String> {
+    let v = v.trim();
+    if let Some(rest) = v.strip_prefix('!') {
+        let (collection, name) = split_collection(rest)?;
+        return Ok(Action::SetVar { collection, name: Macro::parse(name)?, op: SetOp::Delete });
+    }
+    let (target, value) = match v.split_once('=') {
+        Some((t, val)) => (t, Some(val)),
+        None => (v, None),
+    };
+    let (collection, name) = split_collection(target)?;
+    let op = match value {
+        None => SetOp::SetOne,
+        Some(val) => {
+            if let Some(x) = val.strip_prefix('+') {
+                SetOp::Add(Macro::parse(x)?)
+            } else if let Some(x) = val.strip_prefix('-') {
+                SetOp::Sub(Macro::parse(x)?)
+            } else {
+                SetOp::Set(Macro::parse(val)?)
+            }
+        }
+    };
+    Ok(Action::SetVar { collection, name: Macro::parse(name.trim())?, op })
+}
+
+fn on_off(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected On or Off, got {v:?}")),
+    }
+}
+
+fn parse_ranges(v: &str) -> Result<Vec<IdRange>, String> {
+    v.split([',', ' '])
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let bad = || format!("bad rule id or range {s:?}");
+            match s.split_once('-') {
+                Some((a, b)) => Ok(IdRange {
+                    start: a.trim().parse().map_err(|_| bad())?,
+                    end: b.trim().parse().map_err(|_| bad())?,
+                }),
+                None => {
+                    let id = s.trim().parse().map_err(|_| bad())?;
+                    Ok(IdRange { start: id, end: id })
+                }
+            }
+        })
+        .collect()
+}
+
+fn tag_regex(v: &str) -> Result<regex::bytes::Regex, String> {
+    regex::bytes::RegexBuilder::new(v).unicode(false).build().map_err(|e| format!("bad tag pattern {v:?}: {e}"))
+}
+
+fn parse_exclusion(target: &str) -> Result<Exclusion, String> {
+    let target = target.trim();
+    let (name, sel) = match target.split_once(':') {
+        Some((n, s)) => (n, Some(s)),
+        None => (target, None),
+    };
+    let var = Var::from_name(name).ok_or_else(|| format!("unknown variable {name:?}"))?;
+    let sel = sel.map(|s| {
+        if s.len() >= 2 && s.starts_with('/') && s.ends_with('/') {
+            seclang::Selector::Regex(s[1..s.len() - 1].to_string())
+        } else {
+            seclang::Selector::Key(s.trim_matches('\'').to_string())
+        }
+    });
+    let selector = variables::compile_selector(var, sel.as_ref())?;
+    Ok(Exclusion { var, selector })
+}
+
+fn parse_ctl(v: &str) -> Result<Ctl, String> {
+    let (opt, val) = v.split_once('=').ok_or_else(|| format!("ctl: expected option=value, got {v:?}"))?;
+    let val = val.trim();
+    let split_target = |val: &str| -> Result<(String, Exclusion), String> {
+        let (sel, target) =
+            val.split_once(';').ok_or_else(|| format!("ctl:{opt}: expected SELECTOR;TARGET, got {val:?}"))?;
+        Ok((sel.to_string(), parse_exclusion(target)?))
+    };
+    Ok(match opt.trim().to_ascii_lowercase().as_str() {
+        "ruleengine" => Ctl::RuleEngine(
+            RuleEngineMode::parse(val).ok_or_else(|| format!("ctl:ruleEngine: bad value {val:?}"))?,
+        ),
+        "ruleremovebyid" => Ctl::RuleRemoveById(parse_ranges(val)?),
+        "ruleremovebytag" => Ctl::RuleRemoveByTag(tag_regex(val)?),
+        "ruleremovebymsg" => Ctl::RuleRemoveByMsg(val.to_string()),
+        "ruleremovetargetbyid" => {
+            let (sel, ex) = split_target(val)?;
+            Ctl::RuleRemoveTargetById(parse_ranges(&sel)?, ex)
+        }
+        "ruleremovetargetbytag" => {
+            let (sel, ex) = split_target(val)?;
+            Ctl::RuleRemoveTargetByTag(tag_regex(&sel)?, ex)
+        }
+        "ruleremovetargetbymsg" => {
+            let (sel, ex) = split_target(val)?;
+            Ctl::RuleRemoveTargetByMsg(sel, ex)
+        }
+        "requestbodyprocessor" => Ctl::RequestBodyProcessor(
+            BodyProcessor::from_name(val).ok_or_else(|| format!("ctl:requestBodyProcessor: unknown processor {val:?}"))?,
+        ),
+        "forcerequestbodyvariable" => Ctl::ForceRequestBodyVariable(on_off(val)?),
+        "requestbodyaccess" => Ctl::RequestBodyAccess(on_off(val)?),
+        "responsebodyaccess" => Ctl::ResponseBodyAccess(on_off(val)?),
+        "requestbodylimit" => {
+            Ctl::RequestBodyLimit(val.parse().map_err(|_| format!("ctl:requestBodyLimit: bad size {val:?}"))?)
+        }
+        "auditengine" => Ctl::AuditEngine(
+            AuditEngineMode::parse(val).ok_or_else(|| format!("ctl:auditEngine: bad value {val:?}"))?,
+        ),
+        "auditlogparts" => Ctl::AuditLogParts(val.to_string()),
+        other => return Err(format!("ctl: unsupported option {other:?}")),
+    })
+}
+
+/// Splits variable definitions into targets and exclusions.
+fn compile_targets(
+    span: &Span,
+    id: Option<i64>,
+    defs: &[seclang::VariableDef],
+) -> Result<(Vec<Target>, Vec<Exclusion>), LoadError> {
+    let mut targets = Vec::new();
+    let mut exclusions = Vec::new();
+    for d in defs {
+        let err = |reason: String| LoadError::rule(span, id, reason);
+        let var = Var::from_name(&d.name).ok_or_else(|| err(format!("unknown variable {:?}", d.name)))?;
+        let selector = variables::compile_selector(var, d.selector.as_ref()).map_err(err)?;
+        if d.exclude {
+            exclusions.push(Exclusion { var, selector });
+        } else {
+            targets.push(Target { var, selector, count: d.count, written: variables::written(d) });
+        }
+    }
+    Ok((targets, exclusions))
+}
+
+/// A compiled `RuleSelector`.
+enum CompiledSelector {
+    Ids(Vec<IdRange>),
+    Tag(regex::bytes::Regex),
+    Msg(String),
+}
+
+impl CompiledSelector {
+    fn selects(&self, rule: &Rule) -> bool {
+        match self {
+            CompiledSelector::Ids(r) => rule.id.is_some_and(|id| r.iter().any(|r| r.contains(id))),
+            CompiledSelector::Tag(re) => rule.meta.tags.iter().any(|t| re.is_match(t.as_bytes())),
+            CompiledSelector::Msg(m) => rule.meta.msg.as_ref().is_some_and(|msg| msg.text() == m),
+        }
+    }
+}
+
+fn compile_selector(span: &Span, sel: &RuleSelector) -> Result<CompiledSelector, LoadError> {
+    Ok(match sel {
+        RuleSelector::Ids(r) => CompiledSelector::Ids(r.clone()),
+        RuleSelector::Tag(t) => CompiledSelector::Tag(tag_regex(t).map_err(|e| LoadError::rule(span, None, e))?),
+        RuleSelector::Msg(m) => CompiledSelector::Msg(m.clone()),
+    })
+}

@@ -1,0 +1,95 @@
+//! Rule sets: SecLang directives compiled into per-phase rule lists.
+//!
+//! ```
+//! use engine::{RulesetBuilder, Transaction, TxContext};
+//! use std::sync::Arc;
+//!
+//! let mut builder = RulesetBuilder::new(Arc::new(seclang::FsSource));
+//! builder
+//!     .add_text(
+//!         "SecRuleEngine On\n\
+//!          SecRule ARGS \"@rx (?i)union\\s+select\" \"id:1,phase:1,deny,status:403,msg:'SQLi'\"",
+//!         "inline.conf",
+//!     )
+//!     .unwrap();
+//! let ruleset = Arc::new(builder.build().unwrap());
+//!
+//! let mut tx = Transaction::new(ruleset, TxContext::default());
+//! tx.set_request_line(b"GET", b"/?q=1%20UNION%20SELECT%20pass", b"HTTP/1.1");
+//! tx.add_request_header(b"Host", b"example.com");
+//! let intervention = tx.process_request_headers().expect("blocked");
+//! assert_eq!(intervention.status, 403);
+//! assert_eq!(intervention.rule_id, Some(1));
+//! ```
+
+mod compile;
+
+pub use compile::RulesetBuilder;
+
+use crate::actions::Disruptive;
+use crate::config::EngineConfig;
+use crate::rule::{Entry, Rule};
+use std::path::PathBuf;
+
+/// A compiled, immutable rule set. Share it between transactions with an `Arc`.
+#[derive(Debug)]
+pub struct Ruleset {
+    /// Entries per phase (index 0 is phase 1). Markers appear in every phase.
+    pub(crate) phases: [Vec<Entry>; 5],
+    pub(crate) config: EngineConfig,
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) warnings: Vec<String>,
+    /// The disruptive action and status of each phase's `SecDefaultAction`.
+    pub(crate) default_disruptive: [(Disruptive, Option<u16>); 5],
+    pub(crate) hash: u64,
+}
+
+impl Ruleset {
+    /// Engine-wide settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The files the rules were read from, in load order (data files excluded).
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// Warnings from loading: directives accepted and ignored.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The rules of a phase (1-5), in order, chains as one rule.
+    pub fn rules(&self, phase: u8) -> impl Iterator<Item = &Rule> {
+        let idx = usize::from(phase.clamp(1, 5) - 1);
+        self.phases[idx].iter().filter_map(|e| match e {
+            Entry::Rule(r) => Some(r),
+            Entry::Marker(_) => None,
+        })
+    }
+
+    /// Rules (chains counted once) in each phase, index 0 being phase 1.
+    pub fn rules_per_phase(&self) -> [usize; 5] {
+        let mut out = [0; 5];
+        for (i, n) in out.iter_mut().enumerate() {
+            *n = self.rules(i as u8 + 1).count();
+        }
+        out
+    }
+
+    /// Total rules (chains counted once).
+    pub fn rule_count(&self) -> usize {
+        self.rules_per_phase().iter().sum()
+    }
+
+    /// Finds a rule by id.
+    pub fn rule_by_id(&self, id: i64) -> Option<&Rule> {
+        (1..=5).flat_map(|p| self.rules(p)).find(|r| r.id == Some(id))
+    }
+
+    /// A hash of every loaded rule file's text, to compare deployments.
+    pub fn content_hash(&self) -> u64 {
+        self.hash
+    }
+}

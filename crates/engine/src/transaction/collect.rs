@@ -1,0 +1,437 @@
+//! Resolving a rule's targets to the values it inspects.
+
+use super::{RequestData, ResponseData, State, TxContext};
+use crate::actions::CollectionKind;
+use crate::macros::MacroContext;
+use crate::rule::Rule;
+use crate::variables::{KeySelector, Target, Var, XPath};
+use std::borrow::Cow;
+
+/// One value a rule inspects.
+#[derive(Debug, Clone)]
+pub(crate) struct Value<'a> {
+    /// The variable it comes from.
+    pub var: Var,
+    /// Its key inside a collection (empty for single-valued variables).
+    pub key: Cow<'a, [u8]>,
+    /// The value.
+    pub value: Cow<'a, [u8]>,
+    /// A stable identity for the transformation cache, for request data that does not
+    /// change during the transaction.
+    pub id: Option<u32>,
+}
+
+impl Value<'_> {
+    /// The name ModSecurity shows for the value: `ARGS:foo` or `REQUEST_URI`.
+    pub fn name(&self) -> Vec<u8> {
+        let mut n = self.var.name().as_bytes().to_vec();
+        if self.var.is_collection() {
+            n.push(b':');
+            n.extend_from_slice(&self.key);
+        }
+        n
+    }
+}
+
+/// Cache-identity codes of request data sources.
+mod src {
+    pub const SCALAR: u32 = 0;
+    pub const ARGS_GET: u32 = 1;
+    pub const ARGS_POST: u32 = 2;
+    pub const HEADERS: u32 = 3;
+    pub const COOKIES: u32 = 4;
+    pub const ARGS_GET_NAMES: u32 = 5;
+    pub const ARGS_POST_NAMES: u32 = 6;
+    pub const HEADER_NAMES: u32 = 7;
+    pub const COOKIE_NAMES: u32 = 8;
+    pub const PART_HEADERS: u32 = 9;
+    pub const FILES: u32 = 10;
+    pub const XML_TEXT: u32 = 11;
+    pub const XML_ATTR: u32 = 12;
+    pub const RESP_HEADERS: u32 = 13;
+}
+
+fn id(source: u32, index: usize) -> Option<u32> {
+    u32::try_from(index).ok().filter(|&i| i < (1 << 24)).map(|i| (source << 24) | i)
+}
+
+/// A read-only view of a transaction, for resolving targets and macros.
+pub(crate) struct View<'a> {
+    pub req: &'a RequestData,
+    pub resp: &'a ResponseData,
+    pub state: &'a State,
+    pub ctx: &'a TxContext,
+    pub rule: Option<&'a Rule>,
+}
+
+fn push_pairs<'a>(
+    out: &mut Vec<Value<'a>>,
+    var: Var,
+    sel: &KeySelector,
+    pairs: &'a [(Vec<u8>, Vec<u8>)],
+    source: u32,
+    names: bool,
+) {
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if sel.matches(k) {
+            out.push(Value {
+                var,
+                key: Cow::Borrowed(k),
+                value: Cow::Borrowed(if names { k } else { v }),
+                id: id(source, i),
+            });
+        }
+    }
+}
+
+fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, value: Cow<'a, [u8]>, cached: bool) {
+    out.push(Value { var, key: Cow::Borrowed(b""), value, id: if cached { id(src::SCALAR, var as usize) } else { None } });
+}
+
+fn owned<'a>(out: &mut Vec<Value<'a>>, var: Var, value: String) {
+    scalar(out, var, Cow::Owned(value.into_bytes()), false);
+}
+
+fn flag<'a>(out: &mut Vec<Value<'a>>, var: Var, set: bool) {
+    scalar(out, var, Cow::Borrowed(if set { b"1" } else { b"0" }), false);
+}
+
+/// Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+impl<'a> View<'a> {
+    /// Appends the values `target` selects (before exclusions).
+    pub fn collect(&self, target: &Target, out: &mut Vec<Value<'a>>) {
+        if target.count {
+            let mut tmp = Vec::new();
+            self.collect_values(target.var, &target.selector, &mut tmp);
+            let n = tmp.len();
+            out.push(Value { var: target.var, key: Cow::Borrowed(b""), value: Cow::Owned(n.to_string().into_bytes()), id: None });
+            return;
+        }
+        self.collect_values(target.var, &target.selector, out);
+    }
+
+    fn collect_values(&self, var: Var, sel: &KeySelector, out: &mut Vec<Value<'a>>) {
+        let req = self.req;
+        let resp = self.resp;
+        match var {
+            Var::Args => {
+                push_pairs(out, var, sel, &req.args_get, src::ARGS_GET, false);
+                push_pairs(out, var, sel, &req.args_post, src::ARGS_POST, false);
+            }
+            Var::ArgsGet => push_pairs(out, var, sel, &req.args_get, src::ARGS_GET, false),
+            Var::ArgsPost => push_pairs(out, var, sel, &req.args_post, src::ARGS_POST, false),
+            Var::ArgsNames => {
+                push_pairs(out, var, sel, &req.args_get, src::ARGS_GET_NAMES, true);
+                push_pairs(out, var, sel, &req.args_post, src::ARGS_POST_NAMES, true);
+            }
+            Var::ArgsGetNames => push_pairs(out, var, sel, &req.args_get, src::ARGS_GET_NAMES, true),
+            Var::ArgsPostNames => push_pairs(out, var, sel, &req.args_post, src::ARGS_POST_NAMES, true),
+            Var::ArgsCombinedSize => {
+                let n: usize = req.args_get.iter().chain(&req.args_post).map(|(k, v)| k.len() + v.len()).sum();
+                owned(out, var, n.to_string());
+            }
+            Var::RequestHeaders => push_pairs(out, var, sel, &req.headers, src::HEADERS, false),
+            Var::RequestHeadersNames => push_pairs(out, var, sel, &req.headers, src::HEADER_NAMES, true),
+            Var::RequestCookies => push_pairs(out, var, sel, &req.cookies, src::COOKIES, false),
+            Var::RequestCookiesNames => push_pairs(out, var, sel, &req.cookies, src::COOKIE_NAMES, true),
+            Var::RequestUri => scalar(out, var, Cow::Borrowed(&req.uri), true),
+            Var::RequestUriRaw => scalar(out, var, Cow::Borrowed(&req.uri_raw), true),
+            Var::RequestFilename => scalar(out, var, Cow::Borrowed(&req.filename), true),
+            Var::RequestBasename => scalar(out, var, Cow::Borrowed(&req.basename), true),
+            Var::RequestLine => scalar(out, var, Cow::Borrowed(&req.line), true),
+            Var::RequestMethod => scalar(out, var, Cow::Borrowed(&req.method), true),
+            Var::RequestProtocol => scalar(out, var, Cow::Borrowed(&req.protocol), true),
+            Var::QueryString => scalar(out, var, Cow::Borrowed(&req.query), true),
+            Var::RequestBody => {
+                if req.body_set || self.state.force_body_variable {
+                    scalar(out, var, Cow::Borrowed(&req.body), req.body_set);
+                }
+            }
+            Var::RequestBodyLength => owned(out, var, req.body.len().to_string()),
+            Var::ReqbodyError | Var::ReqbodyProcessorError => flag(out, var, req.processor_error.is_some()),
+            Var::ReqbodyErrorMsg | Var::ReqbodyProcessorErrorMsg => {
+                scalar(out, var, Cow::Borrowed(req.processor_error.as_deref().unwrap_or("").as_bytes()), false)
+            }
+            Var::ReqbodyProcessor => {
+                let p = self.state.body_processor.or(req.processor);
+                scalar(out, var, Cow::Borrowed(p.map(|p| p.name()).unwrap_or("").as_bytes()), false)
+            }
+            Var::UrlencodedError => flag(out, var, req.urlencoded_error),
+            Var::InboundDataError => flag(out, var, req.inbound_data_error),
+            Var::OutboundDataError => flag(out, var, resp.outbound_data_error),
+            Var::FullRequest => {
+                let mut full = req.line.clone();
+                full.extend_from_slice(b"\n");
+                for (k, v) in &req.headers {
+                    full.extend_from_slice(k);
+                    full.extend_from_slice(b": ");
+                    full.extend_from_slice(v);
+                    full.push(b'\n');
+                }
+                full.push(b'\n');
+                full.extend_from_slice(&req.body);
+                scalar(out, var, Cow::Owned(full), false);
+            }
+            Var::FullRequestLength => {
+                let n = req.line.len() + 1 + req.headers.iter().map(|(k, v)| k.len() + v.len() + 3).sum::<usize>() + 1 + req.body.len();
+                owned(out, var, n.to_string());
+            }
+            Var::Files | Var::FilesNames | Var::FilesSizes | Var::MultipartFilename | Var::FilesTmpNames => {
+                if let Some(mp) = &req.multipart {
+                    for (i, f) in mp.files.iter().enumerate() {
+                        if !sel.matches(&f.name) {
+                            continue;
+                        }
+                        let value: Cow<'a, [u8]> = match var {
+                            Var::Files | Var::MultipartFilename => Cow::Borrowed(&f.filename),
+                            Var::FilesNames => Cow::Borrowed(&f.name),
+                            Var::FilesSizes => Cow::Owned(f.size.to_string().into_bytes()),
+                            _ => Cow::Borrowed(b""),
+                        };
+                        let cached = matches!(var, Var::Files);
+                        out.push(Value { var, key: Cow::Borrowed(&f.name), value, id: if cached { id(src::FILES, i) } else { None } });
+                    }
+                }
+            }
+            Var::FilesCombinedSize => {
+                let n: usize = req.multipart.as_ref().map(|m| m.files.iter().map(|f| f.size).sum()).unwrap_or(0);
+                owned(out, var, n.to_string());
+            }
+            Var::MultipartName => {
+                if let Some(mp) = &req.multipart {
+                    for (k, _) in req.args_post.iter() {
+                        if sel.matches(k) {
+                            out.push(Value { var, key: Cow::Borrowed(k), value: Cow::Borrowed(k), id: None });
+                        }
+                    }
+                    for f in &mp.files {
+                        if sel.matches(&f.name) {
+                            out.push(Value { var, key: Cow::Borrowed(&f.name), value: Cow::Borrowed(&f.name), id: None });
+                        }
+                    }
+                }
+            }
+            Var::MultipartPartHeaders => {
+                if let Some(mp) = &req.multipart {
+                    push_pairs(out, var, sel, &mp.part_headers, src::PART_HEADERS, false);
+                }
+            }
+            Var::MultipartStrictError
+            | Var::MultipartBoundaryQuoted
+            | Var::MultipartBoundaryWhitespace
+            | Var::MultipartDataBefore
+            | Var::MultipartDataAfter
+            | Var::MultipartHeaderFolding
+            | Var::MultipartLfLine
+            | Var::MultipartCrlfLfLines
+            | Var::MultipartMissingSemicolon
+            | Var::MultipartInvalidQuoting
+            | Var::MultipartInvalidPart
+            | Var::MultipartInvalidHeaderFolding
+            | Var::MultipartFileLimitExceeded
+            | Var::MultipartUnmatchedBoundary => {
+                let set = req.multipart.as_ref().is_some_and(|mp| {
+                    let f = &mp.flags;
+                    match var {
+                        Var::MultipartStrictError => f.strict_error() || mp.error.is_some(),
+                        Var::MultipartBoundaryQuoted => f.boundary_quoted,
+                        Var::MultipartBoundaryWhitespace => f.boundary_whitespace,
+                        Var::MultipartDataBefore => f.data_before,
+                        Var::MultipartDataAfter => f.data_after,
+                        Var::MultipartHeaderFolding => f.header_folding,
+                        Var::MultipartLfLine => f.lf_line,
+                        Var::MultipartCrlfLfLines => f.crlf_lf_lines,
+                        Var::MultipartMissingSemicolon => f.missing_semicolon,
+                        Var::MultipartInvalidQuoting => f.invalid_quoting,
+                        Var::MultipartInvalidPart => f.invalid_part,
+                        Var::MultipartInvalidHeaderFolding => f.invalid_header_folding,
+                        Var::MultipartFileLimitExceeded => f.file_limit_exceeded,
+                        _ => f.unmatched_boundary,
+                    }
+                });
+                flag(out, var, set);
+            }
+            Var::Xml => {
+                if let Some(doc) = &req.xml {
+                    let (list, code, key): (&'a [Vec<u8>], u32, &'static [u8]) = match sel {
+                        KeySelector::XPath(XPath::Attributes) => (&doc.attributes, src::XML_ATTR, b"//@*"),
+                        _ => (&doc.texts, src::XML_TEXT, b"/*"),
+                    };
+                    for (i, v) in list.iter().enumerate() {
+                        out.push(Value { var, key: Cow::Borrowed(key), value: Cow::Borrowed(v), id: id(code, i) });
+                    }
+                }
+            }
+            Var::Tx => {
+                for (k, v) in &self.state.tx {
+                    if sel.matches(k) {
+                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.clone()), id: None });
+                    }
+                }
+            }
+            Var::Ip | Var::Global | Var::Session | Var::User | Var::Resource => {
+                let kind = CollectionKind::from_name(var.name()).unwrap_or(CollectionKind::Ip);
+                if let Some(p) = &self.state.persistent[kind.index()] {
+                    let now = self.ctx.now_unix_micros / 1_000_000;
+                    let mut keys: Vec<_> = p.values.iter().filter(|(k, v)| sel.matches(k) && v.expires_at.is_none_or(|t| t > now)).collect();
+                    keys.sort_by(|a, b| a.0.cmp(b.0));
+                    for (k, v) in keys {
+                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.value.clone()), id: None });
+                    }
+                }
+            }
+            Var::Geo => {}
+            Var::ResponseHeaders => push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS, false),
+            Var::ResponseHeadersNames => push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS + 1, true),
+            Var::ResponseBody => {
+                if self.state.phases_done >= 3 {
+                    scalar(out, var, Cow::Borrowed(&resp.body), false);
+                }
+            }
+            Var::ResponseStatus => {
+                if resp.status != 0 {
+                    owned(out, var, resp.status.to_string());
+                }
+            }
+            Var::ResponseProtocol => scalar(out, var, Cow::Borrowed(&resp.protocol), false),
+            Var::ResponseContentType => {
+                if let Some((_, v)) = resp.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"content-type")) {
+                    scalar(out, var, Cow::Borrowed(v), false);
+                }
+            }
+            Var::ResponseContentLength => {
+                if let Some((_, v)) = resp.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"content-length")) {
+                    scalar(out, var, Cow::Borrowed(v), false);
+                }
+            }
+            Var::StatusLine => {
+                if resp.status != 0 {
+                    let mut l = resp.protocol.clone();
+                    l.extend_from_slice(format!(" {}", resp.status).as_bytes());
+                    scalar(out, var, Cow::Owned(l), false);
+                }
+            }
+            Var::MatchedVar => scalar(out, var, Cow::Owned(self.state.matched_var.clone()), false),
+            Var::MatchedVarName => scalar(out, var, Cow::Owned(self.state.matched_var_name.clone()), false),
+            Var::MatchedVars | Var::MatchedVarsNames => {
+                for (k, v) in &self.state.matched_vars {
+                    if sel.matches(k) {
+                        let value = if var == Var::MatchedVars { v.clone() } else { k.clone() };
+                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(value), id: None });
+                    }
+                }
+            }
+            Var::RemoteAddr | Var::RemoteHost => owned(out, var, self.ctx.client_ip.to_string()),
+            Var::RemotePort => owned(out, var, self.ctx.client_port.to_string()),
+            Var::ServerAddr => owned(out, var, self.ctx.server_ip.to_string()),
+            Var::ServerPort => owned(out, var, self.ctx.server_port.to_string()),
+            Var::ServerName => scalar(out, var, Cow::Borrowed(&req.server_name), false),
+            Var::AuthType => {
+                if let Some((_, v)) = req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"authorization")) {
+                    let scheme = v.split(|&b| b == b' ').next().unwrap_or(b"");
+                    scalar(out, var, Cow::Borrowed(scheme), false);
+                }
+            }
+            Var::RemoteUser | Var::PathInfo | Var::Userid | Var::Sessionid | Var::WebserverErrorLog => {}
+            Var::UniqueId => scalar(out, var, Cow::Borrowed(self.ctx.unique_id.as_bytes()), false),
+            Var::Duration => {
+                let now = self.ctx.clock.as_ref().map(|c| c.now_unix_micros()).unwrap_or(self.ctx.now_unix_micros);
+                owned(out, var, (now - self.ctx.now_unix_micros).max(0).to_string());
+            }
+            Var::HighestSeverity => owned(out, var, self.state.highest_severity.to_string()),
+            Var::Time | Var::TimeDay | Var::TimeEpoch | Var::TimeHour | Var::TimeMin | Var::TimeMon | Var::TimeSec
+            | Var::TimeWday | Var::TimeYear => owned(out, var, self.time_value(var)),
+            Var::Env => {
+                for (k, v) in &self.state.env {
+                    if sel.matches(k) {
+                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.clone()), id: None });
+                    }
+                }
+            }
+            Var::Rule => {
+                if let Some(rule) = self.rule {
+                    for key in ["id", "rev", "severity", "logdata", "msg", "ver", "maturity", "accuracy", "phase"] {
+                        if sel.matches(key.as_bytes()) {
+                            if let Some(v) = self.rule_field(rule, key) {
+                                out.push(Value { var, key: Cow::Borrowed(key.as_bytes()), value: Cow::Owned(v), id: None });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn rule_field(&self, rule: &Rule, key: &str) -> Option<Vec<u8>> {
+        Some(match key {
+            "id" => rule.chain_id?.to_string().into_bytes(),
+            "rev" => rule.meta.rev.clone()?.into_bytes(),
+            "severity" => rule.meta.severity?.to_string().into_bytes(),
+            "msg" => rule.meta.msg.as_ref()?.text().as_bytes().to_vec(),
+            "logdata" => rule.meta.logdata.as_ref()?.text().as_bytes().to_vec(),
+            "ver" => rule.meta.ver.clone()?.into_bytes(),
+            "maturity" => rule.meta.maturity?.to_string().into_bytes(),
+            "accuracy" => rule.meta.accuracy?.to_string().into_bytes(),
+            "phase" => rule.phase.to_string().into_bytes(),
+            _ => return None,
+        })
+    }
+
+    /// TIME variables, in UTC (ModSecurity uses the server's local time zone).
+    fn time_value(&self, var: Var) -> String {
+        let secs = self.ctx.now_unix_micros.div_euclid(1_000_000);
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        let (year, month, day) = civil_from_days(days);
+        let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+        let wday = (days + 4).rem_euclid(7);
+        match var {
+            Var::TimeEpoch => secs.to_string(),
+            Var::TimeDay => format!("{day:02}"),
+            Var::TimeHour => format!("{h:02}"),
+            Var::TimeMin => format!("{m:02}"),
+            Var::TimeSec => format!("{s:02}"),
+            Var::TimeMon => format!("{:02}", month - 1),
+            Var::TimeWday => wday.to_string(),
+            Var::TimeYear => year.to_string(),
+            _ => format!("{h:02}:{m:02}:{s:02}"),
+        }
+    }
+}
+
+impl MacroContext for View<'_> {
+    fn lookup(&self, var: Var, key: Option<&[u8]>) -> Option<Cow<'_, [u8]>> {
+        let sel = match key {
+            Some(k) if var.is_collection() => KeySelector::Exact(k.to_ascii_lowercase()),
+            _ => KeySelector::All,
+        };
+        let mut out = Vec::new();
+        self.collect_values(var, &sel, &mut out);
+        out.into_iter().next().map(|v| Cow::Owned(v.value.into_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_from_days;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+}

@@ -1,0 +1,515 @@
+//! Running rules: targets, transformations, operator, actions and flow.
+
+use super::collect::{Value, View};
+use super::{Persistent, State, Transaction, TransformCache};
+use crate::actions::{Action, AllowScope, CollectionKind, Ctl, Disruptive, SetOp};
+use crate::collections::{StoredValue, to_number};
+use crate::intervention::{Intervention, InterventionKind};
+use crate::log::MatchRecord;
+use crate::macros::MacroContext;
+use crate::operators::{Captures, CompileContext, Operator};
+use crate::rule::{Entry, Rule, RuleOperator};
+use crate::transforms::Transform;
+use crate::variables::Exclusion;
+use seclang::IdRange;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Which rules a `ctl:ruleRemoveTarget*` applies to.
+#[derive(Debug, Clone)]
+pub(crate) enum TargetRemoval {
+    Ids(Vec<IdRange>),
+    Tag(regex::bytes::Regex),
+    Msg(String),
+}
+
+impl TargetRemoval {
+    fn applies(&self, rule: &Rule) -> bool {
+        match self {
+            TargetRemoval::Ids(r) => rule.chain_id.is_some_and(|id| r.iter().any(|r| r.contains(id))),
+            TargetRemoval::Tag(re) => rule.meta.tags.iter().any(|t| re.is_match(t.as_bytes())),
+            TargetRemoval::Msg(m) => rule.meta.msg.as_ref().is_some_and(|x| x.text() == m),
+        }
+    }
+}
+
+/// Applies transformations to a value, using the per-transaction cache when the value
+/// has a stable identity.
+fn transform<'v>(cache: &mut TransformCache, rule: &Rule, value: &'v Value<'_>) -> Cow<'v, [u8]> {
+    let raw: &'v [u8] = &value.value;
+    if rule.transforms.is_empty() {
+        return Cow::Borrowed(raw);
+    }
+    let last = *rule.prefix_ids.last().expect("one id per transformation");
+    if let Some(id) = value.id {
+        if let Some(hit) = cache.map.get(&(id, last)) {
+            return match hit {
+                None => Cow::Borrowed(raw),
+                Some(bytes) => Cow::Owned(bytes.to_vec()),
+            };
+        }
+    }
+    let out = apply_all(&rule.transforms, raw);
+    if let Some(id) = value.id {
+        let entry = match &out {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(v) => Some(Arc::from(v.as_slice())),
+        };
+        cache.map.insert((id, last), entry);
+    }
+    out
+}
+
+fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
+    let mut cur: Cow<'v, [u8]> = Cow::Borrowed(raw);
+    for t in transforms {
+        cur = match cur {
+            Cow::Borrowed(b) => t.apply(b),
+            Cow::Owned(v) => match t.apply(&v) {
+                Cow::Borrowed(_) => Cow::Owned(v),
+                Cow::Owned(n) => Cow::Owned(n),
+            },
+        };
+    }
+    cur
+}
+
+/// Every intermediate result of the transformations that differs from the one
+/// before, for `multiMatch`.
+fn multi_values(transforms: &[Transform], raw: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![raw.to_vec()];
+    let mut cur = raw.to_vec();
+    for t in transforms {
+        if let Cow::Owned(n) = t.apply(&cur) {
+            if n != cur {
+                out.push(n.clone());
+                cur = n;
+            }
+        }
+    }
+    out
+}
+
+fn excluded(rule: &Rule, state: &State, value: &Value<'_>) -> bool {
+    rule.exclusions.iter().any(|e| e.excludes(value.var, &value.key))
+        || state.target_removals.iter().any(|(sel, e): &(TargetRemoval, Exclusion)| {
+            e.excludes(value.var, &value.key) && sel.applies(rule)
+        })
+}
+
+/// Runs the operator on one input.
+fn run_operator(rule: &Rule, view: &View<'_>, input: &[u8], captures: Option<&mut Captures>) -> bool {
+    let matched = match &rule.operator {
+        RuleOperator::Static(op) => op.matches(input, captures),
+        RuleOperator::Dynamic { name, argument } => {
+            let arg = argument.expand_string(view);
+            let source = seclang::MemorySource::new();
+            let ctx = CompileContext { source: &source, base_dir: std::path::Path::new(".") };
+            match Operator::compile(name, &arg, &ctx) {
+                Ok(op) => op.matches(input, captures),
+                Err(e) => {
+                    tracing::warn!(rule = ?rule.chain_id, "operator argument after expansion is invalid: {e}");
+                    false
+                }
+            }
+        }
+        // Block-list and GeoIP lookups need a resolver or a database that this engine
+        // has not been given: they never match.
+        RuleOperator::Rbl(_) | RuleOperator::GeoLookup => false,
+    };
+    matched != rule.negated
+}
+
+impl Transaction {
+    pub(crate) fn run_phase(&mut self, phase: u8) -> Option<Intervention> {
+        if phase < 5 && self.state.intervention.is_some() {
+            return self.state.intervention.clone();
+        }
+        self.state.phases_done = self.state.phases_done.max(phase - 1);
+        let result = self.run_phase_rules(phase);
+        self.state.phases_done = self.state.phases_done.max(phase);
+        result
+    }
+
+    fn run_phase_rules(&mut self, phase: u8) -> Option<Intervention> {
+        if self.state.mode == crate::config::RuleEngineMode::Off {
+            return None;
+        }
+        match self.state.allow {
+            Some(AllowScope::All) if phase < 5 => return None,
+            Some(AllowScope::Request) if phase <= 2 => return None,
+            _ => {}
+        }
+        let ruleset = self.ruleset().clone();
+        let entries = &ruleset.phases[usize::from(phase - 1)];
+        let mut skip_after: Option<&str> = None;
+        let mut skip = 0u32;
+        for entry in entries {
+            let rule = match entry {
+                Entry::Marker(name) => {
+                    if skip_after == Some(name.as_str()) {
+                        skip_after = None;
+                    }
+                    continue;
+                }
+                Entry::Rule(r) => r,
+            };
+            if skip_after.is_some() {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            if self.is_removed(rule) {
+                continue;
+            }
+            self.state.matched_vars.clear();
+            if !self.eval_link(rule) {
+                continue;
+            }
+            if let Some(m) = &rule.skip_after {
+                skip_after = Some(m.as_str());
+            }
+            skip = rule.skip;
+            let (disruptive, default_status) = match rule.disruptive.clone().unwrap_or(Disruptive::Pass) {
+                Disruptive::Block => ruleset.default_disruptive[usize::from(phase - 1)].clone(),
+                d => (d, None),
+            };
+            let enforce = self.state.mode == crate::config::RuleEngineMode::On;
+            let intervention = match &disruptive {
+                Disruptive::Deny => Some((InterventionKind::Deny, rule.status.or(default_status).unwrap_or(403))),
+                Disruptive::Drop => Some((InterventionKind::Drop, rule.status.or(default_status).unwrap_or(403))),
+                Disruptive::Redirect(url) => {
+                    let view = self.view(Some(rule));
+                    let url = url.expand_string(&view);
+                    Some((InterventionKind::Redirect(url), rule.status.or(default_status).unwrap_or(302)))
+                }
+                Disruptive::Pass | Disruptive::Block | Disruptive::Allow(_) => None,
+            };
+            let disrupts = enforce && intervention.is_some();
+            self.record_match(rule, phase, disrupts.then(|| intervention.as_ref().map(|i| i.1)).flatten());
+            if let Some((kind, status)) = intervention {
+                if enforce {
+                    let message = rule.meta.msg.as_ref().map(|m| m.expand_string(&self.view(Some(rule))));
+                    let i = Intervention { status, kind, rule_id: rule.id, message };
+                    self.state.intervention = Some(i.clone());
+                    return Some(i);
+                }
+            }
+            if let Disruptive::Allow(scope) = disruptive {
+                if enforce {
+                    self.state.allow = Some(scope);
+                    self.state.allow_phase = phase;
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    pub(crate) fn view<'a>(&'a self, rule: Option<&'a Rule>) -> View<'a> {
+        View { req: &self.req, resp: &self.resp, state: &self.state, ctx: self.ctx(), rule }
+    }
+
+    fn is_removed(&self, rule: &Rule) -> bool {
+        let s = &self.state;
+        if let Some(id) = rule.id {
+            if s.removed_ids.iter().any(|r| r.contains(id)) {
+                return true;
+            }
+        }
+        if !s.removed_tags.is_empty() && rule.meta.tags.iter().any(|t| s.removed_tags.iter().any(|re| re.is_match(t.as_bytes()))) {
+            return true;
+        }
+        !s.removed_msgs.is_empty() && rule.meta.msg.as_ref().is_some_and(|m| s.removed_msgs.iter().any(|x| x == m.text()))
+    }
+
+    /// Evaluates one link of a chain and, when it matches, the links after it.
+    /// Returns true when the whole rest of the chain matched.
+    fn eval_link(&mut self, rule: &Rule) -> bool {
+        let matched = if rule.targets.is_empty() {
+            // SecAction: matches once, with no value.
+            self.run_match_actions(rule);
+            true
+        } else {
+            self.eval_targets(rule)
+        };
+        if !matched {
+            return false;
+        }
+        if let Some(next) = &rule.chain {
+            if !self.eval_link(next) {
+                return false;
+            }
+        }
+        self.run_full_match_actions(rule);
+        true
+    }
+
+    fn eval_targets(&mut self, rule: &Rule) -> bool {
+        let mut any = false;
+        // Matched values are collected first and acted upon after, because actions
+        // change the state the values are read from.
+        let mut hits: Vec<(Vec<u8>, Vec<u8>, Option<Captures>)> = Vec::new();
+        {
+            let Transaction { req, resp, state, cache, .. } = self;
+            let ctx = &self.ctx;
+            let view = View { req, resp, state, ctx, rule: Some(rule) };
+            let mut values = Vec::new();
+            for t in &rule.targets {
+                view.collect(t, &mut values);
+            }
+            for v in &values {
+                if excluded(rule, state, v) {
+                    continue;
+                }
+                if rule.multi_match {
+                    for input in multi_values(&rule.transforms, &v.value) {
+                        let mut caps = rule.capture.then(Captures::new);
+                        if run_operator(rule, &view, &input, caps.as_mut()) {
+                            hits.push((v.name(), input, caps));
+                        }
+                    }
+                } else {
+                    let input = transform(cache, rule, v);
+                    let mut caps = rule.capture.then(Captures::new);
+                    if run_operator(rule, &view, &input, caps.as_mut()) {
+                        hits.push((v.name(), input.into_owned(), caps));
+                    }
+                }
+            }
+        }
+        for (name, value, caps) in hits {
+            any = true;
+            if let Some(caps) = caps {
+                for (i, c) in caps.iter().enumerate().take(10) {
+                    self.state.tx.insert(i.to_string().into_bytes(), c.clone());
+                }
+            }
+            self.state.matched_vars.push((name.clone(), value.clone()));
+            self.state.matched_var = value;
+            self.state.matched_var_name = name;
+            self.run_match_actions(rule);
+        }
+        any
+    }
+
+    fn run_match_actions(&mut self, rule: &Rule) {
+        for a in &rule.match_actions {
+            self.run_action(rule, a);
+        }
+    }
+
+    fn run_full_match_actions(&mut self, rule: &Rule) {
+        for a in &rule.full_match_actions {
+            self.run_action(rule, a);
+        }
+    }
+
+    fn now_secs(&self) -> i64 {
+        self.ctx().now_unix_micros / 1_000_000
+    }
+
+    fn run_action(&mut self, rule: &Rule, action: &Action) {
+        match action {
+            Action::SetVar { collection, name, op } => {
+                let (key, value) = {
+                    let view = self.view(Some(rule));
+                    let key = name.expand(&view).to_ascii_lowercase();
+                    let value = match op {
+                        SetOp::Set(m) | SetOp::Add(m) | SetOp::Sub(m) => Some(m.expand(&view).into_owned()),
+                        SetOp::SetOne | SetOp::Delete => None,
+                    };
+                    (key, value)
+                };
+                self.set_var(*collection, key, op, value);
+            }
+            Action::SetEnv { name, value } => {
+                let v = value.expand(&self.view(Some(rule))).into_owned();
+                self.state.env.insert(name.as_bytes().to_vec(), v);
+            }
+            Action::ExpireVar { collection, name, seconds } => {
+                let (key, secs) = {
+                    let view = self.view(Some(rule));
+                    (name.expand(&view).to_ascii_lowercase(), to_number(&seconds.expand(&view)))
+                };
+                let at = self.now_secs() + secs;
+                if let Some(p) = self.state.persistent[collection.index()].as_mut() {
+                    if let Some(v) = p.values.get_mut(&key) {
+                        v.expires_at = Some(at);
+                        let sv = v.clone();
+                        p.update.set.retain(|(k, _)| *k != key);
+                        p.update.deltas.retain(|(k, _, _)| *k != key);
+                        p.update.set.push((key, sv));
+                    }
+                }
+            }
+            Action::DeprecateVar { collection, name, spec } => {
+                let (key, spec) = {
+                    let view = self.view(Some(rule));
+                    (name.expand(&view).to_ascii_lowercase(), spec.expand_string(&view))
+                };
+                let amount = to_number(spec.split('/').next().unwrap_or("0").as_bytes());
+                if amount != 0 {
+                    self.set_var(*collection, key, &SetOp::Sub(crate::macros::Macro::parse("0").expect("literal")), Some(amount.to_string().into_bytes()));
+                }
+            }
+            Action::InitCol { collection, key } => {
+                let key = key.expand(&self.view(Some(rule))).into_owned();
+                self.init_collection(*collection, key);
+            }
+            Action::SetUid(m) => {
+                let key = m.expand(&self.view(Some(rule))).into_owned();
+                self.init_collection(CollectionKind::User, key);
+            }
+            Action::SetSid(m) => {
+                let key = m.expand(&self.view(Some(rule))).into_owned();
+                self.init_collection(CollectionKind::Session, key);
+            }
+            Action::Ctl(ctl) => self.run_ctl(ctl),
+        }
+    }
+
+    fn init_collection(&mut self, kind: CollectionKind, key: Vec<u8>) {
+        if self.state.persistent[kind.index()].is_some() {
+            return;
+        }
+        let now = self.now_secs();
+        let values = self.ctx().store.as_ref().and_then(|s| s.load(kind.name(), &key, now)).unwrap_or_default();
+        self.state.persistent[kind.index()] = Some(Persistent { key, values, update: Default::default() });
+    }
+
+    fn set_var(&mut self, collection: CollectionKind, key: Vec<u8>, op: &SetOp, value: Option<Vec<u8>>) {
+        if collection == CollectionKind::Tx {
+            let tx = &mut self.state.tx;
+            match op {
+                SetOp::Delete => {
+                    tx.remove(&key);
+                }
+                SetOp::SetOne => {
+                    tx.insert(key, b"1".to_vec());
+                }
+                SetOp::Set(_) => {
+                    tx.insert(key, value.unwrap_or_default());
+                }
+                SetOp::Add(_) | SetOp::Sub(_) => {
+                    let delta = to_number(&value.unwrap_or_default());
+                    let delta = if matches!(op, SetOp::Sub(_)) { -delta } else { delta };
+                    let cur = tx.get(&key).map(|v| to_number(v)).unwrap_or(0);
+                    tx.insert(key, (cur + delta).to_string().into_bytes());
+                }
+            }
+            return;
+        }
+        let Some(p) = self.state.persistent[collection.index()].as_mut() else {
+            tracing::debug!("setvar on {} before initcol: ignored", collection.name());
+            return;
+        };
+        match op {
+            SetOp::Delete => {
+                p.values.remove(&key);
+                p.update.set.retain(|(k, _)| *k != key);
+                p.update.deltas.retain(|(k, _, _)| *k != key);
+                p.update.deleted.push(key);
+            }
+            SetOp::SetOne | SetOp::Set(_) => {
+                let v = if matches!(op, SetOp::SetOne) { b"1".to_vec() } else { value.unwrap_or_default() };
+                let sv = StoredValue { value: v, expires_at: None };
+                p.values.insert(key.clone(), sv.clone());
+                p.update.deltas.retain(|(k, _, _)| *k != key);
+                p.update.set.retain(|(k, _)| *k != key);
+                p.update.set.push((key, sv));
+            }
+            SetOp::Add(_) | SetOp::Sub(_) => {
+                let delta = to_number(&value.unwrap_or_default());
+                let delta = if matches!(op, SetOp::Sub(_)) { -delta } else { delta };
+                let entry = p.values.entry(key.clone()).or_insert(StoredValue { value: b"0".to_vec(), expires_at: None });
+                entry.value = (to_number(&entry.value) + delta).to_string().into_bytes();
+                let expires = entry.expires_at;
+                if let Some(s) = p.update.set.iter_mut().find(|(k, _)| *k == key) {
+                    s.1 = entry.clone();
+                } else if let Some(d) = p.update.deltas.iter_mut().find(|(k, _, _)| *k == key) {
+                    d.1 += delta;
+                } else {
+                    p.update.deltas.push((key, delta, expires));
+                }
+            }
+        }
+    }
+
+    fn run_ctl(&mut self, ctl: &Ctl) {
+        let s = &mut self.state;
+        match ctl {
+            Ctl::RuleEngine(m) => s.mode = *m,
+            Ctl::RuleRemoveById(r) => s.removed_ids.extend(r.iter().copied()),
+            Ctl::RuleRemoveByTag(re) => s.removed_tags.push(re.clone()),
+            Ctl::RuleRemoveByMsg(m) => s.removed_msgs.push(m.clone()),
+            Ctl::RuleRemoveTargetById(r, e) => s.target_removals.push((TargetRemoval::Ids(r.clone()), e.clone())),
+            Ctl::RuleRemoveTargetByTag(re, e) => s.target_removals.push((TargetRemoval::Tag(re.clone()), e.clone())),
+            Ctl::RuleRemoveTargetByMsg(m, e) => s.target_removals.push((TargetRemoval::Msg(m.clone()), e.clone())),
+            Ctl::RequestBodyProcessor(p) => s.body_processor = Some(*p),
+            Ctl::ForceRequestBodyVariable(b) => s.force_body_variable = *b,
+            Ctl::RequestBodyAccess(b) => s.request_body_access = *b,
+            Ctl::ResponseBodyAccess(b) => s.response_body_access = *b,
+            Ctl::RequestBodyLimit(n) => s.request_body_limit = *n,
+            Ctl::AuditEngine(m) => s.audit_engine = *m,
+            Ctl::AuditLogParts(p) => {
+                if let Some(add) = p.strip_prefix('+') {
+                    for c in add.chars() {
+                        if !s.audit_parts.contains(c) {
+                            s.audit_parts.push(c);
+                        }
+                    }
+                } else if let Some(del) = p.strip_prefix('-') {
+                    s.audit_parts.retain(|c| !del.contains(c));
+                } else {
+                    s.audit_parts = p.clone();
+                }
+            }
+        }
+    }
+
+    fn record_match(&mut self, rule: &Rule, phase: u8, denied_with: Option<u16>) {
+        let view = self.view(Some(rule));
+        let msg = rule.meta.msg.as_ref().map(|m| m.expand_string(&view));
+        let data = rule.meta.logdata.as_ref().map(|m| m.expand_string(&view));
+        if let Some(sev) = rule.meta.severity {
+            self.state.highest_severity = self.state.highest_severity.min(sev);
+        }
+        let record = MatchRecord {
+            rule_id: rule.id,
+            phase,
+            file: rule.span.file.display().to_string(),
+            line: rule.span.line,
+            msg,
+            data,
+            severity: rule.meta.severity,
+            tags: rule.meta.tags.clone(),
+            ver: rule.meta.ver.clone(),
+            rev: rule.meta.rev.clone(),
+            maturity: rule.meta.maturity,
+            accuracy: rule.meta.accuracy,
+            operator: rule.operator_text.clone(),
+            negated: rule.negated,
+            var_name: String::from_utf8_lossy(&self.state.matched_var_name).into_owned(),
+            var_value: String::from_utf8_lossy(&self.state.matched_var).into_owned(),
+            log: rule.log,
+            auditlog: rule.auditlog,
+            denied_with,
+        };
+        if record.log {
+            let line = crate::log::error_log_line(&record, self);
+            self.log_lines.push(line);
+        }
+        self.matches.push(record);
+    }
+}
+
+/// Lets a view of the transaction expand macros (used by tests of this module).
+#[allow(dead_code)]
+fn expand_for_test(tx: &Transaction, m: &crate::macros::Macro) -> Vec<u8> {
+    let view = tx.view(None);
+    let ctx: &dyn MacroContext = &view;
+    m.expand(ctx).into_owned()
+}

@@ -1,0 +1,415 @@
+//! A transaction: one request/response pair run through phases 1 to 5.
+//!
+//! The server feeds the transaction what it receives (request line, headers, body
+//! chunks, then the response) and runs each phase; a phase returns an
+//! [`Intervention`] when a rule disrupts. The transaction does no I/O: persistent
+//! collections come through [`CollectionStore`], time through [`TxContext`].
+
+mod collect;
+mod eval;
+mod request;
+
+use crate::actions::{AllowScope, BodyProcessor, CollectionKind};
+use crate::body::multipart::Multipart;
+use crate::body::xml::XmlDoc;
+use crate::body::Arg;
+use crate::collections::{CollectionStore, Record, RecordUpdate};
+use crate::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
+use crate::intervention::Intervention;
+use crate::log::MatchRecord;
+use crate::ruleset::Ruleset;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+/// A source of the current time, for DURATION and collection expiry.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Microseconds since the Unix epoch.
+    fn now_unix_micros(&self) -> i64;
+}
+
+/// What the server knows about a transaction before the request arrives.
+#[derive(Debug, Clone)]
+pub struct TxContext {
+    /// Client address (REMOTE_ADDR).
+    pub client_ip: IpAddr,
+    /// Client port (REMOTE_PORT).
+    pub client_port: u16,
+    /// Local address the request arrived on (SERVER_ADDR).
+    pub server_ip: IpAddr,
+    /// Local port (SERVER_PORT).
+    pub server_port: u16,
+    /// UNIQUE_ID.
+    pub unique_id: String,
+    /// When the transaction started, in microseconds since the Unix epoch.
+    pub now_unix_micros: i64,
+    /// Persistent collections; `None` keeps IP, GLOBAL, ... for this transaction only.
+    pub store: Option<Arc<dyn CollectionStore>>,
+    /// The clock for DURATION; `None` makes DURATION read 0.
+    pub clock: Option<Arc<dyn Clock>>,
+}
+
+impl Default for TxContext {
+    fn default() -> Self {
+        TxContext {
+            client_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            client_port: 0,
+            server_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            server_port: 80,
+            unique_id: String::from("0"),
+            now_unix_micros: 0,
+            store: None,
+            clock: None,
+        }
+    }
+}
+
+/// The result of appending a body chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyAppend {
+    /// Buffered; more may come.
+    Ok,
+    /// The body went over its limit. With `reject`, the server must refuse the
+    /// transaction (413 for a request, as ModSecurity); otherwise the part within the
+    /// limit is inspected and the rest passes uninspected.
+    LimitReached {
+        /// Refuse the transaction.
+        reject: bool,
+    },
+}
+
+/// Everything the request gave, as the engine sees it.
+#[derive(Debug, Default)]
+pub(crate) struct RequestData {
+    pub method: Vec<u8>,
+    pub uri_raw: Vec<u8>,
+    pub protocol: Vec<u8>,
+    pub uri: Vec<u8>,
+    pub filename: Vec<u8>,
+    pub basename: Vec<u8>,
+    pub query: Vec<u8>,
+    pub line: Vec<u8>,
+    pub headers: Vec<Arg>,
+    pub cookies: Vec<Arg>,
+    pub args_get: Vec<Arg>,
+    pub args_post: Vec<Arg>,
+    pub server_name: Vec<u8>,
+    pub content_type: Vec<u8>,
+    pub body: Vec<u8>,
+    pub body_seen: usize,
+    pub body_set: bool,
+    pub urlencoded_error: bool,
+    pub processor: Option<BodyProcessor>,
+    pub processor_error: Option<String>,
+    pub multipart: Option<Multipart>,
+    pub xml: Option<XmlDoc>,
+    pub inbound_data_error: bool,
+}
+
+/// The response, as far as it has come.
+#[derive(Debug, Default)]
+pub(crate) struct ResponseData {
+    pub status: u16,
+    pub protocol: Vec<u8>,
+    pub headers: Vec<Arg>,
+    pub body: Vec<u8>,
+    pub body_seen: usize,
+    pub outbound_data_error: bool,
+}
+
+/// A persistent collection loaded by `initcol`, `setsid` or `setuid`.
+#[derive(Debug, Default)]
+pub(crate) struct Persistent {
+    pub key: Vec<u8>,
+    pub values: Record,
+    pub update: RecordUpdate,
+}
+
+/// Mutable evaluation state.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub mode: RuleEngineMode,
+    pub tx: BTreeMap<Vec<u8>, Vec<u8>>,
+    pub persistent: [Option<Persistent>; 6],
+    pub env: BTreeMap<Vec<u8>, Vec<u8>>,
+    pub matched_var: Vec<u8>,
+    pub matched_var_name: Vec<u8>,
+    pub matched_vars: Vec<(Vec<u8>, Vec<u8>)>,
+    pub removed_ids: Vec<seclang::IdRange>,
+    pub removed_tags: Vec<regex::bytes::Regex>,
+    pub removed_msgs: Vec<String>,
+    pub target_removals: Vec<(eval::TargetRemoval, crate::variables::Exclusion)>,
+    pub body_processor: Option<BodyProcessor>,
+    pub force_body_variable: bool,
+    pub request_body_access: bool,
+    pub response_body_access: bool,
+    pub request_body_limit: usize,
+    pub audit_engine: AuditEngineMode,
+    pub audit_parts: String,
+    pub allow: Option<AllowScope>,
+    pub allow_phase: u8,
+    pub highest_severity: u8,
+    pub intervention: Option<Intervention>,
+    pub phases_done: u8,
+}
+
+/// Cached transformation results, keyed by value identity and transformation prefix.
+#[derive(Debug, Default)]
+pub(crate) struct TransformCache {
+    pub map: HashMap<(u32, u32), Option<Arc<[u8]>>>,
+}
+
+/// One transaction. Create it with [`Transaction::new`], feed it the request and run
+/// the phases in order.
+#[derive(Debug)]
+pub struct Transaction {
+    ruleset: Arc<Ruleset>,
+    ctx: TxContext,
+    pub(crate) req: RequestData,
+    pub(crate) resp: ResponseData,
+    pub(crate) state: State,
+    pub(crate) cache: TransformCache,
+    pub(crate) matches: Vec<MatchRecord>,
+    pub(crate) log_lines: Vec<String>,
+}
+
+impl Transaction {
+    /// Starts a transaction against a rule set.
+    pub fn new(ruleset: Arc<Ruleset>, ctx: TxContext) -> Self {
+        let cfg = ruleset.config();
+        let state = State {
+            mode: cfg.rule_engine,
+            tx: BTreeMap::new(),
+            persistent: Default::default(),
+            env: BTreeMap::new(),
+            matched_var: Vec::new(),
+            matched_var_name: Vec::new(),
+            matched_vars: Vec::new(),
+            removed_ids: Vec::new(),
+            removed_tags: Vec::new(),
+            removed_msgs: Vec::new(),
+            target_removals: Vec::new(),
+            body_processor: None,
+            force_body_variable: false,
+            request_body_access: cfg.request_body_access,
+            response_body_access: cfg.response_body_access,
+            request_body_limit: cfg.request_body_limit,
+            audit_engine: cfg.audit.engine,
+            audit_parts: cfg.audit.parts.clone(),
+            allow: None,
+            allow_phase: 0,
+            highest_severity: 255,
+            intervention: None,
+            phases_done: 0,
+        };
+        Transaction {
+            ruleset,
+            ctx,
+            req: RequestData::default(),
+            resp: ResponseData::default(),
+            state,
+            cache: TransformCache::default(),
+            matches: Vec::new(),
+            log_lines: Vec::new(),
+        }
+    }
+
+    /// The rule set this transaction runs.
+    pub fn ruleset(&self) -> &Arc<Ruleset> {
+        &self.ruleset
+    }
+
+    /// UNIQUE_ID.
+    pub fn unique_id(&self) -> &str {
+        &self.ctx.unique_id
+    }
+
+    /// Sets the request line: method, the URI exactly as sent (with query string and
+    /// fragment, not decoded) and the protocol (`HTTP/1.1`).
+    pub fn set_request_line(&mut self, method: &[u8], raw_uri: &[u8], protocol: &[u8]) {
+        request::set_request_line(&mut self.req, self.ruleset.config().argument_separator, self.ruleset.config().arguments_limit, method, raw_uri, protocol);
+    }
+
+    /// Adds one request header, in the order received. Duplicates are kept.
+    pub fn add_request_header(&mut self, name: &[u8], value: &[u8]) {
+        request::add_request_header(&mut self.req, name, value);
+    }
+
+    /// Runs phase 1 (request headers).
+    pub fn process_request_headers(&mut self) -> Option<Intervention> {
+        if self.req.processor.is_none() && self.state.request_body_access {
+            self.req.processor = request::processor_for(&self.req.content_type);
+        }
+        self.run_phase(1)
+    }
+
+    /// True when the request body should be read and given to the engine.
+    pub fn request_body_wanted(&self) -> bool {
+        self.state.request_body_access && self.state.mode != RuleEngineMode::Off
+    }
+
+    /// Appends a chunk of the request body, up to `SecRequestBodyLimit`.
+    pub fn append_request_body(&mut self, chunk: &[u8]) -> BodyAppend {
+        let limit = self.state.request_body_limit;
+        self.req.body_seen += chunk.len();
+        let room = limit.saturating_sub(self.req.body.len());
+        if chunk.len() <= room {
+            self.req.body.extend_from_slice(chunk);
+            return BodyAppend::Ok;
+        }
+        self.req.body.extend_from_slice(&chunk[..room]);
+        self.req.inbound_data_error = true;
+        BodyAppend::LimitReached {
+            reject: self.ruleset.config().request_body_limit_action == BodyLimitAction::Reject,
+        }
+    }
+
+    /// Runs phase 2 (request body). Call it even when there is no body.
+    pub fn process_request_body(&mut self) -> Option<Intervention> {
+        if self.state.intervention.is_some() {
+            return self.state.intervention.clone();
+        }
+        if self.state.request_body_access {
+            let cfg = self.ruleset.config().clone();
+            request::process_body(&mut self.req, &self.state, &cfg);
+        }
+        self.run_phase(2)
+    }
+
+    /// Sets the response status and protocol (`HTTP/1.1`).
+    pub fn set_response_status(&mut self, status: u16, protocol: &[u8]) {
+        self.resp.status = status;
+        self.resp.protocol = protocol.to_vec();
+    }
+
+    /// Adds one response header.
+    pub fn add_response_header(&mut self, name: &[u8], value: &[u8]) {
+        self.resp.headers.push((name.to_vec(), value.to_vec()));
+    }
+
+    /// Runs phase 3 (response headers).
+    pub fn process_response_headers(&mut self) -> Option<Intervention> {
+        self.run_phase(3)
+    }
+
+    /// True when the response body should be buffered and inspected: response body
+    /// access is on and the content type is one of `SecResponseBodyMimeType`.
+    pub fn response_body_wanted(&self) -> bool {
+        if !self.state.response_body_access || self.state.mode == RuleEngineMode::Off {
+            return false;
+        }
+        let ct = self
+            .resp
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"content-type"))
+            .map(|(_, v)| v.as_slice())
+            .unwrap_or(b"");
+        let ct = String::from_utf8_lossy(ct);
+        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        self.ruleset.config().response_body_mime_types.iter().any(|m| *m == essence)
+    }
+
+    /// Appends a chunk of the response body, up to `SecResponseBodyLimit`.
+    pub fn append_response_body(&mut self, chunk: &[u8]) -> BodyAppend {
+        let limit = self.ruleset.config().response_body_limit;
+        self.resp.body_seen += chunk.len();
+        let room = limit.saturating_sub(self.resp.body.len());
+        if chunk.len() <= room {
+            self.resp.body.extend_from_slice(chunk);
+            return BodyAppend::Ok;
+        }
+        self.resp.body.extend_from_slice(&chunk[..room]);
+        self.resp.outbound_data_error = true;
+        BodyAppend::LimitReached {
+            reject: self.ruleset.config().response_body_limit_action == BodyLimitAction::Reject,
+        }
+    }
+
+    /// Runs phase 4 (response body).
+    pub fn process_response_body(&mut self) -> Option<Intervention> {
+        self.run_phase(4)
+    }
+
+    /// Runs phase 5 (logging) and writes back persistent collections.
+    pub fn process_logging(&mut self) {
+        // Phase 5 always runs, even after an intervention or `allow`.
+        self.state.allow = None;
+        let saved = self.state.intervention.take();
+        self.run_phase(5);
+        self.state.intervention = saved;
+        self.persist();
+    }
+
+    /// Takes the error-log lines produced so far (one per logged rule match).
+    pub fn take_log_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log_lines)
+    }
+
+    /// The ids of the rules that matched, in order (chains by their first rule).
+    pub fn matched_rule_ids(&self) -> Vec<i64> {
+        self.matches.iter().filter_map(|m| m.rule_id).collect()
+    }
+
+    /// The matches recorded so far, for logs and audit records.
+    pub fn matches(&self) -> &[MatchRecord] {
+        &self.matches
+    }
+
+    /// The inbound and outbound anomaly scores, as CRS keeps them in TX
+    /// (`blocking_inbound_anomaly_score`, falling back to `anomaly_score`, and
+    /// `outbound_anomaly_score`).
+    pub fn anomaly_scores(&self) -> (i64, i64) {
+        let get = |k: &[u8]| self.state.tx.get(k).map(|v| crate::collections::to_number(v));
+        let inbound = get(b"blocking_inbound_anomaly_score").or_else(|| get(b"anomaly_score")).unwrap_or(0);
+        let outbound = get(b"blocking_outbound_anomaly_score").or_else(|| get(b"outbound_anomaly_score")).unwrap_or(0);
+        (inbound, outbound)
+    }
+
+    /// A TX variable's value, by name (case-insensitive).
+    pub fn tx_var(&self, name: &str) -> Option<&[u8]> {
+        self.state.tx.get(name.to_ascii_lowercase().as_bytes()).map(Vec::as_slice)
+    }
+
+    /// The intervention decided so far, if any.
+    pub fn intervention(&self) -> Option<&Intervention> {
+        self.state.intervention.as_ref()
+    }
+
+    /// The JSON audit record (ModSecurity v3 layout) when the audit engine says this
+    /// transaction is to be recorded, else `None`.
+    pub fn audit_record(&self) -> Option<String> {
+        let relevant = match self.state.audit_engine {
+            AuditEngineMode::Off => false,
+            AuditEngineMode::On => true,
+            AuditEngineMode::RelevantOnly => {
+                let by_status = self
+                    .ruleset
+                    .config()
+                    .audit
+                    .relevant_status
+                    .as_ref()
+                    .is_some_and(|re| re.is_match(self.resp.status.to_string().as_bytes()));
+                by_status || self.matches.iter().any(|m| m.auditlog)
+            }
+        };
+        relevant.then(|| crate::log::audit_record(self))
+    }
+
+    pub(crate) fn ctx(&self) -> &TxContext {
+        &self.ctx
+    }
+
+    fn persist(&mut self) {
+        let Some(store) = self.ctx.store.clone() else { return };
+        let now = self.ctx.now_unix_micros / 1_000_000;
+        for kind in [CollectionKind::Ip, CollectionKind::Global, CollectionKind::Session, CollectionKind::User, CollectionKind::Resource] {
+            if let Some(p) = self.state.persistent[kind.index()].as_mut() {
+                let update = std::mem::take(&mut p.update);
+                if update != RecordUpdate::default() {
+                    store.store(kind.name(), &p.key, &update, now);
+                }
+            }
+        }
+    }
+}

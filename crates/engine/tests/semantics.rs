@@ -1,0 +1,237 @@
+//! SecLang semantics with small inline rule sets: chains, captures, macros, skipAfter,
+//! default actions, DetectionOnly, ctl, collections.
+
+use engine::{
+    Intervention, InterventionKind, MemoryStore, RulesetBuilder, Transaction, TxContext,
+};
+use std::sync::Arc;
+
+fn ruleset(text: &str) -> Arc<engine::Ruleset> {
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    b.add_text(text, "test.conf").unwrap_or_else(|e| panic!("{e}"));
+    Arc::new(b.build().unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn get(rs: &Arc<engine::Ruleset>, uri: &str) -> (Option<Intervention>, Transaction) {
+    get_with(rs, uri, TxContext::default())
+}
+
+fn get_with(rs: &Arc<engine::Ruleset>, uri: &str, ctx: TxContext) -> (Option<Intervention>, Transaction) {
+    let mut tx = Transaction::new(rs.clone(), ctx);
+    tx.set_request_line(b"GET", uri.as_bytes(), b"HTTP/1.1");
+    tx.add_request_header(b"Host", b"example.com");
+    tx.add_request_header(b"User-Agent", b"test");
+    let mut i = tx.process_request_headers();
+    if i.is_none() {
+        i = tx.process_request_body();
+    }
+    tx.process_logging();
+    (i, tx)
+}
+
+#[test]
+fn deny_with_status_and_message() {
+    let rs = ruleset(r#"SecRule ARGS:q "@contains evil" "id:10,phase:1,deny,status:406,msg:'bad %{MATCHED_VAR_NAME}'""#);
+    let (i, mut tx) = get(&rs, "/?q=very+evil");
+    let i = i.expect("denied");
+    assert_eq!(i.status, 406);
+    assert_eq!(i.kind, InterventionKind::Deny);
+    assert_eq!(i.message.as_deref(), Some("bad ARGS:q"));
+    let lines = tx.take_log_lines();
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].contains("Access denied with code 406 (phase 1)"), "{}", lines[0]);
+    assert!(lines[0].contains(r#"[id "10"]"#));
+    let (i, _) = get(&rs, "/?q=fine");
+    assert!(i.is_none());
+}
+
+#[test]
+fn chain_needs_every_link() {
+    let rs = ruleset(
+        r#"SecRule REQUEST_METHOD "@streq GET" "id:1,phase:1,deny,chain"
+           SecRule ARGS:a "@eq 5" "chain"
+           SecRule ARGS:b "@eq 6""#,
+    );
+    assert!(get(&rs, "/?a=5&b=6").0.is_some());
+    assert!(get(&rs, "/?a=5&b=7").0.is_none());
+    assert!(get(&rs, "/?a=4&b=6").0.is_none());
+}
+
+#[test]
+fn capture_and_macros_in_setvar() {
+    let rs = ruleset(
+        r#"SecRule ARGS:v "@rx ^(\w+)-(\d+)$" "id:1,phase:1,pass,capture,setvar:tx.word=%{TX.1},setvar:tx.n=%{tx.2}"
+           SecRule TX:n "@gt 10" "id:2,phase:1,deny,status:403,chain"
+           SecRule TX:word "@streq abc""#,
+    );
+    let (i, tx) = get(&rs, "/?v=abc-42");
+    assert_eq!(tx.tx_var("word"), Some(&b"abc"[..]));
+    assert_eq!(tx.tx_var("N"), Some(&b"42"[..]));
+    assert!(i.is_some());
+    assert!(get(&rs, "/?v=abc-5").0.is_none());
+}
+
+#[test]
+fn anomaly_scoring_adds_up() {
+    let rs = ruleset(
+        r#"SecAction "id:1,phase:1,pass,nolog,setvar:tx.score=0,setvar:tx.crit=5"
+           SecRule ARGS "@contains x" "id:2,phase:1,pass,setvar:tx.score=+%{tx.crit}"
+           SecRule ARGS "@contains y" "id:3,phase:1,pass,setvar:'tx.score=+%{tx.crit}'"
+           SecRule TX:score "@ge 10" "id:4,phase:1,deny""#,
+    );
+    assert!(get(&rs, "/?a=x&b=y").0.is_some());
+    assert!(get(&rs, "/?a=x").0.is_none());
+}
+
+#[test]
+fn skip_after_marker() {
+    let rs = ruleset(
+        r#"SecRule ARGS:skip "@eq 1" "id:1,phase:1,pass,nolog,skipAfter:END"
+           SecRule ARGS "@unconditionalMatch" "id:2,phase:1,deny"
+           SecMarker END
+           SecRule ARGS:late "@eq 1" "id:3,phase:1,deny,status:418""#,
+    );
+    assert_eq!(get(&rs, "/?skip=0").0.map(|i| i.rule_id), Some(Some(2)));
+    assert!(get(&rs, "/?skip=1").0.is_none());
+    assert_eq!(get(&rs, "/?skip=1&late=1").0.map(|i| i.status), Some(418));
+}
+
+#[test]
+fn block_follows_default_action() {
+    let rs = ruleset(
+        r#"SecDefaultAction "phase:1,log,deny,status:429"
+           SecRule ARGS "@contains bad" "id:1,phase:1,block""#,
+    );
+    assert_eq!(get(&rs, "/?a=bad").0.map(|i| i.status), Some(429));
+    let rs = ruleset(
+        r#"SecDefaultAction "phase:1,log,pass"
+           SecRule ARGS "@contains bad" "id:1,phase:1,block""#,
+    );
+    let (i, tx) = get(&rs, "/?a=bad");
+    assert!(i.is_none());
+    assert_eq!(tx.matched_rule_ids(), vec![1]);
+}
+
+#[test]
+fn default_transformations_apply_unless_none() {
+    let rs = ruleset(
+        r#"SecDefaultAction "phase:1,log,pass,t:lowercase"
+           SecRule ARGS "@streq abc" "id:1,phase:1,deny"
+           SecRule ARGS "@streq DEF" "id:2,phase:1,t:none,deny""#,
+    );
+    assert!(get(&rs, "/?a=ABC").0.is_some());
+    assert!(get(&rs, "/?a=DEF").0.is_some());
+    assert!(get(&rs, "/?a=def").0.is_none());
+}
+
+#[test]
+fn detection_only_logs_but_never_disrupts() {
+    let rs = ruleset(
+        r#"SecRuleEngine DetectionOnly
+           SecRule ARGS "@contains bad" "id:1,phase:1,deny""#,
+    );
+    let (i, mut tx) = get(&rs, "/?a=bad");
+    assert!(i.is_none());
+    assert_eq!(tx.matched_rule_ids(), vec![1]);
+    assert!(tx.take_log_lines()[0].starts_with("ModSecurity: Warning."));
+}
+
+#[test]
+fn ctl_rule_engine_and_removals() {
+    let rs = ruleset(
+        r#"SecRule ARGS:mode "@streq detect" "id:1,phase:1,pass,nolog,ctl:ruleEngine=DetectionOnly"
+           SecRule ARGS:rm "@eq 1" "id:2,phase:1,pass,nolog,ctl:ruleRemoveById=10-11"
+           SecRule ARGS:rmt "@eq 1" "id:3,phase:1,pass,nolog,ctl:ruleRemoveTargetById=12;ARGS:secret"
+           SecRule ARGS "@contains bad" "id:10,phase:1,deny"
+           SecRule ARGS "@contains worse" "id:12,phase:1,deny""#,
+    );
+    assert!(get(&rs, "/?a=bad").0.is_some());
+    assert!(get(&rs, "/?a=bad&mode=detect").0.is_none());
+    assert!(get(&rs, "/?a=bad&rm=1").0.is_none());
+    assert!(get(&rs, "/?secret=worse").0.is_some());
+    assert!(get(&rs, "/?secret=worse&rmt=1").0.is_none());
+    assert!(get(&rs, "/?other=worse&rmt=1").0.is_some());
+}
+
+#[test]
+fn exclusions_and_counting() {
+    let rs = ruleset(
+        r#"SecRule ARGS|!ARGS:ok "@contains x" "id:1,phase:1,deny"
+           SecRule &ARGS:/^id_/ "@ge 2" "id:2,phase:1,deny,status:409""#,
+    );
+    assert!(get(&rs, "/?ok=x").0.is_none());
+    assert!(get(&rs, "/?no=x").0.is_some());
+    assert_eq!(get(&rs, "/?ID_a=1&id_b=2").0.map(|i| i.status), Some(409));
+    assert!(get(&rs, "/?id_a=1").0.is_none());
+}
+
+#[test]
+fn allow_stops_request_rules() {
+    let rs = ruleset(
+        r#"SecRule REQUEST_FILENAME "@beginsWith /health" "id:1,phase:1,allow,nolog"
+           SecRule ARGS "@unconditionalMatch" "id:2,phase:1,deny""#,
+    );
+    assert!(get(&rs, "/health?x=1").0.is_none());
+    assert!(get(&rs, "/other?x=1").0.is_some());
+}
+
+#[test]
+fn redirect_expands_macros() {
+    let rs = ruleset(r#"SecRule ARGS:go "@rx ." "id:1,phase:1,redirect:'https://example.com/blocked?id=%{UNIQUE_ID}'""#);
+    let ctx = TxContext { unique_id: "abc".into(), ..Default::default() };
+    let (i, _) = get_with(&rs, "/?go=1", ctx);
+    let i = i.expect("redirect");
+    assert_eq!(i.status, 302);
+    assert_eq!(i.kind, InterventionKind::Redirect("https://example.com/blocked?id=abc".into()));
+}
+
+#[test]
+fn persistent_collections_count_across_transactions() {
+    let rs = ruleset(
+        r#"SecAction "id:1,phase:1,pass,nolog,initcol:ip=%{REMOTE_ADDR},setvar:ip.hits=+1,expirevar:ip.hits=60"
+           SecRule IP:hits "@gt 2" "id:2,phase:1,deny,status:429""#,
+    );
+    let store = Arc::new(MemoryStore::new());
+    let ctx = || TxContext { store: Some(store.clone()), now_unix_micros: 1_000_000_000, ..Default::default() };
+    assert!(get_with(&rs, "/", ctx()).0.is_none());
+    assert!(get_with(&rs, "/", ctx()).0.is_none());
+    assert_eq!(get_with(&rs, "/", ctx()).0.map(|i| i.status), Some(429));
+    // After the expiry the counter starts again.
+    let later = TxContext { store: Some(store.clone()), now_unix_micros: 1_000_000_000 + 61_000_000, ..Default::default() };
+    assert!(get_with(&rs, "/", later).0.is_none());
+}
+
+#[test]
+fn setvar_delete_and_set_one() {
+    let rs = ruleset(
+        r#"SecAction "id:1,phase:1,pass,nolog,setvar:tx.a=5,setvar:tx.b"
+           SecAction "id:2,phase:1,pass,nolog,setvar:!tx.a""#,
+    );
+    let (_, tx) = get(&rs, "/");
+    assert_eq!(tx.tx_var("a"), None);
+    assert_eq!(tx.tx_var("b"), Some(&b"1"[..]));
+}
+
+#[test]
+fn load_errors_name_file_line_and_id() {
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    let e = b
+        .add_text("SecRuleEngine On\n\nSecRule ARGS \"@rx (a)\\1\" \"id:77,phase:1,deny\"", "bad.conf")
+        .err()
+        .expect("backreference refused");
+    let text = e.to_string();
+    assert!(text.starts_with("bad.conf:3:"), "{text}");
+    assert!(text.contains("[id 77]"), "{text}");
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    let e = b.add_text(r#"SecAction "id:5,phase:1,exec:/bin/sh""#, "x.conf").err().expect("exec refused");
+    assert!(e.to_string().contains("exec"), "{e}");
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    let e = b.add_text(r#"SecRule ARGS "@bogus x" "id:6,phase:1""#, "x.conf").err().expect("unknown operator");
+    assert!(e.to_string().contains("[id 6]"), "{e}");
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    let e = b.add_text(r#"SecRule NOPE "@rx x" "id:7,phase:1""#, "x.conf").err().expect("unknown variable");
+    assert!(e.to_string().contains("NOPE"), "{e}");
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    let e = b.add_text("SecAction \"id:8,phase:1,pass\"\nSecAction \"id:8,phase:1,pass\"", "x.conf").err().expect("duplicate");
+    assert!(e.to_string().contains("duplicate"), "{e}");
+}
