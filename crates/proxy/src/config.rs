@@ -398,11 +398,11 @@ impl Config {
                 a.address
             ));
         }
-        if self.listeners.iter().any(|l| {
-            self.admin
-                .as_ref()
-                .is_some_and(|a| a.address == l.address)
-        }) {
+        if self
+            .listeners
+            .iter()
+            .any(|l| self.admin.as_ref().is_some_and(|a| a.address == l.address))
+        {
             return Err("admin.address is also a listener address".into());
         }
         Ok(())
@@ -445,10 +445,7 @@ pub mod duration {
                 .parse()
                 .map_err(|_| format!("invalid duration {text:?}: number too large"))?;
             rest = &rest[digits..];
-            let unit_len = rest
-                .bytes()
-                .take_while(|b| b.is_ascii_alphabetic())
-                .count();
+            let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
             let unit = &rest[..unit_len];
             rest = &rest[unit_len..];
             let d = match unit {
@@ -547,9 +544,11 @@ servers = ["127.0.0.1:9000"]
             .unwrap_err()
             .to_string();
         assert!(err.contains("exactly one"), "{err}");
-        let err = parse(&format!("{MINIMAL}\n[[rules]]\nfile = \"a\"\ninline = \"b\"\n"))
-            .unwrap_err()
-            .to_string();
+        let err = parse(&format!(
+            "{MINIMAL}\n[[rules]]\nfile = \"a\"\ninline = \"b\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("exactly one"), "{err}");
     }
 

@@ -38,7 +38,8 @@ impl Version {
     /// True for HTTP/1.1 and later 1.x/2.x+ versions spoken over HTTP/1 framing,
     /// where persistent connections are the default.
     pub fn keepalive_default(self) -> bool {
-        matches!(self, Version::Http(1, m) if m >= 1) || matches!(self, Version::Http(maj, _) if maj >= 2)
+        matches!(self, Version::Http(1, m) if m >= 1)
+            || matches!(self, Version::Http(maj, _) if maj >= 2)
     }
 }
 
@@ -118,9 +119,10 @@ pub fn find_head_end(buf: &[u8], limit: usize) -> Result<Option<HeadEnd>, HeadEr
             end: skip + first_lf + 1,
         }));
     }
-    let mut line_start = first_lf + 1;
-    for lf in memchr::memchr_iter(b'\n', &window[line_start..]) {
-        let pos = line_start + lf;
+    let base = first_lf + 1;
+    let mut line_start = base;
+    for lf in memchr::memchr_iter(b'\n', &window[base..]) {
+        let pos = base + lf;
         let line = &window[line_start..pos];
         if line.is_empty() || line == b"\r" {
             return Ok(Some(HeadEnd {
@@ -231,10 +233,7 @@ fn parse_strict(head: &Bytes, max_headers: usize) -> Result<Option<RequestHead>,
 /// A tolerant reading for what httparse refuses: whitespace before the method, odd
 /// versions, no version, bare CR or control bytes in values, folded lines, odd names.
 fn parse_lenient(head: &Bytes, max_headers: usize) -> Result<RequestHead, HeadError> {
-    let mut lines = LineIter {
-        buf: head,
-        pos: 0,
-    };
+    let mut lines = LineIter { buf: head, pos: 0 };
     let (ls, le) = lines.next().ok_or(HeadError::Malformed("empty request"))?;
     let line = &head[ls..le];
     let lead = line.iter().take_while(|&&b| is_ws(b)).count();
@@ -303,8 +302,12 @@ fn parse_lenient(head: &Bytes, max_headers: usize) -> Result<RequestHead, HeadEr
                 return Err(HeadError::TooManyHeaders(max_headers));
             }
             let value = trim_ws(&l[colon + 1..]);
-            let vstart = s + colon + 1 + (value.as_ptr() as usize - l[colon + 1..].as_ptr() as usize);
-            headers.push((head.slice(s..s + colon), head.slice(vstart..vstart + value.len())));
+            let vstart =
+                s + colon + 1 + (value.as_ptr() as usize - l[colon + 1..].as_ptr() as usize);
+            headers.push((
+                head.slice(s..s + colon),
+                head.slice(vstart..vstart + value.len()),
+            ));
         }
     }
     let mut out = RequestHead {
@@ -357,9 +360,8 @@ impl Iterator for LineIter<'_> {
 /// RFC 9110 token characters.
 pub fn is_token(s: &[u8]) -> bool {
     !s.is_empty()
-        && s.iter().all(|&b| {
-            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-        })
+        && s.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Checks made on every head, whichever parser read it: what an origin server
@@ -726,7 +728,10 @@ mod tests {
 
     #[test]
     fn finds_head_end() {
-        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: a\r\n", 100), Ok(None));
+        assert_eq!(
+            find_head_end(b"GET / HTTP/1.1\r\nHost: a\r\n", 100),
+            Ok(None)
+        );
         let e = find_head_end(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nBODY", 100)
             .unwrap()
             .unwrap();
@@ -736,7 +741,9 @@ mod tests {
             .unwrap();
         assert_eq!(e, HeadEnd { skip: 4, end: 20 });
         // HTTP/0.9: the request line alone.
-        let e = find_head_end(b"GET /\r\nHost: x\r\n", 100).unwrap().unwrap();
+        let e = find_head_end(b"GET /\r\nHost: x\r\n", 100)
+            .unwrap()
+            .unwrap();
         assert_eq!(e.end, 7);
         assert_eq!(
             find_head_end(&[b'a'; 200], 100),
@@ -805,7 +812,8 @@ mod tests {
 
     #[test]
     fn bare_cr_and_odd_names_reach_the_caller() {
-        let h = head(b"GET / HTTP/1.1\r\nHost: a\r\nSome: Head\rInjected: x\r\nMy_Header: 1\r\n\r\n");
+        let h =
+            head(b"GET / HTTP/1.1\r\nHost: a\r\nSome: Head\rInjected: x\r\nMy_Header: 1\r\n\r\n");
         assert_eq!(
             names(&h),
             vec![
@@ -932,7 +940,10 @@ mod tests {
     fn length_decoder_leaves_the_next_request_alone() {
         let mut d = BodyDecoder::new(Framing::Length(3), 1024);
         let mut buf = BytesMut::from(&b"abcGET / HTTP/1.1\r\n"[..]);
-        assert_eq!(d.decode(&mut buf), Ok(Decoded::Data(Bytes::from_static(b"abc"))));
+        assert_eq!(
+            d.decode(&mut buf),
+            Ok(Decoded::Data(Bytes::from_static(b"abc")))
+        );
         assert_eq!(d.decode(&mut buf), Ok(Decoded::Done));
         assert_eq!(&buf[..], b"GET / HTTP/1.1\r\n");
         assert_eq!(d.raw_bytes, 3);

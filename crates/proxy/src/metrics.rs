@@ -87,8 +87,8 @@ const TIMERS: [(&str, &str); 9] = [
 
 /// Bucket upper bounds in microseconds.
 const BUCKETS_US: [u64; 20] = [
-    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000,
-    250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
 
 #[derive(Debug, Default)]
@@ -308,7 +308,9 @@ mod tests {
         assert!(text.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"));
         assert!(text.contains("palisade_requests_total{status=\"403\",action=\"deny\"} 1\n"));
         assert!(text.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"));
-        assert!(text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"0.000005\"} 0\n"));
+        assert!(
+            text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"0.000005\"} 0\n")
+        );
         assert!(text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"0.00001\"} 1\n"));
         assert!(text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"+Inf\"} 2\n"));
         assert!(text.contains("palisade_waf_phase_seconds_count{phase=\"1\"} 2\n"));
