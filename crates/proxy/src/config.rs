@@ -92,6 +92,18 @@ pub struct ServerConfig {
     /// Longest pause allowed while writing a response to a client.
     #[serde(with = "duration")]
     pub send_timeout: Duration,
+    /// What happens to a request whose transaction fails inside the rule engine.
+    pub engine_failure: FailurePolicy,
+}
+
+/// `server.engine_failure`: refuse (500) or let through a request the engine failed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailurePolicy {
+    /// Answer 500 (the default).
+    Closed,
+    /// Forward the request uninspected.
+    Open,
 }
 
 impl Default for ServerConfig {
@@ -103,6 +115,7 @@ impl Default for ServerConfig {
             client_body_timeout: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
+            engine_failure: FailurePolicy::Closed,
         }
     }
 }

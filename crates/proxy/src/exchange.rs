@@ -154,6 +154,15 @@ impl Record {
             self.transfer_us.get_or_insert(micros_since(t));
         }
         self.time_phase(5, |tx| tx.logging());
+        if let Some(f) = self.tx.failure().map(str::to_owned) {
+            self.shared
+                .metrics
+                .engine_errors
+                .fetch_add(1, Ordering::Relaxed);
+            self.error_line(&format!("rule engine failure: {f}"));
+            self.error
+                .get_or_insert(format!("rule engine failure: {f}"));
+        }
         let total_us = micros_since(self.start);
         let shared = self.shared.clone();
         let now = rfc3339_micros(crate::logs::now_unix_micros());

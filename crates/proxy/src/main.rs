@@ -66,7 +66,11 @@ fn main() -> ExitCode {
 
 fn check(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
-    let waf = waf::Waf::load(&cfg.rules, &cfg.path)?;
+    let waf = waf::Waf::load(
+        &cfg.rules,
+        &cfg.path,
+        cfg.server.engine_failure == config::FailurePolicy::Closed,
+    )?;
     for l in &cfg.listeners {
         if let Some(t) = &l.tls {
             server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
@@ -118,7 +122,11 @@ fn init_tracing(level: &str) {
 fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
     init_tracing(&cfg.logs.level);
-    let waf = Arc::new(waf::Waf::load(&cfg.rules, &cfg.path)?);
+    let waf = Arc::new(waf::Waf::load(
+        &cfg.rules,
+        &cfg.path,
+        cfg.server.engine_failure == config::FailurePolicy::Closed,
+    )?);
     tracing::info!(
         "loaded {} rules from {} files (sha256 {}), SecRuleEngine {}",
         waf.rule_count(),

@@ -127,6 +127,8 @@ pub struct Metrics {
     pub upstream_connects: AtomicU64,
     /// Upstream connection attempts that failed.
     pub upstream_connect_errors: AtomicU64,
+    /// Transactions that failed inside the rule engine.
+    pub engine_errors: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -149,6 +151,7 @@ impl Metrics {
             malformed_requests: AtomicU64::new(0),
             upstream_connects: AtomicU64::new(0),
             upstream_connect_errors: AtomicU64::new(0),
+            engine_errors: AtomicU64::new(0),
         }
     }
 
@@ -273,6 +276,11 @@ impl Metrics {
                 "palisade_upstream_connect_errors_total",
                 "Upstream connection attempts that failed.",
                 &self.upstream_connect_errors,
+            ),
+            (
+                "palisade_engine_errors_total",
+                "Transactions that failed inside the rule engine.",
+                &self.engine_errors,
             ),
         ];
         for (name, help, v) in counters {

@@ -9,6 +9,7 @@ use crate::config::RuleSource;
 use engine::{BodyAppend, InterventionKind, RulesetBuilder, Transaction, TxContext};
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ pub struct Waf {
     ruleset: Arc<engine::Ruleset>,
     hash: String,
     clock: Arc<dyn engine::Clock>,
+    fail_closed: bool,
 }
 
 #[derive(Debug)]
@@ -37,7 +39,13 @@ impl engine::Clock for SystemClock {
 impl Waf {
     /// Loads the rule sources in order. `config_path` names inline sources (as
     /// `CONFIG#rulesN`) and anchors their relative `Include`s.
-    pub fn load(sources: &[RuleSource], config_path: &Path) -> Result<Waf, WafLoadError> {
+    /// With `fail_closed`, a request whose transaction fails inside the engine is
+    /// answered 500; otherwise it continues uninspected.
+    pub fn load(
+        sources: &[RuleSource],
+        config_path: &Path,
+        fail_closed: bool,
+    ) -> Result<Waf, WafLoadError> {
         let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
         let mut inline_texts: Vec<&str> = Vec::new();
         for (i, src) in sources.iter().enumerate() {
@@ -56,6 +64,7 @@ impl Waf {
             ruleset: Arc::new(ruleset),
             hash,
             clock: Arc::new(SystemClock),
+            fail_closed,
         })
     }
 
@@ -118,8 +127,22 @@ impl Waf {
             store: None,
             clock: Some(self.clock.clone()),
         };
-        WafTx {
-            tx: Transaction::new(self.ruleset.clone(), ctx),
+        let unique_id = ctx.unique_id.clone();
+        match catch_unwind(AssertUnwindSafe(|| {
+            Transaction::new(self.ruleset.clone(), ctx)
+        })) {
+            Ok(tx) => WafTx {
+                tx: Some(tx),
+                unique_id,
+                failure: None,
+                fail_closed: self.fail_closed,
+            },
+            Err(p) => WafTx {
+                tx: None,
+                unique_id,
+                failure: Some(panic_text(&*p)),
+                fail_closed: self.fail_closed,
+            },
         }
     }
 }
@@ -195,101 +218,154 @@ fn feed(r: BodyAppend) -> BodyFeed {
     }
 }
 
-/// One request's transaction.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "engine panicked".to_owned()
+    }
+}
+
+/// One request's transaction. A panic inside the engine is caught: the transaction
+/// stops (no further engine calls), the failure is kept for the logs, and the
+/// request is refused with 500 (fail closed) or continues uninspected (fail open).
 #[derive(Debug)]
 pub struct WafTx {
-    tx: Transaction,
+    tx: Option<Transaction>,
+    unique_id: String,
+    failure: Option<String>,
+    fail_closed: bool,
 }
 
 impl WafTx {
+    fn guard<T>(&mut self, default: T, f: impl FnOnce(&mut Transaction) -> T) -> T {
+        let Some(tx) = self.tx.as_mut() else {
+            return default;
+        };
+        match catch_unwind(AssertUnwindSafe(|| f(tx))) {
+            Ok(v) => v,
+            Err(p) => {
+                self.failure = Some(panic_text(&*p));
+                self.tx = None;
+                default
+            }
+        }
+    }
+
+    fn phase(
+        &mut self,
+        f: impl FnOnce(&mut Transaction) -> Option<engine::Intervention>,
+    ) -> Option<Verdict> {
+        let v = self.guard(None, f);
+        if self.tx.is_none() && self.fail_closed {
+            return Some(Verdict {
+                status: 500,
+                kind: VerdictKind::Deny,
+                rule_id: None,
+            });
+        }
+        verdict(v)
+    }
+
+    /// The engine failure of this transaction, if it had one.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
     /// The transaction's unique id.
     pub fn unique_id(&self) -> &str {
-        self.tx.unique_id()
+        &self.unique_id
     }
 
     /// Gives the request line as sent.
     pub fn request_line(&mut self, method: &[u8], uri: &[u8], protocol: &[u8]) {
-        self.tx.set_request_line(method, uri, protocol);
+        self.guard((), |tx| tx.set_request_line(method, uri, protocol));
     }
 
     /// Gives one request header line as sent.
     pub fn request_header(&mut self, name: &[u8], value: &[u8]) {
-        self.tx.add_request_header(name, value);
+        self.guard((), |tx| tx.add_request_header(name, value));
     }
 
     /// Phase 1.
     pub fn request_headers_done(&mut self) -> Option<Verdict> {
-        verdict(self.tx.process_request_headers())
+        self.phase(Transaction::process_request_headers)
     }
 
     /// True when the engine wants the request body.
     pub fn wants_request_body(&self) -> bool {
-        self.tx.request_body_wanted()
+        self.tx
+            .as_ref()
+            .is_some_and(Transaction::request_body_wanted)
     }
 
     /// Gives a piece of the request body.
     pub fn request_body(&mut self, chunk: &[u8]) -> BodyFeed {
-        feed(self.tx.append_request_body(chunk))
+        feed(self.guard(BodyAppend::Ok, |tx| tx.append_request_body(chunk)))
     }
 
     /// Phase 2.
     pub fn request_body_done(&mut self) -> Option<Verdict> {
-        verdict(self.tx.process_request_body())
+        self.phase(Transaction::process_request_body)
     }
 
     /// Gives the response status line.
     pub fn response_status(&mut self, status: u16, protocol: &[u8]) {
-        self.tx.set_response_status(status, protocol);
+        self.guard((), |tx| tx.set_response_status(status, protocol));
     }
 
     /// Gives one response header.
     pub fn response_header(&mut self, name: &[u8], value: &[u8]) {
-        self.tx.add_response_header(name, value);
+        self.guard((), |tx| tx.add_response_header(name, value));
     }
 
     /// Phase 3.
     pub fn response_headers_done(&mut self) -> Option<Verdict> {
-        verdict(self.tx.process_response_headers())
+        self.phase(Transaction::process_response_headers)
     }
 
     /// True when the engine wants the response body (access on, type inspected).
     pub fn wants_response_body(&self) -> bool {
-        self.tx.response_body_wanted()
+        self.tx
+            .as_ref()
+            .is_some_and(Transaction::response_body_wanted)
     }
 
     /// Gives a piece of the response body.
     pub fn response_body(&mut self, chunk: &[u8]) -> BodyFeed {
-        feed(self.tx.append_response_body(chunk))
+        feed(self.guard(BodyAppend::Ok, |tx| tx.append_response_body(chunk)))
     }
 
     /// Phase 4.
     pub fn response_body_done(&mut self) -> Option<Verdict> {
-        verdict(self.tx.process_response_body())
+        self.phase(Transaction::process_response_body)
     }
 
     /// Phase 5.
     pub fn logging(&mut self) {
-        self.tx.process_logging();
+        self.guard((), Transaction::process_logging);
     }
 
     /// The engine's match lines produced so far.
     pub fn take_log_lines(&mut self) -> Vec<String> {
-        self.tx.take_log_lines()
+        self.guard(Vec::new(), Transaction::take_log_lines)
     }
 
     /// The audit record, when the audit engine selects this transaction.
-    pub fn audit_record(&self) -> Option<String> {
-        self.tx.audit_record()
+    pub fn audit_record(&mut self) -> Option<String> {
+        self.guard(None, |tx| tx.audit_record())
     }
 
     /// Ids of the rules that matched, in order.
-    pub fn matched_rule_ids(&self) -> Vec<i64> {
-        self.tx.matched_rule_ids()
+    pub fn matched_rule_ids(&mut self) -> Vec<i64> {
+        self.guard(Vec::new(), |tx| tx.matched_rule_ids())
     }
 
     /// Inbound and outbound anomaly scores.
-    pub fn anomaly_scores(&self) -> (i64, i64) {
-        self.tx.anomaly_scores()
+    pub fn anomaly_scores(&mut self) -> (i64, i64) {
+        self.guard((0, 0), |tx| tx.anomaly_scores())
     }
 }
 
@@ -311,6 +387,7 @@ mod tests {
                 "SecRuleEngine On\nSecRequestBodyAccess On\nSecRule ARGS \"@rx (?i)' or '\" \"id:1,phase:2,deny,status:403,log,msg:'sqli'\"",
             ),
             Path::new("/etc/palisade/palisade.toml"),
+            true,
         )
         .unwrap();
         assert_eq!(waf.rule_count(), 1);
@@ -343,6 +420,7 @@ mod tests {
         let err = Waf::load(
             &inline("SecRuleEngine On\nSecRule ARGS \"@rx a\" \"id:1,phase:2,nosuchaction\""),
             Path::new("/etc/palisade/palisade.toml"),
+            true,
         )
         .unwrap_err()
         .to_string();
