@@ -80,13 +80,18 @@ impl CollectionStore for MemoryStore {
 
     fn store(&self, collection: &str, key: &[u8], update: &RecordUpdate, now: i64) {
         let mut guard = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        let rec = guard.entry((collection.to_string(), key.to_vec())).or_default();
+        let rec = guard
+            .entry((collection.to_string(), key.to_vec()))
+            .or_default();
         rec.retain(|_, v| v.expires_at.is_none_or(|t| t > now));
         for (k, v) in &update.set {
             rec.insert(k.clone(), v.clone());
         }
         for (k, delta, expires) in &update.deltas {
-            let e = rec.entry(k.clone()).or_insert(StoredValue { value: b"0".to_vec(), expires_at: None });
+            let e = rec.entry(k.clone()).or_insert(StoredValue {
+                value: b"0".to_vec(),
+                expires_at: None,
+            });
             e.value = (to_number(&e.value) + delta).to_string().into_bytes();
             if expires.is_some() {
                 e.expires_at = *expires;
@@ -114,20 +119,44 @@ mod tests {
     fn memory_store_counts_and_expires() {
         let s = MemoryStore::new();
         assert!(s.load("IP", b"1.2.3.4", 0).is_none());
-        let up = RecordUpdate { deltas: vec![(b"hits".to_vec(), 2, None)], ..Default::default() };
+        let up = RecordUpdate {
+            deltas: vec![(b"hits".to_vec(), 2, None)],
+            ..Default::default()
+        };
         s.store("IP", b"1.2.3.4", &up, 0);
         s.store("IP", b"1.2.3.4", &up, 0);
         let r = s.load("IP", b"1.2.3.4", 0).unwrap();
         assert_eq!(r[&b"hits".to_vec()].value, b"4");
         let up = RecordUpdate {
-            set: vec![(b"block".to_vec(), StoredValue { value: b"1".to_vec(), expires_at: Some(10) })],
+            set: vec![(
+                b"block".to_vec(),
+                StoredValue {
+                    value: b"1".to_vec(),
+                    expires_at: Some(10),
+                },
+            )],
             ..Default::default()
         };
         s.store("IP", b"1.2.3.4", &up, 0);
-        assert!(s.load("IP", b"1.2.3.4", 5).unwrap().contains_key(&b"block".to_vec()));
-        assert!(!s.load("IP", b"1.2.3.4", 11).unwrap().contains_key(&b"block".to_vec()));
-        let del = RecordUpdate { deleted: vec![b"hits".to_vec()], ..Default::default() };
+        assert!(
+            s.load("IP", b"1.2.3.4", 5)
+                .unwrap()
+                .contains_key(&b"block".to_vec())
+        );
+        assert!(
+            !s.load("IP", b"1.2.3.4", 11)
+                .unwrap()
+                .contains_key(&b"block".to_vec())
+        );
+        let del = RecordUpdate {
+            deleted: vec![b"hits".to_vec()],
+            ..Default::default()
+        };
         s.store("IP", b"1.2.3.4", &del, 0);
-        assert!(!s.load("IP", b"1.2.3.4", 0).unwrap().contains_key(&b"hits".to_vec()));
+        assert!(
+            !s.load("IP", b"1.2.3.4", 0)
+                .unwrap()
+                .contains_key(&b"hits".to_vec())
+        );
     }
 }

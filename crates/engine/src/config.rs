@@ -174,7 +174,9 @@ fn limit_action(name: &str, value: &str) -> Result<BodyLimitAction, String> {
     match value.to_ascii_lowercase().as_str() {
         "reject" => Ok(BodyLimitAction::Reject),
         "processpartial" => Ok(BodyLimitAction::ProcessPartial),
-        _ => Err(format!("{name}: expected Reject or ProcessPartial, got {value:?}")),
+        _ => Err(format!(
+            "{name}: expected Reject or ProcessPartial, got {value:?}"
+        )),
     }
 }
 
@@ -203,7 +205,9 @@ impl EngineConfig {
             "SecResponseBodyMimeTypesClear" => self.response_body_mime_types.clear(),
             "SecRequestBodyLimit" => self.request_body_limit = size(name, first)?,
             "SecRequestBodyNoFilesLimit" => self.request_body_no_files_limit = size(name, first)?,
-            "SecRequestBodyLimitAction" => self.request_body_limit_action = limit_action(name, first)?,
+            "SecRequestBodyLimitAction" => {
+                self.request_body_limit_action = limit_action(name, first)?
+            }
             "SecResponseBodyLimit" => self.response_body_limit = size(name, first)?,
             "SecResponseBodyLimitAction" => {
                 self.response_body_limit_action = limit_action(name, first)?
@@ -234,11 +238,19 @@ impl EngineConfig {
             }
             "SecAuditLogFormat" => match first.to_ascii_lowercase().as_str() {
                 "json" | "native" => self.audit.format = first.to_string(),
-                _ => return Err(format!("SecAuditLogFormat: expected JSON or Native, got {first:?}")),
+                _ => {
+                    return Err(format!(
+                        "SecAuditLogFormat: expected JSON or Native, got {first:?}"
+                    ));
+                }
             },
             "SecAuditLogType" => match first.to_ascii_lowercase().as_str() {
                 "serial" | "concurrent" | "https" => self.audit.log_type = first.to_string(),
-                _ => return Err(format!("SecAuditLogType: expected Serial or Concurrent, got {first:?}")),
+                _ => {
+                    return Err(format!(
+                        "SecAuditLogType: expected Serial or Concurrent, got {first:?}"
+                    ));
+                }
             },
             "SecAuditLogRelevantStatus" => {
                 let re = regex::bytes::RegexBuilder::new(first)
@@ -253,27 +265,55 @@ impl EngineConfig {
                     .map_err(|_| format!("SecCollectionTimeout: expected seconds, got {first:?}"))?
             }
             "SecComponentSignature" => self.component_signatures.push(first.to_string()),
-            "SecDataDir" | "SecTmpDir" | "SecUploadDir" | "SecDebugLog" | "SecDebugLogLevel"
-            | "SecUnicodeMapFile" | "SecUnicodeCodePage" | "SecAuditLogStorageDir"
-            | "SecAuditLogDirMode" | "SecAuditLogFileMode" | "SecUploadKeepFiles"
-            | "SecUploadFileMode" | "SecTmpSaveUploadedFiles" | "SecAuditLog2" => {
-                self.other.push((name.to_string(), args.to_vec()))
-            }
-            "SecRequestBodyInMemoryLimit" | "SecServerSignature" | "SecStatusEngine"
-            | "SecPcreMatchLimit" | "SecPcreMatchLimitRecursion" | "SecConnEngine"
-            | "SecCookieFormat" | "SecXmlExternalEntity" | "SecWebAppId" | "SecSensorId"
-            | "SecInterceptOnError" | "SecRuleInheritance" | "SecRulePerfTime"
-            | "SecStreamInBodyInspection" | "SecStreamOutBodyInspection"
-            | "SecContentInjection" | "SecDisableBackendCompression" | "SecGuardianLog"
-            | "SecHashEngine" | "SecHashKey" | "SecHashParam" | "SecHashMethodRx"
-            | "SecHashMethodPm" | "SecGsbLookupDb" | "SecHttpBlKey" | "SecGeoLookupDb"
+            "SecDataDir"
+            | "SecTmpDir"
+            | "SecUploadDir"
+            | "SecDebugLog"
+            | "SecDebugLogLevel"
+            | "SecUnicodeMapFile"
+            | "SecUnicodeCodePage"
+            | "SecAuditLogStorageDir"
+            | "SecAuditLogDirMode"
+            | "SecAuditLogFileMode"
+            | "SecUploadKeepFiles"
+            | "SecUploadFileMode"
+            | "SecTmpSaveUploadedFiles"
+            | "SecAuditLog2" => self.other.push((name.to_string(), args.to_vec())),
+            "SecRequestBodyInMemoryLimit"
+            | "SecServerSignature"
+            | "SecStatusEngine"
+            | "SecPcreMatchLimit"
+            | "SecPcreMatchLimitRecursion"
+            | "SecConnEngine"
+            | "SecCookieFormat"
+            | "SecXmlExternalEntity"
+            | "SecWebAppId"
+            | "SecSensorId"
+            | "SecInterceptOnError"
+            | "SecRuleInheritance"
+            | "SecRulePerfTime"
+            | "SecStreamInBodyInspection"
+            | "SecStreamOutBodyInspection"
+            | "SecContentInjection"
+            | "SecDisableBackendCompression"
+            | "SecGuardianLog"
+            | "SecHashEngine"
+            | "SecHashKey"
+            | "SecHashParam"
+            | "SecHashMethodRx"
+            | "SecHashMethodPm"
+            | "SecGsbLookupDb"
+            | "SecHttpBlKey"
+            | "SecGeoLookupDb"
             | "SecRemoteRulesFailAction" => {
                 return Ok(SettingOutcome::Ignored(format!(
                     "{name} is accepted and ignored (as ModSecurity v3 does or Palisade does not need it)"
                 )));
             }
             "SecRemoteRules" => {
-                return Err("SecRemoteRules: fetching rules over the network is not supported".into());
+                return Err(
+                    "SecRemoteRules: fetching rules over the network is not supported".into(),
+                );
             }
             _ => return Err(format!("unsupported directive {name}")),
         }

@@ -25,6 +25,10 @@ pub enum LoadError {
 impl LoadError {
     /// Builds a compile error at `span`.
     pub(crate) fn rule(span: &Span, rule_id: Option<i64>, reason: impl Into<String>) -> Self {
-        LoadError::Rule { span: span.clone(), rule_id, reason: reason.into() }
+        LoadError::Rule {
+            span: span.clone(),
+            rule_id,
+            reason: reason.into(),
+        }
     }
 }

@@ -3,8 +3,29 @@
 //! semantics.
 //!
 //! The server creates one [`Transaction`] per request, feeds it the request line,
-//! headers and body, runs the phases, and carries out any [`Intervention`]. See
-//! [`ruleset`] for an example.
+//! headers and body, runs the phases, and carries out any [`Intervention`]:
+//!
+//! ```
+//! use engine::{RulesetBuilder, Transaction, TxContext};
+//! use std::sync::Arc;
+//!
+//! let mut builder = RulesetBuilder::new(Arc::new(seclang::FsSource));
+//! builder
+//!     .add_text(
+//!         "SecRuleEngine On\n\
+//!          SecRule ARGS \"@rx (?i)union\\s+select\" \"id:1,phase:1,deny,status:403,msg:'SQLi'\"",
+//!         "inline.conf",
+//!     )
+//!     .unwrap();
+//! let ruleset = Arc::new(builder.build().unwrap());
+//!
+//! let mut tx = Transaction::new(ruleset, TxContext::default());
+//! tx.set_request_line(b"GET", b"/?q=1%20UNION%20SELECT%20pass", b"HTTP/1.1");
+//! tx.add_request_header(b"Host", b"example.com");
+//! let intervention = tx.process_request_headers().expect("blocked");
+//! assert_eq!(intervention.status, 403);
+//! assert_eq!(intervention.rule_id, Some(1));
+//! ```
 
 pub mod actions;
 pub mod body;

@@ -91,7 +91,11 @@ pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
     let mut s = String::with_capacity(512);
     match m.denied_with {
         Some(code) => {
-            let _ = write!(s, "ModSecurity: Access denied with code {code} (phase {}). ", m.phase);
+            let _ = write!(
+                s,
+                "ModSecurity: Access denied with code {code} (phase {}). ",
+                m.phase
+            );
         }
         None => s.push_str("ModSecurity: Warning. "),
     }
@@ -108,11 +112,23 @@ pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
         );
     }
     let _ = write!(s, " [file \"{}\"] [line \"{}\"]", escape(&m.file), m.line);
-    let _ = write!(s, " [id \"{}\"]", m.rule_id.map(|i| i.to_string()).unwrap_or_default());
+    let _ = write!(
+        s,
+        " [id \"{}\"]",
+        m.rule_id.map(|i| i.to_string()).unwrap_or_default()
+    );
     let _ = write!(s, " [rev \"{}\"]", escape(m.rev.as_deref().unwrap_or("")));
     let _ = write!(s, " [msg \"{}\"]", escape(m.msg.as_deref().unwrap_or("")));
-    let _ = write!(s, " [data \"{}\"]", escape(cut(m.data.as_deref().unwrap_or(""), 512)));
-    let _ = write!(s, " [severity \"{}\"]", m.severity.map(|v| v.to_string()).unwrap_or_default());
+    let _ = write!(
+        s,
+        " [data \"{}\"]",
+        escape(cut(m.data.as_deref().unwrap_or(""), 512))
+    );
+    let _ = write!(
+        s,
+        " [severity \"{}\"]",
+        m.severity.map(|v| v.to_string()).unwrap_or_default()
+    );
     let _ = write!(s, " [ver \"{}\"]", escape(m.ver.as_deref().unwrap_or("")));
     let _ = write!(s, " [maturity \"{}\"]", m.maturity.unwrap_or(0));
     let _ = write!(s, " [accuracy \"{}\"]", m.accuracy.unwrap_or(0));
@@ -121,7 +137,11 @@ pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
     }
     let host = String::from_utf8_lossy(&tx.req.server_name);
     let _ = write!(s, " [hostname \"{}\"]", escape(&host));
-    let _ = write!(s, " [uri \"{}\"]", escape(&String::from_utf8_lossy(&tx.req.filename)));
+    let _ = write!(
+        s,
+        " [uri \"{}\"]",
+        escape(&String::from_utf8_lossy(&tx.req.filename))
+    );
     let _ = write!(s, " [unique_id \"{}\"]", escape(tx.unique_id()));
     let _ = write!(s, " [ref \"\"]");
     s
@@ -130,7 +150,10 @@ pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
 fn pairs_json(pairs: &[(Vec<u8>, Vec<u8>)]) -> Value {
     let mut m = Map::new();
     for (k, v) in pairs {
-        m.insert(String::from_utf8_lossy(k).into_owned(), Value::String(String::from_utf8_lossy(v).into_owned()));
+        m.insert(
+            String::from_utf8_lossy(k).into_owned(),
+            Value::String(String::from_utf8_lossy(v).into_owned()),
+        );
     }
     Value::Object(m)
 }
@@ -150,10 +173,19 @@ pub fn audit_record(tx: &Transaction) -> String {
     t.insert("host_port".into(), json!(ctx.server_port));
     t.insert("unique_id".into(), json!(ctx.unique_id));
     let mut request = Map::new();
-    request.insert("method".into(), json!(String::from_utf8_lossy(&tx.req.method)));
+    request.insert(
+        "method".into(),
+        json!(String::from_utf8_lossy(&tx.req.method)),
+    );
     let version = String::from_utf8_lossy(&tx.req.protocol);
-    request.insert("http_version".into(), json!(version.strip_prefix("HTTP/").unwrap_or(&version)));
-    request.insert("uri".into(), json!(String::from_utf8_lossy(&tx.req.uri_raw)));
+    request.insert(
+        "http_version".into(),
+        json!(version.strip_prefix("HTTP/").unwrap_or(&version)),
+    );
+    request.insert(
+        "uri".into(),
+        json!(String::from_utf8_lossy(&tx.req.uri_raw)),
+    );
     if parts.contains('B') {
         request.insert("headers".into(), pairs_json(&tx.req.headers));
     }

@@ -41,8 +41,9 @@ impl Macro {
                         Some(p) => (&inner[..p], Some(&inner[p + 1..])),
                         None => (inner, None),
                     };
-                    let var = Var::from_name(name)
-                        .ok_or_else(|| format!("unknown variable {name:?} in macro %{{{inner}}}"))?;
+                    let var = Var::from_name(name).ok_or_else(|| {
+                        format!("unknown variable {name:?} in macro %{{{inner}}}")
+                    })?;
                     if !lit.is_empty() {
                         parts.push(Part::Literal(std::mem::take(&mut lit)));
                     }
@@ -60,7 +61,10 @@ impl Macro {
         if !lit.is_empty() {
             parts.push(Part::Literal(lit));
         }
-        Ok(Macro { parts, text: text.to_string() })
+        Ok(Macro {
+            parts,
+            text: text.to_string(),
+        })
     }
 
     /// The text as written.
@@ -75,7 +79,9 @@ impl Macro {
 
     /// True when the text names `var` anywhere.
     pub fn uses(&self, var: Var) -> bool {
-        self.parts.iter().any(|p| matches!(p, Part::Var { var: v, .. } if *v == var))
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Var { var: v, .. } if *v == var))
     }
 
     /// Expands the macros. Unset variables expand to the empty string (ModSecurity v3).
@@ -130,6 +136,9 @@ mod tests {
         assert!(l.is_literal());
         assert_eq!(&*l.expand(&Ctx), b"plain 100%");
         assert!(Macro::parse("%{bogus.x}").is_err());
-        assert_eq!(&*Macro::parse("%{unterminated").unwrap().expand(&Ctx), b"%{unterminated");
+        assert_eq!(
+            &*Macro::parse("%{unterminated").unwrap().expand(&Ctx),
+            b"%{unterminated"
+        );
     }
 }

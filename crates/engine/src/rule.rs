@@ -84,7 +84,9 @@ pub struct Rule {
     /// `multiMatch`.
     pub multi_match: bool,
     /// Actions run for every matched value, whether or not the chain goes on to match
-    /// (ModSecurity v3 runs `setvar` this way; v2 ran it only on a full match).
+    /// (ModSecurity v3 runs `setvar` this way; v2 ran it only on a full match), with
+    /// `initcol`, `setuid` and `setsid` among them so a collection opened by a rule is
+    /// there for the same rule's `setvar`.
     pub match_actions: Vec<Action>,
     /// Actions run once the whole chain has matched (`ctl`, `initcol`, `setenv`, ...).
     pub full_match_actions: Vec<Action>,

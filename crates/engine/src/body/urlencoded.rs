@@ -1,10 +1,223 @@
 //! `application/x-www-form-urlencoded` bodies and query strings.
+//!
+//! ModSecurity v3 splits the input at the argument separator the way C++'s
+//! `std::getline` does: an empty piece between two separators (`a=1&&b=2`) or at
+//! the start (`&a=1`) is kept and becomes an argument with an empty name and an
+//! empty value, while a single trailing separator (`a=1&`) adds nothing. Each piece
+//! is split at its first `=`; a piece without `=` is a name with an empty value.
+//! Names and values are then url-decoded leniently: `+` becomes a space, `%XX` with
+//! two hex digits becomes that byte, and any other `%` is kept as it is and counted
+//! as an invalid encoding (URLENCODED_ERROR). Names keep their case.
 
-use super::Arg;
+use super::{Arg, LimitHit};
+
+/// The outcome of [`parse_bounded`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Urlencoded {
+    /// The name/value pairs, in input order.
+    pub args: Vec<Arg>,
+    /// Whether an invalid %-encoding was seen in a name or value (URLENCODED_ERROR).
+    pub invalid_encoding: bool,
+    /// Set when the input held more pairs than `max_args`; the extra ones were dropped.
+    pub limit_hit: Option<LimitHit>,
+}
 
 /// Splits `input` at `separator` and url-decodes names and values as ModSecurity does.
 /// Returns the pairs and whether an invalid %-encoding was seen (URLENCODED_ERROR).
 pub fn parse(input: &[u8], separator: u8, max_args: usize) -> (Vec<Arg>, bool) {
-    let _ = (input, separator, max_args);
-    unimplemented!("urlencoded")
+    let out = parse_bounded(input, separator, max_args);
+    (out.args, out.invalid_encoding)
+}
+
+/// Like [`parse`], and also says whether pairs were dropped at `max_args`.
+///
+/// Only the pairs that are kept are decoded, so the work done is bounded by the
+/// input length whatever the limit.
+pub fn parse_bounded(input: &[u8], separator: u8, max_args: usize) -> Urlencoded {
+    let mut out = Urlencoded::default();
+    if input.is_empty() {
+        return out;
+    }
+    // A trailing separator does not start a new (empty) piece.
+    let body = match input.split_last() {
+        Some((&last, rest)) if last == separator => rest,
+        _ => input,
+    };
+    for piece in body.split(|&b| b == separator) {
+        if out.args.len() >= max_args {
+            out.limit_hit = Some(LimitHit::Arguments);
+            break;
+        }
+        let (raw_name, raw_value) = match memchr::memchr(b'=', piece) {
+            Some(eq) => (&piece[..eq], &piece[eq + 1..]),
+            None => (piece, &piece[piece.len()..]),
+        };
+        let mut name = Vec::with_capacity(raw_name.len());
+        let mut value = Vec::with_capacity(raw_value.len());
+        let bad_name = decode_into(raw_name, &mut name);
+        let bad_value = decode_into(raw_value, &mut value);
+        out.invalid_encoding |= bad_name | bad_value;
+        out.args.push((name, value));
+    }
+    out
+}
+
+/// Appends the lenient url-decoding of `src` to `out`; returns whether an invalid
+/// %-encoding was met (such a `%` is copied unchanged).
+pub fn decode_into(src: &[u8], out: &mut Vec<u8>) -> bool {
+    let mut invalid = false;
+    let mut rest = src;
+    loop {
+        // Copy the run of bytes that need no decoding in one go.
+        let Some(at) = memchr::memchr2(b'%', b'+', rest) else {
+            out.extend_from_slice(rest);
+            return invalid;
+        };
+        out.extend_from_slice(&rest[..at]);
+        if rest[at] == b'+' {
+            out.push(b' ');
+            rest = &rest[at + 1..];
+            continue;
+        }
+        match (hex_value(rest.get(at + 1)), hex_value(rest.get(at + 2))) {
+            (Some(hi), Some(lo)) => {
+                out.push(hi << 4 | lo);
+                rest = &rest[at + 3..];
+            }
+            _ => {
+                invalid = true;
+                out.push(b'%');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+}
+
+fn hex_value(byte: Option<&u8>) -> Option<u8> {
+    match byte? {
+        b @ b'0'..=b'9' => Some(b - b'0'),
+        b @ b'a'..=b'f' => Some(b - b'a' + 10),
+        b @ b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(input: &str) -> Vec<(String, String)> {
+        let (args, _) = parse(input.as_bytes(), b'&', 1000);
+        args.into_iter()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(&n).into_owned(),
+                    String::from_utf8_lossy(&v).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn p(n: &str, v: &str) -> (String, String) {
+        (n.to_owned(), v.to_owned())
+    }
+
+    #[test]
+    fn simple_pairs_in_order() {
+        assert_eq!(
+            pairs("a=1&b=2&a=3"),
+            vec![p("a", "1"), p("b", "2"), p("a", "3")]
+        );
+    }
+
+    #[test]
+    fn empty_input_has_no_args() {
+        assert!(pairs("").is_empty());
+    }
+
+    #[test]
+    fn empty_pieces_follow_getline_rules() {
+        assert_eq!(pairs("a=1&&b=2"), vec![p("a", "1"), p("", ""), p("b", "2")]);
+        assert_eq!(pairs("&a=1"), vec![p("", ""), p("a", "1")]);
+        assert_eq!(pairs("a=1&"), vec![p("a", "1")]);
+        assert_eq!(pairs("a=1&&"), vec![p("a", "1"), p("", "")]);
+        assert_eq!(pairs("&"), vec![p("", "")]);
+    }
+
+    #[test]
+    fn piece_without_equals_is_a_name() {
+        assert_eq!(pairs("flag&x=1"), vec![p("flag", ""), p("x", "1")]);
+        assert_eq!(pairs("=v"), vec![p("", "v")]);
+        assert_eq!(pairs("a=b=c"), vec![p("a", "b=c")]);
+    }
+
+    #[test]
+    fn decoding_and_case() {
+        assert_eq!(pairs("Na%6De=x+y%20z"), vec![p("Name", "x y z")]);
+        assert_eq!(pairs("k=%3Cscript%3E"), vec![p("k", "<script>")]);
+    }
+
+    #[test]
+    fn invalid_encoding_is_kept_and_flagged() {
+        let (args, bad) = parse(b"a=%zz&b=%4", b'&', 10);
+        assert!(bad);
+        assert_eq!(args[0].1, b"%zz");
+        assert_eq!(args[1].1, b"%4");
+        let (_, bad) = parse(b"a=%41%", b'&', 10);
+        assert!(bad);
+        let (_, ok) = parse(b"a=%41", b'&', 10);
+        assert!(!ok);
+    }
+
+    #[test]
+    fn binary_bytes_survive() {
+        let (args, _) = parse(b"a=%00%ff\xfe", b'&', 10);
+        assert_eq!(args[0].1, vec![0, 0xff, 0xfe]);
+    }
+
+    #[test]
+    fn custom_separator() {
+        let (args, _) = parse(b"a=1;b=2&c", b';', 10);
+        assert_eq!(
+            args,
+            vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"b".to_vec(), b"2&c".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn stops_at_max_args() {
+        let out = parse_bounded(b"a=1&b=2&c=3", b'&', 2);
+        assert_eq!(out.args.len(), 2);
+        assert_eq!(out.limit_hit, Some(LimitHit::Arguments));
+        let out = parse_bounded(b"a=1&b=2", b'&', 2);
+        assert_eq!(out.limit_hit, None);
+        let (args, _) = parse(b"a=1", b'&', 0);
+        assert!(args.is_empty());
+    }
+
+    #[test]
+    fn fuzz_mutations_never_panic() {
+        use crate::body::fuzz::{XorShift, mutate};
+        const PIECES: &[&[u8]] = &[b"&", b"=", b"%", b"%4", b"%zz", b"+", b"%00", b"\xff"];
+        let mut rng = XorShift(0x0123_4567_89AB_CDEF);
+        for _ in 0..4000 {
+            let input = mutate(&mut rng, b"a=1&b=%41%42+c&&d&=e", PIECES);
+            let out = parse_bounded(&input, b'&', 4);
+            assert!(out.args.len() <= 4);
+            let decoded: usize = out.args.iter().map(|(n, v)| n.len() + v.len()).sum();
+            assert!(decoded <= input.len());
+        }
+    }
+
+    #[test]
+    fn crs_style_query() {
+        // From REQUEST-942 tests: an injection in a urlencoded body.
+        assert_eq!(
+            pairs("var=%27%20or%201%3D1--&x=%22"),
+            vec![p("var", "' or 1=1--"), p("x", "\"")]
+        );
+    }
 }

@@ -1,7 +1,27 @@
 //! Operators (`@rx`, `@pm`, ...): compiled once, then run against each value.
+//!
+//! Semantics follow libmodsecurity (ModSecurity v3); each submodule documents its
+//! operator and any known difference.
+
+pub mod compare;
+pub mod injection;
+pub mod ip;
+pub mod pm;
+pub mod rx;
+pub mod strings;
+pub mod validate;
+pub mod verify;
 
 use seclang::FileSource;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use compare::Comparison;
+use ip::IpSet;
+use pm::Pm;
+use rx::Rx;
+use strings::Needle;
+use validate::ByteRanges;
+use verify::VerifyCc;
 
 /// Values captured by a match, for `capture` (TX.0 to TX.9). Index 0 is the whole match.
 pub type Captures = Vec<Vec<u8>>;
@@ -28,22 +48,306 @@ pub struct CompileContext<'a> {
 /// A compiled operator.
 #[derive(Debug, Clone)]
 pub enum Operator {
-    /// `@unconditionalMatch`.
+    /// `@rx`: a PCRE-syntax regex, run by a linear-time engine (see [`rx`]).
+    Rx(Rx),
+    /// `@pm` (phrases in the argument) or `@pmFromFile` / `@pmf` (phrases in files):
+    /// case-insensitive phrase match (see [`pm`]).
+    Pm {
+        /// The automaton.
+        pm: Pm,
+        /// Whether the phrases came from files (`@pmFromFile`).
+        from_file: bool,
+    },
+    /// `@detectSQLi`: libinjection SQL injection detection; captures the fingerprint.
+    DetectSqli,
+    /// `@detectXSS`: libinjection XSS detection; captures the input.
+    DetectXss,
+    /// `@eq`, `@ge`, `@gt`, `@le`, `@lt` with the argument read as an integer.
+    Compare(Comparison, i32),
+    /// `@streq`: the input equals the argument.
+    StrEq(Vec<u8>),
+    /// `@contains`: the argument occurs in the input.
+    Contains(Needle),
+    /// `@containsWord`: the argument occurs in the input as a word.
+    ContainsWord(Vec<u8>),
+    /// `@beginsWith`: the input starts with the argument.
+    BeginsWith(Vec<u8>),
+    /// `@endsWith`: the input ends with the argument.
+    EndsWith(Vec<u8>),
+    /// `@within`: the input occurs in the argument.
+    Within(Vec<u8>),
+    /// `@strmatch`: the argument occurs in the input (a literal, not a pattern).
+    StrMatch(Needle),
+    /// `@ipMatch` (addresses in the argument) or `@ipMatchFromFile` / `@ipMatchF`.
+    IpMatch {
+        /// The networks.
+        set: IpSet,
+        /// Whether the networks came from files (`@ipMatchFromFile`).
+        from_file: bool,
+    },
+    /// `@validateByteRange`: matches when the input has a byte outside the ranges.
+    ValidateByteRange(ByteRanges),
+    /// `@validateUrlEncoding`: matches when the input has an invalid `%` encoding.
+    ValidateUrlEncoding,
+    /// `@validateUtf8Encoding`: matches when the input is not valid UTF-8.
+    ValidateUtf8Encoding,
+    /// `@verifyCC`: a regex finds candidates that must pass the Luhn check.
+    VerifyCc(VerifyCc),
+    /// `@unconditionalMatch`: always matches.
     UnconditionalMatch,
+    /// `@noMatch`: never matches.
+    NoMatch,
 }
+
+/// Operators that need I/O at request time and are run by the engine itself.
+const ENGINE_OPERATORS: [&str; 2] = ["rbl", "geolookup"];
+
+/// Operators of ModSecurity that Palisade does not implement.
+const UNSUPPORTED: [(&str, &str); 10] = [
+    ("inspectfile", "running external programs is not supported"),
+    ("fuzzyhash", "ssdeep fuzzy hashing is not supported"),
+    ("verifycpf", "not implemented"),
+    ("verifyssn", "not implemented"),
+    ("verifysvnr", "not implemented"),
+    ("validatedtd", "XML DTD validation is not supported"),
+    ("validateschema", "XML schema validation is not supported"),
+    (
+        "validatehash",
+        "not implemented (it is not supported by libmodsecurity either)",
+    ),
+    (
+        "gsblookup",
+        "Google Safe Browsing lookups are not supported",
+    ),
+    (
+        "rsub",
+        "not implemented (it is not supported by libmodsecurity either)",
+    ),
+];
 
 impl Operator {
     /// Compiles an operator from its name (without `@`, case-insensitive) and argument.
     /// The argument has already had its macros expanded.
-    pub fn compile(name: &str, argument: &str, ctx: &CompileContext<'_>) -> Result<Operator, OperatorError> {
-        let _ = (name, argument, ctx);
-        unimplemented!("operators")
+    pub fn compile(
+        name: &str,
+        argument: &str,
+        ctx: &CompileContext<'_>,
+    ) -> Result<Operator, OperatorError> {
+        let lower = name.strip_prefix('@').unwrap_or(name).to_ascii_lowercase();
+        let fail = |reason: String| OperatorError {
+            operator: name.to_string(),
+            reason,
+        };
+        let arg = argument.as_bytes();
+        let no_argument = |op: Operator| {
+            if argument.trim().is_empty() {
+                Ok(op)
+            } else {
+                Err(fail(format!("takes no argument, got `{argument}`")))
+            }
+        };
+        let integer = |cmp: Comparison| Ok(Operator::Compare(cmp, compare::parse_int(arg)));
+        match lower.as_str() {
+            "rx" => Rx::new(argument).map(Operator::Rx).map_err(fail),
+            "pm" => Pm::new(pm::parse_inline(argument))
+                .map(|pm| Operator::Pm {
+                    pm,
+                    from_file: false,
+                })
+                .map_err(fail),
+            "pmfromfile" | "pmf" => {
+                let mut phrases = Vec::new();
+                for (_, content) in read_data_files(argument, ctx).map_err(fail)? {
+                    phrases.extend(pm::data_file_lines(&content).map(<[u8]>::to_vec));
+                }
+                Pm::new(phrases)
+                    .map(|pm| Operator::Pm {
+                        pm,
+                        from_file: true,
+                    })
+                    .map_err(fail)
+            }
+            "detectsqli" => no_argument(Operator::DetectSqli),
+            "detectxss" => no_argument(Operator::DetectXss),
+            "eq" => integer(Comparison::Eq),
+            "ge" => integer(Comparison::Ge),
+            "gt" => integer(Comparison::Gt),
+            "le" => integer(Comparison::Le),
+            "lt" => integer(Comparison::Lt),
+            "streq" => Ok(Operator::StrEq(arg.to_vec())),
+            "contains" => Ok(Operator::Contains(Needle::new(arg))),
+            "containsword" => Ok(Operator::ContainsWord(arg.to_vec())),
+            "beginswith" => Ok(Operator::BeginsWith(arg.to_vec())),
+            "endswith" => Ok(Operator::EndsWith(arg.to_vec())),
+            "within" => Ok(Operator::Within(arg.to_vec())),
+            "strmatch" => Ok(Operator::StrMatch(Needle::new(arg))),
+            "ipmatch" => IpSet::parse(argument.split(','), "address list")
+                .map(|set| Operator::IpMatch {
+                    set,
+                    from_file: false,
+                })
+                .map_err(fail),
+            "ipmatchfromfile" | "ipmatchf" => {
+                let mut set = IpSet::default();
+                for (path, content) in read_data_files(argument, ctx).map_err(fail)? {
+                    for (line_no, line) in pm::numbered_data_file_lines(&content) {
+                        let at = || format!("{}:{line_no}", path.display());
+                        let entry = std::str::from_utf8(line)
+                            .map_err(|_| fail(format!("{}: not valid UTF-8", at())))?;
+                        set.insert(entry.trim())
+                            .map_err(|e| fail(format!("{}: `{}`: {e}", at(), entry.trim())))?;
+                    }
+                }
+                Ok(Operator::IpMatch {
+                    set,
+                    from_file: true,
+                })
+            }
+            "validatebyterange" => ByteRanges::parse(argument)
+                .map(Operator::ValidateByteRange)
+                .map_err(fail),
+            "validateurlencoding" => no_argument(Operator::ValidateUrlEncoding),
+            "validateutf8encoding" => no_argument(Operator::ValidateUtf8Encoding),
+            "verifycc" => VerifyCc::new(argument)
+                .map(Operator::VerifyCc)
+                .map_err(fail),
+            "unconditionalmatch" => no_argument(Operator::UnconditionalMatch),
+            "nomatch" => no_argument(Operator::NoMatch),
+            other if ENGINE_OPERATORS.contains(&other) => Err(fail(
+                "is run by the engine (it needs I/O at request time), not compiled as a \
+                 plain operator"
+                    .to_string(),
+            )),
+            other => match UNSUPPORTED.iter().find(|(n, _)| *n == other) {
+                Some((_, why)) => Err(fail(format!("unsupported operator: {why}"))),
+                None => Err(fail("unknown operator".to_string())),
+            },
+        }
     }
 
     /// Runs the operator on one value. When `captures` is given and the operator
     /// captures (`@rx` groups, `@pm` keyword), it is filled with up to 10 values.
+    /// Operators that capture: `@rx` (whole match and groups), `@pm`/`@pmFromFile`
+    /// (the phrase), `@detectSQLi` (the fingerprint), `@detectXSS` (the input),
+    /// `@verifyCC` (the card number). Others leave `captures` alone, and so does a
+    /// value that does not match.
     pub fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
-        let _ = (input, captures);
-        unimplemented!("operators")
+        match self {
+            Operator::Rx(rx) => rx.matches(input, captures),
+            Operator::Pm { pm, .. } => pm.matches(input, captures),
+            Operator::DetectSqli => match injection::detect_sqli(input) {
+                Some(fp) => {
+                    if let Some(out) = captures {
+                        rx::fill_captures(out, std::iter::once(fp.as_bytes()));
+                    }
+                    true
+                }
+                None => false,
+            },
+            Operator::DetectXss => {
+                let hit = injection::detect_xss(input);
+                if hit && let Some(out) = captures {
+                    rx::fill_captures(out, std::iter::once(input));
+                }
+                hit
+            }
+            Operator::Compare(cmp, value) => cmp.holds(input, *value),
+            Operator::StrEq(s) => input == s.as_slice(),
+            Operator::Contains(n) | Operator::StrMatch(n) => n.found_in(input),
+            Operator::ContainsWord(w) => strings::contains_word(w, input),
+            Operator::BeginsWith(s) => input.starts_with(s),
+            Operator::EndsWith(s) => input.ends_with(s),
+            Operator::Within(s) => strings::within(s, input),
+            Operator::IpMatch { set, .. } => set.contains(input),
+            Operator::ValidateByteRange(r) => r.violated_by(input),
+            Operator::ValidateUrlEncoding => validate::invalid_url_encoding(input),
+            Operator::ValidateUtf8Encoding => validate::invalid_utf8(input),
+            Operator::VerifyCc(v) => v.matches(input, captures),
+            Operator::UnconditionalMatch => true,
+            Operator::NoMatch => false,
+        }
+    }
+
+    /// The operator's canonical SecLang name, without `@` (aliases give the long
+    /// name: `@pmf` is `pmFromFile`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Operator::Rx(_) => "rx",
+            Operator::Pm {
+                from_file: false, ..
+            } => "pm",
+            Operator::Pm {
+                from_file: true, ..
+            } => "pmFromFile",
+            Operator::DetectSqli => "detectSQLi",
+            Operator::DetectXss => "detectXSS",
+            Operator::Compare(Comparison::Eq, _) => "eq",
+            Operator::Compare(Comparison::Ge, _) => "ge",
+            Operator::Compare(Comparison::Gt, _) => "gt",
+            Operator::Compare(Comparison::Le, _) => "le",
+            Operator::Compare(Comparison::Lt, _) => "lt",
+            Operator::StrEq(_) => "streq",
+            Operator::Contains(_) => "contains",
+            Operator::ContainsWord(_) => "containsWord",
+            Operator::BeginsWith(_) => "beginsWith",
+            Operator::EndsWith(_) => "endsWith",
+            Operator::Within(_) => "within",
+            Operator::StrMatch(_) => "strmatch",
+            Operator::IpMatch {
+                from_file: false, ..
+            } => "ipMatch",
+            Operator::IpMatch {
+                from_file: true, ..
+            } => "ipMatchFromFile",
+            Operator::ValidateByteRange(_) => "validateByteRange",
+            Operator::ValidateUrlEncoding => "validateUrlEncoding",
+            Operator::ValidateUtf8Encoding => "validateUtf8Encoding",
+            Operator::VerifyCc(_) => "verifyCC",
+            Operator::UnconditionalMatch => "unconditionalMatch",
+            Operator::NoMatch => "noMatch",
+        }
+    }
+
+    /// For `@rx`, the final pattern in `regex` syntax (after the PCRE translation),
+    /// to be compiled with [`rx::builder`] settings, e.g. in a set from
+    /// [`rx::regex_set`]. `None` for other operators.
+    pub fn rx_pattern(&self) -> Option<&str> {
+        match self {
+            Operator::Rx(rx) => Some(rx.pattern()),
+            _ => None,
+        }
     }
 }
+
+/// Reads the data files named by a `@pmFromFile` / `@ipMatchFromFile` argument:
+/// whitespace-separated names, relative ones resolved against `ctx.base_dir`.
+fn read_data_files(
+    argument: &str,
+    ctx: &CompileContext<'_>,
+) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
+    let names: Vec<&str> = argument.split_ascii_whitespace().collect();
+    if names.is_empty() {
+        return Err("needs the name of a data file".to_string());
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let lower = name.to_ascii_lowercase();
+            if lower.starts_with("http://") || lower.starts_with("https://") {
+                return Err(format!(
+                    "`{name}`: remote data files are not supported (Palisade does not \
+                     download at load time); save the file and name the local copy"
+                ));
+            }
+            let path = ctx.base_dir.join(name);
+            let content = ctx
+                .source
+                .read(&path)
+                .map_err(|e| format!("cannot read data file {}: {e}", path.display()))?;
+            Ok((path, content))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

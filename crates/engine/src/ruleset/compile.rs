@@ -1,9 +1,7 @@
 //! Turning directives into compiled rules.
 
 use super::Ruleset;
-use crate::actions::{
-    Action, AllowScope, BodyProcessor, CollectionKind, Ctl, Disruptive, SetOp,
-};
+use crate::actions::{Action, AllowScope, BodyProcessor, CollectionKind, Ctl, Disruptive, SetOp};
 use crate::config::{AuditEngineMode, EngineConfig, RuleEngineMode, SettingOutcome};
 use crate::error::LoadError;
 use crate::macros::Macro;
@@ -11,7 +9,9 @@ use crate::operators::{CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleMeta, RuleOperator};
 use crate::transforms::Transform;
 use crate::variables::{self, Exclusion, Target, Var};
-use seclang::{ActionDef, Directive, DirectiveKind, FileSource, IdRange, RuleDef, RuleSelector, Span};
+use seclang::{
+    ActionDef, Directive, DirectiveKind, FileSource, IdRange, RuleDef, RuleSelector, Span,
+};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -54,7 +54,9 @@ impl RulesetBuilder {
     pub fn add_file(&mut self, path: &Path) -> Result<&mut Self, LoadError> {
         let is_glob = path.to_str().is_some_and(|s| s.contains(['*', '?', '[']));
         let paths = if is_glob {
-            self.source.glob(path).map_err(|e| io_error(path, &e.to_string()))?
+            self.source
+                .glob(path)
+                .map_err(|e| io_error(path, &e.to_string()))?
         } else {
             vec![path.to_path_buf()]
         };
@@ -98,12 +100,22 @@ impl RulesetBuilder {
             }
             DirectiveKind::DefaultAction(actions) => {
                 self.close_chain(&span)?;
-                let phase = find_phase(&actions).map_err(|e| LoadError::rule(&span, None, e))?.unwrap_or(2);
+                let phase = find_phase(&actions)
+                    .map_err(|e| LoadError::rule(&span, None, e))?
+                    .unwrap_or(2);
                 if actions.iter().any(|a| a.name.eq_ignore_ascii_case("id")) {
-                    return Err(LoadError::rule(&span, None, "SecDefaultAction must not have an id"));
+                    return Err(LoadError::rule(
+                        &span,
+                        None,
+                        "SecDefaultAction must not have an id",
+                    ));
                 }
                 if !actions.iter().any(|a| is_disruptive(&a.name)) {
-                    return Err(LoadError::rule(&span, None, "SecDefaultAction needs a disruptive action"));
+                    return Err(LoadError::rule(
+                        &span,
+                        None,
+                        "SecDefaultAction needs a disruptive action",
+                    ));
                 }
                 // Check that the actions compile.
                 self.compile_rule(&span, None, &actions, None, true)?;
@@ -117,7 +129,11 @@ impl RulesetBuilder {
                     Entry::Marker(_) => true,
                 });
             }
-            DirectiveKind::RuleUpdateTarget { selector, targets, replaced } => {
+            DirectiveKind::RuleUpdateTarget {
+                selector,
+                targets,
+                replaced,
+            } => {
                 self.close_chain(&span)?;
                 let sel = compile_selector(&span, &selector)?;
                 let (add, excl) = compile_targets(&span, None, &targets)?;
@@ -131,7 +147,10 @@ impl RulesetBuilder {
                         if sel.selects(r) {
                             found = true;
                             if let Some(rep) = &replaced {
-                                r.targets.retain(|t| !rep.iter().any(|x| x.written.eq_ignore_ascii_case(&t.written)));
+                                r.targets.retain(|t| {
+                                    !rep.iter()
+                                        .any(|x| x.written.eq_ignore_ascii_case(&t.written))
+                                });
                             }
                             r.targets.extend(add.iter().cloned());
                             r.exclusions.extend(excl.iter().cloned());
@@ -139,16 +158,27 @@ impl RulesetBuilder {
                     }
                 }
                 if !found {
-                    self.warnings.push(format!("{span}: SecRuleUpdateTarget matched no rule loaded so far"));
+                    self.warnings.push(format!(
+                        "{span}: SecRuleUpdateTarget matched no rule loaded so far"
+                    ));
                 }
             }
             DirectiveKind::RuleUpdateAction { id, actions } => {
                 self.close_chain(&span)?;
-                let pos = self.entries.iter().position(|e| matches!(e, Entry::Rule(r) if r.id == Some(id)));
+                let pos = self
+                    .entries
+                    .iter()
+                    .position(|e| matches!(e, Entry::Rule(r) if r.id == Some(id)));
                 let Some(pos) = pos else {
-                    return Err(LoadError::rule(&span, Some(id), "SecRuleUpdateActionById: no rule with this id is loaded"));
+                    return Err(LoadError::rule(
+                        &span,
+                        Some(id),
+                        "SecRuleUpdateActionById: no rule with this id is loaded",
+                    ));
                 };
-                let Entry::Rule(old) = &self.entries[pos] else { unreachable!() };
+                let Entry::Rule(old) = &self.entries[pos] else {
+                    unreachable!()
+                };
                 let mut defs: Vec<ActionDef> = old
                     .action_defs
                     .iter()
@@ -164,7 +194,12 @@ impl RulesetBuilder {
                     })
                     .cloned()
                     .collect();
-                defs.extend(actions.iter().filter(|a| !a.name.eq_ignore_ascii_case("id")).cloned());
+                defs.extend(
+                    actions
+                        .iter()
+                        .filter(|a| !a.name.eq_ignore_ascii_case("id"))
+                        .cloned(),
+                );
                 let old_span = old.span.clone();
                 let def = old.def.clone();
                 let chain = old.chain.clone();
@@ -189,12 +224,21 @@ impl RulesetBuilder {
 
     fn close_chain(&self, span: &Span) -> Result<(), LoadError> {
         if self.open_chain {
-            return Err(LoadError::rule(span, None, "a rule with `chain` must be followed by a SecRule"));
+            return Err(LoadError::rule(
+                span,
+                None,
+                "a rule with `chain` must be followed by a SecRule",
+            ));
         }
         Ok(())
     }
 
-    fn add_rule(&mut self, span: &Span, def: Option<RuleDef>, actions: Vec<ActionDef>) -> Result<(), LoadError> {
+    fn add_rule(
+        &mut self,
+        span: &Span,
+        def: Option<RuleDef>,
+        actions: Vec<ActionDef>,
+    ) -> Result<(), LoadError> {
         if self.open_chain {
             // A link of the chain opened by the last rule.
             let Some(Entry::Rule(head)) = self.entries.last() else {
@@ -202,11 +246,18 @@ impl RulesetBuilder {
             };
             let (phase, head_id) = (head.phase, head.id);
             if def.is_none() {
-                return Err(LoadError::rule(span, head_id, "a chained rule must be a SecRule, not SecAction"));
+                return Err(LoadError::rule(
+                    span,
+                    head_id,
+                    "a chained rule must be a SecRule, not SecAction",
+                ));
             }
-            let rule = self.compile_rule(span, def.as_ref(), &actions, Some((phase, head_id)), false)?;
+            let rule =
+                self.compile_rule(span, def.as_ref(), &actions, Some((phase, head_id)), false)?;
             let opens = has_action(&actions, "chain");
-            let Some(Entry::Rule(head)) = self.entries.last_mut() else { unreachable!() };
+            let Some(Entry::Rule(head)) = self.entries.last_mut() else {
+                unreachable!()
+            };
             let mut link = head;
             while link.chain.is_some() {
                 link = link.chain.as_mut().expect("checked");
@@ -260,8 +311,11 @@ impl RulesetBuilder {
             None => find_phase(actions).map_err(&err)?.unwrap_or(2),
         };
         let is_starter = link_of.is_none() && !default;
-        let defaults: Vec<ActionDef> =
-            if is_starter { self.defaults[usize::from(phase - 1)].clone() } else { Vec::new() };
+        let defaults: Vec<ActionDef> = if is_starter {
+            self.defaults[usize::from(phase - 1)].clone()
+        } else {
+            Vec::new()
+        };
 
         let mut rule = Rule {
             id,
@@ -293,20 +347,32 @@ impl RulesetBuilder {
 
         // Default actions first (transformations, log flags, disruptive, status), then
         // the rule's own, which override them.
-        for (a, from_default) in defaults.iter().map(|a| (a, true)).chain(actions.iter().map(|a| (a, false))) {
+        for (a, from_default) in defaults
+            .iter()
+            .map(|a| (a, true))
+            .chain(actions.iter().map(|a| (a, false)))
+        {
             let name = a.name.to_ascii_lowercase();
-            if from_default && !matches!(name.as_str(), "t" | "log" | "nolog" | "auditlog" | "noauditlog" | "status")
+            if from_default
+                && !matches!(
+                    name.as_str(),
+                    "t" | "log" | "nolog" | "auditlog" | "noauditlog" | "status"
+                )
                 && !is_disruptive(&name)
             {
                 continue;
             }
             let value = a.value.as_deref();
-            let need = |what: &str| value.ok_or_else(|| err(format!("action {}: needs a value ({what})", a.name)));
+            let need = |what: &str| {
+                value.ok_or_else(|| err(format!("action {}: needs a value ({what})", a.name)))
+            };
             match name.as_str() {
                 "id" | "phase" => {}
                 "msg" => rule.meta.msg = Some(Macro::parse(need("text")?).map_err(&err)?),
                 "logdata" => rule.meta.logdata = Some(Macro::parse(need("text")?).map_err(&err)?),
-                "severity" => rule.meta.severity = Some(parse_severity(need("severity")?).map_err(&err)?),
+                "severity" => {
+                    rule.meta.severity = Some(parse_severity(need("severity")?).map_err(&err)?)
+                }
                 "tag" => rule.meta.tags.push(need("tag")?.to_string()),
                 "ver" => rule.meta.ver = Some(need("version")?.to_string()),
                 "rev" => rule.meta.rev = Some(need("revision")?.to_string()),
@@ -327,16 +393,23 @@ impl RulesetBuilder {
                     if v.eq_ignore_ascii_case("none") {
                         rule.transforms.clear();
                     } else {
-                        let t = Transform::from_name(v).ok_or_else(|| err(format!("unknown transformation {v:?}")))?;
+                        let t = Transform::from_name(v)
+                            .ok_or_else(|| err(format!("unknown transformation {v:?}")))?;
                         rule.transforms.push(t);
                     }
                 }
                 "skip" => {
-                    rule.skip = need("count")?.trim().parse().map_err(|_| err(format!("skip: bad count {value:?}")))?
+                    rule.skip = need("count")?
+                        .trim()
+                        .parse()
+                        .map_err(|_| err(format!("skip: bad count {value:?}")))?
                 }
                 "skipafter" => rule.skip_after = Some(need("marker")?.to_string()),
                 "status" => {
-                    let s: u16 = need("status")?.trim().parse().map_err(|_| err(format!("status: bad value {value:?}")))?;
+                    let s: u16 = need("status")?
+                        .trim()
+                        .parse()
+                        .map_err(|_| err(format!("status: bad value {value:?}")))?;
                     if !(100..=999).contains(&s) {
                         return Err(err(format!("status: {s} is not an HTTP status")));
                     }
@@ -351,12 +424,22 @@ impl RulesetBuilder {
                         None => AllowScope::All,
                         Some(v) if v == "phase" => AllowScope::Phase,
                         Some(v) if v == "request" => AllowScope::Request,
-                        Some(v) => return Err(err(format!("allow: expected phase or request, got {v:?}"))),
+                        Some(v) => {
+                            return Err(err(format!(
+                                "allow: expected phase or request, got {v:?}"
+                            )));
+                        }
                     };
                     rule.disruptive = Some(Disruptive::Allow(scope));
                 }
-                "redirect" => rule.disruptive = Some(Disruptive::Redirect(Macro::parse(need("URL")?).map_err(&err)?)),
-                "setvar" => rule.match_actions.push(parse_setvar(need("variable")?).map_err(&err)?),
+                "redirect" => {
+                    rule.disruptive = Some(Disruptive::Redirect(
+                        Macro::parse(need("URL")?).map_err(&err)?,
+                    ))
+                }
+                "setvar" => rule
+                    .match_actions
+                    .push(parse_setvar(need("variable")?).map_err(&err)?),
                 "setenv" => {
                     let v = need("name=value")?;
                     let (n, val) = v.split_once('=').unwrap_or((v, "1"));
@@ -367,31 +450,67 @@ impl RulesetBuilder {
                 }
                 "expirevar" | "deprecatevar" => {
                     let v = need("collection.name=value")?;
-                    let (target, amount) =
-                        v.split_once('=').ok_or_else(|| err(format!("{name}: expected collection.name=value, got {v:?}")))?;
+                    let (target, amount) = v.split_once('=').ok_or_else(|| {
+                        err(format!("{name}: expected collection.name=value, got {v:?}"))
+                    })?;
                     let (collection, var) = split_collection(target).map_err(&err)?;
                     let var = Macro::parse(var).map_err(&err)?;
                     let amount = Macro::parse(amount).map_err(&err)?;
                     rule.full_match_actions.push(if name == "expirevar" {
-                        Action::ExpireVar { collection, name: var, seconds: amount }
+                        Action::ExpireVar {
+                            collection,
+                            name: var,
+                            seconds: amount,
+                        }
                     } else {
-                        Action::DeprecateVar { collection, name: var, spec: amount }
+                        Action::DeprecateVar {
+                            collection,
+                            name: var,
+                            spec: amount,
+                        }
                     });
                 }
                 "initcol" => {
                     let v = need("collection=key")?;
-                    let (c, key) = v.split_once('=').ok_or_else(|| err(format!("initcol: expected collection=key, got {v:?}")))?;
+                    let (c, key) = v.split_once('=').ok_or_else(|| {
+                        err(format!("initcol: expected collection=key, got {v:?}"))
+                    })?;
                     let collection = CollectionKind::from_name(c.trim())
                         .filter(|c| *c != CollectionKind::Tx)
-                        .ok_or_else(|| err(format!("initcol: unknown persistent collection {c:?}")))?;
-                    rule.full_match_actions.push(Action::InitCol { collection, key: Macro::parse(key).map_err(&err)? });
+                        .ok_or_else(|| {
+                            err(format!("initcol: unknown persistent collection {c:?}"))
+                        })?;
+                    // Collections open when the rule matches, before its setvars, so
+                    // `initcol:ip=...,setvar:ip.n=+1` works in one rule.
+                    rule.match_actions.push(Action::InitCol {
+                        collection,
+                        key: Macro::parse(key).map_err(&err)?,
+                    });
                 }
-                "setuid" => rule.full_match_actions.push(Action::SetUid(Macro::parse(need("user id")?).map_err(&err)?)),
-                "setsid" => rule.full_match_actions.push(Action::SetSid(Macro::parse(need("session id")?).map_err(&err)?)),
-                "ctl" => rule.full_match_actions.push(Action::Ctl(parse_ctl(need("option=value")?).map_err(&err)?)),
-                "exec" => return Err(err("action exec is refused: Palisade does not run external programs".into())),
-                "append" | "prepend" | "proxy" | "pause" | "sanitisearg" | "sanitisematched" | "sanitisematchedbytes"
-                | "sanitiserequestheader" | "sanitiseresponseheader" | "xmlns" => {
+                "setuid" => rule.match_actions.push(Action::SetUid(
+                    Macro::parse(need("user id")?).map_err(&err)?,
+                )),
+                "setsid" => rule.match_actions.push(Action::SetSid(
+                    Macro::parse(need("session id")?).map_err(&err)?,
+                )),
+                "ctl" => rule
+                    .full_match_actions
+                    .push(Action::Ctl(parse_ctl(need("option=value")?).map_err(&err)?)),
+                "exec" => {
+                    return Err(err(
+                        "action exec is refused: Palisade does not run external programs".into(),
+                    ));
+                }
+                "append"
+                | "prepend"
+                | "proxy"
+                | "pause"
+                | "sanitisearg"
+                | "sanitisematched"
+                | "sanitisematchedbytes"
+                | "sanitiserequestheader"
+                | "sanitiseresponseheader"
+                | "xmlns" => {
                     return Err(err(format!("action {} is not supported", a.name)));
                 }
                 _ => return Err(err(format!("unknown action {:?}", a.name))),
@@ -399,12 +518,16 @@ impl RulesetBuilder {
         }
         if !is_starter && !default && rule.disruptive.is_some() && link_of.is_some() {
             // ModSecurity refuses disruptive actions on chain links.
-            return Err(err("a chained rule must not have a disruptive action".into()));
+            return Err(err(
+                "a chained rule must not have a disruptive action".into()
+            ));
         }
-        let prefix_ids: Vec<u32> = (0..rule.transforms.len()).map(|i| {
-            let p = rule.transforms[..=i].to_vec();
-            self.intern(&p)
-        }).collect();
+        let prefix_ids: Vec<u32> = (0..rule.transforms.len())
+            .map(|i| {
+                let p = rule.transforms[..=i].to_vec();
+                self.intern(&p)
+            })
+            .collect();
         rule.prefix_ids = prefix_ids;
 
         if let Some(def) = def {
@@ -416,12 +539,19 @@ impl RulesetBuilder {
             rule.exclusions = exclusions;
             rule.negated = def.operator.negated;
             rule.operator_text = (def.operator.name.clone(), def.operator.argument.clone());
-            rule.operator = self.compile_operator(span, &def.operator.name, &def.operator.argument).map_err(&err)?;
+            rule.operator = self
+                .compile_operator(span, &def.operator.name, &def.operator.argument)
+                .map_err(&err)?;
         }
         Ok(rule)
     }
 
-    fn compile_operator(&self, span: &Span, name: &str, argument: &str) -> Result<RuleOperator, String> {
+    fn compile_operator(
+        &self,
+        span: &Span,
+        name: &str,
+        argument: &str,
+    ) -> Result<RuleOperator, String> {
         let lname = name.to_ascii_lowercase();
         match lname.as_str() {
             "rbl" => return Ok(RuleOperator::Rbl(argument.to_string())),
@@ -438,7 +568,10 @@ impl RulesetBuilder {
                             return Err(e.to_string());
                         }
                     }
-                    return Ok(RuleOperator::Dynamic { name: name.to_string(), argument: m });
+                    return Ok(RuleOperator::Dynamic {
+                        name: name.to_string(),
+                        argument: m,
+                    });
                 }
             }
         }
@@ -459,9 +592,17 @@ impl RulesetBuilder {
         if self.open_chain {
             let span = match self.entries.last() {
                 Some(Entry::Rule(r)) => r.span.clone(),
-                _ => Span { file: Arc::new(PathBuf::from("?")), line: 0, column: 0 },
+                _ => Span {
+                    file: Arc::new(PathBuf::from("?")),
+                    line: 0,
+                    column: 0,
+                },
             };
-            return Err(LoadError::rule(&span, None, "the last rule has `chain` but no rule follows"));
+            return Err(LoadError::rule(
+                &span,
+                None,
+                "the last rule has `chain` but no rule follows",
+            ));
         }
         let mut phases: [Vec<Entry>; 5] = Default::default();
         for e in self.entries {
@@ -482,7 +623,10 @@ impl RulesetBuilder {
                     "deny" => default_disruptive[i].0 = Disruptive::Deny,
                     "drop" => default_disruptive[i].0 = Disruptive::Drop,
                     "pass" => default_disruptive[i].0 = Disruptive::Pass,
-                    "status" => default_disruptive[i].1 = a.value.as_deref().and_then(|v| v.trim().parse().ok()),
+                    "status" => {
+                        default_disruptive[i].1 =
+                            a.value.as_deref().and_then(|v| v.trim().parse().ok())
+                    }
                     "redirect" => {
                         if let Some(m) = a.value.as_deref().and_then(|v| Macro::parse(v).ok()) {
                             default_disruptive[i].0 = Disruptive::Redirect(m);
@@ -511,13 +655,23 @@ impl Default for Disruptive {
 
 fn io_error(path: &Path, reason: &str) -> LoadError {
     LoadError::Parse(seclang::ParseError {
-        span: Span { file: Arc::new(path.to_path_buf()), line: 0, column: 0 },
-        kind: seclang::ParseErrorKind::Io { path: path.to_path_buf(), reason: reason.to_string() },
+        span: Span {
+            file: Arc::new(path.to_path_buf()),
+            line: 0,
+            column: 0,
+        },
+        kind: seclang::ParseErrorKind::Io {
+            path: path.to_path_buf(),
+            reason: reason.to_string(),
+        },
     })
 }
 
 fn is_disruptive(name: &str) -> bool {
-    matches!(name.to_ascii_lowercase().as_str(), "pass" | "deny" | "drop" | "block" | "allow" | "redirect")
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "pass" | "deny" | "drop" | "block" | "allow" | "redirect"
+    )
 }
 
 fn has_action(actions: &[ActionDef], name: &str) -> bool {
@@ -529,7 +683,10 @@ fn find_id(actions: &[ActionDef]) -> Result<Option<i64>, String> {
         None => Ok(None),
         Some(a) => {
             let v = a.value.as_deref().unwrap_or("");
-            let id: i64 = v.trim().parse().map_err(|_| format!("id: not a number: {v:?}"))?;
+            let id: i64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("id: not a number: {v:?}"))?;
             if id <= 0 {
                 return Err(format!("id: must be positive, got {id}"));
             }
@@ -539,7 +696,11 @@ fn find_id(actions: &[ActionDef]) -> Result<Option<i64>, String> {
 }
 
 fn find_phase(actions: &[ActionDef]) -> Result<Option<u8>, String> {
-    match actions.iter().rev().find(|a| a.name.eq_ignore_ascii_case("phase")) {
+    match actions
+        .iter()
+        .rev()
+        .find(|a| a.name.eq_ignore_ascii_case("phase"))
+    {
         None => Ok(None),
         Some(a) => {
             let v = a.value.as_deref().unwrap_or("").trim().to_ascii_lowercase();
@@ -547,7 +708,9 @@ fn find_phase(actions: &[ActionDef]) -> Result<Option<u8>, String> {
                 "request" => 2,
                 "response" => 4,
                 "logging" => 5,
-                n => n.parse::<u8>().map_err(|_| format!("phase: expected 1-5, got {v:?}"))?,
+                n => n
+                    .parse::<u8>()
+                    .map_err(|_| format!("phase: expected 1-5, got {v:?}"))?,
             };
             if !(1..=5).contains(&p) {
                 return Err(format!("phase: expected 1-5, got {p}"));
@@ -558,7 +721,16 @@ fn find_phase(actions: &[ActionDef]) -> Result<Option<u8>, String> {
 }
 
 fn parse_severity(v: &str) -> Result<u8, String> {
-    const NAMES: [&str; 8] = ["EMERGENCY", "ALERT", "CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO", "DEBUG"];
+    const NAMES: [&str; 8] = [
+        "EMERGENCY",
+        "ALERT",
+        "CRITICAL",
+        "ERROR",
+        "WARNING",
+        "NOTICE",
+        "INFO",
+        "DEBUG",
+    ];
     let v = v.trim();
     if let Ok(n) = v.parse::<u8>() {
         if n <= 7 {
@@ -573,11 +745,16 @@ fn parse_severity(v: &str) -> Result<u8, String> {
 }
 
 fn parse_small(v: &str) -> Result<u8, String> {
-    v.trim().parse::<u8>().map_err(|_| format!("expected a number 0-9, got {v:?}"))
+    v.trim()
+        .parse::<u8>()
+        .map_err(|_| format!("expected a number 0-9, got {v:?}"))
 }
 
 fn split_collection(target: &str) -> Result<(CollectionKind, &str), String> {
-    let (c, name) = target.trim().split_once('.').ok_or_else(|| format!("expected collection.name, got {target:?}"))?;
+    let (c, name) = target
+        .trim()
+        .split_once('.')
+        .ok_or_else(|| format!("expected collection.name, got {target:?}"))?;
     let coll = CollectionKind::from_name(c).ok_or_else(|| format!("unknown collection {c:?}"))?;
     Ok((coll, name))
 }
@@ -587,7 +764,11 @@ fn parse_setvar(v: &str) -> Result<Action, String> {
     let v = v.trim();
     if let Some(rest) = v.strip_prefix('!') {
         let (collection, name) = split_collection(rest)?;
-        return Ok(Action::SetVar { collection, name: Macro::parse(name)?, op: SetOp::Delete });
+        return Ok(Action::SetVar {
+            collection,
+            name: Macro::parse(name)?,
+            op: SetOp::Delete,
+        });
     }
     let (target, value) = match v.split_once('=') {
         Some((t, val)) => (t, Some(val)),
@@ -606,7 +787,11 @@ fn parse_setvar(v: &str) -> Result<Action, String> {
             }
         }
     };
-    Ok(Action::SetVar { collection, name: Macro::parse(name.trim())?, op })
+    Ok(Action::SetVar {
+        collection,
+        name: Macro::parse(name.trim())?,
+        op,
+    })
 }
 
 fn on_off(v: &str) -> Result<bool, String> {
@@ -637,7 +822,10 @@ fn parse_ranges(v: &str) -> Result<Vec<IdRange>, String> {
 }
 
 fn tag_regex(v: &str) -> Result<regex::bytes::Regex, String> {
-    regex::bytes::RegexBuilder::new(v).unicode(false).build().map_err(|e| format!("bad tag pattern {v:?}: {e}"))
+    regex::bytes::RegexBuilder::new(v)
+        .unicode(false)
+        .build()
+        .map_err(|e| format!("bad tag pattern {v:?}: {e}"))
 }
 
 fn parse_exclusion(target: &str) -> Result<Exclusion, String> {
@@ -659,16 +847,20 @@ fn parse_exclusion(target: &str) -> Result<Exclusion, String> {
 }
 
 fn parse_ctl(v: &str) -> Result<Ctl, String> {
-    let (opt, val) = v.split_once('=').ok_or_else(|| format!("ctl: expected option=value, got {v:?}"))?;
+    let (opt, val) = v
+        .split_once('=')
+        .ok_or_else(|| format!("ctl: expected option=value, got {v:?}"))?;
     let val = val.trim();
     let split_target = |val: &str| -> Result<(String, Exclusion), String> {
-        let (sel, target) =
-            val.split_once(';').ok_or_else(|| format!("ctl:{opt}: expected SELECTOR;TARGET, got {val:?}"))?;
+        let (sel, target) = val
+            .split_once(';')
+            .ok_or_else(|| format!("ctl:{opt}: expected SELECTOR;TARGET, got {val:?}"))?;
         Ok((sel.to_string(), parse_exclusion(target)?))
     };
     Ok(match opt.trim().to_ascii_lowercase().as_str() {
         "ruleengine" => Ctl::RuleEngine(
-            RuleEngineMode::parse(val).ok_or_else(|| format!("ctl:ruleEngine: bad value {val:?}"))?,
+            RuleEngineMode::parse(val)
+                .ok_or_else(|| format!("ctl:ruleEngine: bad value {val:?}"))?,
         ),
         "ruleremovebyid" => Ctl::RuleRemoveById(parse_ranges(val)?),
         "ruleremovebytag" => Ctl::RuleRemoveByTag(tag_regex(val)?),
@@ -686,16 +878,19 @@ fn parse_ctl(v: &str) -> Result<Ctl, String> {
             Ctl::RuleRemoveTargetByMsg(sel, ex)
         }
         "requestbodyprocessor" => Ctl::RequestBodyProcessor(
-            BodyProcessor::from_name(val).ok_or_else(|| format!("ctl:requestBodyProcessor: unknown processor {val:?}"))?,
+            BodyProcessor::from_name(val)
+                .ok_or_else(|| format!("ctl:requestBodyProcessor: unknown processor {val:?}"))?,
         ),
         "forcerequestbodyvariable" => Ctl::ForceRequestBodyVariable(on_off(val)?),
         "requestbodyaccess" => Ctl::RequestBodyAccess(on_off(val)?),
         "responsebodyaccess" => Ctl::ResponseBodyAccess(on_off(val)?),
-        "requestbodylimit" => {
-            Ctl::RequestBodyLimit(val.parse().map_err(|_| format!("ctl:requestBodyLimit: bad size {val:?}"))?)
-        }
+        "requestbodylimit" => Ctl::RequestBodyLimit(
+            val.parse()
+                .map_err(|_| format!("ctl:requestBodyLimit: bad size {val:?}"))?,
+        ),
         "auditengine" => Ctl::AuditEngine(
-            AuditEngineMode::parse(val).ok_or_else(|| format!("ctl:auditEngine: bad value {val:?}"))?,
+            AuditEngineMode::parse(val)
+                .ok_or_else(|| format!("ctl:auditEngine: bad value {val:?}"))?,
         ),
         "auditlogparts" => Ctl::AuditLogParts(val.to_string()),
         other => return Err(format!("ctl: unsupported option {other:?}")),
@@ -712,12 +907,18 @@ fn compile_targets(
     let mut exclusions = Vec::new();
     for d in defs {
         let err = |reason: String| LoadError::rule(span, id, reason);
-        let var = Var::from_name(&d.name).ok_or_else(|| err(format!("unknown variable {:?}", d.name)))?;
+        let var =
+            Var::from_name(&d.name).ok_or_else(|| err(format!("unknown variable {:?}", d.name)))?;
         let selector = variables::compile_selector(var, d.selector.as_ref()).map_err(err)?;
         if d.exclude {
             exclusions.push(Exclusion { var, selector });
         } else {
-            targets.push(Target { var, selector, count: d.count, written: variables::written(d) });
+            targets.push(Target {
+                var,
+                selector,
+                count: d.count,
+                written: variables::written(d),
+            });
         }
     }
     Ok((targets, exclusions))
@@ -743,7 +944,9 @@ impl CompiledSelector {
 fn compile_selector(span: &Span, sel: &RuleSelector) -> Result<CompiledSelector, LoadError> {
     Ok(match sel {
         RuleSelector::Ids(r) => CompiledSelector::Ids(r.clone()),
-        RuleSelector::Tag(t) => CompiledSelector::Tag(tag_regex(t).map_err(|e| LoadError::rule(span, None, e))?),
+        RuleSelector::Tag(t) => {
+            CompiledSelector::Tag(tag_regex(t).map_err(|e| LoadError::rule(span, None, e))?)
+        }
         RuleSelector::Msg(m) => CompiledSelector::Msg(m.clone()),
     })
 }

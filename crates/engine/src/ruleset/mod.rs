@@ -1,26 +1,4 @@
 //! Rule sets: SecLang directives compiled into per-phase rule lists.
-//!
-//! ```
-//! use engine::{RulesetBuilder, Transaction, TxContext};
-//! use std::sync::Arc;
-//!
-//! let mut builder = RulesetBuilder::new(Arc::new(seclang::FsSource));
-//! builder
-//!     .add_text(
-//!         "SecRuleEngine On\n\
-//!          SecRule ARGS \"@rx (?i)union\\s+select\" \"id:1,phase:1,deny,status:403,msg:'SQLi'\"",
-//!         "inline.conf",
-//!     )
-//!     .unwrap();
-//! let ruleset = Arc::new(builder.build().unwrap());
-//!
-//! let mut tx = Transaction::new(ruleset, TxContext::default());
-//! tx.set_request_line(b"GET", b"/?q=1%20UNION%20SELECT%20pass", b"HTTP/1.1");
-//! tx.add_request_header(b"Host", b"example.com");
-//! let intervention = tx.process_request_headers().expect("blocked");
-//! assert_eq!(intervention.status, 403);
-//! assert_eq!(intervention.rule_id, Some(1));
-//! ```
 
 mod compile;
 
@@ -85,7 +63,9 @@ impl Ruleset {
 
     /// Finds a rule by id.
     pub fn rule_by_id(&self, id: i64) -> Option<&Rule> {
-        (1..=5).flat_map(|p| self.rules(p)).find(|r| r.id == Some(id))
+        (1..=5)
+            .flat_map(|p| self.rules(p))
+            .find(|r| r.id == Some(id))
     }
 
     /// A hash of every loaded rule file's text, to compare deployments.

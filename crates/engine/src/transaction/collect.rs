@@ -52,7 +52,10 @@ mod src {
 }
 
 fn id(source: u32, index: usize) -> Option<u32> {
-    u32::try_from(index).ok().filter(|&i| i < (1 << 24)).map(|i| (source << 24) | i)
+    u32::try_from(index)
+        .ok()
+        .filter(|&i| i < (1 << 24))
+        .map(|i| (source << 24) | i)
 }
 
 /// A read-only view of a transaction, for resolving targets and macros.
@@ -85,7 +88,16 @@ fn push_pairs<'a>(
 }
 
 fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, value: Cow<'a, [u8]>, cached: bool) {
-    out.push(Value { var, key: Cow::Borrowed(b""), value, id: if cached { id(src::SCALAR, var as usize) } else { None } });
+    out.push(Value {
+        var,
+        key: Cow::Borrowed(b""),
+        value,
+        id: if cached {
+            id(src::SCALAR, var as usize)
+        } else {
+            None
+        },
+    });
 }
 
 fn owned<'a>(out: &mut Vec<Value<'a>>, var: Var, value: String) {
@@ -93,7 +105,12 @@ fn owned<'a>(out: &mut Vec<Value<'a>>, var: Var, value: String) {
 }
 
 fn flag<'a>(out: &mut Vec<Value<'a>>, var: Var, set: bool) {
-    scalar(out, var, Cow::Borrowed(if set { b"1" } else { b"0" }), false);
+    scalar(
+        out,
+        var,
+        Cow::Borrowed(if set { b"1" } else { b"0" }),
+        false,
+    );
 }
 
 /// Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
@@ -117,7 +134,12 @@ impl<'a> View<'a> {
             let mut tmp = Vec::new();
             self.collect_values(target.var, &target.selector, &mut tmp);
             let n = tmp.len();
-            out.push(Value { var: target.var, key: Cow::Borrowed(b""), value: Cow::Owned(n.to_string().into_bytes()), id: None });
+            out.push(Value {
+                var: target.var,
+                key: Cow::Borrowed(b""),
+                value: Cow::Owned(n.to_string().into_bytes()),
+                id: None,
+            });
             return;
         }
         self.collect_values(target.var, &target.selector, out);
@@ -137,16 +159,29 @@ impl<'a> View<'a> {
                 push_pairs(out, var, sel, &req.args_get, src::ARGS_GET_NAMES, true);
                 push_pairs(out, var, sel, &req.args_post, src::ARGS_POST_NAMES, true);
             }
-            Var::ArgsGetNames => push_pairs(out, var, sel, &req.args_get, src::ARGS_GET_NAMES, true),
-            Var::ArgsPostNames => push_pairs(out, var, sel, &req.args_post, src::ARGS_POST_NAMES, true),
+            Var::ArgsGetNames => {
+                push_pairs(out, var, sel, &req.args_get, src::ARGS_GET_NAMES, true)
+            }
+            Var::ArgsPostNames => {
+                push_pairs(out, var, sel, &req.args_post, src::ARGS_POST_NAMES, true)
+            }
             Var::ArgsCombinedSize => {
-                let n: usize = req.args_get.iter().chain(&req.args_post).map(|(k, v)| k.len() + v.len()).sum();
+                let n: usize = req
+                    .args_get
+                    .iter()
+                    .chain(&req.args_post)
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum();
                 owned(out, var, n.to_string());
             }
             Var::RequestHeaders => push_pairs(out, var, sel, &req.headers, src::HEADERS, false),
-            Var::RequestHeadersNames => push_pairs(out, var, sel, &req.headers, src::HEADER_NAMES, true),
+            Var::RequestHeadersNames => {
+                push_pairs(out, var, sel, &req.headers, src::HEADER_NAMES, true)
+            }
             Var::RequestCookies => push_pairs(out, var, sel, &req.cookies, src::COOKIES, false),
-            Var::RequestCookiesNames => push_pairs(out, var, sel, &req.cookies, src::COOKIE_NAMES, true),
+            Var::RequestCookiesNames => {
+                push_pairs(out, var, sel, &req.cookies, src::COOKIE_NAMES, true)
+            }
             Var::RequestUri => scalar(out, var, Cow::Borrowed(&req.uri), true),
             Var::RequestUriRaw => scalar(out, var, Cow::Borrowed(&req.uri_raw), true),
             Var::RequestFilename => scalar(out, var, Cow::Borrowed(&req.filename), true),
@@ -161,13 +196,23 @@ impl<'a> View<'a> {
                 }
             }
             Var::RequestBodyLength => owned(out, var, req.body.len().to_string()),
-            Var::ReqbodyError | Var::ReqbodyProcessorError => flag(out, var, req.processor_error.is_some()),
-            Var::ReqbodyErrorMsg | Var::ReqbodyProcessorErrorMsg => {
-                scalar(out, var, Cow::Borrowed(req.processor_error.as_deref().unwrap_or("").as_bytes()), false)
+            Var::ReqbodyError | Var::ReqbodyProcessorError => {
+                flag(out, var, req.processor_error.is_some())
             }
+            Var::ReqbodyErrorMsg | Var::ReqbodyProcessorErrorMsg => scalar(
+                out,
+                var,
+                Cow::Borrowed(req.processor_error.as_deref().unwrap_or("").as_bytes()),
+                false,
+            ),
             Var::ReqbodyProcessor => {
                 let p = self.state.body_processor.or(req.processor);
-                scalar(out, var, Cow::Borrowed(p.map(|p| p.name()).unwrap_or("").as_bytes()), false)
+                scalar(
+                    out,
+                    var,
+                    Cow::Borrowed(p.map(|p| p.name()).unwrap_or("").as_bytes()),
+                    false,
+                )
             }
             Var::UrlencodedError => flag(out, var, req.urlencoded_error),
             Var::InboundDataError => flag(out, var, req.inbound_data_error),
@@ -186,40 +231,62 @@ impl<'a> View<'a> {
                 scalar(out, var, Cow::Owned(full), false);
             }
             Var::FullRequestLength => {
-                let n = req.line.len() + 1 + req.headers.iter().map(|(k, v)| k.len() + v.len() + 3).sum::<usize>() + 1 + req.body.len();
+                let n = req.line.len()
+                    + 1
+                    + req
+                        .headers
+                        .iter()
+                        .map(|(k, v)| k.len() + v.len() + 3)
+                        .sum::<usize>()
+                    + 1
+                    + req.body.len();
                 owned(out, var, n.to_string());
             }
-            Var::Files | Var::FilesNames | Var::FilesSizes | Var::MultipartFilename | Var::FilesTmpNames => {
+            Var::Files | Var::FilesNames | Var::FilesSizes | Var::FilesTmpNames => {
                 if let Some(mp) = &req.multipart {
                     for (i, f) in mp.files.iter().enumerate() {
                         if !sel.matches(&f.name) {
                             continue;
                         }
                         let value: Cow<'a, [u8]> = match var {
-                            Var::Files | Var::MultipartFilename => Cow::Borrowed(&f.filename),
+                            Var::Files => Cow::Borrowed(&f.filename),
                             Var::FilesNames => Cow::Borrowed(&f.name),
                             Var::FilesSizes => Cow::Owned(f.size.to_string().into_bytes()),
                             _ => Cow::Borrowed(b""),
                         };
                         let cached = matches!(var, Var::Files);
-                        out.push(Value { var, key: Cow::Borrowed(&f.name), value, id: if cached { id(src::FILES, i) } else { None } });
+                        out.push(Value {
+                            var,
+                            key: Cow::Borrowed(&f.name),
+                            value,
+                            id: if cached { id(src::FILES, i) } else { None },
+                        });
                     }
                 }
             }
             Var::FilesCombinedSize => {
-                let n: usize = req.multipart.as_ref().map(|m| m.files.iter().map(|f| f.size).sum()).unwrap_or(0);
+                let n: usize = req
+                    .multipart
+                    .as_ref()
+                    .map(|m| m.files.iter().map(|f| f.size).sum())
+                    .unwrap_or(0);
                 owned(out, var, n.to_string());
             }
-            Var::MultipartName => {
+            Var::MultipartName | Var::MultipartFilename => {
                 if let Some(mp) = &req.multipart {
-                    for (k, _) in req.args_post.iter() {
-                        if sel.matches(k) {
-                            out.push(Value { var, key: Cow::Borrowed(k), value: Cow::Borrowed(k), id: None });
-                        }
-                    }
-                    for f in &mp.files {
-                        if sel.matches(&f.name) {
-                            out.push(Value { var, key: Cow::Borrowed(&f.name), value: Cow::Borrowed(&f.name), id: None });
+                    let list = if var == Var::MultipartName {
+                        &mp.names
+                    } else {
+                        &mp.filenames
+                    };
+                    for v in list {
+                        if sel.matches(v) {
+                            out.push(Value {
+                                var,
+                                key: Cow::Borrowed(v),
+                                value: Cow::Borrowed(v),
+                                id: None,
+                            });
                         }
                     }
                 }
@@ -241,12 +308,11 @@ impl<'a> View<'a> {
             | Var::MultipartInvalidQuoting
             | Var::MultipartInvalidPart
             | Var::MultipartInvalidHeaderFolding
-            | Var::MultipartFileLimitExceeded
-            | Var::MultipartUnmatchedBoundary => {
+            | Var::MultipartFileLimitExceeded => {
                 let set = req.multipart.as_ref().is_some_and(|mp| {
                     let f = &mp.flags;
                     match var {
-                        Var::MultipartStrictError => f.strict_error() || mp.error.is_some(),
+                        Var::MultipartStrictError => mp.strict_error(),
                         Var::MultipartBoundaryQuoted => f.boundary_quoted,
                         Var::MultipartBoundaryWhitespace => f.boundary_whitespace,
                         Var::MultipartDataBefore => f.data_before,
@@ -258,27 +324,65 @@ impl<'a> View<'a> {
                         Var::MultipartInvalidQuoting => f.invalid_quoting,
                         Var::MultipartInvalidPart => f.invalid_part,
                         Var::MultipartInvalidHeaderFolding => f.invalid_header_folding,
-                        Var::MultipartFileLimitExceeded => f.file_limit_exceeded,
-                        _ => f.unmatched_boundary,
+                        _ => f.file_limit_exceeded,
                     }
                 });
                 flag(out, var, set);
             }
+            Var::MultipartUnmatchedBoundary => {
+                // ModSecurity v3 sets 1 or 2 (see the multipart processor).
+                let v = req
+                    .multipart
+                    .as_ref()
+                    .map(|m| m.unmatched_boundary_value)
+                    .unwrap_or(0);
+                owned(out, var, v.to_string());
+            }
             Var::Xml => {
                 if let Some(doc) = &req.xml {
-                    let (list, code, key): (&'a [Vec<u8>], u32, &'static [u8]) = match sel {
-                        KeySelector::XPath(XPath::Attributes) => (&doc.attributes, src::XML_ATTR, b"//@*"),
-                        _ => (&doc.texts, src::XML_TEXT, b"/*"),
-                    };
-                    for (i, v) in list.iter().enumerate() {
-                        out.push(Value { var, key: Cow::Borrowed(key), value: Cow::Borrowed(v), id: id(code, i) });
+                    match sel {
+                        KeySelector::XPath(XPath::Attributes) => {
+                            for (i, v) in doc.attributes.iter().enumerate() {
+                                out.push(Value {
+                                    var,
+                                    key: Cow::Borrowed(b"//@*"),
+                                    value: Cow::Borrowed(v),
+                                    id: id(src::XML_ATTR, i),
+                                });
+                            }
+                        }
+                        // `/*` selects the root element; its value is all of its text,
+                        // as in ModSecurity v3.
+                        _ => out.push(Value {
+                            var,
+                            key: Cow::Borrowed(b"/*"),
+                            value: Cow::Borrowed(&doc.content),
+                            id: id(src::XML_TEXT, 0),
+                        }),
                     }
                 }
             }
             Var::Tx => {
+                if let KeySelector::Exact(k) = sel {
+                    // TX keys are stored lower-case, like exact selectors.
+                    if let Some(v) = self.state.tx.get(k) {
+                        out.push(Value {
+                            var,
+                            key: Cow::Owned(k.clone()),
+                            value: Cow::Owned(v.clone()),
+                            id: None,
+                        });
+                    }
+                    return;
+                }
                 for (k, v) in &self.state.tx {
                     if sel.matches(k) {
-                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.clone()), id: None });
+                        out.push(Value {
+                            var,
+                            key: Cow::Owned(k.clone()),
+                            value: Cow::Owned(v.clone()),
+                            id: None,
+                        });
                     }
                 }
             }
@@ -286,16 +390,29 @@ impl<'a> View<'a> {
                 let kind = CollectionKind::from_name(var.name()).unwrap_or(CollectionKind::Ip);
                 if let Some(p) = &self.state.persistent[kind.index()] {
                     let now = self.ctx.now_unix_micros / 1_000_000;
-                    let mut keys: Vec<_> = p.values.iter().filter(|(k, v)| sel.matches(k) && v.expires_at.is_none_or(|t| t > now)).collect();
+                    let mut keys: Vec<_> = p
+                        .values
+                        .iter()
+                        .filter(|(k, v)| sel.matches(k) && v.expires_at.is_none_or(|t| t > now))
+                        .collect();
                     keys.sort_by(|a, b| a.0.cmp(b.0));
                     for (k, v) in keys {
-                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.value.clone()), id: None });
+                        out.push(Value {
+                            var,
+                            key: Cow::Owned(k.clone()),
+                            value: Cow::Owned(v.value.clone()),
+                            id: None,
+                        });
                     }
                 }
             }
             Var::Geo => {}
-            Var::ResponseHeaders => push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS, false),
-            Var::ResponseHeadersNames => push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS + 1, true),
+            Var::ResponseHeaders => {
+                push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS, false)
+            }
+            Var::ResponseHeadersNames => {
+                push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS + 1, true)
+            }
             Var::ResponseBody => {
                 if self.state.phases_done >= 3 {
                     scalar(out, var, Cow::Borrowed(&resp.body), false);
@@ -308,12 +425,20 @@ impl<'a> View<'a> {
             }
             Var::ResponseProtocol => scalar(out, var, Cow::Borrowed(&resp.protocol), false),
             Var::ResponseContentType => {
-                if let Some((_, v)) = resp.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"content-type")) {
+                if let Some((_, v)) = resp
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(b"content-type"))
+                {
                     scalar(out, var, Cow::Borrowed(v), false);
                 }
             }
             Var::ResponseContentLength => {
-                if let Some((_, v)) = resp.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"content-length")) {
+                if let Some((_, v)) = resp
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(b"content-length"))
+                {
                     scalar(out, var, Cow::Borrowed(v), false);
                 }
             }
@@ -325,12 +450,26 @@ impl<'a> View<'a> {
                 }
             }
             Var::MatchedVar => scalar(out, var, Cow::Owned(self.state.matched_var.clone()), false),
-            Var::MatchedVarName => scalar(out, var, Cow::Owned(self.state.matched_var_name.clone()), false),
+            Var::MatchedVarName => scalar(
+                out,
+                var,
+                Cow::Owned(self.state.matched_var_name.clone()),
+                false,
+            ),
             Var::MatchedVars | Var::MatchedVarsNames => {
                 for (k, v) in &self.state.matched_vars {
                     if sel.matches(k) {
-                        let value = if var == Var::MatchedVars { v.clone() } else { k.clone() };
-                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(value), id: None });
+                        let value = if var == Var::MatchedVars {
+                            v.clone()
+                        } else {
+                            k.clone()
+                        };
+                        out.push(Value {
+                            var,
+                            key: Cow::Owned(k.clone()),
+                            value: Cow::Owned(value),
+                            id: None,
+                        });
                     }
                 }
             }
@@ -340,33 +479,75 @@ impl<'a> View<'a> {
             Var::ServerPort => owned(out, var, self.ctx.server_port.to_string()),
             Var::ServerName => scalar(out, var, Cow::Borrowed(&req.server_name), false),
             Var::AuthType => {
-                if let Some((_, v)) = req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(b"authorization")) {
+                if let Some((_, v)) = req
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(b"authorization"))
+                {
                     let scheme = v.split(|&b| b == b' ').next().unwrap_or(b"");
                     scalar(out, var, Cow::Borrowed(scheme), false);
                 }
             }
-            Var::RemoteUser | Var::PathInfo | Var::Userid | Var::Sessionid | Var::WebserverErrorLog => {}
-            Var::UniqueId => scalar(out, var, Cow::Borrowed(self.ctx.unique_id.as_bytes()), false),
+            Var::RemoteUser
+            | Var::PathInfo
+            | Var::Userid
+            | Var::Sessionid
+            | Var::WebserverErrorLog => {}
+            Var::UniqueId => scalar(
+                out,
+                var,
+                Cow::Borrowed(self.ctx.unique_id.as_bytes()),
+                false,
+            ),
             Var::Duration => {
-                let now = self.ctx.clock.as_ref().map(|c| c.now_unix_micros()).unwrap_or(self.ctx.now_unix_micros);
-                owned(out, var, (now - self.ctx.now_unix_micros).max(0).to_string());
+                let now = self
+                    .ctx
+                    .clock
+                    .as_ref()
+                    .map(|c| c.now_unix_micros())
+                    .unwrap_or(self.ctx.now_unix_micros);
+                owned(
+                    out,
+                    var,
+                    (now - self.ctx.now_unix_micros).max(0).to_string(),
+                );
             }
             Var::HighestSeverity => owned(out, var, self.state.highest_severity.to_string()),
-            Var::Time | Var::TimeDay | Var::TimeEpoch | Var::TimeHour | Var::TimeMin | Var::TimeMon | Var::TimeSec
-            | Var::TimeWday | Var::TimeYear => owned(out, var, self.time_value(var)),
+            Var::Time
+            | Var::TimeDay
+            | Var::TimeEpoch
+            | Var::TimeHour
+            | Var::TimeMin
+            | Var::TimeMon
+            | Var::TimeSec
+            | Var::TimeWday
+            | Var::TimeYear => owned(out, var, self.time_value(var)),
             Var::Env => {
                 for (k, v) in &self.state.env {
                     if sel.matches(k) {
-                        out.push(Value { var, key: Cow::Owned(k.clone()), value: Cow::Owned(v.clone()), id: None });
+                        out.push(Value {
+                            var,
+                            key: Cow::Owned(k.clone()),
+                            value: Cow::Owned(v.clone()),
+                            id: None,
+                        });
                     }
                 }
             }
             Var::Rule => {
                 if let Some(rule) = self.rule {
-                    for key in ["id", "rev", "severity", "logdata", "msg", "ver", "maturity", "accuracy", "phase"] {
+                    for key in [
+                        "id", "rev", "severity", "logdata", "msg", "ver", "maturity", "accuracy",
+                        "phase",
+                    ] {
                         if sel.matches(key.as_bytes()) {
                             if let Some(v) = self.rule_field(rule, key) {
-                                out.push(Value { var, key: Cow::Borrowed(key.as_bytes()), value: Cow::Owned(v), id: None });
+                                out.push(Value {
+                                    var,
+                                    key: Cow::Borrowed(key.as_bytes()),
+                                    value: Cow::Owned(v),
+                                    id: None,
+                                });
                             }
                         }
                     }
@@ -420,7 +601,9 @@ impl MacroContext for View<'_> {
         };
         let mut out = Vec::new();
         self.collect_values(var, &sel, &mut out);
-        out.into_iter().next().map(|v| Cow::Owned(v.value.into_owned()))
+        out.into_iter()
+            .next()
+            .map(|v| Cow::Owned(v.value.into_owned()))
     }
 }
 

@@ -26,7 +26,9 @@ pub(crate) enum TargetRemoval {
 impl TargetRemoval {
     fn applies(&self, rule: &Rule) -> bool {
         match self {
-            TargetRemoval::Ids(r) => rule.chain_id.is_some_and(|id| r.iter().any(|r| r.contains(id))),
+            TargetRemoval::Ids(r) => rule
+                .chain_id
+                .is_some_and(|id| r.iter().any(|r| r.contains(id))),
             TargetRemoval::Tag(re) => rule.meta.tags.iter().any(|t| re.is_match(t.as_bytes())),
             TargetRemoval::Msg(m) => rule.meta.msg.as_ref().is_some_and(|x| x.text() == m),
         }
@@ -51,9 +53,11 @@ fn transform<'v>(cache: &mut TransformCache, rule: &Rule, value: &'v Value<'_>) 
     }
     let out = apply_all(&rule.transforms, raw);
     if let Some(id) = value.id {
+        // A transformation may borrow a shorter piece of its input (`trim`), so only a
+        // borrow of the whole value means "unchanged".
         let entry = match &out {
-            Cow::Borrowed(_) => None,
-            Cow::Owned(v) => Some(Arc::from(v.as_slice())),
+            Cow::Borrowed(b) if b.len() == raw.len() => None,
+            other => Some(Arc::from(&other[..])),
         };
         cache.map.insert((id, last), entry);
     }
@@ -66,7 +70,8 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
         cur = match cur {
             Cow::Borrowed(b) => t.apply(b),
             Cow::Owned(v) => match t.apply(&v) {
-                Cow::Borrowed(_) => Cow::Owned(v),
+                Cow::Borrowed(b) if b.len() == v.len() => Cow::Owned(v),
+                Cow::Borrowed(b) => Cow::Owned(b.to_vec()),
                 Cow::Owned(n) => Cow::Owned(n),
             },
         };
@@ -80,31 +85,43 @@ fn multi_values(transforms: &[Transform], raw: &[u8]) -> Vec<Vec<u8>> {
     let mut out = vec![raw.to_vec()];
     let mut cur = raw.to_vec();
     for t in transforms {
-        if let Cow::Owned(n) = t.apply(&cur) {
-            if n != cur {
-                out.push(n.clone());
-                cur = n;
-            }
+        let next = t.apply(&cur).into_owned();
+        if next != cur {
+            out.push(next.clone());
+            cur = next;
         }
     }
     out
 }
 
 fn excluded(rule: &Rule, state: &State, value: &Value<'_>) -> bool {
-    rule.exclusions.iter().any(|e| e.excludes(value.var, &value.key))
-        || state.target_removals.iter().any(|(sel, e): &(TargetRemoval, Exclusion)| {
-            e.excludes(value.var, &value.key) && sel.applies(rule)
-        })
+    rule.exclusions
+        .iter()
+        .any(|e| e.excludes(value.var, &value.key))
+        || state
+            .target_removals
+            .iter()
+            .any(|(sel, e): &(TargetRemoval, Exclusion)| {
+                e.excludes(value.var, &value.key) && sel.applies(rule)
+            })
 }
 
 /// Runs the operator on one input.
-fn run_operator(rule: &Rule, view: &View<'_>, input: &[u8], captures: Option<&mut Captures>) -> bool {
+fn run_operator(
+    rule: &Rule,
+    view: &View<'_>,
+    input: &[u8],
+    captures: Option<&mut Captures>,
+) -> bool {
     let matched = match &rule.operator {
         RuleOperator::Static(op) => op.matches(input, captures),
         RuleOperator::Dynamic { name, argument } => {
             let arg = argument.expand_string(view);
             let source = seclang::MemorySource::new();
-            let ctx = CompileContext { source: &source, base_dir: std::path::Path::new(".") };
+            let ctx = CompileContext {
+                source: &source,
+                base_dir: std::path::Path::new("."),
+            };
             match Operator::compile(name, &arg, &ctx) {
                 Ok(op) => op.matches(input, captures),
                 Err(e) => {
@@ -172,27 +189,52 @@ impl Transaction {
                 skip_after = Some(m.as_str());
             }
             skip = rule.skip;
-            let (disruptive, default_status) = match rule.disruptive.clone().unwrap_or(Disruptive::Pass) {
-                Disruptive::Block => ruleset.default_disruptive[usize::from(phase - 1)].clone(),
-                d => (d, None),
-            };
+            let (disruptive, default_status) =
+                match rule.disruptive.clone().unwrap_or(Disruptive::Pass) {
+                    Disruptive::Block => ruleset.default_disruptive[usize::from(phase - 1)].clone(),
+                    d => (d, None),
+                };
             let enforce = self.state.mode == crate::config::RuleEngineMode::On;
             let intervention = match &disruptive {
-                Disruptive::Deny => Some((InterventionKind::Deny, rule.status.or(default_status).unwrap_or(403))),
-                Disruptive::Drop => Some((InterventionKind::Drop, rule.status.or(default_status).unwrap_or(403))),
+                Disruptive::Deny => Some((
+                    InterventionKind::Deny,
+                    rule.status.or(default_status).unwrap_or(403),
+                )),
+                Disruptive::Drop => Some((
+                    InterventionKind::Drop,
+                    rule.status.or(default_status).unwrap_or(403),
+                )),
                 Disruptive::Redirect(url) => {
                     let view = self.view(Some(rule));
                     let url = url.expand_string(&view);
-                    Some((InterventionKind::Redirect(url), rule.status.or(default_status).unwrap_or(302)))
+                    Some((
+                        InterventionKind::Redirect(url),
+                        rule.status.or(default_status).unwrap_or(302),
+                    ))
                 }
                 Disruptive::Pass | Disruptive::Block | Disruptive::Allow(_) => None,
             };
             let disrupts = enforce && intervention.is_some();
-            self.record_match(rule, phase, disrupts.then(|| intervention.as_ref().map(|i| i.1)).flatten());
+            self.record_match(
+                rule,
+                phase,
+                disrupts
+                    .then(|| intervention.as_ref().map(|i| i.1))
+                    .flatten(),
+            );
             if let Some((kind, status)) = intervention {
                 if enforce {
-                    let message = rule.meta.msg.as_ref().map(|m| m.expand_string(&self.view(Some(rule))));
-                    let i = Intervention { status, kind, rule_id: rule.id, message };
+                    let message = rule
+                        .meta
+                        .msg
+                        .as_ref()
+                        .map(|m| m.expand_string(&self.view(Some(rule))));
+                    let i = Intervention {
+                        status,
+                        kind,
+                        rule_id: rule.id,
+                        message,
+                    };
                     self.state.intervention = Some(i.clone());
                     return Some(i);
                 }
@@ -209,7 +251,13 @@ impl Transaction {
     }
 
     pub(crate) fn view<'a>(&'a self, rule: Option<&'a Rule>) -> View<'a> {
-        View { req: &self.req, resp: &self.resp, state: &self.state, ctx: self.ctx(), rule }
+        View {
+            req: &self.req,
+            resp: &self.resp,
+            state: &self.state,
+            ctx: self.ctx(),
+            rule,
+        }
     }
 
     fn is_removed(&self, rule: &Rule) -> bool {
@@ -219,10 +267,21 @@ impl Transaction {
                 return true;
             }
         }
-        if !s.removed_tags.is_empty() && rule.meta.tags.iter().any(|t| s.removed_tags.iter().any(|re| re.is_match(t.as_bytes()))) {
+        if !s.removed_tags.is_empty()
+            && rule
+                .meta
+                .tags
+                .iter()
+                .any(|t| s.removed_tags.iter().any(|re| re.is_match(t.as_bytes())))
+        {
             return true;
         }
-        !s.removed_msgs.is_empty() && rule.meta.msg.as_ref().is_some_and(|m| s.removed_msgs.iter().any(|x| x == m.text()))
+        !s.removed_msgs.is_empty()
+            && rule
+                .meta
+                .msg
+                .as_ref()
+                .is_some_and(|m| s.removed_msgs.iter().any(|x| x == m.text()))
     }
 
     /// Evaluates one link of a chain and, when it matches, the links after it.
@@ -253,9 +312,21 @@ impl Transaction {
         // change the state the values are read from.
         let mut hits: Vec<(Vec<u8>, Vec<u8>, Option<Captures>)> = Vec::new();
         {
-            let Transaction { req, resp, state, cache, .. } = self;
+            let Transaction {
+                req,
+                resp,
+                state,
+                cache,
+                ..
+            } = self;
             let ctx = &self.ctx;
-            let view = View { req, resp, state, ctx, rule: Some(rule) };
+            let view = View {
+                req,
+                resp,
+                state,
+                ctx,
+                rule: Some(rule),
+            };
             let mut values = Vec::new();
             for t in &rule.targets {
                 view.collect(t, &mut values);
@@ -313,12 +384,18 @@ impl Transaction {
 
     fn run_action(&mut self, rule: &Rule, action: &Action) {
         match action {
-            Action::SetVar { collection, name, op } => {
+            Action::SetVar {
+                collection,
+                name,
+                op,
+            } => {
                 let (key, value) = {
                     let view = self.view(Some(rule));
                     let key = name.expand(&view).to_ascii_lowercase();
                     let value = match op {
-                        SetOp::Set(m) | SetOp::Add(m) | SetOp::Sub(m) => Some(m.expand(&view).into_owned()),
+                        SetOp::Set(m) | SetOp::Add(m) | SetOp::Sub(m) => {
+                            Some(m.expand(&view).into_owned())
+                        }
                         SetOp::SetOne | SetOp::Delete => None,
                     };
                     (key, value)
@@ -329,10 +406,17 @@ impl Transaction {
                 let v = value.expand(&self.view(Some(rule))).into_owned();
                 self.state.env.insert(name.as_bytes().to_vec(), v);
             }
-            Action::ExpireVar { collection, name, seconds } => {
+            Action::ExpireVar {
+                collection,
+                name,
+                seconds,
+            } => {
                 let (key, secs) = {
                     let view = self.view(Some(rule));
-                    (name.expand(&view).to_ascii_lowercase(), to_number(&seconds.expand(&view)))
+                    (
+                        name.expand(&view).to_ascii_lowercase(),
+                        to_number(&seconds.expand(&view)),
+                    )
                 };
                 let at = self.now_secs() + secs;
                 if let Some(p) = self.state.persistent[collection.index()].as_mut() {
@@ -345,14 +429,26 @@ impl Transaction {
                     }
                 }
             }
-            Action::DeprecateVar { collection, name, spec } => {
+            Action::DeprecateVar {
+                collection,
+                name,
+                spec,
+            } => {
                 let (key, spec) = {
                     let view = self.view(Some(rule));
-                    (name.expand(&view).to_ascii_lowercase(), spec.expand_string(&view))
+                    (
+                        name.expand(&view).to_ascii_lowercase(),
+                        spec.expand_string(&view),
+                    )
                 };
                 let amount = to_number(spec.split('/').next().unwrap_or("0").as_bytes());
                 if amount != 0 {
-                    self.set_var(*collection, key, &SetOp::Sub(crate::macros::Macro::parse("0").expect("literal")), Some(amount.to_string().into_bytes()));
+                    self.set_var(
+                        *collection,
+                        key,
+                        &SetOp::Sub(crate::macros::Macro::parse("0").expect("literal")),
+                        Some(amount.to_string().into_bytes()),
+                    );
                 }
             }
             Action::InitCol { collection, key } => {
@@ -376,11 +472,26 @@ impl Transaction {
             return;
         }
         let now = self.now_secs();
-        let values = self.ctx().store.as_ref().and_then(|s| s.load(kind.name(), &key, now)).unwrap_or_default();
-        self.state.persistent[kind.index()] = Some(Persistent { key, values, update: Default::default() });
+        let values = self
+            .ctx()
+            .store
+            .as_ref()
+            .and_then(|s| s.load(kind.name(), &key, now))
+            .unwrap_or_default();
+        self.state.persistent[kind.index()] = Some(Persistent {
+            key,
+            values,
+            update: Default::default(),
+        });
     }
 
-    fn set_var(&mut self, collection: CollectionKind, key: Vec<u8>, op: &SetOp, value: Option<Vec<u8>>) {
+    fn set_var(
+        &mut self,
+        collection: CollectionKind,
+        key: Vec<u8>,
+        op: &SetOp,
+        value: Option<Vec<u8>>,
+    ) {
         if collection == CollectionKind::Tx {
             let tx = &mut self.state.tx;
             match op {
@@ -395,7 +506,11 @@ impl Transaction {
                 }
                 SetOp::Add(_) | SetOp::Sub(_) => {
                     let delta = to_number(&value.unwrap_or_default());
-                    let delta = if matches!(op, SetOp::Sub(_)) { -delta } else { delta };
+                    let delta = if matches!(op, SetOp::Sub(_)) {
+                        -delta
+                    } else {
+                        delta
+                    };
                     let cur = tx.get(&key).map(|v| to_number(v)).unwrap_or(0);
                     tx.insert(key, (cur + delta).to_string().into_bytes());
                 }
@@ -414,8 +529,15 @@ impl Transaction {
                 p.update.deleted.push(key);
             }
             SetOp::SetOne | SetOp::Set(_) => {
-                let v = if matches!(op, SetOp::SetOne) { b"1".to_vec() } else { value.unwrap_or_default() };
-                let sv = StoredValue { value: v, expires_at: None };
+                let v = if matches!(op, SetOp::SetOne) {
+                    b"1".to_vec()
+                } else {
+                    value.unwrap_or_default()
+                };
+                let sv = StoredValue {
+                    value: v,
+                    expires_at: None,
+                };
                 p.values.insert(key.clone(), sv.clone());
                 p.update.deltas.retain(|(k, _, _)| *k != key);
                 p.update.set.retain(|(k, _)| *k != key);
@@ -423,8 +545,15 @@ impl Transaction {
             }
             SetOp::Add(_) | SetOp::Sub(_) => {
                 let delta = to_number(&value.unwrap_or_default());
-                let delta = if matches!(op, SetOp::Sub(_)) { -delta } else { delta };
-                let entry = p.values.entry(key.clone()).or_insert(StoredValue { value: b"0".to_vec(), expires_at: None });
+                let delta = if matches!(op, SetOp::Sub(_)) {
+                    -delta
+                } else {
+                    delta
+                };
+                let entry = p.values.entry(key.clone()).or_insert(StoredValue {
+                    value: b"0".to_vec(),
+                    expires_at: None,
+                });
                 entry.value = (to_number(&entry.value) + delta).to_string().into_bytes();
                 let expires = entry.expires_at;
                 if let Some(s) = p.update.set.iter_mut().find(|(k, _)| *k == key) {
@@ -445,9 +574,15 @@ impl Transaction {
             Ctl::RuleRemoveById(r) => s.removed_ids.extend(r.iter().copied()),
             Ctl::RuleRemoveByTag(re) => s.removed_tags.push(re.clone()),
             Ctl::RuleRemoveByMsg(m) => s.removed_msgs.push(m.clone()),
-            Ctl::RuleRemoveTargetById(r, e) => s.target_removals.push((TargetRemoval::Ids(r.clone()), e.clone())),
-            Ctl::RuleRemoveTargetByTag(re, e) => s.target_removals.push((TargetRemoval::Tag(re.clone()), e.clone())),
-            Ctl::RuleRemoveTargetByMsg(m, e) => s.target_removals.push((TargetRemoval::Msg(m.clone()), e.clone())),
+            Ctl::RuleRemoveTargetById(r, e) => s
+                .target_removals
+                .push((TargetRemoval::Ids(r.clone()), e.clone())),
+            Ctl::RuleRemoveTargetByTag(re, e) => s
+                .target_removals
+                .push((TargetRemoval::Tag(re.clone()), e.clone())),
+            Ctl::RuleRemoveTargetByMsg(m, e) => s
+                .target_removals
+                .push((TargetRemoval::Msg(m.clone()), e.clone())),
             Ctl::RequestBodyProcessor(p) => s.body_processor = Some(*p),
             Ctl::ForceRequestBodyVariable(b) => s.force_body_variable = *b,
             Ctl::RequestBodyAccess(b) => s.request_body_access = *b,

@@ -10,9 +10,9 @@ mod eval;
 mod request;
 
 use crate::actions::{AllowScope, BodyProcessor, CollectionKind};
+use crate::body::Arg;
 use crate::body::multipart::Multipart;
 use crate::body::xml::XmlDoc;
-use crate::body::Arg;
 use crate::collections::{CollectionStore, Record, RecordUpdate};
 use crate::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
 use crate::intervention::Intervention;
@@ -227,7 +227,14 @@ impl Transaction {
     /// Sets the request line: method, the URI exactly as sent (with query string and
     /// fragment, not decoded) and the protocol (`HTTP/1.1`).
     pub fn set_request_line(&mut self, method: &[u8], raw_uri: &[u8], protocol: &[u8]) {
-        request::set_request_line(&mut self.req, self.ruleset.config().argument_separator, self.ruleset.config().arguments_limit, method, raw_uri, protocol);
+        request::set_request_line(
+            &mut self.req,
+            self.ruleset.config().argument_separator,
+            self.ruleset.config().arguments_limit,
+            method,
+            raw_uri,
+            protocol,
+        );
     }
 
     /// Adds one request header, in the order received. Duplicates are kept.
@@ -306,8 +313,17 @@ impl Transaction {
             .map(|(_, v)| v.as_slice())
             .unwrap_or(b"");
         let ct = String::from_utf8_lossy(ct);
-        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-        self.ruleset.config().response_body_mime_types.iter().any(|m| *m == essence)
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        self.ruleset
+            .config()
+            .response_body_mime_types
+            .iter()
+            .any(|m| *m == essence)
     }
 
     /// Appends a chunk of the response body, up to `SecResponseBodyLimit`.
@@ -360,15 +376,27 @@ impl Transaction {
     /// (`blocking_inbound_anomaly_score`, falling back to `anomaly_score`, and
     /// `outbound_anomaly_score`).
     pub fn anomaly_scores(&self) -> (i64, i64) {
-        let get = |k: &[u8]| self.state.tx.get(k).map(|v| crate::collections::to_number(v));
-        let inbound = get(b"blocking_inbound_anomaly_score").or_else(|| get(b"anomaly_score")).unwrap_or(0);
-        let outbound = get(b"blocking_outbound_anomaly_score").or_else(|| get(b"outbound_anomaly_score")).unwrap_or(0);
+        let get = |k: &[u8]| {
+            self.state
+                .tx
+                .get(k)
+                .map(|v| crate::collections::to_number(v))
+        };
+        let inbound = get(b"blocking_inbound_anomaly_score")
+            .or_else(|| get(b"anomaly_score"))
+            .unwrap_or(0);
+        let outbound = get(b"blocking_outbound_anomaly_score")
+            .or_else(|| get(b"outbound_anomaly_score"))
+            .unwrap_or(0);
         (inbound, outbound)
     }
 
     /// A TX variable's value, by name (case-insensitive).
     pub fn tx_var(&self, name: &str) -> Option<&[u8]> {
-        self.state.tx.get(name.to_ascii_lowercase().as_bytes()).map(Vec::as_slice)
+        self.state
+            .tx
+            .get(name.to_ascii_lowercase().as_bytes())
+            .map(Vec::as_slice)
     }
 
     /// The intervention decided so far, if any.
@@ -401,9 +429,17 @@ impl Transaction {
     }
 
     fn persist(&mut self) {
-        let Some(store) = self.ctx.store.clone() else { return };
+        let Some(store) = self.ctx.store.clone() else {
+            return;
+        };
         let now = self.ctx.now_unix_micros / 1_000_000;
-        for kind in [CollectionKind::Ip, CollectionKind::Global, CollectionKind::Session, CollectionKind::User, CollectionKind::Resource] {
+        for kind in [
+            CollectionKind::Ip,
+            CollectionKind::Global,
+            CollectionKind::Session,
+            CollectionKind::User,
+            CollectionKind::Resource,
+        ] {
             if let Some(p) = self.state.persistent[kind.index()].as_mut() {
                 let update = std::mem::take(&mut p.update);
                 if update != RecordUpdate::default() {

@@ -117,7 +117,10 @@ pub(crate) fn add_request_header(req: &mut RequestData, name: &[u8], value: &[u8
 /// leading spaces removed, at the first `=`; no decoding.
 fn parse_cookies(out: &mut Vec<(Vec<u8>, Vec<u8>)>, value: &[u8]) {
     for piece in value.split(|&b| b == b';') {
-        let start = piece.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(piece.len());
+        let start = piece
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .unwrap_or(piece.len());
         let piece = &piece[start..];
         if piece.is_empty() {
             continue;
@@ -146,24 +149,28 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
     if let Some(p) = state.body_processor {
         req.processor = Some(p);
     }
+    // SecArgumentsLimit counts every argument, so the body gets what the query string
+    // left over.
     let limits = Limits {
-        max_args: cfg.arguments_limit,
+        max_args: cfg.arguments_limit.saturating_sub(req.args_get.len()),
         json_depth: cfg.json_depth_limit,
         multipart_parts: cfg.arguments_limit.max(cfg.upload_file_limit),
+        max_files: 0,
     };
     req.body_set = true;
     match req.processor {
         Some(BodyProcessor::UrlEncoded) => {
-            let (args, invalid) = body::urlencoded::parse(&req.body, cfg.argument_separator, cfg.arguments_limit);
+            let (args, invalid) =
+                body::urlencoded::parse(&req.body, cfg.argument_separator, limits.max_args);
             req.args_post = args;
             req.urlencoded_error |= invalid;
         }
         Some(BodyProcessor::Json) => {
             if !req.body.is_empty() {
-                match body::json::parse(&req.body, &limits) {
-                    Ok(args) => req.args_post = args,
-                    Err(e) => req.processor_error = Some(e.to_string()),
-                }
+                // Arguments found before an error stay, as in ModSecurity v3.
+                let parsed = body::json::parse_partial(&req.body, &limits);
+                req.args_post = parsed.args;
+                req.processor_error = parsed.error.map(|e| e.to_string());
             }
         }
         Some(BodyProcessor::Xml) => {
@@ -176,13 +183,8 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
         }
         Some(BodyProcessor::Multipart) => {
             let mut mp = body::multipart::parse(&req.body, &req.content_type, &limits);
-            if mp.files.len() > cfg.upload_file_limit {
-                mp.flags.file_limit_exceeded = true;
-            }
             req.args_post = std::mem::take(&mut mp.args);
-            if let Some(e) = &mp.error {
-                req.processor_error = Some(e.clone());
-            }
+            req.processor_error = mp.reqbody_error_msg();
             req.multipart = Some(mp);
         }
         None => {}
@@ -196,7 +198,14 @@ mod tests {
     #[test]
     fn request_line_parts() {
         let mut r = RequestData::default();
-        set_request_line(&mut r, b'&', 100, b"GET", b"/a%20b/c.php?x=1&y=%27#frag", b"HTTP/1.1");
+        set_request_line(
+            &mut r,
+            b'&',
+            100,
+            b"GET",
+            b"/a%20b/c.php?x=1&y=%27#frag",
+            b"HTTP/1.1",
+        );
         assert_eq!(r.uri, b"/a b/c.php?x=1&y='");
         assert_eq!(r.filename, b"/a b/c.php");
         assert_eq!(r.basename, b"c.php");
@@ -204,7 +213,14 @@ mod tests {
         assert_eq!(r.line, b"GET /a%20b/c.php?x=1&y=%27#frag HTTP/1.1");
         assert_eq!(r.args_get.len(), 2);
         let mut r = RequestData::default();
-        set_request_line(&mut r, b'&', 100, b"GET", b"http://example.com/x/y?z", b"HTTP/1.1");
+        set_request_line(
+            &mut r,
+            b'&',
+            100,
+            b"GET",
+            b"http://example.com/x/y?z",
+            b"HTTP/1.1",
+        );
         assert_eq!(r.filename, b"/x/y");
     }
 

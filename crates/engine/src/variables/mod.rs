@@ -139,7 +139,11 @@ const TABLE: &[(&str, Var, bool)] = &[
     ("REQBODY_ERROR_MSG", Var::ReqbodyErrorMsg, false),
     ("REQBODY_PROCESSOR", Var::ReqbodyProcessor, false),
     ("REQBODY_PROCESSOR_ERROR", Var::ReqbodyProcessorError, false),
-    ("REQBODY_PROCESSOR_ERROR_MSG", Var::ReqbodyProcessorErrorMsg, false),
+    (
+        "REQBODY_PROCESSOR_ERROR_MSG",
+        Var::ReqbodyProcessorErrorMsg,
+        false,
+    ),
     ("URLENCODED_ERROR", Var::UrlencodedError, false),
     ("INBOUND_DATA_ERROR", Var::InboundDataError, false),
     ("OUTBOUND_DATA_ERROR", Var::OutboundDataError, false),
@@ -154,19 +158,51 @@ const TABLE: &[(&str, Var, bool)] = &[
     ("MULTIPART_NAME", Var::MultipartName, true),
     ("MULTIPART_PART_HEADERS", Var::MultipartPartHeaders, true),
     ("MULTIPART_STRICT_ERROR", Var::MultipartStrictError, false),
-    ("MULTIPART_BOUNDARY_QUOTED", Var::MultipartBoundaryQuoted, false),
-    ("MULTIPART_BOUNDARY_WHITESPACE", Var::MultipartBoundaryWhitespace, false),
+    (
+        "MULTIPART_BOUNDARY_QUOTED",
+        Var::MultipartBoundaryQuoted,
+        false,
+    ),
+    (
+        "MULTIPART_BOUNDARY_WHITESPACE",
+        Var::MultipartBoundaryWhitespace,
+        false,
+    ),
     ("MULTIPART_DATA_BEFORE", Var::MultipartDataBefore, false),
     ("MULTIPART_DATA_AFTER", Var::MultipartDataAfter, false),
-    ("MULTIPART_HEADER_FOLDING", Var::MultipartHeaderFolding, false),
+    (
+        "MULTIPART_HEADER_FOLDING",
+        Var::MultipartHeaderFolding,
+        false,
+    ),
     ("MULTIPART_LF_LINE", Var::MultipartLfLine, false),
     ("MULTIPART_CRLF_LF_LINES", Var::MultipartCrlfLfLines, false),
-    ("MULTIPART_MISSING_SEMICOLON", Var::MultipartMissingSemicolon, false),
-    ("MULTIPART_INVALID_QUOTING", Var::MultipartInvalidQuoting, false),
+    (
+        "MULTIPART_MISSING_SEMICOLON",
+        Var::MultipartMissingSemicolon,
+        false,
+    ),
+    (
+        "MULTIPART_INVALID_QUOTING",
+        Var::MultipartInvalidQuoting,
+        false,
+    ),
     ("MULTIPART_INVALID_PART", Var::MultipartInvalidPart, false),
-    ("MULTIPART_INVALID_HEADER_FOLDING", Var::MultipartInvalidHeaderFolding, false),
-    ("MULTIPART_FILE_LIMIT_EXCEEDED", Var::MultipartFileLimitExceeded, false),
-    ("MULTIPART_UNMATCHED_BOUNDARY", Var::MultipartUnmatchedBoundary, false),
+    (
+        "MULTIPART_INVALID_HEADER_FOLDING",
+        Var::MultipartInvalidHeaderFolding,
+        false,
+    ),
+    (
+        "MULTIPART_FILE_LIMIT_EXCEEDED",
+        Var::MultipartFileLimitExceeded,
+        false,
+    ),
+    (
+        "MULTIPART_UNMATCHED_BOUNDARY",
+        Var::MultipartUnmatchedBoundary,
+        false,
+    ),
     ("XML", Var::Xml, true),
     ("TX", Var::Tx, true),
     ("IP", Var::Ip, true),
@@ -218,12 +254,19 @@ const TABLE: &[(&str, Var, bool)] = &[
 impl Var {
     /// Looks a variable up by its SecLang name (case-insensitive).
     pub fn from_name(name: &str) -> Option<Var> {
-        TABLE.iter().find(|(n, _, _)| n.eq_ignore_ascii_case(name)).map(|(_, v, _)| *v)
+        TABLE
+            .iter()
+            .find(|(n, _, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v, _)| *v)
     }
 
     /// The SecLang name, upper-case.
     pub fn name(self) -> &'static str {
-        TABLE.iter().find(|(_, v, _)| *v == self).map(|(n, _, _)| *n).unwrap_or("?")
+        TABLE
+            .iter()
+            .find(|(_, v, _)| *v == self)
+            .map(|(n, _, _)| *n)
+            .unwrap_or("?")
     }
 
     /// True for collections, which hold named values and accept a `:key` selector.
@@ -311,7 +354,10 @@ impl Exclusion {
 }
 
 /// Compiles a selector for `var`. Errors name what is wrong.
-pub fn compile_selector(var: Var, selector: Option<&seclang::Selector>) -> Result<KeySelector, String> {
+pub fn compile_selector(
+    var: Var,
+    selector: Option<&seclang::Selector>,
+) -> Result<KeySelector, String> {
     match selector {
         None => Ok(KeySelector::All),
         Some(_) if !var.is_collection() => {
@@ -320,9 +366,13 @@ pub fn compile_selector(var: Var, selector: Option<&seclang::Selector>) -> Resul
         Some(seclang::Selector::Key(k)) if var == Var::Xml => match k.as_str() {
             "/*" => Ok(KeySelector::XPath(XPath::Texts)),
             "//@*" => Ok(KeySelector::XPath(XPath::Attributes)),
-            other => Err(format!("XPath expression {other:?} is not supported (only /* and //@*)")),
+            other => Err(format!(
+                "XPath expression {other:?} is not supported (only /* and //@*)"
+            )),
         },
-        Some(seclang::Selector::Key(k)) => Ok(KeySelector::Exact(k.to_ascii_lowercase().into_bytes())),
+        Some(seclang::Selector::Key(k)) => {
+            Ok(KeySelector::Exact(k.to_ascii_lowercase().into_bytes()))
+        }
         Some(seclang::Selector::Regex(r)) => RegexBuilder::new(r)
             .unicode(false)
             .case_insensitive(true)
@@ -360,9 +410,12 @@ mod tests {
         let s = compile_selector(Var::Args, Some(&seclang::Selector::Key("Foo".into()))).unwrap();
         assert!(s.matches(b"fOO"));
         assert!(!s.matches(b"foo2"));
-        let r = compile_selector(Var::Args, Some(&seclang::Selector::Regex("^id_".into()))).unwrap();
+        let r =
+            compile_selector(Var::Args, Some(&seclang::Selector::Regex("^id_".into()))).unwrap();
         assert!(r.matches(b"ID_x"));
-        assert!(compile_selector(Var::RequestUri, Some(&seclang::Selector::Key("x".into()))).is_err());
+        assert!(
+            compile_selector(Var::RequestUri, Some(&seclang::Selector::Key("x".into()))).is_err()
+        );
         assert!(compile_selector(Var::Xml, Some(&seclang::Selector::Key("/a/b".into()))).is_err());
     }
 }

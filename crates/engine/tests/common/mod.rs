@@ -28,7 +28,8 @@ pub fn crs_v4() -> Arc<Ruleset> {
     let crs = shared().join("crs");
     let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
     b.add_text(PREAMBLE, "preamble.conf").expect("preamble");
-    b.add_file(&crs.join("crs-setup.conf.example")).expect("crs-setup");
+    b.add_file(&crs.join("crs-setup.conf.example"))
+        .expect("crs-setup");
     b.add_file(&crs.join("rules/*.conf")).expect("CRS v4 rules");
     Arc::new(b.build().expect("build"))
 }
@@ -58,8 +59,14 @@ pub struct Req<'a> {
 pub fn browser_headers() -> Vec<(&'static str, &'static str)> {
     vec![
         ("Host", "shop.example.com"),
-        ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
-        ("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+        (
+            "User-Agent",
+            "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+        ),
+        (
+            "Accept",
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+        ),
         ("Accept-Language", "en-GB,en;q=0.5"),
         ("Accept-Encoding", "gzip, deflate, br"),
         ("Connection", "keep-alive"),

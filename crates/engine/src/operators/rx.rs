@@ -1,0 +1,893 @@
+//! `@rx`: PCRE-syntax patterns, translated once at load time to `regex::bytes` syntax
+//! and run by a linear-time engine.
+//!
+//! # Semantics
+//!
+//! libmodsecurity (v3) compiles `@rx` patterns with PCRE and the flags
+//! `DOTALL | MULTILINE`, without UTF mode: `.` matches every byte including `\n`,
+//! `^`/`$` match at line starts/ends, and the pattern and subject are byte strings.
+//! (ModSecurity v2 used `DOTALL | DOLLAR_ENDONLY` instead; Palisade follows v3.)
+//! Matching is case-sensitive unless the pattern says `(?i)`.
+//!
+//! Here the pattern is compiled with [`regex::bytes::RegexBuilder`] with Unicode off,
+//! `dot_matches_new_line(true)` and `multi_line(true)`, after a translation pass
+//! ([`translate`]) that maps PCRE's byte-oriented syntax onto the `regex` crate's:
+//!
+//! - `\x{HH}`, `\xH`, `\0`, octal escapes, `\o{..}`, `\cX`, `\e`, `\a` become `\xHH`
+//!   byte escapes (CRS v4 writes `\x{80}`-style escapes inside character classes;
+//!   without UTF mode they mean bytes);
+//! - every non-ASCII character of the pattern becomes the `\xHH` escapes of its
+//!   UTF-8 bytes, as PCRE sees them without UTF mode (also inside classes);
+//! - PCRE's `\h`, `\H`, `\v`, `\V`, `\R`, `\N` become explicit byte classes (the
+//!   `regex` crate reads `\v` as the vertical tab alone);
+//! - `{` and `}` that do not form a counted repetition are literal, as in PCRE;
+//! - inside a class, `[`, `&`, `~` and `-` outside ranges are escaped (they are set
+//!   operators or nested classes for `regex`, literals for PCRE), and `\b` is a
+//!   backspace;
+//! - `\Q...\E` quoting and `(?#...)` comments are expanded.
+//!
+//! Syntax that needs a backtracking engine is refused with a clear reason:
+//! backreferences (`\1`, `\k<name>`, `\g{1}`, `(?P=name)`), lookahead and lookbehind
+//! (`(?=`, `(?!`, `(?<=`, `(?<!`), atomic groups (`(?>`), possessive quantifiers
+//! (`*+`, `++`, `?+`, `{n,m}+`), recursion and subroutine calls (`(?R)`, `(?1)`,
+//! `(?&name)`), conditionals, backtracking verbs (`(*SKIP)`...), `\K` and `\G`.
+//! `\Z` is refused as well (it has no zero-width equivalent without lookahead).
+//!
+//! Known difference: in multi-line mode PCRE's `^` does not match after a newline
+//! that ends the subject, while `regex`'s `(?m)^` does; this only matters for
+//! patterns that can match an empty line at the very end of the value.
+
+use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use std::fmt::Write as _;
+
+use super::Captures;
+
+/// Upper bound for the compiled size of one `@rx` program and for the lazy DFA's
+/// cache: generous enough for the largest CRS patterns, bounded so that a hostile
+/// rule file cannot exhaust memory.
+pub const REGEX_SIZE_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Maximum number of values an `@rx` capture fills (`TX.0` to `TX.9`).
+pub const MAX_CAPTURES: usize = 10;
+
+/// A compiled `@rx` operator.
+#[derive(Debug, Clone)]
+pub struct Rx {
+    regex: Regex,
+    pattern: String,
+}
+
+impl Rx {
+    /// Translates a PCRE pattern (see the module documentation) and compiles it.
+    /// The error is a human-readable reason.
+    pub fn new(pcre: &str) -> Result<Rx, String> {
+        let pattern = translate(pcre)?;
+        let regex = builder(&pattern).build().map_err(regex_error)?;
+        Ok(Rx { regex, pattern })
+    }
+
+    /// The final pattern in `regex` syntax, to be compiled with the same settings as
+    /// [`builder`] (for instance in a [`RegexSet`] built by [`regex_set`]).
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The compiled regex.
+    pub fn regex(&self) -> &Regex {
+        &self.regex
+    }
+
+    /// Whether the pattern matches somewhere in `input`. When `captures` is given
+    /// and there is a match, it is replaced by the whole match (index 0) and the
+    /// groups 1 to 9, up to the last group that took part in the match (as PCRE
+    /// reports them); groups that did not take part are empty.
+    pub fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
+        let Some(out) = captures else {
+            return self.regex.is_match(input);
+        };
+        let mut locs = self.regex.capture_locations();
+        if self.regex.captures_read(&mut locs, input).is_none() {
+            return false;
+        }
+        let n = locs.len().min(MAX_CAPTURES);
+        let last = (0..n).rev().find(|&g| locs.get(g).is_some()).unwrap_or(0);
+        fill_captures(
+            out,
+            (0..=last).map(|g| locs.get(g).map_or(&[][..], |(s, e)| &input[s..e])),
+        );
+        true
+    }
+}
+
+/// Replaces the content of `out` with `values`, reusing its allocations.
+pub(crate) fn fill_captures<'a>(out: &mut Captures, values: impl Iterator<Item = &'a [u8]>) {
+    let mut count = 0;
+    for value in values {
+        if let Some(slot) = out.get_mut(count) {
+            slot.clear();
+            slot.extend_from_slice(value);
+        } else {
+            out.push(value.to_vec());
+        }
+        count += 1;
+    }
+    out.truncate(count);
+}
+
+/// A [`RegexBuilder`] with the settings every `@rx` pattern is compiled with:
+/// Unicode off, `.` matches `\n`, multi-line anchors, [`REGEX_SIZE_LIMIT`].
+/// `pattern` must already be translated ([`translate`]).
+pub fn builder(pattern: &str) -> RegexBuilder {
+    let mut b = RegexBuilder::new(pattern);
+    b.unicode(false)
+        .dot_matches_new_line(true)
+        .multi_line(true)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT);
+    b
+}
+
+/// Builds a [`RegexSet`] over translated patterns (from [`Rx::pattern`]) with the
+/// same settings as [`builder`], for prefilters that must agree exactly with the
+/// individual `@rx` operators.
+pub fn regex_set<I, S>(patterns: I) -> Result<RegexSet, regex::Error>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    RegexSetBuilder::new(patterns)
+        .unicode(false)
+        .dot_matches_new_line(true)
+        .multi_line(true)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .build()
+}
+
+fn regex_error(e: regex::Error) -> String {
+    match e {
+        regex::Error::CompiledTooBig(limit) => {
+            format!("pattern too large: its compiled form exceeds {limit} bytes")
+        }
+        regex::Error::Syntax(msg) => format!("invalid regular expression: {msg}"),
+        other => format!("invalid regular expression: {other}"),
+    }
+}
+
+const BACKTRACKING: &str = "needs a backtracking regex engine, which Palisade refuses \
+     (only linear-time regexes are allowed)";
+
+fn refuse(what: &str, at: usize) -> String {
+    format!("{what} at byte {at} {BACKTRACKING}")
+}
+
+/// PCRE `\h` in non-UTF mode: tab, space, no-break space.
+const HSPACE: &str = r"\x09\x20\xA0";
+/// PCRE `\v` in non-UTF mode: LF, VT, FF, CR, NEL.
+const VSPACE: &str = r"\x0A-\x0D\x85";
+
+/// Translates a PCRE pattern (as ModSecurity compiles it: no UTF mode) into an
+/// equivalent `regex` crate pattern, or explains why it cannot be run by a
+/// linear-time engine. See the module documentation for the rules.
+pub fn translate(pcre: &str) -> Result<String, String> {
+    Translator {
+        src: pcre.as_bytes(),
+        pos: 0,
+        out: String::with_capacity(pcre.len() + 16),
+    }
+    .run()
+}
+
+struct Translator<'a> {
+    src: &'a [u8],
+    pos: usize,
+    out: String,
+}
+
+/// One element of a character class.
+enum ClassItem {
+    Byte(u8),
+    /// Already in `regex` class syntax (`\d`, `[:alpha:]`, a nested class...).
+    Set(String),
+}
+
+impl Translator<'_> {
+    fn peek(&self, ahead: usize) -> Option<u8> {
+        self.src.get(self.pos + ahead).copied()
+    }
+
+    fn push_byte(&mut self, b: u8) {
+        if b.is_ascii_alphanumeric() {
+            self.out.push(char::from(b));
+        } else {
+            let _ = write!(self.out, "\\x{b:02X}");
+        }
+    }
+
+    fn run(mut self) -> Result<String, String> {
+        // Whether the previous token was a quantifier (to spot possessive `+`).
+        let mut after_quantifier = false;
+        while let Some(c) = self.peek(0) {
+            let start = self.pos;
+            match c {
+                b'\\' => self.escape()?,
+                b'[' => self.class()?,
+                b'(' => self.group_open()?,
+                b'*' | b'+' | b'?' => {
+                    if after_quantifier && c == b'+' {
+                        return Err(refuse("possessive quantifier", start));
+                    }
+                    self.out.push(char::from(c));
+                    self.pos += 1;
+                    // `??`, `*?`... make the quantifier lazy; nothing may follow.
+                    after_quantifier = !(after_quantifier && c == b'?');
+                    continue;
+                }
+                b'{' => {
+                    if let Some(len) = counted_repetition(&self.src[self.pos..]) {
+                        // A repetition right after another one is left for `regex`
+                        // to report.
+                        self.out
+                            .push_str(ascii(&self.src[self.pos..self.pos + len]));
+                        self.pos += len;
+                        after_quantifier = true;
+                        continue;
+                    }
+                    self.out.push_str(r"\{");
+                    self.pos += 1;
+                }
+                b'}' => {
+                    self.out.push_str(r"\}");
+                    self.pos += 1;
+                }
+                0x80..=0xFF => {
+                    self.push_byte(c);
+                    self.pos += 1;
+                }
+                _ => {
+                    self.out.push(char::from(c));
+                    self.pos += 1;
+                }
+            }
+            after_quantifier = false;
+        }
+        Ok(self.out)
+    }
+
+    /// `(`: plain groups pass through; PCRE-only group kinds are refused.
+    fn group_open(&mut self) -> Result<(), String> {
+        let at = self.pos;
+        match self.peek(1) {
+            Some(b'?') => {}
+            Some(b'*') => return Err(refuse("backtracking control verb `(*...)`", at)),
+            _ => {
+                self.out.push('(');
+                self.pos += 1;
+                return Ok(());
+            }
+        }
+        match self.peek(2) {
+            Some(b'#') => {
+                // Comment: skipped up to the next `)`.
+                let rest = &self.src[self.pos..];
+                let Some(end) = rest.iter().position(|&b| b == b')') else {
+                    return Err(format!("unterminated comment `(?#` at byte {at}"));
+                };
+                self.pos += end + 1;
+                Ok(())
+            }
+            Some(b'=') | Some(b'!') => Err(refuse("lookahead", at)),
+            Some(b'<') if matches!(self.peek(3), Some(b'=') | Some(b'!')) => {
+                Err(refuse("lookbehind", at))
+            }
+            Some(b'>') => Err(refuse("atomic group `(?>`", at)),
+            Some(b'|') => Err(format!(
+                "branch reset group `(?|` at byte {at} is not supported"
+            )),
+            Some(b'(') => Err(refuse("conditional group `(?(`", at)),
+            Some(b'C') => Err(format!("callout `(?C` at byte {at} is not supported")),
+            Some(b'R') | Some(b'&') | Some(b'+') | Some(b'0'..=b'9') => {
+                Err(refuse("recursion or subroutine call", at))
+            }
+            Some(b'-') if matches!(self.peek(3), Some(b'0'..=b'9')) => {
+                Err(refuse("recursion or subroutine call", at))
+            }
+            Some(b'P') => match self.peek(3) {
+                Some(b'=') => Err(refuse("backreference `(?P=name)`", at)),
+                Some(b'>') => Err(refuse("subroutine call `(?P>name)`", at)),
+                _ => {
+                    self.out.push_str("(?P");
+                    self.pos += 3;
+                    Ok(())
+                }
+            },
+            Some(b'\'') => {
+                // `(?'name'...)`: the `regex` crate spells it `(?<name>...)`.
+                let rest = &self.src[self.pos + 3..];
+                let Some(end) = rest.iter().position(|&b| b == b'\'') else {
+                    return Err(format!("unterminated group name at byte {at}"));
+                };
+                self.out.push_str("(?<");
+                self.out.push_str(ascii(&rest[..end]));
+                self.out.push('>');
+                self.pos += 3 + end + 1;
+                Ok(())
+            }
+            _ => {
+                // Flags (`(?i)`, `(?i:`, `(?-s)`), non-capturing and named groups:
+                // the rest is plain text that `regex` understands or rejects.
+                self.out.push_str("(?");
+                self.pos += 2;
+                Ok(())
+            }
+        }
+    }
+
+    /// An escape outside a character class.
+    fn escape(&mut self) -> Result<(), String> {
+        let at = self.pos;
+        let Some(n) = self.peek(1) else {
+            return Err("the pattern ends with a lone backslash".to_string());
+        };
+        self.pos += 2;
+        match n {
+            b'1'..=b'9' => return Err(refuse("backreference", at)),
+            b'k' | b'g' => return Err(refuse("backreference or subroutine call", at)),
+            b'K' => return Err(refuse("match start reset `\\K`", at)),
+            b'G' => return Err(refuse("`\\G` anchor", at)),
+            b'Z' => {
+                return Err(format!(
+                    "`\\Z` at byte {at} (end of subject or before a final newline) has no \
+                     linear-time equivalent here; use `\\z` or `$`"
+                ));
+            }
+            b'd' | b'D' | b's' | b'S' | b'w' | b'W' | b'b' | b'B' | b'A' | b'z' => {
+                self.out.push('\\');
+                self.out.push(char::from(n));
+            }
+            b'h' => {
+                let _ = write!(self.out, "[{HSPACE}]");
+            }
+            b'H' => {
+                let _ = write!(self.out, "[^{HSPACE}]");
+            }
+            b'v' => {
+                let _ = write!(self.out, "[{VSPACE}]");
+            }
+            b'V' => {
+                let _ = write!(self.out, "[^{VSPACE}]");
+            }
+            b'R' => {
+                let _ = write!(self.out, "(?:\\x0D\\x0A|[{VSPACE}])");
+            }
+            b'N' => self.out.push_str(r"[^\x0A]"),
+            b'C' => self.out.push_str(r"[\x00-\xFF]"),
+            b'Q' => {
+                while self.pos < self.src.len() {
+                    if self.src[self.pos] == b'\\' && self.peek(1) == Some(b'E') {
+                        self.pos += 2;
+                        break;
+                    }
+                    let b = self.src[self.pos];
+                    self.push_byte(b);
+                    self.pos += 1;
+                }
+            }
+            b'E' => {}
+            _ => {
+                let b = self.byte_escape(n, at)?;
+                self.push_byte(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Escapes that stand for one byte: `n` is the character after the backslash,
+    /// `self.pos` is just after it. Reads any further digits.
+    fn byte_escape(&mut self, n: u8, at: usize) -> Result<u8, String> {
+        Ok(match n {
+            b'0'..=b'7' => {
+                // Octal: up to three digits in all (`\0nn` anywhere, `\nnn` inside
+                // classes, where `\1` cannot be a backreference).
+                let max_more = 2;
+                let mut value = u32::from(n - b'0');
+                let mut taken = 0;
+                while taken < max_more {
+                    match self.peek(0) {
+                        Some(d @ b'0'..=b'7') => {
+                            value = value * 8 + u32::from(d - b'0');
+                            self.pos += 1;
+                            taken += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                u8::try_from(value)
+                    .map_err(|_| format!("octal escape at byte {at} is larger than 0xFF"))?
+            }
+            b'x' => {
+                if self.peek(0) == Some(b'{') {
+                    let rest = &self.src[self.pos + 1..];
+                    let Some(end) = rest.iter().position(|&b| b == b'}') else {
+                        return Err(format!("unterminated `\\x{{` at byte {at}"));
+                    };
+                    let digits = &rest[..end];
+                    if digits.is_empty() || !digits.iter().all(u8::is_ascii_hexdigit) {
+                        return Err(format!("invalid hexadecimal escape at byte {at}"));
+                    }
+                    let value = u32::from_str_radix(ascii(digits), 16).map_err(|_| {
+                        format!("hexadecimal escape at byte {at} is larger than 0xFF")
+                    })?;
+                    self.pos += end + 2;
+                    u8::try_from(value).map_err(|_| {
+                        format!(
+                            "hexadecimal escape at byte {at} is larger than 0xFF (patterns \
+                             are byte strings, as in ModSecurity)"
+                        )
+                    })?
+                } else {
+                    let mut value = 0u8;
+                    for _ in 0..2 {
+                        match self.peek(0) {
+                            Some(d) if d.is_ascii_hexdigit() => {
+                                value = value * 16 + hex_value(d);
+                                self.pos += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    value
+                }
+            }
+            b'o' => {
+                if self.peek(0) != Some(b'{') {
+                    return Err(format!("`\\o` at byte {at} must be followed by `{{`"));
+                }
+                let rest = &self.src[self.pos + 1..];
+                let Some(end) = rest.iter().position(|&b| b == b'}') else {
+                    return Err(format!("unterminated `\\o{{` at byte {at}"));
+                };
+                let digits = &rest[..end];
+                if digits.is_empty() || !digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
+                    return Err(format!("invalid octal escape at byte {at}"));
+                }
+                let value = u32::from_str_radix(ascii(digits), 8)
+                    .ok()
+                    .and_then(|v| u8::try_from(v).ok())
+                    .ok_or_else(|| format!("octal escape at byte {at} is larger than 0xFF"))?;
+                self.pos += end + 2;
+                value
+            }
+            b'c' => {
+                let Some(x) = self.peek(0).filter(u8::is_ascii) else {
+                    return Err(format!(
+                        "`\\c` at byte {at} must be followed by an ASCII character"
+                    ));
+                };
+                self.pos += 1;
+                x.to_ascii_uppercase() ^ 0x40
+            }
+            b'e' => 0x1B,
+            b'a' => 0x07,
+            b'f' => 0x0C,
+            b'n' => 0x0A,
+            b'r' => 0x0D,
+            b't' => 0x09,
+            b'p' | b'P' | b'X' => {
+                return Err(format!(
+                    "Unicode escape `\\{}` at byte {at} is not supported (patterns are \
+                     byte strings, as in ModSecurity)",
+                    char::from(n)
+                ));
+            }
+            _ if n.is_ascii_alphanumeric() => {
+                return Err(format!(
+                    "unrecognized escape `\\{}` at byte {at}",
+                    char::from(n)
+                ));
+            }
+            // Any other escaped byte (punctuation, space, non-ASCII) is itself.
+            _ => n,
+        })
+    }
+
+    /// A character class starting at `[`.
+    fn class(&mut self) -> Result<(), String> {
+        let at = self.pos;
+        self.pos += 1;
+        let negated = self.peek(0) == Some(b'^');
+        if negated {
+            self.pos += 1;
+        }
+        let mut items: Vec<ClassItem> = Vec::new();
+        let mut first = true;
+        loop {
+            let Some(c) = self.peek(0) else {
+                return Err(format!("missing `]` for the character class at byte {at}"));
+            };
+            if c == b']' && !first {
+                self.pos += 1;
+                break;
+            }
+            first = false;
+            if c == b'\\' && self.peek(1) == Some(b'Q') {
+                self.pos += 2;
+                while self.pos < self.src.len() {
+                    if self.src[self.pos] == b'\\' && self.peek(1) == Some(b'E') {
+                        self.pos += 2;
+                        break;
+                    }
+                    items.push(ClassItem::Byte(self.src[self.pos]));
+                    self.pos += 1;
+                }
+                continue;
+            }
+            if c == b'\\' && self.peek(1) == Some(b'E') {
+                self.pos += 2;
+                continue;
+            }
+            let item = self.class_item()?;
+            // A range `a-z` needs single bytes on both sides and no `]` after `-`.
+            if let ClassItem::Byte(lo) = item
+                && self.peek(0) == Some(b'-')
+                && !matches!(self.peek(1), Some(b']') | None)
+            {
+                self.pos += 1;
+                match self.class_item()? {
+                    ClassItem::Byte(hi) => {
+                        if lo > hi {
+                            return Err(format!(
+                                "range out of order in the character class at byte {at}"
+                            ));
+                        }
+                        let mut s = String::new();
+                        push_class_byte(&mut s, lo);
+                        s.push('-');
+                        push_class_byte(&mut s, hi);
+                        items.push(ClassItem::Set(s));
+                    }
+                    other => {
+                        // PCRE reads `-` before a class escape as a literal.
+                        items.push(ClassItem::Byte(lo));
+                        items.push(ClassItem::Byte(b'-'));
+                        items.push(other);
+                    }
+                }
+                continue;
+            }
+            items.push(item);
+        }
+        self.out.push('[');
+        if negated {
+            self.out.push('^');
+        }
+        for item in items {
+            match item {
+                ClassItem::Byte(b) => push_class_byte(&mut self.out, b),
+                ClassItem::Set(s) => self.out.push_str(&s),
+            }
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    /// One element of a class (not a range), at `self.pos`.
+    fn class_item(&mut self) -> Result<ClassItem, String> {
+        let at = self.pos;
+        let Some(c) = self.peek(0) else {
+            return Err("missing `]` for a character class".to_string());
+        };
+        if c == b'[' && self.peek(1) == Some(b':') {
+            // POSIX class `[:name:]` / `[:^name:]`, else a literal `[`.
+            let rest = &self.src[self.pos + 2..];
+            if let Some(end) = rest.windows(2).position(|w| w == b":]") {
+                let name = &rest[..end];
+                let bare = name.strip_prefix(b"^").unwrap_or(name);
+                if !POSIX_CLASSES.contains(&ascii(bare)) {
+                    return Err(format!(
+                        "unknown POSIX class `[:{}:]` at byte {at}",
+                        String::from_utf8_lossy(name)
+                    ));
+                }
+                self.pos += 2 + end + 2;
+                return Ok(ClassItem::Set(format!("[:{}:]", ascii(name))));
+            }
+        }
+        if c != b'\\' {
+            self.pos += 1;
+            return Ok(ClassItem::Byte(c));
+        }
+        let Some(n) = self.peek(1) else {
+            return Err("the pattern ends with a lone backslash".to_string());
+        };
+        self.pos += 2;
+        Ok(match n {
+            b'd' | b'D' | b's' | b'S' | b'w' | b'W' => {
+                ClassItem::Set(format!("\\{}", char::from(n)))
+            }
+            b'h' => ClassItem::Set(HSPACE.to_string()),
+            b'v' => ClassItem::Set(VSPACE.to_string()),
+            b'H' => ClassItem::Set(format!("[^{HSPACE}]")),
+            b'V' => ClassItem::Set(format!("[^{VSPACE}]")),
+            b'b' => ClassItem::Byte(0x08),
+            b'8' | b'9' => ClassItem::Byte(n),
+            b'B' | b'R' | b'N' | b'A' | b'z' | b'Z' | b'G' | b'K' | b'k' | b'g' | b'C' => {
+                return Err(format!(
+                    "escape `\\{}` at byte {at} is not allowed in a character class",
+                    char::from(n)
+                ));
+            }
+            _ => ClassItem::Byte(self.byte_escape(n, at)?),
+        })
+    }
+}
+
+const POSIX_CLASSES: [&str; 14] = [
+    "alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph", "lower", "print", "punct",
+    "space", "upper", "word", "xdigit",
+];
+
+/// A byte inside a class: alphanumerics as themselves, everything else as `\xHH`
+/// (so that `regex`'s class operators `[`, `&&`, `--`, `~~` never appear).
+fn push_class_byte(out: &mut String, b: u8) {
+    if b.is_ascii_alphanumeric() {
+        out.push(char::from(b));
+    } else {
+        let _ = write!(out, "\\x{b:02X}");
+    }
+}
+
+/// If `s` starts with a PCRE counted repetition (`{n}`, `{n,}`, `{n,m}`), its length.
+fn counted_repetition(s: &[u8]) -> Option<usize> {
+    let mut i = 1;
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while s.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > start
+    };
+    if !digits(&mut i) {
+        return None;
+    }
+    if s.get(i) == Some(&b',') {
+        i += 1;
+        digits(&mut i);
+    }
+    (s.get(i) == Some(&b'}')).then_some(i + 1)
+}
+
+fn hex_value(d: u8) -> u8 {
+    match d {
+        b'0'..=b'9' => d - b'0',
+        b'a'..=b'f' => d - b'a' + 10,
+        _ => d - b'A' + 10,
+    }
+}
+
+/// Bytes known to be ASCII (checked by the caller's grammar) as `&str`; anything
+/// else is shown lossily, which only affects error messages.
+fn ascii(b: &[u8]) -> &str {
+    std::str::from_utf8(b).unwrap_or("\u{FFFD}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rx(p: &str) -> Rx {
+        match Rx::new(p) {
+            Ok(r) => r,
+            Err(e) => panic!("{p:?}: {e}"),
+        }
+    }
+
+    fn err(p: &str) -> String {
+        match Rx::new(p) {
+            Ok(r) => panic!("{p:?} compiled to {:?}", r.pattern()),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn reference_manual_examples() {
+        // SecRule REQUEST_HEADERS:User-Agent "@rx nikto"
+        let r = rx("nikto");
+        assert!(r.matches(b"Mozilla nikto/2.1", None));
+        assert!(!r.matches(b"Mozilla NIKTO", None));
+        // SecRule ARGS "@rx (?i)<script"
+        let r = rx("(?i)<script");
+        assert!(r.matches(b"x=<ScRiPt>", None));
+        // SecRule REQUEST_LINE "@rx ^(?:get|post)" is case-sensitive by default
+        let r = rx("^(?:GET|HEAD)$");
+        assert!(r.matches(b"GET", None));
+        assert!(!r.matches(b"get", None));
+    }
+
+    #[test]
+    fn dotall_and_multiline() {
+        let r = rx("a.b");
+        assert!(r.matches(b"a\nb", None));
+        let r = rx("^b$");
+        assert!(r.matches(b"a\nb\nc", None));
+        let r = rx("^abc$");
+        assert!(r.matches(b"abc\n", None));
+    }
+
+    #[test]
+    fn empty_pattern_and_input() {
+        assert!(rx("").matches(b"", None));
+        assert!(rx("").matches(b"anything", None));
+        assert!(rx("^$").matches(b"", None));
+        assert!(!rx("a").matches(b"", None));
+    }
+
+    #[test]
+    fn bytes_and_nul() {
+        let r = rx(r"\x00");
+        assert!(r.matches(b"a\0b", None));
+        assert!(!r.matches(b"ab", None));
+        let r = rx(r"[\x{80}-\x{ff}]");
+        assert_eq!(r.pattern(), r"[\x80-\xFF]");
+        assert!(r.matches(b"a\xC3b", None));
+        assert!(!r.matches(b"plain ascii", None));
+        let r = rx(r"\x{C0}\x{af}");
+        assert!(r.matches(b"..\xC0\xAF..", None));
+        // `.` matches any byte, including invalid UTF-8.
+        assert!(rx("^.$").matches(b"\xFF", None));
+        // Negated classes match bytes >= 0x80.
+        assert!(rx("[^a-z]").matches(b"\xE9", None));
+        // Non-ASCII characters in the pattern are their UTF-8 bytes (PCRE without
+        // UTF mode), also in classes: `[´]` is the class of 0xC2 and 0xB4.
+        let r = rx("[´]");
+        assert_eq!(r.pattern(), r"[\xC2\xB4]");
+        assert!(r.matches(b"\xB4", None));
+        assert!(rx("é+").matches("caf\u{e9}".as_bytes(), None));
+        // Short hex and octal escapes.
+        assert!(rx(r"\xA").matches(b"\n", None));
+        assert!(rx(r"\0").matches(b"\0", None));
+        assert!(rx(r"\012").matches(b"\n", None));
+        assert!(rx(r"[\12]").matches(b"\n", None));
+        assert!(rx(r"\e").matches(b"\x1b", None));
+        assert!(rx(r"\cA").matches(b"\x01", None));
+    }
+
+    #[test]
+    fn pcre_specific_escapes() {
+        // PCRE's \v is vertical whitespace, not just VT.
+        let r = rx(r"a\vb");
+        assert!(r.matches(b"a\nb", None));
+        assert!(r.matches(b"a\x0bb", None));
+        assert!(!r.matches(b"a b", None));
+        let r = rx(r"[\s\v]");
+        assert!(r.matches(b"\x85", None));
+        assert!(rx(r"\h").matches(b"\xA0", None));
+        assert!(!rx(r"\H").matches(b" \t", None));
+        assert!(rx(r"^\R$").matches(b"\r\n", None));
+        assert!(!rx(r"\N").matches(b"\n", None));
+        // \b in a class is a backspace.
+        assert!(rx(r"[\b]").matches(b"\x08", None));
+        // Escaped punctuation is literal, even where `regex` gives it a meaning.
+        let r = rx(r"\<script\>");
+        assert!(r.matches(b"<script>", None));
+        assert!(rx(r"\/etc\/passwd").matches(b"/etc/passwd", None));
+        assert!(rx(r"a\Q.*\Eb").matches(b"a.*b", None));
+        assert!(!rx(r"a\Q.*\Eb").matches(b"axxb", None));
+        assert!(rx(r"a(?#comment)b").matches(b"ab", None));
+    }
+
+    #[test]
+    fn literal_braces_and_class_operators() {
+        // `{` that is not a repetition is literal in PCRE.
+        assert!(rx(r"%{tx.x}").matches(b"%{tx.x}", None));
+        assert!(rx(r"a{,3}").matches(b"a{,3}", None));
+        assert!(rx(r"a{2}").matches(b"aa", None));
+        assert!(!rx(r"^a{2,3}$").matches(b"aaaa", None));
+        // `&&`, `--`, `~~` and `[` are literals in a PCRE class.
+        let r = rx(r"[&&]");
+        assert!(r.matches(b"&", None));
+        assert!(!r.matches(b"a", None));
+        assert!(rx(r"[~~]").matches(b"~", None));
+        assert!(rx(r"[a[]").matches(b"[", None));
+        assert!(rx(r"[\w-.]").matches(b"-", None));
+        assert!(rx(r"[-a]").matches(b"-", None));
+        assert!(rx(r"[a-]").matches(b"-", None));
+        assert!(rx(r"[]a]").matches(b"]", None));
+        assert!(rx(r"[^]a]").matches(b"b", None));
+        assert!(!rx(r"[^]a]").matches(b"]", None));
+        assert!(rx(r"[[:digit:]]").matches(b"7", None));
+        assert!(rx(r"[[:^alpha:]]").matches(b"7", None));
+        assert!(rx(r"[a\-z]").matches(b"-", None));
+        assert!(!rx(r"[a\-z]").matches(b"m", None));
+    }
+
+    #[test]
+    fn backtracking_features_are_refused() {
+        for p in [
+            r"(a)\1",
+            r"(?<n>a)\k<n>",
+            r"(?P<n>a)(?P=n)",
+            r"a(?=b)",
+            r"a(?!b)",
+            r"(?<=a)b",
+            r"(?<!a)b",
+            r"(?>a+)b",
+            r"a*+b",
+            r"a++b",
+            r"a?+b",
+            r"a{1,3}+b",
+            r"(a|b(?R))",
+            r"(a)(?1)",
+            r"(*SKIP)a",
+            r"a\Kb",
+        ] {
+            let e = err(p);
+            assert!(e.contains("backtracking"), "{p}: {e}");
+        }
+        assert!(err(r"a\Z").contains(r"\Z"));
+        // Lazy quantifiers are fine: `*?` is not possessive.
+        assert!(rx(r"a*?b").matches(b"aab", None));
+        assert!(rx(r"a+?b").matches(b"aab", None));
+        // Escaped `*` or `?` followed by `+` is a plain repetition.
+        assert!(rx(r"\*+x").matches(b"**x", None));
+        assert!(rx(r"\?+$").matches(b"??", None));
+        assert!(rx(r"[ab]+").matches(b"ab", None));
+    }
+
+    #[test]
+    fn other_errors_carry_the_regex_message() {
+        let e = err("a(b");
+        assert!(e.starts_with("invalid regular expression"), "{e}");
+        assert!(err("[a-").contains("missing `]`"));
+        assert!(err(r"\x{100}").contains("larger than 0xFF"));
+        assert!(err(r"\p{L}").contains("Unicode"));
+        assert!(err(r"\i").contains("unrecognized escape"));
+        assert!(err(r"[z-a]").contains("out of order"));
+        assert!(err("a\\").contains("backslash"));
+    }
+
+    #[test]
+    fn captures() {
+        let r = rx(r"(\d+)-(x)?(\d+)");
+        let mut caps = vec![b"stale".to_vec(); 12];
+        assert!(r.matches(b"id 12-34 end", Some(&mut caps)));
+        assert_eq!(
+            caps,
+            vec![b"12-34".to_vec(), b"12".to_vec(), vec![], b"34".to_vec()]
+        );
+
+        // Trailing groups that did not take part are not reported (PCRE's count).
+        let r = rx(r"(a)|(b)");
+        let mut caps = Captures::new();
+        assert!(r.matches(b"a", Some(&mut caps)));
+        assert_eq!(caps, vec![b"a".to_vec(), b"a".to_vec()]);
+        assert!(r.matches(b"b", Some(&mut caps)));
+        assert_eq!(caps, vec![b"b".to_vec(), vec![], b"b".to_vec()]);
+
+        // At most 10 values (TX.0 to TX.9).
+        let r = rx("(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)(k)");
+        assert!(r.matches(b"abcdefghijk", Some(&mut caps)));
+        assert_eq!(caps.len(), 10);
+        assert_eq!(caps[9], b"i".to_vec());
+
+        // No match leaves the captures alone.
+        let mut caps = vec![b"keep".to_vec()];
+        assert!(!rx("zzz").matches(b"abc", Some(&mut caps)));
+        assert_eq!(caps, vec![b"keep".to_vec()]);
+
+        // Named groups are numbered like the others.
+        let r = rx(r"(?<word>[a-z]+)=(?'num'\d+)");
+        assert!(r.matches(b"x=1", Some(&mut caps)));
+        assert_eq!(caps, vec![b"x=1".to_vec(), b"x".to_vec(), b"1".to_vec()]);
+    }
+
+    #[test]
+    fn regex_set_agrees() {
+        let a = rx(r"(?i)union\s+select");
+        let b = rx(r"[\x{80}-\x{ff}]");
+        let set = regex_set([a.pattern(), b.pattern()]).expect("set");
+        let hits: Vec<usize> = set.matches(b"UNION  SELECT \xFF").into_iter().collect();
+        assert_eq!(hits, vec![0, 1]);
+        assert!(!set.is_match(b"benign"));
+    }
+}

@@ -1,0 +1,138 @@
+//! A lazily allocating output buffer for transformations.
+//!
+//! Most transformations, on most values, change nothing. `Out` tracks the output as a
+//! prefix of the input for as long as every byte written equals the input byte at the same
+//! position, and only allocates once the output first differs. The result is then either a
+//! borrowed prefix of the input (no copy at all) or an owned vector.
+
+use std::borrow::Cow;
+
+/// Output under construction: a prefix of `input` until the first byte that differs.
+pub(super) struct Out<'a> {
+    input: &'a [u8],
+    /// Length of the output while it is still `input[..len]`.
+    len: usize,
+    /// The owned output, once it differs from the input prefix.
+    owned: Option<Vec<u8>>,
+}
+
+impl<'a> Out<'a> {
+    /// Starts an empty output over `input`.
+    #[inline]
+    pub(super) fn new(input: &'a [u8]) -> Self {
+        Out {
+            input,
+            len: 0,
+            owned: None,
+        }
+    }
+
+    /// Switches to an owned buffer holding the current output.
+    #[cold]
+    fn make_owned(&mut self) -> &mut Vec<u8> {
+        let mut v = Vec::with_capacity(self.input.len() + 8);
+        v.extend_from_slice(&self.input[..self.len]);
+        self.owned.insert(v)
+    }
+
+    /// Appends one byte.
+    #[inline]
+    pub(super) fn push(&mut self, b: u8) {
+        match &mut self.owned {
+            Some(v) => v.push(b),
+            None => {
+                if self.input.get(self.len) == Some(&b) {
+                    self.len += 1;
+                } else {
+                    self.make_owned().push(b);
+                }
+            }
+        }
+    }
+
+    /// Appends `input[start..end]`: free while the output is still a prefix of the input and
+    /// `start` is where it ends.
+    #[inline]
+    pub(super) fn copy_input(&mut self, start: usize, end: usize) {
+        if start >= end {
+            return;
+        }
+        match &mut self.owned {
+            Some(v) => v.extend_from_slice(&self.input[start..end]),
+            None => {
+                if start == self.len {
+                    self.len = end;
+                } else {
+                    let input = self.input;
+                    self.make_owned().extend_from_slice(&input[start..end]);
+                }
+            }
+        }
+    }
+
+    /// Appends arbitrary bytes.
+    #[inline]
+    pub(super) fn extend(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.push(b);
+        }
+    }
+
+    /// Removes the last byte written, if any.
+    #[inline]
+    pub(super) fn pop(&mut self) {
+        match &mut self.owned {
+            Some(v) => {
+                v.pop();
+            }
+            None => self.len = self.len.saturating_sub(1),
+        }
+    }
+
+    /// Finishes: a borrowed prefix of the input when nothing differed, else the owned bytes.
+    #[inline]
+    pub(super) fn finish(self) -> Cow<'a, [u8]> {
+        match self.owned {
+            Some(v) => Cow::Owned(v),
+            None => Cow::Borrowed(&self.input[..self.len]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stays_borrowed_while_equal() {
+        let input = b"abcdef";
+        let mut o = Out::new(input);
+        o.push(b'a');
+        o.copy_input(1, 4);
+        o.push(b'e');
+        let r = o.finish();
+        assert!(matches!(r, Cow::Borrowed(_)));
+        assert_eq!(&*r, b"abcde");
+    }
+
+    #[test]
+    fn switches_to_owned_on_difference() {
+        let input = b"abcdef";
+        let mut o = Out::new(input);
+        o.copy_input(0, 2);
+        o.push(b'X');
+        o.copy_input(3, 6);
+        o.pop();
+        let r = o.finish();
+        assert!(matches!(r, Cow::Owned(_)));
+        assert_eq!(&*r, b"abXde");
+    }
+
+    #[test]
+    fn non_contiguous_copy_goes_owned() {
+        let input = b"abcdef";
+        let mut o = Out::new(input);
+        o.copy_input(2, 4);
+        assert_eq!(&*o.finish(), b"cd");
+    }
+}
