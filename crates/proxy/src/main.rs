@@ -79,7 +79,7 @@ fn check(path: &Path) -> anyhow::Result<()> {
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
     println!(
-        "palisade: {} rules (phase 1: {}, phase 2: {}, phase 3: {}, phase 4: {}, phase 5: {}), SecRuleEngine {}",
+        "palisade: {} rule(s) (phase 1: {}, phase 2: {}, phase 3: {}, phase 4: {}, phase 5: {}), SecRuleEngine {}",
         waf.rule_count(),
         p[0],
         p[1],
@@ -90,13 +90,14 @@ fn check(path: &Path) -> anyhow::Result<()> {
     );
     let inline = cfg.rules.iter().filter(|r| r.inline.is_some()).count();
     println!(
-        "palisade: {} rule files loaded{}:",
+        "palisade: {} rule file(s) loaded{}{}",
         waf.files().len(),
         if inline > 0 {
             format!(" and {inline} inline rule block(s)")
         } else {
             String::new()
-        }
+        },
+        if waf.files().is_empty() { "" } else { ":" }
     );
     for f in waf.files() {
         println!("  {}", f.display());
