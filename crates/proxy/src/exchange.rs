@@ -108,6 +108,9 @@ struct Record {
     upstream: Option<(String, Option<Arc<str>>)>,
     up_timing: Option<UpstreamTiming>,
     transfer_us: Option<u64>,
+    /// Upstream transfer time accumulated while the proxy waited for body data.
+    transfer_acc: u64,
+    /// When streaming of the rest of the upstream body began.
     transfer_start: Option<Instant>,
     bytes_in: u64,
     bytes_out: u64,
@@ -129,7 +132,26 @@ impl Record {
         let us = micros_since(t0);
         let slot = &mut self.phase_us[phase - 1];
         *slot = Some(slot.unwrap_or(0) + us);
+        self.emit_match_lines();
         out
+    }
+
+    /// Queues the engine's match lines so far. Called after every phase, so that the
+    /// lines of a request reach the error log before its response is sent (tools
+    /// that tail the log rely on that order), as ModSecurity writes them.
+    fn emit_match_lines(&mut self) {
+        let lines = self.tx.take_log_lines();
+        if lines.is_empty() {
+            return;
+        }
+        let now = rfc3339_micros(crate::logs::now_unix_micros());
+        let client_ip = self.conn.peer.ip();
+        for line in lines {
+            self.shared.logs.send(
+                LogKind::Error,
+                format!("{now} [error] [client {client_ip}] {}", one_line(&line)),
+            );
+        }
     }
 
     fn error_line(&self, message: &str) {
@@ -151,7 +173,8 @@ impl Record {
         }
         self.finished = true;
         if let Some(t) = self.transfer_start.take() {
-            self.transfer_us.get_or_insert(micros_since(t));
+            let acc = self.transfer_acc;
+            self.transfer_us.get_or_insert(acc + micros_since(t));
         }
         self.time_phase(5, |tx| tx.logging());
         if let Some(f) = self.tx.failure().map(str::to_owned) {
@@ -165,14 +188,6 @@ impl Record {
         }
         let total_us = micros_since(self.start);
         let shared = self.shared.clone();
-        let now = rfc3339_micros(crate::logs::now_unix_micros());
-        let client_ip = self.conn.peer.ip();
-        for line in self.tx.take_log_lines() {
-            shared.logs.send(
-                LogKind::Error,
-                format!("{now} [error] [client {client_ip}] {}", one_line(&line)),
-            );
-        }
         if shared.logs.enabled(LogKind::Audit)
             && let Some(rec) = self.tx.audit_record()
         {
@@ -368,6 +383,7 @@ impl Exchange {
                 upstream: None,
                 up_timing: None,
                 transfer_us: None,
+                transfer_acc: 0,
                 transfer_start: None,
                 bytes_in: head_bytes as u64,
                 bytes_out: 0,
@@ -566,7 +582,6 @@ impl Exchange {
             }
         };
         self.rec.upstream = Some((pool.name.clone(), Some(resp.server.clone())));
-        self.rec.transfer_start = Some(Instant::now());
         let mut parts = resp.parts;
         let mut upstream_body = resp.body;
 
@@ -593,7 +608,10 @@ impl Exchange {
         if has_body && !complete && self.rec.tx.wants_response_body() {
             let limit = shared.limits.response_body_inspect_bytes;
             loop {
-                match upstream_body.frame().await {
+                let t0 = Instant::now();
+                let frame = upstream_body.frame().await;
+                self.rec.transfer_acc += micros_since(t0);
+                match frame {
                     None => {
                         complete = true;
                         break;
@@ -649,9 +667,7 @@ impl Exchange {
         self.rec.status = status.as_u16();
         self.rec.action = Action::Pass;
         let body = if complete {
-            if upstream_body.is_done() || !has_body {
-                self.rec.transfer_us = self.rec.transfer_start.take().map(micros_since);
-            }
+            self.rec.transfer_us = Some(self.rec.transfer_acc);
             let b = prefix.freeze();
             if has_body {
                 parts
@@ -660,6 +676,9 @@ impl Exchange {
             }
             BodyKind::Full(Some(b))
         } else {
+            // The rest streams to the client; its transfer time runs from here (and
+            // includes waiting for the client to take the data).
+            self.rec.transfer_start = Some(Instant::now());
             BodyKind::Stream {
                 prefix: (!prefix.is_empty()).then(|| prefix.freeze()),
                 rest: upstream_body,
@@ -1014,7 +1033,7 @@ impl Body for ReplyBody {
                 if let Some(r) = &mut this.rec
                     && let Some(t) = r.transfer_start.take()
                 {
-                    r.transfer_us = Some(micros_since(t));
+                    r.transfer_us = Some(r.transfer_acc + micros_since(t));
                 }
                 this.finish();
             }

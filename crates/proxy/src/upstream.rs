@@ -498,11 +498,6 @@ impl UpstreamBody {
             pool.put_idle(&server, sender);
         }
     }
-
-    /// True once the body has been read to its end.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
 }
 
 impl Body for UpstreamBody {
