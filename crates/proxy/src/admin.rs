@@ -97,7 +97,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         (
             "palisade_rules_loaded",
             "Rules in the loaded rule set.",
-            shared.waf.rule_count() as f64,
+            shared.waf().rule_count() as f64,
         ),
         (
             "palisade_process_uptime_seconds",
@@ -110,7 +110,7 @@ pub fn metrics_text(shared: &Shared) -> String {
 
 /// The `/status` document.
 pub fn status_json(shared: &Shared) -> String {
-    let waf = &shared.waf;
+    let waf = shared.waf();
     let doc = serde_json::json!({
         "version": VERSION,
         "git_revision": GIT_REVISION,

@@ -18,16 +18,16 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 /// Everything requests share: rules, pools, logs, metrics, limits.
 #[derive(Debug)]
 pub struct Shared {
-    /// The loaded rules.
-    pub waf: Arc<Waf>,
+    /// The rules in force; SIGHUP swaps in a newly loaded set.
+    waf: RwLock<Arc<Waf>>,
     /// Pools and routes.
     pub upstreams: Upstreams,
     /// The log channel.
@@ -58,7 +58,7 @@ impl Shared {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
         Shared {
-            waf,
+            waf: RwLock::new(waf),
             upstreams,
             logs,
             metrics,
@@ -68,6 +68,16 @@ impl Shared {
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
+    }
+
+    /// The rules in force now.
+    pub fn waf(&self) -> Arc<Waf> {
+        self.waf.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Puts a newly loaded rule set in force; requests already started keep theirs.
+    pub fn replace_waf(&self, waf: Arc<Waf>) {
+        *self.waf.write().unwrap_or_else(|e| e.into_inner()) = waf;
     }
 
     /// A new transaction id: 20 hex digits from the start time and a per-process
@@ -358,7 +368,7 @@ impl Exchange {
     ) -> Exchange {
         let mut tx =
             shared
-                .waf
+                .waf()
                 .transaction(conn.peer, conn.local, shared.unique_id(start_us), start_us);
         tx.request_line(&method, &uri, &protocol);
         let mut host = None;

@@ -10,7 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 
@@ -55,6 +55,7 @@ pub struct LogSender {
     tx: SyncSender<(LogKind, String)>,
     enabled: [bool; 3],
     drops: Arc<DropCounters>,
+    reopen: Arc<AtomicBool>,
 }
 
 impl LogSender {
@@ -75,6 +76,11 @@ impl LogSender {
     /// True when this log has a destination.
     pub fn enabled(&self, kind: LogKind) -> bool {
         self.enabled[kind as usize]
+    }
+
+    /// Asks the writer to close and reopen the log files (after log rotation).
+    pub fn request_reopen(&self) {
+        self.reopen.store(true, Ordering::Relaxed);
     }
 
     /// The drop counters, for metrics.
@@ -103,14 +109,6 @@ pub struct LogWriter {
 impl LogWriter {
     /// Opens the files (appending, creating them if needed) and starts the writer.
     pub fn start(targets: &LogTargets, capacity: usize) -> io::Result<(LogSender, LogWriter)> {
-        let open = |p: &Path| -> io::Result<BufWriter<File>> {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
-            Ok(BufWriter::with_capacity(64 * 1024, f))
-        };
         let error: Sink = match &targets.error {
             Some(p) => Sink::File(open(p)?),
             None => Sink::Stderr,
@@ -120,14 +118,18 @@ impl LogWriter {
         let enabled = [true, access.is_some(), audit.is_some()];
         let (tx, rx) = sync_channel(capacity);
         let mut sinks = [Some(error), access.map(Sink::File), audit.map(Sink::File)];
+        let reopen = Arc::new(AtomicBool::new(false));
+        let flag = reopen.clone();
+        let paths = targets.clone();
         let handle = std::thread::Builder::new()
             .name("palisade-log".into())
-            .spawn(move || writer_loop(rx, &mut sinks))?;
+            .spawn(move || writer_loop(rx, &mut sinks, &flag, &paths))?;
         Ok((
             LogSender {
                 tx,
                 enabled,
                 drops: Arc::new(DropCounters::default()),
+                reopen,
             },
             LogWriter {
                 handle: Some(handle),
@@ -142,6 +144,15 @@ impl LogWriter {
             let _ = h.join();
         }
     }
+}
+
+fn open(p: &Path) -> io::Result<BufWriter<File>> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+    Ok(BufWriter::with_capacity(64 * 1024, f))
 }
 
 enum Sink {
@@ -172,9 +183,37 @@ impl Sink {
     }
 }
 
-fn writer_loop(rx: Receiver<(LogKind, String)>, sinks: &mut [Option<Sink>; 3]) {
+fn reopen_files(sinks: &mut [Option<Sink>; 3], paths: &LogTargets) {
+    let wanted = [&paths.error, &paths.access, &paths.audit];
+    for (sink, path) in sinks.iter_mut().zip(wanted) {
+        if let (Some(Sink::File(f)), Some(p)) = (sink.as_mut(), path) {
+            let _ = f.flush();
+            match open(p) {
+                Ok(new) => *f = new,
+                Err(e) => tracing::error!("cannot reopen log: {e}"),
+            }
+        }
+    }
+}
+
+fn writer_loop(
+    rx: Receiver<(LogKind, String)>,
+    sinks: &mut [Option<Sink>; 3],
+    reopen: &AtomicBool,
+    paths: &LogTargets,
+) {
     let mut failed = [false; 3];
-    while let Ok((kind, line)) = rx.recv() {
+    loop {
+        let next = rx.recv_timeout(std::time::Duration::from_millis(500));
+        if reopen.swap(false, Ordering::Relaxed) {
+            reopen_files(sinks, paths);
+            failed = [false; 3];
+        }
+        let (kind, line) = match next {
+            Ok(x) => x,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         write_one(sinks, &mut failed, kind, &line);
         // Drain what is queued, then flush once the channel is empty.
         while let Ok((kind, line)) = rx.try_recv() {

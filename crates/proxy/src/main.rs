@@ -223,7 +223,8 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
         });
     }
 
-    wait_for_signal().await?;
+    let engine_failure = cfg.server.engine_failure;
+    wait_for_stop(&cfg.path, &shared, engine_failure).await?;
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
         cfg.server.grace_period
@@ -247,13 +248,50 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
     Ok(())
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+/// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reloads the rules (the rule set in
+/// force stays when the new one fails to load) and reopens the log files.
+async fn wait_for_stop(
+    path: &Path,
+    shared: &Arc<exchange::Shared>,
+    engine_failure: config::FailurePolicy,
+) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                tracing::info!("SIGTERM received");
+                return Ok(());
+            }
+            _ = int.recv() => {
+                tracing::info!("SIGINT received");
+                return Ok(());
+            }
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP received: reloading rules from {} and reopening logs", path.display());
+                shared.logs.request_reopen();
+                let path = path.to_owned();
+                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<waf::Waf> {
+                    let cfg = Config::load(&path)?;
+                    Ok(waf::Waf::load(&cfg.rules, &cfg.path, engine_failure == config::FailurePolicy::Closed)?)
+                })
+                .await;
+                match loaded {
+                    Ok(Ok(w)) => {
+                        tracing::info!(
+                            "reloaded {} rules from {} files (sha256 {})",
+                            w.rule_count(),
+                            w.files().len(),
+                            w.hash()
+                        );
+                        shared.replace_waf(Arc::new(w));
+                    }
+                    Ok(Err(e)) => tracing::error!("reload failed, the rules in force stay: {e:#}"),
+                    Err(e) => tracing::error!("reload failed, the rules in force stay: {e}"),
+                }
+            }
+        }
     }
-    Ok(())
 }

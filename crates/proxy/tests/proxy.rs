@@ -756,3 +756,74 @@ file = "{crs}/rules/*.conf"
     .unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_rules_and_keeps_them_when_the_new_set_is_broken() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("reload");
+    let listen = loopback(free_port());
+    let rules = |word: &str| {
+        format!(
+            "{}\n[[rules]]\nfile = \"rules.conf\"\n",
+            basic_config(listen, backend.addr, &access_log_extra(&dir))
+        )
+        .replace("__WORD__", word)
+    };
+    let write_rules = |word: &str| {
+        std::fs::write(
+            dir.path("rules.conf"),
+            format!("SecRuleEngine On\nSecRule ARGS \"@streq {word}\" \"id:7,phase:1,deny,status:403,log\"\n"),
+        )
+        .unwrap();
+    };
+    write_rules("foo");
+    let mut p = Palisade::start(&dir, &rules("foo"), listen);
+    let get = |q: &'static str| async move {
+        let req = format!("GET /?q={q} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        send_raw(listen, req.as_bytes()).await.unwrap().status
+    };
+    assert_eq!(get("foo").await, 403);
+    assert_eq!(get("bar").await, 200);
+
+    let hup = |pid: u32| {
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-HUP", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    // Rotate the error log and reload new rules.
+    std::fs::rename(dir.path("error.log"), dir.path("error.log.1")).unwrap();
+    write_rules("bar");
+    hup(p.pid());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get("bar").await != 403 {
+        assert!(Instant::now() < deadline, "new rules not in force");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(get("foo").await, 200);
+    assert!(
+        wait_for_line(&dir.path("error.log"), Duration::from_secs(5), |l| l
+            .contains("[id \"7\"]"))
+        .is_some(),
+        "reopened error log receives new lines"
+    );
+
+    // A broken rule file: the rules in force stay.
+    std::fs::write(dir.path("rules.conf"), "SecRule ARGS\n").unwrap();
+    hup(p.pid());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(get("bar").await, 403);
+    assert!(
+        p.stderr_text().contains("reload failed"),
+        "{}",
+        p.stderr_text()
+    );
+    p.terminate();
+    let s = tokio::task::spawn_blocking(move || p.wait_exit(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(s.success());
+}
