@@ -236,6 +236,9 @@ fn parse_lenient(head: &Bytes, max_headers: usize) -> Result<RequestHead, HeadEr
     let mut lines = LineIter { buf: head, pos: 0 };
     let (ls, le) = lines.next().ok_or(HeadError::Malformed("empty request"))?;
     let line = &head[ls..le];
+    if line.contains(&b'\r') {
+        return Err(HeadError::Malformed("bare CR in the request line"));
+    }
     let lead = line.iter().take_while(|&&b| is_ws(b)).count();
     let mut tokens = Vec::with_capacity(3);
     let mut i = lead;
@@ -276,6 +279,11 @@ fn parse_lenient(head: &Bytes, max_headers: usize) -> Result<RequestHead, HeadEr
             let l = &head[s..e];
             if l.is_empty() {
                 break;
+            }
+            if l.contains(&b'\r') {
+                // RFC 9112 §2.2: a bare CR makes the element invalid; a server may not
+                // process it as it is (Apache answers 400 too).
+                return Err(HeadError::Malformed("bare CR in a header line"));
             }
             if is_ws(l[0]) {
                 // obs-fold: a continuation of the previous header value.
@@ -384,15 +392,14 @@ fn find_problems(h: &RequestHead, lenient: bool) -> Vec<&'static str> {
         p.push("control character or space in the request target");
     }
     if lenient {
-        for (name, value) in &h.headers {
-            if !is_token(name) {
-                p.push("invalid header name");
-                break;
-            }
-            if value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f) {
-                p.push("control character in a header value");
-                break;
-            }
+        if h.headers.iter().any(|(name, _)| !is_token(name)) {
+            p.push("invalid header name");
+        }
+        if h.headers
+            .iter()
+            .any(|(_, value)| value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f))
+        {
+            p.push("control character in a header value");
         }
     }
     let hosts: Vec<&Bytes> = h
@@ -811,18 +818,35 @@ mod tests {
     }
 
     #[test]
-    fn bare_cr_and_odd_names_reach_the_caller() {
-        let h =
-            head(b"GET / HTTP/1.1\r\nHost: a\r\nSome: Head\rInjected: x\r\nMy_Header: 1\r\n\r\n");
+    fn control_bytes_and_odd_names_reach_the_caller() {
+        let h = head(
+            b"GET / HTTP/1.1\r\nHost: a\r\nSome: Head\x01er\r\nMy_Header: 1\r\nBad Name: 2\r\n\r\n",
+        );
         assert_eq!(
             names(&h),
             vec![
                 ("Host".into(), "a".into()),
-                ("Some".into(), "Head\rInjected: x".into()),
+                ("Some".into(), "Head\x01er".into()),
                 ("My_Header".into(), "1".into()),
+                ("Bad Name".into(), "2".into()),
             ]
         );
-        assert!(h.problems.contains(&"control character in a header value"));
+        assert!(h.problems.contains(&"invalid header name"));
+    }
+
+    #[test]
+    fn bare_cr_is_refused() {
+        for raw in [
+            &b"GET / HTTP/1.1\r\nHost: a\r\nSome: Head\rInjected: x\r\n\r\n"[..],
+            b"GET /\r HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            let end = find_head_end(raw, 8192).unwrap().unwrap();
+            let err = parse_head(Bytes::copy_from_slice(&raw[..end.end]), 100).unwrap_err();
+            assert!(
+                matches!(err, HeadError::Malformed(m) if m.contains("bare CR")),
+                "{err:?}"
+            );
+        }
     }
 
     #[test]

@@ -437,10 +437,23 @@ async fn unreadable_and_unforwardable_requests_get_400() {
             .contains("header line without a colon"))
         .is_some()
     );
-    // Readable but not forwardable: non-numeric Content-Length, bare CR, empty Host.
+    // A bare CR is invalid HTTP (RFC 9112 §2.2): refused before the engine.
+    let r = send_raw(
+        listen,
+        b"GET / HTTP/1.1\r\nHost: a\r\nX: a\rInjected: b\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400);
+    assert!(
+        wait_for_line(&dir.path("error.log"), Duration::from_secs(5), |l| l
+            .contains("bare CR in a header line"))
+        .is_some()
+    );
+    // Readable but not forwardable: non-numeric Content-Length, control byte, empty Host.
     for raw in [
         &b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: NotDigits\r\n\r\n"[..],
-        b"GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n",
         b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
         b"GET / JUNK/1.0\r\nHost: a\r\n\r\n",
         b"GET /#frag HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -479,7 +492,7 @@ SecRuleEngine On
 SecRule REQUEST_PROTOCOL "@streq HTTP/3.0" "id:101,phase:1,deny,status:403,log"
 SecRule REQUEST_URI_RAW "@rx #frag$" "id:102,phase:1,deny,status:403,log"
 SecRule &REQUEST_HEADERS:Content-Length "@eq 2" "id:103,phase:1,deny,status:403,log"
-SecRule REQUEST_HEADERS:X-Evil "@rx \r" "id:104,phase:1,deny,status:403,log"
+SecRule REQUEST_HEADERS:X-Evil "@rx \x01" "id:104,phase:1,deny,status:403,log"
 """
 "#,
         access_log_extra(&dir)
@@ -492,10 +505,7 @@ SecRule REQUEST_HEADERS:X-Evil "@rx \r" "id:104,phase:1,deny,status:403,log"
             b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
             103,
         ),
-        (
-            b"GET / HTTP/1.1\r\nHost: a\r\nX-Evil: a\rInjected: b\r\n\r\n",
-            104,
-        ),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX-Evil: a\x01b\r\n\r\n", 104),
     ] {
         let r = send_raw(listen, raw).await.unwrap();
         assert_eq!(r.status, 403, "rule {id}: {}", String::from_utf8_lossy(raw));
