@@ -141,12 +141,12 @@ mod tests {
         assert!(
             s.load("IP", b"1.2.3.4", 5)
                 .unwrap()
-                .contains_key(&b"block".to_vec())
+                .contains_key(b"block".as_slice())
         );
         assert!(
             !s.load("IP", b"1.2.3.4", 11)
                 .unwrap()
-                .contains_key(&b"block".to_vec())
+                .contains_key(b"block".as_slice())
         );
         let del = RecordUpdate {
             deleted: vec![b"hits".to_vec()],
@@ -156,7 +156,7 @@ mod tests {
         assert!(
             !s.load("IP", b"1.2.3.4", 0)
                 .unwrap()
-                .contains_key(&b"hits".to_vec())
+                .contains_key(b"hits".as_slice())
         );
     }
 }

@@ -11,7 +11,7 @@ use seclang::Span;
 #[derive(Debug, Clone)]
 pub enum RuleOperator {
     /// Compiled at load time.
-    Static(Operator),
+    Static(Box<Operator>),
     /// The argument holds macros; it is expanded and compiled per evaluation (only
     /// cheap operators such as `@eq` or `@within` are used this way in practice).
     Dynamic {
@@ -110,7 +110,7 @@ pub struct Rule {
 #[derive(Debug, Clone)]
 pub enum Entry {
     /// A rule (with its chain).
-    Rule(Rule),
+    Rule(Box<Rule>),
     /// A `SecMarker`.
     Marker(String),
 }

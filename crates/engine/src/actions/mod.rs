@@ -202,9 +202,10 @@ pub enum AllowScope {
 }
 
 /// The disruptive action of a rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Disruptive {
     /// `pass`: go on with the next rule.
+    #[default]
     Pass,
     /// `deny`: stop with the rule's status (403 by default).
     Deny,

@@ -88,10 +88,11 @@ enum Pending {
 /// an attribute (or an `attributeName` value) that is an event handler only by the
 /// prefix rule.
 fn event_prefix_xss(input: &[u8]) -> bool {
-    // Cheap exit: every such name contains "on".
-    if !input.windows(2).any(|w| w.eq_ignore_ascii_case(b"on")) {
-        return false;
-    }
+    may_hold_event_attribute(input) && event_attribute_in_tokens(input)
+}
+
+/// The token walk behind [`event_prefix_xss`], without the cheap pre-check.
+fn event_attribute_in_tokens(input: &[u8]) -> bool {
     for context in CONTEXTS {
         let mut h5 = Html5State::new(input, context);
         let mut pending = Pending::None;
@@ -120,6 +121,32 @@ fn event_prefix_xss(input: &[u8]) -> bool {
         }
     }
     false
+}
+
+/// A cheap necessary condition for [`event_prefix_xss`]: `on` where the HTML5
+/// tokenizer can start an attribute name (at the start, or after whitespace, NUL,
+/// `/` or a closing quote), or an `attributeName` attribute anywhere.
+fn may_hold_event_attribute(input: &[u8]) -> bool {
+    let name_start = |pos: usize| {
+        pos == 0
+            || matches!(
+                input[pos - 1],
+                0 | b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b'/' | b'"' | b'\'' | b'`'
+            )
+    };
+    memchr::memchr2_iter(b'o', b'O', input)
+        .any(|pos| name_start(pos) && input.get(pos + 1).is_some_and(|c| c | 0x20 == b'n'))
+        || memchr::memchr2_iter(b'a', b'A', input)
+            .any(|pos| starts_ignoring_nuls(b"ATTRIBUTENAME", &input[pos..]))
+}
+
+/// Whether `b`, NUL bytes dropped, starts with the upper-case `prefix`, ignoring
+/// ASCII case.
+fn starts_ignoring_nuls(prefix: &[u8], b: &[u8]) -> bool {
+    let mut rest = b.iter().filter(|&&c| c != 0);
+    prefix
+        .iter()
+        .all(|&p| rest.next().is_some_and(|c| c.to_ascii_uppercase() == p))
 }
 
 /// C's rule: a name of five bytes or more, `on` (any case), then something that
@@ -296,11 +323,45 @@ mod tests {
         assert!(!detect_xss(b"<set attributeName=class to=x>"));
     }
 
+    /// The pre-check must never hide a case the token walk reports.
+    #[test]
+    fn pre_check_is_a_necessary_condition() {
+        let alphabet: &[u8] = b"<>=/ \t\0\"'`aonONerrmouseclickATTRIBUTEname1x;&";
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut found = 0;
+        for _ in 0..60_000 {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let len = (seed >> 58) as usize;
+            let mut value = Vec::with_capacity(len + 8);
+            let mut s = seed;
+            for _ in 0..len {
+                s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                value.push(alphabet[(s >> 33) as usize % alphabet.len()]);
+            }
+            if seed % 3 == 0 {
+                value.splice(0..0, b"<a onclickx=".iter().copied());
+            }
+            if event_attribute_in_tokens(&value) {
+                found += 1;
+                assert!(may_hold_event_attribute(&value), "{value:?}");
+            }
+        }
+        assert!(found > 300, "only {found} positive samples");
+    }
+
     #[test]
     fn helpers() {
         assert!(eq_ignoring_nuls(b"ATTRIBUTENAME", b"attribute\0Name"));
         assert!(!eq_ignoring_nuls(b"ATTRIBUTENAME", b"attributeNam"));
         assert!(!eq_ignoring_nuls(b"ATTRIBUTENAME", b"attributeNames"));
+        assert!(starts_ignoring_nuls(b"ATTR", b"a\0tTrx"));
+        assert!(!starts_ignoring_nuls(b"ATTR", b"att"));
+        assert!(may_hold_event_attribute(b"onx"));
+        assert!(may_hold_event_attribute(b"a\"onx"));
+        assert!(may_hold_event_attribute(b"x attribute\0name=y"));
+        assert!(!may_hold_event_attribute(b"action=session&json=1"));
         assert!(is_event_by_prefix(b"onerrorX"));
         assert!(!is_event_by_prefix(b"onerr"));
         assert!(!is_event_by_prefix(b"xonerror"));

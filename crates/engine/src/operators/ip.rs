@@ -119,7 +119,7 @@ fn insert<T: std::hash::Hash + Eq>(groups: &mut Vec<(u32, HashSet<T>)>, len: u32
             groups.push((len, HashSet::from([bits])));
             // Most specific first: the order does not change the answer, but exact
             // addresses are the common case in lists.
-            groups.sort_by(|a, b| b.0.cmp(&a.0));
+            groups.sort_by_key(|g| std::cmp::Reverse(g.0));
         }
     }
 }

@@ -205,7 +205,7 @@ impl RulesetBuilder {
                 let chain = old.chain.clone();
                 let mut rule = self.compile_rule(&old_span, def.as_ref(), &defs, None, false)?;
                 rule.chain = chain;
-                self.entries[pos] = Entry::Rule(rule);
+                self.entries[pos] = Entry::Rule(Box::new(rule));
             }
             DirectiveKind::Setting { name, args } => {
                 self.close_chain(&span)?;
@@ -273,7 +273,7 @@ impl RulesetBuilder {
             }
         }
         self.open_chain = has_action(&actions, "chain");
-        self.entries.push(Entry::Rule(rule));
+        self.entries.push(Entry::Rule(Box::new(rule)));
         Ok(())
     }
 
@@ -324,7 +324,7 @@ impl RulesetBuilder {
             span: span.clone(),
             targets: Vec::new(),
             exclusions: Vec::new(),
-            operator: RuleOperator::Static(Operator::UnconditionalMatch),
+            operator: RuleOperator::Static(Box::new(Operator::UnconditionalMatch)),
             negated: false,
             operator_text: ("unconditionalMatch".into(), String::new()),
             transforms: Vec::new(),
@@ -576,7 +576,7 @@ impl RulesetBuilder {
             }
         }
         Operator::compile(name, argument, &self.compile_context(span))
-            .map(RuleOperator::Static)
+            .map(|op| RuleOperator::Static(Box::new(op)))
             .map_err(|e| e.to_string())
     }
 
@@ -644,12 +644,6 @@ impl RulesetBuilder {
             default_disruptive,
             hash: self.hasher.finish(),
         })
-    }
-}
-
-impl Default for Disruptive {
-    fn default() -> Self {
-        Disruptive::Pass
     }
 }
 

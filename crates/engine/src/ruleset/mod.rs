@@ -42,7 +42,7 @@ impl Ruleset {
     pub fn rules(&self, phase: u8) -> impl Iterator<Item = &Rule> {
         let idx = usize::from(phase.clamp(1, 5) - 1);
         self.phases[idx].iter().filter_map(|e| match e {
-            Entry::Rule(r) => Some(r),
+            Entry::Rule(r) => Some(r.as_ref()),
             Entry::Marker(_) => None,
         })
     }

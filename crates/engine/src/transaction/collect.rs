@@ -191,8 +191,13 @@ impl<'a> View<'a> {
             Var::RequestProtocol => scalar(out, var, Cow::Borrowed(&req.protocol), true),
             Var::QueryString => scalar(out, var, Cow::Borrowed(&req.query), true),
             Var::RequestBody => {
-                if req.body_set || self.state.force_body_variable {
-                    scalar(out, var, Cow::Borrowed(&req.body), req.body_set);
+                // Only the URLENCODED processor exposes the raw body, unless
+                // `ctl:forceRequestBodyVariable` asks for it (JSON, XML and multipart
+                // bodies are inspected through ARGS, FILES and XML).
+                use crate::actions::BodyProcessor as P;
+                let raw_kept = matches!(req.processor, Some(P::UrlEncoded) | Some(P::Json));
+                if req.body_set && (raw_kept || self.state.force_body_variable) {
+                    scalar(out, var, Cow::Borrowed(&req.body), true);
                 }
             }
             Var::RequestBodyLength => owned(out, var, req.body.len().to_string()),

@@ -322,8 +322,7 @@ impl Transaction {
         self.ruleset
             .config()
             .response_body_mime_types
-            .iter()
-            .any(|m| *m == essence)
+            .contains(&essence)
     }
 
     /// Appends a chunk of the response body, up to `SecResponseBodyLimit`.

@@ -165,29 +165,23 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
             req.args_post = args;
             req.urlencoded_error |= invalid;
         }
-        Some(BodyProcessor::Json) => {
-            if !req.body.is_empty() {
-                // Arguments found before an error stay, as in ModSecurity v3.
-                let parsed = body::json::parse_partial(&req.body, &limits);
-                req.args_post = parsed.args;
-                req.processor_error = parsed.error.map(|e| e.to_string());
-            }
+        Some(BodyProcessor::Json) if !req.body.is_empty() => {
+            // Arguments found before an error stay, as in ModSecurity v3.
+            let parsed = body::json::parse_partial(&req.body, &limits);
+            req.args_post = parsed.args;
+            req.processor_error = parsed.error.map(|e| e.to_string());
         }
-        Some(BodyProcessor::Xml) => {
-            if !req.body.is_empty() {
-                match body::xml::parse(&req.body) {
-                    Ok(doc) => req.xml = Some(doc),
-                    Err(e) => req.processor_error = Some(e.to_string()),
-                }
-            }
-        }
+        Some(BodyProcessor::Xml) if !req.body.is_empty() => match body::xml::parse(&req.body) {
+            Ok(doc) => req.xml = Some(doc),
+            Err(e) => req.processor_error = Some(e.to_string()),
+        },
         Some(BodyProcessor::Multipart) => {
             let mut mp = body::multipart::parse(&req.body, &req.content_type, &limits);
             req.args_post = std::mem::take(&mut mp.args);
             req.processor_error = mp.reqbody_error_msg();
             req.multipart = Some(mp);
         }
-        None => {}
+        Some(BodyProcessor::Json) | Some(BodyProcessor::Xml) | None => {}
     }
 }
 
