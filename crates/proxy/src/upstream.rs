@@ -287,7 +287,13 @@ impl Pool {
             .chain(self.backups.iter());
         let mut last_err: Option<UpstreamError> = None;
         let mut req = req;
+        // A request without Host (HTTP/1.0) gets the server's address, as RFC 9110
+        // §7.2 asks of a proxy.
+        let add_host = !req.headers.contains_key(http::header::HOST);
         for server in order {
+            if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
+                req.headers.insert(http::header::HOST, v);
+            }
             // A pooled connection first.
             if let Some(mut sender) = self.take_idle(server).await {
                 let idempotent = matches!(

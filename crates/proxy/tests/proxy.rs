@@ -110,6 +110,7 @@ async fn chunked_body_expect_continue_and_keepalive() {
     assert_eq!(seen[0].header("transfer-encoding"), None);
     assert_eq!(seen[0].header("expect"), None);
     assert_eq!(seen[2].uri, "/one");
+    assert_eq!(seen[1].header("host"), Some("a"));
     assert_eq!(seen[3].uri, "/two");
 }
 
@@ -414,6 +415,15 @@ async fn upstream_failures_map_to_502_and_504() {
     .await
     .unwrap();
     assert_eq!(r.status, 200, "backup server used when the primary is down");
+    // HTTP/1.0 without Host: the upstream gets the server's address as Host.
+    let r = send_raw(listen, b"GET /ten HTTP/1.0\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let seen = backend.requests();
+    let last = seen.last().unwrap();
+    assert_eq!(last.uri, "/ten");
+    assert_eq!(last.header("host"), Some(backend.addr.to_string().as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
