@@ -54,6 +54,7 @@ pub async fn serve<IO>(
                 Err(e) => {
                     let (start, start_us) = arrived.unwrap_or((Instant::now(), now_unix_micros()));
                     bad_head(&shared, conn, &mut io, e, start, start_us, buf.len()).await;
+                    linger(&mut io).await;
                     return;
                 }
             }
@@ -96,6 +97,7 @@ pub async fn serve<IO>(
             Ok(h) => h,
             Err(e) => {
                 bad_head(&shared, conn, &mut io, e, start, start_us, end.end).await;
+                linger(&mut io).await;
                 return;
             }
         };
@@ -104,10 +106,31 @@ pub async fn serve<IO>(
         )
         .await;
         if !keep || *shutdown.borrow() {
-            let _ = io.shutdown().await;
+            linger(&mut io).await;
             return;
         }
     }
+}
+
+/// Closes a connection politely: sends FIN (or TLS close_notify), then reads and
+/// discards what the client may still be sending, for a short while, so that the
+/// kernel does not answer unread data with a reset that could destroy the response
+/// before the client reads it.
+async fn linger<IO: AsyncRead + AsyncWrite + Unpin>(io: &mut IO) {
+    const LINGER: Duration = Duration::from_secs(2);
+    const LINGER_BYTES: usize = 1 << 20;
+    let _ = timeout(LINGER, io.shutdown()).await;
+    let mut sink = [0u8; 4096];
+    let mut total = 0;
+    let _ = timeout(LINGER, async {
+        while total < LINGER_BYTES {
+            match io.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
 }
 
 /// Answers a head that cannot be read at all: 431 or 400, and an error-log line.
@@ -246,6 +269,22 @@ where
         return write_reply(io, reply, out, shared).await;
     }
 
+    if let Framing::Length(n) = framing
+        && n > shared.limits.request_body_bytes as u64
+    {
+        // Announced too large: refuse before reading (or inviting) the body.
+        let reply = ex.reply_body_stop(crate::exchange::BodyStop::TooLarge);
+        return write_reply(
+            io,
+            reply,
+            WriteCtx {
+                keepalive: false,
+                ..out
+            },
+            shared,
+        )
+        .await;
+    }
     if has_body {
         let wants_continue =
             version == Version::Http(1, 1) && head.has_token(b"expect", b"100-continue");

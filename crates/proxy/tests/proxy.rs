@@ -847,3 +847,40 @@ async fn sighup_reloads_rules_and_keeps_them_when_the_new_set_is_broken() {
         .unwrap();
     assert!(s.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_get_413_before_the_upstream() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("413");
+    let listen = loopback(free_port());
+    let extra = "[limits]\nrequest_body_bytes = 1000\n";
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, extra), listen);
+    // Announced too large: refused without reading it.
+    let r = send_raw(
+        listen,
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 413);
+    // Chunked, found too large while reading.
+    let mut req = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..3 {
+        req.extend_from_slice(b"200\r\n");
+        req.extend(std::iter::repeat_n(b'a', 0x200));
+        req.extend_from_slice(b"\r\n");
+    }
+    req.extend_from_slice(b"0\r\n\r\n");
+    let r = send_raw(listen, &req).await.unwrap();
+    assert_eq!(r.status, 413);
+    assert!(backend.requests().is_empty());
+    // Within the limit: forwarded.
+    let r = send_raw(
+        listen,
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\nConnection: close\r\n\r\n0123456789",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(backend.requests()[0].body, b"0123456789");
+}
