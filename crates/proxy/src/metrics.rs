@@ -108,8 +108,8 @@ impl Histogram {
     }
 }
 
-const STATUS_MIN: usize = 100;
-const STATUS_SLOTS: usize = 500;
+/// One counter per status code 0-599 (0: no answer, a dropped connection).
+const STATUS_SLOTS: usize = 600;
 
 /// All of the proxy's metrics.
 #[derive(Debug)]
@@ -157,9 +157,7 @@ impl Metrics {
 
     /// Counts a finished request.
     pub fn request(&self, status: u16, action: Action) {
-        let slot = usize::from(status)
-            .saturating_sub(STATUS_MIN)
-            .min(STATUS_SLOTS - 1);
+        let slot = usize::from(status).min(STATUS_SLOTS - 1);
         let a = Action::ALL.iter().position(|&x| x == action).unwrap_or(0);
         self.requests[a * STATUS_SLOTS + slot].fetch_add(1, Ordering::Relaxed);
     }
@@ -193,7 +191,7 @@ impl Metrics {
                     let _ = writeln!(
                         out,
                         "palisade_requests_total{{status=\"{}\",action=\"{}\"}} {n}",
-                        slot + STATUS_MIN,
+                        slot,
                         action.label()
                     );
                 }
@@ -309,12 +307,14 @@ mod tests {
         m.request(200, Action::Pass);
         m.request(200, Action::Pass);
         m.request(403, Action::Deny);
+        m.request(0, Action::Drop);
         m.rule_hits(&[942100, 949110, 942100]);
         m.observe(Timer::Phase1, 7);
         m.observe(Timer::Phase1, 3_000_000);
         let text = m.render(&[("error", 2)], &[("palisade_rules_loaded", "Rules.", 5.0)]);
         assert!(text.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"));
         assert!(text.contains("palisade_requests_total{status=\"403\",action=\"deny\"} 1\n"));
+        assert!(text.contains("palisade_requests_total{status=\"0\",action=\"drop\"} 1\n"));
         assert!(text.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"));
         assert!(
             text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"0.000005\"} 0\n")

@@ -884,3 +884,32 @@ async fn oversized_bodies_get_413_before_the_upstream() {
     assert_eq!(r.status, 200);
     assert_eq!(backend.requests()[0].body, b"0123456789");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_redirect_and_drop_verdicts() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("verdicts");
+    let listen = loopback(free_port());
+    let extra = r#"
+[[rules]]
+inline = """
+SecRuleEngine On
+SecRule ARGS:go "@streq away" "id:301,phase:1,redirect:http://example.com/blocked,log"
+SecRule ARGS:x "@streq drop" "id:302,phase:1,drop,log"
+SecRule ARGS:x "@streq teapot" "id:303,phase:1,deny,status:418,log"
+"""
+"#;
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, extra), listen);
+    let r = send_raw(listen, b"GET /?go=away HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("http://example.com/blocked"));
+    let r = send_raw(listen, b"GET /?x=teapot HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 418);
+    let r = send_raw(listen, b"GET /?x=drop HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    assert!(r.is_err(), "a dropped request gets no answer: {r:?}");
+    assert!(backend.requests().is_empty());
+}
