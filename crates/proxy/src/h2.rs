@@ -33,9 +33,10 @@ pub async fn serve<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let header_limit = u32::try_from(shared.limits.header_bytes).unwrap_or(u32::MAX);
     let svc = service_fn(move |req| handle(shared.clone(), conn, req));
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    builder.max_header_list_size(64 * 1024);
+    builder.max_header_list_size(header_limit);
     let c = builder.serve_connection(TokioIo::new(io), svc);
     tokio::pin!(c);
     tokio::select! {
