@@ -100,6 +100,8 @@ pub struct Rule {
     pub skip_after: Option<String>,
     /// The next link of the chain.
     pub chain: Option<Box<Rule>>,
+    /// This rule's place in the `@rx` prefilter, if it has one.
+    pub prefilter: Option<crate::ruleset::prefilter::Slot>,
     /// The action string as written, kept for `SecRuleUpdateActionById`.
     pub(crate) action_defs: Vec<seclang::ActionDef>,
     /// The rule as written, kept so updates can recompile it.

@@ -343,6 +343,7 @@ impl RulesetBuilder {
             chain: None,
             action_defs: actions.to_vec(),
             def: def.cloned(),
+            prefilter: None,
         };
 
         // Default actions first (transformations, log flags, disruptive, status), then
@@ -636,7 +637,9 @@ impl RulesetBuilder {
                 }
             }
         }
+        let prefilter = super::prefilter::Prefilter::build(&mut phases);
         Ok(Ruleset {
+            prefilter,
             phases,
             config: self.config,
             files: self.files,

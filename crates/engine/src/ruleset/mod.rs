@@ -1,6 +1,7 @@
 //! Rule sets: SecLang directives compiled into per-phase rule lists.
 
 mod compile;
+pub mod prefilter;
 
 pub use compile::RulesetBuilder;
 
@@ -20,6 +21,8 @@ pub struct Ruleset {
     /// The disruptive action and status of each phase's `SecDefaultAction`.
     pub(crate) default_disruptive: [(Disruptive, Option<u16>); 5],
     pub(crate) hash: u64,
+    /// The `@rx` prefilter.
+    pub(crate) prefilter: prefilter::Prefilter,
 }
 
 impl Ruleset {

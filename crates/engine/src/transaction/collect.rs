@@ -145,7 +145,7 @@ impl<'a> View<'a> {
         self.collect_values(target.var, &target.selector, out);
     }
 
-    fn collect_values(&self, var: Var, sel: &KeySelector, out: &mut Vec<Value<'a>>) {
+    pub(crate) fn collect_values(&self, var: Var, sel: &KeySelector, out: &mut Vec<Value<'a>>) {
         let req = self.req;
         let resp = self.resp;
         match var {
@@ -370,11 +370,11 @@ impl<'a> View<'a> {
             Var::Tx => {
                 if let KeySelector::Exact(k) = sel {
                     // TX keys are stored lower-case, like exact selectors.
-                    if let Some(v) = self.state.tx.get(k) {
+                    if let Some((k, v)) = self.state.tx.get_key_value(k) {
                         out.push(Value {
                             var,
-                            key: Cow::Owned(k.clone()),
-                            value: Cow::Owned(v.clone()),
+                            key: Cow::Borrowed(k),
+                            value: Cow::Borrowed(v),
                             id: None,
                         });
                     }
@@ -384,8 +384,8 @@ impl<'a> View<'a> {
                     if sel.matches(k) {
                         out.push(Value {
                             var,
-                            key: Cow::Owned(k.clone()),
-                            value: Cow::Owned(v.clone()),
+                            key: Cow::Borrowed(k),
+                            value: Cow::Borrowed(v),
                             id: None,
                         });
                     }
@@ -558,6 +558,23 @@ impl<'a> View<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// Appends every value of `var` that any target of it could select, whatever the
+    /// selector or the body-variable flags: a superset, for the prefilter.
+    pub(crate) fn collect_superset(&self, var: Var, out: &mut Vec<Value<'a>>) {
+        match var {
+            Var::Xml => {
+                self.collect_values(var, &KeySelector::XPath(XPath::Texts), out);
+                self.collect_values(var, &KeySelector::XPath(XPath::Attributes), out);
+            }
+            Var::RequestBody => {
+                if self.req.body_set {
+                    scalar(out, var, Cow::Borrowed(&self.req.body), true);
+                }
+            }
+            _ => self.collect_values(var, &KeySelector::All, out),
         }
     }
 

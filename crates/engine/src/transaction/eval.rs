@@ -9,6 +9,7 @@ use crate::log::MatchRecord;
 use crate::macros::MacroContext;
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
+use crate::ruleset::prefilter::{Slot, Union};
 use crate::transforms::Transform;
 use crate::variables::Exclusion;
 use seclang::IdRange;
@@ -35,33 +36,58 @@ impl TargetRemoval {
     }
 }
 
-/// Applies transformations to a value, using the per-transaction cache when the value
-/// has a stable identity.
-fn transform<'v>(cache: &mut TransformCache, rule: &Rule, value: &'v Value<'_>) -> Cow<'v, [u8]> {
-    let raw: &'v [u8] = &value.value;
-    if rule.transforms.is_empty() {
-        return Cow::Borrowed(raw);
-    }
-    let last = *rule.prefix_ids.last().expect("one id per transformation");
-    if let Some(id) = value.id {
-        if let Some(hit) = cache.map.get(&(id, last)) {
-            return match hit {
-                None => Cow::Borrowed(raw),
-                Some(bytes) => Cow::Owned(bytes.to_vec()),
-            };
+/// A transformed value: the raw value itself, a cached result, or a fresh one.
+enum Input<'v> {
+    Raw(&'v [u8]),
+    Cached(Arc<[u8]>),
+    Fresh(Cow<'v, [u8]>),
+}
+
+impl std::ops::Deref for Input<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Input::Raw(b) => b,
+            Input::Cached(a) => a,
+            Input::Fresh(c) => c,
         }
     }
-    let out = apply_all(&rule.transforms, raw);
-    if let Some(id) = value.id {
+}
+
+/// Applies transformations to a value, using the per-transaction cache when the value
+/// has a stable identity.
+fn transform<'v>(
+    cache: &mut TransformCache,
+    transforms: &[Transform],
+    chain_key: Option<u32>,
+    value: &'v Value<'_>,
+) -> Input<'v> {
+    let raw: &'v [u8] = &value.value;
+    let Some(last) = chain_key else {
+        return Input::Raw(raw);
+    };
+    let Some(id) = value.id else {
+        return Input::Fresh(apply_all(transforms, raw));
+    };
+    if let Some(hit) = cache.map.get(&(id, last)) {
+        return match hit {
+            None => Input::Raw(raw),
+            Some(bytes) => Input::Cached(bytes.clone()),
+        };
+    }
+    match apply_all(transforms, raw) {
         // A transformation may borrow a shorter piece of its input (`trim`), so only a
         // borrow of the whole value means "unchanged".
-        let entry = match &out {
-            Cow::Borrowed(b) if b.len() == raw.len() => None,
-            other => Some(Arc::from(&other[..])),
-        };
-        cache.map.insert((id, last), entry);
+        Cow::Borrowed(b) if b.len() == raw.len() => {
+            cache.map.insert((id, last), None);
+            Input::Raw(raw)
+        }
+        other => {
+            let shared: Arc<[u8]> = Arc::from(&other[..]);
+            cache.map.insert((id, last), Some(shared.clone()));
+            Input::Cached(shared)
+        }
     }
-    out
 }
 
 fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
@@ -143,6 +169,8 @@ impl Transaction {
             return self.state.intervention.clone();
         }
         self.state.phases_done = self.state.phases_done.max(phase - 1);
+        // Values change between phases: prefilter answers are per phase.
+        self.cache.unions.iter_mut().for_each(|u| *u = None);
         let result = self.run_phase_rules(phase);
         self.state.phases_done = self.state.phases_done.max(phase);
         result
@@ -306,7 +334,62 @@ impl Transaction {
         true
     }
 
+    /// True when the prefilter leaves open that `slot`'s pattern matches some value
+    /// in this phase; computes the group's answer on first use in the phase.
+    fn prefilter_may_match(&mut self, slot: Slot) -> bool {
+        let g = slot.group as usize;
+        let ruleset = self.ruleset().clone();
+        let groups = &ruleset.prefilter.groups;
+        if self.cache.unions.len() != groups.len() {
+            self.cache.unions = vec![None; groups.len()];
+        }
+        if self.cache.unions[g].is_none() {
+            let group = &groups[g];
+            let Transaction {
+                req,
+                resp,
+                state,
+                cache,
+                ..
+            } = self;
+            let view = View {
+                req,
+                resp,
+                state,
+                ctx: &self.ctx,
+                rule: None,
+            };
+            let mut values = Vec::with_capacity(32);
+            for &var in &group.vars {
+                view.collect_superset(var, &mut values);
+            }
+            let mut union = Union::default();
+            for v in &values {
+                if let Some(id) = v.id {
+                    if cache.quiet.contains(&(id, slot.group)) {
+                        continue;
+                    }
+                }
+                let input = transform(cache, &group.transforms, group.chain_key, v);
+                if !union.add(&group.set, &input) {
+                    if let Some(id) = v.id {
+                        cache.quiet.insert((id, slot.group));
+                    }
+                }
+            }
+            cache.unions[g] = Some(union);
+        }
+        self.cache.unions[g]
+            .as_ref()
+            .is_some_and(|u| u.may_match(slot.index))
+    }
+
     fn eval_targets(&mut self, rule: &Rule) -> bool {
+        if let Some(slot) = rule.prefilter {
+            if !self.prefilter_may_match(slot) {
+                return false;
+            }
+        }
         let mut any = false;
         // Matched values are collected first and acted upon after, because actions
         // change the state the values are read from.
@@ -327,7 +410,7 @@ impl Transaction {
                 ctx,
                 rule: Some(rule),
             };
-            let mut values = Vec::new();
+            let mut values = Vec::with_capacity(16);
             for t in &rule.targets {
                 view.collect(t, &mut values);
             }
@@ -337,16 +420,26 @@ impl Transaction {
                 }
                 if rule.multi_match {
                     for input in multi_values(&rule.transforms, &v.value) {
-                        let mut caps = rule.capture.then(Captures::new);
-                        if run_operator(rule, &view, &input, caps.as_mut()) {
+                        if run_operator(rule, &view, &input, None) {
+                            let caps = rule.capture.then(|| {
+                                let mut caps = Captures::new();
+                                run_operator(rule, &view, &input, Some(&mut caps));
+                                caps
+                            });
                             hits.push((v.name(), input, caps));
                         }
                     }
                 } else {
-                    let input = transform(cache, rule, v);
-                    let mut caps = rule.capture.then(Captures::new);
-                    if run_operator(rule, &view, &input, caps.as_mut()) {
-                        hits.push((v.name(), input.into_owned(), caps));
+                    let input =
+                        transform(cache, &rule.transforms, rule.prefix_ids.last().copied(), v);
+                    if run_operator(rule, &view, &input, None) {
+                        // Captures cost a slower search: only for values that match.
+                        let caps = rule.capture.then(|| {
+                            let mut caps = Captures::new();
+                            run_operator(rule, &view, &input, Some(&mut caps));
+                            caps
+                        });
+                        hits.push((v.name(), input.to_vec(), caps));
                     }
                 }
             }

@@ -18,7 +18,7 @@ use crate::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
 use crate::intervention::Intervention;
 use crate::log::MatchRecord;
 use crate::ruleset::Ruleset;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
@@ -156,7 +156,14 @@ pub(crate) struct State {
 /// Cached transformation results, keyed by value identity and transformation prefix.
 #[derive(Debug, Default)]
 pub(crate) struct TransformCache {
-    pub map: HashMap<(u32, u32), Option<Arc<[u8]>>>,
+    /// `None` means the transformations left the value unchanged.
+    pub map: rustc_hash::FxHashMap<(u32, u32), Option<Arc<[u8]>>>,
+    /// Per prefilter group, which patterns matched some value in the current phase
+    /// (`None` until the group's first rule is reached in the phase).
+    pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
+    /// Values that matched no pattern of a group, keyed by value identity and group:
+    /// they need no second look in a later phase.
+    pub quiet: rustc_hash::FxHashSet<(u32, u32)>,
 }
 
 /// One transaction. Create it with [`Transaction::new`], feed it the request and run

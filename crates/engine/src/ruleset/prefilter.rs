@@ -1,0 +1,263 @@
+//! The exact multi-pattern prefilter.
+//!
+//! Most `@rx` rules are attack detectors that match no benign input. Rules whose
+//! patterns are inspected after the same transformations form a group, and each group's
+//! patterns are compiled into one [`RegexSet`]. In each phase, the first time a rule of
+//! a group is reached, every request value that any rule of the group could inspect is
+//! transformed once and run through the set. A rule whose pattern matched none of those
+//! values cannot match any of its own (they are a subset), so it is skipped without
+//! collecting its targets. Rules still run in order with their own targets, operator and
+//! actions: the set only answers "can this pattern match anything here" ahead of time,
+//! so verdicts are exactly those without it.
+//!
+//! Only rules whose targets are request or response data that stays the same during a
+//! phase take part (not TX, collections or MATCHED_VARS, which rules change as they run),
+//! and only positive, single-pass patterns (a negated `!@rx` is a validator that matches
+//! ordinary input; `multiMatch` inspects intermediate values).
+
+use crate::operators::{Operator, rx};
+use crate::rule::{Entry, Rule, RuleOperator};
+use crate::transforms::Transform;
+use crate::variables::Var;
+use regex::bytes::RegexSet;
+use std::collections::HashMap;
+
+/// Where a rule's pattern sits in the prefilter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// The group (one per transformation chain).
+    pub group: u32,
+    /// The pattern's index in the group's set.
+    pub index: u32,
+}
+
+/// One group: rules sharing a transformation chain.
+#[derive(Debug)]
+pub struct Group {
+    /// The group's patterns.
+    pub set: RegexSet,
+    /// The transformations its rules apply.
+    pub transforms: Vec<Transform>,
+    /// The transformation-cache key of the whole chain (`None` without transformations).
+    pub chain_key: Option<u32>,
+    /// Every variable a rule of the group inspects.
+    pub vars: Vec<Var>,
+}
+
+/// The compiled groups.
+#[derive(Debug, Default)]
+pub struct Prefilter {
+    /// Groups, indexed by [`Slot::group`].
+    pub groups: Vec<Group>,
+}
+
+/// Variables whose values do not change while a phase runs.
+fn stable(var: Var) -> bool {
+    matches!(
+        var,
+        Var::Args
+            | Var::ArgsGet
+            | Var::ArgsPost
+            | Var::ArgsNames
+            | Var::ArgsGetNames
+            | Var::ArgsPostNames
+            | Var::RequestHeaders
+            | Var::RequestHeadersNames
+            | Var::RequestCookies
+            | Var::RequestCookiesNames
+            | Var::RequestUri
+            | Var::RequestUriRaw
+            | Var::RequestFilename
+            | Var::RequestBasename
+            | Var::RequestLine
+            | Var::RequestMethod
+            | Var::RequestProtocol
+            | Var::QueryString
+            | Var::RequestBody
+            | Var::Files
+            | Var::MultipartPartHeaders
+            | Var::Xml
+            | Var::ResponseHeaders
+            | Var::ResponseHeadersNames
+    )
+}
+
+/// Ordinary request values. A pattern that matches one of them would make its group's
+/// set match nearly every request, so it runs on its own instead. This choice only
+/// affects speed, never a verdict.
+const ORDINARY: &[&[u8]] = &[
+    b"",
+    b"a",
+    b"1",
+    b"abc",
+    b"index",
+    b"/",
+    b"/index.html",
+    b"/products/list",
+    b"hello world",
+    b"Hello, World!",
+    b"john.doe@example.com",
+    b"2024-01-31",
+    b"12345",
+    b"true",
+    b"en-US,en;q=0.9",
+    b"gzip, deflate, br",
+    b"keep-alive",
+    b"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    b"Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+    b"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36",
+    b"application/x-www-form-urlencoded",
+    b"multipart/form-data; boundary=----x",
+    b"application/json",
+    b"session=6f1c2a9b",
+    b"6f1c2a9b4e",
+    b"shop.example.com",
+    b"max-age=0",
+    b"no-cache",
+    b"GET",
+    b"POST",
+    b"HTTP/1.1",
+    b"GET /index.html HTTP/1.1",
+    b"q=red+shoes&page=2",
+    b"red shoes",
+];
+
+fn quiet(op: &Operator) -> bool {
+    !ORDINARY.iter().any(|v| op.matches(v, None))
+}
+
+fn eligible(r: &Rule) -> Option<&str> {
+    if r.negated || r.multi_match || r.targets.is_empty() {
+        return None;
+    }
+    if !r.targets.iter().all(|t| !t.count && stable(t.var)) {
+        return None;
+    }
+    match &r.operator {
+        RuleOperator::Static(op) => match op.as_ref() {
+            Operator::Rx(_) if quiet(op) => op.rx_pattern(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+struct Building {
+    patterns: Vec<String>,
+    transforms: Vec<Transform>,
+    vars: Vec<Var>,
+}
+
+impl Prefilter {
+    /// Groups the eligible `@rx` rules of every phase and gives each its slot.
+    pub(crate) fn build(phases: &mut [Vec<Entry>; 5]) -> Prefilter {
+        let mut building: Vec<Building> = Vec::new();
+        let mut by_key: HashMap<Option<u32>, usize> = HashMap::new();
+        let mut slots: Vec<(Option<u32>, usize)> = Vec::new();
+        let mut for_each_link = |f: &mut dyn FnMut(&mut Rule)| {
+            for phase in phases.iter_mut() {
+                for e in phase.iter_mut() {
+                    if let Entry::Rule(r) = e {
+                        let mut link = Some(r.as_mut());
+                        while let Some(l) = link {
+                            f(l);
+                            link = l.chain.as_deref_mut();
+                        }
+                    }
+                }
+            }
+        };
+        for_each_link(&mut |r: &mut Rule| {
+            let Some(pattern) = eligible(r).map(str::to_string) else {
+                return;
+            };
+            let key = r.prefix_ids.last().copied();
+            let g = *by_key.entry(key).or_insert_with(|| {
+                building.push(Building {
+                    patterns: Vec::new(),
+                    transforms: r.transforms.clone(),
+                    vars: Vec::new(),
+                });
+                building.len() - 1
+            });
+            let b = &mut building[g];
+            let index = match b.patterns.iter().position(|p| *p == pattern) {
+                Some(i) => i,
+                None => {
+                    b.patterns.push(pattern);
+                    b.patterns.len() - 1
+                }
+            };
+            for t in &r.targets {
+                if !b.vars.contains(&t.var) {
+                    b.vars.push(t.var);
+                }
+            }
+            slots.push((key, index));
+            r.prefilter = Some(Slot {
+                group: g as u32,
+                index: index as u32,
+            });
+        });
+        // Compile each group; a group whose set does not compile (size limits) gets no
+        // prefilter, and its rules run as usual.
+        let mut groups = Vec::new();
+        let mut final_index: Vec<Option<u32>> = Vec::new();
+        let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, *k)).collect();
+        for (g, b) in building.into_iter().enumerate() {
+            match rx::regex_set(b.patterns.iter().map(String::as_str)) {
+                Ok(set) => {
+                    final_index.push(Some(groups.len() as u32));
+                    groups.push(Group {
+                        set,
+                        transforms: b.transforms,
+                        chain_key: keys[&g],
+                        vars: b.vars,
+                    });
+                }
+                Err(_) => final_index.push(None),
+            }
+        }
+        for_each_link(&mut |r: &mut Rule| {
+            if let Some(slot) = r.prefilter {
+                match final_index[slot.group as usize] {
+                    Some(g) => {
+                        r.prefilter = Some(Slot {
+                            group: g,
+                            index: slot.index,
+                        })
+                    }
+                    None => r.prefilter = None,
+                }
+            }
+        });
+        Prefilter { groups }
+    }
+}
+
+/// Which patterns of a group matched some value in the current phase.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Union {
+    bits: Vec<bool>,
+}
+
+impl Union {
+    /// Adds the patterns that match `input`; false when none does.
+    pub(crate) fn add(&mut self, set: &RegexSet, input: &[u8]) -> bool {
+        if !set.is_match(input) {
+            return false;
+        }
+        if self.bits.is_empty() {
+            self.bits = vec![false; set.len()];
+        }
+        for i in set.matches(input).iter() {
+            self.bits[i] = true;
+        }
+        true
+    }
+
+    /// True when the pattern at `index` matched some value.
+    pub(crate) fn may_match(&self, index: u32) -> bool {
+        self.bits.get(index as usize).copied().unwrap_or(false)
+    }
+}

@@ -1,0 +1,611 @@
+//! The TOML configuration: what it may contain, its defaults, and its checks.
+//!
+//! Every table refuses keys it does not know (`deny_unknown_fields`), so a typo is an
+//! error naming the key rather than a silently ignored setting. Relative paths are
+//! resolved against the directory of the configuration file. `docs/config.md`
+//! documents every key.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A configuration that could not be used: the file, and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The configuration file.
+        path: PathBuf,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a key or value is not what is expected.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The configuration file.
+        path: PathBuf,
+        /// toml's description, which names the line, the column and the key.
+        message: String,
+    },
+    /// The values are individually fine but do not fit together.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The configuration file.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Process-wide settings: threads, timeouts, grace period.
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// Where clients connect (`[[listener]]`).
+    #[serde(default, rename = "listener")]
+    pub listeners: Vec<ListenerConfig>,
+    /// Pools of upstream servers (`[[upstream]]`).
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<UpstreamConfig>,
+    /// Which pool serves which host or path (`[[route]]`), first match wins.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteConfig>,
+    /// SecLang sources in load order (`[[rules]]`).
+    #[serde(default)]
+    pub rules: Vec<RuleSource>,
+    /// Size and count limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Log destinations.
+    #[serde(default)]
+    pub logs: LogsConfig,
+    /// The admin listener (`/metrics`, `/status`); absent means no admin listener.
+    pub admin: Option<AdminConfig>,
+    /// The file this configuration was read from (not a key).
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+/// `[server]`: process-wide settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Tokio worker threads; 0 means one per CPU.
+    pub worker_threads: usize,
+    /// How long in-flight requests may take to finish after SIGTERM/SIGINT.
+    #[serde(with = "duration")]
+    pub grace_period: Duration,
+    /// Time allowed to receive a complete request head.
+    #[serde(with = "duration")]
+    pub client_header_timeout: Duration,
+    /// Longest pause allowed between two reads of a request body.
+    #[serde(with = "duration")]
+    pub client_body_timeout: Duration,
+    /// How long an idle client connection is kept open between requests.
+    #[serde(with = "duration")]
+    pub keepalive_timeout: Duration,
+    /// Longest pause allowed while writing a response to a client.
+    #[serde(with = "duration")]
+    pub send_timeout: Duration,
+    /// What happens to a request whose transaction fails inside the rule engine.
+    pub engine_failure: FailurePolicy,
+}
+
+/// `server.engine_failure`: refuse (500) or let through a request the engine failed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailurePolicy {
+    /// Answer 500 (the default).
+    Closed,
+    /// Forward the request uninspected.
+    Open,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            worker_threads: 0,
+            grace_period: Duration::from_secs(10),
+            client_header_timeout: Duration::from_secs(30),
+            client_body_timeout: Duration::from_secs(60),
+            keepalive_timeout: Duration::from_secs(75),
+            send_timeout: Duration::from_secs(60),
+            engine_failure: FailurePolicy::Closed,
+        }
+    }
+}
+
+/// `[[listener]]`: one address clients connect to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// `IP:PORT` to bind.
+    pub address: SocketAddr,
+    /// Certificate and key: when present, the listener speaks TLS.
+    pub tls: Option<TlsConfig>,
+    /// Offer HTTP/2 through ALPN (TLS listeners only).
+    #[serde(default = "yes")]
+    pub http2: bool,
+}
+
+/// `tls` of a listener: PEM files.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// `[[upstream]]`: a named pool of servers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// The name routes refer to.
+    pub name: String,
+    /// `HOST:PORT` of each server; names are resolved on every new connection.
+    pub servers: Vec<String>,
+    /// Servers used only when no primary server accepts a connection.
+    #[serde(default)]
+    pub backup: Vec<String>,
+    /// Idle connections kept open per server for reuse.
+    #[serde(default = "default_keepalive")]
+    pub keepalive: usize,
+    /// Time allowed to open a TCP connection to a server.
+    #[serde(with = "duration", default = "default_connect_timeout")]
+    pub connect_timeout: Duration,
+    /// Time allowed for the response head, and longest pause between body reads.
+    #[serde(with = "duration", default = "default_read_timeout")]
+    pub read_timeout: Duration,
+    /// How long an idle pooled connection is kept.
+    #[serde(with = "duration", default = "default_idle_timeout")]
+    pub idle_timeout: Duration,
+}
+
+/// `[[route]]`: sends matching requests to a pool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Host to match (without port, case-insensitive); `*.example.com` matches
+    /// subdomains. Absent: any host.
+    pub host: Option<String>,
+    /// Path prefix to match (case-sensitive). Absent: any path.
+    pub path_prefix: Option<String>,
+    /// Name of the `[[upstream]]` that serves the matching requests.
+    pub upstream: String,
+}
+
+/// `[[rules]]`: one SecLang source; exactly one of `file` and `inline`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSource {
+    /// A SecLang file, or a glob (files are loaded in lexical order).
+    pub file: Option<PathBuf>,
+    /// SecLang text written in the configuration.
+    pub inline: Option<String>,
+}
+
+/// `[limits]`: bounds on what a client may send.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest request head (request line and headers), in bytes; 431 above it.
+    pub header_bytes: usize,
+    /// Most header lines in a request; 431 above it.
+    pub max_headers: usize,
+    /// Largest request body the proxy accepts and buffers, in bytes; 413 above it.
+    pub request_body_bytes: usize,
+    /// Most response body bytes buffered for phase 4; the rest streams through.
+    pub response_body_inspect_bytes: usize,
+    /// Most client connections open at once; further clients wait in the backlog.
+    pub connections: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            header_bytes: 32 * 1024,
+            max_headers: 200,
+            request_body_bytes: 13_107_200,
+            response_body_inspect_bytes: 524_288,
+            connections: 10_000,
+        }
+    }
+}
+
+/// `[logs]`: where log lines go.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogsConfig {
+    /// ModSecurity-style match lines and request errors; absent means standard error.
+    pub error_log: Option<PathBuf>,
+    /// One JSON line per request; absent means no access log.
+    pub access_log: Option<PathBuf>,
+    /// ModSecurity v3 JSON audit records; absent means no audit log.
+    pub audit_log: Option<PathBuf>,
+    /// Lines that may wait for the writer thread before new ones are dropped (and counted).
+    pub channel_capacity: usize,
+    /// Level of the operator log on standard error (`error`..`trace`, or a
+    /// tracing-subscriber filter); `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for LogsConfig {
+    fn default() -> Self {
+        Self {
+            error_log: None,
+            access_log: None,
+            audit_log: None,
+            channel_capacity: 65_536,
+            level: "info".to_owned(),
+        }
+    }
+}
+
+/// `[admin]`: the metrics and status listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// `IP:PORT` to bind; loopback only unless `allow_non_loopback` is set.
+    #[serde(default = "default_admin_address")]
+    pub address: SocketAddr,
+    /// Permit a non-loopback admin address.
+    #[serde(default)]
+    pub allow_non_loopback: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_keepalive() -> usize {
+    32
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_read_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_admin_address() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9901))
+}
+
+impl Config {
+    /// Reads, parses and checks a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and checks configuration text; `path` names it in errors and anchors
+    /// relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        cfg.path = path.to_owned();
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        cfg.resolve_paths(&base);
+        cfg.validate().map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
+        Ok(cfg)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        for l in &mut self.listeners {
+            if let Some(t) = &mut l.tls {
+                fix(&mut t.cert);
+                fix(&mut t.key);
+            }
+        }
+        for r in &mut self.rules {
+            if let Some(f) = &mut r.file {
+                fix(f);
+            }
+        }
+        for p in [
+            &mut self.logs.error_log,
+            &mut self.logs.access_log,
+            &mut self.logs.audit_log,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            fix(p);
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.listeners.is_empty() {
+            return Err("at least one [[listener]] is required".into());
+        }
+        for (i, l) in self.listeners.iter().enumerate() {
+            if self.listeners[..i].iter().any(|o| o.address == l.address) {
+                return Err(format!("listener.address {} is listed twice", l.address));
+            }
+        }
+        if self.upstreams.is_empty() {
+            return Err("at least one [[upstream]] is required".into());
+        }
+        for (i, u) in self.upstreams.iter().enumerate() {
+            if u.name.is_empty() {
+                return Err("upstream.name must not be empty".into());
+            }
+            if self.upstreams[..i].iter().any(|o| o.name == u.name) {
+                return Err(format!("upstream.name {:?} is used twice", u.name));
+            }
+            if u.servers.is_empty() {
+                return Err(format!("upstream {:?}: servers must not be empty", u.name));
+            }
+            for s in u.servers.iter().chain(&u.backup) {
+                check_server_address(s)
+                    .map_err(|m| format!("upstream {:?}: server {s:?}: {m}", u.name))?;
+            }
+        }
+        for r in &self.routes {
+            if !self.upstreams.iter().any(|u| u.name == r.upstream) {
+                return Err(format!(
+                    "route.upstream {:?} names no [[upstream]]",
+                    r.upstream
+                ));
+            }
+            if let Some(p) = &r.path_prefix
+                && !p.starts_with('/')
+            {
+                return Err(format!("route.path_prefix {p:?} must start with '/'"));
+            }
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            match (&r.file, &r.inline) {
+                (Some(_), None) | (None, Some(_)) => {}
+                _ => {
+                    return Err(format!(
+                        "rules entry {} must have exactly one of `file` and `inline`",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        let l = &self.limits;
+        if l.header_bytes < 256 {
+            return Err("limits.header_bytes must be at least 256".into());
+        }
+        if l.max_headers == 0 {
+            return Err("limits.max_headers must be at least 1".into());
+        }
+        if l.connections == 0 {
+            return Err("limits.connections must be at least 1".into());
+        }
+        if self.logs.channel_capacity == 0 {
+            return Err("logs.channel_capacity must be at least 1".into());
+        }
+        if let Some(a) = &self.admin
+            && !a.address.ip().is_loopback()
+            && !a.allow_non_loopback
+        {
+            return Err(format!(
+                "admin.address {} is not a loopback address; set admin.allow_non_loopback = true to allow it",
+                a.address
+            ));
+        }
+        if self
+            .listeners
+            .iter()
+            .any(|l| self.admin.as_ref().is_some_and(|a| a.address == l.address))
+        {
+            return Err("admin.address is also a listener address".into());
+        }
+        Ok(())
+    }
+}
+
+/// Checks that an upstream server is `HOST:PORT` with a numeric port.
+fn check_server_address(s: &str) -> Result<(), &'static str> {
+    let (host, port) = s.rsplit_once(':').ok_or("expected HOST:PORT")?;
+    if host.is_empty() {
+        return Err("empty host");
+    }
+    port.parse::<u16>().map_err(|_| "port is not a number")?;
+    if host.contains('/') || host.contains(char::is_whitespace) {
+        return Err("expected HOST:PORT, not a URL");
+    }
+    Ok(())
+}
+
+/// Durations written as text: `250ms`, `10s`, `5m`, `1h`, or a combination of
+/// them such as `1m30s`.
+pub mod duration {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    /// Parses a duration such as `1m30s` or `250ms`.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let t = text.trim();
+        if t.is_empty() {
+            return Err("empty duration".into());
+        }
+        let mut total = Duration::ZERO;
+        let mut rest = t;
+        while !rest.is_empty() {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return Err(format!("invalid duration {text:?}: expected a number"));
+            }
+            let n: u64 = rest[..digits]
+                .parse()
+                .map_err(|_| format!("invalid duration {text:?}: number too large"))?;
+            rest = &rest[digits..];
+            let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
+            let unit = &rest[..unit_len];
+            rest = &rest[unit_len..];
+            let d = match unit {
+                "ms" => Duration::from_millis(n),
+                "s" => Duration::from_secs(n),
+                "m" => Duration::from_secs(n.saturating_mul(60)),
+                "h" => Duration::from_secs(n.saturating_mul(3600)),
+                "" => {
+                    return Err(format!(
+                        "invalid duration {text:?}: missing unit (ms, s, m or h)"
+                    ));
+                }
+                _ => {
+                    return Err(format!(
+                        "invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+                    ));
+                }
+            };
+            total = total.saturating_add(d);
+        }
+        Ok(total)
+    }
+
+    /// serde adapter: reads a duration string.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/palisade/test.toml"))
+    }
+
+    const MINIMAL: &str = r#"
+[[listener]]
+address = "127.0.0.1:8080"
+[[upstream]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+"#;
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.listeners.len(), 1);
+        assert!(c.listeners[0].tls.is_none());
+        assert_eq!(c.upstreams[0].keepalive, 32);
+        assert_eq!(c.upstreams[0].connect_timeout, Duration::from_secs(5));
+        assert_eq!(c.server.grace_period, Duration::from_secs(10));
+        assert_eq!(c.limits.header_bytes, 32 * 1024);
+        assert!(c.admin.is_none());
+        assert!(c.logs.error_log.is_none());
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = parse(&format!("{MINIMAL}\n[limits]\nheader_byts = 5\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("header_byts"), "{err}");
+        let err = parse(&format!("{MINIMAL}\nfoo = 1\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("foo"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_follow_the_config_file() {
+        let c = parse(&format!(
+            "{MINIMAL}\n[[rules]]\nfile = \"rules/*.conf\"\n[[rules]]\ninline = \"SecRuleEngine On\"\n[logs]\nerror_log = \"/var/log/e.log\"\naccess_log = \"a.log\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.rules[0].file.as_deref(),
+            Some(Path::new("/etc/palisade/rules/*.conf"))
+        );
+        assert_eq!(c.rules[1].inline.as_deref(), Some("SecRuleEngine On"));
+        assert_eq!(
+            c.logs.error_log.as_deref(),
+            Some(Path::new("/var/log/e.log"))
+        );
+        assert_eq!(
+            c.logs.access_log.as_deref(),
+            Some(Path::new("/etc/palisade/a.log"))
+        );
+    }
+
+    #[test]
+    fn rules_entry_needs_exactly_one_source() {
+        let err = parse(&format!("{MINIMAL}\n[[rules]]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("exactly one"), "{err}");
+        let err = parse(&format!(
+            "{MINIMAL}\n[[rules]]\nfile = \"a\"\ninline = \"b\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("exactly one"), "{err}");
+    }
+
+    #[test]
+    fn route_must_name_a_pool() {
+        let err = parse(&format!("{MINIMAL}\n[[route]]\nupstream = \"nope\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn admin_is_loopback_unless_allowed() {
+        let err = parse(&format!("{MINIMAL}\n[admin]\naddress = \"0.0.0.0:9901\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("loopback"), "{err}");
+        let c = parse(&format!(
+            "{MINIMAL}\n[admin]\naddress = \"0.0.0.0:9901\"\nallow_non_loopback = true\n"
+        ))
+        .unwrap();
+        assert!(c.admin.unwrap().allow_non_loopback);
+        let c = parse(&format!("{MINIMAL}\n[admin]\n")).unwrap();
+        assert_eq!(c.admin.unwrap().address.to_string(), "127.0.0.1:9901");
+    }
+
+    #[test]
+    fn bad_server_address_is_refused() {
+        let text = MINIMAL.replace("127.0.0.1:9000", "http://x/");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("http://x/"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration::parse("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration::parse("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration::parse("2h"), Ok(Duration::from_secs(7200)));
+        assert!(duration::parse("10").is_err());
+        assert!(duration::parse("5 years").is_err());
+        assert!(duration::parse("").is_err());
+        let err = parse(&format!("{MINIMAL}\n[server]\ngrace_period = \"ten\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ten"), "{err}");
+    }
+}

@@ -1,0 +1,620 @@
+//! The HTTP/1.x front end: one task per client connection, reading raw request heads
+//! itself (see [`crate::http1`]) so the engine sees each request as it was sent.
+
+use crate::exchange::{
+    ConnInfo, Exchange, ForwardParts, Reply, Shared, forward_target, upstream_headers,
+};
+use crate::http1::{
+    BodyDecoder, Decoded, Framing, HeadError, RequestHead, Version, find_head_end, parse_head,
+};
+use crate::logs::{LogKind, now_unix_micros, one_line, rfc3339_micros};
+use crate::metrics::Action;
+use bytes::{Buf, Bytes, BytesMut};
+use http::{Method, StatusCode};
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Serves HTTP/1.x requests on one connection until it closes, a request asks for
+/// the connection to close, or shutdown begins (the request in progress finishes
+/// first).
+pub async fn serve<IO>(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    mut io: IO,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut first = true;
+    loop {
+        // Wait for a request: the keep-alive timeout until its first byte, then the
+        // header timeout for the whole head.
+        let mut arrived: Option<(Instant, i64)> = None;
+        if !buf.is_empty() {
+            arrived = Some((Instant::now(), now_unix_micros()));
+        }
+        let idle = if first {
+            shared.server.client_header_timeout
+        } else {
+            shared.server.keepalive_timeout
+        };
+        let wait_start = Instant::now();
+        let end = loop {
+            match find_head_end(&buf, shared.limits.header_bytes) {
+                Ok(Some(end)) => break end,
+                Ok(None) => {}
+                Err(e) => {
+                    let (start, start_us) = arrived.unwrap_or((Instant::now(), now_unix_micros()));
+                    bad_head(&shared, conn, &mut io, e, start, start_us, buf.len()).await;
+                    linger(&mut io).await;
+                    return;
+                }
+            }
+            let deadline = match arrived {
+                Some((t, _)) => t + shared.server.client_header_timeout,
+                None => wait_start + idle,
+            };
+            let waiting_idle = arrived.is_none() && buf.iter().all(|b| *b == b'\r' || *b == b'\n');
+            if waiting_idle && *shutdown.borrow() {
+                return;
+            }
+            if buf.capacity() - buf.len() < 1024 {
+                buf.reserve(READ_CHUNK);
+            }
+            tokio::select! {
+                r = io.read_buf(&mut buf) => match r {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        if arrived.is_none() {
+                            arrived = Some((Instant::now(), now_unix_micros()));
+                        }
+                    }
+                },
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    if arrived.is_some() {
+                        let msg = "request head not received within server.client_header_timeout";
+                        error_line(&shared, conn, msg);
+                        shared.metrics.malformed_requests.fetch_add(1, Ordering::Relaxed);
+                        let _ = write_simple(&mut io, StatusCode::REQUEST_TIMEOUT, &shared).await;
+                    }
+                    return;
+                }
+                () = crate::server::stopped(&mut shutdown), if waiting_idle => return,
+            }
+        };
+        first = false;
+        let (start, start_us) = arrived.unwrap_or((Instant::now(), now_unix_micros()));
+        let raw = buf.split_to(end.end).freeze().slice(end.skip..);
+        let head = match parse_head(raw, shared.limits.max_headers) {
+            Ok(h) => h,
+            Err(e) => {
+                bad_head(&shared, conn, &mut io, e, start, start_us, end.end).await;
+                linger(&mut io).await;
+                return;
+            }
+        };
+        let keep = handle_request(
+            &shared, conn, &mut io, &mut buf, head, start, start_us, &shutdown,
+        )
+        .await;
+        if !keep || *shutdown.borrow() {
+            linger(&mut io).await;
+            return;
+        }
+    }
+}
+
+/// Closes a connection politely: sends FIN (or TLS close_notify), then reads and
+/// discards what the client may still be sending, for a short while, so that the
+/// kernel does not answer unread data with a reset that could destroy the response
+/// before the client reads it.
+async fn linger<IO: AsyncRead + AsyncWrite + Unpin>(io: &mut IO) {
+    const LINGER: Duration = Duration::from_secs(2);
+    const LINGER_BYTES: usize = 1 << 20;
+    let _ = timeout(LINGER, io.shutdown()).await;
+    let mut sink = [0u8; 4096];
+    let mut total = 0;
+    let _ = timeout(LINGER, async {
+        while total < LINGER_BYTES {
+            match io.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+}
+
+/// Answers a head that cannot be read at all: 431 or 400, and an error-log line.
+async fn bad_head<IO: AsyncWrite + Unpin>(
+    shared: &Arc<Shared>,
+    conn: ConnInfo,
+    io: &mut IO,
+    e: HeadError,
+    start: Instant,
+    start_us: i64,
+    bytes_in: usize,
+) {
+    shared
+        .metrics
+        .malformed_requests
+        .fetch_add(1, Ordering::Relaxed);
+    let status = match e {
+        HeadError::TooLarge(_) | HeadError::TooManyHeaders(_) => {
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        }
+        HeadError::Malformed(_) => StatusCode::BAD_REQUEST,
+    };
+    error_line(shared, conn, &format!("unreadable request: {e}"));
+    let written = write_simple(io, status, shared).await.unwrap_or(0);
+    shared.metrics.request(status.as_u16(), Action::BadRequest);
+    if shared.logs.enabled(LogKind::Access) {
+        let line = serde_json::json!({
+            "ts_us": start_us,
+            "time": rfc3339_micros(start_us),
+            "client": conn.peer.to_string(),
+            "server": conn.local.to_string(),
+            "scheme": if conn.tls { "https" } else { "http" },
+            "status": status.as_u16(),
+            "bytes_in": bytes_in,
+            "bytes_out": written,
+            "total_us": u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "action": Action::BadRequest.label(),
+            "error": e.to_string(),
+        });
+        shared.logs.send(LogKind::Access, line.to_string());
+    }
+}
+
+fn error_line(shared: &Shared, conn: ConnInfo, msg: &str) {
+    shared.logs.send(
+        LogKind::Error,
+        format!(
+            "{} [error] [client {}] palisade: {}",
+            rfc3339_micros(now_unix_micros()),
+            conn.peer.ip(),
+            one_line(msg)
+        ),
+    );
+}
+
+async fn write_simple<IO: AsyncWrite + Unpin>(
+    io: &mut IO,
+    status: StatusCode,
+    shared: &Shared,
+) -> std::io::Result<usize> {
+    let body = format!(
+        "{} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    let msg = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    );
+    timeout(shared.server.send_timeout, io.write_all(msg.as_bytes()))
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    let _ = io.flush().await;
+    Ok(msg.len())
+}
+
+/// Handles one request whose head has been read. Returns whether the connection
+/// can carry another request.
+#[allow(clippy::too_many_arguments)]
+async fn handle_request<IO>(
+    shared: &Arc<Shared>,
+    conn: ConnInfo,
+    io: &mut IO,
+    buf: &mut BytesMut,
+    head: RequestHead,
+    start: Instant,
+    start_us: i64,
+    shutdown: &watch::Receiver<bool>,
+) -> bool
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let framing = head.framing();
+    let version = head.version;
+    let mut keepalive = match version {
+        Version::Http(1, 0) => head.has_token(b"connection", b"keep-alive"),
+        v => v.keepalive_default() && !head.has_token(b"connection", b"close"),
+    };
+    if !head.problems.is_empty() || matches!(framing, Framing::Invalid(_)) {
+        keepalive = false;
+    }
+    let te_and_cl = head.values(b"transfer-encoding").next().is_some()
+        && head.values(b"content-length").next().is_some();
+    if te_and_cl {
+        // RFC 9112 §6.3: a request with both may be a smuggling attempt.
+        keepalive = false;
+    }
+    let is_head = &head.method[..] == b"HEAD";
+    let mut ex = Exchange::begin(
+        shared,
+        conn,
+        start,
+        start_us,
+        head.method.clone(),
+        head.uri.clone(),
+        head.protocol.clone(),
+        head.headers.iter().map(|(n, v)| (&n[..], &v[..])),
+        head.len,
+    );
+    let out = WriteCtx {
+        version,
+        is_head,
+        keepalive,
+    };
+    let has_body = matches!(framing, Framing::Length(_) | Framing::Chunked);
+
+    if let Some(v) = ex.phase1() {
+        // The body (if any) was not read: the connection cannot be reused.
+        let reply = ex.reply_verdict(v);
+        let out = WriteCtx {
+            keepalive: keepalive && !has_body,
+            ..out
+        };
+        return write_reply(io, reply, out, shared).await;
+    }
+
+    if let Framing::Length(n) = framing
+        && n > shared.limits.request_body_bytes as u64
+    {
+        // Announced too large: refuse before reading (or inviting) the body.
+        let reply = ex.reply_body_stop(crate::exchange::BodyStop::TooLarge);
+        return write_reply(
+            io,
+            reply,
+            WriteCtx {
+                keepalive: false,
+                ..out
+            },
+            shared,
+        )
+        .await;
+    }
+    if has_body {
+        let wants_continue =
+            version == Version::Http(1, 1) && head.has_token(b"expect", b"100-continue");
+        if wants_continue && buf.is_empty() {
+            let cont = b"HTTP/1.1 100 Continue\r\n\r\n";
+            if io.write_all(cont).await.is_err() {
+                return false;
+            }
+        }
+        let mut dec = BodyDecoder::new(framing, shared.limits.header_bytes);
+        let mut counted = 0u64;
+        loop {
+            let step = dec.decode(buf);
+            ex.add_bytes_in(dec.raw_bytes - counted);
+            counted = dec.raw_bytes;
+            match step {
+                Ok(Decoded::Data(chunk)) => {
+                    if let Err(stop) = ex.body_chunk(chunk) {
+                        let reply = ex.reply_body_stop(stop);
+                        return write_reply(
+                            io,
+                            reply,
+                            WriteCtx {
+                                keepalive: false,
+                                ..out
+                            },
+                            shared,
+                        )
+                        .await;
+                    }
+                }
+                Ok(Decoded::Done) => break,
+                Ok(Decoded::NeedMore) => {
+                    if buf.capacity() - buf.len() < 1024 {
+                        buf.reserve(READ_CHUNK);
+                    }
+                    match timeout(shared.server.client_body_timeout, io.read_buf(buf)).await {
+                        Ok(Ok(0)) | Ok(Err(_)) => {
+                            // The client went away mid-body: record it, answer no one.
+                            let mut reply = ex.reply_error(
+                                400,
+                                Action::BadRequest,
+                                "client closed the connection during the request body",
+                            );
+                            reply.body.finish();
+                            return false;
+                        }
+                        Ok(Ok(_)) => {}
+                        Err(_) => {
+                            let reply = ex.reply_error(
+                                408,
+                                Action::BadRequest,
+                                "request body not received within server.client_body_timeout",
+                            );
+                            return write_reply(
+                                io,
+                                reply,
+                                WriteCtx {
+                                    keepalive: false,
+                                    ..out
+                                },
+                                shared,
+                            )
+                            .await;
+                        }
+                    }
+                }
+                Err(e) => {
+                    let reply =
+                        ex.reply_error(400, Action::BadRequest, &format!("bad request body: {e}"));
+                    return write_reply(
+                        io,
+                        reply,
+                        WriteCtx {
+                            keepalive: false,
+                            ..out
+                        },
+                        shared,
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    if let Some(v) = ex.phase2() {
+        let reply = ex.reply_verdict(v);
+        return write_reply(io, reply, out, shared).await;
+    }
+
+    if version == Version::Http09 {
+        // HTTP/0.9 has no status line and no headers; the answer is a bare body.
+        let reply = ex.reply_error(400, Action::BadRequest, "HTTP/0.9 request");
+        return write_http09(io, reply, shared).await;
+    }
+    if let Framing::Invalid(why) = framing {
+        let reply = ex.reply_error(400, Action::BadRequest, why);
+        return write_reply(io, reply, out, shared).await;
+    }
+    if !head.problems.is_empty() {
+        let reply = ex.reply_error(400, Action::BadRequest, &head.problems.join("; "));
+        return write_reply(io, reply, out, shared).await;
+    }
+    let parts = match forward_parts(&head, conn) {
+        Ok(p) => p,
+        Err(why) => {
+            let reply = ex.reply_error(400, Action::BadRequest, why);
+            return write_reply(
+                io,
+                reply,
+                WriteCtx {
+                    keepalive: false,
+                    ..out
+                },
+                shared,
+            )
+            .await;
+        }
+    };
+    let reply = ex.forward(parts).await;
+    let out = WriteCtx {
+        keepalive: out.keepalive && !*shutdown.borrow(),
+        ..out
+    };
+    write_reply(io, reply, out, shared).await
+}
+
+fn forward_parts(head: &RequestHead, conn: ConnInfo) -> Result<ForwardParts, &'static str> {
+    let method = Method::from_bytes(&head.method).map_err(|_| "method cannot be forwarded")?;
+    let uri = forward_target(&method, &head.uri)?;
+    let headers = upstream_headers(
+        head.headers.iter().map(|(n, v)| (&n[..], &v[..])),
+        conn.peer.ip(),
+        conn.tls,
+    )?;
+    Ok(ForwardParts {
+        method,
+        uri,
+        headers,
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WriteCtx {
+    version: Version,
+    is_head: bool,
+    keepalive: bool,
+}
+
+/// Writes a reply. Returns whether the connection may carry another request.
+async fn write_reply<IO>(io: &mut IO, mut reply: Reply, ctx: WriteCtx, shared: &Shared) -> bool
+where
+    IO: AsyncWrite + Unpin,
+{
+    if reply.drop {
+        reply.body.finish();
+        return false;
+    }
+    let status = reply.status;
+    let no_body = ctx.is_head
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let mut keepalive = ctx.keepalive && !reply.close;
+    let chunked;
+    match reply.body.known_len() {
+        Some(n) if !no_body => {
+            reply
+                .headers
+                .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
+            chunked = false;
+        }
+        Some(_) => chunked = false,
+        None => {
+            if no_body || reply.headers.contains_key(http::header::CONTENT_LENGTH) {
+                chunked = false;
+            } else if ctx.version == Version::Http(1, 1)
+                || matches!(ctx.version, Version::Http(maj, _) if maj >= 2)
+            {
+                chunked = true;
+            } else {
+                // HTTP/1.0 client, unknown length: the end of the body is the close.
+                chunked = false;
+                keepalive = false;
+            }
+        }
+    }
+    let mut head = Vec::with_capacity(256 + reply.headers.len() * 48);
+    head.extend_from_slice(b"HTTP/1.1 ");
+    head.extend_from_slice(status.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    head.extend_from_slice(b"\r\n");
+    for (name, value) in &reply.headers {
+        push_title_case(&mut head, name.as_str());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    if chunked {
+        head.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+    }
+    if !keepalive {
+        head.extend_from_slice(b"Connection: close\r\n");
+    } else if ctx.version == Version::Http(1, 0) {
+        head.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    reply.body.add_bytes_out(head.len() as u64);
+    let send_timeout = shared.server.send_timeout;
+
+    if no_body {
+        reply.body.finish();
+        return write_all(io, &head, send_timeout).await.is_ok() && keepalive;
+    }
+    // Small complete bodies go out with the head in one write.
+    let mut pending_head = Some(head);
+    loop {
+        let frame = match reply.body.frame().await {
+            None => break,
+            Some(Ok(f)) => f,
+            Some(Err(_)) => {
+                // The upstream broke off: the client cannot be told in-band.
+                if let Some(h) = pending_head.take() {
+                    let _ = write_all(io, &h, send_timeout).await;
+                }
+                return false;
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let mut out: Vec<u8>;
+        let res = if chunked {
+            out = pending_head.take().unwrap_or_default();
+            out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            if data.len() <= 8192 {
+                out.extend_from_slice(&data);
+                out.extend_from_slice(b"\r\n");
+                write_all(io, &out, send_timeout).await
+            } else {
+                let mut chain = Bytes::from(out).chain(data).chain(&b"\r\n"[..]);
+                write_buf(io, &mut chain, send_timeout).await
+            }
+        } else if let Some(h) = pending_head.take() {
+            if data.len() <= 16 * 1024 {
+                out = h;
+                out.extend_from_slice(&data);
+                write_all(io, &out, send_timeout).await
+            } else {
+                let mut chain = Bytes::from(h).chain(data);
+                write_buf(io, &mut chain, send_timeout).await
+            }
+        } else {
+            write_all(io, &data, send_timeout).await
+        };
+        if let Err(e) = res {
+            reply.body.set_error(&format!("writing to the client: {e}"));
+            reply.body.finish();
+            return false;
+        }
+    }
+    let mut tail = pending_head.take().unwrap_or_default();
+    if chunked {
+        tail.extend_from_slice(b"0\r\n\r\n");
+    }
+    if !tail.is_empty() && write_all(io, &tail, send_timeout).await.is_err() {
+        reply.body.set_error("writing to the client failed");
+        reply.body.finish();
+        return false;
+    }
+    reply.body.add_bytes_out(if chunked { 5 } else { 0 });
+    let _ = io.flush().await;
+    reply.body.finish();
+    keepalive
+}
+
+async fn write_http09<IO: AsyncWrite + Unpin>(
+    io: &mut IO,
+    mut reply: Reply,
+    shared: &Shared,
+) -> bool {
+    while let Some(Ok(frame)) = reply.body.frame().await {
+        if let Ok(d) = frame.into_data()
+            && write_all(io, &d, shared.server.send_timeout).await.is_err()
+        {
+            break;
+        }
+    }
+    reply.body.finish();
+    false
+}
+
+async fn write_all<IO: AsyncWrite + Unpin>(
+    io: &mut IO,
+    data: &[u8],
+    t: Duration,
+) -> std::io::Result<()> {
+    timeout(t, io.write_all(data))
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+}
+
+async fn write_buf<IO: AsyncWrite + Unpin, B: Buf>(
+    io: &mut IO,
+    data: &mut B,
+    t: Duration,
+) -> std::io::Result<()> {
+    timeout(t, io.write_all_buf(data))
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+}
+
+/// Writes a lower-case header name as `Title-Case`.
+fn push_title_case(out: &mut Vec<u8>, name: &str) {
+    let mut up = true;
+    for b in name.bytes() {
+        out.push(if up { b.to_ascii_uppercase() } else { b });
+        up = b == b'-';
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn title_case() {
+        let mut v = Vec::new();
+        push_title_case(&mut v, "x-forwarded-for");
+        assert_eq!(v, b"X-Forwarded-For");
+    }
+}

@@ -1,0 +1,347 @@
+//! Log lines leave the request path through one bounded channel to a writer thread.
+//!
+//! A request never waits for a disk: [`LogSender::send`] either queues the line or,
+//! when the writer has fallen behind and the channel is full, drops it and counts
+//! the drop per log (exported by `/metrics`). The writer flushes whenever the
+//! channel runs empty, so match lines reach the error log promptly (test tooling
+//! tails it).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+
+/// Which log a line belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogKind {
+    /// Match lines and request errors.
+    Error = 0,
+    /// One JSON line per request.
+    Access = 1,
+    /// ModSecurity JSON audit records.
+    Audit = 2,
+}
+
+impl LogKind {
+    /// The label used in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            LogKind::Error => "error",
+            LogKind::Access => "access",
+            LogKind::Audit => "audit",
+        }
+    }
+}
+
+/// Lines dropped because the writer fell behind, per log.
+#[derive(Debug, Default)]
+pub struct DropCounters {
+    counts: [AtomicU64; 3],
+}
+
+impl DropCounters {
+    /// Lines dropped so far for this log.
+    pub fn get(&self, kind: LogKind) -> u64 {
+        self.counts[kind as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// The request side of the log channel. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct LogSender {
+    tx: SyncSender<(LogKind, String)>,
+    enabled: [bool; 3],
+    drops: Arc<DropCounters>,
+    reopen: Arc<AtomicBool>,
+}
+
+impl LogSender {
+    /// Queues a line (without its newline). Never blocks; counts the line as dropped
+    /// when the channel is full or the writer is gone.
+    pub fn send(&self, kind: LogKind, line: String) {
+        if !self.enabled[kind as usize] {
+            return;
+        }
+        match self.tx.try_send((kind, line)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.drops.counts[kind as usize].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// True when this log has a destination.
+    pub fn enabled(&self, kind: LogKind) -> bool {
+        self.enabled[kind as usize]
+    }
+
+    /// Asks the writer to close and reopen the log files (after log rotation).
+    pub fn request_reopen(&self) {
+        self.reopen.store(true, Ordering::Relaxed);
+    }
+
+    /// The drop counters, for metrics.
+    pub fn drops(&self) -> &Arc<DropCounters> {
+        &self.drops
+    }
+}
+
+/// Where each log goes.
+#[derive(Debug, Clone, Default)]
+pub struct LogTargets {
+    /// Error log file; `None` writes it to standard error.
+    pub error: Option<PathBuf>,
+    /// Access log file; `None` disables it.
+    pub access: Option<PathBuf>,
+    /// Audit log file; `None` disables it.
+    pub audit: Option<PathBuf>,
+}
+
+/// The writer thread; joining it flushes everything queued.
+#[derive(Debug)]
+pub struct LogWriter {
+    handle: Option<JoinHandle<()>>,
+}
+
+impl LogWriter {
+    /// Opens the files (appending, creating them if needed) and starts the writer.
+    pub fn start(targets: &LogTargets, capacity: usize) -> io::Result<(LogSender, LogWriter)> {
+        let error: Sink = match &targets.error {
+            Some(p) => Sink::File(open(p)?),
+            None => Sink::Stderr,
+        };
+        let access = targets.access.as_deref().map(open).transpose()?;
+        let audit = targets.audit.as_deref().map(open).transpose()?;
+        let enabled = [true, access.is_some(), audit.is_some()];
+        let (tx, rx) = sync_channel(capacity);
+        let mut sinks = [Some(error), access.map(Sink::File), audit.map(Sink::File)];
+        let reopen = Arc::new(AtomicBool::new(false));
+        let flag = reopen.clone();
+        let paths = targets.clone();
+        let handle = std::thread::Builder::new()
+            .name("palisade-log".into())
+            .spawn(move || writer_loop(rx, &mut sinks, &flag, &paths))?;
+        Ok((
+            LogSender {
+                tx,
+                enabled,
+                drops: Arc::new(DropCounters::default()),
+                reopen,
+            },
+            LogWriter {
+                handle: Some(handle),
+            },
+        ))
+    }
+
+    /// Waits for the writer to drain the channel and flush. Every `LogSender` must
+    /// have been dropped first, or this waits for them.
+    pub fn finish(mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn open(p: &Path) -> io::Result<BufWriter<File>> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+    Ok(BufWriter::with_capacity(64 * 1024, f))
+}
+
+enum Sink {
+    Stderr,
+    File(BufWriter<File>),
+}
+
+impl Sink {
+    fn write_line(&mut self, line: &str) -> io::Result<()> {
+        match self {
+            Sink::Stderr => {
+                let mut e = io::stderr().lock();
+                e.write_all(line.as_bytes())?;
+                e.write_all(b"\n")
+            }
+            Sink::File(f) => {
+                f.write_all(line.as_bytes())?;
+                f.write_all(b"\n")
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Stderr => Ok(()),
+            Sink::File(f) => f.flush(),
+        }
+    }
+}
+
+fn reopen_files(sinks: &mut [Option<Sink>; 3], paths: &LogTargets) {
+    let wanted = [&paths.error, &paths.access, &paths.audit];
+    for (sink, path) in sinks.iter_mut().zip(wanted) {
+        if let (Some(Sink::File(f)), Some(p)) = (sink.as_mut(), path) {
+            let _ = f.flush();
+            match open(p) {
+                Ok(new) => *f = new,
+                Err(e) => tracing::error!("cannot reopen log: {e}"),
+            }
+        }
+    }
+}
+
+fn writer_loop(
+    rx: Receiver<(LogKind, String)>,
+    sinks: &mut [Option<Sink>; 3],
+    reopen: &AtomicBool,
+    paths: &LogTargets,
+) {
+    let mut failed = [false; 3];
+    loop {
+        let next = rx.recv_timeout(std::time::Duration::from_millis(500));
+        if reopen.swap(false, Ordering::Relaxed) {
+            reopen_files(sinks, paths);
+            failed = [false; 3];
+        }
+        let (kind, line) = match next {
+            Ok(x) => x,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        write_one(sinks, &mut failed, kind, &line);
+        // Drain what is queued, then flush once the channel is empty.
+        while let Ok((kind, line)) = rx.try_recv() {
+            write_one(sinks, &mut failed, kind, &line);
+        }
+        for (i, s) in sinks.iter_mut().enumerate() {
+            if let Some(s) = s
+                && let Err(e) = s.flush()
+                && !failed[i]
+            {
+                failed[i] = true;
+                tracing::error!("cannot write log: {e}");
+            }
+        }
+    }
+    for s in sinks.iter_mut().flatten() {
+        let _ = s.flush();
+    }
+}
+
+fn write_one(sinks: &mut [Option<Sink>; 3], failed: &mut [bool; 3], kind: LogKind, line: &str) {
+    let i = kind as usize;
+    if let Some(s) = &mut sinks[i]
+        && let Err(e) = s.write_line(line)
+        && !failed[i]
+    {
+        failed[i] = true;
+        tracing::error!("cannot write {} log: {e}", kind.label());
+    }
+}
+
+/// Replaces line breaks so that a value can never split a log line.
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains(['\n', '\r']) {
+        std::borrow::Cow::Owned(s.replace('\n', "\\n").replace('\r', "\\r"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// Formats a Unix time in microseconds as RFC 3339 UTC with microseconds.
+pub fn rfc3339_micros(unix_micros: i64) -> String {
+    let secs = unix_micros.div_euclid(1_000_000);
+    let micros = unix_micros.rem_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+/// Converts days since 1970-01-01 to a (year, month, day) date in the proleptic
+/// Gregorian calendar (the well-known era-based algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// The current Unix time in microseconds.
+pub fn now_unix_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_times() {
+        assert_eq!(rfc3339_micros(0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339_micros(1_709_251_199_123_456),
+            "2024-02-29T23:59:59.123456Z"
+        );
+        assert_eq!(
+            rfc3339_micros(951_782_400_000_001),
+            "2000-02-29T00:00:00.000001Z"
+        );
+    }
+
+    #[test]
+    fn one_line_escapes_breaks() {
+        assert_eq!(one_line("a\nb\rc"), "a\\nb\\rc");
+        assert!(matches!(one_line("abc"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn lines_are_written_and_drops_counted() {
+        let dir = std::env::temp_dir().join(format!("palisade-logs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let targets = LogTargets {
+            error: Some(dir.join("error.log")),
+            access: Some(dir.join("access.log")),
+            audit: None,
+        };
+        let (tx, writer) = LogWriter::start(&targets, 4).unwrap();
+        tx.send(LogKind::Error, "match line".into());
+        tx.send(LogKind::Access, "{\"a\":1}".into());
+        tx.send(LogKind::Audit, "not written: audit is off".into());
+        // Fill far past the capacity; some lines may be dropped, all are accounted.
+        for i in 0..10_000 {
+            tx.send(LogKind::Access, format!("{i}"));
+        }
+        let drops = tx.drops().clone();
+        drop(tx);
+        writer.finish();
+        let access = std::fs::read_to_string(dir.join("access.log")).unwrap();
+        let written = access.lines().count() as u64;
+        assert_eq!(written + drops.get(LogKind::Access), 10_001);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("error.log")).unwrap(),
+            "match line\n"
+        );
+        assert_eq!(drops.get(LogKind::Audit), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

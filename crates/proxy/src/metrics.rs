@@ -1,0 +1,329 @@
+//! Counters and histograms, exported in the Prometheus text format.
+//!
+//! Request-path updates are relaxed atomic adds on fixed arrays: no lock, no
+//! allocation. Only rule hits, which happen on matching requests, go through a
+//! mutex-protected map.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What the proxy did with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Forwarded to the upstream and answered.
+    Pass,
+    /// Refused by a rule (deny, block with a status).
+    Deny,
+    /// Connection closed by a rule.
+    Drop,
+    /// Redirected by a rule.
+    Redirect,
+    /// Answered 400/413/431 by the proxy because the request could not be used.
+    BadRequest,
+    /// The upstream failed (502/504).
+    UpstreamError,
+}
+
+impl Action {
+    /// Every action, in label order.
+    pub const ALL: [Action; 6] = [
+        Action::Pass,
+        Action::Deny,
+        Action::Drop,
+        Action::Redirect,
+        Action::BadRequest,
+        Action::UpstreamError,
+    ];
+
+    /// The label used in logs and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Action::Pass => "pass",
+            Action::Deny => "deny",
+            Action::Drop => "drop",
+            Action::Redirect => "redirect",
+            Action::BadRequest => "bad_request",
+            Action::UpstreamError => "upstream_error",
+        }
+    }
+}
+
+/// Which duration a histogram records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// WAF phase 1, request headers.
+    Phase1 = 0,
+    /// WAF phase 2, request body.
+    Phase2,
+    /// WAF phase 3, response headers.
+    Phase3,
+    /// WAF phase 4, response body.
+    Phase4,
+    /// WAF phase 5, logging.
+    Phase5,
+    /// Opening a new upstream connection.
+    UpstreamConnect,
+    /// From sending the request upstream to its response head.
+    UpstreamFirstByte,
+    /// From the response head to the end of the response body.
+    UpstreamTransfer,
+    /// Whole request, from arrival to the end of the response.
+    Total,
+}
+
+const TIMERS: [(&str, &str); 9] = [
+    ("palisade_waf_phase_seconds", "phase=\"1\""),
+    ("palisade_waf_phase_seconds", "phase=\"2\""),
+    ("palisade_waf_phase_seconds", "phase=\"3\""),
+    ("palisade_waf_phase_seconds", "phase=\"4\""),
+    ("palisade_waf_phase_seconds", "phase=\"5\""),
+    ("palisade_upstream_seconds", "stage=\"connect\""),
+    ("palisade_upstream_seconds", "stage=\"first_byte\""),
+    ("palisade_upstream_seconds", "stage=\"transfer\""),
+    ("palisade_request_seconds", ""),
+];
+
+/// Bucket upper bounds in microseconds.
+const BUCKETS_US: [u64; 20] = [
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+#[derive(Debug, Default)]
+struct Histogram {
+    buckets: [AtomicU64; BUCKETS_US.len()],
+    count: AtomicU64,
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, us: u64) {
+        if let Some(i) = BUCKETS_US.iter().position(|&b| us <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+}
+
+/// One counter per status code 0-599 (0: no answer, a dropped connection).
+const STATUS_SLOTS: usize = 600;
+
+/// All of the proxy's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    requests: Vec<AtomicU64>,
+    timers: [Histogram; 9],
+    rule_hits: Mutex<HashMap<i64, u64>>,
+    /// Client connections accepted.
+    pub connections_total: AtomicU64,
+    /// Client connections open now.
+    pub connections_open: AtomicU64,
+    /// Requests whose head could not be read (answered 400/431 or dropped).
+    pub malformed_requests: AtomicU64,
+    /// New upstream connections opened.
+    pub upstream_connects: AtomicU64,
+    /// Upstream connection attempts that failed.
+    pub upstream_connect_errors: AtomicU64,
+    /// Transactions that failed inside the rule engine.
+    pub engine_errors: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Zeroed metrics.
+    pub fn new() -> Self {
+        Self {
+            requests: (0..STATUS_SLOTS * Action::ALL.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            timers: Default::default(),
+            rule_hits: Mutex::new(HashMap::new()),
+            connections_total: AtomicU64::new(0),
+            connections_open: AtomicU64::new(0),
+            malformed_requests: AtomicU64::new(0),
+            upstream_connects: AtomicU64::new(0),
+            upstream_connect_errors: AtomicU64::new(0),
+            engine_errors: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a finished request.
+    pub fn request(&self, status: u16, action: Action) {
+        let slot = usize::from(status).min(STATUS_SLOTS - 1);
+        let a = Action::ALL.iter().position(|&x| x == action).unwrap_or(0);
+        self.requests[a * STATUS_SLOTS + slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a duration in microseconds.
+    pub fn observe(&self, timer: Timer, us: u64) {
+        self.timers[timer as usize].observe(us);
+    }
+
+    /// Counts rule matches.
+    pub fn rule_hits(&self, ids: &[i64]) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut m = self.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            *m.entry(*id).or_insert(0) += 1;
+        }
+    }
+
+    /// The Prometheus text exposition. `extra` adds gauges computed by the caller
+    /// (name, help, value).
+    pub fn render(&self, dropped: &[(&str, u64)], extra: &[(&str, &str, f64)]) -> String {
+        let mut out = String::with_capacity(8192);
+        out.push_str("# HELP palisade_requests_total Requests answered, by status and action.\n");
+        out.push_str("# TYPE palisade_requests_total counter\n");
+        for (a, action) in Action::ALL.iter().enumerate() {
+            for slot in 0..STATUS_SLOTS {
+                let n = self.requests[a * STATUS_SLOTS + slot].load(Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "palisade_requests_total{{status=\"{}\",action=\"{}\"}} {n}",
+                        slot,
+                        action.label()
+                    );
+                }
+            }
+        }
+        out.push_str("# HELP palisade_rule_hits_total Rule matches, by rule id.\n");
+        out.push_str("# TYPE palisade_rule_hits_total counter\n");
+        {
+            let m = self.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ids: Vec<_> = m.iter().collect();
+            ids.sort();
+            for (id, n) in ids {
+                let _ = writeln!(out, "palisade_rule_hits_total{{id=\"{id}\"}} {n}");
+            }
+        }
+        let mut last_name = "";
+        for (i, (name, label)) in TIMERS.iter().enumerate() {
+            if *name != last_name {
+                let help = match *name {
+                    "palisade_waf_phase_seconds" => "Time spent in each WAF phase.",
+                    "palisade_upstream_seconds" => {
+                        "Upstream connect, time to first byte, and transfer times."
+                    }
+                    _ => "Whole request time, from arrival to the end of the response.",
+                };
+                let _ = writeln!(out, "# HELP {name} {help}");
+                let _ = writeln!(out, "# TYPE {name} histogram");
+                last_name = name;
+            }
+            let h = &self.timers[i];
+            let sep = if label.is_empty() { "" } else { "," };
+            let mut cumulative = 0;
+            for (b, bound) in BUCKETS_US.iter().enumerate() {
+                cumulative += h.buckets[b].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{{label}{sep}le=\"{}\"}} {cumulative}",
+                    *bound as f64 / 1e6
+                );
+            }
+            let count = h.count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{label}{sep}le=\"+Inf\"}} {count}");
+            let braces = |l: &str| {
+                if l.is_empty() {
+                    String::new()
+                } else {
+                    format!("{{{l}}}")
+                }
+            };
+            let _ = writeln!(
+                out,
+                "{name}_sum{} {}",
+                braces(label),
+                h.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+            );
+            let _ = writeln!(out, "{name}_count{} {count}", braces(label));
+        }
+        out.push_str("# HELP palisade_log_lines_dropped_total Log lines dropped because the writer fell behind.\n");
+        out.push_str("# TYPE palisade_log_lines_dropped_total counter\n");
+        for (log, n) in dropped {
+            let _ = writeln!(out, "palisade_log_lines_dropped_total{{log=\"{log}\"}} {n}");
+        }
+        let counters = [
+            (
+                "palisade_connections_total",
+                "Client connections accepted.",
+                &self.connections_total,
+            ),
+            (
+                "palisade_malformed_requests_total",
+                "Requests whose head could not be read.",
+                &self.malformed_requests,
+            ),
+            (
+                "palisade_upstream_connects_total",
+                "Upstream connections opened.",
+                &self.upstream_connects,
+            ),
+            (
+                "palisade_upstream_connect_errors_total",
+                "Upstream connection attempts that failed.",
+                &self.upstream_connect_errors,
+            ),
+            (
+                "palisade_engine_errors_total",
+                "Transactions that failed inside the rule engine.",
+                &self.engine_errors,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP palisade_connections_open Client connections open now.\n# TYPE palisade_connections_open gauge\npalisade_connections_open {}",
+            self.connections_open.load(Ordering::Relaxed)
+        );
+        for (name, help, v) in extra {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counts_and_histograms() {
+        let m = Metrics::new();
+        m.request(200, Action::Pass);
+        m.request(200, Action::Pass);
+        m.request(403, Action::Deny);
+        m.request(0, Action::Drop);
+        m.rule_hits(&[942100, 949110, 942100]);
+        m.observe(Timer::Phase1, 7);
+        m.observe(Timer::Phase1, 3_000_000);
+        let text = m.render(&[("error", 2)], &[("palisade_rules_loaded", "Rules.", 5.0)]);
+        assert!(text.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"));
+        assert!(text.contains("palisade_requests_total{status=\"403\",action=\"deny\"} 1\n"));
+        assert!(text.contains("palisade_requests_total{status=\"0\",action=\"drop\"} 1\n"));
+        assert!(text.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"));
+        assert!(
+            text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"0.000005\"} 0\n")
+        );
+        assert!(text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"0.00001\"} 1\n"));
+        assert!(text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"+Inf\"} 2\n"));
+        assert!(text.contains("palisade_waf_phase_seconds_count{phase=\"1\"} 2\n"));
+        assert!(text.contains("palisade_request_seconds_count 0\n"));
+        assert!(text.contains("palisade_log_lines_dropped_total{log=\"error\"} 2\n"));
+        assert!(text.contains("palisade_rules_loaded 5\n"));
+    }
+}

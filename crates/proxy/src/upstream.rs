@@ -1,0 +1,628 @@
+//! Upstream pools: routing, pooled HTTP/1.1 connections, failover, timeouts, timing.
+//!
+//! Each server keeps a stack of idle hyper HTTP/1.1 connections (at most
+//! `keepalive`). A connection goes back to its stack only once its response body
+//! has been read to the end. Names are resolved on every new connection, so a
+//! server that moves is found again. A server that refuses connections is skipped
+//! in favour of the next one, then the backups; the request itself is sent once
+//! (a reused connection that turns out to be closed is retried on a fresh one).
+
+use crate::config::{Config, UpstreamConfig};
+use crate::metrics::Metrics;
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, Uri};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::time::Sleep;
+
+type Sender = SendRequest<Full<Bytes>>;
+
+/// A request ready to go upstream (hop-by-hop headers already removed).
+#[derive(Debug, Clone)]
+pub struct UpstreamRequest {
+    /// Method.
+    pub method: Method,
+    /// Origin-form target (path and query).
+    pub uri: Uri,
+    /// Headers to send, Host included.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+impl UpstreamRequest {
+    fn build(self) -> Request<Full<Bytes>> {
+        let mut r = Request::new(Full::new(self.body));
+        *r.method_mut() = self.method;
+        *r.uri_mut() = self.uri;
+        *r.headers_mut() = self.headers;
+        r
+    }
+}
+
+/// Why the upstream could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// No server accepted a connection.
+    #[error("cannot connect to upstream {pool}: {reason}")]
+    Connect {
+        /// Pool name.
+        pool: String,
+        /// The last failure.
+        reason: String,
+    },
+    /// No server accepted a connection in time.
+    #[error("timed out connecting to upstream {pool}")]
+    ConnectTimeout {
+        /// Pool name.
+        pool: String,
+    },
+    /// The response head did not arrive within the read timeout.
+    #[error("upstream {server} sent no response within {timeout:?}")]
+    ResponseTimeout {
+        /// Server address.
+        server: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The exchange failed after the connection was made.
+    #[error("upstream {server}: {reason}")]
+    Protocol {
+        /// Server address.
+        server: String,
+        /// hyper's description.
+        reason: String,
+    },
+}
+
+impl UpstreamError {
+    /// 504 for timeouts, 502 otherwise.
+    pub fn status(&self) -> u16 {
+        match self {
+            UpstreamError::ConnectTimeout { .. } | UpstreamError::ResponseTimeout { .. } => 504,
+            _ => 502,
+        }
+    }
+}
+
+/// Times measured while talking to the upstream, in microseconds.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UpstreamTiming {
+    /// Time spent opening a new connection (TCP and HTTP handshake); 0 when a pooled
+    /// connection was reused. Failed attempts count too.
+    pub connect_us: u64,
+    /// From handing the request to the connection to the response head.
+    pub first_byte_us: u64,
+    /// True when a pooled connection carried the request.
+    pub reused: bool,
+}
+
+/// A response head from the upstream, and its body still to be read.
+#[derive(Debug)]
+pub struct UpstreamResponse {
+    /// Status, version and headers.
+    pub parts: http::response::Parts,
+    /// The body; reading it to the end returns the connection to the pool.
+    pub body: UpstreamBody,
+    /// The server that answered.
+    pub server: Arc<str>,
+}
+
+#[derive(Debug)]
+struct IdleConn {
+    sender: Sender,
+    since: Instant,
+}
+
+#[derive(Debug)]
+struct Server {
+    addr: Arc<str>,
+    idle: Mutex<Vec<IdleConn>>,
+}
+
+/// A named pool of upstream servers.
+#[derive(Debug)]
+pub struct Pool {
+    /// The pool's name.
+    pub name: String,
+    servers: Vec<Arc<Server>>,
+    backups: Vec<Arc<Server>>,
+    next: AtomicUsize,
+    keepalive: usize,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+    idle_timeout: Duration,
+    metrics: Arc<Metrics>,
+}
+
+enum HostMatch {
+    Any,
+    Exact(Vec<u8>),
+    Suffix(Vec<u8>),
+}
+
+struct Route {
+    host: HostMatch,
+    path_prefix: Option<Vec<u8>>,
+    pool: usize,
+}
+
+/// Every pool, and the routes that choose between them.
+pub struct Upstreams {
+    pools: Vec<Arc<Pool>>,
+    routes: Vec<Route>,
+}
+
+impl std::fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstreams")
+            .field("pools", &self.pools)
+            .field("routes", &self.routes.len())
+            .finish()
+    }
+}
+
+impl Upstreams {
+    /// Builds the pools and routes of a checked configuration.
+    pub fn new(cfg: &Config, metrics: &Arc<Metrics>) -> Self {
+        let pools: Vec<Arc<Pool>> = cfg
+            .upstreams
+            .iter()
+            .map(|u| Arc::new(Pool::new(u, metrics.clone())))
+            .collect();
+        let mut routes: Vec<Route> = cfg
+            .routes
+            .iter()
+            .map(|r| Route {
+                host: match r.host.as_deref() {
+                    None | Some("*") => HostMatch::Any,
+                    Some(h) => match h.strip_prefix('*') {
+                        Some(suffix) => HostMatch::Suffix(suffix.to_ascii_lowercase().into_bytes()),
+                        None => HostMatch::Exact(h.to_ascii_lowercase().into_bytes()),
+                    },
+                },
+                path_prefix: r.path_prefix.as_ref().map(|p| p.as_bytes().to_vec()),
+                pool: cfg
+                    .upstreams
+                    .iter()
+                    .position(|u| u.name == r.upstream)
+                    .unwrap_or(0),
+            })
+            .collect();
+        if routes.is_empty() {
+            routes.push(Route {
+                host: HostMatch::Any,
+                path_prefix: None,
+                pool: 0,
+            });
+        }
+        Upstreams { pools, routes }
+    }
+
+    /// The pool for a request: the first route whose host and path prefix match.
+    /// `host` is the Host header value (a port is ignored).
+    pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<&Arc<Pool>> {
+        let host = host.map(strip_port);
+        self.routes
+            .iter()
+            .find(|r| {
+                let host_ok = match (&r.host, host) {
+                    (HostMatch::Any, _) => true,
+                    (HostMatch::Exact(h), Some(got)) => got.eq_ignore_ascii_case(h),
+                    (HostMatch::Suffix(s), Some(got)) => {
+                        got.len() > s.len() && got[got.len() - s.len()..].eq_ignore_ascii_case(s)
+                    }
+                    _ => false,
+                };
+                host_ok && r.path_prefix.as_ref().is_none_or(|p| path.starts_with(p))
+            })
+            .map(|r| &self.pools[r.pool])
+    }
+
+    /// Drops idle connections that have outlived their pool's idle timeout.
+    pub fn reap_idle(&self) {
+        for p in &self.pools {
+            for s in p.servers.iter().chain(&p.backups) {
+                let mut idle = s.idle.lock().unwrap_or_else(|e| e.into_inner());
+                idle.retain(|c| c.since.elapsed() < p.idle_timeout && !c.sender.is_closed());
+            }
+        }
+    }
+}
+
+fn strip_port(h: &[u8]) -> &[u8] {
+    if h.first() == Some(&b'[') {
+        return match memchr::memchr(b']', h) {
+            Some(e) => &h[..=e],
+            None => h,
+        };
+    }
+    match memchr::memrchr(b':', h) {
+        Some(c) if h[c + 1..].iter().all(u8::is_ascii_digit) => &h[..c],
+        _ => h,
+    }
+}
+
+impl Pool {
+    fn new(cfg: &UpstreamConfig, metrics: Arc<Metrics>) -> Self {
+        let server = |a: &String| {
+            Arc::new(Server {
+                addr: Arc::from(a.as_str()),
+                idle: Mutex::new(Vec::new()),
+            })
+        };
+        Pool {
+            name: cfg.name.clone(),
+            servers: cfg.servers.iter().map(server).collect(),
+            backups: cfg.backup.iter().map(server).collect(),
+            next: AtomicUsize::new(0),
+            keepalive: cfg.keepalive,
+            connect_timeout: cfg.connect_timeout,
+            read_timeout: cfg.read_timeout,
+            idle_timeout: cfg.idle_timeout,
+            metrics,
+        }
+    }
+
+    /// Sends a request and waits for the response head, choosing a server
+    /// round-robin and failing over on connection errors.
+    pub async fn send(
+        self: &Arc<Self>,
+        req: UpstreamRequest,
+        timing: &mut UpstreamTiming,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = self.servers.len();
+        let order = (0..n)
+            .map(|i| &self.servers[(start + i) % n])
+            .chain(self.backups.iter());
+        let mut last_err: Option<UpstreamError> = None;
+        let mut req = req;
+        // A request without Host (HTTP/1.0) gets the server's address, as RFC 9110
+        // §7.2 asks of a proxy.
+        let add_host = !req.headers.contains_key(http::header::HOST);
+        for server in order {
+            if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
+                req.headers.insert(http::header::HOST, v);
+            }
+            // A pooled connection first.
+            if let Some(mut sender) = self.take_idle(server).await {
+                let idempotent = matches!(
+                    req.method,
+                    Method::GET
+                        | Method::HEAD
+                        | Method::OPTIONS
+                        | Method::TRACE
+                        | Method::PUT
+                        | Method::DELETE
+                );
+                let retry_copy = idempotent.then(|| req.clone());
+                let body_copy = req.body.clone();
+                let t0 = Instant::now();
+                match sender.try_send_request(req.build()).await {
+                    Ok(resp) => {
+                        timing.first_byte_us = micros(t0.elapsed());
+                        timing.reused = true;
+                        return Ok(self.response(resp, sender, server));
+                    }
+                    Err(mut e) => {
+                        // The connection was stale. Retry on a fresh one when the
+                        // request is known unsent, or is safe to repeat.
+                        req = match (e.take_message(), retry_copy) {
+                            (Some(back), _) => {
+                                let (parts, _) = back.into_parts();
+                                UpstreamRequest {
+                                    method: parts.method,
+                                    uri: parts.uri,
+                                    headers: parts.headers,
+                                    body: body_copy,
+                                }
+                            }
+                            (None, Some(copy)) => copy,
+                            (None, None) => {
+                                return Err(UpstreamError::Protocol {
+                                    server: server.addr.to_string(),
+                                    reason: e.into_error().to_string(),
+                                });
+                            }
+                        };
+                    }
+                }
+            }
+            let t0 = Instant::now();
+            let conn = tokio::time::timeout(self.connect_timeout, self.connect(server)).await;
+            timing.connect_us += micros(t0.elapsed());
+            let mut sender = match conn {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    self.metrics
+                        .upstream_connect_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    last_err = Some(UpstreamError::Connect {
+                        pool: self.name.clone(),
+                        reason: format!("{}: {e}", server.addr),
+                    });
+                    continue;
+                }
+                Err(_) => {
+                    self.metrics
+                        .upstream_connect_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    last_err = Some(UpstreamError::ConnectTimeout {
+                        pool: self.name.clone(),
+                    });
+                    continue;
+                }
+            };
+            self.metrics
+                .upstream_connects
+                .fetch_add(1, Ordering::Relaxed);
+            let t0 = Instant::now();
+            let sent =
+                tokio::time::timeout(self.read_timeout, sender.send_request(req.build())).await;
+            timing.first_byte_us = micros(t0.elapsed());
+            return match sent {
+                Ok(Ok(resp)) => Ok(self.response(resp, sender, server)),
+                Ok(Err(e)) => Err(UpstreamError::Protocol {
+                    server: server.addr.to_string(),
+                    reason: e.to_string(),
+                }),
+                Err(_) => Err(UpstreamError::ResponseTimeout {
+                    server: server.addr.to_string(),
+                    timeout: self.read_timeout,
+                }),
+            };
+        }
+        Err(last_err.unwrap_or_else(|| UpstreamError::Connect {
+            pool: self.name.clone(),
+            reason: "no server".into(),
+        }))
+    }
+
+    fn response(
+        self: &Arc<Self>,
+        resp: Response<Incoming>,
+        sender: Sender,
+        server: &Arc<Server>,
+    ) -> UpstreamResponse {
+        let (parts, body) = resp.into_parts();
+        let done = body.is_end_stream();
+        let mut ub = UpstreamBody {
+            inner: body,
+            conn: Some((sender, server.clone(), self.clone())),
+            read_timeout: self.read_timeout,
+            sleep: None,
+            done: false,
+        };
+        if done {
+            ub.finish();
+        }
+        UpstreamResponse {
+            parts,
+            body: ub,
+            server: server.addr.clone(),
+        }
+    }
+
+    async fn take_idle(&self, server: &Server) -> Option<Sender> {
+        loop {
+            let candidate = {
+                let mut idle = server.idle.lock().unwrap_or_else(|e| e.into_inner());
+                idle.pop()
+            }?;
+            if candidate.sender.is_closed() || candidate.since.elapsed() >= self.idle_timeout {
+                continue;
+            }
+            let mut sender = candidate.sender;
+            // Ready at once unless the connection is still winding down the previous
+            // exchange; give it a moment, then treat it as unusable.
+            match tokio::time::timeout(Duration::from_millis(50), sender.ready()).await {
+                Ok(Ok(())) => return Some(sender),
+                _ => continue,
+            }
+        }
+    }
+
+    fn put_idle(&self, server: &Server, sender: Sender) {
+        if sender.is_closed() || self.keepalive == 0 {
+            return;
+        }
+        let mut idle = server.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < self.keepalive {
+            idle.push(IdleConn {
+                sender,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    async fn connect(&self, server: &Server) -> Result<Sender, String> {
+        let stream = TcpStream::connect(&*server.addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(1024 * 1024)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("upstream connection ended: {e}");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Why reading an upstream body failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamBodyError {
+    /// No data arrived within the read timeout.
+    #[error("upstream body read timed out")]
+    Timeout,
+    /// hyper reported an error (connection reset, bad chunk, short body).
+    #[error("upstream body: {0}")]
+    Hyper(#[from] hyper::Error),
+}
+
+/// A response body from the upstream. Reading it to the end returns its connection
+/// to the pool; dropping it early closes the connection.
+pub struct UpstreamBody {
+    inner: Incoming,
+    conn: Option<(Sender, Arc<Server>, Arc<Pool>)>,
+    read_timeout: Duration,
+    sleep: Option<Pin<Box<Sleep>>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for UpstreamBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamBody")
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl UpstreamBody {
+    fn finish(&mut self) {
+        self.done = true;
+        if let Some((sender, server, pool)) = self.conn.take() {
+            pool.put_idle(&server, sender);
+        }
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = UpstreamBodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.sleep = None;
+                if this.inner.is_end_stream() {
+                    this.finish();
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.done = true;
+                this.conn = None;
+                Poll::Ready(Some(Err(e.into())))
+            }
+            Poll::Ready(None) => {
+                this.finish();
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                let timeout = this.read_timeout;
+                let sleep = this
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                ready!(sleep.as_mut().poll(cx));
+                this.done = true;
+                this.conn = None;
+                Poll::Ready(Some(Err(UpstreamBodyError::Timeout)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.done {
+            SizeHint::with_exact(0)
+        } else {
+            self.inner.size_hint()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstreams(extra: &str) -> Upstreams {
+        let text = format!(
+            "[[listener]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n[[upstream]]\nname = \"b\"\nservers = [\"127.0.0.1:3\"]\n[[upstream]]\nname = \"c\"\nservers = [\"127.0.0.1:4\"]\n{extra}"
+        );
+        let cfg = Config::parse(&text, std::path::Path::new("/x.toml")).unwrap();
+        Upstreams::new(&cfg, &Arc::new(Metrics::new()))
+    }
+
+    #[test]
+    fn routes_by_host_and_prefix() {
+        let u = upstreams(
+            "[[route]]\nhost = \"api.example.com\"\nupstream = \"b\"\n[[route]]\nhost = \"*.example.com\"\npath_prefix = \"/static/\"\nupstream = \"c\"\n[[route]]\nupstream = \"a\"\n",
+        );
+        let name = |h: Option<&[u8]>, p: &[u8]| u.route(h, p).map(|p| p.name.clone());
+        assert_eq!(name(Some(b"API.example.com:8080"), b"/x"), Some("b".into()));
+        assert_eq!(
+            name(Some(b"www.example.com"), b"/static/a.css"),
+            Some("c".into())
+        );
+        assert_eq!(name(Some(b"www.example.com"), b"/"), Some("a".into()));
+        assert_eq!(name(Some(b"example.com"), b"/static/x"), Some("a".into()));
+        assert_eq!(name(None, b"/"), Some("a".into()));
+    }
+
+    #[test]
+    fn no_match_without_catch_all() {
+        let u = upstreams("[[route]]\nhost = \"only.example\"\nupstream = \"b\"\n");
+        assert!(u.route(Some(b"other"), b"/").is_none());
+        let u = upstreams("");
+        assert_eq!(u.route(Some(b"other"), b"/").unwrap().name, "a");
+    }
+
+    #[test]
+    fn ports_are_stripped() {
+        assert_eq!(strip_port(b"a.b:80"), b"a.b");
+        assert_eq!(strip_port(b"[::1]:80"), b"[::1]");
+        assert_eq!(strip_port(b"a.b"), b"a.b");
+    }
+
+    #[tokio::test]
+    async fn refused_connections_fail_over_and_map_to_502() {
+        // Nothing listens on port 1 of loopback.
+        let u = upstreams("");
+        let pool = u.route(None, b"/").unwrap().clone();
+        let mut timing = UpstreamTiming::default();
+        let err = pool
+            .send(
+                UpstreamRequest {
+                    method: Method::GET,
+                    uri: Uri::from_static("/"),
+                    headers: HeaderMap::new(),
+                    body: Bytes::new(),
+                },
+                &mut timing,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 502);
+        assert!(err.to_string().contains("127.0.0.1:2"), "{err}");
+    }
+}

@@ -1,0 +1,429 @@
+//! The seam between the proxy and the rule engine: every call into `engine` is here.
+//!
+//! [`Waf`] is a loaded rule set with what the proxy reports about it (files, rule
+//! counts, a content hash); [`WafTx`] is one request's transaction, run phase by
+//! phase. Engine phases are CPU work only (no I/O), so they run inline on the
+//! worker that handles the request.
+
+use crate::config::RuleSource;
+use engine::{BodyAppend, InterventionKind, RulesetBuilder, Transaction, TxContext};
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A rule set could not be loaded; displays as `file:line:column: [id N] reason`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct WafLoadError(String);
+
+/// A compiled rule set and facts about it.
+#[derive(Debug)]
+pub struct Waf {
+    ruleset: Arc<engine::Ruleset>,
+    hash: String,
+    clock: Arc<dyn engine::Clock>,
+    fail_closed: bool,
+}
+
+#[derive(Debug)]
+struct SystemClock;
+
+impl engine::Clock for SystemClock {
+    fn now_unix_micros(&self) -> i64 {
+        crate::logs::now_unix_micros()
+    }
+}
+
+impl Waf {
+    /// Loads the rule sources in order. `config_path` names inline sources (as
+    /// `CONFIG#rulesN`) and anchors their relative `Include`s.
+    /// With `fail_closed`, a request whose transaction fails inside the engine is
+    /// answered 500; otherwise it continues uninspected.
+    pub fn load(
+        sources: &[RuleSource],
+        config_path: &Path,
+        fail_closed: bool,
+    ) -> Result<Waf, WafLoadError> {
+        let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
+        let mut inline_texts: Vec<&str> = Vec::new();
+        for (i, src) in sources.iter().enumerate() {
+            if let Some(file) = &src.file {
+                b.add_file(file).map_err(|e| WafLoadError(e.to_string()))?;
+            } else if let Some(text) = &src.inline {
+                let name = format!("{}#rules{}", config_path.display(), i + 1);
+                b.add_text(text, &name)
+                    .map_err(|e| WafLoadError(e.to_string()))?;
+                inline_texts.push(text);
+            }
+        }
+        let ruleset = b.build().map_err(|e| WafLoadError(e.to_string()))?;
+        let hash = content_hash(ruleset.files(), &inline_texts);
+        Ok(Waf {
+            ruleset: Arc::new(ruleset),
+            hash,
+            clock: Arc::new(SystemClock),
+            fail_closed,
+        })
+    }
+
+    /// Number of rules (a chain counts once).
+    pub fn rule_count(&self) -> usize {
+        self.ruleset.rule_count()
+    }
+
+    /// Rules in each phase; index 0 is phase 1.
+    pub fn rules_per_phase(&self) -> [usize; 5] {
+        self.ruleset.rules_per_phase()
+    }
+
+    /// The rule files loaded, in order.
+    pub fn files(&self) -> &[PathBuf] {
+        self.ruleset.files()
+    }
+
+    /// Directives the engine accepted but ignores.
+    pub fn warnings(&self) -> &[String] {
+        self.ruleset.warnings()
+    }
+
+    /// SHA-256 (hex) of the loaded rule files' contents and inline rule text, in
+    /// load order.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// `SecRuleEngine` as text (`On`, `Off`, `DetectionOnly`).
+    pub fn engine_mode(&self) -> String {
+        format!("{:?}", self.ruleset.config().rule_engine)
+    }
+
+    /// `SecAuditLog`, if the rules name an audit log file.
+    pub fn audit_log_path(&self) -> Option<PathBuf> {
+        self.ruleset
+            .config()
+            .audit
+            .log_path
+            .as_ref()
+            .map(PathBuf::from)
+    }
+
+    /// Starts a transaction for a request from `client` that arrived on `server`.
+    pub fn transaction(
+        &self,
+        client: SocketAddr,
+        server: SocketAddr,
+        unique_id: String,
+        now_unix_micros: i64,
+    ) -> WafTx {
+        let ctx = TxContext {
+            client_ip: client.ip().to_canonical(),
+            client_port: client.port(),
+            server_ip: server.ip().to_canonical(),
+            server_port: server.port(),
+            unique_id,
+            now_unix_micros,
+            store: None,
+            clock: Some(self.clock.clone()),
+        };
+        let unique_id = ctx.unique_id.clone();
+        match catch_unwind(AssertUnwindSafe(|| {
+            Transaction::new(self.ruleset.clone(), ctx)
+        })) {
+            Ok(tx) => WafTx {
+                tx: Some(tx),
+                unique_id,
+                failure: None,
+                fail_closed: self.fail_closed,
+            },
+            Err(p) => WafTx {
+                tx: None,
+                unique_id,
+                failure: Some(panic_text(&*p)),
+                fail_closed: self.fail_closed,
+            },
+        }
+    }
+}
+
+fn content_hash(files: &[PathBuf], inline: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.as_os_str().as_encoded_bytes());
+        h.update([0]);
+        match std::fs::read(f) {
+            Ok(bytes) => h.update(&bytes),
+            Err(e) => h.update(e.to_string().as_bytes()),
+        }
+        h.update([0]);
+    }
+    for t in inline {
+        h.update(t.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a rule decided to do with a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Status to answer with.
+    pub status: u16,
+    /// How to answer.
+    pub kind: VerdictKind,
+    /// The deciding rule.
+    pub rule_id: Option<i64>,
+}
+
+/// How to carry out a verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerdictKind {
+    /// Answer `status` with a short body.
+    Deny,
+    /// Close the connection without answering.
+    Drop,
+    /// Redirect to this location.
+    Redirect(String),
+}
+
+/// The outcome of giving the engine a body chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFeed {
+    /// Keep going.
+    Ok,
+    /// The engine's limit was reached; inspect what it has and let the rest pass.
+    LimitPartial,
+    /// The engine's limit was reached and the transaction must be refused.
+    LimitReject,
+}
+
+fn verdict(i: Option<engine::Intervention>) -> Option<Verdict> {
+    i.map(|i| Verdict {
+        status: i.status,
+        kind: match i.kind {
+            InterventionKind::Deny => VerdictKind::Deny,
+            InterventionKind::Drop => VerdictKind::Drop,
+            InterventionKind::Redirect(to) => VerdictKind::Redirect(to),
+        },
+        rule_id: i.rule_id,
+    })
+}
+
+fn feed(r: BodyAppend) -> BodyFeed {
+    match r {
+        BodyAppend::Ok => BodyFeed::Ok,
+        BodyAppend::LimitReached { reject: true } => BodyFeed::LimitReject,
+        BodyAppend::LimitReached { reject: false } => BodyFeed::LimitPartial,
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "engine panicked".to_owned()
+    }
+}
+
+/// One request's transaction. A panic inside the engine is caught: the transaction
+/// stops (no further engine calls), the failure is kept for the logs, and the
+/// request is refused with 500 (fail closed) or continues uninspected (fail open).
+#[derive(Debug)]
+pub struct WafTx {
+    tx: Option<Transaction>,
+    unique_id: String,
+    failure: Option<String>,
+    fail_closed: bool,
+}
+
+impl WafTx {
+    fn guard<T>(&mut self, default: T, f: impl FnOnce(&mut Transaction) -> T) -> T {
+        let Some(tx) = self.tx.as_mut() else {
+            return default;
+        };
+        match catch_unwind(AssertUnwindSafe(|| f(tx))) {
+            Ok(v) => v,
+            Err(p) => {
+                self.failure = Some(panic_text(&*p));
+                self.tx = None;
+                default
+            }
+        }
+    }
+
+    fn phase(
+        &mut self,
+        f: impl FnOnce(&mut Transaction) -> Option<engine::Intervention>,
+    ) -> Option<Verdict> {
+        let v = self.guard(None, f);
+        if self.tx.is_none() && self.fail_closed {
+            return Some(Verdict {
+                status: 500,
+                kind: VerdictKind::Deny,
+                rule_id: None,
+            });
+        }
+        verdict(v)
+    }
+
+    /// The engine failure of this transaction, if it had one.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    /// The transaction's unique id.
+    pub fn unique_id(&self) -> &str {
+        &self.unique_id
+    }
+
+    /// Gives the request line as sent.
+    pub fn request_line(&mut self, method: &[u8], uri: &[u8], protocol: &[u8]) {
+        self.guard((), |tx| tx.set_request_line(method, uri, protocol));
+    }
+
+    /// Gives one request header line as sent.
+    pub fn request_header(&mut self, name: &[u8], value: &[u8]) {
+        self.guard((), |tx| tx.add_request_header(name, value));
+    }
+
+    /// Phase 1.
+    pub fn request_headers_done(&mut self) -> Option<Verdict> {
+        self.phase(Transaction::process_request_headers)
+    }
+
+    /// True when the engine wants the request body.
+    pub fn wants_request_body(&self) -> bool {
+        self.tx
+            .as_ref()
+            .is_some_and(Transaction::request_body_wanted)
+    }
+
+    /// Gives a piece of the request body.
+    pub fn request_body(&mut self, chunk: &[u8]) -> BodyFeed {
+        feed(self.guard(BodyAppend::Ok, |tx| tx.append_request_body(chunk)))
+    }
+
+    /// Phase 2.
+    pub fn request_body_done(&mut self) -> Option<Verdict> {
+        self.phase(Transaction::process_request_body)
+    }
+
+    /// Gives the response status line.
+    pub fn response_status(&mut self, status: u16, protocol: &[u8]) {
+        self.guard((), |tx| tx.set_response_status(status, protocol));
+    }
+
+    /// Gives one response header.
+    pub fn response_header(&mut self, name: &[u8], value: &[u8]) {
+        self.guard((), |tx| tx.add_response_header(name, value));
+    }
+
+    /// Phase 3.
+    pub fn response_headers_done(&mut self) -> Option<Verdict> {
+        self.phase(Transaction::process_response_headers)
+    }
+
+    /// True when the engine wants the response body (access on, type inspected).
+    pub fn wants_response_body(&self) -> bool {
+        self.tx
+            .as_ref()
+            .is_some_and(Transaction::response_body_wanted)
+    }
+
+    /// Gives a piece of the response body.
+    pub fn response_body(&mut self, chunk: &[u8]) -> BodyFeed {
+        feed(self.guard(BodyAppend::Ok, |tx| tx.append_response_body(chunk)))
+    }
+
+    /// Phase 4.
+    pub fn response_body_done(&mut self) -> Option<Verdict> {
+        self.phase(Transaction::process_response_body)
+    }
+
+    /// Phase 5.
+    pub fn logging(&mut self) {
+        self.guard((), Transaction::process_logging);
+    }
+
+    /// The engine's match lines produced so far.
+    pub fn take_log_lines(&mut self) -> Vec<String> {
+        self.guard(Vec::new(), Transaction::take_log_lines)
+    }
+
+    /// The audit record, when the audit engine selects this transaction.
+    pub fn audit_record(&mut self) -> Option<String> {
+        self.guard(None, |tx| tx.audit_record())
+    }
+
+    /// Ids of the rules that matched, in order.
+    pub fn matched_rule_ids(&mut self) -> Vec<i64> {
+        self.guard(Vec::new(), |tx| tx.matched_rule_ids())
+    }
+
+    /// Inbound and outbound anomaly scores.
+    pub fn anomaly_scores(&mut self) -> (i64, i64) {
+        self.guard((0, 0), |tx| tx.anomaly_scores())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inline(text: &str) -> Vec<RuleSource> {
+        vec![RuleSource {
+            file: None,
+            inline: Some(text.to_owned()),
+        }]
+    }
+
+    #[test]
+    fn loads_inline_rules_and_blocks() {
+        let waf = Waf::load(
+            &inline(
+                "SecRuleEngine On\nSecRequestBodyAccess On\nSecRule ARGS \"@rx (?i)' or '\" \"id:1,phase:2,deny,status:403,log,msg:'sqli'\"",
+            ),
+            Path::new("/etc/palisade/palisade.toml"),
+            true,
+        )
+        .unwrap();
+        assert_eq!(waf.rule_count(), 1);
+        assert_eq!(waf.rules_per_phase(), [0, 1, 0, 0, 0]);
+        assert_eq!(waf.hash().len(), 64);
+        let mut tx = waf.transaction(
+            "10.0.0.1:5555".parse().unwrap(),
+            "127.0.0.1:80".parse().unwrap(),
+            "abc".into(),
+            0,
+        );
+        tx.request_line(b"POST", b"/login", b"HTTP/1.1");
+        tx.request_header(b"Host", b"x");
+        tx.request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+        assert_eq!(tx.request_headers_done(), None);
+        assert!(tx.wants_request_body());
+        assert_eq!(tx.request_body(b"user=a' or '1'='1"), BodyFeed::Ok);
+        let v = tx.request_body_done().expect("blocked");
+        assert_eq!(v.status, 403);
+        assert_eq!(v.kind, VerdictKind::Deny);
+        assert_eq!(v.rule_id, Some(1));
+        tx.logging();
+        assert_eq!(tx.matched_rule_ids(), vec![1]);
+        let lines = tx.take_log_lines();
+        assert!(lines.iter().any(|l| l.contains("[id \"1\"]")), "{lines:?}");
+    }
+
+    #[test]
+    fn load_errors_name_the_place() {
+        let err = Waf::load(
+            &inline("SecRuleEngine On\nSecRule ARGS \"@rx a\" \"id:1,phase:2,nosuchaction\""),
+            Path::new("/etc/palisade/palisade.toml"),
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("palisade.toml#rules1:2"), "{err}");
+    }
+}

@@ -1,0 +1,415 @@
+//! Test harness: a recording backend, the real `palisade` binary on loopback, and a
+//! raw HTTP/1 client.
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the backend received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+/// A backend on 127.0.0.1 that records every request. Paths:
+/// `/slow?ms=N` answers after N ms; `/json` answers JSON; `/big?n=N` answers N bytes;
+/// anything else answers `hello from backend`.
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Backend {
+    pub async fn start() -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let rec = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let rec = rec.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let rec = rec.clone();
+                        async move { Ok::<_, Infallible>(answer(rec, req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Backend { addr, seen }
+    }
+
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn query_num(uri: &hyper::Uri, key: &str) -> Option<u64> {
+    uri.query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+}
+
+async fn answer(rec: Arc<Mutex<Vec<Seen>>>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    rec.lock().unwrap().push(Seen {
+        method: parts.method.to_string(),
+        uri: parts.uri.to_string(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: body.to_vec(),
+    });
+    let path = parts.uri.path();
+    let (ctype, out): (&str, Bytes) = if path == "/slow" {
+        let ms = query_num(&parts.uri, "ms").unwrap_or(200);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        ("text/plain", Bytes::from_static(b"slow done"))
+    } else if path == "/json" {
+        ("application/json", Bytes::from_static(b"{\"ok\":true}"))
+    } else if path == "/big" {
+        let n = query_num(&parts.uri, "n").unwrap_or(1_000_000) as usize;
+        ("application/octet-stream", Bytes::from(vec![b'x'; n]))
+    } else if path == "/leak" {
+        (
+            "text/html",
+            Bytes::from_static(b"<html>secret: AKIA-LEAKED-KEY</html>"),
+        )
+    } else {
+        ("text/plain", Bytes::from_static(b"hello from backend"))
+    };
+    let mut r = Response::new(Full::new(out));
+    r.headers_mut()
+        .insert("content-type", ctype.parse().unwrap());
+    r.headers_mut().insert("x-backend", "1".parse().unwrap());
+    r
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A scratch directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "palisade-it-{name}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn palisade_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_palisade")
+}
+
+/// The real binary, running `run --config` in the background.
+pub struct Palisade {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stderr: PathBuf,
+}
+
+impl Palisade {
+    /// Writes `config` to `dir/palisade.toml`, starts the binary and waits until
+    /// `addr` accepts connections.
+    pub fn start(dir: &TempDir, config: &str, addr: SocketAddr) -> Palisade {
+        let cfg = dir.path("palisade.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let stderr = dir.path("stderr.log");
+        let child = Command::new(palisade_bin())
+            .arg("run")
+            .arg("--config")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut p = Palisade {
+            child,
+            addr,
+            stderr,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!(
+                    "palisade exited early ({status}): {}",
+                    std::fs::read_to_string(&p.stderr).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "palisade did not start listening"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let ok = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM failed");
+    }
+
+    /// Waits for the process to exit, up to `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "palisade did not exit in {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for Palisade {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- palisade stderr ---\n{}", self.stderr_text());
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A parsed HTTP/1 response.
+#[derive(Debug, Clone)]
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Sends raw bytes on a new connection and reads one response.
+pub async fn send_raw(addr: SocketAddr, request: &[u8]) -> std::io::Result<RawResponse> {
+    let mut s = TcpStream::connect(addr).await?;
+    s.write_all(request).await?;
+    read_response(&mut s).await
+}
+
+/// Reads one response from a connection (Content-Length, chunked, or until close).
+pub async fn read_response(s: &mut TcpStream) -> std::io::Result<RawResponse> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 16384];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut headers);
+        if let Ok(httparse::Status::Complete(n)) = resp.parse(&buf) {
+            let status = resp.code.unwrap_or(0);
+            let hs: Vec<(String, String)> = resp
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_string(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect();
+            if status == 100 {
+                buf.drain(..n);
+                continue;
+            }
+            let mut body = buf[n..].to_vec();
+            let get = |k: &str| {
+                hs.iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(k))
+                    .map(|(_, v)| v.clone())
+            };
+            if let Some(cl) = get("content-length") {
+                let cl: usize = cl.trim().parse().unwrap();
+                while body.len() < cl {
+                    let r = s.read(&mut tmp).await?;
+                    if r == 0 {
+                        return Err(std::io::ErrorKind::UnexpectedEof.into());
+                    }
+                    body.extend_from_slice(&tmp[..r]);
+                }
+                body.truncate(cl);
+            } else if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+                loop {
+                    if let Some(decoded) = dechunk(&body) {
+                        body = decoded;
+                        break;
+                    }
+                    let r = s.read(&mut tmp).await?;
+                    if r == 0 {
+                        return Err(std::io::ErrorKind::UnexpectedEof.into());
+                    }
+                    body.extend_from_slice(&tmp[..r]);
+                }
+            } else {
+                loop {
+                    let r = s.read(&mut tmp).await?;
+                    if r == 0 {
+                        break;
+                    }
+                    body.extend_from_slice(&tmp[..r]);
+                }
+            }
+            return Ok(RawResponse {
+                status,
+                headers: hs,
+                body,
+            });
+        }
+        let r = s.read(&mut tmp).await?;
+        if r == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&tmp[..r]);
+    }
+}
+
+/// Decodes a complete chunked body, or `None` if more bytes are needed.
+fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let lf = b.iter().position(|&c| c == b'\n')?;
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..lf]).ok()?.trim(), 16).ok()?;
+        b = &b[lf + 1..];
+        if size == 0 {
+            return b.windows(2).any(|w| w == b"\r\n").then_some(out);
+        }
+        if b.len() < size + 2 {
+            return None;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// Polls a file until a line satisfies `pred`, returning that line.
+pub fn wait_for_line(path: &Path, limit: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Some(l) = text.lines().find(|l| pred(l))
+        {
+            return Some(l.to_owned());
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A config with one HTTP listener in front of `backend`, plus `extra` TOML.
+pub fn basic_config(listen: SocketAddr, backend: SocketAddr, extra: &str) -> String {
+    format!(
+        "[[listener]]\naddress = \"{listen}\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"{backend}\"]\nconnect_timeout = \"2s\"\nread_timeout = \"5s\"\n\n{extra}\n"
+    )
+}
+
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
