@@ -11,7 +11,9 @@
 //! Two more modes, chosen by environment variables:
 //! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s: a target for
 //!   `perf record` or `valgrind --tool=callgrind`;
-//! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own.
+//! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own;
+//! - `PALISADE_BENCH_CPU=SECONDS` prints CPU time per transaction (the thread's own CPU
+//!   clock, which a busy machine does not inflate), SECONDS per row.
 
 mod common;
 
@@ -109,17 +111,16 @@ fn profile_loop(spec: &str) {
     );
 }
 
-/// Median wall time of `req` (phases 1, 2, 5) under `rs`, in microseconds.
+/// CPU time of `req` (phases 1, 2, 5) under `rs`, in microseconds per transaction.
 fn median_us(rs: &Arc<Ruleset>, req: &RawRequest, budget: std::time::Duration) -> f64 {
-    let mut times = Vec::new();
-    let start = std::time::Instant::now();
-    while times.len() < 5 || (start.elapsed() < budget && times.len() < 2000) {
-        let t = std::time::Instant::now();
-        std::hint::black_box(common::run(rs, req, None));
-        times.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    common::cpu_per_call(
+        || {
+            std::hint::black_box(common::run(rs, req, None));
+        },
+        budget,
+        5,
+    )
+    .0
 }
 
 /// With `PALISADE_BENCH_BREAKDOWN=1`: the cost of each CRS v4 rule file on its own.
@@ -205,7 +206,43 @@ fn breakdown() {
     }
 }
 
+/// With `PALISADE_BENCH_CPU=SECONDS`: CPU time per transaction (the target is
+/// CPU time), measured from the thread's own CPU clock so that other processes on a
+/// shared machine do not inflate it. Prints a markdown table.
+fn cpu_table(secs: f64) {
+    let min = std::time::Duration::from_secs_f64(secs);
+    let mut sets: Vec<(&str, Arc<Ruleset>)> = vec![("CRS v4", V4.clone())];
+    if let Some(rs) = V3.as_ref() {
+        sets.push(("CRS 3.3.4", rs.clone()));
+    }
+    println!("| rule set | request | phases | CPU µs per transaction | wall µs | transactions |");
+    println!("|---|---|---|---:|---:|---:|");
+    for (label, rs) in &sets {
+        for (shape, names) in [
+            ("1, 2, 5", CORPUS),
+            ("1-5 (1 KiB HTML response)", &["get", "form", "json"][..]),
+        ] {
+            for &name in names {
+                let req = &REQUESTS[name];
+                let resp = (shape != "1, 2, 5").then(|| &*RESPONSE);
+                let (cpu, wall, n) = common::cpu_per_call(
+                    || {
+                        std::hint::black_box(common::run(rs, req, resp));
+                    },
+                    min,
+                    20,
+                );
+                println!("| {label} | {name} | {shape} | {cpu:.1} | {wall:.1} | {n} |");
+            }
+        }
+    }
+}
+
 fn main() {
+    if let Ok(secs) = std::env::var("PALISADE_BENCH_CPU") {
+        cpu_table(secs.parse().unwrap_or(1.0));
+        return;
+    }
     if let Ok(spec) = std::env::var("PALISADE_BENCH_LOOP") {
         profile_loop(&spec);
         return;

@@ -9,6 +9,38 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// CPU time this thread has run, in nanoseconds (Linux `/proc/thread-self/schedstat`),
+/// or `None` where that file is missing. Unlike wall time, it leaves out the time the
+/// thread waited for the CPU, so it holds on a busy, shared machine.
+pub fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Runs `f` repeatedly for at least `min` of wall time and at least `min_iters` times;
+/// returns (CPU µs per call, wall µs per call, calls). CPU time falls back to wall time
+/// where the kernel does not report it.
+pub fn cpu_per_call(
+    mut f: impl FnMut(),
+    min: std::time::Duration,
+    min_iters: u64,
+) -> (f64, f64, u64) {
+    f(); // warm caches and lazily built state
+    let c0 = thread_cpu_ns();
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while n < min_iters || t0.elapsed() < min {
+        f();
+        n += 1;
+    }
+    let wall = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
+    let cpu = match (c0, thread_cpu_ns()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 1e3 / n as f64,
+        _ => wall,
+    };
+    (cpu, wall, n)
+}
+
 /// The repository root (two levels above this crate).
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
