@@ -22,7 +22,7 @@ mod common;
 use common::RawRequest;
 use engine::Ruleset;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Engine settings: blocking, bodies inspected up to 64 MiB, no argument limit.
 const SETTINGS: &str = r#"
@@ -307,25 +307,20 @@ fn many_args(counts: &[usize]) -> Vec<Case> {
 /// the intervention (None when the request passed).
 type Timing = (usize, f64, Option<u16>);
 
-/// Median engine CPU time of `case` (at least 3 runs, more while under `budget`).
+/// Engine CPU time of one run of `case`: the thread's CPU time over a loop of runs
+/// lasting at least `budget` (and at least 3 runs), divided by the runs. (The kernel
+/// updates the thread's CPU clock at scheduler ticks, so single runs are not timed on
+/// their own.) Also returns the status of the intervention, if any.
 fn time_case(rs: &Arc<Ruleset>, case: &Case, budget: Duration) -> (Duration, Option<u16>) {
-    let mut times = Vec::new();
-    let start = Instant::now();
-    let mut status = None;
-    while times.len() < 3 || (start.elapsed() < budget && times.len() < 15) {
-        let t = Instant::now();
-        let c = common::thread_cpu_ns();
-        let i = common::run(rs, &case.req, None);
-        let wall = t.elapsed();
-        // CPU time of this thread where the kernel reports it, else wall time.
-        times.push(match (c, common::thread_cpu_ns()) {
-            (Some(a), Some(b)) => Duration::from_nanos(b - a),
-            _ => wall,
-        });
-        status = i.map(|i| i.status);
-    }
-    times.sort();
-    (times[times.len() / 2], status)
+    let status = common::run(rs, &case.req, None).map(|i| i.status);
+    let (cpu_us, _, _) = common::cpu_per_call(
+        || {
+            std::hint::black_box(common::run(rs, &case.req, None));
+        },
+        budget,
+        3,
+    );
+    (Duration::from_secs_f64(cpu_us / 1e6), status)
 }
 
 fn main() {
@@ -367,7 +362,7 @@ fn main() {
 
     let mut rows: Vec<(String, Vec<Timing>)> = Vec::new();
     for c in &all {
-        let (t, status) = time_case(&rs, c, Duration::from_millis(1500));
+        let (t, status) = time_case(&rs, c, Duration::from_millis(400));
         let ms = t.as_secs_f64() * 1e3;
         match rows.iter_mut().find(|(n, _)| *n == c.name) {
             Some((_, v)) => v.push((c.size, ms, status)),
