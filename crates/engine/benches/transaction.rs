@@ -12,6 +12,8 @@
 //! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s: a target for
 //!   `perf record` or `valgrind --tool=callgrind`;
 //! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own;
+//! - `PALISADE_BENCH_MEM=1` prints the resident memory CRS v4 takes, loaded and after
+//!   traffic;
 //! - `PALISADE_BENCH_CPU=SECONDS` prints CPU time per transaction (the thread's own CPU
 //!   clock, which a busy machine does not inflate), SECONDS per row.
 
@@ -238,7 +240,57 @@ fn cpu_table(secs: f64) {
     }
 }
 
+/// The process's resident set size, in KiB (VmRSS).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// With `PALISADE_BENCH_MEM=1`: resident memory of CRS v4, once loaded and after
+/// traffic (the regex engines grow their caches as they meet input).
+fn memory() {
+    let before = rss_kib();
+    let rs = V4.clone();
+    let loaded = rss_kib();
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!(
+        "RSS: {:.1} MiB before loading; CRS v4 loaded: +{:.1} MiB",
+        mib(before),
+        mib(loaded.saturating_sub(before))
+    );
+    let mut last = loaded;
+    for (name, n) in [
+        ("get", 1000),
+        ("form", 300),
+        ("json", 30),
+        ("attack-sqli", 300),
+        ("attack-xss", 300),
+    ] {
+        for _ in 0..n {
+            std::hint::black_box(common::run(&rs, &REQUESTS[name], Some(&RESPONSE)));
+        }
+        let now = rss_kib();
+        println!(
+            "RSS after {n} x {name}: {:.1} MiB (+{:.1} MiB)",
+            mib(now),
+            mib(now.saturating_sub(last))
+        );
+        last = now;
+    }
+}
+
 fn main() {
+    if std::env::var_os("PALISADE_BENCH_MEM").is_some() {
+        memory();
+        return;
+    }
     if let Ok(secs) = std::env::var("PALISADE_BENCH_CPU") {
         cpu_table(secs.parse().unwrap_or(1.0));
         return;
