@@ -31,3 +31,37 @@ function request()
    i = i % n + 1
    return requests[i]
 end
+
+-- With BENCH_COUNT_STATUS set, count the answers per status code and print them at the
+-- end as "statuses: 200=N 403=M" (only for the mix: it costs wrk a Lua call per answer).
+if os.getenv("BENCH_COUNT_STATUS") then
+   local threads = {}
+   statuses = {}
+
+   function setup(thread)
+      table.insert(threads, thread)
+   end
+
+   function response(status, headers, body)
+      statuses[status] = (statuses[status] or 0) + 1
+   end
+
+   function done(summary, latency, reqs)
+      local total = {}
+      for _, t in ipairs(threads) do
+         for code, n in pairs(t:get("statuses")) do
+            total[code] = (total[code] or 0) + n
+         end
+      end
+      local codes = {}
+      for code in pairs(total) do
+         table.insert(codes, code)
+      end
+      table.sort(codes)
+      local out = {}
+      for _, code in ipairs(codes) do
+         table.insert(out, code .. "=" .. total[code])
+      end
+      io.write("statuses: " .. table.concat(out, " ") .. "\n")
+   end
+end
