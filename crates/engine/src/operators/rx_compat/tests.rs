@@ -111,7 +111,7 @@ fn possessive_overlapping_runs_on_the_product_automaton() {
             (b"x \n\n", Some(&[b"x \n\n"])),
         ],
     );
-    // The brief's `\s*+[C]+` = `\s*[C--\s][C]*`.
+    // `\s*+[C]+` = `\s*[C--\s][C]*`.
     check(
         r"=\s*+[^,;]+",
         &[
