@@ -137,7 +137,7 @@ pub(crate) enum Compat {
     /// Lookaround guards around fixed-length top-level alternatives.
     Guarded(lookaround::Guarded),
     /// Possessive repetitions evaluated on a product automaton.
-    Possessive(possessive::Possessive),
+    Possessive(Box<possessive::Possessive>),
     /// A [`TABLE`] entry of the "word operator word" kind.
     WordRelation(WordRelation),
 }
@@ -169,7 +169,7 @@ pub(crate) fn build(pcre: &str, t: &Translation) -> Result<Option<Compat>, Strin
         }
         return lookaround::Guarded::new(&hir, &t.lookarounds).map(|g| Some(Compat::Guarded(g)));
     }
-    Ok(possessive::Possessive::new(&hir)?.map(Compat::Possessive))
+    Ok(possessive::Possessive::new(&hir)?.map(|p| Compat::Possessive(Box::new(p))))
 }
 
 impl Compat {
@@ -184,7 +184,8 @@ impl Compat {
     ) -> bool {
         match self {
             Compat::Guarded(g) => g.matches(input, captures),
-            Compat::Possessive(p) => superset.is_match(input) && p.matches(input, captures),
+            // The product runs on a lazy DFA, as fast as the superset's would.
+            Compat::Possessive(p) => p.matches(input, captures),
             Compat::WordRelation(w) => superset.is_match(input) && w.matches(input, captures),
         }
     }

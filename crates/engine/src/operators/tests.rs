@@ -486,7 +486,10 @@ fn crs_v3_pattern(file: &str, id: &str) -> Option<String> {
 
 /// Runs `pattern` on each value and compares with PCRE's result (`None`: no match;
 /// else the captures PCRE reports).
-fn check_rx(pattern: &str, cases: &[(&[u8], Option<&[&[u8]]>)]) {
+/// A value and what PCRE captures for it (`None`: no match).
+type Case<'a> = (&'a [u8], Option<&'a [&'a [u8]]>);
+
+fn check_rx(pattern: &str, cases: &[Case]) {
     let o = op("rx", pattern);
     for (value, want) in cases {
         let mut caps = Captures::new();

@@ -141,10 +141,10 @@ impl Guarded {
                 } else {
                     // Same start: the plain match wins if an ordinary alternative
                     // before the guarded one matches there.
-                    !b.plain_before
+                    b.plain_before
                         .as_ref()
                         .and_then(|r| r.find_at(input, *gs))
-                        .is_some_and(|m| m.start() == *gs)
+                        .is_none_or(|m| m.start() != *gs)
                 }
             }
         };

@@ -3,24 +3,20 @@
 //!
 //! # When greedy gives the same answer
 //!
-//! Let `X` be a single byte class `S` (or one byte), repeated possessively at some
-//! position `p`, and let `K` be everything that can follow the repetition up to the
-//! end of the pattern. PCRE takes the longest run it can (`m` bytes, at most the
-//! upper bound) and never gives any back. Suppose no byte of `S` can be the first
-//! byte `K` consumes (looking through zero-width assertions), and every way `K` can
-//! match without consuming anything passes at most the assertions `\z`, and `$`
-//! when `\n` is not in `S`. Then greedy `X` accepts the same values with the same
-//! match:
-//!
-//! - a greedy path that takes fewer bytes than PCRE (`k < m`) stops on a byte of
-//!   `S`. If `K` consumes next, it consumes that byte: impossible by disjointness.
-//!   If `K` consumes nothing and passes no assertion, then the path that takes all
-//!   `m` bytes succeeds in the same way and comes first in the greedy order, so
-//!   the leftmost-first match is the one that takes `m` bytes (PCRE's). `\z` fails
-//!   before a byte; `$` fails before a byte of `S` when `\n` is not in `S`;
-//! - with an upper bound (`{n,m}+`, `?+`) and a longer run, PCRE takes `m` bytes
-//!   and then stands on a byte of `S`, where `K` cannot start: no match there, and
-//!   no greedy path matches either (each stops on a byte of `S`).
+//! Let `X` be a single byte class `S` (or one byte), repeated possessively, and
+//! let `K` be everything that can follow the repetition up to the end of the
+//! pattern. PCRE takes `m` bytes: the whole run of bytes of `S`, cut at the upper
+//! bound, and never gives any back. Suppose no byte of `S` can be the first byte
+//! `K` consumes (looking through zero-width assertions), and every way `K` can
+//! match without consuming anything passes no assertion but `\z`, and `$` when
+//! `\n` is not in `S`. Then greedy `X` gives the same verdict and the same match.
+//! Greedy never takes more than `m` bytes. A greedy path that takes `k < m` bytes
+//! stops on a byte of `S`: `K` cannot consume it, so `K` can only match there
+//! without consuming; `\z` fails before a byte and `$` before a byte of `S` (when
+//! `\n` is not in `S`), so that empty match passes no assertion at all, and the
+//! path that takes `m` bytes then succeeds in the same way and comes first in the
+//! greedy order. The leftmost-first greedy match therefore takes `m` bytes, as
+//! PCRE does.
 //!
 //! The first bytes are computed on the HIR of the greedy pattern (a superset of
 //! the possessive one), taking the loops of enclosing repetitions into account.
@@ -29,12 +25,16 @@
 //!
 //! Without an upper bound, the run PCRE takes is exactly the one after which the
 //! next byte is not in `S` (or the value ends): `S*+` is `S*` followed by the
-//! one-byte condition "the next byte is not in `S`". The brief's local form
-//! `\s*+[C]+` = `\s*[C--\s][C]*` is this condition pushed into the next class.
-//! The condition can reach far (through the end of groups, loops and optional
-//! items, as in CRS 920600's `;\s*+(?:...|;?)`), so it is applied to the automaton
-//! instead of the pattern text: the Thompson NFA of the greedy pattern is
-//! multiplied with the condition. A state of the product is an NFA state plus
+//! one-byte condition "the next byte is not in `S`". For instance `\s*+[C]+`
+//! equals `\s*[C--\s][C]*` for any class `C`: after PCRE's run the next byte is
+//! not white space, so `[C]+` starts with a byte of `C--\s`; conversely greedy
+//! `\s*` followed by a byte of `C--\s` has stopped before a byte that is not white
+//! space, which is the end of the run PCRE takes. The condition can reach far
+//! (through the end of groups, loops and optional items, as in CRS 920600's
+//! `;\s*+(?:...|;?)`, where `\s*+` may be followed by `[^c...]` that holds white
+//! space, by the next `\s*+;` of the loop, or by the final `$`), so it is applied
+//! to the automaton instead of the pattern text: the Thompson NFA of the greedy
+//! pattern is multiplied with the condition. A state of the product is an NFA state plus
 //! the set of bytes the next consumed byte must avoid (empty, or the union of the
 //! classes of the possessive runs that just ended). Byte transitions lose the
 //! forbidden bytes and clear the set; `$` with `\n` forbidden becomes `\z` (after

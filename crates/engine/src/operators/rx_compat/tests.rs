@@ -21,7 +21,10 @@ fn err(p: &str) -> String {
 
 /// Checks the verdict and the captures PCRE gives for each input
 /// (`None`: no match).
-fn check(p: &str, cases: &[(&[u8], Option<&[&[u8]]>)]) {
+/// A value and what PCRE captures for it (`None`: no match).
+type Case<'a> = (&'a [u8], Option<&'a [&'a [u8]]>);
+
+fn check(p: &str, cases: &[Case]) {
     let r = rx(p);
     for (input, want) in cases {
         let mut caps = Captures::new();
@@ -108,7 +111,7 @@ fn possessive_overlapping_runs_on_the_product_automaton() {
             (b"x \n\n", Some(&[b"x \n\n"])),
         ],
     );
-    // The brief's `\s*+[C]+` = `\s*[C--\s][C]*`.
+    // `\s*+[C]+` = `\s*[C--\s][C]*`.
     check(
         r"=\s*+[^,;]+",
         &[
@@ -330,4 +333,15 @@ fn sql_tautology_table_entry() {
             (b"\xe9a=a", Some(&[b"a=a", b"a"])),
         ],
     );
+}
+
+#[test]
+fn compiled_operators_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync + Clone>(_: &T) {}
+    let r = rx(r"x\s*+$");
+    shared(&r);
+    let copy = r.clone();
+    let handle = std::thread::spawn(move || copy.matches(b"x \n", None));
+    assert_eq!(handle.join().ok(), Some(true));
+    assert!(!r.matches(b"x \ny", None));
 }

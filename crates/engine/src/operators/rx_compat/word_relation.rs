@@ -19,6 +19,7 @@
 //! bytes compared up to ASCII case, where a space stands for one or more PCRE
 //! white space bytes (`\s+`).
 
+use super::ByteSet;
 use crate::operators::Captures;
 use crate::operators::rx::fill_captures;
 
@@ -44,7 +45,9 @@ pub(crate) struct WordRelationSpec {
 #[derive(Debug)]
 pub(crate) struct WordRelation {
     spec: &'static WordRelationSpec,
-    separator: [bool; 256],
+    separator: ByteSet,
+    /// For each byte, the operators (indexes, in order) that can start with it.
+    by_first: Vec<Vec<usize>>,
 }
 
 /// PCRE's `\w` without UTF mode (C locale tables).
@@ -63,22 +66,35 @@ impl WordRelation {
         spec: &'static WordRelationSpec,
         origin: &str,
     ) -> Result<WordRelation, String> {
-        let mut separator = [false; 256];
+        let mut separator = ByteSet::default();
         for &b in spec.separators {
-            separator[usize::from(b)] = true;
+            separator.insert(b);
         }
         // The proof needs separators that are not word bytes and that no operator
         // starts with, and operators that do not start with a space.
         for (op, _) in spec.operators {
             let first = op.bytes().next();
-            if first.is_none_or(|b| separator[usize::from(b)] || b == b' ') {
+            if first.is_none_or(|b| separator.contains(b) || b == b' ') {
                 return Err(format!("{origin}: operator `{op}` cannot be evaluated"));
             }
         }
         if spec.separators.iter().any(|&b| is_word(b)) {
             return Err(format!("{origin}: a separator is a word byte"));
         }
-        Ok(WordRelation { spec, separator })
+        let mut by_first = vec![Vec::new(); 256];
+        for (i, (op, _)) in spec.operators.iter().enumerate() {
+            if let Some(b) = op.bytes().next() {
+                by_first[usize::from(b.to_ascii_lowercase())].push(i);
+                if b.is_ascii_alphabetic() {
+                    by_first[usize::from(b.to_ascii_uppercase())].push(i);
+                }
+            }
+        }
+        Ok(WordRelation {
+            spec,
+            separator,
+            by_first,
+        })
     }
 
     /// Whether the pattern matches, with PCRE's captures (whole match and group 1).
@@ -96,7 +112,7 @@ impl WordRelation {
     }
 
     fn skip_separators(&self, input: &[u8], mut at: usize) -> usize {
-        while at < input.len() && self.separator[usize::from(input[at])] {
+        while at < input.len() && self.separator.contains(input[at]) {
             at += 1;
         }
         at
@@ -113,14 +129,18 @@ impl WordRelation {
             // A token starts at `t` (the byte before is not a word byte).
             let e = word_end(input, t);
             let o = self.skip_separators(input, e);
-            for &(op, relation) in self.spec.operators {
+            let candidates = input
+                .get(o)
+                .map_or(&[][..], |&b| &self.by_first[usize::from(b)]);
+            for &k in candidates {
+                let (op, relation) = self.spec.operators[k];
                 let Some(op_end) = match_operator(op, input, o) else {
                     continue;
                 };
                 let q = self.skip_separators(input, op_end);
                 if let Some(end) = relation_end(relation, input, &input[t..e], q) {
                     let mut start = t;
-                    while start > 0 && self.separator[usize::from(input[start - 1])] {
+                    while start > 0 && self.separator.contains(input[start - 1]) {
                         start -= 1;
                     }
                     return Some((start, end, (t, e)));
