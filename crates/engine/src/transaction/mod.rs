@@ -368,7 +368,8 @@ impl Transaction {
         std::mem::take(&mut self.log_lines)
     }
 
-    /// The ids of the rules that matched, in order (chains by their first rule).
+    /// The ids of the rules that matched and logged (or decided), in order (chains by
+    /// their first rule). Rules with `nolog` and `noauditlog` are left out.
     pub fn matched_rule_ids(&self) -> Vec<i64> {
         self.matches.iter().filter_map(|m| m.rule_id).collect()
     }
