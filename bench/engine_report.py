@@ -50,15 +50,18 @@ def parse_divan(text):
             pending = line
             continue
         if cur is not None and pending in ("alloc:", "grow:"):
+            # A count line ("2061"), then a size line ("466 KB" or "461.6 KB").
+            m = re.match(r"^([\d.]+) (B|KB|MB|GB)\b", line)
+            if m:
+                if pending == "alloc:":
+                    mult = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9}[m.group(2)]
+                    cur["bytes"] = float(m.group(1)) * mult
+                pending = None
+                continue
             first = line.split()[0]
             if first.isdigit():
                 cur["allocs" if pending == "alloc:" else "grows"] = int(first)
                 continue
-            m = re.match(r"^([\d.]+) (B|KB|MB|GB)", line)
-            if m and pending == "alloc:":
-                mult = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9}[m.group(2)]
-                cur["bytes"] = float(m.group(1)) * mult
-                pending = None
     return rows
 
 
