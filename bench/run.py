@@ -1,0 +1,890 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of palisade against nginx and nginx + ModSecurity (issue 4).
+
+Called by scripts/bench, which installs the tools and builds the binaries first. Runs
+everything on 127.0.0.1 with free ports: the system under test pinned to CPU 0, wrk,
+oha and the backend pinned to CPU 1. Every run has a bounded duration and every
+process it starts is stopped at the end, also on error or Ctrl-C.
+
+Configurations:
+  a  backend directly (albedo)
+  b  palisade, no rules
+  c  palisade, engine on, no rules
+  d  palisade + CRS v4 (../shared/crs, PL1, blocking)
+  e  palisade + CRS 3.3.4 (Debian's modsecurity-crs)
+  f  nginx, plain proxy
+  g  nginx + libnginx-mod-http-modsecurity + CRS 3.3.4 (worker_processes 1)
+
+The last line printed is exactly:
+  bench: crs-v4 GET R1 req/cpu-s; modsec-crs3 GET R2 req/cpu-s; ratio R1/R2 = X
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(REPO, "bench")
+CORPUS = os.path.join(BENCH, "corpus")
+SHARED = os.path.normpath(os.path.join(REPO, "..", "shared"))
+CRS4 = os.path.join(SHARED, "crs")
+CRS3_RULES = "/usr/share/modsecurity-crs/rules"
+CRS3_ETC = "/etc/modsecurity/crs"
+MODSEC_MODULE = "/usr/lib/nginx/modules/ngx_http_modsecurity_module.so"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+SUT_CPU = "0"
+LOAD_CPU = "1"
+
+CONFIGS = {
+    "a": "backend directly",
+    "b": "palisade, no rules",
+    "c": "palisade, engine on, no rules",
+    "d": "palisade + CRS v4 PL1",
+    "e": "palisade + CRS 3.3.4",
+    "f": "nginx, plain proxy",
+    "g": "nginx + ModSecurity + CRS 3.3.4",
+}
+WAF_CONFIGS = {"d", "e", "g"}
+
+
+ATTACKS = ["attack-sqli", "attack-xss", "attack-traversal", "attack-log4shell"]
+BENIGN = ["get", "form", "json"]
+
+
+def corpus_path(name):
+    return os.path.join(CORPUS, name + ".http")
+
+
+def mix_files():
+    """A cycle of 80 requests: 48 GET, 16 form POST, 12 JSON POST, 4 attacks (5%)."""
+    cycle = []
+    attacks = iter(ATTACKS)
+    for k in range(80):
+        if k % 20 == 10:
+            cycle.append(next(attacks))
+        elif k % 5 in (1, 3) and len([c for c in cycle if c == "form"]) < 16:
+            cycle.append("form")
+        elif k % 20 in (4, 9, 14) and len([c for c in cycle if c == "json"]) < 12:
+            cycle.append("json")
+        else:
+            cycle.append("get")
+    return [corpus_path(n) for n in cycle]
+
+
+REQUESTS = {
+    "GET": [corpus_path("get")],
+    "form POST 2 KiB": [corpus_path("form")],
+    "JSON POST 20 KiB": [corpus_path("json")],
+    "mix 5% attacks": None,  # filled by mix_files()
+}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Processes
+
+
+class Proc:
+    """A child process started by the benchmark; stopped by stop() or at exit."""
+
+    live = []
+
+    def __init__(self, name, argv, work, cpu=None, env=None):
+        self.name = name
+        if cpu is not None:
+            argv = ["taskset", "-c", cpu] + argv
+        self.out_path = os.path.join(work, f"{name}.out")
+        self.err_path = os.path.join(work, f"{name}.err")
+        self.out = open(self.out_path, "wb")
+        self.err = open(self.err_path, "wb")
+        self.p = subprocess.Popen(
+            argv, stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL,
+            env=env, start_new_session=True)
+        Proc.live.append(self)
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, timeout=10):
+        if self.p.poll() is None:
+            try:
+                self.p.send_signal(signal.SIGTERM)
+                self.p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(timeout=5)
+        self.out.close()
+        self.err.close()
+        if self in Proc.live:
+            Proc.live.remove(self)
+
+    def tail(self, n=20):
+        out = []
+        for path in (self.out_path, self.err_path):
+            try:
+                with open(path, "rb") as f:
+                    out += f.read().decode("utf-8", "replace").splitlines()[-n:]
+            except OSError:
+                pass
+        return "\n".join(out)
+
+
+def stop_all():
+    for p in list(Proc.live):
+        try:
+            p.stop(timeout=5)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and not proc.alive():
+            raise RuntimeError(f"{proc.name} exited during start-up:\n{proc.tail()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
+
+
+def children(pid):
+    """Direct children of a process (nginx workers of the master)."""
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def cpu_seconds(pids):
+    """utime + stime of the processes (all their threads), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            # Fields after the command: state is index 0; utime and stime are 11, 12.
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / CLK_TCK
+
+
+def vm_hwm_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Systems under test
+
+
+class System:
+    """One configuration: started, measured (pids), stopped."""
+
+    def __init__(self, key, port, proc, pids_fn, note=""):
+        self.key = key
+        self.port = port
+        self.proc = proc
+        self.pids_fn = pids_fn
+        self.note = note
+
+    def pids(self):
+        return self.pids_fn()
+
+    def peak_rss_kib(self):
+        """Largest VmHWM among the processes (the nginx worker; palisade itself)."""
+        vals = [v for v in (vm_hwm_kib(p) for p in self.pids()) if v]
+        return max(vals) if vals else None
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.stop()
+
+
+def palisade_rules(key, work):
+    base = os.path.join(BENCH, "rules", "base.conf")
+    if key == "b":
+        return []
+    if key == "c":
+        return [os.path.join(BENCH, "rules", "engine-only.conf")]
+    if key == "d":
+        return [base, os.path.join(CRS4, "crs-setup.conf.example"),
+                os.path.join(CRS4, "rules", "*.conf")]
+    if key == "e":
+        return [base, os.path.join(CRS3_ETC, "crs-setup.conf"),
+                os.path.join(CRS3_ETC, "REQUEST-900-EXCLUSION-RULES-BEFORE-CRS.conf"),
+                os.path.join(CRS3_RULES, "*.conf"),
+                os.path.join(CRS3_ETC, "RESPONSE-999-EXCLUSION-RULES-AFTER-CRS.conf")]
+    raise ValueError(key)
+
+
+def toml_str(s):
+    return json.dumps(s)  # a JSON string is a valid TOML basic string
+
+
+def write_palisade_config(key, work, port, backend_port):
+    lines = [
+        f"# palisade for benchmark configuration ({key}): {CONFIGS[key]}",
+        "[server]",
+        "worker_threads = 1",
+        "",
+        "[[listener]]",
+        f"address = {toml_str(f'127.0.0.1:{port}')}",
+        "",
+        "[[upstream]]",
+        'name = "backend"',
+        f"servers = [{toml_str(f'127.0.0.1:{backend_port}')}]",
+        "keepalive = 32",
+        "",
+        "[logs]",
+        f"error_log = {toml_str(os.path.join(work, f'palisade-{key}-error.log'))}",
+        'level = "warn"',
+        "",
+    ]
+    for f in palisade_rules(key, work):
+        lines += ["[[rules]]", f"file = {toml_str(f)}", ""]
+    path = os.path.join(work, f"palisade-{key}.toml")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines))
+    return path
+
+
+def start_palisade(key, args, work, backend_port):
+    port = free_port()
+    cfg = write_palisade_config(key, work, port, backend_port)
+    check = subprocess.run([args.palisade, "check", "--config", cfg],
+                           capture_output=True, text=True, timeout=120)
+    if check.returncode != 0:
+        msg = (check.stderr or check.stdout).strip().splitlines()
+        raise SkipConfig("palisade check failed: " + (msg[0] if msg else "?"))
+    proc = Proc(f"palisade-{key}", [args.palisade, "run", "--config", cfg], work, cpu=SUT_CPU)
+    wait_port(port, proc)
+    return System(key, port, proc, lambda: [proc.pid])
+
+
+def write_modsec_rules(work):
+    """The rules file for (g): the same files, in the same order, as (e)."""
+    lines = ["# ModSecurity rules for benchmark configuration (g)."]
+    for f in palisade_rules("e", work):
+        lines.append(f"Include {f}")
+    path = os.path.join(work, "modsec-crs3.conf")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
+def start_nginx(key, args, work, backend_port):
+    port = free_port()
+    with open(os.path.join(BENCH, "nginx", "nginx.conf.in")) as f:
+        text = f.read()
+    if key == "g":
+        rules = write_modsec_rules(work)
+        load = f"load_module {MODSEC_MODULE};"
+        modsec = f"modsecurity on;\n        modsecurity_rules_file {rules};"
+    else:
+        load = ""
+        modsec = ""
+    text = (text.replace("@WORK@", work).replace("@NAME@", key)
+            .replace("@PORT@", str(port)).replace("@BACKEND_PORT@", str(backend_port))
+            .replace("@LOAD_MODULE@", load).replace("@MODSECURITY@", modsec))
+    cfg = os.path.join(work, f"nginx-{key}.conf")
+    with open(cfg, "w") as fh:
+        fh.write(text)
+    err = os.path.join(work, f"nginx-{key}-error.log")
+    test = subprocess.run(["nginx", "-t", "-q", "-e", err, "-c", cfg, "-p", work],
+                          capture_output=True, text=True, timeout=120)
+    if test.returncode != 0:
+        raise SkipConfig("nginx -t failed: " + (test.stderr.strip().splitlines() or ["?"])[-1])
+    proc = Proc(f"nginx-{key}", ["nginx", "-e", err, "-c", cfg, "-p", work], work, cpu=SUT_CPU)
+    wait_port(port, proc)
+    # The worker is forked after the rules load; wait for it.
+    deadline = time.time() + 30
+    while not children(proc.pid) and time.time() < deadline:
+        time.sleep(0.05)
+    return System(key, port, proc, lambda: [proc.pid] + children(proc.pid))
+
+
+class SkipConfig(Exception):
+    """A configuration that cannot run here (a tool or a rule set missing)."""
+
+
+# ---------------------------------------------------------------------------
+# Checks and load
+
+
+def send_raw(port, path, timeout=10):
+    """Sends one corpus request on a new connection; returns the status code."""
+    with open(path, "rb") as f:
+        data = f.read()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        buf = b""
+        while b"\r\n" not in buf:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", buf)
+    if not m:
+        raise RuntimeError(f"no HTTP status from port {port} for {os.path.basename(path)}: {buf[:80]!r}")
+    return int(m.group(1))
+
+
+def verify(system):
+    """Benign requests get 200 everywhere; attacks get 403 from the WAF configs."""
+    problems = []
+    for name in BENIGN + ATTACKS:
+        want = 403 if (name in ATTACKS and system.key in WAF_CONFIGS) else 200
+        got = send_raw(system.port, corpus_path(name))
+        if got != want:
+            problems.append(f"{name}: {got} (expected {want})")
+    return problems
+
+
+def parse_duration_ms(s):
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", s)
+    if not m:
+        return None
+    v = float(m.group(1))
+    return v * {"us": 1e-3, "ms": 1, "s": 1e3, "m": 60e3}[m.group(2)]
+
+
+def run_wrk(port, files, duration, connections, lua, count_status=False):
+    env = dict(os.environ, BENCH_FILES=",".join(files))
+    if count_status:
+        env["BENCH_COUNT_STATUS"] = "1"
+    argv = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{connections}", f"-d{duration}s",
+            "--timeout", "10s", "--latency", "-s", lua, f"http://127.0.0.1:{port}/"]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=duration + 60)
+    if r.returncode != 0:
+        raise RuntimeError(f"wrk failed: {r.stderr.strip()}")
+    out = r.stdout
+    res = {"raw": out}
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    res["rps"] = float(m.group(1)) if m else 0.0
+    m = re.search(r"(\d+) requests in", out)
+    res["requests"] = int(m.group(1)) if m else 0
+    for pct in ("50", "99"):
+        m = re.search(rf"^\s+{pct}%\s+(\S+)", out, re.M)
+        res[f"p{pct}_ms"] = parse_duration_ms(m.group(1)) if m else None
+    m = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    res["non2xx"] = int(m.group(1)) if m else 0
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    res["socket_errors"] = sum(int(x) for x in m.groups()) if m else 0
+    res["statuses"] = {}
+    m = re.search(r"^statuses: (.*)$", out, re.M)
+    if m:
+        for item in m.group(1).split():
+            code, n = item.split("=")
+            res["statuses"][code] = int(n)
+    return res
+
+
+def measure(system, files, args, lua, count_status=False):
+    """Warm-up, then `args.runs` wrk runs; CPU of the SUT read around each run."""
+    if args.warmup > 0:
+        run_wrk(system.port, files, args.warmup, args.connections, lua)
+    runs = []
+    for _ in range(args.runs):
+        pids = system.pids()
+        c0 = cpu_seconds(pids)
+        r = run_wrk(system.port, files, args.duration, args.connections, lua, count_status)
+        r["cpu_s"] = cpu_seconds(pids) - c0
+        runs.append(r)
+    rps = statistics.median(r["rps"] for r in runs)
+    total_req = sum(r["requests"] for r in runs)
+    total_cpu = sum(r["cpu_s"] for r in runs)
+    mid = sorted(runs, key=lambda r: r["rps"])[len(runs) // 2]
+    return {
+        "rps": rps,
+        "rps_runs": [r["rps"] for r in runs],
+        "p50_ms": mid["p50_ms"],
+        "p99_ms": mid["p99_ms"],
+        "cpu_s": total_cpu,
+        "requests": total_req,
+        "req_per_cpu_s": (total_req / total_cpu) if total_cpu > 0 and total_req > 0 else None,
+        "non2xx": sum(r["non2xx"] for r in runs),
+        "socket_errors": sum(r["socket_errors"] for r in runs),
+        "statuses": {code: sum(r["statuses"].get(code, 0) for r in runs)
+                     for code in sorted({c for r in runs for c in r["statuses"]})},
+    }
+
+
+def run_oha(port, rate, duration, connections):
+    """One fixed-rate run with coordinated-omission correction; latencies in ms."""
+    get = corpus_path("get")
+    with open(get, "rb") as f:
+        head = f.read().split(b"\r\n\r\n", 1)[0].decode()
+    lines = head.split("\r\n")
+    target = lines[0].split(" ")[1]
+    argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", "json",
+            "-z", f"{duration}s", "-q", str(rate), "--latency-correction",
+            "-c", str(connections)]
+    for line in lines[1:]:
+        k, v = line.split(":", 1)
+        if k.lower() in ("host", "connection", "content-length"):
+            continue
+        argv += ["-H", f"{k}: {v.strip()}"]
+    argv.append(f"http://127.0.0.1:{port}{target}")
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    if r.returncode != 0:
+        raise RuntimeError(f"oha failed: {r.stderr.strip()[:300]}")
+    data = json.loads(r.stdout)
+    pct = data.get("latencyPercentiles", {})
+    summ = data.get("summary", {})
+    return {
+        "rate": rate,
+        "achieved": summ.get("requestsPerSec"),
+        "success": summ.get("successRate"),
+        "p50_ms": (pct.get("p50") or 0) * 1e3,
+        "p99_ms": (pct.get("p99") or 0) * 1e3,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+def machine_info():
+    info = {}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        m = re.search(r"Model name:\s+(.*)", out)
+        info["cpu"] = m.group(1).strip() if m else platform.processor()
+    except OSError:
+        info["cpu"] = platform.processor()
+    info["cores"] = os.cpu_count()
+    info["kernel"] = platform.release()
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        info["memory"] = f"{kb / 1048576:.1f} GiB"
+    except OSError:
+        info["memory"] = "?"
+    try:
+        with open("/etc/debian_version") as f:
+            info["os"] = "Debian " + f.read().strip()
+    except OSError:
+        info["os"] = platform.platform()
+
+    def version(argv, pat=None):
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            text = (r.stdout + r.stderr).strip()
+            if pat:
+                m = re.search(pat, text)
+                return m.group(1) if m else text.splitlines()[0]
+            return text.splitlines()[0] if text else "?"
+        except (OSError, subprocess.TimeoutExpired):
+            return "not installed"
+
+    def dpkg(pkg):
+        return version(["dpkg-query", "-W", "-f=${Version}", pkg])
+
+    info["nginx"] = version(["nginx", "-v"], r"nginx/(\S+)")
+    info["libmodsecurity3"] = dpkg("libmodsecurity3")
+    info["libnginx-mod-http-modsecurity"] = dpkg("libnginx-mod-http-modsecurity")
+    info["modsecurity-crs"] = dpkg("modsecurity-crs")
+    info["wrk"] = version(["wrk", "-v"], r"wrk (\S+ \S+)")
+    info["oha"] = version(["oha", "--version"])
+    info["rustc"] = version(["rustc", "--version"])
+    info["git"] = version(["git", "-C", REPO, "rev-parse", "--short", "HEAD"])
+    try:
+        with open("/proc/loadavg") as f:
+            info["load"] = " ".join(f.read().split()[:3])
+    except OSError:
+        info["load"] = "?"
+    return info
+
+
+def fmt(v, spec="{:,.0f}"):
+    return "n/a" if v is None else spec.format(v)
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def other_answers(r):
+    """Answers other than 2xx/3xx: per status code with their share when counted."""
+    st = {c: n for c, n in r.get("statuses", {}).items() if not c.startswith(("2", "3"))}
+    total = sum(r.get("statuses", {}).values())
+    if st and total:
+        return ", ".join(f"{c}: {n} ({100 * n / total:.1f}%)" for c, n in st.items())
+    return str(r["non2xx"])
+
+
+def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started, verify_notes):
+    req_names = list(REQUESTS)
+    md = []
+    md.append("# Benchmarks")
+    md.append("")
+    md.append("Palisade against nginx and nginx + ModSecurity v3 + CRS, on one machine in one run "
+              "(issue 4). Written by `scripts/bench`; do not edit by hand.")
+    md.append("")
+    md.append("## How it was run")
+    md.append("")
+    md.append("```")
+    md.append(args.command)
+    md.append("```")
+    md.append("")
+    md.append(f"- When: {started} UTC, git `{info['git']}`"
+              + (" (smoke mode: short runs, figures not meaningful)" if args.smoke else ""))
+    md.append(f"- Machine: {info['cpu']}, {info['cores']} CPUs, {info['memory']} RAM, {info['os']}, "
+              f"kernel {info['kernel']}; load average at the start {info['load']} "
+              "(the machine may be shared: compare ratios within one run, not absolute figures "
+              "across runs)")
+    md.append(f"- Tools: nginx {info['nginx']}, libmodsecurity3 {info['libmodsecurity3']}, "
+              f"libnginx-mod-http-modsecurity {info['libnginx-mod-http-modsecurity']}, "
+              f"modsecurity-crs {info['modsecurity-crs']}, wrk {info['wrk']}, {info['oha']}, "
+              f"{info['rustc']}")
+    md.append(f"- The system under test runs on CPU {SUT_CPU} (`taskset`), with one worker "
+              f"(palisade `worker_threads = 1`, nginx `worker_processes 1`); wrk, oha and the "
+              f"backend (albedo) share CPU {LOAD_CPU}. All on 127.0.0.1.")
+    md.append(f"- Closed loop: wrk, 1 thread, {args.connections} connections, {args.warmup} s "
+              f"warm-up, then {args.runs} runs of {args.duration} s per configuration and request; "
+              "req/s is the median run, p50/p99 come from that run, requests per CPU-second "
+              "is all requests of the runs over the CPU time (utime + stime from /proc, nginx "
+              "master and worker summed) the proxy used during them.")
+    md.append("- Requests (`bench/corpus/`, sent verbatim): a browser GET with a query string "
+              "and 3 cookies; a 2 KiB urlencoded form POST; a 20 KiB JSON POST; a mix of "
+              "60% GET, 20% form, 15% JSON and 5% attacks (SQLi, XSS, path traversal, Log4Shell).")
+    md.append("- Rules: (d) `bench/rules/base.conf` + CRS v4 `crs-setup.conf.example` + "
+              "`rules/*.conf`; (e) and (g) `base.conf` + Debian's `crs-setup.conf`, "
+              "`REQUEST-900-...`, `rules/*.conf`, `RESPONSE-999-...` (plain `Include`s for "
+              "ModSecurity). `base.conf` holds the settings of Debian's `modsecurity.conf` "
+              "with `SecRuleEngine On` and the audit log off, for both engines.")
+    md.append("- Expected answers: 200 for every benign request from every configuration; 403 "
+              "for every attack from (d), (e) and (g). (The Log4Shell request carries its "
+              "payload in an argument, which CRS 3.3.4 catches, and in User-Agent, which only "
+              "CRS v4 inspects for it.)")
+    md.append("")
+    if verify_notes:
+        md.append("Verification failures (these configurations answered otherwise):")
+        md.append("")
+        for n in verify_notes:
+            md.append(f"- {n}")
+        md.append("")
+    if notes:
+        md.append("Configurations that did not run:")
+        md.append("")
+        for k, n in notes.items():
+            md.append(f"- ({k}) {CONFIGS[k]}: {n}")
+        md.append("")
+
+    md.append("## Throughput and CPU cost")
+    md.append("")
+    md.append("| config | request | req/s | p50 ms | p99 ms | proxy CPU s | req per CPU-s | "
+              "vs (b) | vs (g) | non-2xx | peak RSS MiB |")
+    md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for key in CONFIGS:
+        if key not in results:
+            continue
+        for rn in req_names:
+            r = results[key].get(rn)
+            if r is None:
+                continue
+            b = results.get("b", {}).get(rn, {}).get("req_per_cpu_s")
+            g = results.get("g", {}).get(rn, {}).get("req_per_cpu_s")
+            rb = ratio(r["req_per_cpu_s"], b) if key != "a" else None
+            rg = ratio(r["req_per_cpu_s"], g) if key != "a" else None
+            cpu_label = fmt(r["cpu_s"], "{:.2f}")
+            rpc = fmt(r["req_per_cpu_s"])
+            if key == "a":
+                cpu_label += " (backend)"
+            md.append(
+                f"| ({key}) {CONFIGS[key]} | {rn} | {fmt(r['rps'])} | {fmt(r['p50_ms'], '{:.2f}')} | "
+                f"{fmt(r['p99_ms'], '{:.2f}')} | {cpu_label} | {rpc} | {fmt(rb, '{:.2f}x')} | "
+                f"{fmt(rg, '{:.1f}x')} | {other_answers(r)} | "
+                f"{fmt(rss.get(key) and rss[key] / 1024, '{:.1f}')} |")
+    md.append("")
+    md.append("`vs (b)` and `vs (g)`: requests per CPU-second of this configuration over that "
+              "of (b) palisade with no rules, and of (g) nginx + ModSecurity + CRS 3.3.4. "
+              "`non-2xx` counts the answers other than 2xx/3xx over all runs; for the mix, per "
+              "status code with its share of all answers (its attacks are 5% of the requests "
+              "sent, answered 403 by the WAFs). Peak RSS is VmHWM of the proxy "
+              "process (for nginx, the larger of master and worker).")
+    md.append("")
+
+    md.append("## Targets")
+    md.append("")
+
+    def rpc(k, rn):
+        return results.get(k, {}).get(rn, {}).get("req_per_cpu_s")
+
+    rows = [
+        ("CRS v4 GET vs nginx + ModSecurity + CRS 3.3.4 GET (req per CPU-s)",
+         ratio(rpc("d", "GET"), rpc("g", "GET")), ">= 40x", 40),
+        ("CRS v4 GET vs palisade no rules GET",
+         ratio(rpc("d", "GET"), rpc("b", "GET")), ">= 0.50", 0.5),
+        ("CRS 3.3.4: palisade vs ModSecurity, GET",
+         ratio(rpc("e", "GET"), rpc("g", "GET")), ">= 40x", 40),
+        ("CRS 3.3.4: palisade vs ModSecurity, 2 KiB form POST",
+         ratio(rpc("e", "form POST 2 KiB"), rpc("g", "form POST 2 KiB")), ">= 30x", 30),
+        ("palisade no rules vs nginx plain, GET",
+         ratio(rpc("b", "GET"), rpc("f", "GET")), ">= 1.0", 1.0),
+    ]
+    md.append("| target | measured | wanted | met |")
+    md.append("|---|---:|---|---|")
+    for label, val, want, thr in rows:
+        met = "n/a" if val is None else ("yes" if val >= thr else "no")
+        md.append(f"| {label} | {fmt(val, '{:.2f}')} | {want} | {met} |")
+    v4_rss = rss.get("d")
+    md.append(f"| peak RSS with CRS v4 (MiB) | {fmt(v4_rss and v4_rss / 1024, '{:.1f}')} | <= 40 | "
+              f"{'n/a' if v4_rss is None else ('yes' if v4_rss <= 40 * 1024 else 'no')} |")
+    md.append("")
+
+    if fixed:
+        md.append("## Latency against offered load (fixed rate, benign GET)")
+        md.append("")
+        if plot_name:
+            md.append(f"![latency vs offered load]({plot_name})")
+            md.append("")
+        md.append(f"oha, {args.fixed_connections} connections, {args.fixed_duration} s per point, "
+                  "`--latency-correction` (coordinated omission corrected).")
+        md.append("")
+        md.append("| config | offered req/s | achieved req/s | success | p50 ms | p99 ms |")
+        md.append("|---|---:|---:|---:|---:|---:|")
+        for key, pts in fixed.items():
+            for p in pts:
+                md.append(f"| ({key}) {CONFIGS[key]} | {p['rate']:,} | {fmt(p['achieved'])} | "
+                          f"{fmt(p['success'] and p['success'] * 100, '{:.1f}%')} | "
+                          f"{fmt(p['p50_ms'], '{:.2f}')} | {fmt(p['p99_ms'], '{:.2f}')} |")
+        md.append("")
+    if engine_md:
+        md.append(engine_md)
+    profile = os.path.join(BENCH, "PROFILE.md")
+    if os.path.exists(profile):
+        with open(profile) as f:
+            md.append(f.read())
+    return "\n".join(md) + "\n"
+
+
+def plot(fixed, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("bench: matplotlib is missing; no plot")
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    colours = {"b": "tab:green", "d": "tab:blue", "g": "tab:red"}
+    for key, pts in fixed.items():
+        xs = [p["rate"] for p in pts]
+        ax.plot(xs, [p["p50_ms"] for p in pts], "o-", color=colours.get(key),
+                label=f"({key}) {CONFIGS[key]} p50")
+        ax.plot(xs, [p["p99_ms"] for p in pts], "s--", color=colours.get(key),
+                label=f"({key}) {CONFIGS[key]} p99")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("offered load, requests/s (benign GET, fixed rate)")
+    ax.set_ylabel("latency, ms (coordinated omission corrected)")
+    ax.set_title("Latency against offered load, proxy pinned to one core")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smoke", action="store_true", help="a few seconds per configuration")
+    ap.add_argument("--configs", default="abcdefg", help="which configurations (letters)")
+    ap.add_argument("--requests", default="get,form,json,mix",
+                    help="which requests: get, form, json, mix (comma-separated)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    ap.add_argument("--runs", type=int, default=3, help="wrk runs per configuration and request")
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up seconds before the runs")
+    ap.add_argument("--connections", type=int, default=32, help="wrk connections")
+    ap.add_argument("--fixed-duration", type=int, default=5, help="seconds per fixed-rate point")
+    ap.add_argument("--fixed-connections", type=int, default=64, help="oha connections")
+    ap.add_argument("--rates", default="100,200,500,1000,2000,5000,10000,20000,40000",
+                    help="offered loads for the fixed-rate runs")
+    ap.add_argument("--palisade", default=os.path.join(REPO, "target", "release", "palisade"))
+    ap.add_argument("--albedo", default=os.path.join(REPO, "target", "release", "albedo"))
+    ap.add_argument("--out", default=os.path.join(REPO, "BENCHMARKS.md"))
+    ap.add_argument("--engine-md", default=None, help="markdown of the engine benchmarks to append")
+    ap.add_argument("--command", default="scripts/bench", help="the command shown in the report")
+    args = ap.parse_args()
+    if args.smoke:
+        args.duration, args.runs, args.warmup = 3, 1, 0
+        args.fixed_duration = 1
+        args.rates = "200,1000,5000"
+    rates = [int(x) for x in args.rates.split(",") if x]
+    REQUESTS["mix 5% attacks"] = mix_files()
+    short = {"get": "GET", "form": "form POST 2 KiB", "json": "JSON POST 20 KiB", "mix": "mix 5% attacks"}
+    wanted = [short[r] for r in args.requests.split(",") if r]
+    for rn in list(REQUESTS):
+        if rn not in wanted:
+            del REQUESTS[rn]
+    lua = os.path.join(BENCH, "wrk", "corpus.lua")
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    info = machine_info()
+    work = tempfile.mkdtemp(prefix="palisade-bench-")
+    log(f"bench: work directory {work}")
+
+    def on_signal(signum, frame):
+        stop_all()
+        sys.exit(130)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    results, rss, notes, fixed, verify_notes = {}, {}, {}, {}, []
+    try:
+        if not os.path.exists(args.albedo):
+            raise SystemExit(f"bench: {args.albedo} is missing (cargo build --release -p albedo)")
+        backend = Proc("albedo", [args.albedo, "--bind", "127.0.0.1:0"], work, cpu=LOAD_CPU)
+        deadline = time.time() + 30
+        backend_port = None
+        while time.time() < deadline and backend_port is None:
+            with open(backend.out_path) as f:
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+            if m:
+                backend_port = int(m.group(1))
+            elif not backend.alive():
+                raise SystemExit(f"bench: albedo exited:\n{backend.tail()}")
+            else:
+                time.sleep(0.05)
+        if backend_port is None:
+            raise SystemExit("bench: albedo did not report its port")
+        log(f"bench: backend albedo on 127.0.0.1:{backend_port}")
+
+        for key in args.configs:
+            if key not in CONFIGS:
+                raise SystemExit(f"bench: unknown configuration {key!r}")
+            log(f"bench: ({key}) {CONFIGS[key]}")
+            try:
+                if key == "a":
+                    system = System("a", backend_port, None, lambda: [backend.pid])
+                elif key in "bcde":
+                    if not os.path.exists(args.palisade):
+                        raise SkipConfig(f"{args.palisade} is missing (cargo build --release -p proxy)")
+                    system = start_palisade(key, args, work, backend_port)
+                else:
+                    if shutil.which("nginx") is None:
+                        raise SkipConfig("nginx is not installed")
+                    if key == "g" and not os.path.exists(MODSEC_MODULE):
+                        raise SkipConfig("libnginx-mod-http-modsecurity is not installed")
+                    system = start_nginx(key, args, work, backend_port)
+            except SkipConfig as e:
+                notes[key] = str(e)
+                log(f"bench:   skipped: {e}")
+                continue
+            try:
+                problems = verify(system)
+                if problems:
+                    verify_notes.append(f"({key}) {CONFIGS[key]}: " + "; ".join(problems))
+                    log(f"bench:   verification: {'; '.join(problems)}")
+                else:
+                    log("bench:   verified: benign 200" + (", attacks 403" if key in WAF_CONFIGS else ""))
+                results[key] = {}
+                for rn, files in REQUESTS.items():
+                    r = measure(system, files, args, lua, count_status=rn.startswith("mix"))
+                    results[key][rn] = r
+                    log(f"bench:   {rn:<17} {r['rps']:>10,.0f} req/s  p50 {fmt(r['p50_ms'], '{:.2f}')} ms  "
+                        f"p99 {fmt(r['p99_ms'], '{:.2f}')} ms  cpu {r['cpu_s']:.2f} s  "
+                        f"{fmt(r['req_per_cpu_s'])} req/cpu-s  non-2xx {r['non2xx']}")
+                rss[key] = system.peak_rss_kib() if key != "a" else None
+                if key in ("b", "d", "g"):
+                    if shutil.which("oha") is None:
+                        notes.setdefault("fixed", "oha is not installed: no fixed-rate runs")
+                    else:
+                        pts = []
+                        ceiling = results[key]["GET"]["rps"]
+                        for rate in rates:
+                            p = run_oha(system.port, rate, args.fixed_duration, args.fixed_connections)
+                            pts.append(p)
+                            log(f"bench:   fixed {rate:>6} req/s: achieved {fmt(p['achieved'])}, "
+                                f"p50 {p['p50_ms']:.2f} ms, p99 {p['p99_ms']:.2f} ms")
+                            if rate > 1.5 * ceiling:
+                                break
+                        fixed[key] = pts
+            finally:
+                system.stop()
+        backend.stop()
+    finally:
+        stop_all()
+
+    plot_name = None
+    if fixed:
+        plot_path = os.path.splitext(args.out)[0] + "-latency.png"
+        if plot(fixed, plot_path):
+            plot_name = os.path.basename(plot_path)
+    engine_md = None
+    if args.engine_md and os.path.exists(args.engine_md):
+        with open(args.engine_md) as f:
+            engine_md = f.read()
+    notes_cfg = {k: v for k, v in notes.items() if k in CONFIGS}
+    md = render(results, rss, notes_cfg, fixed, info, args, engine_md, plot_name, started, verify_notes)
+    if "fixed" in notes:
+        md += f"\nNo fixed-rate runs: {notes['fixed']}\n"
+    with open(args.out, "w") as f:
+        f.write(md)
+    with open(os.path.join(work, "results.json"), "w") as f:
+        json.dump({"results": results, "rss_kib": rss, "fixed": fixed, "notes": notes}, f, indent=1)
+    if args.keep:
+        log(f"bench: wrote {args.out}" + (f" and {plot_name}" if plot_name else "")
+            + f"; configurations, logs and raw results in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        log(f"bench: wrote {args.out}" + (f" and {plot_name}" if plot_name else ""))
+
+    r1 = results.get("d", {}).get("GET", {}).get("req_per_cpu_s")
+    r2 = results.get("g", {}).get("GET", {}).get("req_per_cpu_s")
+    x = ratio(r1, r2)
+    print(f"bench: crs-v4 GET {fmt(r1, '{:.0f}')} req/cpu-s; modsec-crs3 GET {fmt(r2, '{:.0f}')} "
+          f"req/cpu-s; ratio R1/R2 = {fmt(x, '{:.1f}')}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

