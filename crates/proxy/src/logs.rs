@@ -169,8 +169,13 @@ impl Sink {
                 e.write_all(b"\n")
             }
             Sink::File(f) => {
-                f.write_all(line.as_bytes())?;
-                f.write_all(b"\n")
+                // One write per line, newline included: the buffer then only ever goes
+                // to the file at line boundaries, so a reader tailing the log (go-ftw
+                // looks for its marker lines) never sees half a line.
+                let mut buf = Vec::with_capacity(line.len() + 1);
+                buf.extend_from_slice(line.as_bytes());
+                buf.push(b'\n');
+                f.write_all(&buf)
             }
         }
     }
