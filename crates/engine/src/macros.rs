@@ -72,6 +72,15 @@ impl Macro {
         &self.text
     }
 
+    /// The text, when it has no macro in it.
+    pub fn as_literal(&self) -> Option<&[u8]> {
+        match self.parts.as_slice() {
+            [] => Some(&[]),
+            [Part::Literal(l)] => Some(l),
+            _ => None,
+        }
+    }
+
     /// True when the text has no macro in it.
     pub fn is_literal(&self) -> bool {
         self.parts.iter().all(|p| matches!(p, Part::Literal(_)))
@@ -85,10 +94,14 @@ impl Macro {
     }
 
     /// Expands the macros. Unset variables expand to the empty string (ModSecurity v3).
-    pub fn expand<'a>(&'a self, ctx: &dyn MacroContext) -> Cow<'a, [u8]> {
+    pub fn expand<'a>(&'a self, ctx: &'a dyn MacroContext) -> Cow<'a, [u8]> {
         match self.parts.as_slice() {
             [] => Cow::Borrowed(&[]),
             [Part::Literal(l)] => Cow::Borrowed(l),
+            // A lone variable needs no copy.
+            [Part::Var { var, key }] => ctx
+                .lookup(*var, key.as_deref())
+                .unwrap_or(Cow::Borrowed(&[])),
             parts => {
                 let mut out = Vec::new();
                 for p in parts {

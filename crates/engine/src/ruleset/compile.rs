@@ -638,8 +638,24 @@ impl RulesetBuilder {
             }
         }
         let prefilter = super::prefilter::Prefilter::build(&mut phases);
+        let mut chain_nodes = vec![
+            super::ChainNode {
+                parent: None,
+                step: Transform::Lowercase,
+            };
+            self.prefixes.len()
+        ];
+        for (prefix, &id) in &self.prefixes {
+            if let Some((&step, head)) = prefix.split_last() {
+                chain_nodes[id as usize] = super::ChainNode {
+                    parent: self.prefixes.get(head).copied(),
+                    step,
+                };
+            }
+        }
         Ok(Ruleset {
             prefilter,
+            chain_nodes,
             phases,
             config: self.config,
             files: self.files,

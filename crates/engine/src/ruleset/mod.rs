@@ -23,6 +23,18 @@ pub struct Ruleset {
     pub(crate) hash: u64,
     /// The `@rx` prefilter.
     pub(crate) prefilter: prefilter::Prefilter,
+    /// Every distinct transformation pipeline prefix, indexed by its cache key (the
+    /// `prefix_ids` of rules): a tree, so pipelines that start alike share their work.
+    pub(crate) chain_nodes: Vec<ChainNode>,
+}
+
+/// One transformation pipeline prefix: its parent prefix and the step it adds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChainNode {
+    /// The prefix without its last step (`None` for a one-step prefix).
+    pub parent: Option<u32>,
+    /// The last step.
+    pub step: crate::transforms::Transform,
 }
 
 impl Ruleset {

@@ -454,13 +454,10 @@ impl<'a> View<'a> {
                     scalar(out, var, Cow::Owned(l), false);
                 }
             }
-            Var::MatchedVar => scalar(out, var, Cow::Owned(self.state.matched_var.clone()), false),
-            Var::MatchedVarName => scalar(
-                out,
-                var,
-                Cow::Owned(self.state.matched_var_name.clone()),
-                false,
-            ),
+            Var::MatchedVar => scalar(out, var, Cow::Borrowed(&self.state.matched_var), false),
+            Var::MatchedVarName => {
+                scalar(out, var, Cow::Borrowed(&self.state.matched_var_name), false)
+            }
             Var::MatchedVars | Var::MatchedVarsNames => {
                 for (k, v) in &self.state.matched_vars {
                     if sel.matches(k) {
@@ -617,15 +614,22 @@ impl<'a> View<'a> {
 
 impl MacroContext for View<'_> {
     fn lookup(&self, var: Var, key: Option<&[u8]>) -> Option<Cow<'_, [u8]>> {
+        // Macro keys are lower-cased when parsed, as TX keys are when stored.
+        match (var, key) {
+            (Var::Tx, Some(k)) => return self.state.tx.get(k).map(|v| Cow::Borrowed(&v[..])),
+            (Var::MatchedVar, _) => return Some(Cow::Borrowed(&self.state.matched_var)),
+            (Var::MatchedVarName, _) => {
+                return Some(Cow::Borrowed(&self.state.matched_var_name));
+            }
+            _ => {}
+        }
         let sel = match key {
-            Some(k) if var.is_collection() => KeySelector::Exact(k.to_ascii_lowercase()),
+            Some(k) if var.is_collection() => KeySelector::Exact(k.to_vec()),
             _ => KeySelector::All,
         };
         let mut out = Vec::new();
         self.collect_values(var, &sel, &mut out);
-        out.into_iter()
-            .next()
-            .map(|v| Cow::Owned(v.value.into_owned()))
+        out.into_iter().next().map(|v| v.value)
     }
 }
 

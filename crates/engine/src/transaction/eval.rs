@@ -9,8 +9,9 @@ use crate::log::MatchRecord;
 use crate::macros::MacroContext;
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
+use crate::ruleset::ChainNode;
 use crate::ruleset::prefilter::{Slot, Union};
-use crate::transforms::Transform;
+use crate::transforms::{Transform, byte_classes};
 use crate::variables::Exclusion;
 use seclang::IdRange;
 use std::borrow::Cow;
@@ -54,10 +55,12 @@ impl std::ops::Deref for Input<'_> {
     }
 }
 
-/// Applies transformations to a value, using the per-transaction cache when the value
-/// has a stable identity.
+/// Applies a pipeline to a value, through the per-transaction cache when the value has
+/// a stable identity. `chain_key` names the whole pipeline (the last of a rule's
+/// `prefix_ids`).
 fn transform<'v>(
     cache: &mut TransformCache,
+    nodes: &[ChainNode],
     transforms: &[Transform],
     chain_key: Option<u32>,
     value: &'v Value<'_>,
@@ -69,30 +72,94 @@ fn transform<'v>(
     let Some(id) = value.id else {
         return Input::Fresh(apply_all(transforms, raw));
     };
-    if let Some(hit) = cache.map.get(&(id, last)) {
-        return match hit {
-            None => Input::Raw(raw),
-            Some(bytes) => Input::Cached(bytes.clone()),
+    let row = cache_row(cache, id);
+    let (cell, _) = form(cache, nodes, row, Some(last), raw);
+    cached_input(cache, cell, raw)
+}
+
+/// Marks a raw value's byte classes as computed in its row.
+const KNOWN: u32 = 1 << 31;
+
+/// The start of value `id`'s row in the transformation cache, made on first use.
+fn cache_row(cache: &mut TransformCache, id: u32) -> usize {
+    if let Some(&r) = cache.rows.get(&id) {
+        return r as usize;
+    }
+    if cache.cells.capacity() == 0 {
+        // A CRS transaction has a few dozen values: skip the early regrowth.
+        cache.cells.reserve(48 * cache.width);
+    }
+    let r = cache.cells.len();
+    cache.cells.resize(r + cache.width, 0);
+    cache.rows.insert(id, r as u32);
+    r
+}
+
+/// The value behind a cache cell.
+fn cached_input<'v>(cache: &TransformCache, cell: u32, raw: &'v [u8]) -> Input<'v> {
+    match cell {
+        1 => Input::Raw(raw),
+        k => Input::Cached(cache.forms[(k - 2) as usize].0.clone()),
+    }
+}
+
+/// The cell of the value (whose row starts at `row`) after the pipeline prefix `node`
+/// (`None`: no transformation), with its byte classes. Computed from the parent
+/// prefix's form, itself cached, so pipelines that start alike share their work; a step
+/// whose triggers the value does not contain is skipped without looking at the bytes.
+fn form(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    row: usize,
+    node: Option<u32>,
+    raw: &[u8],
+) -> (u32, u32) {
+    let Some(n) = node else {
+        let c = &mut cache.cells[row + nodes.len()];
+        if *c & KNOWN == 0 {
+            *c = byte_classes(raw) | KNOWN;
+        }
+        return (1, *c & !KNOWN);
+    };
+    let cell = cache.cells[row + n as usize];
+    match cell {
+        0 => {}
+        1 => return (1, cache.cells[row + nodes.len()] & !KNOWN),
+        k => return (k, cache.forms[(k - 2) as usize].1),
+    }
+    let ChainNode { parent, step } = nodes[n as usize];
+    let (base, classes) = form(cache, nodes, row, parent, raw);
+    let result = if classes & step.triggers() == 0 {
+        (base, classes)
+    } else {
+        let input: &[u8] = if base == 1 {
+            raw
+        } else {
+            &cache.forms[(base - 2) as usize].0
         };
-    }
-    match apply_all(transforms, raw) {
-        // A transformation may borrow a shorter piece of its input (`trim`), so only a
-        // borrow of the whole value means "unchanged".
-        Cow::Borrowed(b) if b.len() == raw.len() => {
-            cache.map.insert((id, last), None);
-            Input::Raw(raw)
+        match step.apply(input) {
+            // A transformation may borrow a shorter piece of its input (`trim`), so only
+            // a borrow of the whole value means "unchanged".
+            Cow::Borrowed(b) if b.len() == input.len() => (base, classes),
+            out => {
+                let bytes: Arc<[u8]> = Arc::from(&*out);
+                let classes = byte_classes(&bytes);
+                cache.forms.push((bytes, classes));
+                (cache.forms.len() as u32 + 1, classes)
+            }
         }
-        other => {
-            let shared: Arc<[u8]> = Arc::from(&other[..]);
-            cache.map.insert((id, last), Some(shared.clone()));
-            Input::Cached(shared)
-        }
-    }
+    };
+    cache.cells[row + n as usize] = result.0;
+    result
 }
 
 fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
     let mut cur: Cow<'v, [u8]> = Cow::Borrowed(raw);
+    let mut classes = byte_classes(raw);
     for t in transforms {
+        if classes & t.triggers() == 0 {
+            continue;
+        }
         cur = match cur {
             Cow::Borrowed(b) => t.apply(b),
             Cow::Owned(v) => match t.apply(&v) {
@@ -101,21 +168,45 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
                 Cow::Owned(n) => Cow::Owned(n),
             },
         };
+        classes = byte_classes(&cur);
     }
     cur
 }
 
 /// Every intermediate result of the transformations that differs from the one
 /// before, for `multiMatch`.
-fn multi_values(transforms: &[Transform], raw: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = vec![raw.to_vec()];
-    for t in transforms {
-        let next = match t.apply(out.last().map(Vec::as_slice).unwrap_or(raw)) {
-            Cow::Borrowed(b) if out.last().is_some_and(|l| l.len() == b.len()) => continue,
+fn multi_values<'v>(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    rule: &Rule,
+    value: &'v Value<'_>,
+) -> Vec<Input<'v>> {
+    let raw: &'v [u8] = &value.value;
+    let mut out = vec![Input::Raw(raw)];
+    if let Some(id) = value.id {
+        let row = cache_row(cache, id);
+        let mut last = 1;
+        for &node in &rule.prefix_ids {
+            let (cell, _) = form(cache, nodes, row, Some(node), raw);
+            if cell != last {
+                let next = cached_input(cache, cell, raw);
+                if out.last().is_some_and(|l| **l != *next) {
+                    out.push(next);
+                }
+                last = cell;
+            }
+        }
+        return out;
+    }
+    let mut cur: Cow<'v, [u8]> = Cow::Borrowed(raw);
+    for t in &rule.transforms {
+        let next = match t.apply(&cur) {
+            Cow::Borrowed(b) if b.len() == cur.len() => continue,
             other => other.into_owned(),
         };
-        if out.last() != Some(&next) {
-            out.push(next);
+        if *cur != next[..] {
+            out.push(Input::Fresh(Cow::Owned(next.clone())));
+            cur = Cow::Owned(next);
         }
     }
     out
@@ -339,25 +430,30 @@ impl Transaction {
     /// in this phase; computes the group's answer on first use in the phase.
     fn prefilter_may_match(&mut self, slot: Slot) -> bool {
         let g = slot.group as usize;
-        let ruleset = self.ruleset().clone();
-        let groups = &ruleset.prefilter.groups;
-        if self.cache.unions.len() != groups.len() {
-            self.cache.unions = vec![None; groups.len()];
+        if let Some(Some(u)) = self.cache.unions.get(g) {
+            return u.may_match(slot.index);
         }
-        if self.cache.unions[g].is_none() {
+        let Transaction {
+            ruleset,
+            req,
+            resp,
+            state,
+            cache,
+            ctx,
+            ..
+        } = self;
+        let groups = &ruleset.prefilter.groups;
+        let nodes = &ruleset.chain_nodes;
+        if cache.unions.len() != groups.len() {
+            cache.unions = vec![None; groups.len()];
+        }
+        {
             let group = &groups[g];
-            let Transaction {
-                req,
-                resp,
-                state,
-                cache,
-                ..
-            } = self;
             let view = View {
                 req,
                 resp,
                 state,
-                ctx: &self.ctx,
+                ctx,
                 rule: None,
             };
             let mut values = Vec::with_capacity(32);
@@ -365,17 +461,27 @@ impl Transaction {
                 view.collect_superset(var, &mut values);
             }
             let mut union = Union::default();
+            let quiet_cell = nodes.len() + 1 + g / 32;
+            let quiet_bit = 1u32 << (g % 32);
             for v in &values {
-                if let Some(id) = v.id {
-                    if cache.quiet.contains(&(id, slot.group)) {
-                        continue;
-                    }
+                let Some(id) = v.id else {
+                    let input = transform(cache, nodes, &group.transforms, group.chain_key, v);
+                    union.add(&group.set, &input);
+                    continue;
+                };
+                let row = cache_row(cache, id);
+                if cache.cells[row + quiet_cell] & quiet_bit != 0 {
+                    continue;
                 }
-                let input = transform(cache, &group.transforms, group.chain_key, v);
-                if !union.add(&group.set, &input) {
-                    if let Some(id) = v.id {
-                        cache.quiet.insert((id, slot.group));
+                let input = match group.chain_key {
+                    Some(key) => {
+                        let (cell, _) = form(cache, nodes, row, Some(key), &v.value);
+                        cached_input(cache, cell, &v.value)
                     }
+                    None => Input::Raw(&v.value),
+                };
+                if !union.add(&group.set, &input) {
+                    cache.cells[row + quiet_cell] |= quiet_bit;
                 }
             }
             cache.unions[g] = Some(union);
@@ -397,13 +503,15 @@ impl Transaction {
         let mut hits: Vec<(Vec<u8>, Vec<u8>, Option<Captures>)> = Vec::new();
         {
             let Transaction {
+                ruleset,
                 req,
                 resp,
                 state,
                 cache,
+                ctx,
                 ..
             } = self;
-            let ctx = &self.ctx;
+            let nodes = &ruleset.chain_nodes;
             let view = View {
                 req,
                 resp,
@@ -420,19 +528,24 @@ impl Transaction {
                     continue;
                 }
                 if rule.multi_match {
-                    for input in multi_values(&rule.transforms, &v.value) {
+                    for input in multi_values(cache, nodes, rule, v) {
                         if run_operator(rule, &view, &input, None) {
                             let caps = rule.capture.then(|| {
                                 let mut caps = Captures::new();
                                 run_operator(rule, &view, &input, Some(&mut caps));
                                 caps
                             });
-                            hits.push((v.name(), input, caps));
+                            hits.push((v.name(), input.to_vec(), caps));
                         }
                     }
                 } else {
-                    let input =
-                        transform(cache, &rule.transforms, rule.prefix_ids.last().copied(), v);
+                    let input = transform(
+                        cache,
+                        nodes,
+                        &rule.transforms,
+                        rule.prefix_ids.last().copied(),
+                        v,
+                    );
                     if run_operator(rule, &view, &input, None) {
                         // Captures cost a slower search: only for values that match.
                         let caps = rule.capture.then(|| {
@@ -478,6 +591,11 @@ impl Transaction {
 
     fn run_action(&mut self, rule: &Rule, action: &Action) {
         match action {
+            Action::SetVar {
+                collection,
+                name,
+                op,
+            } if *collection == CollectionKind::Tx => self.set_tx_var(rule, name, op),
             Action::SetVar {
                 collection,
                 name,
@@ -579,6 +697,61 @@ impl Transaction {
         });
     }
 
+    /// `setvar` on TX, which CRS runs dozens of times per request: the key and value are
+    /// written in place when the variable exists, so the common case allocates nothing.
+    fn set_tx_var(&mut self, rule: &Rule, name: &crate::macros::Macro, op: &SetOp) {
+        enum New {
+            Bytes(Vec<u8>),
+            Number(i64),
+            Delete,
+        }
+        let (key, new) = {
+            let view = self.view(Some(rule));
+            let key: Cow<'_, [u8]> = match name.as_literal() {
+                Some(l) if !l.iter().any(u8::is_ascii_uppercase) => Cow::Borrowed(l),
+                _ => Cow::Owned(name.expand(&view).to_ascii_lowercase()),
+            };
+            let new = match op {
+                SetOp::Delete => New::Delete,
+                SetOp::SetOne => New::Bytes(b"1".to_vec()),
+                SetOp::Set(m) => New::Bytes(m.expand(&view).into_owned()),
+                SetOp::Add(m) | SetOp::Sub(m) => {
+                    let delta = to_number(&m.expand(&view));
+                    let delta = if matches!(op, SetOp::Sub(_)) {
+                        -delta
+                    } else {
+                        delta
+                    };
+                    let cur = self.state.tx.get(&*key).map(|v| to_number(v)).unwrap_or(0);
+                    New::Number(cur + delta)
+                }
+            };
+            (key, new)
+        };
+        let tx = &mut self.state.tx;
+        match new {
+            New::Delete => {
+                tx.remove(&*key);
+            }
+            New::Bytes(v) => match tx.get_mut(&*key) {
+                Some(slot) => *slot = v,
+                None => {
+                    tx.insert(key.into_owned(), v);
+                }
+            },
+            New::Number(n) => {
+                use std::io::Write;
+                let slot = match tx.get_mut(&*key) {
+                    Some(slot) => slot,
+                    None => tx.entry(key.into_owned()).or_default(),
+                };
+                slot.clear();
+                // Writing to a vector cannot fail.
+                let _ = write!(slot, "{n}");
+            }
+        }
+    }
+
     fn set_var(
         &mut self,
         collection: CollectionKind,
@@ -590,7 +763,7 @@ impl Transaction {
             let tx = &mut self.state.tx;
             match op {
                 SetOp::Delete => {
-                    tx.remove(&key);
+                    tx.remove(&*key);
                 }
                 SetOp::SetOne => {
                     tx.insert(key, b"1".to_vec());

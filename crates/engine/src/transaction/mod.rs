@@ -153,17 +153,26 @@ pub(crate) struct State {
     pub phases_done: u8,
 }
 
-/// Cached transformation results, keyed by value identity and transformation prefix.
+/// Cached transformation results: for each value with a stable identity, a row with one
+/// cell per pipeline prefix of the rule set (see `ChainNode`), so a lookup is an index,
+/// not a hash, once the value's row is found.
 #[derive(Debug, Default)]
 pub(crate) struct TransformCache {
-    /// `None` means the transformations left the value unchanged.
-    pub map: rustc_hash::FxHashMap<(u32, u32), Option<Arc<[u8]>>>,
+    /// Row start in `cells`, by value identity.
+    pub rows: rustc_hash::FxHashMap<u32, u32>,
+    /// Rows of `width` cells: one per prefix (0: not computed yet, 1: the value is
+    /// unchanged, k >= 2: `forms[k - 2]`), then the raw value's byte classes with
+    /// `KNOWN` set once computed, then the quiet bits.
+    pub cells: Vec<u32>,
+    /// Transformed values that differ from their raw value, with their byte classes.
+    pub forms: Vec<(Arc<[u8]>, u32)>,
     /// Per prefilter group, which patterns matched some value in the current phase
     /// (`None` until the group's first rule is reached in the phase).
     pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
-    /// Values that matched no pattern of a group, keyed by value identity and group:
-    /// they need no second look in a later phase.
-    pub quiet: rustc_hash::FxHashSet<(u32, u32)>,
+    /// Cells per row: one per pipeline prefix, one for the raw value's byte classes,
+    /// then one bit per prefilter group, set when the value matched none of the group's
+    /// patterns (it needs no second look in a later phase).
+    pub width: usize,
 }
 
 /// One transaction. Create it with [`Transaction::new`], feed it the request and run
@@ -183,6 +192,7 @@ pub struct Transaction {
 impl Transaction {
     /// Starts a transaction against a rule set.
     pub fn new(ruleset: Arc<Ruleset>, ctx: TxContext) -> Self {
+        let width = ruleset.chain_nodes.len() + 1 + ruleset.prefilter.groups.len().div_ceil(32);
         let cfg = ruleset.config();
         let state = State {
             mode: cfg.rule_engine,
@@ -215,7 +225,10 @@ impl Transaction {
             req: RequestData::default(),
             resp: ResponseData::default(),
             state,
-            cache: TransformCache::default(),
+            cache: TransformCache {
+                width,
+                ..Default::default()
+            },
             matches: Vec::new(),
             log_lines: Vec::new(),
         }

@@ -100,6 +100,82 @@ pub enum Transform {
     ParityZero7bit,
 }
 
+/// Byte classes for the identity test: each byte of a value belongs to one class, a value's
+/// class set is the union over its bytes ([`byte_classes`]), and a transformation whose
+/// [`Transform::triggers`] do not meet that set leaves the value unchanged, so it need not
+/// run at all. Most request values are plain words, and most CRS pipelines are decoders
+/// that only act on `%`, `&` or `\`: this is what makes the common case free.
+mod class {
+    pub const UPPER: u32 = 1 << 0;
+    pub const LOWER: u32 = 1 << 1;
+    pub const DIGIT_ZERO: u32 = 1 << 2;
+    pub const DIGIT_OTHER: u32 = 1 << 3;
+    pub const PERCENT: u32 = 1 << 4;
+    pub const PLUS: u32 = 1 << 5;
+    pub const AMP: u32 = 1 << 6;
+    pub const BACKSLASH: u32 = 1 << 7;
+    pub const SPACE: u32 = 1 << 8;
+    pub const WS_OTHER: u32 = 1 << 9;
+    pub const NUL: u32 = 1 << 10;
+    pub const HIGH: u32 = 1 << 11;
+    pub const SLASH: u32 = 1 << 12;
+    pub const DOT: u32 = 1 << 13;
+    pub const QUOTE: u32 = 1 << 14;
+    pub const CMD_SEP: u32 = 1 << 15;
+    pub const STAR: u32 = 1 << 16;
+    pub const DASH: u32 = 1 << 17;
+    pub const HASH: u32 = 1 << 18;
+    pub const LT: u32 = 1 << 19;
+    pub const OTHER: u32 = 1 << 20;
+    /// Every class: the transformation may change any value.
+    pub const ANY: u32 = u32::MAX;
+
+    const fn of(b: u8) -> u32 {
+        match b {
+            b'A'..=b'Z' => UPPER,
+            b'a'..=b'z' => LOWER,
+            b'0' => DIGIT_ZERO,
+            b'1'..=b'9' => DIGIT_OTHER,
+            b'%' => PERCENT,
+            b'+' => PLUS,
+            b'&' => AMP,
+            b'\\' => BACKSLASH,
+            b' ' => SPACE,
+            b'\t' | b'\n' | 0x0b | 0x0c | b'\r' => WS_OTHER,
+            0 => NUL,
+            0x80..=0xff => HIGH,
+            b'/' => SLASH,
+            b'.' => DOT,
+            b'"' | b'\'' => QUOTE,
+            b',' | b';' | b'^' => CMD_SEP,
+            b'*' => STAR,
+            b'-' => DASH,
+            b'#' => HASH,
+            b'<' => LT,
+            _ => OTHER,
+        }
+    }
+
+    /// The class of every byte.
+    pub static TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            t[i] = of(i as u8);
+            i += 1;
+        }
+        t
+    };
+}
+
+/// The set of byte classes present in `input`, for [`Transform::triggers`].
+#[inline]
+pub(crate) fn byte_classes(input: &[u8]) -> u32 {
+    input
+        .iter()
+        .fold(0, |m, &b| m | class::TABLE[usize::from(b)])
+}
+
 /// Every name `from_name` accepts (compared case-insensitively), with its transformation.
 /// The first entry for a variant is its canonical name.
 const NAMES: &[(&str, Transform)] = &[
@@ -233,6 +309,47 @@ impl Transform {
         }
     }
 
+    /// The byte classes that can make this transformation change a value: when a value's
+    /// [`byte_classes`] do not meet them, [`Transform::apply`] returns it unchanged.
+    pub(crate) fn triggers(self) -> u32 {
+        use class::*;
+        match self {
+            Transform::Lowercase => UPPER,
+            Transform::Uppercase => LOWER,
+            Transform::UrlDecode | Transform::UrlDecodeUni => PERCENT | PLUS,
+            Transform::HtmlEntityDecode => AMP,
+            Transform::JsDecode | Transform::CssDecode | Transform::EscapeSeqDecode => BACKSLASH,
+            Transform::SqlHexDecode => DIGIT_ZERO,
+            // utf8toUnicode also drops NUL bytes, as ModSecurity v3 does.
+            Transform::Utf8ToUnicode => HIGH | NUL,
+            Transform::ParityZero7bit => HIGH,
+            Transform::CmdLine => UPPER | QUOTE | BACKSLASH | CMD_SEP | SPACE | WS_OTHER,
+            Transform::CompressWhitespace
+            | Transform::Trim
+            | Transform::TrimLeft
+            | Transform::TrimRight => SPACE | WS_OTHER,
+            Transform::RemoveWhitespace => SPACE | WS_OTHER | HIGH,
+            Transform::RemoveNulls | Transform::ReplaceNulls => NUL,
+            // Every comment marker holds one of `*`, `-`, `#`, or `<`.
+            Transform::RemoveComments | Transform::RemoveCommentsChar => STAR | DASH | HASH | LT,
+            Transform::ReplaceComments => STAR,
+            // A value with neither `/` nor `.` has no segment to resolve.
+            Transform::NormalisePath => SLASH | DOT,
+            Transform::NormalisePathWin => SLASH | DOT | BACKSLASH,
+            Transform::UrlEncode
+            | Transform::Base64Decode
+            | Transform::Base64DecodeExt
+            | Transform::Base64Encode
+            | Transform::HexDecode
+            | Transform::HexEncode
+            | Transform::Md5
+            | Transform::Sha1
+            | Transform::Length
+            | Transform::ParityEven7bit
+            | Transform::ParityOdd7bit => ANY,
+        }
+    }
+
     /// Applies the transformation. Returns `Cow::Borrowed` when the input is unchanged.
     ///
     /// `Cow::Borrowed` may also hold a strict sub-slice of the input when the result is one
@@ -283,6 +400,37 @@ impl Transform {
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    /// A transformation must leave alone every value made only of bytes outside its
+    /// triggers: the engine skips it on such values.
+    #[test]
+    fn untriggered_values_are_unchanged() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for &t in Transform::ALL {
+            let trig = t.triggers();
+            if trig == class::ANY {
+                continue;
+            }
+            let allowed: Vec<u8> = (0..=255u8)
+                .filter(|&b| class::TABLE[usize::from(b)] & trig == 0)
+                .collect();
+            assert!(!allowed.is_empty(), "{t:?}");
+            for _ in 0..20_000 {
+                let len = (next() % 24) as usize;
+                let v: Vec<u8> = (0..len)
+                    .map(|_| allowed[(next() % allowed.len() as u64) as usize])
+                    .collect();
+                assert_eq!(byte_classes(&v) & trig, 0);
+                assert_eq!(&*t.apply(&v), &v[..], "{t:?} changed {v:?}");
+            }
+        }
+    }
 
     #[test]
     fn names_round_trip() {
