@@ -33,6 +33,13 @@ impl Value<'_> {
     }
 }
 
+/// Empties a vector of values and returns its allocation retyped for another borrow,
+/// so one buffer serves every rule of a transaction.
+pub(crate) fn recycle<'b>(values: Vec<Value<'_>>) -> Vec<Value<'b>> {
+    // Collecting an empty in-place iterator keeps the allocation (same layout).
+    values.into_iter().filter_map(|_| None).collect()
+}
+
 /// Cache-identity codes of request data sources.
 mod src {
     pub const SCALAR: u32 = 0;

@@ -1,6 +1,6 @@
 //! Running rules: targets, transformations, operator, actions and flow.
 
-use super::collect::{Value, View};
+use super::collect::{Value, View, recycle};
 use super::{Persistent, State, Transaction, TransformCache};
 use crate::actions::{Action, AllowScope, CollectionKind, Ctl, Disruptive, SetOp};
 use crate::collections::{StoredValue, to_number};
@@ -509,6 +509,7 @@ impl Transaction {
                 state,
                 cache,
                 ctx,
+                scratch,
                 ..
             } = self;
             let nodes = &ruleset.chain_nodes;
@@ -519,7 +520,7 @@ impl Transaction {
                 ctx,
                 rule: Some(rule),
             };
-            let mut values = Vec::with_capacity(16);
+            let mut values = recycle(std::mem::take(scratch));
             for t in &rule.targets {
                 view.collect(t, &mut values);
             }
@@ -557,6 +558,7 @@ impl Transaction {
                     }
                 }
             }
+            *scratch = recycle(values);
         }
         for (name, value, caps) in hits {
             any = true;
@@ -565,9 +567,13 @@ impl Transaction {
                     self.state.tx.insert(i.to_string().into_bytes(), c.clone());
                 }
             }
-            self.state.matched_vars.push((name.clone(), value.clone()));
-            self.state.matched_var = value;
-            self.state.matched_var_name = name;
+            let st = &mut self.state;
+            // MATCHED_VAR and MATCHED_VAR_NAME keep their buffers from match to match.
+            st.matched_var.clear();
+            st.matched_var.extend_from_slice(&value);
+            st.matched_var_name.clear();
+            st.matched_var_name.extend_from_slice(&name);
+            st.matched_vars.push((name, value));
             self.run_match_actions(rule);
         }
         any

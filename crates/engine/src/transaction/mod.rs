@@ -185,6 +185,9 @@ pub struct Transaction {
     pub(crate) resp: ResponseData,
     pub(crate) state: State,
     pub(crate) cache: TransformCache,
+    /// A spare vector for the values a rule inspects, kept between rules so that
+    /// collecting targets does not allocate.
+    pub(crate) scratch: Vec<collect::Value<'static>>,
     pub(crate) matches: Vec<MatchRecord>,
     pub(crate) log_lines: Vec<String>,
 }
@@ -229,6 +232,7 @@ impl Transaction {
                 width,
                 ..Default::default()
             },
+            scratch: Vec::new(),
             matches: Vec::new(),
             log_lines: Vec::new(),
         }
