@@ -120,6 +120,12 @@ const ORDINARY: &[&[u8]] = &[
     b"GET /index.html HTTP/1.1",
     b"q=red+shoes&page=2",
     b"red shoes",
+    b"http://localhost/products",
+    b"https://www.example.com/products/list?page=2&sort=price",
+    b"Thanks for the quick help last week, the replacement arrived in good condition.",
+    // Request bodies as REQUEST_BODY shows them.
+    b"first_name=Alice&last_name=Smith&email=alice.smith%40example.com&comment=Hello%2C+I+would+like+to+update+my+address.",
+    b"{\"name\": \"Alice Smith\", \"items\": [1, 2, 3], \"note\": \"Hello, world!\", \"ok\": true}",
 ];
 
 fn quiet(op: &Operator) -> bool {

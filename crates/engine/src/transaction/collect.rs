@@ -387,6 +387,7 @@ impl<'a> View<'a> {
                     }
                     return;
                 }
+                let start = out.len();
                 for (k, v) in &self.state.tx {
                     if sel.matches(k) {
                         out.push(Value {
@@ -397,6 +398,8 @@ impl<'a> View<'a> {
                         });
                     }
                 }
+                // In key order, whatever the map's order.
+                out[start..].sort_unstable_by(|a, b| a.key.cmp(&b.key));
             }
             Var::Ip | Var::Global | Var::Session | Var::User | Var::Resource => {
                 let kind = CollectionKind::from_name(var.name()).unwrap_or(CollectionKind::Ip);

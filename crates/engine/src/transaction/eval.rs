@@ -735,6 +735,10 @@ impl Transaction {
             (key, new)
         };
         let tx = &mut self.state.tx;
+        if tx.capacity() == 0 {
+            // CRS sets about a hundred TX variables per request.
+            tx.reserve(128);
+        }
         match new {
             New::Delete => {
                 tx.remove(&*key);

@@ -129,7 +129,9 @@ pub(crate) struct Persistent {
 #[derive(Debug)]
 pub(crate) struct State {
     pub mode: RuleEngineMode,
-    pub tx: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// TX, keys lower-case. A hash map for speed (CRS reads and writes it hundreds of
+    /// times per request); iteration sorts by key, so it is ordered as a tree would be.
+    pub tx: rustc_hash::FxHashMap<Vec<u8>, Vec<u8>>,
     pub persistent: [Option<Persistent>; 6],
     pub env: BTreeMap<Vec<u8>, Vec<u8>>,
     pub matched_var: Vec<u8>,
@@ -199,7 +201,7 @@ impl Transaction {
         let cfg = ruleset.config();
         let state = State {
             mode: cfg.rule_engine,
-            tx: BTreeMap::new(),
+            tx: Default::default(),
             persistent: Default::default(),
             env: BTreeMap::new(),
             matched_var: Vec::new(),
