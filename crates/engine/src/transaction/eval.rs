@@ -173,43 +173,48 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
     cur
 }
 
-/// Every intermediate result of the transformations that differs from the one
-/// before, for `multiMatch`.
-fn multi_values<'v>(
+/// Calls `f` with the raw value and every intermediate result of the rule's
+/// transformations that differs from the one before, for `multiMatch`.
+fn for_each_form(
     cache: &mut TransformCache,
     nodes: &[ChainNode],
     rule: &Rule,
-    value: &'v Value<'_>,
-) -> Vec<Input<'v>> {
-    let raw: &'v [u8] = &value.value;
-    let mut out = vec![Input::Raw(raw)];
-    if let Some(id) = value.id {
-        let row = cache_row(cache, id);
-        let mut last = 1;
-        for &node in &rule.prefix_ids {
-            let (cell, _) = form(cache, nodes, row, Some(node), raw);
-            if cell != last {
-                let next = cached_input(cache, cell, raw);
-                if out.last().is_some_and(|l| **l != *next) {
-                    out.push(next);
-                }
-                last = cell;
+    value: &Value<'_>,
+    mut f: impl FnMut(&[u8]),
+) {
+    let raw: &[u8] = &value.value;
+    f(raw);
+    let Some(id) = value.id else {
+        let mut cur: Cow<'_, [u8]> = Cow::Borrowed(raw);
+        for t in &rule.transforms {
+            let next = match t.apply(&cur) {
+                Cow::Borrowed(b) if b.len() == cur.len() => continue,
+                other => other.into_owned(),
+            };
+            if *cur != next[..] {
+                f(&next);
+                cur = Cow::Owned(next);
             }
         }
-        return out;
-    }
-    let mut cur: Cow<'v, [u8]> = Cow::Borrowed(raw);
-    for t in &rule.transforms {
-        let next = match t.apply(&cur) {
-            Cow::Borrowed(b) if b.len() == cur.len() => continue,
-            other => other.into_owned(),
-        };
-        if *cur != next[..] {
-            out.push(Input::Fresh(Cow::Owned(next.clone())));
-            cur = Cow::Owned(next);
+        return;
+    };
+    let row = cache_row(cache, id);
+    let mut last = 1;
+    for &node in &rule.prefix_ids {
+        let (cell, _) = form(cache, nodes, row, Some(node), raw);
+        if cell != last {
+            let bytes = |c: u32| -> &[u8] {
+                match c {
+                    1 => raw,
+                    k => &cache.forms[(k - 2) as usize].0,
+                }
+            };
+            if bytes(cell) != bytes(last) {
+                f(bytes(cell));
+            }
+            last = cell;
         }
     }
-    out
 }
 
 fn excluded(rule: &Rule, state: &State, value: &Value<'_>) -> bool {
@@ -529,16 +534,16 @@ impl Transaction {
                     continue;
                 }
                 if rule.multi_match {
-                    for input in multi_values(cache, nodes, rule, v) {
-                        if run_operator(rule, &view, &input, None) {
+                    for_each_form(cache, nodes, rule, v, |input| {
+                        if run_operator(rule, &view, input, None) {
                             let caps = rule.capture.then(|| {
                                 let mut caps = Captures::new();
-                                run_operator(rule, &view, &input, Some(&mut caps));
+                                run_operator(rule, &view, input, Some(&mut caps));
                                 caps
                             });
                             hits.push((v.name(), input.to_vec(), caps));
                         }
-                    }
+                    });
                 } else {
                     let input = transform(
                         cache,
