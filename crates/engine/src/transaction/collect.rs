@@ -647,7 +647,26 @@ impl MacroContext for View<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::civil_from_days;
+    use super::{Value, civil_from_days, recycle};
+    use crate::variables::Var;
+    use std::borrow::Cow;
+
+    #[test]
+    fn recycling_keeps_the_buffer() {
+        let owned = b"value".to_vec();
+        let mut v: Vec<Value<'_>> = Vec::with_capacity(40);
+        v.push(Value {
+            var: Var::Args,
+            key: Cow::Borrowed(b"k"),
+            value: Cow::Borrowed(&owned),
+            id: None,
+        });
+        let ptr = v.as_ptr() as usize;
+        let back: Vec<Value<'static>> = recycle(v);
+        assert!(back.is_empty());
+        assert_eq!(back.capacity(), 40);
+        assert_eq!(back.as_ptr() as usize, ptr);
+    }
 
     #[test]
     fn dates() {
