@@ -113,6 +113,38 @@ pub enum Var {
 }
 
 /// (SecLang name, variable, whether it is a collection that takes a key).
+/// Name and collection flag by variant (the first name `TABLE` gives it), so `name` and
+/// `is_collection` are an index rather than a search.
+static BY_VAR: [(&str, bool); VAR_COUNT] = {
+    let mut out = [("?", false); VAR_COUNT];
+    let mut seen = [false; VAR_COUNT];
+    let mut i = 0;
+    while i < TABLE.len() {
+        let (name, var, collection) = TABLE[i];
+        let k = var as usize;
+        if !seen[k] {
+            seen[k] = true;
+            out[k] = (name, collection);
+        }
+        i += 1;
+    }
+    out
+};
+
+/// One more than the largest variant's index.
+const VAR_COUNT: usize = {
+    let mut max = 0;
+    let mut i = 0;
+    while i < TABLE.len() {
+        let k = TABLE[i].1 as usize;
+        if k > max {
+            max = k;
+        }
+        i += 1;
+    }
+    max + 1
+};
+
 const TABLE: &[(&str, Var, bool)] = &[
     ("ARGS", Var::Args, true),
     ("ARGS_GET", Var::ArgsGet, true),
@@ -262,16 +294,12 @@ impl Var {
 
     /// The SecLang name, upper-case.
     pub fn name(self) -> &'static str {
-        TABLE
-            .iter()
-            .find(|(_, v, _)| *v == self)
-            .map(|(n, _, _)| *n)
-            .unwrap_or("?")
+        BY_VAR.get(self as usize).map_or("?", |e| e.0)
     }
 
     /// True for collections, which hold named values and accept a `:key` selector.
     pub fn is_collection(self) -> bool {
-        TABLE.iter().any(|(_, v, c)| *v == self && *c)
+        BY_VAR.get(self as usize).is_some_and(|e| e.1)
     }
 
     /// The persistent or transaction collection this variable names, if any.
