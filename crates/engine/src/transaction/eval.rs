@@ -239,7 +239,11 @@ fn run_operator(
     let matched = match &rule.operator {
         RuleOperator::Static(op) => op.matches(input, captures),
         RuleOperator::Dynamic { name, argument } => {
-            let arg = argument.expand_string(view);
+            let bytes = argument.expand(view);
+            let arg = match std::str::from_utf8(&bytes) {
+                Ok(s) => Cow::Borrowed(s),
+                Err(_) => String::from_utf8_lossy(&bytes),
+            };
             let source = seclang::MemorySource::new();
             let ctx = CompileContext {
                 source: &source,
