@@ -9,6 +9,7 @@ pub mod ip;
 pub mod pm;
 pub mod rx;
 mod rx_compat;
+pub mod rx_set;
 pub mod strings;
 pub mod validate;
 pub mod verify;
@@ -310,8 +311,8 @@ impl Operator {
     }
 
     /// For `@rx`, the final pattern in `regex` syntax (after the PCRE translation),
-    /// to be compiled with [`rx::builder`] settings, e.g. in a set from
-    /// [`rx::regex_set`]. `None` for other operators.
+    /// to be compiled with [`rx::builder`] settings, e.g. in a set
+    /// ([`rx_set::RxSet`]). `None` for other operators.
     pub fn rx_pattern(&self) -> Option<&str> {
         match self {
             Operator::Rx(rx) => Some(rx.pattern()),

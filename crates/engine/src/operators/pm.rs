@@ -21,28 +21,45 @@
 //! of whitespace only and lines whose first non-whitespace character is `#` are
 //! skipped. Other lines are phrases byte for byte (leading and trailing spaces kept).
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use std::sync::Arc;
 
 use super::Captures;
 use super::rx::fill_captures;
 
-/// A compiled phrase matcher.
+/// Largest automaton kept as a DFA. The Aho-Corasick crate builds a DFA for phrase
+/// lists of up to 100 phrases; case-insensitive lists of long phrases make DFAs of
+/// megabytes (CRS v4 has two of 1.7 and 2.4 MiB), where the contiguous NFA takes a
+/// tenth of that and answers the same.
+pub const MAX_DFA_BYTES: usize = 256 * 1024;
+
+/// A compiled phrase matcher. Clones share the automaton and the phrases.
 #[derive(Debug, Clone)]
 pub struct Pm {
     automaton: AhoCorasick,
-    phrases: Vec<Vec<u8>>,
+    phrases: Arc<[Vec<u8>]>,
 }
 
 impl Pm {
     /// Builds the automaton over `phrases` (which must not be empty strings). No
     /// phrases means the operator never matches.
     pub fn new(phrases: Vec<Vec<u8>>) -> Result<Pm, String> {
-        let automaton = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&phrases)
-            .map_err(|e| format!("cannot build the phrase matcher: {e}"))?;
-        Ok(Pm { automaton, phrases })
+        let build = |kind: Option<AhoCorasickKind>| {
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .kind(kind)
+                .build(&phrases)
+                .map_err(|e| format!("cannot build the phrase matcher: {e}"))
+        };
+        let mut automaton = build(None)?;
+        if automaton.kind() == AhoCorasickKind::DFA && automaton.memory_usage() > MAX_DFA_BYTES {
+            automaton = build(Some(AhoCorasickKind::ContiguousNFA))?;
+        }
+        Ok(Pm {
+            automaton,
+            phrases: phrases.into(),
+        })
     }
 
     /// The phrases, in the order given.
@@ -174,6 +191,29 @@ mod tests {
         assert!(p.matches(b"webzip/7", None));
         assert!(p.matches(b"CHEESEBOT", None));
         assert!(!p.matches(b"Mozilla/5.0 Firefox", None));
+    }
+
+    #[test]
+    fn large_lists_answer_the_same_as_a_nfa() {
+        // 80 long phrases: as a DFA the automaton would take megabytes.
+        let phrases: Vec<Vec<u8>> = (0..80u32)
+            .map(|i| {
+                format!("Phrase-{i:02}-{}", "xyzzy".repeat(10 + (i as usize % 7))).into_bytes()
+            })
+            .collect();
+        let p = Pm::new(phrases.clone()).expect("pm");
+        assert_ne!(p.automaton.kind(), AhoCorasickKind::DFA);
+        assert!(p.automaton.memory_usage() <= MAX_DFA_BYTES);
+        let small = Pm::new(vec![b"abc".to_vec()]).expect("pm");
+        assert_eq!(small.automaton.kind(), AhoCorasickKind::DFA);
+        for (i, phrase) in phrases.iter().enumerate() {
+            let mut input = b"..".to_vec();
+            input.extend(phrase.to_ascii_uppercase());
+            let mut caps = Captures::new();
+            assert!(p.matches(&input, Some(&mut caps)), "{i}");
+            assert_eq!(caps, vec![phrase.clone()]);
+            assert!(!p.matches(&phrase[..phrase.len() - 1], None), "{i}");
+        }
     }
 
     #[test]

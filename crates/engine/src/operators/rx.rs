@@ -64,7 +64,10 @@
 //! quantifiers or a backreference were also checked on about a million values
 //! built from their own tokens, crafted edge cases and random bytes.
 
-use regex::bytes::{CaptureLocations, Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use regex::bytes::RegexBuilder;
+use regex_automata::meta::{self, Regex};
+use regex_automata::util::captures::Captures as Groups;
+use regex_automata::{Input, MatchKind};
 use regex_syntax::ParserBuilder;
 use regex_syntax::hir::{Hir, HirKind, Look};
 use std::fmt::Write as _;
@@ -73,17 +76,37 @@ use std::sync::Arc;
 use super::Captures;
 use super::rx_compat::{self, Compat};
 
-/// Upper bound for the compiled size of one `@rx` program and for the lazy DFA's
-/// cache: generous enough for the largest CRS patterns, bounded so that a hostile
-/// rule file cannot exhaust memory.
+/// Upper bound for the compiled size of one `@rx` program (and of one prefilter set):
+/// generous enough for the largest CRS patterns, bounded so that a hostile rule file
+/// cannot exhaust memory.
 pub const REGEX_SIZE_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Capacity of one lazy DFA cache of an `@rx` regex. Every thread that runs a regex
+/// gets its own caches, which grow as the lazy DFA meets new states up to this size,
+/// and are then cleared and refilled; a regex whose cache is cleared too often falls
+/// back to a slower engine (the PikeVM). This is the `regex` crate's default (it was
+/// 64 MiB here before, which let caches grow without practical bound under load).
+pub const DFA_CACHE_CAPACITY: usize = 2 * 1024 * 1024;
+
+/// Capacity of one lazy DFA cache of a prefilter set ([`RxSet`](super::rx_set::RxSet)),
+/// whose states are unions over many patterns: with 2 MiB, CRS v4's largest group
+/// (54 patterns) gives up on the 20 KiB JSON document of the benchmark corpus, which
+/// then takes more than ten times longer; 4 MiB is enough for it and for the adversarial benchmark, and
+/// this leaves room on top. A set whose fixed per-cache structures alone approach it
+/// gets twice its minimum instead.
+pub const SET_CACHE_CAPACITY: usize = 8 * 1024 * 1024;
 
 /// Maximum number of values an `@rx` capture fills (`TX.0` to `TX.9`).
 pub const MAX_CAPTURES: usize = 10;
 
-/// A compiled `@rx` operator.
+/// A compiled `@rx` operator. Clones share the compiled program and its caches.
 #[derive(Debug, Clone)]
 pub struct Rx {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     regex: Regex,
     pattern: String,
     /// Only for patterns with a `^` that could be tried at the very end of a value
@@ -92,7 +115,31 @@ pub struct Rx {
     /// For patterns whose translation is only a superset (lookarounds, possessive
     /// quantifiers that cannot be read as greedy, table patterns): the exact
     /// evaluation (see `rx_compat`).
-    compat: Option<Arc<Compat>>,
+    compat: Option<Compat>,
+}
+
+/// Compiles a translated pattern with the settings every `@rx` pattern gets (see
+/// [`builder`]), through the `regex` crate's own engine (`regex_automata::meta`) so
+/// that the lazy DFA cache capacity and the caches themselves are under control.
+pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
+    let hir = parse_hir(pattern)?;
+    compile_hir(&hir)
+}
+
+fn compile_hir(hir: &Hir) -> Result<Regex, String> {
+    meta::Builder::new()
+        .configure(
+            meta::Config::new()
+                .match_kind(MatchKind::LeftmostFirst)
+                .utf8_empty(false)
+                .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+                .hybrid_cache_capacity(DFA_CACHE_CAPACITY),
+        )
+        .build_from_hir(hir)
+        .map_err(|e| match e.size_limit() {
+            Some(limit) => format!("pattern too large: its compiled form exceeds {limit} bytes"),
+            None => format!("invalid regular expression: {e}"),
+        })
 }
 
 impl Rx {
@@ -100,14 +147,15 @@ impl Rx {
     /// The error is a human-readable reason.
     pub fn new(pcre: &str) -> Result<Rx, String> {
         let t = translate_full(pcre)?;
-        let regex = builder(&t.pattern).build().map_err(regex_error)?;
-        let compat = rx_compat::build(pcre, &t)?.map(Arc::new);
+        let hir = parse_hir(&t.pattern)?;
+        let regex = compile_hir(&hir)?;
+        let compat = rx_compat::build(pcre, &t)?;
         let pattern = t.pattern;
         let carets = t.carets;
         let at_end = if carets.is_empty() {
             None
         } else {
-            match caret_risk(&pattern)? {
+            match caret_risk(&hir) {
                 CaretRisk::None => None,
                 CaretRisk::Initial if compat.is_none() => {
                     let mut anchored = String::with_capacity(pattern.len() + carets.len());
@@ -118,7 +166,7 @@ impl Rx {
                         last = at + 1;
                     }
                     anchored.push_str(&pattern[last..]);
-                    Some(builder(&anchored).build().map_err(regex_error)?)
+                    Some(compile(&anchored)?)
                 }
                 CaretRisk::Initial => {
                     return Err("a `^` that may be the last thing to match, in a pattern \
@@ -137,35 +185,53 @@ impl Rx {
             }
         };
         Ok(Rx {
-            regex,
-            pattern,
-            at_end,
-            compat,
+            inner: Arc::new(Inner {
+                regex,
+                pattern,
+                at_end,
+                compat,
+            }),
         })
     }
 
     /// The final pattern in `regex` syntax, to be compiled with the same settings as
-    /// [`builder`] (for instance in a [`RegexSet`] built by [`regex_set`]). A value
+    /// [`builder`] (for instance in an [`RxSet`](super::rx_set::RxSet)). A value
     /// that matches with PCRE also matches this pattern, so a set built from such
     /// patterns is an exact prefilter for [`Rx::matches`]; the converse can fail
     /// for a value ending with `\n` (see [`Rx::matches`]) and, when
     /// [`Rx::regex_is_exact`] is false, for values that only PCRE's lookarounds,
     /// possessive quantifiers or backreferences reject.
     pub fn pattern(&self) -> &str {
-        &self.pattern
+        &self.inner.pattern
     }
 
     /// The compiled regex of [`Rx::pattern`]: exact when [`Rx::regex_is_exact`],
     /// else a superset of the PCRE pattern that [`Rx::matches`] refines.
     pub fn regex(&self) -> &Regex {
-        &self.regex
+        &self.inner.regex
     }
 
     /// Whether [`Rx::regex`] alone gives PCRE's answers (except at a final newline,
     /// see [`Rx::matches`]): false for the patterns that need an exact evaluation of
     /// their lookarounds, possessive quantifiers or backreferences.
     pub fn regex_is_exact(&self) -> bool {
-        self.compat.is_none()
+        self.inner.compat.is_none()
+    }
+
+    /// Whether the pattern matches any of `inputs`, with search state made for this
+    /// call and dropped after it: for load-time checks, which would otherwise leave
+    /// a cache per regex behind in the loading thread.
+    pub fn matches_any_transient(&self, inputs: &[&[u8]]) -> bool {
+        let i = &*self.inner;
+        if i.compat.is_some() || i.at_end.is_some() {
+            return inputs.iter().any(|v| self.matches(v, None));
+        }
+        let mut cache = i.regex.create_cache();
+        inputs.iter().any(|v| {
+            i.regex
+                .search_half_with(&mut cache, &Input::new(v).earliest(true))
+                .is_some()
+        })
     }
 
     /// Whether the pattern matches somewhere in `input`. When `captures` is given
@@ -179,27 +245,29 @@ impl Rx {
     /// value ending with `\n`, the answer is PCRE's: a match starting before the end
     /// counts as is, and a match at the very end is checked with `^` read as `\A`.
     pub fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
-        if let Some(compat) = &self.compat {
-            return compat.matches(&self.regex, input, captures);
+        let i = &*self.inner;
+        if let Some(compat) = &i.compat {
+            return compat.matches(&i.regex, input, captures);
         }
-        if let Some(at_end) = &self.at_end
+        if let Some(at_end) = &i.at_end
             && input.last() == Some(&b'\n')
         {
-            return self.matches_ending_with_newline(at_end, input, captures);
+            return Self::matches_ending_with_newline(&i.regex, at_end, input, captures);
         }
         let Some(out) = captures else {
-            return self.regex.is_match(input);
+            return i.regex.is_match(input);
         };
-        let mut locs = self.regex.capture_locations();
-        if self.regex.captures_read(&mut locs, input).is_none() {
+        let mut groups = i.regex.create_captures();
+        i.regex.search_captures(&Input::new(input), &mut groups);
+        if !groups.is_match() {
             return false;
         }
-        fill_from_locations(out, &locs, input);
+        fill_from_groups(out, &groups, input);
         true
     }
 
     fn matches_ending_with_newline(
-        &self,
+        regex: &Regex,
         at_end: &Regex,
         input: &[u8],
         captures: Option<&mut Captures>,
@@ -208,21 +276,19 @@ impl Rx {
         // Only empty matches can start at the end; every `^` they meet is at the end,
         // where PCRE's `^` is false, like `\A` (the input is not empty).
         let Some(out) = captures else {
-            return self.regex.find(input).is_some_and(|m| m.start() < end)
-                || at_end.find_at(input, end).is_some();
+            return regex.find(input).is_some_and(|m| m.start() < end)
+                || at_end.search(&Input::new(input).range(end..)).is_some();
         };
-        let mut locs = self.regex.capture_locations();
-        if self
-            .regex
-            .captures_read(&mut locs, input)
-            .is_some_and(|m| m.start() < end)
-        {
-            fill_from_locations(out, &locs, input);
+        let mut groups = regex.create_captures();
+        regex.search_captures(&Input::new(input), &mut groups);
+        if groups.get_match().is_some_and(|m| m.start() < end) {
+            fill_from_groups(out, &groups, input);
             return true;
         }
-        let mut locs = at_end.capture_locations();
-        if at_end.captures_read_at(&mut locs, input, end).is_some() {
-            fill_from_locations(out, &locs, input);
+        let mut groups = at_end.create_captures();
+        at_end.search_captures(&Input::new(input).range(end..), &mut groups);
+        if groups.is_match() {
+            fill_from_groups(out, &groups, input);
             return true;
         }
         false
@@ -230,12 +296,15 @@ impl Rx {
 }
 
 /// Stores the groups of a match, PCRE style (see [`Rx::matches`]).
-fn fill_from_locations(out: &mut Captures, locs: &CaptureLocations, input: &[u8]) {
-    let n = locs.len().min(MAX_CAPTURES);
-    let last = (0..n).rev().find(|&g| locs.get(g).is_some()).unwrap_or(0);
+fn fill_from_groups(out: &mut Captures, groups: &Groups, input: &[u8]) {
+    let n = groups.group_len().min(MAX_CAPTURES);
+    let last = (0..n)
+        .rev()
+        .find(|&g| groups.get_group(g).is_some())
+        .unwrap_or(0);
     fill_captures(
         out,
-        (0..=last).map(|g| locs.get(g).map_or(&[][..], |(s, e)| &input[s..e])),
+        (0..=last).map(|g| groups.get_group(g).map_or(&[][..], |sp| &input[sp.range()])),
     );
 }
 
@@ -265,11 +334,10 @@ pub(crate) fn parse_hir(pattern: &str) -> Result<Hir, String> {
         .map_err(|e| format!("invalid regular expression: {e}"))
 }
 
-fn caret_risk(pattern: &str) -> Result<CaretRisk, String> {
-    let hir = parse_hir(pattern)?;
+fn caret_risk(hir: &Hir) -> CaretRisk {
     let mut risk = CaretRisk::None;
-    walk_carets(&hir, true, true, &mut risk);
-    Ok(risk)
+    walk_carets(hir, true, true, &mut risk);
+    risk
 }
 
 /// `rest_may_be_empty`: what follows `hir` up to the end of the pattern can match
@@ -327,33 +395,16 @@ pub(crate) fn fill_captures<'a>(out: &mut Captures, values: impl Iterator<Item =
 }
 
 /// A [`RegexBuilder`] with the settings every `@rx` pattern is compiled with:
-/// Unicode off, `.` matches `\n`, multi-line anchors, [`REGEX_SIZE_LIMIT`].
-/// `pattern` must already be translated ([`translate`]).
+/// Unicode off, `.` matches `\n`, multi-line anchors, [`REGEX_SIZE_LIMIT`] and
+/// [`DFA_CACHE_CAPACITY`]. `pattern` must already be translated ([`translate`]).
 pub fn builder(pattern: &str) -> RegexBuilder {
     let mut b = RegexBuilder::new(pattern);
     b.unicode(false)
         .dot_matches_new_line(true)
         .multi_line(true)
         .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_SIZE_LIMIT);
+        .dfa_size_limit(DFA_CACHE_CAPACITY);
     b
-}
-
-/// Builds a [`RegexSet`] over translated patterns (from [`Rx::pattern`]) with the
-/// same settings as [`builder`], for prefilters that must agree exactly with the
-/// individual `@rx` operators.
-pub fn regex_set<I, S>(patterns: I) -> Result<RegexSet, regex::Error>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    RegexSetBuilder::new(patterns)
-        .unicode(false)
-        .dot_matches_new_line(true)
-        .multi_line(true)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_SIZE_LIMIT)
-        .build()
 }
 
 pub(crate) fn regex_error(e: regex::Error) -> String {
@@ -389,7 +440,7 @@ const VSPACE: &str = r"\x0A-\x0D\x85";
 pub fn translate(pcre: &str) -> Result<String, String> {
     let rx = Rx::new(pcre)?;
     if rx.regex_is_exact() {
-        Ok(rx.pattern)
+        Ok(rx.pattern().to_string())
     } else {
         Err(
             "the pattern needs Palisade's guarded evaluation (lookaround, possessive \
@@ -1549,8 +1600,8 @@ mod tests {
     fn regex_set_agrees() {
         let a = rx(r"(?i)union\s+select");
         let b = rx(r"[\x{80}-\x{ff}]");
-        let set = regex_set([a.pattern(), b.pattern()]).expect("set");
-        let hits: Vec<usize> = set.matches(b"UNION  SELECT \xFF").into_iter().collect();
+        let set = super::super::rx_set::RxSet::new([a.pattern(), b.pattern()]).expect("set");
+        let hits: Vec<usize> = set.matches(b"UNION  SELECT \xFF");
         assert_eq!(hits, vec![0, 1]);
         assert!(!set.is_match(b"benign"));
     }

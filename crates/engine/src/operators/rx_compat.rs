@@ -36,7 +36,7 @@ mod lookaround;
 mod possessive;
 mod word_relation;
 
-use regex::bytes::Regex;
+use regex_automata::meta::Regex;
 use regex_syntax::hir::{Class, Hir, HirKind, LookSet};
 
 use super::Captures;

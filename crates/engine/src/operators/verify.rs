@@ -39,7 +39,7 @@ impl VerifyCc {
         let regex = self.rx.regex();
         let mut start = 0;
         while start <= input.len() {
-            let Some(m) = regex.find_at(input, start) else {
+            let Some(m) = regex.find(regex_automata::Input::new(input).range(start..)) else {
                 return false;
             };
             let candidate = &input[m.start()..m.end()];

@@ -31,6 +31,10 @@ pub struct RulesetBuilder {
     prefixes: HashMap<Vec<Transform>, u32>,
     ids: HashSet<i64>,
     hasher: std::collections::hash_map::DefaultHasher,
+    /// Operators compiled so far, by lower-case name, argument and (for operators that
+    /// read data files) the directory names resolve against: CRS repeats patterns and
+    /// phrase files across rules, and their clones share one compiled program.
+    operators: HashMap<(String, String, PathBuf), Operator>,
 }
 
 impl RulesetBuilder {
@@ -47,6 +51,7 @@ impl RulesetBuilder {
             prefixes: HashMap::new(),
             ids: HashSet::new(),
             hasher: Default::default(),
+            operators: HashMap::new(),
         }
     }
 
@@ -548,7 +553,7 @@ impl RulesetBuilder {
     }
 
     fn compile_operator(
-        &self,
+        &mut self,
         span: &Span,
         name: &str,
         argument: &str,
@@ -576,9 +581,23 @@ impl RulesetBuilder {
                 }
             }
         }
-        Operator::compile(name, argument, &self.compile_context(span))
-            .map(|op| RuleOperator::Static(Box::new(op)))
-            .map_err(|e| e.to_string())
+        let reads_files = matches!(
+            lname.as_str(),
+            "pmfromfile" | "pmf" | "ipmatchfromfile" | "ipmatchf"
+        );
+        let dir = if reads_files {
+            span.file.parent().unwrap_or(Path::new(".")).to_path_buf()
+        } else {
+            PathBuf::new()
+        };
+        let key = (lname, argument.to_string(), dir);
+        if let Some(op) = self.operators.get(&key) {
+            return Ok(RuleOperator::Static(Box::new(op.clone())));
+        }
+        let op = Operator::compile(name, argument, &self.compile_context(span))
+            .map_err(|e| e.to_string())?;
+        self.operators.insert(key, op.clone());
+        Ok(RuleOperator::Static(Box::new(op)))
     }
 
     fn compile_context<'a>(&'a self, span: &'a Span) -> CompileContext<'a> {
@@ -634,6 +653,19 @@ impl RulesetBuilder {
                         }
                     }
                     _ => {}
+                }
+            }
+        }
+        // What only loading needed: the rules as written (for SecRuleUpdateActionById).
+        for phase in &mut phases {
+            for e in phase.iter_mut() {
+                if let Entry::Rule(r) = e {
+                    let mut link = Some(r.as_mut());
+                    while let Some(l) = link {
+                        l.def = None;
+                        l.action_defs = Vec::new();
+                        link = l.chain.as_deref_mut();
+                    }
                 }
             }
         }

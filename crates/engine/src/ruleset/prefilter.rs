@@ -2,7 +2,7 @@
 //!
 //! Most `@rx` rules are attack detectors that match no benign input. Rules whose
 //! patterns are inspected after the same transformations form a group, and each group's
-//! patterns are compiled into one [`RegexSet`]. In each phase, the first time a rule of
+//! patterns are compiled into one [`RxSet`] (a forward-only set: see its module). In each phase, the first time a rule of
 //! a group is reached, every request value that any rule of the group could inspect is
 //! transformed once and run through the set. A rule whose pattern matched none of those
 //! values cannot match any of its own (they are a subset), so it is skipped without
@@ -15,11 +15,12 @@
 //! and only positive, single-pass patterns (a negated `!@rx` is a validator that matches
 //! ordinary input; `multiMatch` inspects intermediate values).
 
-use crate::operators::{Operator, rx};
+use crate::operators::Operator;
+use crate::operators::rx_set::RxSet;
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::transforms::Transform;
 use crate::variables::Var;
-use regex::bytes::RegexSet;
+use regex_automata::{PatternID, PatternSet};
 use std::collections::HashMap;
 
 /// Where a rule's pattern sits in the prefilter.
@@ -35,7 +36,7 @@ pub struct Slot {
 #[derive(Debug)]
 pub struct Group {
     /// The group's patterns.
-    pub set: RegexSet,
+    pub set: RxSet,
     /// The transformations its rules apply.
     pub transforms: Vec<Transform>,
     /// The transformation-cache key of the whole chain (`None` without transformations).
@@ -128,10 +129,6 @@ const ORDINARY: &[&[u8]] = &[
     b"{\"name\": \"Alice Smith\", \"items\": [1, 2, 3], \"note\": \"Hello, world!\", \"ok\": true}",
 ];
 
-fn quiet(op: &Operator) -> bool {
-    !ORDINARY.iter().any(|v| op.matches(v, None))
-}
-
 fn eligible(r: &Rule) -> Option<&str> {
     if r.negated || r.multi_match || r.targets.is_empty() {
         return None;
@@ -141,7 +138,9 @@ fn eligible(r: &Rule) -> Option<&str> {
     }
     match &r.operator {
         RuleOperator::Static(op) => match op.as_ref() {
-            Operator::Rx(_) if quiet(op) => op.rx_pattern(),
+            // Checked with search state that is dropped right after, so that loading
+            // leaves no cache per regex behind in the loading thread.
+            Operator::Rx(rx) if !rx.matches_any_transient(ORDINARY) => Some(rx.pattern()),
             _ => None,
         },
         _ => None,
@@ -211,7 +210,7 @@ impl Prefilter {
         let mut final_index: Vec<Option<u32>> = Vec::new();
         let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, *k)).collect();
         for (g, b) in building.into_iter().enumerate() {
-            match rx::regex_set(b.patterns.iter().map(String::as_str)) {
+            match RxSet::new(&b.patterns) {
                 Ok(set) => {
                     final_index.push(Some(groups.len() as u32));
                     groups.push(Group {
@@ -244,26 +243,24 @@ impl Prefilter {
 /// Which patterns of a group matched some value in the current phase.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Union {
-    bits: Vec<bool>,
+    hits: Option<PatternSet>,
 }
 
 impl Union {
     /// Adds the patterns that match `input`; false when none does.
-    pub(crate) fn add(&mut self, set: &RegexSet, input: &[u8]) -> bool {
+    pub(crate) fn add(&mut self, set: &RxSet, input: &[u8]) -> bool {
         if !set.is_match(input) {
             return false;
         }
-        if self.bits.is_empty() {
-            self.bits = vec![false; set.len()];
-        }
-        for i in set.matches(input).iter() {
-            self.bits[i] = true;
-        }
+        let hits = self.hits.get_or_insert_with(|| PatternSet::new(set.len()));
+        set.which_match(input, hits);
         true
     }
 
     /// True when the pattern at `index` matched some value.
     pub(crate) fn may_match(&self, index: u32) -> bool {
-        self.bits.get(index as usize).copied().unwrap_or(false)
+        self.hits
+            .as_ref()
+            .is_some_and(|h| PatternID::new(index as usize).is_ok_and(|p| h.contains(p)))
     }
 }
