@@ -7,7 +7,7 @@
 //! (or dropped), phase 5 runs and the access, error and audit lines are queued.
 
 use crate::config::{LimitsConfig, ServerConfig};
-use crate::logs::{LogKind, LogSender, one_line, rfc3339_micros};
+use crate::logs::{LogKind, LogSender, Written, one_line, rfc3339_micros};
 use crate::metrics::{Action, Metrics, Timer};
 use crate::upstream::{UpstreamBody, UpstreamRequest, UpstreamTiming, Upstreams};
 use crate::waf::{BodyFeed, Verdict, VerdictKind, Waf, WafTx};
@@ -129,6 +129,9 @@ struct Record {
     rule_id: Option<i64>,
     error: Option<String>,
     finished: bool,
+    /// With `logs.error_log_before_response`: the acknowledgement of the last
+    /// error-log line queued for this request, awaited before the response is sent.
+    logged: Option<Written>,
 }
 
 fn micros_since(t: Instant) -> u64 {
@@ -156,15 +159,21 @@ impl Record {
         }
         let now = rfc3339_micros(crate::logs::now_unix_micros());
         let client_ip = self.conn.peer.ip();
-        for line in lines {
-            self.shared.logs.send(
-                LogKind::Error,
+        let last = lines.len() - 1;
+        for (i, line) in lines.into_iter().enumerate() {
+            // Only the batch's last line needs an acknowledgement: the writer keeps
+            // the order, so it covers the others.
+            let written = self.shared.logs.send_error(
                 format!("{now} [error] [client {client_ip}] {}", one_line(&line)),
+                i == last,
             );
+            if written.is_some() {
+                self.logged = written;
+            }
         }
     }
 
-    fn error_line(&self, message: &str) {
+    fn error_line(&mut self, message: &str) {
         let line = format!(
             "{} [error] [client {}] palisade: {} [uri \"{}\"] [unique_id \"{}\"]",
             rfc3339_micros(crate::logs::now_unix_micros()),
@@ -173,7 +182,9 @@ impl Record {
             one_line(&String::from_utf8_lossy(&self.uri)),
             self.tx.unique_id()
         );
-        self.shared.logs.send(LogKind::Error, line);
+        if let Some(w) = self.shared.logs.send_error(line, true) {
+            self.logged = Some(w);
+        }
     }
 
     /// Phase 5, then the log lines and metrics. Runs once.
@@ -402,6 +413,7 @@ impl Exchange {
                 rule_id: None,
                 error: None,
                 finished: false,
+                logged: None,
             }),
             body: Vec::new(),
             body_len: 0,
@@ -953,6 +965,15 @@ impl ReplyBody {
     pub fn add_bytes_out(&mut self, n: u64) {
         if let Some(r) = &mut self.rec {
             r.bytes_out += n;
+        }
+    }
+
+    /// With `logs.error_log_before_response`, waits until the error-log lines this
+    /// request has queued so far are in the file; call it before sending the
+    /// response. Returns at once otherwise.
+    pub async fn error_lines_written(&mut self) {
+        if let Some(w) = self.rec.as_mut().and_then(|r| r.logged.take()) {
+            w.wait().await;
         }
     }
 
