@@ -255,6 +255,10 @@ where
         head.method.clone(),
         head.uri.clone(),
         head.protocol.clone(),
+        head.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| v.clone()),
         head.headers.iter().map(|(n, v)| (&n[..], &v[..])),
         head.len,
     );

@@ -91,6 +91,10 @@ async fn handle(
         Bytes::copy_from_slice(parts.method.as_str().as_bytes()),
         target,
         Bytes::from_static(b"HTTP/2.0"),
+        lines
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| Bytes::copy_from_slice(v)),
         lines.iter().copied(),
         head_bytes,
     );
