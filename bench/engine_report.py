@@ -7,7 +7,8 @@
   over the corpus of bench/corpus/. Its divan table is turned into one markdown table.
 - `adversarial`: engine time per MiB for worst-case inputs at 64 KiB, 256 KiB, 1 MiB.
 
-Both run pinned to CPU 0. With --smoke, a handful of samples and the small sizes only.
+Both run pinned to CPU 0. With --smoke, a handful of samples and the small sizes only,
+and the exit status is 1 when a benchmark failed (the markdown is written either way).
 """
 
 import os
@@ -80,6 +81,7 @@ def run(argv, **kw):
 def main():
     out = sys.argv[1]
     smoke = "--smoke" in sys.argv
+    failed = []
     md = ["## Engine microbenchmarks (no network)", ""]
     cmd = ["taskset", "-c", "0", "cargo", "bench", "-q", "-p", "engine", "--bench", "transaction",
            "--", "--sample-count", "3" if smoke else "100"]
@@ -96,6 +98,7 @@ def main():
         md.append("")
     rows = parse_divan(r.stdout)
     if r.returncode != 0 or not rows:
+        failed.append("transaction (divan)")
         md.append("The transaction benchmark failed:")
         md.append("")
         md.append("```")
@@ -139,6 +142,7 @@ def main():
               "(other tenants), so compare figures of one run.")
     md.append("")
     if r.returncode != 0 or not table:
+        failed.append("transaction (CPU time)")
         md.append("The CPU-time run failed: " + " ".join((r.stderr or "").splitlines()[-3:]))
     else:
         md += table
@@ -165,6 +169,7 @@ def main():
     table = [l for l in r.stdout.splitlines() if l.startswith("|")]
     summary = [l for l in r.stdout.splitlines() if l.startswith("adversarial:")]
     if r.returncode != 0 or not table:
+        failed.append("adversarial")
         md.append("The adversarial benchmark failed:")
         md.append("")
         md.append("```")
@@ -178,6 +183,10 @@ def main():
     with open(out, "w") as f:
         f.write("\n".join(md) + "\n")
     print(f"engine benchmarks: wrote {out}")
+    if failed:
+        print(f"engine benchmarks: failed: {', '.join(failed)}", file=sys.stderr)
+        if smoke:
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -348,6 +348,11 @@ class SkipConfig(Exception):
     """A configuration that cannot run here (a tool or a rule set missing)."""
 
 
+# What a configuration that broke raises: no start, no answer, a tool that failed or
+# hung, output that cannot be read.
+BROKEN = (RuntimeError, OSError, subprocess.SubprocessError, ValueError)
+
+
 # ---------------------------------------------------------------------------
 # Checks and load
 
@@ -379,6 +384,26 @@ def verify(system):
         if got != want:
             problems.append(f"{name}: {got} (expected {want})")
     return problems
+
+
+def answer_problems(key, req_name, r):
+    """What a load run's answers say is broken (never a throughput figure): a benign
+    request not answered 2xx, an attack answered neither 200 (no WAF) nor 403 (WAF).
+    A run with no answer at all is not judged here (the slowest configurations may
+    finish none in a smoke run's few seconds); the check after the runs is."""
+    out = []
+    if r["statuses"]:
+        allowed = {"200", "403"} if key in WAF_CONFIGS else {"200"}
+        odd = {c: n for c, n in r["statuses"].items() if c not in allowed}
+        if odd:
+            out.append("unexpected answers " + ", ".join(f"{c}: {n}" for c, n in odd.items()))
+    elif r["non2xx"]:
+        out.append(f"{r['non2xx']} benign requests were not answered 2xx")
+    return out
+
+
+def verify_notes_as_failures(verify_notes):
+    return [f"verification: {n}" for n in verify_notes]
 
 
 def parse_duration_ms(s):
@@ -420,12 +445,31 @@ def run_wrk(port, files, duration, connections, lua, count_status=False):
     return res
 
 
+def settle(system, limit=60.0):
+    """Waits until the system under test is idle: requests still in flight when wrk
+    stopped (a slow WAF may have seconds of them queued) are finished before the next
+    run starts, so their CPU time is not counted against it and the next run is not
+    starved. Returns the seconds waited; gives up after `limit` seconds."""
+    t0 = time.time()
+    prev = cpu_seconds(system.pids())
+    while time.time() - t0 < limit:
+        time.sleep(0.25)
+        cur = cpu_seconds(system.pids())
+        if cur - prev <= 0.02:
+            break
+        prev = cur
+    return time.time() - t0
+
+
 def measure(system, files, args, lua, count_status=False):
-    """Warm-up, then `args.runs` wrk runs; CPU of the SUT read around each run."""
+    """Warm-up, then `args.runs` wrk runs; CPU of the SUT read around each run, each
+    run starting on an idle system."""
     if args.warmup > 0:
+        settle(system)
         run_wrk(system.port, files, args.warmup, args.connections, lua)
     runs = []
     for _ in range(args.runs):
+        settle(system)
         pids = system.pids()
         c0 = cpu_seconds(pids)
         r = run_wrk(system.port, files, args.duration, args.connections, lua, count_status)
@@ -587,7 +631,9 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
               f"warm-up, then {args.runs} runs of {args.duration} s per configuration and request; "
               "req/s is the median run, p50/p99 come from that run, requests per CPU-second "
               "is all requests of the runs over the CPU time (utime + stime from /proc, nginx "
-              "master and worker summed) the proxy used during them.")
+              "master and worker summed) the proxy used during them. Every run starts once "
+              "the proxy is idle again (the requests the previous run left in flight are "
+              "done), so their CPU time is not counted against it.")
     md.append("- Requests (`bench/corpus/`, sent verbatim): a browser GET with a query string "
               "and 3 cookies; a 2 KiB urlencoded form POST; a 20 KiB JSON POST; a mix of "
               "60% GET, 20% form, 15% JSON and 5% attacks (SQLi, XSS, path traversal, Log4Shell).")
@@ -751,7 +797,13 @@ def main():
                     help="offered loads for the fixed-rate runs")
     ap.add_argument("--palisade", default=os.path.join(REPO, "target", "release", "palisade"))
     ap.add_argument("--albedo", default=os.path.join(REPO, "target", "release", "albedo"))
-    ap.add_argument("--out", default=os.path.join(REPO, "BENCHMARKS.md"))
+    ap.add_argument("--out", default=None,
+                    help="the report (default BENCHMARKS.md; with --smoke, "
+                         "target/bench-smoke/BENCHMARKS.md, so a smoke run never replaces "
+                         "the published figures)")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 when a configuration does not come up or answers otherwise "
+                         "than expected (implied by --smoke); throughput is never judged")
     ap.add_argument("--engine-md", default=None, help="markdown of the engine benchmarks to append")
     ap.add_argument("--command", default="scripts/bench", help="the command shown in the report")
     args = ap.parse_args()
@@ -759,6 +811,11 @@ def main():
         args.duration, args.runs, args.warmup = 3, 1, 0
         args.fixed_duration = 1
         args.rates = "200,1000,5000"
+        args.strict = True
+    if args.out is None:
+        args.out = (os.path.join(REPO, "target", "bench-smoke", "BENCHMARKS.md") if args.smoke
+                    else os.path.join(REPO, "BENCHMARKS.md"))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     rates = [int(x) for x in args.rates.split(",") if x]
     REQUESTS["mix 5% attacks"] = mix_files()
     short = {"get": "GET", "form": "form POST 2 KiB", "json": "JSON POST 20 KiB", "mix": "mix 5% attacks"}
@@ -774,12 +831,17 @@ def main():
 
     def on_signal(signum, frame):
         stop_all()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
         sys.exit(130)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
     results, rss, notes, fixed, verify_notes = {}, {}, {}, {}, []
+    # What makes a strict (smoke) run fail: the benchmark itself broke. Throughput is
+    # never judged.
+    failures = []
     try:
         if not os.path.exists(args.albedo):
             raise SystemExit(f"bench: {args.albedo} is missing (cargo build --release -p albedo)")
@@ -818,7 +880,13 @@ def main():
                     system = start_nginx(key, args, work, backend_port)
             except SkipConfig as e:
                 notes[key] = str(e)
+                failures.append(f"({key}) {CONFIGS[key]} did not run: {e}")
                 log(f"bench:   skipped: {e}")
+                continue
+            except BROKEN as e:
+                notes[key] = f"did not come up: {str(e).splitlines()[0]}"
+                failures.append(f"({key}) {CONFIGS[key]} did not come up: {e}")
+                log(f"bench:   FAILED to start: {e}")
                 continue
             try:
                 problems = verify(system)
@@ -833,22 +901,43 @@ def main():
                     results[key][rn] = r
                     log(f"bench:   {rn:<17} {r['rps']:>10,.0f} req/s  p50 {fmt(r['p50_ms'], '{:.2f}')} ms  "
                         f"p99 {fmt(r['p99_ms'], '{:.2f}')} ms  cpu {r['cpu_s']:.2f} s  "
-                        f"{fmt(r['req_per_cpu_s'])} req/cpu-s  non-2xx {r['non2xx']}")
+                        f"{fmt(r['req_per_cpu_s'])} req/cpu-s  non-2xx {r['non2xx']}"
+                        + (f"  socket errors {r['socket_errors']}" if r["socket_errors"] else ""))
+                    if r["requests"] == 0:
+                        log("bench:   (no request completed within the run: a slow configuration)")
+                    for problem in answer_problems(key, rn, r):
+                        failures.append(f"({key}) {CONFIGS[key]}, {rn}: {problem}")
+                        log(f"bench:   FAILED: {problem}")
                 rss[key] = system.peak_rss_kib() if key != "a" else None
                 if key in ("b", "d", "g"):
                     if shutil.which("oha") is None:
                         notes.setdefault("fixed", "oha is not installed: no fixed-rate runs")
                     else:
                         pts = []
-                        ceiling = results[key]["GET"]["rps"]
+                        ceiling = results[key].get("GET", {}).get("rps")
                         for rate in rates:
+                            settle(system)
                             p = run_oha(system.port, rate, args.fixed_duration, args.fixed_connections)
                             pts.append(p)
                             log(f"bench:   fixed {rate:>6} req/s: achieved {fmt(p['achieved'])}, "
                                 f"p50 {p['p50_ms']:.2f} ms, p99 {p['p99_ms']:.2f} ms")
-                            if rate > 1.5 * ceiling:
+                            if ceiling is not None and rate > 1.5 * ceiling:
                                 break
                         fixed[key] = pts
+                if system.proc is not None and not system.proc.alive():
+                    raise RuntimeError(f"{system.proc.name} exited during the runs:\n{system.proc.tail()}")
+                # Still up and answering as before once the load is over.
+                settle(system)
+                problems = verify(system)
+                if problems:
+                    failures.append(f"({key}) {CONFIGS[key]}, after the runs: " + "; ".join(problems))
+                    log(f"bench:   FAILED after the runs: {'; '.join(problems)}")
+                else:
+                    log("bench:   still answering as expected after the runs")
+            except BROKEN as e:
+                failures.append(f"({key}) {CONFIGS[key]}: {e}")
+                notes.setdefault(key, f"failed: {str(e).splitlines()[0]}")
+                log(f"bench:   FAILED: {e}")
             finally:
                 system.stop()
         backend.stop()
@@ -868,22 +957,31 @@ def main():
     md = render(results, rss, notes_cfg, fixed, info, args, engine_md, plot_name, started, verify_notes)
     if "fixed" in notes:
         md += f"\nNo fixed-rate runs: {notes['fixed']}\n"
+    other = [f for f in failures if " did not run: " not in f]
+    if other:
+        md += "\nThe benchmark broke:\n\n" + "".join(f"- {f.splitlines()[0]}\n" for f in other)
     with open(args.out, "w") as f:
         f.write(md)
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump({"results": results, "rss_kib": rss, "fixed": fixed, "notes": notes}, f, indent=1)
-    if args.keep:
+    failures = verify_notes_as_failures(verify_notes) + failures
+    if args.keep or (args.strict and failures):
         log(f"bench: wrote {args.out}" + (f" and {plot_name}" if plot_name else "")
             + f"; configurations, logs and raw results in {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
         log(f"bench: wrote {args.out}" + (f" and {plot_name}" if plot_name else ""))
 
+    if args.strict and failures:
+        for f in failures:
+            log(f"bench: FAILED: {f}")
     r1 = results.get("d", {}).get("GET", {}).get("req_per_cpu_s")
     r2 = results.get("g", {}).get("GET", {}).get("req_per_cpu_s")
     x = ratio(r1, r2)
     print(f"bench: crs-v4 GET {fmt(r1, '{:.0f}')} req/cpu-s; modsec-crs3 GET {fmt(r2, '{:.0f}')} "
           f"req/cpu-s; ratio R1/R2 = {fmt(x, '{:.1f}')}", flush=True)
+    if args.strict and failures:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -231,6 +231,10 @@ pub struct LogsConfig {
     pub audit_log: Option<PathBuf>,
     /// Lines that may wait for the writer thread before new ones are dropped (and counted).
     pub channel_capacity: usize,
+    /// Write (and flush) a request's error-log lines before its response is sent:
+    /// the request waits for the writer's acknowledgement. For tools that read the
+    /// log as soon as they have the response (go-ftw); off by default.
+    pub error_log_before_response: bool,
     /// Level of the operator log on standard error (`error`..`trace`, or a
     /// tracing-subscriber filter); `RUST_LOG` overrides it.
     pub level: String,
@@ -243,6 +247,7 @@ impl Default for LogsConfig {
             access_log: None,
             audit_log: None,
             channel_capacity: 65_536,
+            error_log_before_response: false,
             level: "info".to_owned(),
         }
     }

@@ -7,7 +7,7 @@
 //! (or dropped), phase 5 runs and the access, error and audit lines are queued.
 
 use crate::config::{LimitsConfig, ServerConfig};
-use crate::logs::{LogKind, LogSender, one_line, rfc3339_micros};
+use crate::logs::{LogKind, LogSender, Written, one_line, rfc3339_micros};
 use crate::metrics::{Action, Metrics, Timer};
 use crate::upstream::{UpstreamBody, UpstreamRequest, UpstreamTiming, Upstreams};
 use crate::waf::{BodyFeed, Verdict, VerdictKind, Waf, WafTx};
@@ -106,7 +106,11 @@ pub struct ConnInfo {
 /// What a finished request looked like, kept for the logs.
 struct Record {
     shared: Arc<Shared>,
-    tx: WafTx,
+    /// The engine transaction; `None` when the rule set in force cannot act on a
+    /// request ([`Waf::is_empty`]): then no phase runs and nothing is timed.
+    tx: Option<WafTx>,
+    /// The transaction id, made when first needed (at once when the engine runs).
+    unique_id: Option<String>,
     conn: ConnInfo,
     start: Instant,
     start_us: i64,
@@ -115,7 +119,7 @@ struct Record {
     protocol: Bytes,
     host: Option<Bytes>,
     phase_us: [Option<u64>; 5],
-    upstream: Option<(String, Option<Arc<str>>)>,
+    upstream: Option<(Arc<str>, Option<Arc<str>>)>,
     up_timing: Option<UpstreamTiming>,
     transfer_us: Option<u64>,
     /// Upstream transfer time accumulated while the proxy waited for body data.
@@ -129,6 +133,9 @@ struct Record {
     rule_id: Option<i64>,
     error: Option<String>,
     finished: bool,
+    /// With `logs.error_log_before_response`: the acknowledgement of the last
+    /// error-log line queued for this request, awaited before the response is sent.
+    logged: Option<Written>,
 }
 
 fn micros_since(t: Instant) -> u64 {
@@ -136,9 +143,16 @@ fn micros_since(t: Instant) -> u64 {
 }
 
 impl Record {
-    fn time_phase<T>(&mut self, phase: usize, f: impl FnOnce(&mut WafTx) -> T) -> T {
+    /// Runs and times a phase; without a transaction, returns `T::default()` (no
+    /// verdict) and records the phase as taking no time, without reading a clock
+    /// (logs and metrics keep their shape).
+    fn time_phase<T: Default>(&mut self, phase: usize, f: impl FnOnce(&mut WafTx) -> T) -> T {
+        let Some(tx) = self.tx.as_mut() else {
+            self.phase_us[phase - 1].get_or_insert(0);
+            return T::default();
+        };
         let t0 = Instant::now();
-        let out = f(&mut self.tx);
+        let out = f(tx);
         let us = micros_since(t0);
         let slot = &mut self.phase_us[phase - 1];
         *slot = Some(slot.unwrap_or(0) + us);
@@ -146,34 +160,53 @@ impl Record {
         out
     }
 
+    /// The transaction id (made now if it was not yet).
+    fn unique_id(&mut self) -> &str {
+        let (shared, start_us) = (&self.shared, self.start_us);
+        self.unique_id
+            .get_or_insert_with(|| shared.unique_id(start_us))
+    }
+
     /// Queues the engine's match lines so far. Called after every phase, so that the
     /// lines of a request reach the error log before its response is sent (tools
     /// that tail the log rely on that order), as ModSecurity writes them.
     fn emit_match_lines(&mut self) {
-        let lines = self.tx.take_log_lines();
+        let Some(tx) = self.tx.as_mut() else {
+            return;
+        };
+        let lines = tx.take_log_lines();
         if lines.is_empty() {
             return;
         }
         let now = rfc3339_micros(crate::logs::now_unix_micros());
         let client_ip = self.conn.peer.ip();
-        for line in lines {
-            self.shared.logs.send(
-                LogKind::Error,
+        let last = lines.len() - 1;
+        for (i, line) in lines.into_iter().enumerate() {
+            // Only the batch's last line needs an acknowledgement: the writer keeps
+            // the order, so it covers the others.
+            let written = self.shared.logs.send_error(
                 format!("{now} [error] [client {client_ip}] {}", one_line(&line)),
+                i == last,
             );
+            if written.is_some() {
+                self.logged = written;
+            }
         }
     }
 
-    fn error_line(&self, message: &str) {
+    fn error_line(&mut self, message: &str) {
+        self.unique_id();
         let line = format!(
             "{} [error] [client {}] palisade: {} [uri \"{}\"] [unique_id \"{}\"]",
             rfc3339_micros(crate::logs::now_unix_micros()),
             self.conn.peer.ip(),
             one_line(message),
             one_line(&String::from_utf8_lossy(&self.uri)),
-            self.tx.unique_id()
+            self.unique_id.as_deref().unwrap_or_default()
         );
-        self.shared.logs.send(LogKind::Error, line);
+        if let Some(w) = self.shared.logs.send_error(line, true) {
+            self.logged = Some(w);
+        }
     }
 
     /// Phase 5, then the log lines and metrics. Runs once.
@@ -187,7 +220,12 @@ impl Record {
             self.transfer_us.get_or_insert(acc + micros_since(t));
         }
         self.time_phase(5, |tx| tx.logging());
-        if let Some(f) = self.tx.failure().map(str::to_owned) {
+        if let Some(f) = self
+            .tx
+            .as_ref()
+            .and_then(|t| t.failure())
+            .map(str::to_owned)
+        {
             self.shared
                 .metrics
                 .engine_errors
@@ -199,14 +237,16 @@ impl Record {
         let total_us = micros_since(self.start);
         let shared = self.shared.clone();
         if shared.logs.enabled(LogKind::Audit)
-            && let Some(rec) = self.tx.audit_record()
+            && let Some(rec) = self.tx.as_mut().and_then(|t| t.audit_record())
         {
             shared
                 .logs
                 .send(LogKind::Audit, one_line(&rec).into_owned());
         }
-        let rules = self.tx.matched_rule_ids();
-        let (anomaly_in, anomaly_out) = self.tx.anomaly_scores();
+        let (rules, (anomaly_in, anomaly_out)) = match self.tx.as_mut() {
+            Some(tx) => (tx.matched_rule_ids(), tx.anomaly_scores()),
+            None => (Vec::new(), (0, 0)),
+        };
         let m = &shared.metrics;
         m.request(self.status, self.action);
         m.rule_hits(&rules);
@@ -233,12 +273,13 @@ impl Record {
         }
         m.observe(Timer::Total, total_us);
         if shared.logs.enabled(LogKind::Access) {
+            self.unique_id();
             let host = self.host.as_ref().map(|h| String::from_utf8_lossy(h));
             let waf_us: u64 = self.phase_us.iter().flatten().sum();
             let line = AccessLine {
                 ts_us: self.start_us,
                 time: &rfc3339_micros(self.start_us),
-                unique_id: self.tx.unique_id(),
+                unique_id: self.unique_id.as_deref().unwrap_or_default(),
                 client: &self.conn.peer.to_string(),
                 server: &self.conn.local.to_string(),
                 scheme: if self.conn.tls { "https" } else { "http" },
@@ -256,7 +297,7 @@ impl Record {
                 phase3_us: self.phase_us[2],
                 phase4_us: self.phase_us[3],
                 phase5_us: self.phase_us[4],
-                upstream: self.upstream.as_ref().map(|u| u.0.as_str()),
+                upstream: self.upstream.as_ref().map(|u| &*u.0),
                 upstream_addr: self.upstream.as_ref().and_then(|u| u.1.as_deref()),
                 upstream_reused: self.up_timing.map(|u| u.reused),
                 upstream_connect_us: self.up_timing.map(|u| u.connect_us),
@@ -345,15 +386,17 @@ pub struct Exchange {
 impl std::fmt::Debug for Exchange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Exchange")
-            .field("unique_id", &self.rec.tx.unique_id())
+            .field("unique_id", &self.rec.unique_id)
             .finish()
     }
 }
 
 impl Exchange {
     /// Starts a transaction and gives the engine the request line and every header.
-    /// `start`/`start_us` are when the request began to arrive; `head_bytes` its
-    /// size on the wire.
+    /// `start`/`start_us` are when the request began to arrive; `host` the first
+    /// Host header's value; `head_bytes` the head's size on the wire. When the rule
+    /// set in force cannot act on a request ([`Waf::is_empty`]), no transaction is
+    /// made at all.
     #[allow(clippy::too_many_arguments)]
     pub fn begin<'h>(
         shared: &Arc<Shared>,
@@ -363,25 +406,27 @@ impl Exchange {
         method: Bytes,
         uri: Bytes,
         protocol: Bytes,
+        host: Option<Bytes>,
         headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
         head_bytes: usize,
     ) -> Exchange {
-        let mut tx =
-            shared
-                .waf()
-                .transaction(conn.peer, conn.local, shared.unique_id(start_us), start_us);
-        tx.request_line(&method, &uri, &protocol);
-        let mut host = None;
-        for (n, v) in headers {
-            if host.is_none() && n.eq_ignore_ascii_case(b"host") {
-                host = Some(Bytes::copy_from_slice(v));
+        let waf = shared.waf();
+        let (tx, unique_id) = if waf.is_empty() {
+            (None, None)
+        } else {
+            let id = shared.unique_id(start_us);
+            let mut tx = waf.transaction(conn.peer, conn.local, id.clone(), start_us);
+            tx.request_line(&method, &uri, &protocol);
+            for (n, v) in headers {
+                tx.request_header(n, v);
             }
-            tx.request_header(n, v);
-        }
+            (Some(tx), Some(id))
+        };
         Exchange {
             rec: Box::new(Record {
                 shared: shared.clone(),
                 tx,
+                unique_id,
                 conn,
                 start,
                 start_us,
@@ -402,6 +447,7 @@ impl Exchange {
                 rule_id: None,
                 error: None,
                 finished: false,
+                logged: None,
             }),
             body: Vec::new(),
             body_len: 0,
@@ -428,9 +474,12 @@ impl Exchange {
         if self.body_len + chunk.len() > self.rec.shared.limits.request_body_bytes {
             return Err(BodyStop::TooLarge);
         }
-        if self.engine_body && self.rec.tx.wants_request_body() {
+        if self.engine_body
+            && let Some(tx) = self.rec.tx.as_mut()
+            && tx.wants_request_body()
+        {
             let t0 = Instant::now();
-            let r = self.rec.tx.request_body(&chunk);
+            let r = tx.request_body(&chunk);
             let us = micros_since(t0);
             let slot = &mut self.rec.phase_us[1];
             *slot = Some(slot.unwrap_or(0) + us);
@@ -527,7 +576,7 @@ impl Exchange {
             "{} {}\nRequest id: {}\n",
             status.as_u16(),
             status.canonical_reason().unwrap_or(""),
-            self.rec.tx.unique_id()
+            self.rec.unique_id()
         );
         let mut r = Reply::new(self.rec, status, Bytes::from(body));
         r.headers.insert(
@@ -597,11 +646,11 @@ impl Exchange {
 
         // Phase 3.
         let status = parts.status;
-        self.rec.tx.response_status(status.as_u16(), b"HTTP/1.1");
-        for (n, v) in &parts.headers {
-            self.rec
-                .tx
-                .response_header(n.as_str().as_bytes(), v.as_bytes());
+        if let Some(tx) = self.rec.tx.as_mut() {
+            tx.response_status(status.as_u16(), b"HTTP/1.1");
+            for (n, v) in &parts.headers {
+                tx.response_header(n.as_str().as_bytes(), v.as_bytes());
+            }
         }
         if let Some(v) = self.rec.time_phase(3, |tx| tx.response_headers_done()) {
             return self.reply_verdict(v);
@@ -615,7 +664,7 @@ impl Exchange {
             && status != StatusCode::NOT_MODIFIED;
         let mut prefix = BytesMut::new();
         let mut complete = !has_body || upstream_body.is_end_stream();
-        if has_body && !complete && self.rec.tx.wants_response_body() {
+        if has_body && !complete && self.rec.tx.as_ref().is_some_and(WafTx::wants_response_body) {
             let limit = shared.limits.response_body_inspect_bytes;
             loop {
                 let t0 = Instant::now();
@@ -641,7 +690,11 @@ impl Exchange {
                         let room = limit.saturating_sub(prefix.len());
                         let feed = &data[..data.len().min(room)];
                         let t0 = Instant::now();
-                        let r = self.rec.tx.response_body(feed);
+                        let r = self
+                            .rec
+                            .tx
+                            .as_mut()
+                            .map_or(BodyFeed::Ok, |tx| tx.response_body(feed));
                         let us = micros_since(t0);
                         let slot = &mut self.rec.phase_us[3];
                         *slot = Some(slot.unwrap_or(0) + us);
@@ -953,6 +1006,15 @@ impl ReplyBody {
     pub fn add_bytes_out(&mut self, n: u64) {
         if let Some(r) = &mut self.rec {
             r.bytes_out += n;
+        }
+    }
+
+    /// With `logs.error_log_before_response`, waits until the error-log lines this
+    /// request has queued so far are in the file; call it before sending the
+    /// response. Returns at once otherwise.
+    pub async fn error_lines_written(&mut self) {
+        if let Some(w) = self.rec.as_mut().and_then(|r| r.logged.take()) {
+            w.wait().await;
         }
     }
 

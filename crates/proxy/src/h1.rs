@@ -7,7 +7,7 @@ use crate::exchange::{
 use crate::http1::{
     BodyDecoder, Decoded, Framing, HeadError, RequestHead, Version, find_head_end, parse_head,
 };
-use crate::logs::{LogKind, now_unix_micros, one_line, rfc3339_micros};
+use crate::logs::{LogKind, Written, now_unix_micros, one_line, rfc3339_micros};
 use crate::metrics::Action;
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, StatusCode};
@@ -81,7 +81,9 @@ pub async fn serve<IO>(
                 () = tokio::time::sleep_until(deadline.into()) => {
                     if arrived.is_some() {
                         let msg = "request head not received within server.client_header_timeout";
-                        error_line(&shared, conn, msg);
+                        if let Some(w) = error_line(&shared, conn, msg) {
+                            w.wait().await;
+                        }
                         shared.metrics.malformed_requests.fetch_add(1, Ordering::Relaxed);
                         let _ = write_simple(&mut io, StatusCode::REQUEST_TIMEOUT, &shared).await;
                     }
@@ -153,7 +155,9 @@ async fn bad_head<IO: AsyncWrite + Unpin>(
         }
         HeadError::Malformed(_) => StatusCode::BAD_REQUEST,
     };
-    error_line(shared, conn, &format!("unreadable request: {e}"));
+    if let Some(w) = error_line(shared, conn, &format!("unreadable request: {e}")) {
+        w.wait().await;
+    }
     let written = write_simple(io, status, shared).await.unwrap_or(0);
     shared.metrics.request(status.as_u16(), Action::BadRequest);
     if shared.logs.enabled(LogKind::Access) {
@@ -174,16 +178,18 @@ async fn bad_head<IO: AsyncWrite + Unpin>(
     }
 }
 
-fn error_line(shared: &Shared, conn: ConnInfo, msg: &str) {
-    shared.logs.send(
-        LogKind::Error,
+/// Queues a proxy error line; with `logs.error_log_before_response`, returns what to
+/// await before answering.
+fn error_line(shared: &Shared, conn: ConnInfo, msg: &str) -> Option<Written> {
+    shared.logs.send_error(
         format!(
             "{} [error] [client {}] palisade: {}",
             rfc3339_micros(now_unix_micros()),
             conn.peer.ip(),
             one_line(msg)
         ),
-    );
+        true,
+    )
 }
 
 async fn write_simple<IO: AsyncWrite + Unpin>(
@@ -249,6 +255,10 @@ where
         head.method.clone(),
         head.uri.clone(),
         head.protocol.clone(),
+        head.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| v.clone()),
         head.headers.iter().map(|(n, v)| (&n[..], &v[..])),
         head.len,
     );
@@ -439,6 +449,7 @@ async fn write_reply<IO>(io: &mut IO, mut reply: Reply, ctx: WriteCtx, shared: &
 where
     IO: AsyncWrite + Unpin,
 {
+    reply.body.error_lines_written().await;
     if reply.drop {
         reply.body.finish();
         return false;
@@ -567,6 +578,7 @@ async fn write_http09<IO: AsyncWrite + Unpin>(
     mut reply: Reply,
     shared: &Shared,
 ) -> bool {
+    reply.body.error_lines_written().await;
     while let Some(Ok(frame)) = reply.body.frame().await {
         if let Ok(d) = frame.into_data()
             && write_all(io, &d, shared.server.send_timeout).await.is_err()

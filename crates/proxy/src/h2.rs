@@ -91,11 +91,15 @@ async fn handle(
         Bytes::copy_from_slice(parts.method.as_str().as_bytes()),
         target,
         Bytes::from_static(b"HTTP/2.0"),
+        lines
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| Bytes::copy_from_slice(v)),
         lines.iter().copied(),
         head_bytes,
     );
     if let Some(v) = ex.phase1() {
-        return to_response(ex.reply_verdict(v));
+        return to_response_logged(ex.reply_verdict(v)).await;
     }
     loop {
         let frame = tokio::time::timeout(shared.server.client_body_timeout, body.frame()).await;
@@ -105,7 +109,7 @@ async fn handle(
                 if let Ok(data) = f.into_data() {
                     ex.add_bytes_in(data.len() as u64);
                     if let Err(stop) = ex.body_chunk(data) {
-                        return to_response(ex.reply_body_stop(stop));
+                        return to_response_logged(ex.reply_body_stop(stop)).await;
                     }
                 }
             }
@@ -119,20 +123,23 @@ async fn handle(
                 return Err(Dropped);
             }
             Err(_) => {
-                return to_response(ex.reply_error(
+                return to_response_logged(ex.reply_error(
                     408,
                     Action::BadRequest,
                     "request body not received within server.client_body_timeout",
-                ));
+                ))
+                .await;
             }
         }
     }
     if let Some(v) = ex.phase2() {
-        return to_response(ex.reply_verdict(v));
+        return to_response_logged(ex.reply_verdict(v)).await;
     }
     let headers = match upstream_headers(lines.iter().copied(), conn.peer.ip(), conn.tls) {
         Ok(h) => h,
-        Err(why) => return to_response(ex.reply_error(400, Action::BadRequest, why)),
+        Err(why) => {
+            return to_response_logged(ex.reply_error(400, Action::BadRequest, why)).await;
+        }
     };
     let uri = parts
         .uri
@@ -145,6 +152,13 @@ async fn handle(
             headers,
         })
         .await;
+    to_response_logged(reply).await
+}
+
+/// Waits until the request's error-log lines are written when
+/// `logs.error_log_before_response` asks for it, then builds the response.
+async fn to_response_logged(mut reply: Reply) -> Result<Response<ReplyBody>, Dropped> {
+    reply.body.error_lines_written().await;
     to_response(reply)
 }
 

@@ -3,8 +3,14 @@
 //! A request never waits for a disk: [`LogSender::send`] either queues the line or,
 //! when the writer has fallen behind and the channel is full, drops it and counts
 //! the drop per log (exported by `/metrics`). The writer flushes whenever the
-//! channel runs empty, so match lines reach the error log promptly (test tooling
-//! tails it).
+//! channel runs empty, so match lines reach the error log promptly.
+//!
+//! Promptly is not always enough: a tool that reads the error log as soon as it has
+//! the response (go-ftw looks for its marker lines that way) needs the request's
+//! lines in the file by then. With [`LogSender::with_error_ack`] on, an error-log
+//! line can carry an acknowledgement ([`LogSender::send_error`]): the writer flushes
+//! the file after writing it and then resolves the [`Written`] the request waits on
+//! before its response goes out.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -13,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
+use tokio::sync::oneshot;
 
 /// Which log a line belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,24 +56,71 @@ impl DropCounters {
     }
 }
 
+/// One line for the writer, with the acknowledgement to send once it is in the file.
+struct Msg {
+    kind: LogKind,
+    line: String,
+    ack: Option<oneshot::Sender<()>>,
+}
+
+/// Resolves once an error-log line (and every line the same request queued before
+/// it) has been written and flushed to the file, or at once when the line was
+/// dropped or the writer is gone: awaiting it never hangs on a lost line.
+#[derive(Debug)]
+pub struct Written(oneshot::Receiver<()>);
+
+impl Written {
+    /// Waits for the acknowledgement.
+    pub async fn wait(self) {
+        let _ = self.0.await;
+    }
+}
+
 /// The request side of the log channel. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct LogSender {
-    tx: SyncSender<(LogKind, String)>,
+    tx: SyncSender<Msg>,
     enabled: [bool; 3],
     drops: Arc<DropCounters>,
     reopen: Arc<AtomicBool>,
+    error_ack: bool,
 }
 
 impl LogSender {
     /// Queues a line (without its newline). Never blocks; counts the line as dropped
     /// when the channel is full or the writer is gone.
     pub fn send(&self, kind: LogKind, line: String) {
+        self.queue(kind, line, None);
+    }
+
+    /// Queues an error-log line like [`LogSender::send`]. With acknowledgements on
+    /// (`logs.error_log_before_response`), also returns a [`Written`] that resolves
+    /// once the line is in the file; lines are written in the order they were queued,
+    /// so the last line's acknowledgement covers a request's earlier ones.
+    pub fn send_error(&self, line: String, ack: bool) -> Option<Written> {
+        if !(ack && self.error_ack) {
+            self.send(LogKind::Error, line);
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.queue(LogKind::Error, line, Some(tx));
+        Some(Written(rx))
+    }
+
+    /// Turns error-log acknowledgements on or off (`logs.error_log_before_response`).
+    pub fn with_error_ack(mut self, on: bool) -> Self {
+        self.error_ack = on;
+        self
+    }
+
+    fn queue(&self, kind: LogKind, line: String, ack: Option<oneshot::Sender<()>>) {
         if !self.enabled[kind as usize] {
             return;
         }
-        match self.tx.try_send((kind, line)) {
+        match self.tx.try_send(Msg { kind, line, ack }) {
             Ok(()) => {}
+            // The message, and with it any acknowledgement sender, is dropped: its
+            // waiter resolves at once.
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.drops.counts[kind as usize].fetch_add(1, Ordering::Relaxed);
             }
@@ -130,6 +184,7 @@ impl LogWriter {
                 enabled,
                 drops: Arc::new(DropCounters::default()),
                 reopen,
+                error_ack: false,
             },
             LogWriter {
                 handle: Some(handle),
@@ -202,7 +257,7 @@ fn reopen_files(sinks: &mut [Option<Sink>; 3], paths: &LogTargets) {
 }
 
 fn writer_loop(
-    rx: Receiver<(LogKind, String)>,
+    rx: Receiver<Msg>,
     sinks: &mut [Option<Sink>; 3],
     reopen: &AtomicBool,
     paths: &LogTargets,
@@ -214,23 +269,19 @@ fn writer_loop(
             reopen_files(sinks, paths);
             failed = [false; 3];
         }
-        let (kind, line) = match next {
+        let msg = match next {
             Ok(x) => x,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        write_one(sinks, &mut failed, kind, &line);
+        write_one(sinks, &mut failed, msg);
         // Drain what is queued, then flush once the channel is empty.
-        while let Ok((kind, line)) = rx.try_recv() {
-            write_one(sinks, &mut failed, kind, &line);
+        while let Ok(msg) = rx.try_recv() {
+            write_one(sinks, &mut failed, msg);
         }
         for (i, s) in sinks.iter_mut().enumerate() {
-            if let Some(s) = s
-                && let Err(e) = s.flush()
-                && !failed[i]
-            {
-                failed[i] = true;
-                tracing::error!("cannot write log: {e}");
+            if let Some(s) = s {
+                flush_one(s, &mut failed[i]);
             }
         }
     }
@@ -239,14 +290,32 @@ fn writer_loop(
     }
 }
 
-fn write_one(sinks: &mut [Option<Sink>; 3], failed: &mut [bool; 3], kind: LogKind, line: &str) {
-    let i = kind as usize;
-    if let Some(s) = &mut sinks[i]
-        && let Err(e) = s.write_line(line)
-        && !failed[i]
+fn flush_one(s: &mut Sink, failed: &mut bool) {
+    if let Err(e) = s.flush()
+        && !*failed
     {
-        failed[i] = true;
-        tracing::error!("cannot write {} log: {e}", kind.label());
+        *failed = true;
+        tracing::error!("cannot write log: {e}");
+    }
+}
+
+/// Writes one line; when it carries an acknowledgement, flushes its log first (so
+/// the line and all before it are in the file) and then acknowledges.
+fn write_one(sinks: &mut [Option<Sink>; 3], failed: &mut [bool; 3], msg: Msg) {
+    let i = msg.kind as usize;
+    if let Some(s) = &mut sinks[i] {
+        if let Err(e) = s.write_line(&msg.line)
+            && !failed[i]
+        {
+            failed[i] = true;
+            tracing::error!("cannot write {} log: {e}", msg.kind.label());
+        }
+        if msg.ack.is_some() {
+            flush_one(s, &mut failed[i]);
+        }
+    }
+    if let Some(ack) = msg.ack {
+        let _ = ack.send(());
     }
 }
 
@@ -317,6 +386,59 @@ mod tests {
     fn one_line_escapes_breaks() {
         assert_eq!(one_line("a\nb\rc"), "a\\nb\\rc");
         assert!(matches!(one_line("abc"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn acknowledged_lines_are_in_the_file_when_the_ack_arrives() {
+        let dir = std::env::temp_dir().join(format!("palisade-ack-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let targets = LogTargets {
+            error: Some(dir.join("error.log")),
+            access: None,
+            audit: None,
+        };
+        let (tx, writer) = LogWriter::start(&targets, 64).unwrap();
+        // Off: no acknowledgement is handed out.
+        assert!(tx.send_error("plain".into(), true).is_none());
+        let tx = tx.with_error_ack(true);
+        // Not asked for on this line.
+        assert!(tx.send_error("first".into(), false).is_none());
+        for round in 0..200 {
+            let w = tx
+                .send_error(format!("line {round}"), true)
+                .expect("acknowledgement");
+            w.0.blocking_recv().expect("acknowledged, not dropped");
+            let text = std::fs::read_to_string(dir.join("error.log")).unwrap();
+            assert!(text.starts_with("plain\nfirst\n"), "{text}");
+            assert!(text.ends_with(&format!("line {round}\n")), "{text}");
+        }
+        drop(tx);
+        writer.finish();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_dropped_line_does_not_leave_its_waiter_hanging() {
+        let dir = std::env::temp_dir().join(format!("palisade-ackdrop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let targets = LogTargets {
+            error: Some(dir.join("error.log")),
+            access: None,
+            audit: None,
+        };
+        let (tx, writer) = LogWriter::start(&targets, 1).unwrap();
+        let tx = tx.with_error_ack(true);
+        // With room for one line, most of these are dropped; every waiter resolves.
+        let waiters: Vec<Written> = (0..1000)
+            .filter_map(|i| tx.send_error(format!("{i}"), true))
+            .collect();
+        assert_eq!(waiters.len(), 1000);
+        for w in waiters {
+            let _ = w.0.blocking_recv();
+        }
+        drop(tx);
+        writer.finish();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -148,6 +148,7 @@ fn run(path: &Path) -> anyhow::Result<()> {
     };
     let (log_tx, writer) =
         logs::LogWriter::start(&targets, cfg.logs.channel_capacity).context("opening log files")?;
+    let log_tx = log_tx.with_error_ack(cfg.logs.error_log_before_response);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all().thread_name("palisade-worker");
     if cfg.server.worker_threads > 0 {

@@ -133,7 +133,7 @@ struct Server {
 #[derive(Debug)]
 pub struct Pool {
     /// The pool's name.
-    pub name: String,
+    pub name: Arc<str>,
     servers: Vec<Arc<Server>>,
     backups: Vec<Arc<Server>>,
     next: AtomicUsize,
@@ -261,7 +261,7 @@ impl Pool {
             })
         };
         Pool {
-            name: cfg.name.clone(),
+            name: Arc::from(cfg.name.as_str()),
             servers: cfg.servers.iter().map(server).collect(),
             backups: cfg.backup.iter().map(server).collect(),
             next: AtomicUsize::new(0),
@@ -348,7 +348,7 @@ impl Pool {
                         .upstream_connect_errors
                         .fetch_add(1, Ordering::Relaxed);
                     last_err = Some(UpstreamError::Connect {
-                        pool: self.name.clone(),
+                        pool: self.name.to_string(),
                         reason: format!("{}: {e}", server.addr),
                     });
                     continue;
@@ -358,7 +358,7 @@ impl Pool {
                         .upstream_connect_errors
                         .fetch_add(1, Ordering::Relaxed);
                     last_err = Some(UpstreamError::ConnectTimeout {
-                        pool: self.name.clone(),
+                        pool: self.name.to_string(),
                     });
                     continue;
                 }
@@ -383,7 +383,7 @@ impl Pool {
             };
         }
         Err(last_err.unwrap_or_else(|| UpstreamError::Connect {
-            pool: self.name.clone(),
+            pool: self.name.to_string(),
             reason: "no server".into(),
         }))
     }
@@ -594,7 +594,7 @@ mod tests {
         let u = upstreams("[[route]]\nhost = \"only.example\"\nupstream = \"b\"\n");
         assert!(u.route(Some(b"other"), b"/").is_none());
         let u = upstreams("");
-        assert_eq!(u.route(Some(b"other"), b"/").unwrap().name, "a");
+        assert_eq!(&*u.route(Some(b"other"), b"/").unwrap().name, "a");
     }
 
     #[test]

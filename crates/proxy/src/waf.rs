@@ -25,6 +25,7 @@ pub struct Waf {
     hash: String,
     clock: Arc<dyn engine::Clock>,
     fail_closed: bool,
+    empty: bool,
 }
 
 #[derive(Debug)]
@@ -60,12 +61,22 @@ impl Waf {
         }
         let ruleset = b.build().map_err(|e| WafLoadError(e.to_string()))?;
         let hash = content_hash(ruleset.files(), &inline_texts);
+        let empty = cannot_act(&ruleset);
         Ok(Waf {
             ruleset: Arc::new(ruleset),
             hash,
             clock: Arc::new(SystemClock),
             fail_closed,
+            empty,
         })
+    }
+
+    /// True when the rule set cannot act on any request: it has no rules, and none
+    /// of its settings does anything by itself (a body limit that refuses, an audit
+    /// log that records transactions without a match). The proxy then makes no
+    /// transaction at all: no phase runs, nothing is timed or logged by the engine.
+    pub fn is_empty(&self) -> bool {
+        self.empty
     }
 
     /// Number of rules (a chain counts once).
@@ -127,24 +138,44 @@ impl Waf {
             store: None,
             clock: Some(self.clock.clone()),
         };
-        let unique_id = ctx.unique_id.clone();
         match catch_unwind(AssertUnwindSafe(|| {
             Transaction::new(self.ruleset.clone(), ctx)
         })) {
             Ok(tx) => WafTx {
                 tx: Some(tx),
-                unique_id,
                 failure: None,
                 fail_closed: self.fail_closed,
             },
             Err(p) => WafTx {
                 tx: None,
-                unique_id,
                 failure: Some(panic_text(&*p)),
                 fail_closed: self.fail_closed,
             },
         }
     }
+}
+
+/// What [`Waf::is_empty`] says: no rules, and no setting that acts without one.
+fn cannot_act(ruleset: &engine::Ruleset) -> bool {
+    use engine::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
+    let cfg = ruleset.config();
+    let engine_on = cfg.rule_engine != RuleEngineMode::Off;
+    // Over SecRequestBodyLimit / SecResponseBodyLimit with the Reject action, the
+    // engine refuses the transaction (413 / 500) whether or not a rule runs.
+    let request_limit = engine_on
+        && cfg.request_body_access
+        && cfg.request_body_limit_action == BodyLimitAction::Reject;
+    let response_limit = engine_on
+        && cfg.response_body_access
+        && cfg.response_body_limit_action == BodyLimitAction::Reject;
+    // SecAuditEngine On records every transaction; RelevantOnly with a
+    // SecAuditLogRelevantStatus records by status alone.
+    let audit = match cfg.audit.engine {
+        AuditEngineMode::Off => false,
+        AuditEngineMode::On => true,
+        AuditEngineMode::RelevantOnly => cfg.audit.relevant_status.is_some(),
+    };
+    ruleset.rule_count() == 0 && !request_limit && !response_limit && !audit
 }
 
 fn content_hash(files: &[PathBuf], inline: &[&str]) -> String {
@@ -234,7 +265,6 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 #[derive(Debug)]
 pub struct WafTx {
     tx: Option<Transaction>,
-    unique_id: String,
     failure: Option<String>,
     fail_closed: bool,
 }
@@ -272,11 +302,6 @@ impl WafTx {
     /// The engine failure of this transaction, if it had one.
     pub fn failure(&self) -> Option<&str> {
         self.failure.as_deref()
-    }
-
-    /// The transaction's unique id.
-    pub fn unique_id(&self) -> &str {
-        &self.unique_id
     }
 
     /// Gives the request line as sent.
@@ -413,6 +438,39 @@ mod tests {
         assert_eq!(tx.matched_rule_ids(), vec![1]);
         let lines = tx.take_log_lines();
         assert!(lines.iter().any(|l| l.contains("[id \"1\"]")), "{lines:?}");
+    }
+
+    #[test]
+    fn empty_means_nothing_could_act() {
+        let waf = |text: &str| {
+            Waf::load(
+                &inline(text),
+                Path::new("/etc/palisade/palisade.toml"),
+                true,
+            )
+            .unwrap()
+        };
+        assert!(
+            Waf::load(&[], Path::new("/p.toml"), true)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(waf("SecRuleEngine On\nSecRequestBodyAccess Off").is_empty());
+        // A rule, in any phase, can act.
+        assert!(!waf("SecRule ARGS \"@rx a\" \"id:1,phase:5,pass,log\"").is_empty());
+        // Body limits that refuse act without rules, unless the engine is off.
+        assert!(!waf("SecRequestBodyAccess On").is_empty());
+        assert!(
+            waf("SecRequestBodyAccess On\nSecRequestBodyLimitAction ProcessPartial").is_empty()
+        );
+        assert!(!waf("SecResponseBodyAccess On").is_empty());
+        assert!(
+            waf("SecRuleEngine Off\nSecRequestBodyAccess On\nSecResponseBodyAccess On").is_empty()
+        );
+        // An audit log that records every transaction, or by status.
+        assert!(!waf("SecAuditEngine On").is_empty());
+        assert!(waf("SecAuditEngine RelevantOnly").is_empty());
+        assert!(!waf("SecAuditEngine RelevantOnly\nSecAuditLogRelevantStatus \"^5\"").is_empty());
     }
 
     #[test]

@@ -913,3 +913,98 @@ SecRule ARGS:x "@streq teapot" "id:303,phase:1,deny,status:418,log"
     assert!(r.is_err(), "a dropped request gets no answer: {r:?}");
     assert!(backend.requests().is_empty());
 }
+
+/// Sends `count` marker requests, go-ftw style (one connection each), and reads the
+/// error log right after each response, without waiting. Returns the markers whose
+/// match line was not in the file yet.
+async fn markers_missing_right_after_the_response(
+    listen: std::net::SocketAddr,
+    error_log: &std::path::Path,
+    count: usize,
+) -> Vec<String> {
+    let mut missing = Vec::new();
+    for i in 0..count {
+        let marker = format!("marker-{i}-{}", std::process::id());
+        let req = format!(
+            "GET /status/200 HTTP/1.1\r\nHost: localhost\r\nX-CRS-Test: {marker}\r\nConnection: close\r\n\r\n"
+        );
+        let r = send_raw(listen, req.as_bytes()).await.unwrap();
+        assert_eq!(r.status, 200);
+        let text = std::fs::read_to_string(error_log).unwrap_or_default();
+        if !text
+            .lines()
+            .any(|l| l.contains("[id \"999999\"]") && l.contains(&marker))
+        {
+            missing.push(marker);
+        }
+    }
+    missing
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_log_lines_are_written_before_the_response_when_asked() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("logsync");
+    let listen = loopback(free_port());
+    let error_log = dir.path("error.log");
+    // A phase-1 rule that logs (go-ftw's marker rule), and one that denies.
+    let extra = format!(
+        r#"
+[[rules]]
+inline = """
+SecRuleEngine On
+SecRule REQUEST_HEADERS:X-CRS-Test "@rx ^.*$" "id:999999,phase:1,pass,log,msg:'X-CRS-Test %{{MATCHED_VAR}}'"
+SecRule ARGS:block "@streq yes" "id:2,phase:1,deny,status:403,log,msg:'blocked'"
+"""
+
+[logs]
+error_log = "{}"
+error_log_before_response = true
+"#,
+        error_log.display()
+    );
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+
+    let missing = markers_missing_right_after_the_response(listen, &error_log, 200).await;
+    assert!(
+        missing.is_empty(),
+        "match lines not yet in the error log when the response arrived: {missing:?}"
+    );
+
+    // A denied request, on a kept-alive connection: its line is there with the 403.
+    let mut s = tokio::net::TcpStream::connect(listen).await.unwrap();
+    for i in 0..20 {
+        s.write_all(format!("GET /?block=yes&n={i} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let r = read_response(&mut s).await.unwrap();
+        assert_eq!(r.status, 403);
+        let uid = r
+            .text()
+            .lines()
+            .find_map(|l| l.strip_prefix("Request id: "))
+            .expect("unique id in the body")
+            .to_owned();
+        let text = std::fs::read_to_string(&error_log).unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l.contains("[id \"2\"]") && l.contains(&uid)),
+            "deny line of {uid} not in the error log with the response"
+        );
+        // The deny closes the connection.
+        s = tokio::net::TcpStream::connect(listen).await.unwrap();
+    }
+
+    // A proxy error (unreadable head) is logged before the 400 as well.
+    let r = send_raw(listen, b"GET / HTTP/1.1\r\nHost: a\r\nno colon\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400);
+    let text = std::fs::read_to_string(&error_log).unwrap();
+    assert!(
+        text.lines()
+            .last()
+            .is_some_and(|l| l.contains("header line without a colon")),
+        "{text}"
+    );
+}
