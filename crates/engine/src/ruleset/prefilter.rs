@@ -50,6 +50,11 @@ pub struct Group {
 pub struct Prefilter {
     /// Groups, indexed by [`Slot::group`].
     pub groups: Vec<Group>,
+    /// Every group's patterns in one set, run on raw values: a value that matches none
+    /// of them cannot match in any group whose pipeline leaves it unchanged (the group
+    /// would scan the same bytes), so one scan of the raw value stands for all of those
+    /// groups. `None` when there are no groups or the set does not compile.
+    pub raw: Option<RxSet>,
 }
 
 /// Variables whose values do not change while a phase runs.
@@ -209,6 +214,19 @@ impl Prefilter {
         let mut groups = Vec::new();
         let mut final_index: Vec<Option<u32>> = Vec::new();
         let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, *k)).collect();
+        let mut all: Vec<&str> = Vec::new();
+        for b in &building {
+            for p in &b.patterns {
+                if !all.contains(&p.as_str()) {
+                    all.push(p);
+                }
+            }
+        }
+        let raw = if all.is_empty() {
+            None
+        } else {
+            RxSet::new(&all).ok()
+        };
         for (g, b) in building.into_iter().enumerate() {
             match RxSet::new(&b.patterns) {
                 Ok(set) => {
@@ -236,7 +254,7 @@ impl Prefilter {
                 }
             }
         });
-        Prefilter { groups }
+        Prefilter { groups, raw }
     }
 }
 

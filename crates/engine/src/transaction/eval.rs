@@ -470,7 +470,8 @@ impl Transaction {
                 view.collect_superset(var, &mut values);
             }
             let mut union = Union::default();
-            let quiet_cell = nodes.len() + 1 + g / 32;
+            let raw_cell = nodes.len() + 1;
+            let quiet_cell = nodes.len() + 2 + g / 32;
             let quiet_bit = 1u32 << (g % 32);
             for v in &values {
                 let Some(id) = v.id else {
@@ -482,13 +483,23 @@ impl Transaction {
                 if cache.cells[row + quiet_cell] & quiet_bit != 0 {
                     continue;
                 }
-                let input = match group.chain_key {
-                    Some(key) => {
-                        let (cell, _) = form(cache, nodes, row, Some(key), &v.value);
-                        cached_input(cache, cell, &v.value)
-                    }
-                    None => Input::Raw(&v.value),
+                let cell = match group.chain_key {
+                    Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
+                    None => 1,
                 };
+                if cell == 1 {
+                    if let Some(all) = &ruleset.prefilter.raw {
+                        if cache.cells[row + raw_cell] == 0 {
+                            cache.cells[row + raw_cell] =
+                                if all.is_match(&v.value) { 2 } else { 1 };
+                        }
+                        if cache.cells[row + raw_cell] == 1 {
+                            cache.cells[row + quiet_cell] |= quiet_bit;
+                            continue;
+                        }
+                    }
+                }
+                let input = cached_input(cache, cell, &v.value);
                 if !union.add(&group.set, &input) {
                     cache.cells[row + quiet_cell] |= quiet_bit;
                 }

@@ -172,6 +172,7 @@ pub(crate) struct TransformCache {
     /// (`None` until the group's first rule is reached in the phase).
     pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
     /// Cells per row: one per pipeline prefix, one for the raw value's byte classes,
+    /// one for the prefilter's raw set (0: not run, 1: no pattern matched, 2: some did),
     /// then one bit per prefilter group, set when the value matched none of the group's
     /// patterns (it needs no second look in a later phase).
     pub width: usize,
@@ -197,7 +198,7 @@ pub struct Transaction {
 impl Transaction {
     /// Starts a transaction against a rule set.
     pub fn new(ruleset: Arc<Ruleset>, ctx: TxContext) -> Self {
-        let width = ruleset.chain_nodes.len() + 1 + ruleset.prefilter.groups.len().div_ceil(32);
+        let width = ruleset.chain_nodes.len() + 2 + ruleset.prefilter.groups.len().div_ceil(32);
         let cfg = ruleset.config();
         let state = State {
             mode: cfg.rule_engine,
