@@ -246,7 +246,7 @@ impl Default for LogsConfig {
             error_log: None,
             access_log: None,
             audit_log: None,
-            channel_capacity: 65_536,
+            channel_capacity: 8_192,
             error_log_before_response: false,
             level: "info".to_owned(),
         }

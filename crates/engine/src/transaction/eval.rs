@@ -274,6 +274,16 @@ impl Transaction {
         self.cache.unions.iter_mut().for_each(|u| *u = None);
         let result = self.run_phase_rules(phase);
         self.state.phases_done = self.state.phases_done.max(phase);
+        if phase == 2 {
+            // The request's transformed values served phases 1 and 2; the transaction
+            // now waits for the response, so their memory (hundreds of KiB for a large
+            // JSON body) goes back now. Later phases recompute what they need.
+            let width = self.cache.width;
+            self.cache = TransformCache {
+                width,
+                ..Default::default()
+            };
+        }
         result
     }
 
