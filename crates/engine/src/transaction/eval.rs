@@ -160,15 +160,23 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
         if classes & t.triggers() == 0 {
             continue;
         }
-        cur = match cur {
-            Cow::Borrowed(b) => t.apply(b),
+        let (next, changed) = match cur {
+            Cow::Borrowed(b) => {
+                let r = t.apply(b);
+                let changed = !matches!(&r, Cow::Borrowed(x) if x.len() == b.len());
+                (r, changed)
+            }
             Cow::Owned(v) => match t.apply(&v) {
-                Cow::Borrowed(b) if b.len() == v.len() => Cow::Owned(v),
-                Cow::Borrowed(b) => Cow::Owned(b.to_vec()),
-                Cow::Owned(n) => Cow::Owned(n),
+                Cow::Borrowed(b) if b.len() == v.len() => (Cow::Owned(v), false),
+                Cow::Borrowed(b) => (Cow::Owned(b.to_vec()), true),
+                Cow::Owned(n) => (Cow::Owned(n), true),
             },
         };
-        classes = byte_classes(&cur);
+        cur = next;
+        // The classes only change with the bytes.
+        if changed {
+            classes = byte_classes(&cur);
+        }
     }
     cur
 }
