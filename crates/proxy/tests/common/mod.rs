@@ -296,95 +296,93 @@ pub async fn send_raw(addr: SocketAddr, request: &[u8]) -> std::io::Result<RawRe
 }
 
 /// Reads one response from a connection (Content-Length, chunked, or until close).
+///
+/// It reads exactly the bytes of that response and no further, so the next
+/// response on the connection (pipelined requests) stays in the socket for the next
+/// call; interim 100 responses are skipped.
 pub async fn read_response(s: &mut TcpStream) -> std::io::Result<RawResponse> {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 16384];
     loop {
+        let head = read_until_blank_line(s).await?;
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut resp = httparse::Response::new(&mut headers);
-        if let Ok(httparse::Status::Complete(n)) = resp.parse(&buf) {
-            let status = resp.code.unwrap_or(0);
-            let hs: Vec<(String, String)> = resp
-                .headers
-                .iter()
-                .map(|h| {
-                    (
-                        h.name.to_string(),
-                        String::from_utf8_lossy(h.value).into_owned(),
-                    )
-                })
-                .collect();
-            if status == 100 {
-                buf.drain(..n);
-                continue;
-            }
-            let mut body = buf[n..].to_vec();
-            let get = |k: &str| {
-                hs.iter()
-                    .find(|(n, _)| n.eq_ignore_ascii_case(k))
-                    .map(|(_, v)| v.clone())
-            };
-            if let Some(cl) = get("content-length") {
-                let cl: usize = cl.trim().parse().unwrap();
-                while body.len() < cl {
-                    let r = s.read(&mut tmp).await?;
-                    if r == 0 {
-                        return Err(std::io::ErrorKind::UnexpectedEof.into());
-                    }
-                    body.extend_from_slice(&tmp[..r]);
-                }
-                body.truncate(cl);
-            } else if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-                loop {
-                    if let Some(decoded) = dechunk(&body) {
-                        body = decoded;
-                        break;
-                    }
-                    let r = s.read(&mut tmp).await?;
-                    if r == 0 {
-                        return Err(std::io::ErrorKind::UnexpectedEof.into());
-                    }
-                    body.extend_from_slice(&tmp[..r]);
-                }
-            } else {
-                loop {
-                    let r = s.read(&mut tmp).await?;
-                    if r == 0 {
-                        break;
-                    }
-                    body.extend_from_slice(&tmp[..r]);
-                }
-            }
-            return Ok(RawResponse {
-                status,
-                headers: hs,
-                body,
-            });
+        match resp.parse(&head) {
+            Ok(httparse::Status::Complete(_)) => {}
+            _ => return Err(std::io::ErrorKind::InvalidData.into()),
         }
-        let r = s.read(&mut tmp).await?;
-        if r == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        let status = resp.code.unwrap_or(0);
+        if status == 100 {
+            continue;
         }
-        buf.extend_from_slice(&tmp[..r]);
+        let hs: Vec<(String, String)> = resp
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_string(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect();
+        let get = |k: &str| {
+            hs.iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(k))
+                .map(|(_, v)| v.clone())
+        };
+        let mut body = Vec::new();
+        if let Some(cl) = get("content-length") {
+            let cl: usize = cl
+                .trim()
+                .parse()
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
+            body.resize(cl, 0);
+            s.read_exact(&mut body).await?;
+        } else if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            loop {
+                let line = read_line(s).await?;
+                let size = std::str::from_utf8(&line)
+                    .ok()
+                    .and_then(|l| l.split(';').next())
+                    .and_then(|l| usize::from_str_radix(l.trim(), 16).ok())
+                    .ok_or(std::io::ErrorKind::InvalidData)?;
+                if size == 0 {
+                    // Trailer fields, then the blank line that ends the message.
+                    while !read_line(s).await?.is_empty() {}
+                    break;
+                }
+                let at = body.len();
+                body.resize(at + size + 2, 0);
+                s.read_exact(&mut body[at..]).await?;
+                body.truncate(at + size);
+            }
+        } else {
+            s.read_to_end(&mut body).await?;
+        }
+        return Ok(RawResponse {
+            status,
+            headers: hs,
+            body,
+        });
     }
 }
 
-/// Decodes a complete chunked body, or `None` if more bytes are needed.
-fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let lf = b.iter().position(|&c| c == b'\n')?;
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..lf]).ok()?.trim(), 16).ok()?;
-        b = &b[lf + 1..];
-        if size == 0 {
-            return b.windows(2).any(|w| w == b"\r\n").then_some(out);
-        }
-        if b.len() < size + 2 {
-            return None;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[size + 2..];
+/// Reads a response head up to and including its blank line, one byte at a time so
+/// that nothing after it is consumed.
+async fn read_until_blank_line(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(s.read_u8().await?);
     }
+    Ok(head)
+}
+
+/// Reads one CRLF-terminated line and returns it without the line end.
+async fn read_line(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        line.push(s.read_u8().await?);
+    }
+    line.truncate(line.len() - 2);
+    Ok(line)
 }
 
 /// Polls a file until a line satisfies `pred`, returning that line.
