@@ -12,13 +12,16 @@ use seclang::Span;
 pub enum RuleOperator {
     /// Compiled at load time.
     Static(Box<Operator>),
-    /// The argument holds macros; it is expanded and compiled per evaluation (only
-    /// cheap operators such as `@eq` or `@within` are used this way in practice).
+    /// The argument holds macros; it is expanded per evaluation. A plain operator
+    /// (`@eq`, `@within`, ...) then runs on the expanded bytes; any other is compiled
+    /// per evaluation.
     Dynamic {
         /// Operator name.
         name: String,
         /// The argument.
         argument: Macro,
+        /// The operator when it needs no compiling.
+        plain: Option<crate::operators::PlainOperator>,
     },
     /// `@rbl`: a DNS block-list lookup, answered by the transaction's lookup hook.
     Rbl(String),

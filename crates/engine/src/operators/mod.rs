@@ -127,6 +127,65 @@ const UNSUPPORTED: [(&str, &str); 10] = [
     ),
 ];
 
+/// Operators that use their argument as it stands, with nothing to compile. When such
+/// an argument holds macros, the rule runs the operator on the expanded bytes
+/// directly instead of compiling an [`Operator`] per evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainOperator {
+    /// `@eq`, `@ge`, `@gt`, `@le`, `@lt`.
+    Compare(Comparison),
+    /// `@streq`.
+    StrEq,
+    /// `@contains`.
+    Contains,
+    /// `@containsWord`.
+    ContainsWord,
+    /// `@beginsWith`.
+    BeginsWith,
+    /// `@endsWith`.
+    EndsWith,
+    /// `@within`.
+    Within,
+}
+
+impl PlainOperator {
+    /// The plain operator of that name (without `@`, case-insensitive), if it is one.
+    pub fn from_name(name: &str) -> Option<PlainOperator> {
+        let name = name.strip_prefix('@').unwrap_or(name);
+        let table = [
+            ("eq", PlainOperator::Compare(Comparison::Eq)),
+            ("ge", PlainOperator::Compare(Comparison::Ge)),
+            ("gt", PlainOperator::Compare(Comparison::Gt)),
+            ("le", PlainOperator::Compare(Comparison::Le)),
+            ("lt", PlainOperator::Compare(Comparison::Lt)),
+            ("streq", PlainOperator::StrEq),
+            ("contains", PlainOperator::Contains),
+            ("containsword", PlainOperator::ContainsWord),
+            ("beginswith", PlainOperator::BeginsWith),
+            ("endswith", PlainOperator::EndsWith),
+            ("within", PlainOperator::Within),
+        ];
+        table
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, op)| *op)
+    }
+
+    /// Whether the operator matches `input` with `argument`, exactly as the compiled
+    /// [`Operator`] of the same name and argument would.
+    pub fn matches(self, argument: &[u8], input: &[u8]) -> bool {
+        match self {
+            PlainOperator::Compare(cmp) => cmp.holds(input, compare::parse_int(argument)),
+            PlainOperator::StrEq => input == argument,
+            PlainOperator::Contains => memchr::memmem::find(input, argument).is_some(),
+            PlainOperator::ContainsWord => strings::contains_word(argument, input),
+            PlainOperator::BeginsWith => input.starts_with(argument),
+            PlainOperator::EndsWith => input.ends_with(argument),
+            PlainOperator::Within => strings::within(argument, input),
+        }
+    }
+}
+
 impl Operator {
     /// Compiles an operator from its name (without `@`, case-insensitive) and argument.
     /// The argument has already had its macros expanded.
@@ -254,12 +313,12 @@ impl Operator {
                 hit
             }
             Operator::Compare(cmp, value) => cmp.holds(input, *value),
-            Operator::StrEq(s) => input == s.as_slice(),
             Operator::Contains(n) | Operator::StrMatch(n) => n.found_in(input),
-            Operator::ContainsWord(w) => strings::contains_word(w, input),
-            Operator::BeginsWith(s) => input.starts_with(s),
-            Operator::EndsWith(s) => input.ends_with(s),
-            Operator::Within(s) => strings::within(s, input),
+            Operator::StrEq(s) => PlainOperator::StrEq.matches(s, input),
+            Operator::ContainsWord(s) => PlainOperator::ContainsWord.matches(s, input),
+            Operator::BeginsWith(s) => PlainOperator::BeginsWith.matches(s, input),
+            Operator::EndsWith(s) => PlainOperator::EndsWith.matches(s, input),
+            Operator::Within(s) => PlainOperator::Within.matches(s, input),
             Operator::IpMatch { set, .. } => set.contains(input),
             Operator::ValidateByteRange(r) => r.violated_by(input),
             Operator::ValidateUrlEncoding => validate::invalid_url_encoding(input),

@@ -627,3 +627,61 @@ fn unbounded_lookbehind_and_general_backreferences_are_refused() {
     let e = compile_err("verifyCC", r"(?<!\d)\d{16}");
     assert!(e.reason.contains("lookaround"), "{e}");
 }
+
+#[test]
+fn plain_operators_agree_with_their_compiled_form() {
+    let names = [
+        "eq",
+        "GE",
+        "gt",
+        "le",
+        "lt",
+        "streq",
+        "contains",
+        "containsWord",
+        "beginsWith",
+        "endsWith",
+        "within",
+    ];
+    let args = [
+        "",
+        "5",
+        "-3",
+        "abc",
+        "GET,POST,HEAD",
+        "/.bak/ /.config/",
+        "select",
+    ];
+    let inputs = [
+        "",
+        "5",
+        "4",
+        "6",
+        "-3",
+        "x7",
+        "abc",
+        "ab",
+        "xabcx",
+        "POST",
+        "ST",
+        "/.bak/",
+        "select",
+        "1 select 2",
+        "selection",
+    ];
+    for name in names {
+        let plain = PlainOperator::from_name(name).unwrap_or_else(|| panic!("{name} is plain"));
+        for arg in args {
+            let compiled = op(name, arg);
+            for input in inputs {
+                assert_eq!(
+                    plain.matches(arg.as_bytes(), input.as_bytes()),
+                    compiled.matches(input.as_bytes(), None),
+                    "@{name} {arg:?} on {input:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(PlainOperator::from_name("rx"), None);
+    assert_eq!(PlainOperator::from_name("pm"), None);
+}

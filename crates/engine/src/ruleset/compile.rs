@@ -577,6 +577,7 @@ impl RulesetBuilder {
                     return Ok(RuleOperator::Dynamic {
                         name: name.to_string(),
                         argument: m,
+                        plain: crate::operators::PlainOperator::from_name(name),
                     });
                 }
             }

@@ -22,14 +22,14 @@ pub(crate) struct Value<'a> {
 }
 
 impl Value<'_> {
-    /// The name ModSecurity shows for the value: `ARGS:foo` or `REQUEST_URI`.
-    pub fn name(&self) -> Vec<u8> {
-        let mut n = self.var.name().as_bytes().to_vec();
+    /// Appends the name ModSecurity shows for the value (`ARGS:foo` or
+    /// `REQUEST_URI`) to `out`.
+    pub fn write_name(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.var.name().as_bytes());
         if self.var.is_collection() {
-            n.push(b':');
-            n.extend_from_slice(&self.key);
+            out.push(b':');
+            out.extend_from_slice(&self.key);
         }
-        n
     }
 }
 
@@ -471,17 +471,13 @@ impl<'a> View<'a> {
                 scalar(out, var, Cow::Borrowed(&self.state.matched_var_name), false)
             }
             Var::MatchedVars | Var::MatchedVarsNames => {
-                for (k, v) in &self.state.matched_vars {
+                for (k, v) in self.state.matched_vars.iter() {
                     if sel.matches(k) {
-                        let value = if var == Var::MatchedVars {
-                            v.clone()
-                        } else {
-                            k.clone()
-                        };
+                        let value = if var == Var::MatchedVars { v } else { k };
                         out.push(Value {
                             var,
-                            key: Cow::Owned(k.clone()),
-                            value: Cow::Owned(value),
+                            key: Cow::Borrowed(k),
+                            value: Cow::Borrowed(value),
                             id: None,
                         });
                     }

@@ -1,7 +1,7 @@
 //! Running rules: targets, transformations, operator, actions and flow.
 
 use super::collect::{Value, View, recycle};
-use super::{Persistent, State, Transaction, TransformCache};
+use super::{Hit, Persistent, State, Transaction, TransformCache};
 use crate::actions::{Action, AllowScope, CollectionKind, Ctl, Disruptive, SetOp};
 use crate::collections::{StoredValue, to_number};
 use crate::intervention::{Intervention, InterventionKind};
@@ -246,7 +246,12 @@ fn run_operator(
 ) -> bool {
     let matched = match &rule.operator {
         RuleOperator::Static(op) => op.matches(input, captures),
-        RuleOperator::Dynamic { name, argument } => {
+        RuleOperator::Dynamic {
+            plain: Some(op),
+            argument,
+            ..
+        } => op.matches(&argument.expand(view), input),
+        RuleOperator::Dynamic { name, argument, .. } => {
             let bytes = argument.expand(view);
             let arg = match std::str::from_utf8(&bytes) {
                 Ok(s) => Cow::Borrowed(s),
@@ -535,10 +540,10 @@ impl Transaction {
                 return false;
             }
         }
-        let mut any = false;
         // Matched values are collected first and acted upon after, because actions
         // change the state the values are read from.
-        let mut hits: Vec<(Vec<u8>, Vec<u8>, Option<Captures>)> = Vec::new();
+        let mut hits = std::mem::take(&mut self.hits);
+        let mut n = 0;
         {
             let Transaction {
                 ruleset,
@@ -562,6 +567,24 @@ impl Transaction {
             for t in &rule.targets {
                 view.collect(t, &mut values);
             }
+            // Records a match of `v` seen as `input`, reusing the pool's buffers.
+            let mut hit = |v: &Value<'_>, input: &[u8]| {
+                if n == hits.len() {
+                    hits.push(Hit::default());
+                }
+                let h = &mut hits[n];
+                h.name.clear();
+                v.write_name(&mut h.name);
+                h.value.clear();
+                h.value.extend_from_slice(input);
+                // Captures cost a slower search: only for values that match.
+                h.caps = rule.capture.then(|| {
+                    let mut caps = Captures::new();
+                    run_operator(rule, &view, input, Some(&mut caps));
+                    caps
+                });
+                n += 1;
+            };
             for v in &values {
                 if excluded(rule, state, v) {
                     continue;
@@ -569,12 +592,7 @@ impl Transaction {
                 if rule.multi_match {
                     for_each_form(cache, nodes, rule, v, |input| {
                         if run_operator(rule, &view, input, None) {
-                            let caps = rule.capture.then(|| {
-                                let mut caps = Captures::new();
-                                run_operator(rule, &view, input, Some(&mut caps));
-                                caps
-                            });
-                            hits.push((v.name(), input.to_vec(), caps));
+                            hit(v, input);
                         }
                     });
                 } else {
@@ -586,35 +604,35 @@ impl Transaction {
                         v,
                     );
                     if run_operator(rule, &view, &input, None) {
-                        // Captures cost a slower search: only for values that match.
-                        let caps = rule.capture.then(|| {
-                            let mut caps = Captures::new();
-                            run_operator(rule, &view, &input, Some(&mut caps));
-                            caps
-                        });
-                        hits.push((v.name(), input.to_vec(), caps));
+                        hit(v, &input);
                     }
                 }
             }
             *scratch = recycle(values);
         }
-        for (name, value, caps) in hits {
-            any = true;
-            if let Some(caps) = caps {
-                for (i, c) in caps.iter().enumerate().take(10) {
-                    self.state.tx.insert(i.to_string().into_bytes(), c.clone());
+        for h in &mut hits[..n] {
+            if let Some(caps) = h.caps.take() {
+                for (i, c) in caps.into_iter().enumerate().take(10) {
+                    let key: &[u8] = &[b'0' + i as u8];
+                    match self.state.tx.get_mut(key) {
+                        Some(slot) => *slot = c,
+                        None => {
+                            self.state.tx.insert(key.to_vec(), c);
+                        }
+                    }
                 }
             }
             let st = &mut self.state;
             // MATCHED_VAR and MATCHED_VAR_NAME keep their buffers from match to match.
             st.matched_var.clear();
-            st.matched_var.extend_from_slice(&value);
+            st.matched_var.extend_from_slice(&h.value);
             st.matched_var_name.clear();
-            st.matched_var_name.extend_from_slice(&name);
-            st.matched_vars.push((name, value));
+            st.matched_var_name.extend_from_slice(&h.name);
+            st.matched_vars.push(&h.name, &h.value);
             self.run_match_actions(rule);
         }
-        any
+        self.hits = hits;
+        n > 0
     }
 
     fn run_match_actions(&mut self, rule: &Rule) {

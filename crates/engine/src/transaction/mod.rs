@@ -17,6 +17,7 @@ use crate::collections::{CollectionStore, Record, RecordUpdate};
 use crate::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
 use crate::intervention::Intervention;
 use crate::log::MatchRecord;
+use crate::operators::Captures;
 use crate::ruleset::Ruleset;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -125,6 +126,49 @@ pub(crate) struct Persistent {
     pub update: RecordUpdate,
 }
 
+/// MATCHED_VARS: the names and values the current rule (and the chain links before
+/// it) matched. Clearing keeps the buffers, so the next rule's matches are written
+/// into them without allocating.
+#[derive(Debug, Default)]
+pub(crate) struct MatchedVars {
+    items: Vec<(Vec<u8>, Vec<u8>)>,
+    len: usize,
+}
+
+impl MatchedVars {
+    /// Forgets the entries, keeping their buffers.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Appends a copy of a name and value.
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        if self.len == self.items.len() {
+            self.items.push((Vec::new(), Vec::new()));
+        }
+        let (n, v) = &mut self.items[self.len];
+        n.clear();
+        n.extend_from_slice(name);
+        v.clear();
+        v.extend_from_slice(value);
+        self.len += 1;
+    }
+
+    /// The entries, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &(Vec<u8>, Vec<u8>)> {
+        self.items[..self.len].iter()
+    }
+}
+
+/// One value a rule matched: its name, the value as the operator saw it, and the
+/// operator's captures when the rule captures.
+#[derive(Debug, Default)]
+pub(crate) struct Hit {
+    pub name: Vec<u8>,
+    pub value: Vec<u8>,
+    pub caps: Option<Captures>,
+}
+
 /// Mutable evaluation state.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -136,7 +180,7 @@ pub(crate) struct State {
     pub env: BTreeMap<Vec<u8>, Vec<u8>>,
     pub matched_var: Vec<u8>,
     pub matched_var_name: Vec<u8>,
-    pub matched_vars: Vec<(Vec<u8>, Vec<u8>)>,
+    pub matched_vars: MatchedVars,
     pub removed_ids: Vec<seclang::IdRange>,
     pub removed_tags: Vec<regex::bytes::Regex>,
     pub removed_msgs: Vec<String>,
@@ -191,6 +235,9 @@ pub struct Transaction {
     /// A spare vector for the values a rule inspects, kept between rules so that
     /// collecting targets does not allocate.
     pub(crate) scratch: Vec<collect::Value<'static>>,
+    /// The values the rule being evaluated matched, waiting for its actions; kept
+    /// between rules so that matching does not allocate.
+    pub(crate) hits: Vec<Hit>,
     pub(crate) matches: Vec<MatchRecord>,
     pub(crate) log_lines: Vec<String>,
 }
@@ -207,7 +254,7 @@ impl Transaction {
             env: BTreeMap::new(),
             matched_var: Vec::new(),
             matched_var_name: Vec::new(),
-            matched_vars: Vec::new(),
+            matched_vars: MatchedVars::default(),
             removed_ids: Vec::new(),
             removed_tags: Vec::new(),
             removed_msgs: Vec::new(),
@@ -236,6 +283,7 @@ impl Transaction {
                 ..Default::default()
             },
             scratch: Vec::new(),
+            hits: Vec::new(),
             matches: Vec::new(),
             log_lines: Vec::new(),
         }
