@@ -101,6 +101,44 @@ pub struct ConnInfo {
     pub local: SocketAddr,
     /// True on TLS listeners.
     pub tls: bool,
+    /// The client's address as text, made once per connection: X-Forwarded-For is
+    /// built from it on every request.
+    pub peer_text: IpText,
+}
+
+/// An IP address as text (IPv4-mapped IPv6 addresses shown as IPv4), held inline so
+/// that [`ConnInfo`] stays `Copy`.
+#[derive(Clone, Copy)]
+pub struct IpText {
+    buf: [u8; 64],
+    len: u8,
+}
+
+impl IpText {
+    /// Formats `ip` in its canonical form.
+    pub fn new(ip: std::net::IpAddr) -> IpText {
+        use std::io::Write;
+        let mut buf = [0u8; 64];
+        let mut w: &mut [u8] = &mut buf;
+        // The longest IPv6 text is 45 bytes, so the buffer cannot fill up.
+        let _ = write!(w, "{}", ip.to_canonical());
+        let len = 64 - w.len();
+        IpText {
+            buf,
+            len: len as u8,
+        }
+    }
+
+    /// The text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for IpText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
 }
 
 /// What a finished request looked like, kept for the logs.
@@ -763,6 +801,11 @@ impl Exchange {
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1): the fixed list and every header
 /// the Connection header names.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // Most responses carry none: one pass over the names answers that, where a
+    // removal per listed name would hash each of them.
+    if !h.keys().any(|k| HOP_BY_HOP.contains(&k.as_str())) {
+        return;
+    }
     let named: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
         .iter()
@@ -793,8 +836,8 @@ const HOP_BY_HOP: &[&str] = &[
 /// buffered body), X-Forwarded-For and X-Forwarded-Proto appended. Fails on a
 /// header line that cannot be sent as it is.
 pub fn upstream_headers<'h>(
-    lines: impl Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
-    client: std::net::IpAddr,
+    lines: impl Iterator<Item = (&'h [u8], Bytes)> + Clone,
+    client: &IpText,
     tls: bool,
 ) -> Result<HeaderMap, &'static str> {
     let mut named: Vec<Vec<u8>> = Vec::new();
@@ -831,18 +874,19 @@ pub fn upstream_headers<'h>(
             if !acc.is_empty() {
                 acc.extend_from_slice(b", ");
             }
-            acc.extend_from_slice(v);
+            acc.extend_from_slice(&v);
             continue;
         }
-        let value = HeaderValue::from_bytes(v).map_err(|_| "invalid header value")?;
+        // Shares the client's buffer instead of copying the value.
+        let value = HeaderValue::from_maybe_shared(v).map_err(|_| "invalid header value")?;
         out.append(name, value);
     }
-    let ip = client.to_canonical().to_string();
+    let ip = client.as_bytes();
     let mut xff = xff.unwrap_or_default();
     if !xff.is_empty() {
         xff.extend_from_slice(b", ");
     }
-    xff.extend_from_slice(ip.as_bytes());
+    xff.extend_from_slice(ip);
     let mut xfp = xfp.unwrap_or_default();
     if !xfp.is_empty() {
         xfp.extend_from_slice(b", ");
@@ -1141,9 +1185,9 @@ impl Body for ReplyBody {
 mod tests {
     use super::*;
 
-    fn lines(raw: &[(&'static str, &'static str)]) -> Vec<(&'static [u8], &'static [u8])> {
+    fn lines(raw: &[(&'static str, &'static str)]) -> Vec<(&'static [u8], Bytes)> {
         raw.iter()
-            .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+            .map(|(n, v)| (n.as_bytes(), Bytes::from_static(v.as_bytes())))
             .collect()
     }
 
@@ -1165,8 +1209,8 @@ mod tests {
             ("accept", "b"),
         ]);
         let h = upstream_headers(
-            l.iter().map(|(n, v)| (*n, *v)),
-            "192.168.1.2".parse().unwrap(),
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("192.168.1.2".parse().unwrap()),
             true,
         )
         .unwrap();
@@ -1186,8 +1230,8 @@ mod tests {
         let l = lines(&[("Bad Name", "x")]);
         assert!(
             upstream_headers(
-                l.iter().map(|(n, v)| (*n, *v)),
-                "::1".parse().unwrap(),
+                l.iter().map(|(n, v)| (*n, v.clone())),
+                &IpText::new("::1".parse().unwrap()),
                 false
             )
             .is_err()
@@ -1195,8 +1239,8 @@ mod tests {
         let l = lines(&[("X", "a\rb")]);
         assert!(
             upstream_headers(
-                l.iter().map(|(n, v)| (*n, *v)),
-                "::1".parse().unwrap(),
+                l.iter().map(|(n, v)| (*n, v.clone())),
+                &IpText::new("::1".parse().unwrap()),
                 false
             )
             .is_err()

@@ -426,8 +426,8 @@ fn forward_parts(head: &RequestHead, conn: ConnInfo) -> Result<ForwardParts, &'s
     let method = Method::from_bytes(&head.method).map_err(|_| "method cannot be forwarded")?;
     let uri = forward_target(&method, &head.uri)?;
     let headers = upstream_headers(
-        head.headers.iter().map(|(n, v)| (&n[..], &v[..])),
-        conn.peer.ip(),
+        head.headers.iter().map(|(n, v)| (&n[..], v.clone())),
+        &conn.peer_text,
         conn.tls,
     )?;
     Ok(ForwardParts {

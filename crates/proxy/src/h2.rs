@@ -135,7 +135,11 @@ async fn handle(
     if let Some(v) = ex.phase2() {
         return to_response_logged(ex.reply_verdict(v)).await;
     }
-    let headers = match upstream_headers(lines.iter().copied(), conn.peer.ip(), conn.tls) {
+    let headers = match upstream_headers(
+        lines.iter().map(|(n, v)| (*n, Bytes::copy_from_slice(v))),
+        &conn.peer_text,
+        conn.tls,
+    ) {
         Ok(h) => h,
         Err(why) => {
             return to_response_logged(ex.reply_error(400, Action::BadRequest, why)).await;

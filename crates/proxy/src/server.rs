@@ -125,6 +125,7 @@ pub async fn accept_loop(
             peer,
             local,
             tls: tls.is_some(),
+            peer_text: crate::exchange::IpText::new(peer.ip()),
         };
         let shared = shared.clone();
         let tls = tls.clone();
