@@ -278,3 +278,29 @@ fn load_errors_name_file_line_and_id() {
         .expect("duplicate");
     assert!(e.to_string().contains("duplicate"), "{e}");
 }
+
+#[test]
+fn multi_match_inspects_every_intermediate_form() {
+    // Rule 1 inspects every form, rule 2 only the last; both have the same pipeline
+    // and pattern. `%41BC` becomes `ABC` after urlDecode and `abc` after lowercase.
+    let rs = ruleset(
+        r#"SecRule ARGS "@rx ^ABC$" "id:1,phase:2,pass,t:none,t:urlDecode,t:lowercase,multiMatch"
+SecRule ARGS "@rx ^ABC$" "id:2,phase:2,pass,t:none,t:urlDecode,t:lowercase"
+SecRule ARGS "@rx ^abc$" "id:3,phase:2,pass,t:none,t:urlDecode,t:lowercase""#,
+    );
+    let ids = |uri: &str| {
+        let (_, tx) = get(&rs, uri);
+        tx.matched_rule_ids()
+    };
+    // Only the intermediate form matches.
+    assert_eq!(ids("/?q=%2541BC"), vec![1, 3]);
+    // The raw value matches.
+    assert_eq!(ids("/?q=ABC"), vec![1, 3]);
+    // The pattern is case-sensitive: no form of `abc` matches rule 1's.
+    assert_eq!(ids("/?q=abc"), vec![3]);
+    assert_eq!(ids("/?q=abd"), Vec::<i64>::new());
+    // A value that no form matches next to one that does.
+    assert_eq!(ids("/?x=1&q=%2541BC"), vec![1, 3]);
+    // Names are not values.
+    assert_eq!(ids("/?%2541BC=1"), Vec::<i64>::new());
+}

@@ -12,8 +12,10 @@
 //!
 //! Only rules whose targets are request or response data that stays the same during a
 //! phase take part (not TX, collections or MATCHED_VARS, which rules change as they run),
-//! and only positive, single-pass patterns (a negated `!@rx` is a validator that matches
-//! ordinary input; `multiMatch` inspects intermediate values).
+//! and only positive patterns (a negated `!@rx` is a validator that matches ordinary
+//! input). `multiMatch` rules form groups of their own, whose sets run on every form
+//! of a value the rules inspect (the raw value and each intermediate result that
+//! differs from the one before), not only on the last.
 
 use crate::operators::Operator;
 use crate::operators::rx_set::RxSet;
@@ -41,6 +43,10 @@ pub struct Group {
     pub transforms: Vec<Transform>,
     /// The transformation-cache key of the whole chain (`None` without transformations).
     pub chain_key: Option<u32>,
+    /// The cache key of each prefix of `transforms` (a rule's `prefix_ids`).
+    pub prefix_ids: Vec<u32>,
+    /// A group of `multiMatch` rules: the set runs on every form of a value.
+    pub multi: bool,
     /// Every variable a rule of the group inspects.
     pub vars: Vec<Var>,
 }
@@ -135,7 +141,7 @@ const ORDINARY: &[&[u8]] = &[
 ];
 
 fn eligible(r: &Rule) -> Option<&str> {
-    if r.negated || r.multi_match || r.targets.is_empty() {
+    if r.negated || r.targets.is_empty() {
         return None;
     }
     if !r.targets.iter().all(|t| !t.count && stable(t.var)) {
@@ -155,6 +161,8 @@ fn eligible(r: &Rule) -> Option<&str> {
 struct Building {
     patterns: Vec<String>,
     transforms: Vec<Transform>,
+    prefix_ids: Vec<u32>,
+    multi: bool,
     vars: Vec<Var>,
 }
 
@@ -162,8 +170,7 @@ impl Prefilter {
     /// Groups the eligible `@rx` rules of every phase and gives each its slot.
     pub(crate) fn build(phases: &mut [Vec<Entry>; 5]) -> Prefilter {
         let mut building: Vec<Building> = Vec::new();
-        let mut by_key: HashMap<Option<u32>, usize> = HashMap::new();
-        let mut slots: Vec<(Option<u32>, usize)> = Vec::new();
+        let mut by_key: HashMap<(Option<u32>, bool), usize> = HashMap::new();
         let mut for_each_link = |f: &mut dyn FnMut(&mut Rule)| {
             for phase in phases.iter_mut() {
                 for e in phase.iter_mut() {
@@ -181,11 +188,13 @@ impl Prefilter {
             let Some(pattern) = eligible(r).map(str::to_string) else {
                 return;
             };
-            let key = r.prefix_ids.last().copied();
+            let key = (r.prefix_ids.last().copied(), r.multi_match);
             let g = *by_key.entry(key).or_insert_with(|| {
                 building.push(Building {
                     patterns: Vec::new(),
                     transforms: r.transforms.clone(),
+                    prefix_ids: r.prefix_ids.clone(),
+                    multi: r.multi_match,
                     vars: Vec::new(),
                 });
                 building.len() - 1
@@ -203,7 +212,6 @@ impl Prefilter {
                     b.vars.push(t.var);
                 }
             }
-            slots.push((key, index));
             r.prefilter = Some(Slot {
                 group: g as u32,
                 index: index as u32,
@@ -213,7 +221,7 @@ impl Prefilter {
         // prefilter, and its rules run as usual.
         let mut groups = Vec::new();
         let mut final_index: Vec<Option<u32>> = Vec::new();
-        let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, *k)).collect();
+        let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, k.0)).collect();
         let mut all: Vec<&str> = Vec::new();
         for b in &building {
             for p in &b.patterns {
@@ -235,6 +243,8 @@ impl Prefilter {
                         set,
                         transforms: b.transforms,
                         chain_key: keys[&g],
+                        prefix_ids: b.prefix_ids,
+                        multi: b.multi,
                         vars: b.vars,
                     });
                 }

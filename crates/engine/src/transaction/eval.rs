@@ -181,12 +181,14 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
     cur
 }
 
-/// Calls `f` with the raw value and every intermediate result of the rule's
-/// transformations that differs from the one before, for `multiMatch`.
+/// Calls `f` with the raw value (first) and every intermediate result of a pipeline
+/// (`transforms`, whose prefixes have the cache keys `prefix_ids`) that differs from
+/// the one before: the inputs a `multiMatch` rule inspects.
 fn for_each_form(
     cache: &mut TransformCache,
     nodes: &[ChainNode],
-    rule: &Rule,
+    transforms: &[Transform],
+    prefix_ids: &[u32],
     value: &Value<'_>,
     mut f: impl FnMut(&[u8]),
 ) {
@@ -194,7 +196,7 @@ fn for_each_form(
     f(raw);
     let Some(id) = value.id else {
         let mut cur: Cow<'_, [u8]> = Cow::Borrowed(raw);
-        for t in &rule.transforms {
+        for t in transforms {
             let next = match t.apply(&cur) {
                 Cow::Borrowed(b) if b.len() == cur.len() => continue,
                 other => other.into_owned(),
@@ -208,7 +210,7 @@ fn for_each_form(
     };
     let row = cache_row(cache, id);
     let mut last = 1;
-    for &node in &rule.prefix_ids {
+    for &node in prefix_ids {
         let (cell, _) = form(cache, nodes, row, Some(node), raw);
         if cell != last {
             let bytes = |c: u32| -> &[u8] {
@@ -498,12 +500,42 @@ impl Transaction {
             let quiet_bit = 1u32 << (g % 32);
             for v in &values {
                 let Some(id) = v.id else {
-                    let input = transform(cache, nodes, &group.transforms, group.chain_key, v);
-                    union.add(&group.set, &input);
+                    if group.multi {
+                        let (ts, ids) = (&group.transforms, &group.prefix_ids);
+                        for_each_form(cache, nodes, ts, ids, v, |input| {
+                            union.add(&group.set, input);
+                        });
+                    } else {
+                        let input = transform(cache, nodes, &group.transforms, group.chain_key, v);
+                        union.add(&group.set, &input);
+                    }
                     continue;
                 };
                 let row = cache_row(cache, id);
                 if cache.cells[row + quiet_cell] & quiet_bit != 0 {
+                    continue;
+                }
+                if group.multi {
+                    // Every form the rules inspect: the raw value first, which the set
+                    // of all patterns may already have shown quiet.
+                    if let Some(all) = &ruleset.prefilter.raw {
+                        if cache.cells[row + raw_cell] == 0 {
+                            cache.cells[row + raw_cell] =
+                                if all.is_match(&v.value) { 2 } else { 1 };
+                        }
+                    }
+                    let mut skip_raw = cache.cells[row + raw_cell] == 1;
+                    let mut any = false;
+                    let (ts, ids) = (&group.transforms, &group.prefix_ids);
+                    for_each_form(cache, nodes, ts, ids, v, |input| {
+                        if std::mem::take(&mut skip_raw) {
+                            return;
+                        }
+                        any |= union.add(&group.set, input);
+                    });
+                    if !any {
+                        cache.cells[row + quiet_cell] |= quiet_bit;
+                    }
                     continue;
                 }
                 let cell = match group.chain_key {
@@ -590,7 +622,8 @@ impl Transaction {
                     continue;
                 }
                 if rule.multi_match {
-                    for_each_form(cache, nodes, rule, v, |input| {
+                    let (ts, ids) = (&rule.transforms, &rule.prefix_ids);
+                    for_each_form(cache, nodes, ts, ids, v, |input| {
                         if run_operator(rule, &view, input, None) {
                             hit(v, input);
                         }
