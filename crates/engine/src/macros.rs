@@ -103,7 +103,16 @@ impl Macro {
                 .lookup(*var, key.as_deref())
                 .unwrap_or(Cow::Borrowed(&[])),
             parts => {
-                let mut out = Vec::new();
+                // Room for the literals and a few short values, so that the usual
+                // expansion allocates once.
+                let literals: usize = parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Literal(l) => l.len(),
+                        Part::Var { .. } => 24,
+                    })
+                    .sum();
+                let mut out = Vec::with_capacity(literals);
                 for p in parts {
                     match p {
                         Part::Literal(l) => out.extend_from_slice(l),

@@ -804,7 +804,11 @@ impl Transaction {
             let view = self.view(Some(rule));
             let key: Cow<'_, [u8]> = match name.as_literal() {
                 Some(l) if !l.iter().any(u8::is_ascii_uppercase) => Cow::Borrowed(l),
-                _ => Cow::Owned(name.expand(&view).to_ascii_lowercase()),
+                _ => {
+                    let mut k = name.expand(&view).into_owned();
+                    k.make_ascii_lowercase();
+                    Cow::Owned(k)
+                }
             };
             let new = match op {
                 SetOp::Delete => New::Delete,
