@@ -675,6 +675,7 @@ impl RulesetBuilder {
             super::ChainNode {
                 parent: None,
                 step: Transform::Lowercase,
+                triggers: 0,
             };
             self.prefixes.len()
         ];
@@ -683,6 +684,7 @@ impl RulesetBuilder {
                 chain_nodes[id as usize] = super::ChainNode {
                     parent: self.prefixes.get(head).copied(),
                     step,
+                    triggers: prefix.iter().fold(0, |t, s| t | s.triggers()),
                 };
             }
         }

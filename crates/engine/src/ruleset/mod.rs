@@ -35,6 +35,9 @@ pub(crate) struct ChainNode {
     pub parent: Option<u32>,
     /// The last step.
     pub step: crate::transforms::Transform,
+    /// The byte classes that can make any step of the prefix change a value (the
+    /// union of their triggers): a value with none of them passes through unchanged.
+    pub triggers: u32,
 }
 
 impl Ruleset {

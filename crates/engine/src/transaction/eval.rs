@@ -127,7 +127,24 @@ fn form(
         1 => return (1, cache.cells[row + nodes.len()] & !KNOWN),
         k => return (k, cache.forms[(k - 2) as usize].1),
     }
-    let ChainNode { parent, step } = nodes[n as usize];
+    let ChainNode {
+        parent,
+        step,
+        triggers,
+    } = nodes[n as usize];
+    // A value with none of the classes any step reacts to passes the whole prefix
+    // unchanged: no need to walk it.
+    let raw_classes = {
+        let c = &mut cache.cells[row + nodes.len()];
+        if *c & KNOWN == 0 {
+            *c = byte_classes(raw) | KNOWN;
+        }
+        *c & !KNOWN
+    };
+    if raw_classes & triggers == 0 {
+        cache.cells[row + n as usize] = 1;
+        return (1, raw_classes);
+    }
     let (base, classes) = form(cache, nodes, row, parent, raw);
     let result = if classes & step.triggers() == 0 {
         (base, classes)
@@ -1022,4 +1039,94 @@ fn expand_for_test(tx: &Transaction, m: &crate::macros::Macro) -> Vec<u8> {
     let view = tx.view(None);
     let ctx: &dyn MacroContext = &view;
     m.expand(ctx).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TransformCache, cache_row, form};
+    use crate::RulesetBuilder;
+    use crate::transforms::Transform;
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    /// The steps of pipeline prefix `n`, from the first.
+    fn steps(nodes: &[super::ChainNode], n: u32) -> Vec<Transform> {
+        let mut out = Vec::new();
+        let mut cur = Some(n);
+        while let Some(c) = cur {
+            out.push(nodes[c as usize].step);
+            cur = nodes[c as usize].parent;
+        }
+        out.reverse();
+        out
+    }
+
+    /// Every cached form of a value is what applying its prefix's steps one by one
+    /// gives, whichever prefixes were asked for before (the cache builds prefixes
+    /// from their parents and skips prefixes whose triggers the value lacks).
+    #[test]
+    fn cached_forms_equal_the_steps_applied_in_order() {
+        let pipelines = [
+            "t:lowercase",
+            "t:urlDecodeUni",
+            "t:urlDecodeUni,t:lowercase",
+            "t:utf8toUnicode,t:urlDecodeUni,t:htmlEntityDecode,t:jsDecode,t:cssDecode,t:removeNulls",
+            "t:urlDecodeUni,t:jsDecode,t:removeWhitespace,t:base64Decode,t:urlDecodeUni,t:jsDecode",
+            "t:cmdLine,t:normalizePath",
+            "t:replaceComments,t:compressWhitespace,t:trim",
+            "t:hexDecode,t:lowercase,t:removeWhitespace",
+        ];
+        let text: String = pipelines
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                format!(
+                    "SecRule ARGS \"@rx x\" \"id:{},phase:2,pass,t:none,{p}\"\n",
+                    i + 1
+                )
+            })
+            .collect();
+        let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+        b.add_text(&text, "test.conf").expect("loads");
+        let rs = b.build().expect("builds");
+        let nodes = &rs.chain_nodes;
+        assert!(nodes.len() > 20);
+        let alphabet = b"aZ09 %+&;'\"<>/\\-_=()#*\t\n\x00\xc3\xa9AbCzQ&#x41;%41%u0041";
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..3_000 {
+            let len = (next() % 20) as usize;
+            let value: Vec<u8> = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut cache = TransformCache {
+                width: nodes.len() + 2 + rs.prefilter.groups.len().div_ceil(32),
+                ..Default::default()
+            };
+            let row = cache_row(&mut cache, 0);
+            // Ask for the prefixes in a shuffled order.
+            let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, (next() % (i as u64 + 1)) as usize);
+            }
+            for n in order {
+                let (cell, classes) = form(&mut cache, nodes, row, Some(n), &value);
+                let got: &[u8] = match cell {
+                    1 => &value,
+                    k => &cache.forms[(k - 2) as usize].0,
+                };
+                let mut want: Cow<'_, [u8]> = Cow::Borrowed(&value);
+                for t in steps(nodes, n) {
+                    want = Cow::Owned(t.apply(&want).into_owned());
+                }
+                assert_eq!(got, &*want, "prefix {:?} of {value:?}", steps(nodes, n));
+                assert_eq!(classes, crate::transforms::byte_classes(got));
+            }
+        }
+    }
 }
