@@ -326,6 +326,13 @@ pub enum KeySelector {
     Exact(Vec<u8>),
     /// Keys matching a regular expression, case-insensitive as in ModSecurity v3.
     Regex(Regex),
+    /// Keys containing a literal, compared case-insensitively: a selector regex with
+    /// no operators (`/__utm/`, `/paramcounter_.*/`), matched without the regex
+    /// engine. Stored lower-case.
+    Contains(Vec<u8>),
+    /// Keys starting with a literal, compared case-insensitively: a selector regex
+    /// `^` followed by a literal (`/^header_name_920450_/`). Stored lower-case.
+    Prefix(Vec<u8>),
     /// An XPath expression for the XML variable: `/*` (element text) or `//@*`
     /// (attribute values).
     XPath(XPath),
@@ -342,12 +349,27 @@ pub enum XPath {
 
 impl KeySelector {
     /// True when `key` is selected.
+    #[inline]
     pub fn matches(&self, key: &[u8]) -> bool {
         match self {
-            KeySelector::All => true,
+            KeySelector::All | KeySelector::XPath(_) => true,
             KeySelector::Exact(k) => k.eq_ignore_ascii_case(key),
+            other => other.matches_pattern(key),
+        }
+    }
+
+    #[inline(never)]
+    fn matches_pattern(&self, key: &[u8]) -> bool {
+        match self {
             KeySelector::Regex(r) => r.is_match(key),
-            KeySelector::XPath(_) => true,
+            KeySelector::Contains(l) => {
+                l.is_empty() || key.windows(l.len()).any(|w| w.eq_ignore_ascii_case(l))
+            }
+            KeySelector::Prefix(l) => key
+                .get(..l.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(l)),
+            KeySelector::All | KeySelector::XPath(_) => true,
+            KeySelector::Exact(k) => k.eq_ignore_ascii_case(key),
         }
     }
 }
@@ -401,13 +423,39 @@ pub fn compile_selector(
         Some(seclang::Selector::Key(k)) => {
             Ok(KeySelector::Exact(k.to_ascii_lowercase().into_bytes()))
         }
-        Some(seclang::Selector::Regex(r)) => RegexBuilder::new(r)
-            .unicode(false)
-            .case_insensitive(true)
-            .build()
-            .map(KeySelector::Regex)
-            .map_err(|e| format!("bad selector regex /{r}/: {e}")),
+        Some(seclang::Selector::Regex(r)) => {
+            let re = RegexBuilder::new(r)
+                .unicode(false)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| format!("bad selector regex /{r}/: {e}"))?;
+            Ok(literal_selector(r).unwrap_or(KeySelector::Regex(re)))
+        }
     }
+}
+
+/// The literal form of a selector regex that is a plain word, optionally anchored at
+/// the start and optionally followed by `.*` (which can match nothing, so it does
+/// not change which keys match). `None` for anything else.
+fn literal_selector(pattern: &str) -> Option<KeySelector> {
+    let (anchored, rest) = match pattern.strip_prefix('^') {
+        Some(r) => (true, r),
+        None => (false, pattern),
+    };
+    let word = rest.strip_suffix(".*").unwrap_or(rest);
+    if word.is_empty()
+        || !word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return None;
+    }
+    let lower = word.to_ascii_lowercase().into_bytes();
+    Some(if anchored {
+        KeySelector::Prefix(lower)
+    } else {
+        KeySelector::Contains(lower)
+    })
 }
 
 /// Formats a variable as written, for logs: `ARGS`, `ARGS:foo`, `ARGS:/re/`.
@@ -431,6 +479,54 @@ mod tests {
         }
         assert_eq!(Var::from_name("args"), Some(Var::Args));
         assert_eq!(Var::from_name("NOPE"), None);
+    }
+
+    /// Literal selector regexes skip the regex engine and must match exactly the keys
+    /// the regex does.
+    #[test]
+    fn literal_selectors_agree_with_their_regex() {
+        // (pattern, whether it is matched as a literal)
+        let patterns = [
+            ("__utm", true),
+            ("^header_name_920450_", true),
+            ("paramcounter_.*", true),
+            ("^rfi_parameter_.*", true),
+            ("a-b", true),
+            ("x", true),
+            ("MULTIPART_HEADERS_CONTENT_TYPES_*", false),
+            ("^a.b", false),
+            ("foo$", false),
+        ];
+        let keys: [&[u8]; 14] = [
+            b"",
+            b"__utma",
+            b"x__UTMz",
+            b"_utm",
+            b"header_name_920450_x-forwarded-host",
+            b"HEADER_NAME_920450_",
+            b"xheader_name_920450_",
+            b"paramcounter_",
+            b"PARAMCOUNTER_1",
+            b"rfi_parameter_q",
+            b"a-b",
+            b"A-Bc",
+            b"multipart_headers_content_types_x",
+            b"aXb foo",
+        ];
+        for (p, literal) in patterns {
+            let sel = compile_selector(Var::Tx, Some(&seclang::Selector::Regex(p.into())))
+                .expect("compiles");
+            let re = RegexBuilder::new(p)
+                .unicode(false)
+                .case_insensitive(true)
+                .build()
+                .expect("valid");
+            let is_literal = matches!(sel, KeySelector::Contains(_) | KeySelector::Prefix(_));
+            assert_eq!(is_literal, literal, "{p}");
+            for k in keys {
+                assert_eq!(sel.matches(k), re.is_match(k), "/{p}/ on {k:?}");
+            }
+        }
     }
 
     #[test]
