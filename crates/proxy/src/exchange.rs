@@ -628,7 +628,18 @@ impl Exchange {
     }
 
     /// Sends the request upstream and runs phases 3 and 4 on the response.
-    pub async fn forward(mut self, parts: ForwardParts) -> Reply {
+    pub async fn forward(self, parts: ForwardParts) -> Reply {
+        self.forward_again(parts, None).await
+    }
+
+    /// [`Exchange::forward`], where `again` (when given) builds the same parts once
+    /// more, for the rare request that must be sent a second time (see
+    /// [`crate::upstream::Pool::send`]); without it a copy is kept.
+    pub async fn forward_again(
+        mut self,
+        parts: ForwardParts,
+        again: Option<&(dyn Fn() -> Option<ForwardParts> + Sync)>,
+    ) -> Reply {
         let shared = self.rec.shared.clone();
         let path = parts
             .uri
@@ -656,20 +667,18 @@ impl Exchange {
                 all.freeze()
             }
         };
-        let mut headers = parts.headers;
-        if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-        }
         let is_head = parts.method == Method::HEAD;
-        let req = UpstreamRequest {
-            method: parts.method,
-            uri: parts.uri,
-            headers,
-            body,
-        };
+        let again_req = again.map(|f| {
+            let body = body.clone();
+            move || f().map(|p| upstream_request(p, body.clone()))
+        });
+        let req = upstream_request(parts, body);
         let mut timing = UpstreamTiming::default();
         self.rec.upstream = Some((pool.name.clone(), None));
-        let sent = pool.send(req, &mut timing).await;
+        let again_dyn = again_req
+            .as_ref()
+            .map(|f| f as &(dyn Fn() -> Option<UpstreamRequest> + Sync));
+        let sent = pool.send(req, &mut timing, again_dyn).await;
         self.rec.up_timing = Some(timing);
         let resp = match sent {
             Ok(r) => r,
@@ -795,6 +804,20 @@ impl Exchange {
             close: false,
             drop: false,
         }
+    }
+}
+
+/// The request for the upstream: the parts, the buffered body, and its length.
+fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
+    let mut headers = parts.headers;
+    if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    UpstreamRequest {
+        method: parts.method,
+        uri: parts.uri,
+        headers,
+        body,
     }
 }
 

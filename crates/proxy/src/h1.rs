@@ -414,7 +414,10 @@ where
             .await;
         }
     };
-    let reply = ex.forward(parts).await;
+    // A request that must be sent again (a reused upstream connection failed after
+    // taking it) is built again from the head, rather than copied in case.
+    let again = || forward_parts(&head, conn).ok();
+    let reply = ex.forward_again(parts, Some(&again)).await;
     let out = WriteCtx {
         keepalive: out.keepalive && !*shutdown.borrow(),
         ..out

@@ -274,11 +274,15 @@ impl Pool {
     }
 
     /// Sends a request and waits for the response head, choosing a server
-    /// round-robin and failing over on connection errors.
+    /// round-robin and failing over on connection errors. `again` (when given)
+    /// makes the same request once more: it is called only when a request that is
+    /// safe to repeat must be sent again (a reused connection failed after taking
+    /// it); without it, a copy of such a request is kept for that case.
     pub async fn send(
         self: &Arc<Self>,
         req: UpstreamRequest,
         timing: &mut UpstreamTiming,
+        again: Option<&(dyn Fn() -> Option<UpstreamRequest> + Sync)>,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let n = self.servers.len();
@@ -305,7 +309,7 @@ impl Pool {
                         | Method::PUT
                         | Method::DELETE
                 );
-                let retry_copy = idempotent.then(|| req.clone());
+                let retry_copy = (idempotent && again.is_none()).then(|| req.clone());
                 let body_copy = req.body.clone();
                 let t0 = Instant::now();
                 match sender.try_send_request(req.build()).await {
@@ -328,12 +332,22 @@ impl Pool {
                                 }
                             }
                             (None, Some(copy)) => copy,
-                            (None, None) => {
-                                return Err(UpstreamError::Protocol {
-                                    server: server.addr.to_string(),
-                                    reason: e.into_error().to_string(),
-                                });
-                            }
+                            (None, None) => match again.filter(|_| idempotent).and_then(|f| f()) {
+                                Some(mut made) => {
+                                    if add_host
+                                        && let Ok(v) = http::HeaderValue::from_str(&server.addr)
+                                    {
+                                        made.headers.insert(http::header::HOST, v);
+                                    }
+                                    made
+                                }
+                                None => {
+                                    return Err(UpstreamError::Protocol {
+                                        server: server.addr.to_string(),
+                                        reason: e.into_error().to_string(),
+                                    });
+                                }
+                            },
                         };
                     }
                 }
@@ -619,6 +633,7 @@ mod tests {
                     body: Bytes::new(),
                 },
                 &mut timing,
+                None,
             )
             .await
             .unwrap_err();
