@@ -782,7 +782,7 @@ impl Exchange {
             if has_body {
                 parts
                     .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+                    .insert(header::CONTENT_LENGTH, length_value(b.len()));
             }
             BodyKind::Full(Some(b))
         } else {
@@ -807,11 +807,20 @@ impl Exchange {
     }
 }
 
+/// A Content-Length value; the common empty body's without making one.
+fn length_value(n: usize) -> HeaderValue {
+    if n == 0 {
+        HeaderValue::from_static("0")
+    } else {
+        HeaderValue::from(n)
+    }
+}
+
 /// The request for the upstream: the parts, the buffered body, and its length.
 fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
     let mut headers = parts.headers;
     if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        headers.insert(header::CONTENT_LENGTH, length_value(body.len()));
     }
     UpstreamRequest {
         method: parts.method,
@@ -916,14 +925,29 @@ pub fn upstream_headers<'h>(
     }
     xfp.extend_from_slice(if tls { b"https" } else { b"http" });
     out.insert(
-        HeaderName::from_static("x-forwarded-for"),
+        X_FORWARDED_FOR,
         HeaderValue::from_bytes(&xff).map_err(|_| "invalid X-Forwarded-For value")?,
     );
     out.insert(
-        HeaderName::from_static("x-forwarded-proto"),
+        X_FORWARDED_PROTO,
         HeaderValue::from_bytes(&xfp).map_err(|_| "invalid X-Forwarded-Proto value")?,
     );
     Ok(out)
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
+/// [`forward_target`] for a target held in a shared buffer: an origin-form target
+/// that can travel as it is shares the buffer instead of being copied.
+pub fn forward_target_shared(method: &Method, raw: &Bytes) -> Result<Uri, &'static str> {
+    if raw.first() == Some(&b'/')
+        && method != Method::CONNECT
+        && let Ok(u) = Uri::from_maybe_shared(raw.clone())
+    {
+        return Ok(u);
+    }
+    forward_target(method, raw)
 }
 
 /// The target to send upstream for a raw request target: origin-form as it is (or
@@ -1297,5 +1321,22 @@ mod tests {
         assert_eq!(t(Method::CONNECT, b"1.2.3.4:80").unwrap(), "1.2.3.4:80");
         assert!(t(Method::CONNECT, b"www.coreruleset.org").is_err());
         assert!(t(Method::GET, b"index.html").is_err());
+        for raw in [
+            &b"/a?b=c"[..],
+            b"/?q=\"<x>\"&y=\xff",
+            b"http://example.com/x?y",
+            b"*",
+            b"1.2.3.4:80",
+            b"/",
+        ] {
+            for m in [Method::GET, Method::OPTIONS, Method::CONNECT] {
+                let shared = Bytes::copy_from_slice(raw);
+                assert_eq!(
+                    forward_target_shared(&m, &shared).map(|u| u.to_string()),
+                    forward_target(&m, raw).map(|u| u.to_string()),
+                    "{m} {raw:?}"
+                );
+            }
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! itself (see [`crate::http1`]) so the engine sees each request as it was sent.
 
 use crate::exchange::{
-    ConnInfo, Exchange, ForwardParts, Reply, Shared, forward_target, upstream_headers,
+    ConnInfo, Exchange, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers,
 };
 use crate::http1::{
     BodyDecoder, Decoded, Framing, HeadError, RequestHead, Version, find_head_end, parse_head,
@@ -427,7 +427,7 @@ where
 
 fn forward_parts(head: &RequestHead, conn: ConnInfo) -> Result<ForwardParts, &'static str> {
     let method = Method::from_bytes(&head.method).map_err(|_| "method cannot be forwarded")?;
-    let uri = forward_target(&method, &head.uri)?;
+    let uri = forward_target_shared(&method, &head.uri)?;
     let headers = upstream_headers(
         head.headers.iter().map(|(n, v)| (&n[..], v.clone())),
         &conn.peer_text,
@@ -464,11 +464,12 @@ where
         || status == StatusCode::NOT_MODIFIED;
     let mut keepalive = ctx.keepalive && !reply.close;
     let chunked;
+    // The Content-Length the head carries in place of the headers' own (written
+    // where an insert into the map would put it, without making a header value).
+    let mut length = None;
     match reply.body.known_len() {
         Some(n) if !no_body => {
-            reply
-                .headers
-                .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
+            length = Some(n);
             chunked = false;
         }
         Some(_) => chunked = false,
@@ -492,11 +493,21 @@ where
     head.push(b' ');
     head.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
     head.extend_from_slice(b"\r\n");
+    let mut length_due = length;
     for (name, value) in &reply.headers {
+        if length.is_some() && name == http::header::CONTENT_LENGTH {
+            if let Some(n) = length_due.take() {
+                push_content_length(&mut head, n);
+            }
+            continue;
+        }
         push_title_case(&mut head, name.as_str());
         head.extend_from_slice(b": ");
         head.extend_from_slice(value.as_bytes());
         head.extend_from_slice(b"\r\n");
+    }
+    if let Some(n) = length_due {
+        push_content_length(&mut head, n);
     }
     if chunked {
         head.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
@@ -613,6 +624,24 @@ async fn write_buf<IO: AsyncWrite + Unpin, B: Buf>(
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
 
+/// Writes a `Content-Length` header line.
+fn push_content_length(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(b"Content-Length: ");
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Writes a lower-case header name as `Title-Case`.
 fn push_title_case(out: &mut Vec<u8>, name: &str) {
     let mut up = true;
@@ -625,6 +654,15 @@ fn push_title_case(out: &mut Vec<u8>, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_length_lines() {
+        for n in [0u64, 7, 10, 12345, u64::MAX] {
+            let mut v = Vec::new();
+            push_content_length(&mut v, n);
+            assert_eq!(v, format!("Content-Length: {n}\r\n").into_bytes());
+        }
+    }
 
     #[test]
     fn title_case() {
