@@ -873,7 +873,9 @@ pub fn upstream_headers<'h>(
     tls: bool,
 ) -> Result<HeaderMap, &'static str> {
     let mut named: Vec<Vec<u8>> = Vec::new();
+    let mut count = 0;
     for (n, v) in lines.clone() {
+        count += 1;
         if n.eq_ignore_ascii_case(b"connection") {
             for t in v.split(|&b| b == b',') {
                 let t = t.trim_ascii();
@@ -883,7 +885,9 @@ pub fn upstream_headers<'h>(
             }
         }
     }
-    let mut out = HeaderMap::with_capacity(16);
+    // Room for every line and the two X-Forwarded-* headers, and no more: a map
+    // sets up (and later frees) every slot it has room for.
+    let mut out = HeaderMap::with_capacity(count + 2);
     let mut xff: Option<Vec<u8>> = None;
     let mut xfp: Option<Vec<u8>> = None;
     for (n, v) in lines {

@@ -437,7 +437,10 @@ impl Pool {
                 continue;
             }
             let mut sender = candidate.sender;
-            // Ready at once unless the connection is still winding down the previous
+            if sender.is_ready() {
+                return Some(sender);
+            }
+            // Not ready while the connection is still winding down the previous
             // exchange; give it a moment, then treat it as unusable.
             match tokio::time::timeout(Duration::from_millis(50), sender.ready()).await {
                 Ok(Ok(())) => return Some(sender),
