@@ -918,23 +918,36 @@ pub fn upstream_headers<'h>(
         out.append(name, value);
     }
     let ip = client.as_bytes();
-    let mut xff = xff.unwrap_or_default();
-    if !xff.is_empty() {
-        xff.extend_from_slice(b", ");
-    }
-    xff.extend_from_slice(ip);
-    let mut xfp = xfp.unwrap_or_default();
-    if !xfp.is_empty() {
-        xfp.extend_from_slice(b", ");
-    }
-    xfp.extend_from_slice(if tls { b"https" } else { b"http" });
+    // Without earlier values, the client's address and the scheme alone: no
+    // buffer to build (and a static value for the scheme).
+    let xff = match xff {
+        None => HeaderValue::from_bytes(ip),
+        Some(mut acc) => {
+            if !acc.is_empty() {
+                acc.extend_from_slice(b", ");
+            }
+            acc.extend_from_slice(ip);
+            HeaderValue::from_bytes(&acc)
+        }
+    };
+    let scheme: &'static str = if tls { "https" } else { "http" };
+    let xfp = match xfp {
+        None => Ok(HeaderValue::from_static(scheme)),
+        Some(mut acc) => {
+            if !acc.is_empty() {
+                acc.extend_from_slice(b", ");
+            }
+            acc.extend_from_slice(scheme.as_bytes());
+            HeaderValue::from_bytes(&acc)
+        }
+    };
     out.insert(
         X_FORWARDED_FOR,
-        HeaderValue::from_bytes(&xff).map_err(|_| "invalid X-Forwarded-For value")?,
+        xff.map_err(|_| "invalid X-Forwarded-For value")?,
     );
     out.insert(
         X_FORWARDED_PROTO,
-        HeaderValue::from_bytes(&xfp).map_err(|_| "invalid X-Forwarded-Proto value")?,
+        xfp.map_err(|_| "invalid X-Forwarded-Proto value")?,
     );
     Ok(out)
 }
@@ -1274,6 +1287,28 @@ mod tests {
         assert_eq!(h.get_all("accept").iter().count(), 2);
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.168.1.2");
         assert_eq!(h["x-forwarded-proto"], "https");
+    }
+
+    #[test]
+    fn forwarded_headers_without_earlier_values() {
+        let l = lines(&[("Host", "a")]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("::ffff:10.1.2.3".parse().unwrap()),
+            false,
+        )
+        .unwrap();
+        assert_eq!(h["x-forwarded-for"], "10.1.2.3");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        let l = lines(&[("X-Forwarded-For", ""), ("X-Forwarded-Proto", "https")]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("::1".parse().unwrap()),
+            true,
+        )
+        .unwrap();
+        assert_eq!(h["x-forwarded-for"], "::1");
+        assert_eq!(h["x-forwarded-proto"], "https, https");
     }
 
     #[test]
