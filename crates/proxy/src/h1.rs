@@ -28,12 +28,16 @@ pub async fn serve<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
     mut io: IO,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut first = true;
+    // One wait for shutdown for the whole connection: made (and registered with the
+    // channel) once, not again for every request.
+    let mut stop_rx = shutdown.clone();
+    let mut stop = std::pin::pin!(crate::server::stopped(&mut stop_rx));
     loop {
         // Wait for a request: the keep-alive timeout until its first byte, then the
         // header timeout for the whole head.
@@ -89,7 +93,7 @@ pub async fn serve<IO>(
                     }
                     return;
                 }
-                () = crate::server::stopped(&mut shutdown), if waiting_idle => return,
+                () = &mut stop, if waiting_idle => return,
             }
         };
         first = false;
