@@ -38,6 +38,12 @@ pub async fn serve<IO>(
     // channel) once, not again for every request.
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(crate::server::stopped(&mut stop_rx));
+    // Likewise one timer for the waits, moved to each wait's deadline: moving it
+    // later does not take it out of the timer wheel and put it back.
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(
+        (Instant::now() + shared.server.client_header_timeout).into()
+    ));
+    let mut armed: Option<Instant> = None;
     loop {
         // Wait for a request: the keep-alive timeout until its first byte, then the
         // header timeout for the whole head.
@@ -73,6 +79,10 @@ pub async fn serve<IO>(
             if buf.capacity() - buf.len() < 1024 {
                 buf.reserve(READ_CHUNK);
             }
+            if armed != Some(deadline) {
+                timer.as_mut().reset(deadline.into());
+                armed = Some(deadline);
+            }
             tokio::select! {
                 r = io.read_buf(&mut buf) => match r {
                     Ok(0) | Err(_) => return,
@@ -82,7 +92,7 @@ pub async fn serve<IO>(
                         }
                     }
                 },
-                () = tokio::time::sleep_until(deadline.into()) => {
+                () = &mut timer => {
                     if arrived.is_some() {
                         let msg = "request head not received within server.client_header_timeout";
                         if let Some(w) = error_line(&shared, conn, msg) {
