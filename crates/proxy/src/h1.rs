@@ -12,8 +12,10 @@ use crate::metrics::Action;
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
@@ -623,7 +625,13 @@ async fn write_all<IO: AsyncWrite + Unpin>(
     data: &[u8],
     t: Duration,
 ) -> std::io::Result<()> {
-    timeout(t, io.write_all(data))
+    // Most writes complete at once: the timeout (a clock read and a timer) is set
+    // up only for one that has to wait.
+    let mut write = std::pin::pin!(io.write_all(data));
+    if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await {
+        return r;
+    }
+    timeout(t, write)
         .await
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
