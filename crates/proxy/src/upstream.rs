@@ -312,7 +312,20 @@ impl Pool {
                 let retry_copy = (idempotent && again.is_none()).then(|| req.clone());
                 let body_copy = req.body.clone();
                 let t0 = Instant::now();
-                match sender.try_send_request(req.build()).await {
+                let sent =
+                    tokio::time::timeout(self.read_timeout, sender.try_send_request(req.build()))
+                        .await;
+                let Ok(sent) = sent else {
+                    // The request went out on a live connection and no answer came:
+                    // the same 504 as on a new connection (the connection is dropped).
+                    timing.first_byte_us = micros(t0.elapsed());
+                    timing.reused = true;
+                    return Err(UpstreamError::ResponseTimeout {
+                        server: server.addr.to_string(),
+                        timeout: self.read_timeout,
+                    });
+                };
+                match sent {
                     Ok(resp) => {
                         timing.first_byte_us = micros(t0.elapsed());
                         timing.reused = true;

@@ -14,16 +14,27 @@ use tokio::net::{TcpListener, TcpStream};
 /// Requests a backend received: (connection number, request head and body).
 type Log = Arc<Mutex<Vec<(usize, Vec<u8>)>>>;
 
+/// What a backend connection does with its second request.
+#[derive(Clone, Copy, PartialEq)]
+enum Second {
+    /// Answers it like the first.
+    Answer,
+    /// Closes without answering.
+    Close,
+    /// Answers it after three seconds.
+    Stall,
+}
+
 /// A raw backend that records every request head (with its connection number) and
-/// answers `ok` with keep-alive; with `fail_second`, a connection that has answered
-/// one request closes without answering when a second request arrives on it.
+/// answers `ok` with keep-alive; `second` says what a connection that has answered
+/// one request does with the next.
 struct RawBackend {
     addr: SocketAddr,
     seen: Log,
 }
 
 impl RawBackend {
-    async fn start(fail_second: bool) -> RawBackend {
+    async fn start(second: Second) -> RawBackend {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen: Log = Arc::default();
@@ -35,7 +46,7 @@ impl RawBackend {
                     return;
                 };
                 n += 1;
-                tokio::spawn(serve_raw(s, n, rec.clone(), fail_second));
+                tokio::spawn(serve_raw(s, n, rec.clone(), second));
             }
         });
         RawBackend { addr, seen }
@@ -50,7 +61,7 @@ impl RawBackend {
     }
 }
 
-async fn serve_raw(mut s: TcpStream, conn: usize, seen: Log, fail_second: bool) {
+async fn serve_raw(mut s: TcpStream, conn: usize, seen: Log, second: Second) {
     let mut buf = Vec::new();
     let mut answered = 0;
     loop {
@@ -79,10 +90,14 @@ async fn serve_raw(mut s: TcpStream, conn: usize, seen: Log, fail_second: bool) 
         }
         let request: Vec<u8> = buf.drain(..end + body_len).collect();
         seen.lock().unwrap().push((conn, request));
-        if fail_second && answered == 1 {
-            // Closed as the request arrived: the proxy cannot know whether it was
-            // handled.
-            return;
+        if answered == 1 {
+            match second {
+                Second::Answer => {}
+                // Closed as the request arrived: the proxy cannot know whether it
+                // was handled.
+                Second::Close => return,
+                Second::Stall => tokio::time::sleep(Duration::from_secs(3)).await,
+            }
         }
         if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             .await
@@ -111,7 +126,7 @@ fn uri_of(request: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reused_connection_failing_after_taking_a_request() {
-    let backend = RawBackend::start(true).await;
+    let backend = RawBackend::start(Second::Close).await;
     let dir = TempDir::new("pool-retry");
     let listen = loopback(free_port());
     let _p = Palisade::start(&dir, &config(listen, backend.addr, ""), listen);
@@ -175,7 +190,7 @@ async fn reused_connection_failing_after_taking_a_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_reused_up_to_the_pool_size_and_the_idle_timeout() {
     // Reused: sequential requests share one upstream connection.
-    let backend = RawBackend::start(false).await;
+    let backend = RawBackend::start(Second::Answer).await;
     let dir = TempDir::new("pool-reuse");
     let listen = loopback(free_port());
     let _p = Palisade::start(&dir, &config(listen, backend.addr, ""), listen);
@@ -192,7 +207,7 @@ async fn connections_are_reused_up_to_the_pool_size_and_the_idle_timeout() {
     drop(client);
 
     // No pool: a connection per request.
-    let backend = RawBackend::start(false).await;
+    let backend = RawBackend::start(Second::Answer).await;
     let dir = TempDir::new("pool-none");
     let listen = loopback(free_port());
     let _p = Palisade::start(&dir, &config(listen, backend.addr, "keepalive = 0"), listen);
@@ -204,7 +219,7 @@ async fn connections_are_reused_up_to_the_pool_size_and_the_idle_timeout() {
     assert_eq!(backend.connections(), 3);
 
     // Idle timeout: a connection idle for longer is not used again.
-    let backend = RawBackend::start(false).await;
+    let backend = RawBackend::start(Second::Answer).await;
     let dir = TempDir::new("pool-idle");
     let listen = loopback(free_port());
     let _p = Palisade::start(
@@ -222,5 +237,34 @@ async fn connections_are_reused_up_to_the_pool_size_and_the_idle_timeout() {
         backend.connections(),
         2,
         "a new connection after the idle timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_timeout_applies_on_reused_connections() {
+    let backend = RawBackend::start(Second::Stall).await;
+    let dir = TempDir::new("pool-stall");
+    let listen = loopback(free_port());
+    let _p = Palisade::start(
+        &dir,
+        &config(listen, backend.addr, "read_timeout = \"500ms\""),
+        listen,
+    );
+    let get = b"GET /s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    assert_eq!(send_raw(listen, get).await.unwrap().status, 200);
+    // The pooled connection takes the request and stalls: 504, well before the
+    // backend would answer.
+    let t0 = std::time::Instant::now();
+    let r = send_raw(listen, get).await.unwrap();
+    assert_eq!(r.status, 504);
+    assert!(
+        t0.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(
+        backend.connections(),
+        1,
+        "the stalled request used the pooled connection"
     );
 }
