@@ -628,7 +628,18 @@ impl Exchange {
     }
 
     /// Sends the request upstream and runs phases 3 and 4 on the response.
-    pub async fn forward(mut self, parts: ForwardParts) -> Reply {
+    pub async fn forward(self, parts: ForwardParts) -> Reply {
+        self.forward_again(parts, None).await
+    }
+
+    /// [`Exchange::forward`], where `again` (when given) builds the same parts once
+    /// more, for the rare request that must be sent a second time (see
+    /// [`crate::upstream::Pool::send`]); without it a copy is kept.
+    pub async fn forward_again(
+        mut self,
+        parts: ForwardParts,
+        again: Option<&(dyn Fn() -> Option<ForwardParts> + Sync)>,
+    ) -> Reply {
         let shared = self.rec.shared.clone();
         let path = parts
             .uri
@@ -656,20 +667,18 @@ impl Exchange {
                 all.freeze()
             }
         };
-        let mut headers = parts.headers;
-        if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-        }
         let is_head = parts.method == Method::HEAD;
-        let req = UpstreamRequest {
-            method: parts.method,
-            uri: parts.uri,
-            headers,
-            body,
-        };
+        let again_req = again.map(|f| {
+            let body = body.clone();
+            move || f().map(|p| upstream_request(p, body.clone()))
+        });
+        let req = upstream_request(parts, body);
         let mut timing = UpstreamTiming::default();
         self.rec.upstream = Some((pool.name.clone(), None));
-        let sent = pool.send(req, &mut timing).await;
+        let again_dyn = again_req
+            .as_ref()
+            .map(|f| f as &(dyn Fn() -> Option<UpstreamRequest> + Sync));
+        let sent = pool.send(req, &mut timing, again_dyn).await;
         self.rec.up_timing = Some(timing);
         let resp = match sent {
             Ok(r) => r,
@@ -773,7 +782,7 @@ impl Exchange {
             if has_body {
                 parts
                     .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+                    .insert(header::CONTENT_LENGTH, length_value(b.len()));
             }
             BodyKind::Full(Some(b))
         } else {
@@ -795,6 +804,29 @@ impl Exchange {
             close: false,
             drop: false,
         }
+    }
+}
+
+/// A Content-Length value; the common empty body's without making one.
+fn length_value(n: usize) -> HeaderValue {
+    if n == 0 {
+        HeaderValue::from_static("0")
+    } else {
+        HeaderValue::from(n)
+    }
+}
+
+/// The request for the upstream: the parts, the buffered body, and its length.
+fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
+    let mut headers = parts.headers;
+    if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
+        headers.insert(header::CONTENT_LENGTH, length_value(body.len()));
+    }
+    UpstreamRequest {
+        method: parts.method,
+        uri: parts.uri,
+        headers,
+        body,
     }
 }
 
@@ -841,7 +873,9 @@ pub fn upstream_headers<'h>(
     tls: bool,
 ) -> Result<HeaderMap, &'static str> {
     let mut named: Vec<Vec<u8>> = Vec::new();
+    let mut count = 0;
     for (n, v) in lines.clone() {
+        count += 1;
         if n.eq_ignore_ascii_case(b"connection") {
             for t in v.split(|&b| b == b',') {
                 let t = t.trim_ascii();
@@ -851,7 +885,9 @@ pub fn upstream_headers<'h>(
             }
         }
     }
-    let mut out = HeaderMap::with_capacity(16);
+    // Room for every line and the two X-Forwarded-* headers, and no more: a map
+    // sets up (and later frees) every slot it has room for.
+    let mut out = HeaderMap::with_capacity(count + 2);
     let mut xff: Option<Vec<u8>> = None;
     let mut xfp: Option<Vec<u8>> = None;
     for (n, v) in lines {
@@ -882,25 +918,53 @@ pub fn upstream_headers<'h>(
         out.append(name, value);
     }
     let ip = client.as_bytes();
-    let mut xff = xff.unwrap_or_default();
-    if !xff.is_empty() {
-        xff.extend_from_slice(b", ");
-    }
-    xff.extend_from_slice(ip);
-    let mut xfp = xfp.unwrap_or_default();
-    if !xfp.is_empty() {
-        xfp.extend_from_slice(b", ");
-    }
-    xfp.extend_from_slice(if tls { b"https" } else { b"http" });
+    // Without earlier values, the client's address and the scheme alone: no
+    // buffer to build (and a static value for the scheme).
+    let xff = match xff {
+        None => HeaderValue::from_bytes(ip),
+        Some(mut acc) => {
+            if !acc.is_empty() {
+                acc.extend_from_slice(b", ");
+            }
+            acc.extend_from_slice(ip);
+            HeaderValue::from_bytes(&acc)
+        }
+    };
+    let scheme: &'static str = if tls { "https" } else { "http" };
+    let xfp = match xfp {
+        None => Ok(HeaderValue::from_static(scheme)),
+        Some(mut acc) => {
+            if !acc.is_empty() {
+                acc.extend_from_slice(b", ");
+            }
+            acc.extend_from_slice(scheme.as_bytes());
+            HeaderValue::from_bytes(&acc)
+        }
+    };
     out.insert(
-        HeaderName::from_static("x-forwarded-for"),
-        HeaderValue::from_bytes(&xff).map_err(|_| "invalid X-Forwarded-For value")?,
+        X_FORWARDED_FOR,
+        xff.map_err(|_| "invalid X-Forwarded-For value")?,
     );
     out.insert(
-        HeaderName::from_static("x-forwarded-proto"),
-        HeaderValue::from_bytes(&xfp).map_err(|_| "invalid X-Forwarded-Proto value")?,
+        X_FORWARDED_PROTO,
+        xfp.map_err(|_| "invalid X-Forwarded-Proto value")?,
     );
     Ok(out)
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
+/// [`forward_target`] for a target held in a shared buffer: an origin-form target
+/// that can travel as it is shares the buffer instead of being copied.
+pub fn forward_target_shared(method: &Method, raw: &Bytes) -> Result<Uri, &'static str> {
+    if raw.first() == Some(&b'/')
+        && method != Method::CONNECT
+        && let Ok(u) = Uri::from_maybe_shared(raw.clone())
+    {
+        return Ok(u);
+    }
+    forward_target(method, raw)
 }
 
 /// The target to send upstream for a raw request target: origin-form as it is (or
@@ -1226,6 +1290,28 @@ mod tests {
     }
 
     #[test]
+    fn forwarded_headers_without_earlier_values() {
+        let l = lines(&[("Host", "a")]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("::ffff:10.1.2.3".parse().unwrap()),
+            false,
+        )
+        .unwrap();
+        assert_eq!(h["x-forwarded-for"], "10.1.2.3");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        let l = lines(&[("X-Forwarded-For", ""), ("X-Forwarded-Proto", "https")]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("::1".parse().unwrap()),
+            true,
+        )
+        .unwrap();
+        assert_eq!(h["x-forwarded-for"], "::1");
+        assert_eq!(h["x-forwarded-proto"], "https, https");
+    }
+
+    #[test]
     fn unforwardable_header_lines_are_refused() {
         let l = lines(&[("Bad Name", "x")]);
         assert!(
@@ -1274,5 +1360,22 @@ mod tests {
         assert_eq!(t(Method::CONNECT, b"1.2.3.4:80").unwrap(), "1.2.3.4:80");
         assert!(t(Method::CONNECT, b"www.coreruleset.org").is_err());
         assert!(t(Method::GET, b"index.html").is_err());
+        for raw in [
+            &b"/a?b=c"[..],
+            b"/?q=\"<x>\"&y=\xff",
+            b"http://example.com/x?y",
+            b"*",
+            b"1.2.3.4:80",
+            b"/",
+        ] {
+            for m in [Method::GET, Method::OPTIONS, Method::CONNECT] {
+                let shared = Bytes::copy_from_slice(raw);
+                assert_eq!(
+                    forward_target_shared(&m, &shared).map(|u| u.to_string()),
+                    forward_target(&m, raw).map(|u| u.to_string()),
+                    "{m} {raw:?}"
+                );
+            }
+        }
     }
 }

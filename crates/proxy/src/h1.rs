@@ -2,7 +2,7 @@
 //! itself (see [`crate::http1`]) so the engine sees each request as it was sent.
 
 use crate::exchange::{
-    ConnInfo, Exchange, ForwardParts, Reply, Shared, forward_target, upstream_headers,
+    ConnInfo, Exchange, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers,
 };
 use crate::http1::{
     BodyDecoder, Decoded, Framing, HeadError, RequestHead, Version, find_head_end, parse_head,
@@ -12,8 +12,10 @@ use crate::metrics::Action;
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
@@ -28,12 +30,22 @@ pub async fn serve<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
     mut io: IO,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut first = true;
+    // One wait for shutdown for the whole connection: made (and registered with the
+    // channel) once, not again for every request.
+    let mut stop_rx = shutdown.clone();
+    let mut stop = std::pin::pin!(crate::server::stopped(&mut stop_rx));
+    // Likewise one timer for the waits, moved to each wait's deadline: moving it
+    // later does not take it out of the timer wheel and put it back.
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(
+        (Instant::now() + shared.server.client_header_timeout).into()
+    ));
+    let mut armed: Option<Instant> = None;
     loop {
         // Wait for a request: the keep-alive timeout until its first byte, then the
         // header timeout for the whole head.
@@ -69,6 +81,10 @@ pub async fn serve<IO>(
             if buf.capacity() - buf.len() < 1024 {
                 buf.reserve(READ_CHUNK);
             }
+            if armed != Some(deadline) {
+                timer.as_mut().reset(deadline.into());
+                armed = Some(deadline);
+            }
             tokio::select! {
                 r = io.read_buf(&mut buf) => match r {
                     Ok(0) | Err(_) => return,
@@ -78,7 +94,7 @@ pub async fn serve<IO>(
                         }
                     }
                 },
-                () = tokio::time::sleep_until(deadline.into()) => {
+                () = &mut timer => {
                     if arrived.is_some() {
                         let msg = "request head not received within server.client_header_timeout";
                         if let Some(w) = error_line(&shared, conn, msg) {
@@ -89,7 +105,7 @@ pub async fn serve<IO>(
                     }
                     return;
                 }
-                () = crate::server::stopped(&mut shutdown), if waiting_idle => return,
+                () = &mut stop, if waiting_idle => return,
             }
         };
         first = false;
@@ -414,7 +430,10 @@ where
             .await;
         }
     };
-    let reply = ex.forward(parts).await;
+    // A request that must be sent again (a reused upstream connection failed after
+    // taking it) is built again from the head, rather than copied in case.
+    let again = || forward_parts(&head, conn).ok();
+    let reply = ex.forward_again(parts, Some(&again)).await;
     let out = WriteCtx {
         keepalive: out.keepalive && !*shutdown.borrow(),
         ..out
@@ -424,7 +443,7 @@ where
 
 fn forward_parts(head: &RequestHead, conn: ConnInfo) -> Result<ForwardParts, &'static str> {
     let method = Method::from_bytes(&head.method).map_err(|_| "method cannot be forwarded")?;
-    let uri = forward_target(&method, &head.uri)?;
+    let uri = forward_target_shared(&method, &head.uri)?;
     let headers = upstream_headers(
         head.headers.iter().map(|(n, v)| (&n[..], v.clone())),
         &conn.peer_text,
@@ -461,11 +480,12 @@ where
         || status == StatusCode::NOT_MODIFIED;
     let mut keepalive = ctx.keepalive && !reply.close;
     let chunked;
+    // The Content-Length the head carries in place of the headers' own (written
+    // where an insert into the map would put it, without making a header value).
+    let mut length = None;
     match reply.body.known_len() {
         Some(n) if !no_body => {
-            reply
-                .headers
-                .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
+            length = Some(n);
             chunked = false;
         }
         Some(_) => chunked = false,
@@ -489,11 +509,21 @@ where
     head.push(b' ');
     head.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
     head.extend_from_slice(b"\r\n");
+    let mut length_due = length;
     for (name, value) in &reply.headers {
+        if length.is_some() && name == http::header::CONTENT_LENGTH {
+            if let Some(n) = length_due.take() {
+                push_content_length(&mut head, n);
+            }
+            continue;
+        }
         push_title_case(&mut head, name.as_str());
         head.extend_from_slice(b": ");
         head.extend_from_slice(value.as_bytes());
         head.extend_from_slice(b"\r\n");
+    }
+    if let Some(n) = length_due {
+        push_content_length(&mut head, n);
     }
     if chunked {
         head.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
@@ -595,7 +625,13 @@ async fn write_all<IO: AsyncWrite + Unpin>(
     data: &[u8],
     t: Duration,
 ) -> std::io::Result<()> {
-    timeout(t, io.write_all(data))
+    // Most writes complete at once: the timeout (a clock read and a timer) is set
+    // up only for one that has to wait.
+    let mut write = std::pin::pin!(io.write_all(data));
+    if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await {
+        return r;
+    }
+    timeout(t, write)
         .await
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
@@ -610,6 +646,24 @@ async fn write_buf<IO: AsyncWrite + Unpin, B: Buf>(
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
 
+/// Writes a `Content-Length` header line.
+fn push_content_length(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(b"Content-Length: ");
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Writes a lower-case header name as `Title-Case`.
 fn push_title_case(out: &mut Vec<u8>, name: &str) {
     let mut up = true;
@@ -622,6 +676,15 @@ fn push_title_case(out: &mut Vec<u8>, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_length_lines() {
+        for n in [0u64, 7, 10, 12345, u64::MAX] {
+            let mut v = Vec::new();
+            push_content_length(&mut v, n);
+            assert_eq!(v, format!("Content-Length: {n}\r\n").into_bytes());
+        }
+    }
 
     #[test]
     fn title_case() {

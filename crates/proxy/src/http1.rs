@@ -402,23 +402,22 @@ fn find_problems(h: &RequestHead, lenient: bool) -> Vec<&'static str> {
             p.push("control character in a header value");
         }
     }
-    let hosts: Vec<&Bytes> = h
+    let mut hosts = h
         .headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case(b"host"))
-        .map(|(_, v)| v)
-        .collect();
-    match hosts.as_slice() {
-        [] if matches!(h.version, Version::Http(1, m) if m >= 1) => {
+        .map(|(_, v)| v);
+    match (hosts.next(), hosts.next()) {
+        (None, _) if matches!(h.version, Version::Http(1, m) if m >= 1) => {
             p.push("missing Host header");
         }
-        [] => {}
-        [one] => {
+        (None, _) => {}
+        (Some(one), None) => {
             if !valid_host(one) && (!one.is_empty() || h.version != Version::Http(1, 0)) {
                 p.push("invalid Host header");
             }
         }
-        _ => p.push("more than one Host header"),
+        (Some(_), Some(_)) => p.push("more than one Host header"),
     }
     p
 }

@@ -274,11 +274,15 @@ impl Pool {
     }
 
     /// Sends a request and waits for the response head, choosing a server
-    /// round-robin and failing over on connection errors.
+    /// round-robin and failing over on connection errors. `again` (when given)
+    /// makes the same request once more: it is called only when a request that is
+    /// safe to repeat must be sent again (a reused connection failed after taking
+    /// it); without it, a copy of such a request is kept for that case.
     pub async fn send(
         self: &Arc<Self>,
         req: UpstreamRequest,
         timing: &mut UpstreamTiming,
+        again: Option<&(dyn Fn() -> Option<UpstreamRequest> + Sync)>,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let n = self.servers.len();
@@ -305,10 +309,23 @@ impl Pool {
                         | Method::PUT
                         | Method::DELETE
                 );
-                let retry_copy = idempotent.then(|| req.clone());
+                let retry_copy = (idempotent && again.is_none()).then(|| req.clone());
                 let body_copy = req.body.clone();
                 let t0 = Instant::now();
-                match sender.try_send_request(req.build()).await {
+                let sent =
+                    tokio::time::timeout(self.read_timeout, sender.try_send_request(req.build()))
+                        .await;
+                let Ok(sent) = sent else {
+                    // The request went out on a live connection and no answer came:
+                    // the same 504 as on a new connection (the connection is dropped).
+                    timing.first_byte_us = micros(t0.elapsed());
+                    timing.reused = true;
+                    return Err(UpstreamError::ResponseTimeout {
+                        server: server.addr.to_string(),
+                        timeout: self.read_timeout,
+                    });
+                };
+                match sent {
                     Ok(resp) => {
                         timing.first_byte_us = micros(t0.elapsed());
                         timing.reused = true;
@@ -328,12 +345,22 @@ impl Pool {
                                 }
                             }
                             (None, Some(copy)) => copy,
-                            (None, None) => {
-                                return Err(UpstreamError::Protocol {
-                                    server: server.addr.to_string(),
-                                    reason: e.into_error().to_string(),
-                                });
-                            }
+                            (None, None) => match again.filter(|_| idempotent).and_then(|f| f()) {
+                                Some(mut made) => {
+                                    if add_host
+                                        && let Ok(v) = http::HeaderValue::from_str(&server.addr)
+                                    {
+                                        made.headers.insert(http::header::HOST, v);
+                                    }
+                                    made
+                                }
+                                None => {
+                                    return Err(UpstreamError::Protocol {
+                                        server: server.addr.to_string(),
+                                        reason: e.into_error().to_string(),
+                                    });
+                                }
+                            },
                         };
                     }
                 }
@@ -423,7 +450,10 @@ impl Pool {
                 continue;
             }
             let mut sender = candidate.sender;
-            // Ready at once unless the connection is still winding down the previous
+            if sender.is_ready() {
+                return Some(sender);
+            }
+            // Not ready while the connection is still winding down the previous
             // exchange; give it a moment, then treat it as unusable.
             match tokio::time::timeout(Duration::from_millis(50), sender.ready()).await {
                 Ok(Ok(())) => return Some(sender),
@@ -619,6 +649,7 @@ mod tests {
                     body: Bytes::new(),
                 },
                 &mut timing,
+                None,
             )
             .await
             .unwrap_err();
