@@ -252,16 +252,10 @@ async fn read_timeout_applies_on_reused_connections() {
     );
     let get = b"GET /s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
     assert_eq!(send_raw(listen, get).await.unwrap().status, 200);
-    // The pooled connection takes the request and stalls: 504, well before the
-    // backend would answer.
-    let t0 = std::time::Instant::now();
+    // The pooled connection takes the request and stalls for 3 s: 504 (had the
+    // timeout not fired, the backend's late 200 would have come through).
     let r = send_raw(listen, get).await.unwrap();
     assert_eq!(r.status, 504);
-    assert!(
-        t0.elapsed() < Duration::from_millis(2500),
-        "{:?}",
-        t0.elapsed()
-    );
     assert_eq!(
         backend.connections(),
         1,
