@@ -334,7 +334,8 @@ async fn library_serves_until_shutdown() {
         .await
         .unwrap()
         .unwrap();
-    // The listener is closed once serving stops.
-    assert!(TcpStream::connect(addr).is_err());
+    // `serve_until` owns the listener, so its return (awaited above) closed it. A
+    // connect to `addr` is not a test of that: another test running alongside may
+    // bind the freed ephemeral port at once, and then the connect succeeds.
     std::fs::remove_file(&path).unwrap();
 }
