@@ -649,18 +649,7 @@ async fn write_buf<IO: AsyncWrite + Unpin, B: Buf>(
 /// Writes a `Content-Length` header line.
 fn push_content_length(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(b"Content-Length: ");
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 

@@ -333,7 +333,8 @@ impl<'a> Parser<'a> {
                 let (name_end, count) = (f.name_end, f.count);
                 self.prefix.truncate(name_end);
                 self.prefix.extend_from_slice(b".array_");
-                push_decimal(count, &mut self.prefix);
+                self.prefix
+                    .extend_from_slice(itoa::Buffer::new().format(count).as_bytes());
                 State::ArrayNext
             }
         }
@@ -501,22 +502,6 @@ impl<'a> Parser<'a> {
         self.i = i;
         Ok(())
     }
-}
-
-/// Appends `n` in decimal without allocating.
-fn push_decimal(n: usize, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// Encodes a code point as UTF-8 the way yajl does, including surrogate code points
