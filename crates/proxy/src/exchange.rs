@@ -917,29 +917,16 @@ pub fn upstream_headers<'h>(
         let value = HeaderValue::from_maybe_shared(v).map_err(|_| "invalid header value")?;
         out.append(name, value);
     }
-    let ip = client.as_bytes();
     // Without earlier values, the client's address and the scheme alone: no
     // buffer to build (and a static value for the scheme).
-    let xff = match xff {
-        None => HeaderValue::from_bytes(ip),
-        Some(mut acc) => {
-            if !acc.is_empty() {
-                acc.extend_from_slice(b", ");
-            }
-            acc.extend_from_slice(ip);
-            HeaderValue::from_bytes(&acc)
-        }
-    };
     let scheme: &'static str = if tls { "https" } else { "http" };
+    let xff = match xff {
+        None => HeaderValue::from_bytes(client.as_bytes()),
+        Some(acc) => list_with(acc, client.as_bytes()),
+    };
     let xfp = match xfp {
         None => Ok(HeaderValue::from_static(scheme)),
-        Some(mut acc) => {
-            if !acc.is_empty() {
-                acc.extend_from_slice(b", ");
-            }
-            acc.extend_from_slice(scheme.as_bytes());
-            HeaderValue::from_bytes(&acc)
-        }
+        Some(acc) => list_with(acc, scheme.as_bytes()),
     };
     out.insert(
         X_FORWARDED_FOR,
@@ -950,6 +937,18 @@ pub fn upstream_headers<'h>(
         xfp.map_err(|_| "invalid X-Forwarded-Proto value")?,
     );
     Ok(out)
+}
+
+/// The comma-separated list `earlier` with `last` appended, as a header value.
+fn list_with(
+    mut earlier: Vec<u8>,
+    last: &[u8],
+) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    if !earlier.is_empty() {
+        earlier.extend_from_slice(b", ");
+    }
+    earlier.extend_from_slice(last);
+    HeaderValue::from_bytes(&earlier)
 }
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
