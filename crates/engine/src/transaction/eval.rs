@@ -7,6 +7,7 @@ use crate::collections::{StoredValue, to_number};
 use crate::intervention::{Intervention, InterventionKind};
 use crate::log::MatchRecord;
 use crate::macros::MacroContext;
+use crate::operators::rx_set::RxSet;
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::ruleset::ChainNode;
@@ -115,11 +116,7 @@ fn form(
     raw: &[u8],
 ) -> (u32, u32) {
     let Some(n) = node else {
-        let c = &mut cache.cells[row + nodes.len()];
-        if *c & KNOWN == 0 {
-            *c = byte_classes(raw) | KNOWN;
-        }
-        return (1, *c & !KNOWN);
+        return (1, raw_classes(cache, row + nodes.len(), raw));
     };
     let cell = cache.cells[row + n as usize];
     match cell {
@@ -134,16 +131,10 @@ fn form(
     } = nodes[n as usize];
     // A value with none of the classes any step reacts to passes the whole prefix
     // unchanged: no need to walk it.
-    let raw_classes = {
-        let c = &mut cache.cells[row + nodes.len()];
-        if *c & KNOWN == 0 {
-            *c = byte_classes(raw) | KNOWN;
-        }
-        *c & !KNOWN
-    };
-    if raw_classes & triggers == 0 {
+    let classes = raw_classes(cache, row + nodes.len(), raw);
+    if classes & triggers == 0 {
         cache.cells[row + n as usize] = 1;
-        return (1, raw_classes);
+        return (1, classes);
     }
     let (base, classes) = form(cache, nodes, row, parent, raw);
     let result = if classes & step.triggers() == 0 {
@@ -168,6 +159,24 @@ fn form(
     };
     cache.cells[row + n as usize] = result.0;
     result
+}
+
+/// The raw value's byte classes, kept in its row's `cell` once computed.
+fn raw_classes(cache: &mut TransformCache, cell: usize, raw: &[u8]) -> u32 {
+    let c = &mut cache.cells[cell];
+    if *c & KNOWN == 0 {
+        *c = byte_classes(raw) | KNOWN;
+    }
+    *c & !KNOWN
+}
+
+/// Whether the set of all prefilter patterns finds nothing in the raw value, kept in
+/// its row's `cell` once computed (0 unknown, 1 quiet, 2 some pattern matches).
+fn raw_quiet(cache: &mut TransformCache, cell: usize, all: &RxSet, raw: &[u8]) -> bool {
+    if cache.cells[cell] == 0 {
+        cache.cells[cell] = if all.is_match(raw) { 2 } else { 1 };
+    }
+    cache.cells[cell] == 1
 }
 
 fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
@@ -535,13 +544,11 @@ impl Transaction {
                 if group.multi {
                     // Every form the rules inspect: the raw value first, which the set
                     // of all patterns may already have shown quiet.
-                    if let Some(all) = &ruleset.prefilter.raw {
-                        if cache.cells[row + raw_cell] == 0 {
-                            cache.cells[row + raw_cell] =
-                                if all.is_match(&v.value) { 2 } else { 1 };
-                        }
-                    }
-                    let mut skip_raw = cache.cells[row + raw_cell] == 1;
+                    let mut skip_raw = ruleset
+                        .prefilter
+                        .raw
+                        .as_ref()
+                        .is_some_and(|all| raw_quiet(cache, row + raw_cell, all, &v.value));
                     let mut any = false;
                     let (ts, ids) = (&group.transforms, &group.prefix_ids);
                     for_each_form(cache, nodes, ts, ids, v, |input| {
@@ -559,17 +566,12 @@ impl Transaction {
                     Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
                     None => 1,
                 };
-                if cell == 1 {
-                    if let Some(all) = &ruleset.prefilter.raw {
-                        if cache.cells[row + raw_cell] == 0 {
-                            cache.cells[row + raw_cell] =
-                                if all.is_match(&v.value) { 2 } else { 1 };
-                        }
-                        if cache.cells[row + raw_cell] == 1 {
-                            cache.cells[row + quiet_cell] |= quiet_bit;
-                            continue;
-                        }
-                    }
+                if cell == 1
+                    && let Some(all) = &ruleset.prefilter.raw
+                    && raw_quiet(cache, row + raw_cell, all, &v.value)
+                {
+                    cache.cells[row + quiet_cell] |= quiet_bit;
+                    continue;
                 }
                 let input = cached_input(cache, cell, &v.value);
                 if !union.add(&group.set, &input) {
