@@ -86,6 +86,16 @@ pub struct ServerConfig {
     /// Longest pause allowed between two reads of a request body.
     #[serde(with = "duration")]
     pub client_body_timeout: Duration,
+    /// Longest time allowed for a whole request body.
+    #[serde(with = "duration")]
+    pub client_body_deadline: Duration,
+    /// Lowest average rate of a request body, in bytes per second, once
+    /// `client_body_min_rate_grace` is over: every byte received buys
+    /// `1/client_body_min_rate` seconds more. 0 switches the check off.
+    pub client_body_min_rate: u64,
+    /// Time a request body may take before its average rate is checked.
+    #[serde(with = "duration")]
+    pub client_body_min_rate_grace: Duration,
     /// How long an idle client connection is kept open between requests.
     #[serde(with = "duration")]
     pub keepalive_timeout: Duration,
@@ -113,6 +123,9 @@ impl Default for ServerConfig {
             grace_period: Duration::from_secs(10),
             client_header_timeout: Duration::from_secs(30),
             client_body_timeout: Duration::from_secs(60),
+            client_body_deadline: Duration::from_secs(300),
+            client_body_min_rate: 500,
+            client_body_min_rate_grace: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
             engine_failure: FailurePolicy::Closed,

@@ -159,7 +159,7 @@ async fn serve_conn(
     shutdown: watch::Receiver<bool>,
 ) {
     let Some(acceptor) = tls else {
-        crate::h1::serve(shared.clone(), conn, stream, shutdown).await;
+        crate::front::h1::serve(shared.clone(), conn, stream, shutdown).await;
         return;
     };
     let hs =
@@ -177,8 +177,8 @@ async fn serve_conn(
     };
     let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
     if h2 {
-        crate::h2::serve(shared.clone(), conn, tls_stream, shutdown).await;
+        crate::front::h2::serve(shared.clone(), conn, tls_stream, shutdown).await;
     } else {
-        crate::h1::serve(shared.clone(), conn, tls_stream, shutdown).await;
+        crate::front::h1::serve(shared.clone(), conn, tls_stream, shutdown).await;
     }
 }

@@ -1,14 +1,13 @@
 //! The HTTP/2 front end (TLS with ALPN `h2`): hyper's server frames the streams, each
 //! request goes through the same [`Exchange`] as HTTP/1 requests.
 
-use crate::exchange::{
-    ConnInfo, Exchange, ForwardParts, Reply, ReplyBody, Shared, upstream_headers,
-};
+use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Head, Refusal, drive};
+use crate::exchange::{ConnInfo, ForwardParts, Reply, ReplyBody, Shared, upstream_headers};
 use crate::logs::now_unix_micros;
-use crate::metrics::Action;
 use bytes::Bytes;
 use http::header::HOST;
 use http::{HeaderValue, Request, Response, Uri};
+use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -59,7 +58,7 @@ async fn handle(
 ) -> Result<Response<ReplyBody>, Dropped> {
     let start = Instant::now();
     let start_us = now_unix_micros();
-    let (parts, mut body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let target = parts.uri.path_and_query().map_or_else(
         || Bytes::from_static(b"/"),
         |p| Bytes::copy_from_slice(p.as_str().as_bytes()),
@@ -83,80 +82,86 @@ async fn handle(
         .map(|(n, v)| n.len() + v.len() + 4)
         .sum::<usize>()
         + target.len();
-    let mut ex = Exchange::begin(
-        &shared,
-        conn,
+    let plan = if body.is_end_stream() {
+        BodyPlan::None
+    } else {
+        match body.size_hint().exact() {
+            Some(n) => BodyPlan::Length(n),
+            None => BodyPlan::Unknown,
+        }
+    };
+    let head = Head {
         start,
         start_us,
-        Bytes::copy_from_slice(parts.method.as_str().as_bytes()),
-        target,
-        Bytes::from_static(b"HTTP/2.0"),
-        lines
+        method: Bytes::copy_from_slice(parts.method.as_str().as_bytes()),
+        uri: target,
+        protocol: Bytes::from_static(b"HTTP/2.0"),
+        host: lines
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
             .map(|(_, v)| Bytes::copy_from_slice(v)),
-        lines.iter().copied(),
+        headers: lines.iter().copied(),
         head_bytes,
-    );
-    if let Some(v) = ex.phase1() {
-        return to_response_logged(ex.reply_verdict(v)).await;
-    }
-    loop {
-        let frame = tokio::time::timeout(shared.server.client_body_timeout, body.frame()).await;
-        match frame {
-            Ok(None) => break,
-            Ok(Some(Ok(f))) => {
-                if let Ok(data) = f.into_data() {
-                    ex.add_bytes_in(data.len() as u64);
-                    if let Err(stop) = ex.body_chunk(data) {
-                        return to_response_logged(ex.reply_body_stop(stop)).await;
-                    }
-                }
-            }
-            Ok(Some(Err(e))) => {
-                let mut r = ex.reply_error(
-                    400,
-                    Action::BadRequest,
-                    &format!("reading the request body: {e}"),
-                );
-                r.body.finish();
-                return Err(Dropped);
-            }
-            Err(_) => {
-                return to_response_logged(ex.reply_error(
-                    408,
-                    Action::BadRequest,
-                    "request body not received within server.client_body_timeout",
-                ))
-                .await;
-            }
-        }
-    }
-    if let Some(v) = ex.phase2() {
-        return to_response_logged(ex.reply_verdict(v)).await;
-    }
-    let headers = match upstream_headers(
-        lines.iter().map(|(n, v)| (*n, Bytes::copy_from_slice(v))),
-        &conn.peer_text,
-        conn.tls,
-    ) {
-        Ok(h) => h,
-        Err(why) => {
-            return to_response_logged(ex.reply_error(400, Action::BadRequest, why)).await;
-        }
+        body: plan,
     };
-    let uri = parts
-        .uri
-        .path_and_query()
-        .map_or_else(|| Uri::from_static("/"), |p| Uri::from(p.clone()));
-    let reply = ex
-        .forward(ForwardParts {
-            method: parts.method,
+    let forward = || {
+        let headers = upstream_headers(
+            lines.iter().map(|(n, v)| (*n, Bytes::copy_from_slice(v))),
+            &conn.peer_text,
+            conn.tls,
+        )
+        .map_err(|why| Refusal(why.into()))?;
+        let uri = parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| Uri::from_static("/"), |p| Uri::from(p.clone()));
+        Ok(ForwardParts {
+            method: parts.method.clone(),
             uri,
             headers,
         })
-        .await;
-    to_response_logged(reply).await
+    };
+    let mut source = Http2Body { body, wire: 0 };
+    match drive(&shared, conn, head, &mut source, &forward)
+        .await
+        .reply
+    {
+        Some(reply) => to_response_logged(reply).await,
+        None => Err(Dropped),
+    }
+}
+
+/// A request body read from an HTTP/2 stream.
+struct Http2Body {
+    body: Incoming,
+    wire: u64,
+}
+
+impl BodySource for Http2Body {
+    async fn start(&mut self) -> bool {
+        true
+    }
+
+    async fn read(&mut self) -> BodyRead {
+        loop {
+            // Cancel-safe: a frame is either returned or still in the stream.
+            match self.body.frame().await {
+                None => return BodyRead::End,
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        self.wire += data.len() as u64;
+                        return BodyRead::Data(data);
+                    }
+                    // Trailers are not forwarded.
+                }
+                Some(Err(e)) => return BodyRead::Gone(format!("reading the request body: {e}")),
+            }
+        }
+    }
+
+    fn wire_bytes(&self) -> u64 {
+        self.wire
+    }
 }
 
 /// Waits until the request's error-log lines are written when

@@ -1,8 +1,9 @@
 //! The HTTP/1.x front end: one task per client connection, reading raw request heads
 //! itself (see [`crate::http1`]) so the engine sees each request as it was sent.
 
+use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Driven, Head, Refusal, drive};
 use crate::exchange::{
-    ConnInfo, Exchange, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers,
+    ConnInfo, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers,
 };
 use crate::http1::{
     BodyDecoder, Decoded, Framing, HeadError, RequestHead, Version, find_head_end, parse_head,
@@ -262,183 +263,121 @@ where
         // RFC 9112 §6.3: a request with both may be a smuggling attempt.
         keepalive = false;
     }
-    let is_head = &head.method[..] == b"HEAD";
-    let mut ex = Exchange::begin(
-        shared,
-        conn,
+    let out = WriteCtx {
+        version,
+        is_head: &head.method[..] == b"HEAD",
+        keepalive,
+    };
+    let plan = match framing {
+        Framing::Length(n) => BodyPlan::Length(n),
+        Framing::Chunked => BodyPlan::Unknown,
+        _ => BodyPlan::None,
+    };
+    let driver_head = Head {
         start,
         start_us,
-        head.method.clone(),
-        head.uri.clone(),
-        head.protocol.clone(),
-        head.headers
+        method: head.method.clone(),
+        uri: head.uri.clone(),
+        protocol: head.protocol.clone(),
+        host: head
+            .headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
             .map(|(_, v)| v.clone()),
-        head.headers.iter().map(|(n, v)| (&n[..], &v[..])),
-        head.len,
-    );
-    let out = WriteCtx {
-        version,
-        is_head,
-        keepalive,
+        headers: head.headers.iter().map(|(n, v)| (&n[..], &v[..])),
+        head_bytes: head.len,
+        body: plan,
     };
-    let has_body = matches!(framing, Framing::Length(_) | Framing::Chunked);
-
-    if let Some(v) = ex.phase1() {
-        // The body (if any) was not read: the connection cannot be reused.
-        let reply = ex.reply_verdict(v);
-        let out = WriteCtx {
-            keepalive: keepalive && !has_body,
-            ..out
-        };
-        return write_reply(io, reply, out, shared).await;
-    }
-
-    if let Framing::Length(n) = framing
-        && n > shared.limits.request_body_bytes as u64
-    {
-        // Announced too large: refuse before reading (or inviting) the body.
-        let reply = ex.reply_body_stop(crate::exchange::BodyStop::TooLarge);
-        return write_reply(
-            io,
-            reply,
-            WriteCtx {
-                keepalive: false,
-                ..out
-            },
-            shared,
-        )
-        .await;
-    }
-    if has_body {
-        let wants_continue =
-            version == Version::Http(1, 1) && head.has_token(b"expect", b"100-continue");
-        if wants_continue && buf.is_empty() {
-            let cont = b"HTTP/1.1 100 Continue\r\n\r\n";
-            if io.write_all(cont).await.is_err() {
-                return false;
-            }
+    let wants_continue =
+        version == Version::Http(1, 1) && head.has_token(b"expect", b"100-continue");
+    let mut body = Http1Body {
+        io: &mut *io,
+        buf,
+        dec: BodyDecoder::new(framing, shared.limits.header_bytes),
+        wants_continue,
+    };
+    // After phase 2: what only HTTP/1 can get wrong, then the request for the
+    // upstream (built again from the head if it must be sent a second time).
+    let forward = || {
+        if version == Version::Http09 {
+            return Err(Refusal("HTTP/0.9 request".into()));
         }
-        let mut dec = BodyDecoder::new(framing, shared.limits.header_bytes);
-        let mut counted = 0u64;
-        loop {
-            let step = dec.decode(buf);
-            ex.add_bytes_in(dec.raw_bytes - counted);
-            counted = dec.raw_bytes;
-            match step {
-                Ok(Decoded::Data(chunk)) => {
-                    if let Err(stop) = ex.body_chunk(chunk) {
-                        let reply = ex.reply_body_stop(stop);
-                        return write_reply(
-                            io,
-                            reply,
-                            WriteCtx {
-                                keepalive: false,
-                                ..out
-                            },
-                            shared,
-                        )
-                        .await;
-                    }
-                }
-                Ok(Decoded::Done) => break,
-                Ok(Decoded::NeedMore) => {
-                    if buf.capacity() - buf.len() < 1024 {
-                        buf.reserve(READ_CHUNK);
-                    }
-                    match timeout(shared.server.client_body_timeout, io.read_buf(buf)).await {
-                        Ok(Ok(0)) | Ok(Err(_)) => {
-                            // The client went away mid-body: record it, answer no one.
-                            let mut reply = ex.reply_error(
-                                400,
-                                Action::BadRequest,
-                                "client closed the connection during the request body",
-                            );
-                            reply.body.finish();
-                            return false;
-                        }
-                        Ok(Ok(_)) => {}
-                        Err(_) => {
-                            let reply = ex.reply_error(
-                                408,
-                                Action::BadRequest,
-                                "request body not received within server.client_body_timeout",
-                            );
-                            return write_reply(
-                                io,
-                                reply,
-                                WriteCtx {
-                                    keepalive: false,
-                                    ..out
-                                },
-                                shared,
-                            )
-                            .await;
-                        }
-                    }
-                }
-                Err(e) => {
-                    let reply =
-                        ex.reply_error(400, Action::BadRequest, &format!("bad request body: {e}"));
-                    return write_reply(
-                        io,
-                        reply,
-                        WriteCtx {
-                            keepalive: false,
-                            ..out
-                        },
-                        shared,
-                    )
-                    .await;
-                }
-            }
+        if let Framing::Invalid(why) = framing {
+            return Err(Refusal(why.into()));
         }
-    }
-
-    if let Some(v) = ex.phase2() {
-        let reply = ex.reply_verdict(v);
-        return write_reply(io, reply, out, shared).await;
-    }
-
-    if version == Version::Http09 {
+        if !head.problems.is_empty() {
+            return Err(Refusal(head.problems.join("; ")));
+        }
+        forward_parts(&head, conn).map_err(|why| Refusal(why.into()))
+    };
+    let driven = drive(shared, conn, driver_head, &mut body, &forward).await;
+    let Driven {
+        reply,
+        body_read,
+        refused,
+    } = driven;
+    let Some(reply) = reply else {
+        return false;
+    };
+    if refused && version == Version::Http09 {
         // HTTP/0.9 has no status line and no headers; the answer is a bare body.
-        let reply = ex.reply_error(400, Action::BadRequest, "HTTP/0.9 request");
         return write_http09(io, reply, shared).await;
     }
-    if let Framing::Invalid(why) = framing {
-        let reply = ex.reply_error(400, Action::BadRequest, why);
-        return write_reply(io, reply, out, shared).await;
-    }
-    if !head.problems.is_empty() {
-        let reply = ex.reply_error(400, Action::BadRequest, &head.problems.join("; "));
-        return write_reply(io, reply, out, shared).await;
-    }
-    let parts = match forward_parts(&head, conn) {
-        Ok(p) => p,
-        Err(why) => {
-            let reply = ex.reply_error(400, Action::BadRequest, why);
-            return write_reply(
-                io,
-                reply,
-                WriteCtx {
-                    keepalive: false,
-                    ..out
-                },
-                shared,
-            )
-            .await;
-        }
-    };
-    // A request that must be sent again (a reused upstream connection failed after
-    // taking it) is built again from the head, rather than copied in case.
-    let again = || forward_parts(&head, conn).ok();
-    let reply = ex.forward_again(parts, Some(&again)).await;
     let out = WriteCtx {
-        keepalive: out.keepalive && !*shutdown.borrow(),
+        keepalive: out.keepalive && body_read && !*shutdown.borrow(),
         ..out
     };
     write_reply(io, reply, out, shared).await
+}
+
+/// A request body read from an HTTP/1 connection through its framing.
+struct Http1Body<'a, IO> {
+    io: &'a mut IO,
+    buf: &'a mut BytesMut,
+    dec: BodyDecoder,
+    wants_continue: bool,
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin + Send> BodySource for Http1Body<'_, IO> {
+    async fn start(&mut self) -> bool {
+        // Invite the body only when none of it has arrived yet.
+        if self.wants_continue && self.buf.is_empty() {
+            return self
+                .io
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .is_ok();
+        }
+        true
+    }
+
+    async fn read(&mut self) -> BodyRead {
+        loop {
+            match self.dec.decode(self.buf) {
+                Ok(Decoded::Data(chunk)) => return BodyRead::Data(chunk),
+                Ok(Decoded::Done) => return BodyRead::End,
+                Ok(Decoded::NeedMore) => {
+                    if self.buf.capacity() - self.buf.len() < 1024 {
+                        self.buf.reserve(READ_CHUNK);
+                    }
+                    // Cancel-safe: a cancelled read_buf has read nothing.
+                    match self.io.read_buf(self.buf).await {
+                        Ok(0) | Err(_) => {
+                            return BodyRead::Gone(
+                                "client closed the connection during the request body".into(),
+                            );
+                        }
+                        Ok(_) => {}
+                    }
+                }
+                Err(e) => return BodyRead::Malformed(e.to_string()),
+            }
+        }
+    }
+
+    fn wire_bytes(&self) -> u64 {
+        self.dec.raw_bytes
+    }
 }
 
 fn forward_parts(head: &RequestHead, conn: ConnInfo) -> Result<ForwardParts, &'static str> {

@@ -1,0 +1,247 @@
+//! The `palisade` commands as library functions: `check` loads a configuration and
+//! its rules and reports, like `nginx -t`; `run` serves until SIGTERM or SIGINT
+//! (runtime, listeners, admin API, SIGHUP reloads, graceful drain).
+
+use crate::config::{self, Config};
+use crate::{admin, exchange, logs, metrics, server, upstream, waf};
+use anyhow::Context as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Loads the configuration at `path` and every rule it names, checks the TLS
+/// files, and prints a summary; the first error names its file and line.
+pub fn check(path: &Path) -> anyhow::Result<()> {
+    let cfg = Config::load(path)?;
+    let waf = waf::Waf::load(
+        &cfg.rules,
+        &cfg.path,
+        cfg.server.engine_failure == config::FailurePolicy::Closed,
+    )?;
+    for l in &cfg.listeners {
+        if let Some(t) = &l.tls {
+            server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
+        }
+    }
+    let p = waf.rules_per_phase();
+    println!("palisade: configuration file {} is ok", path.display());
+    println!(
+        "palisade: {} rule(s) (phase 1: {}, phase 2: {}, phase 3: {}, phase 4: {}, phase 5: {}), SecRuleEngine {}",
+        waf.rule_count(),
+        p[0],
+        p[1],
+        p[2],
+        p[3],
+        p[4],
+        waf.engine_mode()
+    );
+    let inline = cfg.rules.iter().filter(|r| r.inline.is_some()).count();
+    println!(
+        "palisade: {} rule file(s) loaded{}{}",
+        waf.files().len(),
+        if inline > 0 {
+            format!(" and {inline} inline rule block(s)")
+        } else {
+            String::new()
+        },
+        if waf.files().is_empty() { "" } else { ":" }
+    );
+    for f in waf.files() {
+        println!("  {}", f.display());
+    }
+    for w in waf.warnings() {
+        println!("palisade: warning: {w}");
+    }
+    println!("palisade: rules sha256 {}", waf.hash());
+    Ok(())
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// Serves with the configuration at `path` until SIGTERM or SIGINT, then drains
+/// the requests in flight for `server.grace_period`.
+pub fn run(path: &Path) -> anyhow::Result<()> {
+    let cfg = Config::load(path)?;
+    init_tracing(&cfg.logs.level);
+    let waf = Arc::new(waf::Waf::load(
+        &cfg.rules,
+        &cfg.path,
+        cfg.server.engine_failure == config::FailurePolicy::Closed,
+    )?);
+    tracing::info!(
+        "loaded {} rules from {} files (sha256 {}), SecRuleEngine {}",
+        waf.rule_count(),
+        waf.files().len(),
+        waf.hash(),
+        waf.engine_mode()
+    );
+    let targets = logs::LogTargets {
+        error: cfg.logs.error_log.clone(),
+        access: cfg.logs.access_log.clone(),
+        audit: cfg.logs.audit_log.clone().or_else(|| waf.audit_log_path()),
+    };
+    let (log_tx, writer) =
+        logs::LogWriter::start(&targets, cfg.logs.channel_capacity).context("opening log files")?;
+    let log_tx = log_tx.with_error_ack(cfg.logs.error_log_before_response);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all().thread_name("palisade-worker");
+    if cfg.server.worker_threads > 0 {
+        rt.worker_threads(cfg.server.worker_threads);
+    }
+    let rt = rt.build().context("starting the runtime")?;
+    let result = rt.block_on(serve(cfg, waf, log_tx));
+    rt.shutdown_timeout(Duration::from_millis(500));
+    writer.finish();
+    result
+}
+
+async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyhow::Result<()> {
+    use tokio::sync::{Semaphore, mpsc, watch};
+
+    let mut bound = Vec::new();
+    for l in &cfg.listeners {
+        bound.push(server::bind(l).await?);
+    }
+    let admin_listener = match &cfg.admin {
+        Some(a) => Some(
+            tokio::net::TcpListener::bind(a.address)
+                .await
+                .with_context(|| format!("cannot listen on admin address {}", a.address))?,
+        ),
+        None => None,
+    };
+    let metrics = Arc::new(metrics::Metrics::new());
+    let upstreams = upstream::Upstreams::new(&cfg, &metrics);
+    let shared = Arc::new(exchange::Shared::new(
+        waf,
+        upstreams,
+        log_tx,
+        metrics,
+        cfg.limits.clone(),
+        cfg.server.clone(),
+    ));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let limit = Arc::new(Semaphore::new(cfg.limits.connections));
+    let mut accept_tasks = Vec::new();
+    for b in bound {
+        tracing::info!(
+            "listening on {} ({})",
+            b.address,
+            if cfg
+                .listeners
+                .iter()
+                .any(|l| l.address == b.address && l.tls.is_some())
+            {
+                "https"
+            } else {
+                "http"
+            }
+        );
+        accept_tasks.push(tokio::spawn(server::accept_loop(
+            b,
+            shared.clone(),
+            limit.clone(),
+            stop_rx.clone(),
+            alive_tx.clone(),
+        )));
+    }
+    if let Some(l) = admin_listener {
+        tracing::info!("admin API on {}", l.local_addr()?);
+        tokio::spawn(admin::serve(l, shared.clone(), stop_rx.clone()));
+    }
+    {
+        let shared = shared.clone();
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => shared.upstreams.reap_idle(),
+                    () = crate::server::stopped(&mut stop) => return,
+                }
+            }
+        });
+    }
+
+    let engine_failure = cfg.server.engine_failure;
+    wait_for_stop(&cfg.path, &shared, engine_failure).await?;
+    tracing::info!(
+        "stopping: no new connections; waiting up to {:?} for requests in flight",
+        cfg.server.grace_period
+    );
+    let _ = stop_tx.send(true);
+    for t in accept_tasks {
+        let _ = t.await;
+    }
+    drop(alive_tx);
+    let drained = tokio::time::timeout(cfg.server.grace_period, alive_rx.recv()).await;
+    match drained {
+        Ok(_) => tracing::info!("all connections closed; exiting"),
+        Err(_) => tracing::warn!(
+            "grace period over with {} connection(s) still open; closing them",
+            shared
+                .metrics
+                .connections_open
+                .load(std::sync::atomic::Ordering::Relaxed)
+        ),
+    }
+    Ok(())
+}
+
+/// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reloads the rules (the rule set in
+/// force stays when the new one fails to load) and reopens the log files.
+async fn wait_for_stop(
+    path: &Path,
+    shared: &Arc<exchange::Shared>,
+    engine_failure: config::FailurePolicy,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                tracing::info!("SIGTERM received");
+                return Ok(());
+            }
+            _ = int.recv() => {
+                tracing::info!("SIGINT received");
+                return Ok(());
+            }
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP received: reloading rules from {} and reopening logs", path.display());
+                shared.logs.request_reopen();
+                let path = path.to_owned();
+                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<waf::Waf> {
+                    let cfg = Config::load(&path)?;
+                    Ok(waf::Waf::load(&cfg.rules, &cfg.path, engine_failure == config::FailurePolicy::Closed)?)
+                })
+                .await;
+                match loaded {
+                    Ok(Ok(w)) => {
+                        tracing::info!(
+                            "reloaded {} rules from {} files (sha256 {})",
+                            w.rule_count(),
+                            w.files().len(),
+                            w.hash()
+                        );
+                        shared.replace_waf(Arc::new(w));
+                    }
+                    Ok(Err(e)) => tracing::error!("reload failed, the rules in force stay: {e:#}"),
+                    Err(e) => tracing::error!("reload failed, the rules in force stay: {e}"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The phase order of one request, the same for every protocol: phase 1 on the
+//! head, the body read within its limits and deadlines, phase 2, then the upstream
+//! exchange with phases 3 and 4. A front end describes the request ([`Head`]),
+//! gives its body through a [`BodySource`], and says after phase 2 how the request
+//! travels upstream (a [`Plan`]); it then writes the [`Driven`] answer in its own
+//! protocol.
+
+use super::ConnInfo;
+use super::{BodyStop, Exchange, ForwardParts, Reply, Shared};
+use crate::config::ServerConfig;
+use crate::metrics::Action;
+use bytes::Bytes;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A request head as a front end read it.
+#[derive(Debug)]
+pub struct Head<I> {
+    /// When the request began to arrive (monotonic).
+    pub start: Instant,
+    /// The same moment in microseconds since the Unix epoch.
+    pub start_us: i64,
+    /// The method as sent.
+    pub method: Bytes,
+    /// The request target as sent.
+    pub uri: Bytes,
+    /// The protocol as sent (`HTTP/1.1`, `HTTP/2.0`).
+    pub protocol: Bytes,
+    /// The first Host header's value (HTTP/2: `:authority` when there is none).
+    pub host: Option<Bytes>,
+    /// Every header line, in order, as the engine must see them.
+    pub headers: I,
+    /// The head's size on the wire.
+    pub head_bytes: usize,
+    /// Whether a body follows, and its announced length when known.
+    pub body: BodyPlan,
+}
+
+/// What the head says about the request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyPlan {
+    /// No body follows.
+    None,
+    /// A body of exactly this many bytes follows.
+    Length(u64),
+    /// A body of unknown length follows (chunked, or an HTTP/2 stream).
+    Unknown,
+}
+
+/// One step of reading a request body.
+#[derive(Debug)]
+pub enum BodyRead {
+    /// A piece of the body (decoded from its framing).
+    Data(Bytes),
+    /// The body is complete.
+    End,
+    /// The client went away or the stream failed; nobody is left to answer. The
+    /// text says what happened, for the logs.
+    Gone(String),
+    /// The body's framing is broken: answer 400 and close.
+    Malformed(String),
+}
+
+/// Where a request body comes from: the front end's connection or stream.
+pub trait BodySource: Send {
+    /// Called once before the first read: HTTP/1.1 sends `100 Continue` here when
+    /// the client asked for it. `false` means the client is gone.
+    fn start(&mut self) -> impl Future<Output = bool> + Send;
+
+    /// The next piece of the body. Must be cancel-safe: the driver bounds each
+    /// call with the body timeouts and drops it when one expires.
+    fn read(&mut self) -> impl Future<Output = BodyRead> + Send;
+
+    /// Bytes taken off the wire for the body so far, framing included.
+    fn wire_bytes(&self) -> u64;
+}
+
+/// Why a request that passed phase 2 cannot be forwarded: answered 400 and the
+/// connection closed.
+#[derive(Debug, Clone)]
+pub struct Refusal(pub String);
+
+/// After phase 2: the request as it goes upstream. Called a second time in the
+/// rare case that a request must be sent again on a new upstream connection.
+pub trait Plan: Fn() -> Result<ForwardParts, Refusal> + Sync {}
+impl<F: Fn() -> Result<ForwardParts, Refusal> + Sync> Plan for F {}
+
+/// The outcome of driving a request.
+#[derive(Debug)]
+pub struct Driven {
+    /// The reply to send; `None` when the client went away (the record is then
+    /// finished and nothing is to be sent).
+    pub reply: Option<Reply>,
+    /// Whether the whole request body was taken off the connection (otherwise an
+    /// HTTP/1 connection cannot carry another request).
+    pub body_read: bool,
+    /// The reply is the plan's refusal (HTTP/1 answers an HTTP/0.9 request's
+    /// refusal without a status line).
+    pub refused: bool,
+}
+
+impl Driven {
+    fn answer(reply: Reply, body_read: bool) -> Driven {
+        Driven {
+            reply: Some(reply),
+            body_read,
+            refused: false,
+        }
+    }
+}
+
+/// Runs one request through the phases: see the module documentation.
+pub async fn drive<'h, I, B, P>(
+    shared: &Arc<Shared>,
+    conn: ConnInfo,
+    head: Head<I>,
+    body: &mut B,
+    plan: &P,
+) -> Driven
+where
+    I: Iterator<Item = (&'h [u8], &'h [u8])>,
+    B: BodySource,
+    P: Plan,
+{
+    let mut ex = Exchange::begin(
+        shared,
+        conn,
+        head.start,
+        head.start_us,
+        head.method,
+        head.uri,
+        head.protocol,
+        head.host,
+        head.headers,
+        head.head_bytes,
+    );
+    let has_body = head.body != BodyPlan::None;
+    if let Some(v) = ex.phase1() {
+        return Driven::answer(ex.reply_verdict(v), !has_body);
+    }
+    if let BodyPlan::Length(n) = head.body
+        && n > shared.limits.request_body_bytes as u64
+    {
+        // Announced too large: refuse before reading (or inviting) the body.
+        return Driven::answer(ex.reply_body_stop(BodyStop::TooLarge), false);
+    }
+    if has_body {
+        if !body.start().await {
+            return gone(ex, "client closed the connection before the request body");
+        }
+        let mut clock = BodyClock::new(&shared.server);
+        let mut counted = 0u64;
+        loop {
+            let step = clock.bound(body.read()).await;
+            ex.add_bytes_in(body.wire_bytes() - counted);
+            counted = body.wire_bytes();
+            clock.received(counted);
+            match step {
+                Ok(BodyRead::Data(chunk)) => {
+                    if let Err(stop) = ex.body_chunk(chunk) {
+                        return Driven::answer(ex.reply_body_stop(stop), false);
+                    }
+                }
+                Ok(BodyRead::End) => break,
+                Ok(BodyRead::Gone(why)) => return gone(ex, &why),
+                Ok(BodyRead::Malformed(why)) => {
+                    let reply = ex.reply_error(
+                        400,
+                        Action::BadRequest,
+                        &format!("bad request body: {why}"),
+                    );
+                    return Driven::answer(reply, false);
+                }
+                Err(late) => {
+                    let reply = ex.reply_error(408, Action::BadRequest, late.reason());
+                    return Driven::answer(reply, false);
+                }
+            }
+        }
+    }
+    if let Some(v) = ex.phase2() {
+        return Driven::answer(ex.reply_verdict(v), true);
+    }
+    let parts = match plan() {
+        Ok(p) => p,
+        Err(Refusal(why)) => {
+            let mut reply = ex.reply_error(400, Action::BadRequest, &why);
+            reply.close = true;
+            return Driven {
+                reply: Some(reply),
+                body_read: true,
+                refused: true,
+            };
+        }
+    };
+    let again = || plan().ok();
+    let reply = ex.forward_again(parts, Some(&again)).await;
+    Driven::answer(reply, true)
+}
+
+/// Records a request whose client went away, answering no one.
+fn gone(ex: Exchange, why: &str) -> Driven {
+    let mut reply = ex.reply_error(400, Action::BadRequest, why);
+    reply.body.finish();
+    Driven {
+        reply: None,
+        body_read: false,
+        refused: false,
+    }
+}
+
+/// Which body time limit ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Late {
+    /// `server.client_body_timeout`: too long a pause between two reads.
+    Pause,
+    /// `server.client_body_deadline`: the whole body took too long.
+    Total,
+    /// `server.client_body_min_rate`: the body arrives too slowly on average.
+    Rate,
+}
+
+impl Late {
+    fn reason(self) -> &'static str {
+        match self {
+            Late::Pause => "request body not received within server.client_body_timeout",
+            Late::Total => "request body not complete within server.client_body_deadline",
+            Late::Rate => "request body slower than server.client_body_min_rate",
+        }
+    }
+}
+
+/// The time limits on a request body: the pause between reads, the whole body,
+/// and the lowest average rate once the grace period is over (a client dripping a
+/// byte every few seconds keeps within any pause limit, but not within this).
+#[derive(Debug)]
+struct BodyClock {
+    start: Instant,
+    pause: Duration,
+    total: Duration,
+    grace: Duration,
+    min_rate: u64,
+    received: u64,
+}
+
+impl BodyClock {
+    fn new(cfg: &ServerConfig) -> BodyClock {
+        BodyClock {
+            start: Instant::now(),
+            pause: cfg.client_body_timeout,
+            total: cfg.client_body_deadline,
+            grace: cfg.client_body_min_rate_grace,
+            min_rate: cfg.client_body_min_rate,
+            received: 0,
+        }
+    }
+
+    /// Notes the body bytes received so far (framing included).
+    fn received(&mut self, n: u64) {
+        self.received = n;
+    }
+
+    /// The earliest limit from now, and which it is.
+    fn next_limit(&self, now: Instant) -> (Instant, Late) {
+        let mut limit = (now + self.pause, Late::Pause);
+        let total = self.start + self.total;
+        if total < limit.0 {
+            limit = (total, Late::Total);
+        }
+        if self.min_rate > 0 {
+            // At the lowest rate, the bytes received so far buy this much time
+            // beyond the grace period.
+            let bought = Duration::from_secs_f64(self.received as f64 / self.min_rate as f64);
+            let rate = self.start + self.grace.saturating_add(bought);
+            if rate < limit.0 {
+                limit = (rate, Late::Rate);
+            }
+        }
+        limit
+    }
+
+    /// Runs one read within the limits.
+    async fn bound<F: Future>(&self, read: F) -> Result<F::Output, Late> {
+        let (at, late) = self.next_limit(Instant::now());
+        tokio::time::timeout_at(at.into(), read)
+            .await
+            .map_err(|_| late)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock(pause: u64, total: u64, grace: u64, rate: u64) -> BodyClock {
+        BodyClock {
+            start: Instant::now(),
+            pause: Duration::from_secs(pause),
+            total: Duration::from_secs(total),
+            grace: Duration::from_secs(grace),
+            min_rate: rate,
+            received: 0,
+        }
+    }
+
+    #[test]
+    fn the_earliest_limit_applies() {
+        let c = clock(60, 300, 10, 500);
+        let (at, late) = c.next_limit(c.start);
+        assert_eq!(late, Late::Rate);
+        assert_eq!(at - c.start, Duration::from_secs(10));
+
+        // 5,000 bytes at 500 B/s buy ten more seconds.
+        let mut c = clock(60, 300, 10, 500);
+        c.received(5_000);
+        assert_eq!(c.next_limit(c.start).0 - c.start, Duration::from_secs(20));
+
+        // Fast enough: the pause limit is next; late in the body, the total one.
+        c.received(10_000_000);
+        assert_eq!(c.next_limit(c.start).1, Late::Pause);
+        let late_now = c.start + Duration::from_secs(280);
+        assert_eq!(
+            c.next_limit(late_now),
+            (c.start + Duration::from_secs(300), Late::Total)
+        );
+
+        // A rate of 0 switches the rate limit off.
+        let c = clock(60, 300, 10, 0);
+        assert_eq!(c.next_limit(c.start).1, Late::Pause);
+    }
+}

@@ -1,0 +1,353 @@
+//! Header policy between the client and the upstream: hop-by-hop headers, the
+//! X-Forwarded-* headers, and the request target sent upstream.
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Uri};
+
+use super::IpText;
+
+/// Removes hop-by-hop headers (RFC 9110 §7.6.1): the fixed list and every header
+/// the Connection header names.
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // Most responses carry none: one pass over the names answers that, where a
+    // removal per listed name would hash each of them.
+    if !h.keys().any(|k| HOP_BY_HOP.contains(&k.as_str())) {
+        return;
+    }
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        h.remove(*n);
+    }
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Builds the headers sent upstream from the client's header lines: hop-by-hop
+/// headers, Content-Length and Expect removed (the proxy sets the length of the
+/// buffered body), X-Forwarded-For and X-Forwarded-Proto appended. Fails on a
+/// header line that cannot be sent as it is.
+pub fn upstream_headers<'h>(
+    lines: impl Iterator<Item = (&'h [u8], Bytes)> + Clone,
+    client: &IpText,
+    tls: bool,
+) -> Result<HeaderMap, &'static str> {
+    let mut named: Vec<Vec<u8>> = Vec::new();
+    let mut count = 0;
+    for (n, v) in lines.clone() {
+        count += 1;
+        if n.eq_ignore_ascii_case(b"connection") {
+            for t in v.split(|&b| b == b',') {
+                let t = t.trim_ascii();
+                if !t.is_empty() {
+                    named.push(t.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    // Room for every line and the two X-Forwarded-* headers, and no more: a map
+    // sets up (and later frees) every slot it has room for.
+    let mut out = HeaderMap::with_capacity(count + 2);
+    let mut xff: Option<Vec<u8>> = None;
+    let mut xfp: Option<Vec<u8>> = None;
+    for (n, v) in lines {
+        let name = HeaderName::from_bytes(n).map_err(|_| "invalid header name")?;
+        let s = name.as_str();
+        if HOP_BY_HOP.contains(&s)
+            || s == "content-length"
+            || s == "expect"
+            || named.iter().any(|x| x.as_slice() == s.as_bytes())
+        {
+            continue;
+        }
+        if s == "x-forwarded-for" || s == "x-forwarded-proto" {
+            let acc = if s == "x-forwarded-for" {
+                &mut xff
+            } else {
+                &mut xfp
+            };
+            let acc = acc.get_or_insert_with(Vec::new);
+            if !acc.is_empty() {
+                acc.extend_from_slice(b", ");
+            }
+            acc.extend_from_slice(&v);
+            continue;
+        }
+        // Shares the client's buffer instead of copying the value.
+        let value = HeaderValue::from_maybe_shared(v).map_err(|_| "invalid header value")?;
+        out.append(name, value);
+    }
+    // Without earlier values, the client's address and the scheme alone: no
+    // buffer to build (and a static value for the scheme).
+    let scheme: &'static str = if tls { "https" } else { "http" };
+    let xff = match xff {
+        None => HeaderValue::from_bytes(client.as_bytes()),
+        Some(acc) => list_with(acc, client.as_bytes()),
+    };
+    let xfp = match xfp {
+        None => Ok(HeaderValue::from_static(scheme)),
+        Some(acc) => list_with(acc, scheme.as_bytes()),
+    };
+    out.insert(
+        X_FORWARDED_FOR,
+        xff.map_err(|_| "invalid X-Forwarded-For value")?,
+    );
+    out.insert(
+        X_FORWARDED_PROTO,
+        xfp.map_err(|_| "invalid X-Forwarded-Proto value")?,
+    );
+    Ok(out)
+}
+
+/// The comma-separated list `earlier` with `last` appended, as a header value.
+fn list_with(
+    mut earlier: Vec<u8>,
+    last: &[u8],
+) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    if !earlier.is_empty() {
+        earlier.extend_from_slice(b", ");
+    }
+    earlier.extend_from_slice(last);
+    HeaderValue::from_bytes(&earlier)
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
+/// [`forward_target`] for a target held in a shared buffer: an origin-form target
+/// that can travel as it is shares the buffer instead of being copied.
+pub fn forward_target_shared(method: &Method, raw: &Bytes) -> Result<Uri, &'static str> {
+    if raw.first() == Some(&b'/')
+        && method != Method::CONNECT
+        && let Ok(u) = Uri::from_maybe_shared(raw.clone())
+    {
+        return Ok(u);
+    }
+    forward_target(method, raw)
+}
+
+/// The target to send upstream for a raw request target: origin-form as it is (or
+/// with bytes that cannot travel raw percent-encoded), the path of an absolute-form
+/// target, `*` for OPTIONS, `host:port` for CONNECT.
+pub fn forward_target(method: &Method, raw: &[u8]) -> Result<Uri, &'static str> {
+    if method == Method::CONNECT {
+        let ok = raw.first() != Some(&b'/')
+            && memchr::memrchr(b':', raw).is_some_and(|c| {
+                c > 0 && c + 1 < raw.len() && raw[c + 1..].iter().all(u8::is_ascii_digit)
+            });
+        if !ok {
+            return Err("CONNECT target must be host:port");
+        }
+        return Uri::from_maybe_shared(Bytes::copy_from_slice(raw))
+            .map_err(|_| "invalid CONNECT target");
+    }
+    if raw == b"*" {
+        return if method == Method::OPTIONS {
+            Ok(Uri::from_static("*"))
+        } else {
+            Err("'*' target is only valid for OPTIONS")
+        };
+    }
+    let path: &[u8] = if raw.first() == Some(&b'/') {
+        raw
+    } else {
+        // absolute-form: scheme "://" authority path
+        let lower = raw
+            .get(..8)
+            .map(<[u8]>::to_ascii_lowercase)
+            .unwrap_or_default();
+        let skip = if lower.starts_with(b"http://") {
+            7
+        } else if lower.starts_with(b"https://") {
+            8
+        } else {
+            return Err("request target is neither a path nor an absolute URI");
+        };
+        let rest = &raw[skip..];
+        match memchr::memchr2(b'/', b'?', rest) {
+            Some(p) if rest[p] == b'/' => &rest[p..],
+            Some(p) => {
+                // "http://host?q": the path is empty.
+                return Uri::from_maybe_shared(Bytes::from([b"/", &rest[p..]].concat()))
+                    .or_else(|_| {
+                        Uri::from_maybe_shared(Bytes::from(percent_encode_odd(
+                            &[b"/", &rest[p..]].concat(),
+                        )))
+                    })
+                    .map_err(|_| "invalid request target");
+            }
+            None => b"/",
+        }
+    };
+    Uri::from_maybe_shared(Bytes::copy_from_slice(path))
+        .or_else(|_| Uri::from_maybe_shared(Bytes::from(percent_encode_odd(path))))
+        .map_err(|_| "invalid request target")
+}
+
+/// Percent-encodes every byte that RFC 3986 does not allow in a URI, leaving the
+/// rest (and existing `%XX` escapes) alone.
+fn percent_encode_odd(raw: &[u8]) -> Vec<u8> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = Vec::with_capacity(raw.len() + 16);
+    for &b in raw {
+        let ok = b.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=%".contains(&b);
+        if ok {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(raw: &[(&'static str, &'static str)]) -> Vec<(&'static [u8], Bytes)> {
+        raw.iter()
+            .map(|(n, v)| (n.as_bytes(), Bytes::from_static(v.as_bytes())))
+            .collect()
+    }
+
+    #[test]
+    fn hop_by_hop_headers_are_removed_and_forwarded_for_appended() {
+        let l = lines(&[
+            ("Host", "example.com"),
+            ("Connection", "keep-alive, X-Secret"),
+            ("X-Secret", "1"),
+            ("Keep-Alive", "300"),
+            ("Transfer-Encoding", "chunked"),
+            ("Content-Length", "5"),
+            ("TE", "trailers"),
+            ("Upgrade", "websocket"),
+            ("Proxy-Connection", "keep-alive"),
+            ("Expect", "100-continue"),
+            ("X-Forwarded-For", "10.0.0.1"),
+            ("Accept", "a"),
+            ("accept", "b"),
+        ]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("192.168.1.2".parse().unwrap()),
+            true,
+        )
+        .unwrap();
+        let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names,
+            vec!["host", "accept", "x-forwarded-for", "x-forwarded-proto"]
+        );
+        assert_eq!(h["host"], "example.com");
+        assert_eq!(h.get_all("accept").iter().count(), 2);
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.168.1.2");
+        assert_eq!(h["x-forwarded-proto"], "https");
+    }
+
+    #[test]
+    fn forwarded_headers_without_earlier_values() {
+        let l = lines(&[("Host", "a")]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("::ffff:10.1.2.3".parse().unwrap()),
+            false,
+        )
+        .unwrap();
+        assert_eq!(h["x-forwarded-for"], "10.1.2.3");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        let l = lines(&[("X-Forwarded-For", ""), ("X-Forwarded-Proto", "https")]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("::1".parse().unwrap()),
+            true,
+        )
+        .unwrap();
+        assert_eq!(h["x-forwarded-for"], "::1");
+        assert_eq!(h["x-forwarded-proto"], "https, https");
+    }
+
+    #[test]
+    fn unforwardable_header_lines_are_refused() {
+        let l = lines(&[("Bad Name", "x")]);
+        assert!(
+            upstream_headers(
+                l.iter().map(|(n, v)| (*n, v.clone())),
+                &IpText::new("::1".parse().unwrap()),
+                false
+            )
+            .is_err()
+        );
+        let l = lines(&[("X", "a\rb")]);
+        assert!(
+            upstream_headers(
+                l.iter().map(|(n, v)| (*n, v.clone())),
+                &IpText::new("::1".parse().unwrap()),
+                false
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn response_hop_by_hop_headers_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("close, x-drop"));
+        h.insert("x-drop", HeaderValue::from_static("1"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("content-type", HeaderValue::from_static("text/html"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("content-type"));
+    }
+
+    #[test]
+    fn targets() {
+        let t = |m: Method, raw: &[u8]| forward_target(&m, raw).map(|u| u.to_string());
+        assert_eq!(t(Method::GET, b"/a?b=c").unwrap(), "/a?b=c");
+        assert_eq!(
+            t(Method::GET, b"/?q=\"<script>\"&x=\xff").unwrap(),
+            "/?q=%22%3Cscript%3E%22&x=%FF"
+        );
+        assert_eq!(t(Method::GET, b"http://example.com/x?y").unwrap(), "/x?y");
+        assert_eq!(t(Method::GET, b"http://example.com").unwrap(), "/");
+        assert_eq!(t(Method::OPTIONS, b"*").unwrap(), "*");
+        assert!(t(Method::GET, b"*").is_err());
+        assert_eq!(t(Method::CONNECT, b"1.2.3.4:80").unwrap(), "1.2.3.4:80");
+        assert!(t(Method::CONNECT, b"www.coreruleset.org").is_err());
+        assert!(t(Method::GET, b"index.html").is_err());
+        for raw in [
+            &b"/a?b=c"[..],
+            b"/?q=\"<x>\"&y=\xff",
+            b"http://example.com/x?y",
+            b"*",
+            b"1.2.3.4:80",
+            b"/",
+        ] {
+            for m in [Method::GET, Method::OPTIONS, Method::CONNECT] {
+                let shared = Bytes::copy_from_slice(raw);
+                assert_eq!(
+                    forward_target_shared(&m, &shared).map(|u| u.to_string()),
+                    forward_target(&m, raw).map(|u| u.to_string()),
+                    "{m} {raw:?}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! One request's path through the proxy, shared by the HTTP/1 and HTTP/2 front ends:
+//! engine phases, request body buffering, the upstream exchange, response
+//! inspection, and the record kept for logs and metrics.
+//!
+//! The front end hands a request to [`driver::drive`], which runs the phases in
+//! their order through an [`Exchange`] and returns a [`Reply`]. The reply's body
+//! carries the transaction: when the body has been sent (or dropped), phase 5 runs
+//! and the access, error and audit lines are queued.
+
+pub mod driver;
+pub mod headers;
+mod record;
+pub mod reply;
+pub mod shared;
+
+pub use headers::{forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers};
+pub use reply::{Reply, ReplyBody};
+pub use shared::{ConnInfo, IpText, Shared};
+
+use crate::metrics::Action;
+use crate::upstream::{UpstreamRequest, UpstreamTiming};
+use crate::waf::{BodyFeed, Verdict, VerdictKind, WafTx};
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, StatusCode, Uri};
+use http_body::Body;
+use http_body_util::BodyExt;
+use record::{Record, micros_since};
+use reply::BodyKind;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a request body was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyStop {
+    /// Over `limits.request_body_bytes`.
+    TooLarge,
+    /// Over the engine's `SecRequestBodyLimit` with `SecRequestBodyLimitAction Reject`.
+    EngineLimit,
+}
+
+/// The request as the front end hands it over for forwarding.
+#[derive(Debug)]
+pub struct ForwardParts {
+    /// Method.
+    pub method: Method,
+    /// Origin-form (or `*`, or authority-form for CONNECT) target.
+    pub uri: Uri,
+    /// Headers for the upstream: hop-by-hop removed, X-Forwarded-* added.
+    pub headers: HeaderMap,
+}
+
+/// A request on its way through the proxy.
+pub struct Exchange {
+    rec: Box<Record>,
+    body: Vec<Bytes>,
+    body_len: usize,
+    engine_body: bool,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("unique_id", &self.rec.unique_id)
+            .finish()
+    }
+}
+
+impl Exchange {
+    /// Starts a transaction and gives the engine the request line and every header.
+    /// `start`/`start_us` are when the request began to arrive; `host` the first
+    /// Host header's value; `head_bytes` the head's size on the wire. When the rule
+    /// set in force cannot act on a request ([`Waf::is_empty`]), no transaction is
+    /// made at all.
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin<'h>(
+        shared: &Arc<Shared>,
+        conn: ConnInfo,
+        start: Instant,
+        start_us: i64,
+        method: Bytes,
+        uri: Bytes,
+        protocol: Bytes,
+        host: Option<Bytes>,
+        headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+        head_bytes: usize,
+    ) -> Exchange {
+        let waf = shared.waf();
+        let (tx, unique_id) = if waf.is_empty() {
+            (None, None)
+        } else {
+            let id = shared.unique_id(start_us);
+            let mut tx = waf.transaction(conn.peer, conn.local, id.clone(), start_us);
+            tx.request_line(&method, &uri, &protocol);
+            for (n, v) in headers {
+                tx.request_header(n, v);
+            }
+            (Some(tx), Some(id))
+        };
+        Exchange {
+            rec: Box::new(Record {
+                shared: shared.clone(),
+                tx,
+                unique_id,
+                conn,
+                start,
+                start_us,
+                method,
+                uri,
+                protocol,
+                host,
+                phase_us: [None; 5],
+                upstream: None,
+                up_timing: None,
+                transfer_us: None,
+                transfer_acc: 0,
+                transfer_start: None,
+                bytes_in: head_bytes as u64,
+                bytes_out: 0,
+                status: 0,
+                action: Action::Pass,
+                rule_id: None,
+                error: None,
+                finished: false,
+                logged: None,
+            }),
+            body: Vec::new(),
+            body_len: 0,
+            engine_body: true,
+        }
+    }
+
+    /// Runs phase 1.
+    pub fn phase1(&mut self) -> Option<Verdict> {
+        self.rec.time_phase(1, |tx| tx.request_headers_done())
+    }
+
+    /// Counts bytes received for the body (framing included).
+    pub fn add_bytes_in(&mut self, n: u64) {
+        self.rec.bytes_in += n;
+    }
+
+    /// Takes a piece of the request body: buffered for the upstream, and given to
+    /// the engine while it wants it. On `Err`, answer with [`Exchange::reply_body_stop`].
+    pub fn body_chunk(&mut self, chunk: Bytes) -> Result<(), BodyStop> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if self.body_len + chunk.len() > self.rec.shared.limits.request_body_bytes {
+            return Err(BodyStop::TooLarge);
+        }
+        if self.engine_body
+            && let Some(tx) = self.rec.tx.as_mut()
+            && tx.wants_request_body()
+        {
+            let t0 = Instant::now();
+            let r = tx.request_body(&chunk);
+            let us = micros_since(t0);
+            let slot = &mut self.rec.phase_us[1];
+            *slot = Some(slot.unwrap_or(0) + us);
+            match r {
+                BodyFeed::Ok => {}
+                BodyFeed::LimitPartial => self.engine_body = false,
+                BodyFeed::LimitReject => return Err(BodyStop::EngineLimit),
+            }
+        }
+        self.body_len += chunk.len();
+        self.body.push(chunk);
+        Ok(())
+    }
+
+    /// Runs phase 2 (call it even when there was no body).
+    pub fn phase2(&mut self) -> Option<Verdict> {
+        self.rec.time_phase(2, |tx| tx.request_body_done())
+    }
+
+    /// Builds the answer to a rule's verdict.
+    pub fn reply_verdict(mut self, v: Verdict) -> Reply {
+        self.rec.rule_id = v.rule_id;
+        match v.kind {
+            VerdictKind::Drop => {
+                self.rec.status = 0;
+                self.rec.action = Action::Drop;
+                let mut r = Reply::new(self.rec, StatusCode::BAD_REQUEST, Bytes::new());
+                r.drop = true;
+                r.close = true;
+                r
+            }
+            VerdictKind::Redirect(to) => {
+                let status = if (300..400).contains(&v.status) {
+                    v.status
+                } else {
+                    302
+                };
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FOUND);
+                self.rec.status = status.as_u16();
+                self.rec.action = Action::Redirect;
+                match HeaderValue::from_str(&to) {
+                    Ok(loc) => {
+                        let mut r = Reply::new(self.rec, status, Bytes::new());
+                        r.headers.insert(header::LOCATION, loc);
+                        r
+                    }
+                    // A location that cannot be a header value: deny instead.
+                    Err(_) => {
+                        self.rec.action = Action::Deny;
+                        self.reply_status(StatusCode::FORBIDDEN, true)
+                    }
+                }
+            }
+            VerdictKind::Deny => {
+                let status = StatusCode::from_u16(v.status)
+                    .ok()
+                    .filter(|s| !s.is_informational())
+                    .unwrap_or(StatusCode::FORBIDDEN);
+                self.rec.action = Action::Deny;
+                self.reply_status(status, true)
+            }
+        }
+    }
+
+    /// Answers with a proxy-made status (400, 404, 413, ...), writing `reason` to
+    /// the error log.
+    pub fn reply_error(mut self, status: u16, action: Action, reason: &str) -> Reply {
+        self.rec.error_line(reason);
+        self.rec.error = Some(reason.to_owned());
+        self.rec.action = action;
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+        self.reply_status(status, true)
+    }
+
+    /// Answers a request whose body went over a limit (413).
+    pub fn reply_body_stop(self, stop: BodyStop) -> Reply {
+        match stop {
+            BodyStop::TooLarge => {
+                let msg = format!(
+                    "request body larger than limits.request_body_bytes ({})",
+                    self.rec.shared.limits.request_body_bytes
+                );
+                self.reply_error(413, Action::BadRequest, &msg)
+            }
+            BodyStop::EngineLimit => {
+                self.reply_error(413, Action::Deny, "request body over SecRequestBodyLimit")
+            }
+        }
+    }
+
+    fn reply_status(mut self, status: StatusCode, close: bool) -> Reply {
+        self.rec.status = status.as_u16();
+        let body = format!(
+            "{} {}\nRequest id: {}\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            self.rec.unique_id()
+        );
+        let mut r = Reply::new(self.rec, status, Bytes::from(body));
+        r.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r.headers
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r.close = close;
+        r
+    }
+
+    /// Sends the request upstream and runs phases 3 and 4 on the response.
+    pub async fn forward(self, parts: ForwardParts) -> Reply {
+        self.forward_again(parts, None).await
+    }
+
+    /// [`Exchange::forward`], where `again` (when given) builds the same parts once
+    /// more, for the rare request that must be sent a second time (see
+    /// [`crate::upstream::Pool::send`]); without it a copy is kept.
+    pub async fn forward_again(
+        mut self,
+        parts: ForwardParts,
+        again: Option<&(dyn Fn() -> Option<ForwardParts> + Sync)>,
+    ) -> Reply {
+        let shared = self.rec.shared.clone();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or(&b"/"[..], |p| p.as_str().as_bytes());
+        let Some(pool) = shared
+            .upstreams
+            .route(self.rec.host.as_deref(), path)
+            .cloned()
+        else {
+            return self.reply_error(
+                404,
+                Action::BadRequest,
+                "no route matches this host and path",
+            );
+        };
+        let body = match self.body.len() {
+            0 => Bytes::new(),
+            1 => self.body.pop().unwrap_or_default(),
+            _ => {
+                let mut all = BytesMut::with_capacity(self.body_len);
+                for c in self.body.drain(..) {
+                    all.extend_from_slice(&c);
+                }
+                all.freeze()
+            }
+        };
+        let is_head = parts.method == Method::HEAD;
+        let again_req = again.map(|f| {
+            let body = body.clone();
+            move || f().map(|p| upstream_request(p, body.clone()))
+        });
+        let req = upstream_request(parts, body);
+        let mut timing = UpstreamTiming::default();
+        self.rec.upstream = Some((pool.name.clone(), None));
+        let again_dyn = again_req
+            .as_ref()
+            .map(|f| f as &(dyn Fn() -> Option<UpstreamRequest> + Sync));
+        let sent = pool.send(req, &mut timing, again_dyn).await;
+        self.rec.up_timing = Some(timing);
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                let status = e.status();
+                return self.reply_error(status, Action::UpstreamError, &e.to_string());
+            }
+        };
+        self.rec.upstream = Some((pool.name.clone(), Some(resp.server.clone())));
+        let mut parts = resp.parts;
+        let mut upstream_body = resp.body;
+
+        // Phase 3.
+        let status = parts.status;
+        if let Some(tx) = self.rec.tx.as_mut() {
+            tx.response_status(status.as_u16(), b"HTTP/1.1");
+            for (n, v) in &parts.headers {
+                tx.response_header(n.as_str().as_bytes(), v.as_bytes());
+            }
+        }
+        if let Some(v) = self.rec.time_phase(3, |tx| tx.response_headers_done()) {
+            return self.reply_verdict(v);
+        }
+        strip_hop_by_hop(&mut parts.headers);
+
+        // Phase 4: buffer and inspect the body when the engine wants it.
+        let has_body = !is_head
+            && !status.is_informational()
+            && status != StatusCode::NO_CONTENT
+            && status != StatusCode::NOT_MODIFIED;
+        let mut prefix = BytesMut::new();
+        let mut complete = !has_body || upstream_body.is_end_stream();
+        if has_body && !complete && self.rec.tx.as_ref().is_some_and(WafTx::wants_response_body) {
+            let limit = shared.limits.response_body_inspect_bytes;
+            loop {
+                let t0 = Instant::now();
+                let frame = upstream_body.frame().await;
+                self.rec.transfer_acc += micros_since(t0);
+                match frame {
+                    None => {
+                        complete = true;
+                        break;
+                    }
+                    Some(Err(e)) => {
+                        let status = if matches!(e, crate::upstream::UpstreamBodyError::Timeout) {
+                            504
+                        } else {
+                            502
+                        };
+                        return self.reply_error(status, Action::UpstreamError, &e.to_string());
+                    }
+                    Some(Ok(frame)) => {
+                        let Ok(data) = frame.into_data() else {
+                            continue;
+                        };
+                        let room = limit.saturating_sub(prefix.len());
+                        let feed = &data[..data.len().min(room)];
+                        let t0 = Instant::now();
+                        let r = self
+                            .rec
+                            .tx
+                            .as_mut()
+                            .map_or(BodyFeed::Ok, |tx| tx.response_body(feed));
+                        let us = micros_since(t0);
+                        let slot = &mut self.rec.phase_us[3];
+                        *slot = Some(slot.unwrap_or(0) + us);
+                        prefix.extend_from_slice(&data);
+                        match r {
+                            BodyFeed::LimitReject => {
+                                self.rec.error =
+                                    Some("response body over SecResponseBodyLimit".into());
+                                return self.reply_error(
+                                    500,
+                                    Action::Deny,
+                                    "response body over SecResponseBodyLimit",
+                                );
+                            }
+                            BodyFeed::LimitPartial => break,
+                            BodyFeed::Ok => {}
+                        }
+                        if upstream_body.is_end_stream() {
+                            complete = true;
+                            break;
+                        }
+                        if prefix.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(v) = self.rec.time_phase(4, |tx| tx.response_body_done()) {
+            return self.reply_verdict(v);
+        }
+
+        self.rec.status = status.as_u16();
+        self.rec.action = Action::Pass;
+        let body = if complete {
+            self.rec.transfer_us = Some(self.rec.transfer_acc);
+            let b = prefix.freeze();
+            if has_body {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, length_value(b.len()));
+            }
+            BodyKind::Full(Some(b))
+        } else {
+            // The rest streams to the client; its transfer time runs from here (and
+            // includes waiting for the client to take the data).
+            self.rec.transfer_start = Some(Instant::now());
+            BodyKind::Stream {
+                prefix: (!prefix.is_empty()).then(|| prefix.freeze()),
+                rest: upstream_body,
+            }
+        };
+        Reply {
+            status,
+            headers: parts.headers,
+            body: ReplyBody {
+                kind: body,
+                rec: Some(self.rec),
+            },
+            close: false,
+            drop: false,
+        }
+    }
+}
+
+/// A Content-Length value; the common empty body's without making one.
+fn length_value(n: usize) -> HeaderValue {
+    if n == 0 {
+        HeaderValue::from_static("0")
+    } else {
+        HeaderValue::from(n)
+    }
+}
+
+/// The request for the upstream: the parts, the buffered body, and its length.
+fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
+    let mut headers = parts.headers;
+    if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
+        headers.insert(header::CONTENT_LENGTH, length_value(body.len()));
+    }
+    UpstreamRequest {
+        method: parts.method,
+        uri: parts.uri,
+        headers,
+        body,
+    }
+}

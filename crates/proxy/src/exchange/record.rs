@@ -1,0 +1,269 @@
+//! The record a request leaves behind: phase and upstream timings, sizes, the
+//! verdict, and the engine transaction. Finishing it runs phase 5 and queues the
+//! access, error and audit lines and the metrics.
+
+use super::shared::{ConnInfo, Shared};
+use crate::logs::{LogKind, Written, one_line, rfc3339_micros};
+use crate::metrics::{Action, Timer};
+use crate::upstream::UpstreamTiming;
+use crate::waf::WafTx;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// What a finished request looked like, kept for the logs.
+pub(super) struct Record {
+    pub(super) shared: Arc<Shared>,
+    /// The engine transaction; `None` when the rule set in force cannot act on a
+    /// request ([`Waf::is_empty`]): then no phase runs and nothing is timed.
+    pub(super) tx: Option<WafTx>,
+    /// The transaction id, made when first needed (at once when the engine runs).
+    pub(super) unique_id: Option<String>,
+    pub(super) conn: ConnInfo,
+    pub(super) start: Instant,
+    pub(super) start_us: i64,
+    pub(super) method: Bytes,
+    pub(super) uri: Bytes,
+    pub(super) protocol: Bytes,
+    pub(super) host: Option<Bytes>,
+    pub(super) phase_us: [Option<u64>; 5],
+    pub(super) upstream: Option<(Arc<str>, Option<Arc<str>>)>,
+    pub(super) up_timing: Option<UpstreamTiming>,
+    pub(super) transfer_us: Option<u64>,
+    /// Upstream transfer time accumulated while the proxy waited for body data.
+    pub(super) transfer_acc: u64,
+    /// When streaming of the rest of the upstream body began.
+    pub(super) transfer_start: Option<Instant>,
+    pub(super) bytes_in: u64,
+    pub(super) bytes_out: u64,
+    pub(super) status: u16,
+    pub(super) action: Action,
+    pub(super) rule_id: Option<i64>,
+    pub(super) error: Option<String>,
+    pub(super) finished: bool,
+    /// With `logs.error_log_before_response`: the acknowledgement of the last
+    /// error-log line queued for this request, awaited before the response is sent.
+    pub(super) logged: Option<Written>,
+}
+
+pub(super) fn micros_since(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Record {
+    /// Runs and times a phase; without a transaction, returns `T::default()` (no
+    /// verdict) and records the phase as taking no time, without reading a clock
+    /// (logs and metrics keep their shape).
+    pub(super) fn time_phase<T: Default>(
+        &mut self,
+        phase: usize,
+        f: impl FnOnce(&mut WafTx) -> T,
+    ) -> T {
+        let Some(tx) = self.tx.as_mut() else {
+            self.phase_us[phase - 1].get_or_insert(0);
+            return T::default();
+        };
+        let t0 = Instant::now();
+        let out = f(tx);
+        let us = micros_since(t0);
+        let slot = &mut self.phase_us[phase - 1];
+        *slot = Some(slot.unwrap_or(0) + us);
+        self.emit_match_lines();
+        out
+    }
+
+    /// The transaction id (made now if it was not yet).
+    pub(super) fn unique_id(&mut self) -> &str {
+        let (shared, start_us) = (&self.shared, self.start_us);
+        self.unique_id
+            .get_or_insert_with(|| shared.unique_id(start_us))
+    }
+
+    /// Queues the engine's match lines so far. Called after every phase, so that the
+    /// lines of a request reach the error log before its response is sent (tools
+    /// that tail the log rely on that order), as ModSecurity writes them.
+    pub(super) fn emit_match_lines(&mut self) {
+        let Some(tx) = self.tx.as_mut() else {
+            return;
+        };
+        let lines = tx.take_log_lines();
+        if lines.is_empty() {
+            return;
+        }
+        let now = rfc3339_micros(crate::logs::now_unix_micros());
+        let client_ip = self.conn.peer.ip();
+        let last = lines.len() - 1;
+        for (i, line) in lines.into_iter().enumerate() {
+            // Only the batch's last line needs an acknowledgement: the writer keeps
+            // the order, so it covers the others.
+            let written = self.shared.logs.send_error(
+                format!("{now} [error] [client {client_ip}] {}", one_line(&line)),
+                i == last,
+            );
+            if written.is_some() {
+                self.logged = written;
+            }
+        }
+    }
+
+    pub(super) fn error_line(&mut self, message: &str) {
+        self.unique_id();
+        let line = format!(
+            "{} [error] [client {}] palisade: {} [uri \"{}\"] [unique_id \"{}\"]",
+            rfc3339_micros(crate::logs::now_unix_micros()),
+            self.conn.peer.ip(),
+            one_line(message),
+            one_line(&String::from_utf8_lossy(&self.uri)),
+            self.unique_id.as_deref().unwrap_or_default()
+        );
+        if let Some(w) = self.shared.logs.send_error(line, true) {
+            self.logged = Some(w);
+        }
+    }
+
+    /// Phase 5, then the log lines and metrics. Runs once.
+    pub(super) fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if let Some(t) = self.transfer_start.take() {
+            let acc = self.transfer_acc;
+            self.transfer_us.get_or_insert(acc + micros_since(t));
+        }
+        self.time_phase(5, |tx| tx.logging());
+        if let Some(f) = self
+            .tx
+            .as_ref()
+            .and_then(|t| t.failure())
+            .map(str::to_owned)
+        {
+            self.shared
+                .metrics
+                .engine_errors
+                .fetch_add(1, Ordering::Relaxed);
+            self.error_line(&format!("rule engine failure: {f}"));
+            self.error
+                .get_or_insert(format!("rule engine failure: {f}"));
+        }
+        let total_us = micros_since(self.start);
+        let shared = self.shared.clone();
+        if shared.logs.enabled(LogKind::Audit)
+            && let Some(rec) = self.tx.as_mut().and_then(|t| t.audit_record())
+        {
+            shared
+                .logs
+                .send(LogKind::Audit, one_line(&rec).into_owned());
+        }
+        let (rules, (anomaly_in, anomaly_out)) = match self.tx.as_mut() {
+            Some(tx) => (tx.matched_rule_ids(), tx.anomaly_scores()),
+            None => (Vec::new(), (0, 0)),
+        };
+        let m = &shared.metrics;
+        m.request(self.status, self.action);
+        m.rule_hits(&rules);
+        let timers = [
+            Timer::Phase1,
+            Timer::Phase2,
+            Timer::Phase3,
+            Timer::Phase4,
+            Timer::Phase5,
+        ];
+        for (t, us) in timers.iter().zip(self.phase_us) {
+            if let Some(us) = us {
+                m.observe(*t, us);
+            }
+        }
+        if let Some(u) = &self.up_timing {
+            if !u.reused {
+                m.observe(Timer::UpstreamConnect, u.connect_us);
+            }
+            m.observe(Timer::UpstreamFirstByte, u.first_byte_us);
+        }
+        if let Some(us) = self.transfer_us {
+            m.observe(Timer::UpstreamTransfer, us);
+        }
+        m.observe(Timer::Total, total_us);
+        if shared.logs.enabled(LogKind::Access) {
+            self.unique_id();
+            let host = self.host.as_ref().map(|h| String::from_utf8_lossy(h));
+            let waf_us: u64 = self.phase_us.iter().flatten().sum();
+            let line = AccessLine {
+                ts_us: self.start_us,
+                time: &rfc3339_micros(self.start_us),
+                unique_id: self.unique_id.as_deref().unwrap_or_default(),
+                client: &self.conn.peer.to_string(),
+                server: &self.conn.local.to_string(),
+                scheme: if self.conn.tls { "https" } else { "http" },
+                protocol: &String::from_utf8_lossy(&self.protocol),
+                method: &String::from_utf8_lossy(&self.method),
+                uri: &String::from_utf8_lossy(&self.uri),
+                host: host.as_deref(),
+                status: self.status,
+                bytes_in: self.bytes_in,
+                bytes_out: self.bytes_out,
+                total_us,
+                waf_us,
+                phase1_us: self.phase_us[0],
+                phase2_us: self.phase_us[1],
+                phase3_us: self.phase_us[2],
+                phase4_us: self.phase_us[3],
+                phase5_us: self.phase_us[4],
+                upstream: self.upstream.as_ref().map(|u| &*u.0),
+                upstream_addr: self.upstream.as_ref().and_then(|u| u.1.as_deref()),
+                upstream_reused: self.up_timing.map(|u| u.reused),
+                upstream_connect_us: self.up_timing.map(|u| u.connect_us),
+                upstream_first_byte_us: self.up_timing.map(|u| u.first_byte_us),
+                upstream_transfer_us: self.transfer_us,
+                rules: &rules,
+                anomaly_inbound: anomaly_in,
+                anomaly_outbound: anomaly_out,
+                action: self.action.label(),
+                rule_id: self.rule_id,
+                error: self.error.as_deref(),
+            };
+            if let Ok(json) = serde_json::to_string(&line) {
+                shared.logs.send(LogKind::Access, json);
+            }
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct AccessLine<'a> {
+    ts_us: i64,
+    time: &'a str,
+    unique_id: &'a str,
+    client: &'a str,
+    server: &'a str,
+    scheme: &'a str,
+    protocol: &'a str,
+    method: &'a str,
+    uri: &'a str,
+    host: Option<&'a str>,
+    status: u16,
+    bytes_in: u64,
+    bytes_out: u64,
+    total_us: u64,
+    waf_us: u64,
+    phase1_us: Option<u64>,
+    phase2_us: Option<u64>,
+    phase3_us: Option<u64>,
+    phase4_us: Option<u64>,
+    phase5_us: Option<u64>,
+    upstream: Option<&'a str>,
+    upstream_addr: Option<&'a str>,
+    upstream_reused: Option<bool>,
+    upstream_connect_us: Option<u64>,
+    upstream_first_byte_us: Option<u64>,
+    upstream_transfer_us: Option<u64>,
+    rules: &'a [i64],
+    anomaly_inbound: i64,
+    anomaly_outbound: i64,
+    action: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}

@@ -1,0 +1,216 @@
+//! The answer to a request: status, headers, and a body that finishes the
+//! transaction's record once it has been sent or dropped.
+
+use super::record::{Record, micros_since};
+use crate::upstream::UpstreamBody;
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// What a reply body is made of.
+pub(super) enum BodyKind {
+    Full(Option<Bytes>),
+    Stream {
+        prefix: Option<Bytes>,
+        rest: UpstreamBody,
+    },
+}
+
+/// The answer to a request: status, headers, and a body that finishes the
+/// transaction's record when it has been sent or dropped.
+pub struct Reply {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers (no hop-by-hop headers; Content-Length when the length is known).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: ReplyBody,
+    /// The connection must close after this reply.
+    pub close: bool,
+    /// Close the connection without answering.
+    pub drop: bool,
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reply")
+            .field("status", &self.status)
+            .field("close", &self.close)
+            .field("drop", &self.drop)
+            .finish()
+    }
+}
+
+impl Reply {
+    pub(super) fn new(rec: Box<Record>, status: StatusCode, body: Bytes) -> Reply {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        Reply {
+            status,
+            headers,
+            body: ReplyBody {
+                kind: BodyKind::Full(Some(body)),
+                rec: Some(rec),
+            },
+            close: false,
+            drop: false,
+        }
+    }
+}
+
+/// A reply body: a buffer, or a buffered prefix and the rest of an upstream body.
+/// Counts the bytes it yields; finishing or dropping it runs phase 5 and logs.
+pub struct ReplyBody {
+    pub(super) kind: BodyKind,
+    pub(super) rec: Option<Box<Record>>,
+}
+
+impl std::fmt::Debug for ReplyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReplyBody")
+    }
+}
+
+/// A reply body failed part-way (the upstream broke off or timed out).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReplyBodyError(String);
+
+impl ReplyBody {
+    /// Adds bytes written outside the body (the HTTP/1 head) to the record.
+    pub fn add_bytes_out(&mut self, n: u64) {
+        if let Some(r) = &mut self.rec {
+            r.bytes_out += n;
+        }
+    }
+
+    /// With `logs.error_log_before_response`, waits until the error-log lines this
+    /// request has queued so far are in the file; call it before sending the
+    /// response. Returns at once otherwise.
+    pub async fn error_lines_written(&mut self) {
+        if let Some(w) = self.rec.as_mut().and_then(|r| r.logged.take()) {
+            w.wait().await;
+        }
+    }
+
+    /// Notes that the client went away or the write failed.
+    pub fn set_error(&mut self, e: &str) {
+        if let Some(r) = &mut self.rec
+            && r.error.is_none()
+        {
+            r.error = Some(e.to_owned());
+        }
+    }
+
+    /// Finishes the record now (the body will not be polled further).
+    pub fn finish(&mut self) {
+        if let Some(mut r) = self.rec.take() {
+            r.finish();
+        }
+    }
+
+    /// Length of the body when it is fully known.
+    pub fn known_len(&self) -> Option<u64> {
+        match &self.kind {
+            BodyKind::Full(b) => Some(b.as_ref().map_or(0, |b| b.len() as u64)),
+            BodyKind::Stream { .. } => None,
+        }
+    }
+}
+
+impl Drop for ReplyBody {
+    fn drop(&mut self) {
+        if let Some(r) = &mut self.rec
+            && !r.finished
+        {
+            if matches!(self.kind, BodyKind::Stream { .. }) && r.error.is_none() {
+                r.error = Some("response not completed".into());
+            }
+            r.finish();
+        }
+    }
+}
+
+impl Body for ReplyBody {
+    type Data = Bytes;
+    type Error = ReplyBodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ReplyBodyError>>> {
+        let this = &mut *self;
+        let out = match &mut this.kind {
+            BodyKind::Full(b) => match b.take() {
+                Some(data) if !data.is_empty() => Some(Ok(Frame::data(data))),
+                _ => None,
+            },
+            BodyKind::Stream { prefix, rest } => {
+                if let Some(p) = prefix.take() {
+                    Some(Ok(Frame::data(p)))
+                } else {
+                    match Pin::new(rest).poll_frame(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(None) => None,
+                        Poll::Ready(Some(Ok(f))) => match f.into_data() {
+                            Ok(d) => Some(Ok(Frame::data(d))),
+                            // Trailers are not forwarded.
+                            Err(_) => None,
+                        },
+                        Poll::Ready(Some(Err(e))) => Some(Err(ReplyBodyError(e.to_string()))),
+                    }
+                }
+            }
+        };
+        match &out {
+            Some(Ok(f)) => {
+                if let (Some(d), Some(r)) = (f.data_ref(), &mut this.rec) {
+                    r.bytes_out += d.len() as u64;
+                }
+            }
+            Some(Err(e)) => {
+                let msg = e.0.clone();
+                if let Some(r) = &mut this.rec {
+                    r.error_line(&msg);
+                    r.error = Some(msg);
+                }
+                this.finish();
+            }
+            None => {
+                if let Some(r) = &mut this.rec
+                    && let Some(t) = r.transfer_start.take()
+                {
+                    r.transfer_us = Some(r.transfer_acc + micros_since(t));
+                }
+                this.finish();
+            }
+        }
+        Poll::Ready(out)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            BodyKind::Full(b) => b.as_ref().is_none_or(Bytes::is_empty),
+            BodyKind::Stream { prefix, rest } => prefix.is_none() && rest.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            BodyKind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            BodyKind::Stream { prefix, rest } => {
+                let p = prefix.as_ref().map_or(0, |b| b.len() as u64);
+                let h = rest.size_hint();
+                let mut s = SizeHint::new();
+                s.set_lower(h.lower() + p);
+                if let Some(u) = h.upper() {
+                    s.set_upper(u + p);
+                }
+                s
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! What every request shares (rules in force, pools, logs, metrics, limits) and
+//! what it knows of its connection.
+
+use crate::config::{LimitsConfig, ServerConfig};
+use crate::logs::LogSender;
+use crate::metrics::Metrics;
+use crate::upstream::Upstreams;
+use crate::waf::Waf;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+/// Everything requests share: rules, pools, logs, metrics, limits.
+#[derive(Debug)]
+pub struct Shared {
+    /// The rules in force; SIGHUP swaps in a newly loaded set.
+    waf: RwLock<Arc<Waf>>,
+    /// Pools and routes.
+    pub upstreams: Upstreams,
+    /// The log channel.
+    pub logs: LogSender,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Request limits.
+    pub limits: LimitsConfig,
+    /// Timeouts.
+    pub server: ServerConfig,
+    /// When the process started.
+    pub started: Instant,
+    id_seed: u64,
+    id_counter: AtomicU64,
+}
+
+impl Shared {
+    /// Bundles the shared state.
+    pub fn new(
+        waf: Arc<Waf>,
+        upstreams: Upstreams,
+        logs: LogSender,
+        metrics: Arc<Metrics>,
+        limits: LimitsConfig,
+        server: ServerConfig,
+    ) -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        Shared {
+            waf: RwLock::new(waf),
+            upstreams,
+            logs,
+            metrics,
+            limits,
+            server,
+            started: Instant::now(),
+            id_seed: h.finish(),
+            id_counter: AtomicU64::new(0),
+        }
+    }
+
+    /// The rules in force now.
+    pub fn waf(&self) -> Arc<Waf> {
+        self.waf.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Puts a newly loaded rule set in force; requests already started keep theirs.
+    pub fn replace_waf(&self, waf: Arc<Waf>) {
+        *self.waf.write().unwrap_or_else(|e| e.into_inner()) = waf;
+    }
+
+    /// A new transaction id: 20 hex digits from the start time and a per-process
+    /// random counter, unique across requests and restarts.
+    pub(super) fn unique_id(&self, now_us: i64) -> String {
+        let n = self.id_counter.fetch_add(1, Ordering::Relaxed);
+        let tail = self
+            .id_seed
+            .wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            & 0xFFF_FFFF;
+        format!("{:013x}{tail:07x}", now_us & 0x1F_FFFF_FFFF_FFFF)
+    }
+}
+
+/// The connection a request arrived on.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The local address.
+    pub local: SocketAddr,
+    /// True on TLS listeners.
+    pub tls: bool,
+    /// The client's address as text, made once per connection: X-Forwarded-For is
+    /// built from it on every request.
+    pub peer_text: IpText,
+}
+
+/// An IP address as text (IPv4-mapped IPv6 addresses shown as IPv4), held inline so
+/// that [`ConnInfo`] stays `Copy`.
+#[derive(Clone, Copy)]
+pub struct IpText {
+    buf: [u8; 64],
+    len: u8,
+}
+
+impl IpText {
+    /// Formats `ip` in its canonical form.
+    pub fn new(ip: std::net::IpAddr) -> IpText {
+        use std::io::Write;
+        let mut buf = [0u8; 64];
+        let mut w: &mut [u8] = &mut buf;
+        // The longest IPv6 text is 45 bytes, so the buffer cannot fill up.
+        let _ = write!(w, "{}", ip.to_canonical());
+        let len = 64 - w.len();
+        IpText {
+            buf,
+            len: len as u8,
+        }
+    }
+
+    /// The text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for IpText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
+}

@@ -1,0 +1,5 @@
+//! Front ends: one task per client connection reads requests in its protocol and
+//! hands each to the protocol-neutral [`crate::exchange::driver`].
+
+pub mod h1;
+pub mod h2;

@@ -1,0 +1,28 @@
+//! Palisade's reverse proxy as a library: the `palisade` binary is a thin command
+//! line over [`app`], and fuzz targets, the attack suite and other front ends drive
+//! the same parts.
+//!
+//! Where things live:
+//! - [`app`]: the commands (`check`, `run`): runtime, listeners, signals, reload.
+//! - [`config`]: the TOML configuration.
+//! - [`server`]: listeners, TLS with ALPN, connection limits.
+//! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
+//! - [`http1`]: the HTTP/1 wire format: request heads read from raw bytes, body
+//!   framing (Content-Length, chunked).
+//! - [`exchange`]: one request's path, protocol-neutral: the phase order
+//!   ([`exchange::driver`]), header policy, the reply and the record kept for logs.
+//! - [`waf`]: the rule engine behind a panic-safe transaction wrapper.
+//! - [`upstream`]: pools of upstream connections and routing.
+//! - [`logs`], [`metrics`], [`admin`]: what operators read.
+
+pub mod admin;
+pub mod app;
+pub mod config;
+pub mod exchange;
+pub mod front;
+pub mod http1;
+pub mod logs;
+pub mod metrics;
+pub mod server;
+pub mod upstream;
+pub mod waf;
