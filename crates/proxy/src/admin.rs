@@ -1,5 +1,6 @@
 //! The admin listener: `GET /metrics` (Prometheus text) and `GET /status` (JSON).
 
+use crate::config::AdminConfig;
 use crate::exchange::Shared;
 use crate::logs::LogKind;
 use bytes::Bytes;
@@ -7,12 +8,12 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 /// Facts about the build, fixed at compile time.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -21,13 +22,24 @@ pub const GIT_REVISION: &str = env!("PALISADE_GIT_REVISION");
 /// Cargo's build profile (`debug` or `release`).
 pub const BUILD_PROFILE: &str = env!("PALISADE_BUILD_PROFILE");
 
-/// Serves the admin API until shutdown begins.
+/// Serves the admin API until shutdown begins. Each connection lives at most
+/// `cfg.timeout` (a client that sends its head slowly, or keeps the connection
+/// open, is cut off then), and at most `cfg.connections` are open at once.
 pub async fn serve(
     listener: TcpListener,
+    cfg: AdminConfig,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(Semaphore::new(cfg.connections.max(1)));
     loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            () = crate::server::stopped(&mut shutdown) => return,
+        };
         let (stream, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -40,14 +52,19 @@ pub async fn serve(
             () = crate::server::stopped(&mut shutdown) => return,
         };
         let shared = shared.clone();
+        let limit = cfg.timeout;
         tokio::spawn(async move {
+            let _permit = permit;
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
                 async move { Ok::<_, Infallible>(route(&shared, &req)) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limit)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), svc);
+            let _ = tokio::time::timeout(limit, conn).await;
         });
     }
 }

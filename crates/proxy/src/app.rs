@@ -155,9 +155,9 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
             alive_tx.clone(),
         )));
     }
-    if let Some(l) = admin_listener {
+    if let (Some(l), Some(a)) = (admin_listener, &cfg.admin) {
         tracing::info!("admin API on {}", l.local_addr()?);
-        tokio::spawn(admin::serve(l, shared.clone(), stop_rx.clone()));
+        tokio::spawn(admin::serve(l, a.clone(), shared.clone(), stop_rx.clone()));
     }
     {
         let shared = shared.clone();

@@ -218,6 +218,9 @@ pub struct LimitsConfig {
     pub response_body_inspect_bytes: usize,
     /// Most client connections open at once; further clients wait in the backlog.
     pub connections: usize,
+    /// Most connections open at once from one client address; a connection over it
+    /// is closed at once. 0: no limit per address.
+    pub connections_per_ip: usize,
 }
 
 impl Default for LimitsConfig {
@@ -228,6 +231,7 @@ impl Default for LimitsConfig {
             request_body_bytes: 13_107_200,
             response_body_inspect_bytes: 524_288,
             connections: 10_000,
+            connections_per_ip: 0,
         }
     }
 }
@@ -276,6 +280,12 @@ pub struct AdminConfig {
     /// Permit a non-loopback admin address.
     #[serde(default)]
     pub allow_non_loopback: bool,
+    /// Longest time an admin connection stays open, request head included.
+    #[serde(with = "duration", default = "default_admin_timeout")]
+    pub timeout: Duration,
+    /// Most admin connections open at once; further ones wait in the backlog.
+    #[serde(default = "default_admin_connections")]
+    pub connections: usize,
 }
 
 fn yes() -> bool {
@@ -292,6 +302,12 @@ fn default_read_timeout() -> Duration {
 }
 fn default_idle_timeout() -> Duration {
     Duration::from_secs(60)
+}
+fn default_admin_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_admin_connections() -> usize {
+    16
 }
 fn default_admin_address() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9901))

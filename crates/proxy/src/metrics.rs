@@ -129,6 +129,9 @@ pub struct Metrics {
     pub upstream_connect_errors: AtomicU64,
     /// Transactions that failed inside the rule engine.
     pub engine_errors: AtomicU64,
+    /// Connections closed at once because their address had
+    /// `limits.connections_per_ip` open.
+    pub connections_refused_per_ip: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -152,6 +155,7 @@ impl Metrics {
             upstream_connects: AtomicU64::new(0),
             upstream_connect_errors: AtomicU64::new(0),
             engine_errors: AtomicU64::new(0),
+            connections_refused_per_ip: AtomicU64::new(0),
         }
     }
 
@@ -279,6 +283,11 @@ impl Metrics {
                 "palisade_engine_errors_total",
                 "Transactions that failed inside the rule engine.",
                 &self.engine_errors,
+            ),
+            (
+                "palisade_connections_refused_per_ip_total",
+                "Connections closed at once: their address had limits.connections_per_ip open.",
+                &self.connections_refused_per_ip,
             ),
         ];
         for (name, help, v) in counters {

@@ -5,9 +5,10 @@ use crate::exchange::{ConnInfo, Shared};
 use anyhow::Context as _;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -119,6 +120,16 @@ pub async fn accept_loop(
             },
             () = crate::server::stopped(&mut shutdown) => return,
         };
+        let Some(per_ip) = shared.per_ip.enter(peer.ip()) else {
+            // Over limits.connections_per_ip: closed at once, before any read.
+            shared
+                .metrics
+                .connections_refused_per_ip
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("{}: over limits.connections_per_ip", peer.ip());
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let local = stream.local_addr().unwrap_or(address);
         let conn = ConnInfo {
@@ -133,6 +144,7 @@ pub async fn accept_loop(
         let alive = alive.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _per_ip = per_ip;
             let _alive = alive;
             shared
                 .metrics
@@ -148,6 +160,72 @@ pub async fn accept_loop(
                 .connections_open
                 .fetch_sub(1, Ordering::Relaxed);
         });
+    }
+}
+
+/// Open client connections per IP address, for `limits.connections_per_ip`.
+#[derive(Debug)]
+pub struct PerIp {
+    limit: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl PerIp {
+    /// Counts connections against `limit` per address; 0 means no limit.
+    pub fn new(limit: usize) -> Arc<PerIp> {
+        Arc::new(PerIp {
+            limit,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Counts a new connection from `ip`; `None` when `ip` already has `limit`
+    /// open. The connection is counted until the guard is dropped.
+    pub fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<PerIpGuard> {
+        if self.limit == 0 {
+            return Some(PerIpGuard { owner: None, ip });
+        }
+        // IPv4 clients on a dual-stack socket arrive as IPv4-mapped IPv6.
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= self.limit {
+            return None;
+        }
+        *n += 1;
+        Some(PerIpGuard {
+            owner: Some(self.clone()),
+            ip,
+        })
+    }
+
+    /// Addresses with at least one connection open.
+    pub fn addresses(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// One connection counted by [`PerIp`]; dropping it uncounts the connection.
+#[derive(Debug)]
+pub struct PerIpGuard {
+    owner: Option<Arc<PerIp>>,
+    ip: IpAddr,
+}
+
+impl Drop for PerIpGuard {
+    fn drop(&mut self) {
+        let Some(owner) = &self.owner else {
+            return;
+        };
+        let mut open = owner.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                // Forget addresses without connections: memory stays bounded by the
+                // connections open, not by every client ever seen.
+                open.remove(&self.ip);
+            }
+        }
     }
 }
 
@@ -180,5 +258,38 @@ async fn serve_conn(
         crate::front::h2::serve(shared.clone(), conn, tls_stream, shutdown).await;
     } else {
         crate::front::h1::serve(shared.clone(), conn, tls_stream, shutdown).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_ip_limit_counts_open_connections() {
+        let p = PerIp::new(2);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        let b: IpAddr = "2001:db8::1".parse().unwrap();
+        let g1 = p.enter(a).unwrap();
+        let g2 = p.enter(mapped).unwrap();
+        assert!(
+            p.enter(a).is_none(),
+            "a third connection from the same address"
+        );
+        let _g3 = p.enter(b).unwrap();
+        drop(g1);
+        let _g4 = p.enter(a).unwrap();
+        drop(g2);
+        drop(_g4);
+        assert_eq!(
+            p.addresses(),
+            1,
+            "addresses without connections are forgotten"
+        );
+
+        let unlimited = PerIp::new(0);
+        let guards: Vec<_> = (0..100).map(|_| unlimited.enter(a).unwrap()).collect();
+        assert_eq!(guards.len(), 100);
     }
 }

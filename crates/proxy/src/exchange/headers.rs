@@ -21,6 +21,7 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .filter(|n| !NEVER_HOP_BY_HOP.contains(&n.as_str()))
         .collect();
     for n in named {
         h.remove(n);
@@ -29,6 +30,13 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
         h.remove(*n);
     }
 }
+
+/// Headers that `Connection` cannot make hop-by-hop: they describe the message
+/// itself (its target host and framing), so dropping them because a client or
+/// server listed them would make the upstream read a different request from the
+/// one the rules inspected (with `Connection: host`, the upstream's own address as
+/// Host), or a different response from the one the client is sent.
+const NEVER_HOP_BY_HOP: &[&str] = &["host", "content-length", "transfer-encoding"];
 
 const HOP_BY_HOP: &[&str] = &[
     "connection",
@@ -56,8 +64,9 @@ pub fn upstream_headers<'h>(
         if n.eq_ignore_ascii_case(b"connection") {
             for t in v.split(|&b| b == b',') {
                 let t = t.trim_ascii();
-                if !t.is_empty() {
-                    named.push(t.to_ascii_lowercase());
+                let t = t.to_ascii_lowercase();
+                if !t.is_empty() && !NEVER_HOP_BY_HOP.iter().any(|p| p.as_bytes() == t) {
+                    named.push(t);
                 }
             }
         }
@@ -303,6 +312,37 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn connection_cannot_remove_host_or_framing() {
+        let l = lines(&[
+            ("Host", "site.example"),
+            (
+                "Connection",
+                "Host, content-length, Transfer-Encoding, X-Drop",
+            ),
+            ("X-Drop", "1"),
+        ]);
+        let h = upstream_headers(
+            l.iter().map(|(n, v)| (*n, v.clone())),
+            &IpText::new("::1".parse().unwrap()),
+            false,
+        )
+        .unwrap();
+        assert_eq!(h["host"], "site.example");
+        assert!(!h.contains_key("x-drop"));
+
+        let mut h = HeaderMap::new();
+        h.insert(
+            "connection",
+            HeaderValue::from_static("content-length, host"),
+        );
+        h.insert("content-length", HeaderValue::from_static("5"));
+        h.insert("host", HeaderValue::from_static("a"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h["content-length"], "5");
+        assert_eq!(h["host"], "a");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::config::{LimitsConfig, ServerConfig};
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
+use crate::server::PerIp;
 use crate::upstream::Upstreams;
 use crate::waf::Waf;
 use std::net::SocketAddr;
@@ -28,6 +29,8 @@ pub struct Shared {
     pub server: ServerConfig,
     /// When the process started.
     pub started: Instant,
+    /// Open connections per client address (`limits.connections_per_ip`).
+    pub per_ip: Arc<PerIp>,
     id_seed: u64,
     id_counter: AtomicU64,
 }
@@ -46,6 +49,7 @@ impl Shared {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
         Shared {
+            per_ip: PerIp::new(limits.connections_per_ip),
             waf: RwLock::new(waf),
             upstreams,
             logs,

@@ -11,9 +11,10 @@ use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
@@ -22,8 +23,18 @@ use tokio::sync::watch;
 #[error("request dropped by rule")]
 pub struct Dropped;
 
+/// Most streams a client may have open at once on one connection.
+const MAX_STREAMS: u32 = 128;
+
 /// Serves HTTP/2 on one connection; on shutdown, sends GOAWAY and lets the open
 /// streams finish.
+///
+/// A connection without a request in progress is closed (GOAWAY, then close)
+/// after `server.client_header_timeout` when it has carried no request yet, and
+/// after `server.keepalive_timeout` otherwise, like an idle HTTP/1 connection: a
+/// client that completes the handshake and then sends nothing, or only part of a
+/// header block, cannot hold the connection. Streams still sending their
+/// response get `server.send_timeout` to finish after the GOAWAY.
 pub async fn serve<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
@@ -33,22 +44,108 @@ pub async fn serve<IO>(
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let header_limit = u32::try_from(shared.limits.header_bytes).unwrap_or(u32::MAX);
-    let svc = service_fn(move |req| handle(shared.clone(), conn, req));
+    let activity = Arc::new(Activity::default());
+    let svc = {
+        let shared = shared.clone();
+        let activity = activity.clone();
+        service_fn(move |req| {
+            let guard = activity.begin();
+            let shared = shared.clone();
+            async move {
+                let _guard = guard;
+                handle(shared, conn, req).await
+            }
+        })
+    };
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    builder.max_header_list_size(header_limit);
+    builder
+        .timer(TokioTimer::new())
+        .max_header_list_size(header_limit)
+        .max_concurrent_streams(MAX_STREAMS)
+        // Streams the client resets before the server answered (the "rapid
+        // reset" flood): past this many pending, the connection is closed.
+        .max_pending_accept_reset_streams(Some(64))
+        // Streams the server had to reset for the client's errors.
+        .max_local_error_reset_streams(Some(256));
     let c = builder.serve_connection(TokioIo::new(io), svc);
     tokio::pin!(c);
-    tokio::select! {
-        r = c.as_mut() => {
-            if let Err(e) = r {
-                tracing::debug!("h2 connection from {}: {e}", conn.peer);
+    let server = &shared.server;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            r = c.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!("h2 connection from {}: {e}", conn.peer);
+                }
+                return;
             }
-            return;
+            () = crate::server::stopped(&mut shutdown) => break,
+            _ = tick.tick() => {
+                let limit = if activity.served.load(Ordering::Relaxed) == 0 {
+                    server.client_header_timeout
+                } else {
+                    server.keepalive_timeout
+                };
+                if activity.idle_for().is_some_and(|d| d >= limit) {
+                    tracing::debug!("h2 connection from {} idle for {limit:?}: closing", conn.peer);
+                    break;
+                }
+            }
         }
-        () = crate::server::stopped(&mut shutdown) => {}
     }
     c.as_mut().graceful_shutdown();
-    let _ = c.await;
+    let _ = tokio::time::timeout(server.send_timeout, c).await;
+}
+
+/// Requests in progress on one HTTP/2 connection, and since when it has had none.
+#[derive(Debug)]
+struct Activity {
+    open: AtomicUsize,
+    served: AtomicU64,
+    /// When the connection last became idle.
+    idle_since: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            open: AtomicUsize::new(0),
+            served: AtomicU64::new(0),
+            idle_since: std::sync::Mutex::new(Some(Instant::now())),
+        }
+    }
+}
+
+impl Activity {
+    fn begin(self: &Arc<Self>) -> ActiveRequest {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        self.served.fetch_add(1, Ordering::Relaxed);
+        *self.idle_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        ActiveRequest(self.clone())
+    }
+
+    /// How long the connection has had no request in progress (`None`: one is).
+    fn idle_for(&self) -> Option<Duration> {
+        self.idle_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|t| t.elapsed())
+    }
+}
+
+/// A request in progress, until its handler has produced the response.
+struct ActiveRequest(Arc<Activity>);
+
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        if self.0.open.fetch_sub(1, Ordering::Relaxed) == 1 {
+            let mut idle = self.0.idle_since.lock().unwrap_or_else(|e| e.into_inner());
+            if self.0.open.load(Ordering::Relaxed) == 0 {
+                *idle = Some(Instant::now());
+            }
+        }
+    }
 }
 
 async fn handle(

@@ -1,0 +1,221 @@
+//! Limits that keep one client from holding the proxy or slipping a request past
+//! the rules: header policy, request body deadlines and rate, connections per
+//! address, and the admin listener's timeouts. The real `palisade` binary on
+//! 127.0.0.1 in front of a recording backend.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Reads until the peer closes the connection or `limit` passes; returns what was
+/// read and whether the connection was closed.
+async fn read_until_close(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return (out, false),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_header_cannot_remove_host() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("conn-host");
+    let listen = loopback(free_port());
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, ""), listen);
+    let resp = send_raw(
+        listen,
+        b"GET /x HTTP/1.1\r\nHost: site.example\r\nConnection: host, x-gone\r\nX-Gone: 1\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let seen = backend.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("host"), Some("site.example"));
+    assert_eq!(seen[0].header("x-gone"), None);
+}
+
+/// A client that sends its body a byte at a time, each within the pause limit,
+/// is cut off by the minimum rate; the backend sees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dripped_body_is_cut_off_by_the_minimum_rate() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("drip-rate");
+    let listen = loopback(free_port());
+    let extra = format!(
+        "[server]\nclient_body_timeout = \"30s\"\nclient_body_min_rate = 1000\nclient_body_min_rate_grace = \"1s\"\n{}",
+        error_log(&dir)
+    );
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    let mut s = TcpStream::connect(listen).await.unwrap();
+    s.write_all(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    // Drip for at most 30 s (the pause limit would never fire).
+    while started.elapsed() < Duration::from_secs(30) {
+        if s.write_all(b"a").await.is_err() {
+            break;
+        }
+        let (got, closed) = read_until_close(&mut s, Duration::from_millis(200)).await;
+        answer.extend_from_slice(&got);
+        if closed || !answer.is_empty() {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(backend.requests().is_empty());
+    assert!(
+        wait_for_line(&dir.path("error.log"), Duration::from_secs(5), |l| l
+            .contains("client_body_min_rate"))
+        .is_some()
+    );
+}
+
+/// A body that keeps coming, fast enough for the pause and rate limits, is cut off
+/// by the whole-body deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_body_is_cut_off_by_the_deadline() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("body-deadline");
+    let listen = loopback(free_port());
+    let extra = format!(
+        "[server]\nclient_body_deadline = \"1s\"\nclient_body_min_rate = 0\n{}",
+        error_log(&dir)
+    );
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    let mut s = TcpStream::connect(listen).await.unwrap();
+    s.write_all(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    while started.elapsed() < Duration::from_secs(30) {
+        if s.write_all(&[b'a'; 100]).await.is_err() {
+            break;
+        }
+        let (got, closed) = read_until_close(&mut s, Duration::from_millis(100)).await;
+        answer.extend_from_slice(&got);
+        if closed || !answer.is_empty() {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(backend.requests().is_empty());
+    assert!(
+        wait_for_line(&dir.path("error.log"), Duration::from_secs(5), |l| l
+            .contains("client_body_deadline"))
+        .is_some()
+    );
+}
+
+fn error_log(dir: &TempDir) -> String {
+    format!(
+        "[logs]\nerror_log = \"{}\"\n",
+        dir.path("error.log").display()
+    )
+}
+
+/// Connections over `limits.connections_per_ip` are closed at once; the others
+/// are served, and a freed slot can be used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_per_address_are_capped() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("per-ip");
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let extra = format!("[limits]\nconnections_per_ip = 3\n[admin]\naddress = \"{admin}\"\n");
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    // Palisade::start itself connected once to see the listener up: wait until
+    // that connection is gone from the count.
+    let mut held = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while held.len() < 3 {
+        let mut s = TcpStream::connect(listen).await.unwrap();
+        let (_, closed) = read_until_close(&mut s, Duration::from_millis(300)).await;
+        if !closed {
+            held.push(s);
+        }
+        assert!(Instant::now() < deadline, "could not open 3 connections");
+    }
+    let mut extra_conn = TcpStream::connect(listen).await.unwrap();
+    let (_, closed) = read_until_close(&mut extra_conn, Duration::from_secs(5)).await;
+    assert!(
+        closed,
+        "a fourth connection from the same address stays open"
+    );
+
+    // The held connections are served.
+    let mut first = held.remove(0);
+    first
+        .write_all(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let resp = read_response(&mut first).await.unwrap();
+    assert_eq!(resp.status, 200);
+    drop(first);
+    // Its slot is free again once the proxy has seen it close.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = TcpStream::connect(listen).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        if let Ok(r) = read_response(&mut s).await {
+            assert_eq!(r.status, 200);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed slot was never usable");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let metrics = send_raw(admin, b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap()
+        .text();
+    let refused = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("palisade_connections_refused_per_ip_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap();
+    assert!(refused >= 1, "{metrics}");
+}
+
+/// An admin client that sends part of a head, or keeps its connection open, is cut
+/// off after `admin.timeout`; the admin API keeps answering others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_connections_time_out() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("admin-timeout");
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let extra = format!("[admin]\naddress = \"{admin}\"\ntimeout = \"1s\"\nconnections = 4\n");
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    let mut partial = Vec::new();
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(admin).await.unwrap();
+        s.write_all(b"GET /metr").await.unwrap();
+        partial.push(s);
+    }
+    // All four slots are taken by clients that never finish their head; each is
+    // closed by the timeout, and a complete request is then answered.
+    for s in &mut partial {
+        let (_, closed) = read_until_close(s, Duration::from_secs(20)).await;
+        assert!(closed, "a stalled admin connection stayed open");
+    }
+    let resp = send_raw(admin, b"GET /status HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(resp.status, 200);
+}
