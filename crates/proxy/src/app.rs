@@ -128,6 +128,10 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
         metrics,
         cfg.limits.clone(),
         cfg.server.clone(),
+        crate::inspect::Inspector::new(
+            cfg.server.inspection_threads,
+            cfg.server.inspect_inline_bytes,
+        )?,
     ));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);

@@ -104,6 +104,13 @@ pub struct ServerConfig {
     pub send_timeout: Duration,
     /// What happens to a request whose transaction fails inside the rule engine.
     pub engine_failure: FailurePolicy,
+    /// Threads of the inspection pool, which evaluates rules over large inputs at
+    /// a lower priority than the workers; 0 means half the CPUs (at least one).
+    pub inspection_threads: usize,
+    /// Phases over at most this many bytes of input (head and body so far, or the
+    /// buffered response) are evaluated inline on the worker; larger ones on the
+    /// inspection pool.
+    pub inspect_inline_bytes: usize,
 }
 
 /// `server.engine_failure`: refuse (500) or let through a request the engine failed on.
@@ -129,6 +136,8 @@ impl Default for ServerConfig {
             keepalive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
             engine_failure: FailurePolicy::Closed,
+            inspection_threads: 0,
+            inspect_inline_bytes: 16 * 1024,
         }
     }
 }

@@ -12,6 +12,8 @@
 //! - [`exchange`]: one request's path, protocol-neutral: the phase order
 //!   ([`exchange::driver`]), header policy, the reply and the record kept for logs.
 //! - [`waf`]: the rule engine behind a panic-safe transaction wrapper.
+//! - [`inspect`]: where rule evaluation runs: inline for small inputs, on a small
+//!   pool of low-priority threads for large ones.
 //! - [`upstream`]: pools of upstream connections and routing.
 //! - [`logs`], [`metrics`], [`admin`]: what operators read.
 
@@ -21,6 +23,7 @@ pub mod config;
 pub mod exchange;
 pub mod front;
 pub mod http1;
+pub mod inspect;
 pub mod logs;
 pub mod metrics;
 pub mod server;

@@ -136,7 +136,7 @@ where
         head.head_bytes,
     );
     let has_body = head.body != BodyPlan::None;
-    if let Some(v) = ex.phase1() {
+    if let Some(v) = ex.phase1().await {
         return Driven::answer(ex.reply_verdict(v), !has_body);
     }
     if let BodyPlan::Length(n) = head.body
@@ -179,7 +179,7 @@ where
             }
         }
     }
-    if let Some(v) = ex.phase2() {
+    if let Some(v) = ex.phase2().await {
         return Driven::answer(ex.reply_verdict(v), true);
     }
     let parts = match plan() {

@@ -110,6 +110,7 @@ impl Exchange {
                 protocol,
                 host,
                 phase_us: [None; 5],
+                waf_cpu_us: 0,
                 upstream: None,
                 up_timing: None,
                 transfer_us: None,
@@ -131,8 +132,23 @@ impl Exchange {
     }
 
     /// Runs phase 1.
-    pub fn phase1(&mut self) -> Option<Verdict> {
-        self.rec.time_phase(1, |tx| tx.request_headers_done())
+    pub async fn phase1(&mut self) -> Option<Verdict> {
+        let size = usize::try_from(self.rec.bytes_in).unwrap_or(usize::MAX);
+        let failed = self.failed_verdict();
+        self.rec
+            .inspect_phase(1, size, failed, WafTx::request_headers_done)
+            .await
+    }
+
+    /// The verdict when an evaluation is lost: per `server.engine_failure`.
+    fn failed_verdict(&self) -> Option<Verdict> {
+        (self.rec.shared.server.engine_failure == crate::config::FailurePolicy::Closed).then_some(
+            Verdict {
+                status: 500,
+                kind: VerdictKind::Deny,
+                rule_id: None,
+            },
+        )
     }
 
     /// Counts bytes received for the body (framing included).
@@ -170,8 +186,12 @@ impl Exchange {
     }
 
     /// Runs phase 2 (call it even when there was no body).
-    pub fn phase2(&mut self) -> Option<Verdict> {
-        self.rec.time_phase(2, |tx| tx.request_body_done())
+    pub async fn phase2(&mut self) -> Option<Verdict> {
+        let size = usize::try_from(self.rec.bytes_in).unwrap_or(usize::MAX);
+        let failed = self.failed_verdict();
+        self.rec
+            .inspect_phase(2, size, failed, WafTx::request_body_done)
+            .await
     }
 
     /// Builds the answer to a rule's verdict.
@@ -407,7 +427,12 @@ impl Exchange {
                 }
             }
         }
-        if let Some(v) = self.rec.time_phase(4, |tx| tx.response_body_done()) {
+        let failed = self.failed_verdict();
+        let inspected = self
+            .rec
+            .inspect_phase(4, prefix.len(), failed, WafTx::response_body_done)
+            .await;
+        if let Some(v) = inspected {
             return self.reply_verdict(v);
         }
 

@@ -3,6 +3,7 @@
 //! access, error and audit lines and the metrics.
 
 use super::shared::{ConnInfo, Shared};
+use crate::inspect::{Spent, measured};
 use crate::logs::{LogKind, Written, one_line, rfc3339_micros};
 use crate::metrics::{Action, Timer};
 use crate::upstream::UpstreamTiming;
@@ -28,6 +29,8 @@ pub(super) struct Record {
     pub(super) protocol: Bytes,
     pub(super) host: Option<Bytes>,
     pub(super) phase_us: [Option<u64>; 5],
+    /// CPU time the rule engine took for this request, over all phases.
+    pub(super) waf_cpu_us: u64,
     pub(super) upstream: Option<(Arc<str>, Option<Arc<str>>)>,
     pub(super) up_timing: Option<UpstreamTiming>,
     pub(super) transfer_us: Option<u64>,
@@ -48,7 +51,11 @@ pub(super) struct Record {
 }
 
 pub(super) fn micros_since(t: Instant) -> u64 {
-    u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
+    micros(t.elapsed())
+}
+
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 impl Record {
@@ -64,13 +71,53 @@ impl Record {
             self.phase_us[phase - 1].get_or_insert(0);
             return T::default();
         };
-        let t0 = Instant::now();
-        let out = f(tx);
-        let us = micros_since(t0);
-        let slot = &mut self.phase_us[phase - 1];
-        *slot = Some(slot.unwrap_or(0) + us);
+        let (out, spent) = measured(|| f(tx));
+        self.account(phase, spent);
         self.emit_match_lines();
         out
+    }
+
+    /// [`Record::time_phase`] for a phase over `size` bytes of input, which may be
+    /// evaluated off the worker thread ([`crate::inspect`]). `failed` is the
+    /// answer when the evaluation itself fails (the transaction is then lost).
+    pub(super) async fn inspect_phase<T: Default + Send + 'static>(
+        &mut self,
+        phase: usize,
+        size: usize,
+        failed: T,
+        f: fn(&mut WafTx) -> T,
+    ) -> T {
+        let Some(mut tx) = self.tx.take() else {
+            self.phase_us[phase - 1].get_or_insert(0);
+            return T::default();
+        };
+        let shared = self.shared.clone();
+        let job = move || {
+            let out = f(&mut tx);
+            (tx, out)
+        };
+        match shared.inspector.run(size, job).await {
+            Ok(((tx, out), spent)) => {
+                self.tx = Some(tx);
+                self.account(phase, spent);
+                self.emit_match_lines();
+                out
+            }
+            Err(e) => {
+                shared.metrics.engine_errors.fetch_add(1, Ordering::Relaxed);
+                let msg = format!("rule engine failure: {e}");
+                self.error_line(&msg);
+                self.error.get_or_insert(msg);
+                failed
+            }
+        }
+    }
+
+    /// Adds a phase's time to the record.
+    fn account(&mut self, phase: usize, spent: Spent) {
+        let slot = &mut self.phase_us[phase - 1];
+        *slot = Some(slot.unwrap_or(0) + micros(spent.wall));
+        self.waf_cpu_us += micros(spent.cpu);
     }
 
     /// The transaction id (made now if it was not yet).
@@ -205,6 +252,7 @@ impl Record {
                 bytes_out: self.bytes_out,
                 total_us,
                 waf_us,
+                waf_cpu_us: self.waf_cpu_us,
                 phase1_us: self.phase_us[0],
                 phase2_us: self.phase_us[1],
                 phase3_us: self.phase_us[2],
@@ -247,6 +295,7 @@ struct AccessLine<'a> {
     bytes_out: u64,
     total_us: u64,
     waf_us: u64,
+    waf_cpu_us: u64,
     phase1_us: Option<u64>,
     phase2_us: Option<u64>,
     phase3_us: Option<u64>,

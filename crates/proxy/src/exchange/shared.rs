@@ -2,6 +2,7 @@
 //! what it knows of its connection.
 
 use crate::config::{LimitsConfig, ServerConfig};
+use crate::inspect::Inspector;
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
 use crate::server::PerIp;
@@ -29,6 +30,8 @@ pub struct Shared {
     pub server: ServerConfig,
     /// When the process started.
     pub started: Instant,
+    /// Where rule evaluation runs.
+    pub inspector: Inspector,
     /// Open connections per client address (`limits.connections_per_ip`).
     pub per_ip: Arc<PerIp>,
     id_seed: u64,
@@ -44,12 +47,14 @@ impl Shared {
         metrics: Arc<Metrics>,
         limits: LimitsConfig,
         server: ServerConfig,
+        inspector: Inspector,
     ) -> Self {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
         Shared {
             per_ip: PerIp::new(limits.connections_per_ip),
+            inspector,
             waf: RwLock::new(waf),
             upstreams,
             logs,
