@@ -2,36 +2,31 @@
 //! this value", for the prefilter (`crate::ruleset::prefilter`).
 //!
 //! The set only ever runs forward, unanchored searches without captures, so it is built
-//! from one forward NFA without capture states: a lazy DFA runs the searches, and a
-//! PikeVM over the same NFA takes over when the lazy DFA gives up (its cache cleared
-//! too often). This is what `regex`'s `RegexSet` does for these searches, without the
-//! reverse NFA, the reverse lazy DFA and the other engines that `RegexSet` builds and
-//! never uses here: half the memory, and the same work per search.
+//! from one forward NFA without capture states, run by a lazy DFA.
+//!
+//! When the lazy DFA gives up on a value (its cache cleared too often: a long value
+//! that walks a large set through many states), the set answers "every pattern may
+//! match". That is always a correct answer for a prefilter, whose callers then run
+//! each rule's own regex; the other way out, a PikeVM over the whole set's NFA, costs
+//! time in proportion to the value's length times the set's thousands of states, and
+//! took seconds on a 256 KiB argument.
 
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
-use regex_automata::nfa::thompson::pikevm::{Cache as VmCache, PikeVM};
 use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::pool::Pool;
 use regex_automata::util::prefilter::Prefilter;
-use regex_automata::{Input, MatchKind, PatternSet};
+use regex_automata::{Input, MatchKind, PatternID, PatternSet};
 use regex_syntax::hir::{Hir, Properties};
 
 use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, parse_hir};
 
 type CacheFn =
-    Box<dyn Fn() -> SetCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
-
-/// Per-thread search state: the lazy DFA's cache, and the PikeVM's once it is needed.
-struct SetCache {
-    dfa: DfaCache,
-    vm: Option<VmCache>,
-}
+    Box<dyn Fn() -> DfaCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
 
 /// A compiled set of translated patterns (see the module documentation).
 pub struct RxSet {
     dfa: DFA,
-    vm: PikeVM,
-    caches: Pool<SetCache, CacheFn>,
+    caches: Pool<DfaCache, CacheFn>,
     len: usize,
     /// The shortest match of any pattern: shorter values cannot match.
     min_len: usize,
@@ -41,7 +36,7 @@ impl std::fmt::Debug for RxSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RxSet")
             .field("patterns", &self.len)
-            .field("nfa_states", &self.vm.get_nfa().states().len())
+            .field("nfa_states", &self.dfa.get_nfa().states().len())
             .finish()
     }
 }
@@ -65,6 +60,12 @@ impl RxSet {
 
     /// [`RxSet::new`] from parsed patterns (see [`parse_hir`]).
     pub(crate) fn from_hirs(hirs: &[Hir]) -> Result<RxSet, String> {
+        RxSet::build(hirs, SET_CACHE_CAPACITY)
+    }
+
+    /// [`RxSet::from_hirs`] with a lazy DFA cache of `capacity` bytes (at least the
+    /// minimum the set needs).
+    fn build(hirs: &[Hir], capacity: usize) -> Result<RxSet, String> {
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -94,22 +95,14 @@ impl RxSet {
             .get_minimum_cache_capacity(&nfa)
             .map_err(|e| format!("cannot build the automaton: {e}"))?;
         let dfa = DFA::builder()
-            .configure(config.cache_capacity(SET_CACHE_CAPACITY.max(2 * minimum)))
-            .build_from_nfa(nfa.clone())
-            .map_err(|e| format!("cannot build the automaton: {e}"))?;
-        let vm = PikeVM::builder()
-            .configure(PikeVM::config().match_kind(MatchKind::All))
+            .configure(config.cache_capacity(capacity.max(2 * minimum)))
             .build_from_nfa(nfa)
             .map_err(|e| format!("cannot build the automaton: {e}"))?;
         let for_cache = dfa.clone();
         let props = Properties::union(hirs.iter().map(Hir::properties));
         Ok(RxSet {
             dfa,
-            vm,
-            caches: Pool::new(Box::new(move || SetCache {
-                dfa: for_cache.create_cache(),
-                vm: None,
-            })),
+            caches: Pool::new(Box::new(move || for_cache.create_cache())),
             len: hirs.len(),
             min_len: props.minimum_len().unwrap_or(0),
         })
@@ -130,25 +123,23 @@ impl RxSet {
         input.len() < self.min_len
     }
 
-    /// Whether some pattern matches somewhere in `input`.
+    /// Whether some pattern may match somewhere in `input`: `false` proves that none
+    /// does; `true` is exact unless the lazy DFA gave up (see the module
+    /// documentation).
     pub fn is_match(&self, input: &[u8]) -> bool {
         if self.impossible(input) {
             return false;
         }
         let input = Input::new(input).earliest(true);
         let mut cache = self.caches.get();
-        match self.dfa.try_search_fwd(&mut cache.dfa, &input) {
-            Ok(m) => m.is_some(),
-            Err(_) => {
-                let vm = &self.vm;
-                let vm_cache = cache.vm.get_or_insert_with(|| vm.create_cache());
-                vm.is_match(vm_cache, input)
-            }
-        }
+        self.dfa
+            .try_search_fwd(&mut cache, &input)
+            .map_or(true, |m| m.is_some())
     }
 
-    /// Adds to `hits` the patterns that match somewhere in `input` (`hits` must have
-    /// room for [`RxSet::len`] patterns).
+    /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
+    /// have room for [`RxSet::len`] patterns): exactly those that do, or every
+    /// pattern when the lazy DFA gave up.
     pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
         if self.impossible(input) {
             return;
@@ -157,12 +148,14 @@ impl RxSet {
         let mut cache = self.caches.get();
         if self
             .dfa
-            .try_which_overlapping_matches(&mut cache.dfa, &input, hits)
+            .try_which_overlapping_matches(&mut cache, &input, hits)
             .is_err()
         {
-            let vm = &self.vm;
-            let vm_cache = cache.vm.get_or_insert_with(|| vm.create_cache());
-            vm.which_overlapping_matches(vm_cache, &input, hits);
+            for p in 0..self.len {
+                if let Ok(id) = PatternID::new(p) {
+                    let _ = hits.try_insert(id);
+                }
+            }
         }
     }
 
@@ -216,6 +209,41 @@ mod tests {
         // Values longer than the longest match are searched as usual.
         assert_eq!(set.matches(b"xxxxx abcd"), vec![0, 1]);
         assert!(set.is_match(b"..........abcd.........."));
+    }
+
+    /// With a cache too small for the input, the lazy DFA gives up; the set then
+    /// answers "may match" for every pattern instead of running slowly, which keeps
+    /// it a superset of the real matches.
+    #[test]
+    fn a_lazy_dfa_that_gives_up_answers_every_pattern() {
+        let pcre = [r"(?i)a[^x]{0,40}b[0-9]{3}c", r"(?i)z{2}q", r"never\x00here"];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let hirs: Vec<Hir> = rxs
+            .iter()
+            .map(|r| parse_hir(r.pattern()).expect("hir"))
+            .collect();
+        let set = RxSet::build(&hirs, 0).expect("set");
+        // Varied bytes keep creating new DFA states.
+        let mut input = Vec::new();
+        let mut x: u32 = 12345;
+        while input.len() < 200_000 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            input.push(b"ab0123456789c ZzQ-"[(x >> 16) as usize % 18]);
+        }
+        let hits = set.matches(&input);
+        assert_eq!(hits, vec![0, 1, 2], "every pattern may match");
+        assert!(set.is_match(&input));
+        for (i, r) in rxs.iter().enumerate() {
+            if r.matches(&input, None) {
+                assert!(hits.contains(&i));
+            }
+        }
+        // With the usual cache, the same input gets the exact answer.
+        let exact = RxSet::from_hirs(&hirs).expect("set");
+        let expect: Vec<usize> = (0..rxs.len())
+            .filter(|&i| rxs[i].matches(&input, None))
+            .collect();
+        assert_eq!(exact.matches(&input), expect);
     }
 
     #[test]
