@@ -33,6 +33,31 @@ pub enum BodyLimitAction {
     ProcessPartial,
 }
 
+/// `SecPalisadeLimitAction` (Palisade's own directive): what happens, beyond setting
+/// the variables that say so, when a limit or a body processor error left part of
+/// the request uninspected: arguments over `SecArgumentsLimit` (query string or
+/// body), multipart parts over the part limit, JSON deeper than
+/// `SecRequestBodyJsonDepthLimit`, a body over `SecRequestBodyNoFilesLimit`, or a
+/// body its processor could not parse (REQBODY_ERROR, including an XML entity
+/// expansion over its bound).
+///
+/// The check runs after the rules of the phase in which the condition is known
+/// (phase 1 for the query string, phase 2 for the body), so rules such as
+/// ModSecurity's recommended 200002 and 200007 decide first with their own ids. It
+/// does nothing when the rule engine is off or an `allow` covers the phase, and only
+/// logs under `SecRuleEngine DetectionOnly`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitAction {
+    /// Deny the transaction with [`LIMIT_BLOCK_STATUS`] and log why (the default).
+    Block,
+    /// Log why (a warning line and an audit message) and let the transaction go on.
+    Log,
+}
+
+/// The status a transaction blocked by [`LimitAction::Block`] is answered with: 400,
+/// as ModSecurity's recommended rules for an unparsable body answer.
+pub const LIMIT_BLOCK_STATUS: u16 = 400;
+
 /// `SecAuditEngine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditEngineMode {
@@ -105,6 +130,8 @@ pub struct EngineConfig {
     pub argument_separator: u8,
     /// `SecUploadFileLimit`: most file parts in a multipart body (default 100).
     pub upload_file_limit: usize,
+    /// `SecPalisadeLimitAction` (default [`LimitAction::Block`]).
+    pub limit_action: LimitAction,
     /// Audit log settings.
     pub audit: AuditConfig,
     /// `SecCollectionTimeout` in seconds (default 3600).
@@ -132,6 +159,7 @@ impl Default for EngineConfig {
             arguments_limit: 1000,
             argument_separator: b'&',
             upload_file_limit: 100,
+            limit_action: LimitAction::Block,
             audit: AuditConfig {
                 engine: AuditEngineMode::Off,
                 log_path: None,
@@ -215,6 +243,17 @@ impl EngineConfig {
             "SecRequestBodyJsonDepthLimit" => self.json_depth_limit = size(name, first)?,
             "SecArgumentsLimit" => self.arguments_limit = size(name, first)?,
             "SecUploadFileLimit" => self.upload_file_limit = size(name, first)?,
+            "SecPalisadeLimitAction" => {
+                self.limit_action = match first.to_ascii_lowercase().as_str() {
+                    "block" => LimitAction::Block,
+                    "log" => LimitAction::Log,
+                    _ => {
+                        return Err(format!(
+                            "SecPalisadeLimitAction: expected Block or Log, got {first:?}"
+                        ));
+                    }
+                }
+            }
             "SecArgumentSeparator" => {
                 let b = first.as_bytes();
                 if b.len() != 1 {

@@ -47,6 +47,10 @@ pub struct MatchRecord {
     pub denied_with: Option<u16>,
 }
 
+/// The operator name of the built-in limit check's matches (see
+/// `SecPalisadeLimitAction`); their parameter says which limit was exceeded.
+pub const LIMIT_CHECK: &str = "palisadeLimitCheck";
+
 /// Escapes a value for a `[key "value"]` field: quotes and backslashes are escaped and
 /// control bytes are written as `\xHH`, so a record stays on one line.
 pub fn escape(s: &str) -> String {
@@ -99,7 +103,14 @@ pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
         }
         None => s.push_str("ModSecurity: Warning. "),
     }
-    if m.operator.0.eq_ignore_ascii_case("unconditionalMatch") && m.var_name.is_empty() {
+    if m.operator.0 == LIMIT_CHECK {
+        let _ = write!(
+            s,
+            "Palisade limit check: {}; part of the request was not inspected (`{}' is set).",
+            escape(&m.operator.1),
+            escape(&m.var_name),
+        );
+    } else if m.operator.0.eq_ignore_ascii_case("unconditionalMatch") && m.var_name.is_empty() {
         s.push_str("Unconditional match in SecAction.");
     } else {
         let _ = write!(

@@ -85,6 +85,8 @@ const DIRECTIVES: &[(&str, Arity)] = &[
     ("SecResponseBodyLimitAction", ONE),
     ("SecRequestBodyJsonDepthLimit", ONE),
     ("SecArgumentsLimit", ONE),
+    // Palisade's own: what a limit that left data uninspected does (Block or Log).
+    ("SecPalisadeLimitAction", ONE),
     ("SecArgumentSeparator", ONE),
     ("SecCookieFormat", ONE),
     ("SecAuditEngine", ONE),

@@ -167,6 +167,10 @@ pub struct Multipart {
     pub boundary: Vec<u8>,
     /// Which limit cut the body short, if one did.
     pub limit_hit: Option<LimitHit>,
+    /// Bytes of the body that are not file content: every part header line and the
+    /// content of every non-file part, as ModSecurity counts them for
+    /// `SecRequestBodyNoFilesLimit`.
+    pub no_files_bytes: usize,
 }
 
 impl Multipart {
@@ -603,10 +607,14 @@ impl<'a, 'o> Parser<'a, 'o> {
                         content,
                         content_type,
                     });
-                } else if self.out.args.len() < self.limits.max_args {
-                    self.out.args.push((part.name, self.body[content].to_vec()));
                 } else {
-                    self.out.limit_hit = Some(LimitHit::Arguments);
+                    self.out.no_files_bytes =
+                        self.out.no_files_bytes.saturating_add(content.len());
+                    if self.out.args.len() < self.limits.max_args {
+                        self.out.args.push((part.name, self.body[content].to_vec()));
+                    } else {
+                        self.out.limit_hit = Some(LimitHit::Arguments);
+                    }
                 }
             }
         }
@@ -661,6 +669,7 @@ impl<'a, 'o> Parser<'a, 'o> {
 
     /// A line of the part's header section (always ends with LF here).
     fn header_line(&mut self, chunk: &[u8]) {
+        self.out.no_files_bytes = self.out.no_files_bytes.saturating_add(chunk.len());
         if memchr::memchr(0, chunk).is_some() {
             return self.error("Multipart: Nul byte in part headers.");
         }

@@ -11,18 +11,38 @@
 //!   as XML requires (namespace declarations are not attributes in XPath and are left
 //!   out).
 //!
-//! Entities: the five predefined ones and character references are decoded. Nothing
-//! external is ever loaded. Entities declared in an internal DTD subset are not
-//! expanded: the reference stays in the text as written (`&name;`), which also rules
-//! out entity-expansion bombs. A reference to an undeclared entity is a
-//! well-formedness error unless the document names an external DTD (which is never
-//! fetched), in which case it too stays as written.
+//! Entities: the five predefined ones and character references are decoded. General
+//! entities declared in the internal DTD subset are expanded for inspection, as an
+//! application whose parser expands them reads the document: in content, the
+//! replacement text is parsed as content (its elements, attributes and text count
+//! like the document's own); in attribute values, it is unescaped and normalised.
+//! Parameter entities declared in the internal subset are expanded there, so the
+//! declarations they carry count too. Expansion is bounded: all the replacement text
+//! expanded for one document may add up to at most [`ENTITY_EXPANSION_LIMIT`] bytes,
+//! entities may nest at most [`ENTITY_NESTING_LIMIT`] deep, and an entity may not
+//! refer to itself; going over is a parse error (REQBODY_ERROR), which defeats
+//! entity-expansion bombs.
+//!
+//! Nothing external is ever loaded: a reference to an external entity (`SYSTEM` or
+//! `PUBLIC`) stays in the text as written (`&name;`). A reference to an undeclared
+//! entity is a well-formedness error unless the document names an external DTD or
+//! refers to an external parameter entity (neither is fetched), in which case it too
+//! stays as written.
 //!
 //! Input is taken as UTF-8 unless the XML declaration names another encoding, in
 //! which case bytes are passed through unconverted.
 
+use std::collections::HashMap;
+
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
+
+/// Most bytes of entity replacement text expanded for one document (each expansion
+/// counts its replacement text, so nested expansions count at every level).
+pub const ENTITY_EXPANSION_LIMIT: usize = 1 << 20;
+
+/// Deepest nesting of entity references within entity replacement text.
+pub const ENTITY_NESTING_LIMIT: usize = 16;
 
 /// What the XML processor exposes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,6 +61,13 @@ pub struct XmlDoc {
 #[error("XML parsing error: {0}")]
 pub struct XmlError(pub String);
 
+fn new_reader(input: &[u8]) -> Reader<&[u8]> {
+    let mut reader = Reader::from_reader(input);
+    reader.config_mut().check_end_names = true;
+    reader.config_mut().check_comments = true;
+    reader
+}
+
 /// Parses an XML document. External entities are never resolved.
 pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
     let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
@@ -50,17 +77,20 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
     {
         return Err(fail(at, "invalid character"));
     }
-    let mut reader = Reader::from_reader(input);
-    reader.config_mut().check_end_names = true;
-    reader.config_mut().check_comments = true;
+    // The DOCTYPE declaration is read here, not by quick-xml (whose reader does not
+    // honour quoted `>` in it): the reader sees the prolog before it, then the rest
+    // of the document after it.
+    let mut doctype = prolog_doctype(input);
+    let mut base = 0;
+    let mut reader = new_reader(&input[..doctype.unwrap_or(input.len())]);
 
     let mut doc = XmlDoc::default();
     let mut b = Builder::default();
     loop {
-        let at = reader.buffer_position() as usize;
+        let at = base + reader.buffer_position() as usize;
         let event = reader
             .read_event()
-            .map_err(|e| fail(reader.error_position() as usize, &e.to_string()))?;
+            .map_err(|e| fail(base + reader.error_position() as usize, &e.to_string()))?;
         match event {
             Event::Decl(decl) => {
                 if at != 0 {
@@ -81,12 +111,7 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
                 }
                 b.checked_utf8 = true;
             }
-            Event::DocType(dt) => {
-                if b.root_seen || b.dtd.is_some() {
-                    return Err(fail(at, "misplaced DOCTYPE declaration"));
-                }
-                b.dtd = Some(Dtd::scan(&dt));
-            }
+            Event::DocType(_) => return Err(fail(at, "misplaced DOCTYPE declaration")),
             Event::Start(e) => {
                 b.start_element(at, &e, &mut doc)?;
                 b.depth += 1;
@@ -119,10 +144,7 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
                 if b.depth == 0 {
                     return Err(fail(at, "reference outside the root element"));
                 }
-                let mut out = Vec::new();
-                b.reference(at, &r, &mut out)?;
-                b.run.extend_from_slice(&out);
-                doc.content.extend_from_slice(&out);
+                b.content_ref(at, &r, &mut doc)?;
             }
             Event::Comment(_) => b.flush(&mut doc),
             Event::PI(pi) => {
@@ -134,7 +156,15 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
                 }
                 b.flush(&mut doc);
             }
-            Event::Eof => break,
+            Event::Eof => match doctype.take() {
+                Some(start) => {
+                    let (dtd, end) = Dtd::read(input, start, &mut b.expansion)?;
+                    b.dtd = Some(dtd);
+                    base = end;
+                    reader = new_reader(&input[end..]);
+                }
+                None => break,
+            },
         }
         if !b.checked_utf8 {
             // No declaration: the document is UTF-8 (XML's default).
@@ -162,40 +192,304 @@ fn fail(at: usize, what: &str) -> XmlError {
     ))
 }
 
-/// What the internal DTD subset tells us.
+/// Where the DOCTYPE declaration starts, if the prolog (whitespace, the XML
+/// declaration, comments and processing instructions) is followed by one.
+fn prolog_doctype(input: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        while input.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        let rest = &input[i..];
+        if rest.starts_with(b"<!DOCTYPE") {
+            return Some(i);
+        }
+        let close: &[u8] = if rest.starts_with(b"<?") {
+            b"?>"
+        } else if rest.starts_with(b"<!--") {
+            b"-->"
+        } else {
+            return None;
+        };
+        i += 2 + memchr::memmem::find(&rest[2..], close)? + close.len();
+    }
+}
+
+/// Where the quoted literal starting at `text[at]` ends (just after its closing
+/// quote).
+fn skip_quoted(text: &[u8], at: usize) -> Option<usize> {
+    let quote = text[at];
+    memchr::memchr(quote, &text[at + 1..]).map(|len| at + len + 2)
+}
+
+/// The bookkeeping that bounds entity expansion.
+#[derive(Default)]
+struct Expansion {
+    /// Bytes of replacement text expanded so far.
+    bytes: usize,
+    /// The entities being expanded, innermost last (`%name` for parameter entities).
+    open: Vec<Vec<u8>>,
+}
+
+impl Expansion {
+    /// Starts expanding `name`, whose replacement text is `len` bytes long.
+    fn enter(&mut self, name: Vec<u8>, len: usize) -> Result<(), String> {
+        let shown = String::from_utf8_lossy(&name).into_owned();
+        if self.open.contains(&name) {
+            return Err(format!("entity '{shown}' refers to itself"));
+        }
+        if self.open.len() >= ENTITY_NESTING_LIMIT {
+            return Err(format!(
+                "entities nested more than {ENTITY_NESTING_LIMIT} deep at '{shown}'"
+            ));
+        }
+        self.bytes = self.bytes.saturating_add(len);
+        if self.bytes > ENTITY_EXPANSION_LIMIT {
+            return Err(format!(
+                "entity expansion over {ENTITY_EXPANSION_LIMIT} bytes at '{shown}'"
+            ));
+        }
+        self.open.push(name);
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.open.pop();
+    }
+}
+
+/// A declared entity.
+enum Entity {
+    /// Declared with a literal value: its replacement text (character references
+    /// already decoded; general entity references kept for expansion on use).
+    Internal(Vec<u8>),
+    /// Declared `SYSTEM` or `PUBLIC`: never loaded.
+    External,
+}
+
+/// What the DOCTYPE declaration tells us.
 #[derive(Default)]
 struct Dtd {
-    /// Names of the general entities it declares.
-    entities: Vec<Vec<u8>>,
-    /// Whether it names an external subset (which is never loaded).
+    /// General entities, by name (the first declaration of a name counts).
+    general: HashMap<Vec<u8>, Entity>,
+    /// Parameter entities, by name.
+    params: HashMap<Vec<u8>, Entity>,
+    /// Whether declarations may come from outside (an external subset or external
+    /// parameter entity, never loaded), so an undeclared entity is not an error.
     external: bool,
 }
 
 impl Dtd {
-    fn scan(raw: &[u8]) -> Dtd {
+    /// Reads the DOCTYPE declaration at `input[start..]` (which begins with
+    /// `<!DOCTYPE`); returns it and where it ends (just after its `>`).
+    fn read(
+        input: &[u8],
+        start: usize,
+        exp: &mut Expansion,
+    ) -> Result<(Dtd, usize), XmlError> {
         let mut dtd = Dtd::default();
+        let mut head = Vec::new();
+        let mut i = start + b"<!DOCTYPE".len();
+        loop {
+            let Some(&c) = input.get(i) else {
+                return Err(fail(start, "unterminated DOCTYPE declaration"));
+            };
+            match c {
+                b'"' | b'\'' => {
+                    i = skip_quoted(input, i)
+                        .ok_or_else(|| fail(i, "unterminated literal in DOCTYPE"))?;
+                    head.push(b' ');
+                }
+                b'[' | b'>' => break,
+                c => {
+                    head.push(c);
+                    i += 1;
+                }
+            }
+        }
         // `<!DOCTYPE root SYSTEM "uri" [...]>`: the external id comes before any `[`.
-        let head = &raw[..memchr::memchr(b'[', raw).unwrap_or(raw.len())];
         dtd.external = head
             .split(u8::is_ascii_whitespace)
             .any(|w| w == b"SYSTEM" || w == b"PUBLIC");
-        let mut rest = raw;
-        while let Some(at) = memchr::memmem::find(rest, b"<!ENTITY") {
-            rest = &rest[at + 8..];
-            let decl = rest.trim_ascii_start();
-            if decl.first() == Some(&b'%') {
-                continue; // a parameter entity, not usable in content
+        if input[i] == b'[' {
+            i = dtd.subset(input, i + 1, None, exp)?;
+            while input.get(i).is_some_and(u8::is_ascii_whitespace) {
+                i += 1;
             }
-            let end = decl
-                .iter()
-                .position(u8::is_ascii_whitespace)
-                .unwrap_or(decl.len());
-            if end > 0 {
-                dtd.entities.push(decl[..end].to_vec());
+            if input.get(i) != Some(&b'>') {
+                return Err(fail(i, "expected '>' after the internal DTD subset"));
             }
         }
-        dtd
+        Ok((dtd, i + 1))
     }
+
+    /// Reads markup declarations from `text[i..]`: the internal subset (`origin` is
+    /// `None`; it ends at `]`, whose following index is returned) or the replacement
+    /// text of a parameter entity referenced in it (`origin` is where that reference
+    /// is in the document, for messages).
+    fn subset(
+        &mut self,
+        text: &[u8],
+        mut i: usize,
+        origin: Option<usize>,
+        exp: &mut Expansion,
+    ) -> Result<usize, XmlError> {
+        loop {
+            while text.get(i).is_some_and(u8::is_ascii_whitespace) {
+                i += 1;
+            }
+            let pos = origin.unwrap_or(i);
+            let rest = &text[i..];
+            let Some(&c) = rest.first() else {
+                return match origin {
+                    None => Err(fail(pos, "unterminated internal DTD subset")),
+                    Some(_) => Ok(i),
+                };
+            };
+            if c == b']' && origin.is_none() {
+                return Ok(i + 1);
+            }
+            if c == b'%' {
+                let Some(len) = memchr::memchr(b';', rest) else {
+                    return Err(fail(pos, "unterminated parameter entity reference"));
+                };
+                let name = &rest[1..len];
+                i += len + 1;
+                match self.params.get(name) {
+                    Some(Entity::Internal(value)) => {
+                        let mut key = b"%".to_vec();
+                        key.extend_from_slice(name);
+                        exp.enter(key, value.len()).map_err(|m| fail(pos, &m))?;
+                        let value = value.clone();
+                        self.subset(&value, 0, Some(pos), exp)?;
+                        exp.leave();
+                    }
+                    // Never loaded: what it declares stays unknown.
+                    Some(Entity::External) => self.external = true,
+                    None if self.external => {}
+                    None => return Err(fail(pos, "undefined parameter entity")),
+                }
+                continue;
+            }
+            let close: &[u8] = if rest.starts_with(b"<!--") {
+                b"-->"
+            } else if rest.starts_with(b"<?") {
+                b"?>"
+            } else if rest.starts_with(b"<!") {
+                let end = decl_end(rest).ok_or_else(|| fail(pos, "unterminated declaration"))?;
+                let decl = &rest[2..end];
+                if let Some(body) = decl.strip_prefix(b"ENTITY") {
+                    self.entity(body).map_err(|m| fail(pos, m))?;
+                }
+                i += end + 1;
+                continue;
+            } else {
+                return Err(fail(pos, "unexpected content in the internal DTD subset"));
+            };
+            let Some(len) = memchr::memmem::find(&rest[2..], close) else {
+                return Err(fail(pos, "unterminated comment or processing instruction"));
+            };
+            i += 2 + len + close.len();
+        }
+    }
+
+    /// Records an `<!ENTITY ...>` declaration, given what follows `ENTITY`.
+    fn entity(&mut self, body: &[u8]) -> Result<(), &'static str> {
+        const BAD: &str = "malformed ENTITY declaration";
+        if !body.first().is_some_and(u8::is_ascii_whitespace) {
+            return Err(BAD);
+        }
+        let mut rest = body.trim_ascii_start();
+        let param = rest.first() == Some(&b'%');
+        if param {
+            rest = rest[1..].trim_ascii_start();
+        }
+        let end = rest
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .unwrap_or(rest.len());
+        let name = &rest[..end];
+        if !valid_name(name) {
+            return Err(BAD);
+        }
+        let def = rest[end..].trim_ascii_start();
+        let entity = match def.first() {
+            Some(b'"' | b'\'') => {
+                let close = skip_quoted(def, 0).ok_or(BAD)?;
+                Entity::Internal(entity_value(&def[1..close - 1])?)
+            }
+            _ if def.starts_with(b"SYSTEM") || def.starts_with(b"PUBLIC") => Entity::External,
+            _ => return Err(BAD),
+        };
+        let table = if param {
+            &mut self.params
+        } else {
+            &mut self.general
+        };
+        table.entry(name.to_vec()).or_insert(entity);
+        Ok(())
+    }
+}
+
+/// Where the markup declaration at the start of `text` (`<!...`) ends: the index of
+/// its closing `>`, quoted literals skipped.
+fn decl_end(text: &[u8]) -> Option<usize> {
+    let mut i = 2;
+    loop {
+        match *text.get(i)? {
+            b'"' | b'\'' => i = skip_quoted(text, i)?,
+            b'>' => return Some(i),
+            _ => i += 1,
+        }
+    }
+}
+
+/// An entity's replacement text from its literal value: character references are
+/// decoded now, general entity references are kept (they are expanded where the
+/// entity is used), and parameter entity references are not allowed (the internal
+/// subset may not use them inside a declaration).
+fn entity_value(literal: &[u8]) -> Result<Vec<u8>, &'static str> {
+    let mut out = Vec::with_capacity(literal.len());
+    let mut i = 0;
+    while i < literal.len() {
+        match literal[i] {
+            b'%' => return Err("parameter entity reference inside an entity value"),
+            b'&' if literal.get(i + 1) == Some(&b'#') => {
+                let len = memchr::memchr(b';', &literal[i..]).ok_or("bad character reference")?;
+                char_ref(&literal[i + 2..i + len], &mut out)
+                    .ok_or("invalid character reference")?;
+                i += len + 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Appends the character that the reference `&#...;` (given without `&#` and `;`)
+/// stands for; `None` when it is not a valid XML character.
+fn char_ref(num: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    let code = if let Some(hex) = num.strip_prefix(b"x") {
+        parse_radix(hex, 16)
+    } else {
+        parse_radix(num, 10)
+    };
+    let ch = code.filter(|&c| is_xml_char(c)).and_then(char::from_u32)?;
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+    Some(())
+}
+
+/// What a reference stands for.
+enum Resolved {
+    /// These bytes, as they are.
+    Text(Vec<u8>),
+    /// The replacement text of an internal entity, to be expanded; the entity is
+    /// entered in [`Expansion`] and must be left when done.
+    Entity(Vec<u8>),
 }
 
 #[derive(Default)]
@@ -206,6 +500,7 @@ struct Builder {
     checked_utf8: bool,
     /// The run of character data since the last markup.
     run: Vec<u8>,
+    expansion: Expansion,
 }
 
 impl Builder {
@@ -262,21 +557,12 @@ impl Builder {
         }
     }
 
-    /// Appends what the reference `&name;` (given without `&` and `;`) stands for.
-    fn reference(&self, at: usize, name: &[u8], out: &mut Vec<u8>) -> Result<(), XmlError> {
+    /// What the reference `&name;` (given without `&` and `;`) stands for.
+    fn resolve(&mut self, at: usize, name: &[u8]) -> Result<Resolved, XmlError> {
         if let Some(num) = name.strip_prefix(b"#") {
-            let code = if let Some(hex) = num.strip_prefix(b"x") {
-                parse_radix(hex, 16)
-            } else {
-                parse_radix(num, 10)
-            };
-            let ch = code.filter(|&c| is_xml_char(c)).and_then(char::from_u32);
-            let Some(ch) = ch else {
-                return Err(fail(at, "invalid character reference"));
-            };
-            let mut buf = [0u8; 4];
-            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-            return Ok(());
+            let mut out = Vec::with_capacity(4);
+            char_ref(num, &mut out).ok_or_else(|| fail(at, "invalid character reference"))?;
+            return Ok(Resolved::Text(out));
         }
         let predefined: Option<u8> = match name {
             b"lt" => Some(b'<'),
@@ -287,29 +573,100 @@ impl Builder {
             _ => None,
         };
         if let Some(c) = predefined {
-            out.push(c);
-            return Ok(());
+            return Ok(Resolved::Text(vec![c]));
         }
         if !valid_name(name) {
             return Err(fail(at, "invalid entity reference"));
         }
-        let known = self
-            .dtd
-            .as_ref()
-            .is_some_and(|d| d.external || d.entities.iter().any(|e| e == name));
-        if !known {
-            return Err(fail(at, "undefined entity"));
+        let dtd = self.dtd.as_ref();
+        match dtd.and_then(|d| d.general.get(name)) {
+            Some(Entity::Internal(value)) => {
+                self.expansion
+                    .enter(name.to_vec(), value.len())
+                    .map_err(|m| fail(at, &m))?;
+                Ok(Resolved::Entity(value.clone()))
+            }
+            // External (never loaded), or perhaps declared outside: left as written.
+            Some(Entity::External) => Ok(Resolved::Text(as_written(name))),
+            None if dtd.is_some_and(|d| d.external) => Ok(Resolved::Text(as_written(name))),
+            None => Err(fail(at, "undefined entity")),
         }
-        // Declared (or possibly declared externally): left unexpanded, as written.
-        out.push(b'&');
-        out.extend_from_slice(name);
-        out.push(b';');
+    }
+
+    /// A reference in content: its text joins the current run, or the entity's
+    /// replacement text is parsed as content in place.
+    fn content_ref(&mut self, at: usize, name: &[u8], doc: &mut XmlDoc) -> Result<(), XmlError> {
+        match self.resolve(at, name)? {
+            Resolved::Text(bytes) => {
+                self.run.extend_from_slice(&bytes);
+                doc.content.extend_from_slice(&bytes);
+            }
+            Resolved::Entity(value) => {
+                self.expand_content(at, name, &value, doc)?;
+                self.expansion.leave();
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses an entity's replacement text as content of the current element: it
+    /// must hold balanced elements, and no declarations.
+    fn expand_content(
+        &mut self,
+        at: usize,
+        name: &[u8],
+        value: &[u8],
+        doc: &mut XmlDoc,
+    ) -> Result<(), XmlError> {
+        let shown = String::from_utf8_lossy(name).into_owned();
+        let bad = |what: &str| fail(at, &format!("in entity '{shown}': {what}"));
+        let mut reader = new_reader(value);
+        let base = self.depth;
+        loop {
+            match reader.read_event().map_err(|e| bad(&e.to_string()))? {
+                Event::Start(e) => {
+                    self.start_element(at, &e, doc)?;
+                    self.depth += 1;
+                }
+                Event::Empty(e) => self.start_element(at, &e, doc)?,
+                Event::End(_) => {
+                    if self.depth == base {
+                        return Err(bad("end tag without its start tag"));
+                    }
+                    self.flush(doc);
+                    self.depth -= 1;
+                }
+                Event::Text(t) => {
+                    if memchr::memmem::find(&t, b"]]>").is_some() {
+                        return Err(bad("sequence ']]>' not allowed in content"));
+                    }
+                    self.text(&t, doc);
+                }
+                Event::CData(c) => self.text(&c, doc),
+                Event::GeneralRef(r) => self.content_ref(at, &r, doc)?,
+                Event::Comment(_) => self.flush(doc),
+                Event::PI(pi) => {
+                    if pi.target().eq_ignore_ascii_case(b"xml") {
+                        return Err(bad("XML declaration inside an entity"));
+                    }
+                    self.flush(doc);
+                }
+                Event::Decl(_) | Event::DocType(_) => {
+                    return Err(bad("declaration inside an entity"));
+                }
+                Event::Eof => break,
+            }
+        }
+        if self.depth != base {
+            return Err(bad("an element is not closed"));
+        }
         Ok(())
     }
 
     /// Unescapes an attribute value and applies attribute-value normalisation
-    /// (each literal tab, CR, LF or CRLF becomes one space).
-    fn unescape_attr(&self, at: usize, raw: &[u8], out: &mut Vec<u8>) -> Result<(), XmlError> {
+    /// (each literal tab, CR, LF or CRLF becomes one space). An internal entity's replacement text is unescaped and normalised in turn;
+    /// it may not hold `<`.
+    fn unescape_attr(&mut self, at: usize, raw: &[u8], out: &mut Vec<u8>) -> Result<(), XmlError> {
         let mut i = 0;
         while i < raw.len() {
             match raw[i] {
@@ -317,7 +674,16 @@ impl Builder {
                     let Some(len) = memchr::memchr(b';', &raw[i + 1..]) else {
                         return Err(fail(at, "unterminated entity reference in attribute"));
                     };
-                    self.reference(at, &raw[i + 1..i + 1 + len], out)?;
+                    match self.resolve(at, &raw[i + 1..i + 1 + len])? {
+                        Resolved::Text(bytes) => out.extend_from_slice(&bytes),
+                        Resolved::Entity(value) => {
+                            if memchr::memchr(b'<', &value).is_some() {
+                                return Err(fail(at, "'<' in attribute value (through an entity)"));
+                            }
+                            self.unescape_attr(at, &value, out)?;
+                            self.expansion.leave();
+                        }
+                    }
                     i += len + 2;
                 }
                 b'\r' => {
@@ -336,6 +702,15 @@ impl Builder {
         }
         Ok(())
     }
+}
+
+/// `&name;`, for a reference that is kept as written.
+fn as_written(name: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 2);
+    out.push(b'&');
+    out.extend_from_slice(name);
+    out.push(b';');
+    out
 }
 
 fn push_normalised_lines(raw: &[u8], out: &mut Vec<u8>) {
@@ -494,10 +869,131 @@ mod tests {
     }
 
     #[test]
-    fn internal_entities_stay_unexpanded() {
-        let lol = b"<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\"><!ENTITY lol2 \"&lol;&lol;&lol;&lol;\">]><lolz>&lol2;</lolz>";
-        let doc = parse(lol).unwrap();
-        assert_eq!(strs(&doc.texts), vec!["&lol2;"]);
+    fn internal_entities_are_expanded() {
+        // An injection declared as an entity reaches XML:/* as the application reads it.
+        let doc = parse(b"<!DOCTYPE r [<!ENTITY q \"1' OR '1'='1\">]><r>&q;</r>").unwrap();
+        assert_eq!(doc.content, b"1' OR '1'='1");
+        assert_eq!(strs(&doc.texts), vec!["1' OR '1'='1"]);
+        // Nested references, character references decoded at declaration, and a
+        // quoted '>' in the declaration.
+        let doc = parse(
+            b"<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"l&#111;l>\"><!ENTITY lol2 '&lol;&lol;'>]><lolz>a&lol2;b</lolz>",
+        )
+        .unwrap();
+        assert_eq!(strs(&doc.texts), vec!["alol>lol>b"]);
+        // Markup in the replacement text is parsed as content: its elements split
+        // text runs and its attributes count.
+        let doc = parse(
+            b"<!DOCTYPE r [<!ENTITY e \"<b k='v&#38;#39;1'>in</b>tail\">]><r>x&e;y</r>",
+        )
+        .unwrap();
+        assert_eq!(strs(&doc.texts), vec!["x", "in", "taily"]);
+        assert_eq!(strs(&doc.attributes), vec!["v'1"]);
+        assert_eq!(doc.content, b"xintaily");
+        // In an attribute value, expanded and normalised.
+        let doc = parse(b"<!DOCTYPE r [<!ENTITY a \"x\ty &amp; z\">]><r k=\"[&a;]\"/>").unwrap();
+        assert_eq!(strs(&doc.attributes), vec!["[x y & z]"]);
+    }
+
+    #[test]
+    fn parameter_entities_in_the_internal_subset_declare_entities() {
+        let doc = parse(
+            b"<!DOCTYPE r [<!ENTITY % p \"<!ENTITY q 'union select'>\"> %p; ]><r>&q;</r>",
+        )
+        .unwrap();
+        assert_eq!(doc.content, b"union select");
+        // An external parameter entity is never loaded: what it might declare stays
+        // as written.
+        let doc = parse(
+            b"<!DOCTYPE r [<!ENTITY % x SYSTEM \"http://example.com/x.dtd\"> %x; ]><r>&q;</r>",
+        )
+        .unwrap();
+        assert_eq!(doc.content, b"&q;");
+        assert!(parse(b"<!DOCTYPE r [ %nope; ]><r/>").is_err());
+    }
+
+    #[test]
+    fn entity_expansion_is_bounded() {
+        // Billion laughs: ten levels of ten references.
+        let mut dtd = String::from("<!ENTITY l0 \"lol\">");
+        for n in 1..10 {
+            let refs = format!("&l{};", n - 1).repeat(10);
+            dtd.push_str(&format!("<!ENTITY l{n} \"{refs}\">"));
+        }
+        let bomb = format!("<!DOCTYPE r [{dtd}]><r>&l9;</r>");
+        let e = parse(bomb.as_bytes()).unwrap_err();
+        assert!(e.0.contains("entity expansion over"), "{e}");
+        // One large entity used many times.
+        let big = "a".repeat(60_000);
+        let refs = "&big;".repeat(100);
+        let quadratic = format!("<!DOCTYPE r [<!ENTITY big \"{big}\">]><r>{refs}</r>");
+        let e = parse(quadratic.as_bytes()).unwrap_err();
+        assert!(e.0.contains("entity expansion over"), "{e}");
+        // The same in an attribute value.
+        let quadratic = format!("<!DOCTYPE r [<!ENTITY big \"{big}\">]><r k=\"{refs}\"/>");
+        assert!(parse(quadratic.as_bytes()).is_err());
+        // A loop, directly or through another entity, and nesting too deep.
+        let e = parse(b"<!DOCTYPE r [<!ENTITY a \"&b;\"><!ENTITY b \"&a;\">]><r>&a;</r>")
+            .unwrap_err();
+        assert!(e.0.contains("refers to itself"), "{e}");
+        let e = parse(b"<!DOCTYPE r [<!ENTITY % p \"%p;\"> %p; ]><r/>").unwrap_err();
+        assert!(e.0.contains("parameter entity reference inside"), "{e}");
+        let mut dtd = String::from("<!ENTITY e0 \"x\">");
+        for n in 1..=ENTITY_NESTING_LIMIT {
+            dtd.push_str(&format!("<!ENTITY e{n} \"&e{};\">", n - 1));
+        }
+        let deep = format!("<!DOCTYPE r [{dtd}]><r>&e{ENTITY_NESTING_LIMIT};</r>");
+        let e = parse(deep.as_bytes()).unwrap_err();
+        assert!(e.0.contains("nested more than"), "{e}");
+        let ok = format!(
+            "<!DOCTYPE r [{dtd}]><r>&e{};</r>",
+            ENTITY_NESTING_LIMIT - 1
+        );
+        assert_eq!(parse(ok.as_bytes()).unwrap().content, b"x");
+    }
+
+    #[test]
+    fn malformed_entities_and_doctypes_are_refused() {
+        for bad in [
+            // Unbalanced markup in the replacement text.
+            &b"<!DOCTYPE r [<!ENTITY e \"<b>\">]><r>&e;</r>"[..],
+            b"<!DOCTYPE r [<!ENTITY e \"</r>\">]><r>&e;</r>",
+            // '<' reaching an attribute value through an entity.
+            b"<!DOCTYPE r [<!ENTITY e \"&#60;\">]><r k=\"&e;\"/>",
+            // A declaration inside an entity.
+            b"<!DOCTYPE r [<!ENTITY e \"<?xml version='1.0'?>\">]><r>&e;</r>",
+            // Unterminated pieces of the DOCTYPE.
+            b"<!DOCTYPE r [<!ENTITY e \"x>]><r/>",
+            b"<!DOCTYPE r [<!ENTITY e \"x\">",
+            b"<!DOCTYPE r [<!ENTITY \"x\">]><r/>",
+            b"<!DOCTYPE r [junk]><r/>",
+            b"<!DOCTYPE r [<!ENTITY e \"x\">] junk><r/>",
+            // A second DOCTYPE, or one after the root.
+            b"<!DOCTYPE r><!DOCTYPE r><r/>",
+            b"<r/><!DOCTYPE r>",
+        ] {
+            assert!(
+                parse(bad).is_err(),
+                "accepted {:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn the_doctype_ends_where_a_conforming_parser_ends_it() {
+        // A quoted '<' must not make the DOCTYPE swallow the root element: the
+        // payload in the real root element is seen (the trailing markup is an error).
+        let doc = b"<!DOCTYPE r [<!ENTITY a \"<\">]><r>1' OR '1'='1</r>><r>benign</r>";
+        assert!(parse(doc).is_err());
+        let doc = parse(b"<!DOCTYPE r [<!ENTITY a \"<\">]><r>1' OR '1'='1</r>").unwrap();
+        assert_eq!(doc.content, b"1' OR '1'='1");
+        // Comments and processing instructions before and inside the DOCTYPE.
+        let doc = parse(
+            b"<?xml version=\"1.0\"?><!-- c --><?pi x?>\n<!DOCTYPE r [<!-- ]> --><?p ]>?><!ELEMENT r ANY><!ATTLIST r k CDATA \">\">]>\n<r>&#65;</r>",
+        )
+        .unwrap();
+        assert_eq!(doc.content, b"A");
     }
 
     #[test]
@@ -553,7 +1049,8 @@ mod tests {
             let doc = mutate(&mut rng, seeds[round % seeds.len()], PIECES);
             if let Ok(out) = parse(&doc) {
                 let text: usize = out.texts.iter().map(Vec::len).sum();
-                assert!(text <= doc.len() && out.content.len() <= doc.len());
+                let bound = doc.len() + ENTITY_EXPANSION_LIMIT;
+                assert!(text <= bound && out.content.len() <= bound);
             }
         }
     }

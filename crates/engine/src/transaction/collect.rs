@@ -210,10 +210,19 @@ impl<'a> View<'a> {
                 }
             }
             Var::RequestBodyLength => owned(out, var, req.body.len().to_string()),
-            Var::ReqbodyError | Var::ReqbodyProcessorError => {
-                flag(out, var, req.processor_error.is_some())
-            }
-            Var::ReqbodyErrorMsg | Var::ReqbodyProcessorErrorMsg => scalar(
+            // REQBODY_ERROR also says when a limit cut the body short (arguments
+            // over SecArgumentsLimit, a body over SecRequestBodyNoFilesLimit);
+            // REQBODY_PROCESSOR_ERROR only when the processor failed. A processor's
+            // message comes first, as in ModSecurity v3.
+            Var::ReqbodyError => flag(out, var, req.reqbody_error_msg().is_some()),
+            Var::ReqbodyProcessorError => flag(out, var, req.processor_error.is_some()),
+            Var::ReqbodyErrorMsg => scalar(
+                out,
+                var,
+                Cow::Borrowed(req.reqbody_error_msg().unwrap_or("").as_bytes()),
+                false,
+            ),
+            Var::ReqbodyProcessorErrorMsg => scalar(
                 out,
                 var,
                 Cow::Borrowed(req.processor_error.as_deref().unwrap_or("").as_bytes()),

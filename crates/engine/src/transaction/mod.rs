@@ -7,7 +7,10 @@
 
 mod collect;
 mod eval;
+mod limits;
 mod request;
+
+pub use limits::ARGUMENTS_LIMIT_TX;
 
 use crate::actions::{AllowScope, BodyProcessor, CollectionKind};
 use crate::body::Arg;
@@ -105,6 +108,12 @@ pub(crate) struct RequestData {
     pub multipart: Option<Multipart>,
     pub xml: Option<XmlDoc>,
     pub inbound_data_error: bool,
+    /// The query string had more arguments than `SecArgumentsLimit`.
+    pub query_args_dropped: bool,
+    /// The first limit that cut the body short (see [`limits`]).
+    pub shortfall: Option<limits::Shortfall>,
+    /// REQBODY_ERROR_MSG when a limit, not the processor, made the body incomplete.
+    pub body_error: Option<String>,
 }
 
 /// The response, as far as it has come.
@@ -310,6 +319,7 @@ impl Transaction {
             raw_uri,
             protocol,
         );
+        self.flag_dropped_arguments();
     }
 
     /// Adds one request header, in the order received. Duplicates are kept.
@@ -322,7 +332,7 @@ impl Transaction {
         if self.req.processor.is_none() && self.state.request_body_access {
             self.req.processor = request::processor_for(&self.req.content_type);
         }
-        self.run_phase(1)
+        self.run_phase(1).or_else(|| self.check_limits(1))
     }
 
     /// True when the request body should be read and given to the engine.
@@ -330,9 +340,17 @@ impl Transaction {
         self.state.request_body_access && self.state.mode != RuleEngineMode::Off
     }
 
-    /// Appends a chunk of the request body, up to `SecRequestBodyLimit`.
+    /// Appends a chunk of the request body, up to `SecRequestBodyLimit`, or up to
+    /// `SecRequestBodyNoFilesLimit` when that is lower and the body is one without
+    /// files (URLENCODED, JSON or XML processor).
+    ///
+    /// Going over either sets INBOUND_DATA_ERROR; over `SecRequestBodyNoFilesLimit`
+    /// also REQBODY_ERROR with ModSecurity v3's message, and, when the transaction is
+    /// refused, an error-log line naming the limit. The transaction is refused (the
+    /// server answers 413) when `SecRequestBodyLimitAction` is Reject and the rule
+    /// engine is On; otherwise the part within the limit is inspected.
     pub fn append_request_body(&mut self, chunk: &[u8]) -> BodyAppend {
-        let limit = self.state.request_body_limit;
+        let (limit, no_files) = self.request_body_cap();
         self.req.body_seen += chunk.len();
         let room = limit.saturating_sub(self.req.body.len());
         if chunk.len() <= room {
@@ -341,9 +359,11 @@ impl Transaction {
         }
         self.req.body.extend_from_slice(&chunk[..room]);
         self.req.inbound_data_error = true;
-        BodyAppend::LimitReached {
-            reject: self.ruleset.config().request_body_limit_action == BodyLimitAction::Reject,
+        let reject = self.request_limit_rejects();
+        if no_files {
+            self.no_files_limit_reached(reject, 2);
         }
+        BodyAppend::LimitReached { reject }
     }
 
     /// Runs phase 2 (request body). Call it even when there is no body.
@@ -354,8 +374,18 @@ impl Transaction {
         if self.state.request_body_access {
             let cfg = self.ruleset.config().clone();
             request::process_body(&mut self.req, &self.state, &cfg);
+            self.flag_dropped_arguments();
+            // A multipart body's size without its files is known only now.
+            if self.req.shortfall == Some(limits::Shortfall::NoFilesLimit)
+                && self.req.multipart.is_some()
+            {
+                let reject = self.request_limit_rejects();
+                if let Some(i) = self.no_files_limit_reached(reject, 2) {
+                    return Some(i);
+                }
+            }
         }
-        self.run_phase(2)
+        self.run_phase(2).or_else(|| self.check_limits(2))
     }
 
     /// Sets the response status and protocol (`HTTP/1.1`).

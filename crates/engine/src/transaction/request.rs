@@ -1,8 +1,9 @@
 //! Turning the request as received into the values rules inspect.
 
+use super::limits::{NO_FILES_MSG, Shortfall};
 use super::{RequestData, State};
 use crate::actions::BodyProcessor;
-use crate::body::{self, Limits};
+use crate::body::{self, LimitHit, Limits};
 use crate::config::EngineConfig;
 
 /// Decodes `%XX` escapes only (not `+`), as ModSecurity v3 does for REQUEST_URI and
@@ -76,9 +77,10 @@ pub(crate) fn set_request_line(
         None => req.filename.clone(),
     };
     if !query.is_empty() {
-        let (args, invalid) = body::urlencoded::parse(query, separator, max_args);
-        req.args_get = args;
-        req.urlencoded_error |= invalid;
+        let parsed = body::urlencoded::parse_bounded(query, separator, max_args);
+        req.args_get = parsed.args;
+        req.urlencoded_error |= parsed.invalid_encoding;
+        req.query_args_dropped = parsed.limit_hit.is_some();
     }
 }
 
@@ -158,18 +160,43 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
         max_files: 0,
     };
     req.body_set = true;
+    // A body that went over SecRequestBodyNoFilesLimit while it was appended holds
+    // only the part within it (ProcessPartial): that part is still parsed and
+    // inspected below, and REQBODY_ERROR already says the rest was not.
+    let body_args_limit = |hit: Option<LimitHit>| {
+        matches!(hit, Some(LimitHit::Arguments)).then(|| {
+            format!(
+                "Arguments over SecArgumentsLimit ({}): the request body's arguments after \
+                 the first {} were not parsed.",
+                cfg.arguments_limit, limits.max_args
+            )
+        })
+    };
     match req.processor {
         Some(BodyProcessor::UrlEncoded) => {
-            let (args, invalid) =
-                body::urlencoded::parse(&req.body, cfg.argument_separator, limits.max_args);
-            req.args_post = args;
-            req.urlencoded_error |= invalid;
+            let parsed =
+                body::urlencoded::parse_bounded(&req.body, cfg.argument_separator, limits.max_args);
+            req.args_post = parsed.args;
+            req.urlencoded_error |= parsed.invalid_encoding;
+            if let Some(msg) = body_args_limit(parsed.limit_hit) {
+                req.note_shortfall(Shortfall::Arguments, msg);
+            }
         }
         Some(BodyProcessor::Json) if !req.body.is_empty() => {
             // Arguments found before an error stay, as in ModSecurity v3.
             let parsed = body::json::parse_partial(&req.body, &limits);
             req.args_post = parsed.args;
             req.processor_error = parsed.error.map(|e| e.to_string());
+            // The parse error (REQBODY_ERROR) carries ModSecurity's message; the
+            // shortfall names the limit for the built-in check's log line.
+            let hit = match parsed.limit_hit {
+                Some(LimitHit::Arguments) => Some(Shortfall::Arguments),
+                Some(LimitHit::JsonDepth) => Some(Shortfall::JsonDepth),
+                _ => None,
+            };
+            if let Some(hit) = hit {
+                req.shortfall.get_or_insert(hit);
+            }
         }
         Some(BodyProcessor::Xml) if !req.body.is_empty() => match body::xml::parse(&req.body) {
             Ok(doc) => req.xml = Some(doc),
@@ -179,6 +206,20 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
             let mut mp = body::multipart::parse(&req.body, &req.content_type, &limits);
             req.args_post = std::mem::take(&mut mp.args);
             req.processor_error = mp.reqbody_error_msg();
+            match mp.limit_hit {
+                Some(LimitHit::MultipartParts) => {
+                    req.shortfall.get_or_insert(Shortfall::MultipartParts);
+                }
+                hit => {
+                    if let Some(msg) = body_args_limit(hit) {
+                        req.note_shortfall(Shortfall::Arguments, msg);
+                    }
+                }
+            }
+            if mp.no_files_bytes > cfg.request_body_no_files_limit {
+                req.inbound_data_error = true;
+                req.note_shortfall(Shortfall::NoFilesLimit, NO_FILES_MSG.to_owned());
+            }
             req.multipart = Some(mp);
         }
         Some(BodyProcessor::Json) | Some(BodyProcessor::Xml) | None => {}
