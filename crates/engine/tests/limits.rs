@@ -111,7 +111,10 @@ fn query_arguments_over_the_limit_are_blocked_in_phase_1() {
     assert_eq!(i.status, 400);
     assert_eq!(i.rule_id, None);
     assert!(
-        i.message.as_deref().unwrap().contains("SecArgumentsLimit (1000)"),
+        i.message
+            .as_deref()
+            .unwrap()
+            .contains("SecArgumentsLimit (1000)"),
         "{i:?}"
     );
     let line = out.line_with("Palisade limit check");
@@ -151,7 +154,10 @@ fn the_check_respects_allow_and_the_engine_switch() {
         "SecArgumentsLimit 3\nSecRule REQUEST_FILENAME \"@streq /bulk\" \"id:50,phase:1,allow,nolog\"",
     );
     assert_eq!(send(&rs, "GET", "/bulk?a&b&c&d", "", b"").status(), None);
-    assert_eq!(send(&rs, "GET", "/other?a&b&c&d", "", b"").status(), Some(400));
+    assert_eq!(
+        send(&rs, "GET", "/other?a&b&c&d", "", b"").status(),
+        Some(400)
+    );
     let rs = ruleset(
         "SecArgumentsLimit 3\nSecRule REQUEST_FILENAME \"@streq /off\" \"id:50,phase:1,pass,nolog,ctl:ruleEngine=Off\"",
     );
@@ -172,7 +178,11 @@ fn urlencoded_body_arguments_over_the_limit_set_reqbody_error() {
     assert_eq!(out.status(), None);
     assert_eq!(out.tx("e"), "1");
     assert_eq!(out.tx("p"), "0", "not a processor error");
-    assert!(out.tx("m").contains("SecArgumentsLimit (1000)"), "{}", out.tx("m"));
+    assert!(
+        out.tx("m").contains("SecArgumentsLimit (1000)"),
+        "{}",
+        out.tx("m")
+    );
     assert_eq!(out.tx("n"), "1");
     // Blocked by default.
     let rs = ruleset("SecArgumentsLimit 1000");
@@ -185,7 +195,10 @@ fn urlencoded_body_arguments_over_the_limit_set_reqbody_error() {
     );
     assert_eq!(out.status(), Some(400));
     let line = out.line_with("Palisade limit check");
-    assert!(line.contains("(phase 2)") && line.contains("REQBODY_ERROR"), "{line}");
+    assert!(
+        line.contains("(phase 2)") && line.contains("REQBODY_ERROR"),
+        "{line}"
+    );
     // The query string and the body share the budget.
     let rs = ruleset("SecArgumentsLimit 4");
     let out = send(
@@ -252,7 +265,11 @@ fn json_over_the_argument_or_depth_limit_is_blocked() {
         out.line_with("Palisade limit check")
             .contains("SecRequestBodyJsonDepthLimit (4)")
     );
-    assert!(out.tx("m").contains("depth limit exceeded"), "{}", out.tx("m"));
+    assert!(
+        out.tx("m").contains("depth limit exceeded"),
+        "{}",
+        out.tx("m")
+    );
 }
 
 #[test]
@@ -316,12 +333,18 @@ fn multipart_arguments_and_parts_over_the_limits_are_blocked() {
     let fields: Vec<(String, Option<&str>, &[u8])> = (0..5)
         .map(|i| (format!("f{i}"), Some("x.bin"), &b"data"[..]))
         .collect();
-    let fields: Vec<_> = fields.iter().map(|(n, f, v)| (n.as_str(), *f, *v)).collect();
+    let fields: Vec<_> = fields
+        .iter()
+        .map(|(n, f, v)| (n.as_str(), *f, *v))
+        .collect();
     let rs = ruleset("SecArgumentsLimit 3\nSecUploadFileLimit 4");
     let out = send(&rs, "POST", "/", MP, &multipart(&fields));
     assert_eq!(out.status(), Some(400));
     assert!(out.tx("m").contains("Too many parts"), "{}", out.tx("m"));
-    assert!(out.line_with("Palisade limit check").contains("part limit (4"));
+    assert!(
+        out.line_with("Palisade limit check")
+            .contains("part limit (4")
+    );
 }
 
 #[test]
@@ -345,7 +368,10 @@ fn no_files_limit_rejects_a_large_urlencoded_body_with_413() {
     assert_eq!(out.status(), Some(413));
     let line = out.line_with("Palisade limit check");
     assert!(line.contains("Access denied with code 413"), "{line}");
-    assert!(line.contains("SecRequestBodyNoFilesLimit (131072 bytes)"), "{line}");
+    assert!(
+        line.contains("SecRequestBodyNoFilesLimit (131072 bytes)"),
+        "{line}"
+    );
     // The buffered body stopped at the limit.
     assert_eq!(out.tx.intervention().map(|i| i.status), Some(413));
     // Within the limit it passes.
@@ -372,7 +398,11 @@ fn no_files_limit_under_process_partial_sets_the_variables() {
     assert_eq!(out.tx("e"), "1");
     assert_eq!(out.tx("i"), "1");
     // A processor's error (this JSON was cut short) comes first in the message.
-    assert!(out.tx("m").starts_with("JSON parsing error"), "{}", out.tx("m"));
+    assert!(
+        out.tx("m").starts_with("JSON parsing error"),
+        "{}",
+        out.tx("m")
+    );
     // Otherwise ModSecurity v3's message.
     let out = send(
         &rs,
@@ -429,9 +459,8 @@ fn no_files_limit_counts_multipart_fields_but_not_files() {
 #[test]
 fn xml_internal_entities_are_inspected_expanded() {
     let rs = ruleset("");
-    let xml_rule = format!(
-        "{XML_ON}\nSecRule XML:/* \"@rx (?i)' or '\" \"id:4,phase:2,deny,status:403,log\""
-    );
+    let xml_rule =
+        format!("{XML_ON}\nSecRule XML:/* \"@rx (?i)' or '\" \"id:4,phase:2,deny,status:403,log\"");
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
     b.add_text(
         &format!("SecRuleEngine On\nSecRequestBodyAccess On\n{xml_rule}"),
@@ -441,16 +470,26 @@ fn xml_internal_entities_are_inspected_expanded() {
     let xml_rs = Arc::new(b.build().unwrap());
     let doc = br#"<!DOCTYPE r [<!ENTITY q "1' OR '1'='1">]><r>&q;</r>"#;
     let out = send(&xml_rs, "POST", "/", "application/xml", doc);
-    assert_eq!(out.intervention.map(|i| (i.status, i.rule_id)), Some((403, Some(4))));
+    assert_eq!(
+        out.intervention.map(|i| (i.status, i.rule_id)),
+        Some((403, Some(4)))
+    );
     // An expansion bomb is a body error, refused by the built-in check.
     let mut dtd = String::from("<!ENTITY l0 \"lol\">");
     for n in 1..10 {
-        dtd.push_str(&format!("<!ENTITY l{n} \"{}\">", format!("&l{};", n - 1).repeat(10)));
+        dtd.push_str(&format!(
+            "<!ENTITY l{n} \"{}\">",
+            format!("&l{};", n - 1).repeat(10)
+        ));
     }
     let bomb = format!("<!DOCTYPE r [{dtd}]><r>&l9;</r>");
     let out = send(&rs, "POST", "/", "application/xml", bomb.as_bytes());
     assert_eq!(out.status(), Some(400));
-    assert!(out.tx("m").contains("entity expansion over"), "{}", out.tx("m"));
+    assert!(
+        out.tx("m").contains("entity expansion over"),
+        "{}",
+        out.tx("m")
+    );
 }
 
 #[test]
@@ -463,5 +502,8 @@ fn the_directive_is_checked() {
         Err(e) => e.to_string(),
         Ok(()) => b.build().map(|_| ()).unwrap_err().to_string(),
     };
-    assert!(e.contains("SecPalisadeLimitAction: expected Block or Log"), "{e}");
+    assert!(
+        e.contains("SecPalisadeLimitAction: expected Block or Log"),
+        "{e}"
+    );
 }

@@ -122,10 +122,16 @@ async fn argument_1001_never_reaches_the_backend_unseen() {
     let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
 
     let query = format!("/?{}{ATTACK}", many_args(1000));
-    assert_eq!(status(listen, &request("GET", &query, "text/plain", b"")).await, 400);
+    assert_eq!(
+        status(listen, &request("GET", &query, "text/plain", b"")).await,
+        400
+    );
     let line = error_line(&dir, "Palisade limit check");
     assert!(line.contains("SecArgumentsLimit (1000)"), "{line}");
-    assert!(line.contains("Access denied with code 400 (phase 1)"), "{line}");
+    assert!(
+        line.contains("Access denied with code 400 (phase 1)"),
+        "{line}"
+    );
 
     let form = format!("{}{ATTACK}", many_args(1000));
     let r = request(
@@ -139,8 +145,7 @@ async fn argument_1001_never_reaches_the_backend_unseen() {
     let mut mp = Vec::new();
     for i in 0..1000 {
         mp.extend_from_slice(
-            format!("--B\r\nContent-Disposition: form-data; name=\"a{i}\"\r\n\r\n1\r\n")
-                .as_bytes(),
+            format!("--B\r\nContent-Disposition: form-data; name=\"a{i}\"\r\n\r\n1\r\n").as_bytes(),
         );
     }
     mp.extend_from_slice(
@@ -152,11 +157,18 @@ async fn argument_1001_never_reaches_the_backend_unseen() {
     assert!(
         backend.requests().is_empty(),
         "reached the backend: {:?}",
-        backend.requests().iter().map(|s| &s.uri).collect::<Vec<_>>()
+        backend
+            .requests()
+            .iter()
+            .map(|s| &s.uri)
+            .collect::<Vec<_>>()
     );
     // At the limit, nothing is dropped and a benign request passes.
     let query = format!("/?{}", many_args(1000));
-    assert_eq!(status(listen, &request("GET", &query, "text/plain", b"")).await, 200);
+    assert_eq!(
+        status(listen, &request("GET", &query, "text/plain", b"")).await,
+        200
+    );
     assert_eq!(backend.requests().len(), 1);
 }
 
@@ -206,12 +218,23 @@ async fn quickstart_config_stops_json_attacks_and_unparsable_json() {
 
     assert_eq!(status(listen, &post(attack)).await, 403);
     // A byte-order mark, invalid UTF-8, nesting deeper than the limit (512).
-    assert_eq!(status(listen, &post(&with_prefix(b"\xEF\xBB\xBF"))).await, 400);
+    assert_eq!(
+        status(listen, &post(&with_prefix(b"\xEF\xBB\xBF"))).await,
+        400
+    );
     assert_eq!(status(listen, &post(&with_prefix(b"\xff"))).await, 400);
-    let deep = format!("{}{}{}", "[".repeat(600), "\"1' OR '1'='1\"", "]".repeat(600));
+    let deep = format!(
+        "{}{}{}",
+        "[".repeat(600),
+        "\"1' OR '1'='1\"",
+        "]".repeat(600)
+    );
     assert_eq!(status(listen, &post(deep.as_bytes())).await, 400);
     let line = error_line(&dir, "[id \"10003\"]");
-    assert!(line.contains("Access denied with code 400 (phase 2)"), "{line}");
+    assert!(
+        line.contains("Access denied with code 400 (phase 2)"),
+        "{line}"
+    );
     assert!(
         backend.requests().is_empty(),
         "reached the backend: {:?}",

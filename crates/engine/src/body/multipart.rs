@@ -608,8 +608,7 @@ impl<'a, 'o> Parser<'a, 'o> {
                         content_type,
                     });
                 } else {
-                    self.out.no_files_bytes =
-                        self.out.no_files_bytes.saturating_add(content.len());
+                    self.out.no_files_bytes = self.out.no_files_bytes.saturating_add(content.len());
                     if self.out.args.len() < self.limits.max_args {
                         self.out.args.push((part.name, self.body[content].to_vec()));
                     } else {

@@ -282,11 +282,7 @@ struct Dtd {
 impl Dtd {
     /// Reads the DOCTYPE declaration at `input[start..]` (which begins with
     /// `<!DOCTYPE`); returns it and where it ends (just after its `>`).
-    fn read(
-        input: &[u8],
-        start: usize,
-        exp: &mut Expansion,
-    ) -> Result<(Dtd, usize), XmlError> {
+    fn read(input: &[u8], start: usize, exp: &mut Expansion) -> Result<(Dtd, usize), XmlError> {
         let mut dtd = Dtd::default();
         let mut head = Vec::new();
         let mut i = start + b"<!DOCTYPE".len();
@@ -883,10 +879,9 @@ mod tests {
         assert_eq!(strs(&doc.texts), vec!["alol>lol>b"]);
         // Markup in the replacement text is parsed as content: its elements split
         // text runs and its attributes count.
-        let doc = parse(
-            b"<!DOCTYPE r [<!ENTITY e \"<b k='v&#38;#39;1'>in</b>tail\">]><r>x&e;y</r>",
-        )
-        .unwrap();
+        let doc =
+            parse(b"<!DOCTYPE r [<!ENTITY e \"<b k='v&#38;#39;1'>in</b>tail\">]><r>x&e;y</r>")
+                .unwrap();
         assert_eq!(strs(&doc.texts), vec!["x", "in", "taily"]);
         assert_eq!(strs(&doc.attributes), vec!["v'1"]);
         assert_eq!(doc.content, b"xintaily");
@@ -897,10 +892,9 @@ mod tests {
 
     #[test]
     fn parameter_entities_in_the_internal_subset_declare_entities() {
-        let doc = parse(
-            b"<!DOCTYPE r [<!ENTITY % p \"<!ENTITY q 'union select'>\"> %p; ]><r>&q;</r>",
-        )
-        .unwrap();
+        let doc =
+            parse(b"<!DOCTYPE r [<!ENTITY % p \"<!ENTITY q 'union select'>\"> %p; ]><r>&q;</r>")
+                .unwrap();
         assert_eq!(doc.content, b"union select");
         // An external parameter entity is never loaded: what it might declare stays
         // as written.
@@ -933,8 +927,8 @@ mod tests {
         let quadratic = format!("<!DOCTYPE r [<!ENTITY big \"{big}\">]><r k=\"{refs}\"/>");
         assert!(parse(quadratic.as_bytes()).is_err());
         // A loop, directly or through another entity, and nesting too deep.
-        let e = parse(b"<!DOCTYPE r [<!ENTITY a \"&b;\"><!ENTITY b \"&a;\">]><r>&a;</r>")
-            .unwrap_err();
+        let e =
+            parse(b"<!DOCTYPE r [<!ENTITY a \"&b;\"><!ENTITY b \"&a;\">]><r>&a;</r>").unwrap_err();
         assert!(e.0.contains("refers to itself"), "{e}");
         let e = parse(b"<!DOCTYPE r [<!ENTITY % p \"%p;\"> %p; ]><r/>").unwrap_err();
         assert!(e.0.contains("parameter entity reference inside"), "{e}");
@@ -945,10 +939,7 @@ mod tests {
         let deep = format!("<!DOCTYPE r [{dtd}]><r>&e{ENTITY_NESTING_LIMIT};</r>");
         let e = parse(deep.as_bytes()).unwrap_err();
         assert!(e.0.contains("nested more than"), "{e}");
-        let ok = format!(
-            "<!DOCTYPE r [{dtd}]><r>&e{};</r>",
-            ENTITY_NESTING_LIMIT - 1
-        );
+        let ok = format!("<!DOCTYPE r [{dtd}]><r>&e{};</r>", ENTITY_NESTING_LIMIT - 1);
         assert_eq!(parse(ok.as_bytes()).unwrap().content, b"x");
     }
 

@@ -94,7 +94,11 @@ impl Transaction {
 
     /// The body went over `SecRequestBodyNoFilesLimit`. Sets the variables; when
     /// `reject`, also decides the transaction (413) and logs why, naming the limit.
-    pub(super) fn no_files_limit_reached(&mut self, reject: bool, phase: u8) -> Option<Intervention> {
+    pub(super) fn no_files_limit_reached(
+        &mut self,
+        reject: bool,
+        phase: u8,
+    ) -> Option<Intervention> {
         self.req.inbound_data_error = true;
         self.req
             .note_shortfall(Shortfall::NoFilesLimit, NO_FILES_MSG.to_owned());
@@ -150,9 +154,7 @@ impl Transaction {
                 String::new(),
             ),
             2 => {
-                let Some(msg) = self.req.reqbody_error_msg() else {
-                    return None;
-                };
+                let msg = self.req.reqbody_error_msg()?;
                 let what = match self.req.shortfall {
                     Some(s) => self.describe(s),
                     None => "the request body could not be parsed".to_owned(),

@@ -259,13 +259,11 @@ impl Exchange {
                 );
                 self.reply_error(413, Action::BadRequest, &msg)
             }
-            BodyStop::EngineLimit => {
-                self.reply_error(
-                    413,
-                    Action::Deny,
-                    "request body over SecRequestBodyLimit or SecRequestBodyNoFilesLimit",
-                )
-            }
+            BodyStop::EngineLimit => self.reply_error(
+                413,
+                Action::Deny,
+                "request body over SecRequestBodyLimit or SecRequestBodyNoFilesLimit",
+            ),
         }
     }
 
