@@ -222,8 +222,12 @@ pub fn audit_record(tx: &Transaction) -> String {
                 json!({
                     "message": m.msg.clone().unwrap_or_default(),
                     "details": {
-                        "match": format!("Matched \"Operator `{}' with parameter `{}' against variable `{}' (Value: `{}' )",
-                            operator_display(&m.operator.0), cut(&m.operator.1, 200), m.var_name, cut(&m.var_value, 200)),
+                        "match": if m.operator.0 == LIMIT_CHECK {
+                            format!("Palisade limit check: {} (`{}' is set)", m.operator.1, m.var_name)
+                        } else {
+                            format!("Matched \"Operator `{}' with parameter `{}' against variable `{}' (Value: `{}' )",
+                                operator_display(&m.operator.0), cut(&m.operator.1, 200), m.var_name, cut(&m.var_value, 200))
+                        },
                         "reference": "",
                         "ruleId": m.rule_id.map(|i| i.to_string()).unwrap_or_default(),
                         "file": m.file,

@@ -386,6 +386,32 @@ fn no_files_limit_rejects_a_large_urlencoded_body_with_413() {
 }
 
 #[test]
+fn body_limits_refuse_only_when_the_engine_is_on() {
+    let body = vec![b'a'; 3000];
+    for (mode, reject) in [("On", true), ("DetectionOnly", false)] {
+        let rs = ruleset(&format!("SecRuleEngine {mode}\nSecRequestBodyLimit 1000"));
+        let out = send(&rs, "POST", "/", "text/plain", &body);
+        assert_eq!(
+            out.appends.last(),
+            Some(&BodyAppend::LimitReached { reject }),
+            "{mode}"
+        );
+    }
+}
+
+#[test]
+fn the_audit_record_carries_the_check() {
+    let rs = ruleset("SecArgumentsLimit 2\nSecAuditEngine RelevantOnly");
+    let out = send(&rs, "GET", "/?a&b&c", "", b"");
+    let record = out.tx.audit_record().expect("recorded");
+    assert!(
+        record.contains("Palisade limit check: more arguments than SecArgumentsLimit (2)"),
+        "{record}"
+    );
+    assert!(record.contains("palisade/limit"), "{record}");
+}
+
+#[test]
 fn no_files_limit_under_process_partial_sets_the_variables() {
     let settings = "SecRequestBodyNoFilesLimit 1000\nSecRequestBodyLimitAction ProcessPartial";
     let body = format!("x={}&{ATTACK}", "a".repeat(2000));
