@@ -44,6 +44,33 @@ async fn connection_header_cannot_remove_host() {
     assert_eq!(seen[0].header("x-gone"), None);
 }
 
+/// Transfer-Encoding in an HTTP/1.0 request: its framing cannot be trusted (RFC
+/// 9112 §6.1), so even with `Connection: keep-alive` the connection closes after
+/// the answer and what follows the body is never read as a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_encoding_in_http10_closes_the_connection() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("te-http10");
+    let listen = loopback(free_port());
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, ""), listen);
+    let mut s = TcpStream::connect(listen).await.unwrap();
+    s.write_all(
+        b"POST /first HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /second HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let (got, closed) = read_until_close(&mut s, Duration::from_secs(10)).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+    assert_eq!(text.matches("HTTP/1.1 ").count(), 1, "{text}");
+    assert!(text.contains("Connection: close"), "{text}");
+    assert!(closed, "the connection stayed open");
+    let seen = backend.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].uri, "/first");
+    assert_eq!(seen[0].body, b"hello");
+}
+
 /// A client that sends its body a byte at a time, each within the pause limit,
 /// is cut off by the minimum rate; the backend sees nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
