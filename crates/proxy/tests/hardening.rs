@@ -7,23 +7,8 @@ mod common;
 
 use common::*;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-
-/// Reads until the peer closes the connection or `limit` passes; returns what was
-/// read and whether the connection was closed.
-async fn read_until_close(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut buf = [0u8; 4096];
-    loop {
-        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Err(_) => return (out, false),
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_header_cannot_remove_host() {
