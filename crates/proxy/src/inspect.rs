@@ -156,7 +156,9 @@ mod tests {
     async fn a_pool_job_leaves_the_worker_free() {
         let ins = Inspector::new(1, 0).unwrap();
         let (release, gate) = std::sync::mpsc::channel::<()>();
-        let job = ins.run(1, move || gate.recv_timeout(Duration::from_secs(10)).is_ok());
+        let job = ins.run(1, move || {
+            gate.recv_timeout(Duration::from_secs(10)).is_ok()
+        });
         tokio::pin!(job);
         let other = async {
             tokio::task::yield_now().await;
