@@ -368,6 +368,51 @@ async fn h2_stalls() {
     drop(c);
     check(&t, name, &mut n, &mut failures).await;
 
+    let name = "TLS listener: a TCP connection that never starts the handshake";
+    let mut tcp = tokio::net::TcpStream::connect(t.https.unwrap())
+        .await
+        .unwrap();
+    let (_, closed) = crate::harness::read_until_close(&mut tcp, DEADLINE).await;
+    if !closed {
+        failures.push(format!("{name}: still open after {DEADLINE:?}"));
+    }
+    drop(tcp);
+    check(&t, name, &mut n, &mut failures).await;
+
+    let name = "TLS listener: a ClientHello dripped a byte every 100 ms";
+    let mut tcp = tokio::net::TcpStream::connect(t.https.unwrap())
+        .await
+        .unwrap();
+    // The start of a TLS 1.2 record carrying a ClientHello, then filler.
+    let hello: Vec<u8> = [
+        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+    ]
+    .into_iter()
+    .chain(std::iter::repeat_n(0x41, 500))
+    .collect();
+    let started = std::time::Instant::now();
+    let mut closed = false;
+    for b in hello {
+        use tokio::io::AsyncWriteExt;
+        if tcp.write_all(&[b]).await.is_err() {
+            closed = true;
+            break;
+        }
+        let (_, c) = crate::harness::read_until_close(&mut tcp, Duration::from_millis(100)).await;
+        if c {
+            closed = true;
+            break;
+        }
+        if started.elapsed() > DEADLINE {
+            break;
+        }
+    }
+    if !closed {
+        failures.push(format!("{name}: still open after {DEADLINE:?}"));
+    }
+    drop(tcp);
+    check(&t, name, &mut n, &mut failures).await;
+
     let name = "h2 TLS handshake with ALPN h2, then not even the preface";
     let mut tls = tls_connect(t.https.unwrap(), t.cert.as_ref().unwrap(), &[b"h2"])
         .await

@@ -147,6 +147,8 @@ pub struct Target {
     bound_kib: u64,
     needles: Vec<Vec<u8>>,
     controls: AtomicUsize,
+    /// Records already checked for payloads.
+    checked: AtomicUsize,
     // Dropped in this order: the proxy first, then the backends, then the files.
     proxy: Palisade,
     _big: Option<Backend>,
@@ -239,6 +241,7 @@ impl Target {
             bound_kib: setup.bound_mib * 1024,
             needles,
             controls: AtomicUsize::new(0),
+            checked: AtomicUsize::new(0),
             proxy,
             _big: big,
             _stop_albedo: stop_tx,
@@ -332,9 +335,13 @@ impl Target {
         Ok(mem)
     }
 
-    /// Fails when any request the backend received carries a payload.
+    /// Fails when a request the backend received since the last check carries a
+    /// payload (so that a failure is reported once, against the attack that
+    /// caused it).
     pub fn clean(&self, attack: &str) -> Result<(), String> {
-        for r in self.records() {
+        let records = self.records();
+        let from = self.checked.swap(records.len(), Ordering::Relaxed);
+        for r in records.iter().skip(from) {
             let body = r.body().unwrap_or_default().to_ascii_lowercase();
             let mut parts: Vec<(String, Vec<u8>)> = vec![
                 ("target".into(), r.uri.to_ascii_lowercase().into_bytes()),

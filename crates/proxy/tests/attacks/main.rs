@@ -8,10 +8,11 @@
 //! 1. **The proxy is up**: the process has not exited, and a benign control request
 //!    (`GET /control/N`) is answered 200 and reaches the backend.
 //! 2. **Memory stays bounded**: the peak resident set of the palisade process
-//!    (`VmHWM` in `/proc/PID/status`, so a spike between two checks counts too) stays
-//!    under the target's bound. The bounds are for the debug build that `cargo test`
-//!    makes, with margin (a debug palisade with the suite's small rule set starts at
-//!    about 10 MiB):
+//!    (`VmHWM` in `/proc/PID/status`, as the kernel accounts it, so a spike between
+//!    two checks counts too) stays under the target's bound. The bounds are for the
+//!    debug build that `cargo test` makes, with margin (a debug palisade with the
+//!    suite's small rule set runs at about 20 MiB; the peaks measured are printed
+//!    with `-- --nocapture`):
 //!    - [`harness::BOUND_DEFAULT_MIB`] (96 MiB) for the smuggling, slow-client,
 //!      HTTP/2 and admin targets;
 //!    - [`large::BOUND_LARGE_MIB`] (192 MiB) for the large-input target, whose
@@ -27,6 +28,12 @@
 //!    request the backend received: target, headers and body) must not contain the
 //!    payload anywhere. A payload that reaches the backend got there without being
 //!    inspected as the backend read it.
+//!
+//! Cases marked `ignore` fail on main for reasons other branches fix (the engine
+//! drops what is over its limits without a trace, passes bodies it could not parse
+//! unless the rules check REQBODY_ERROR, does not expand XML entities, and its SQL
+//! injection detector is quadratic on one input); each names what it waits for.
+//! `cargo test -p proxy --test attacks -- --include-ignored` runs them too.
 //!
 //! Each family runs its cases against one target and reports every failing case
 //! (which attack, and what was observed) at the end rather than stopping at the
