@@ -7,23 +7,8 @@ mod common;
 
 use common::*;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-
-/// Reads until the peer closes the connection or `limit` passes; returns what was
-/// read and whether the connection was closed.
-async fn read_until_close(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut buf = [0u8; 4096];
-    loop {
-        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Err(_) => return (out, false),
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_header_cannot_remove_host() {
@@ -42,6 +27,33 @@ async fn connection_header_cannot_remove_host() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].header("host"), Some("site.example"));
     assert_eq!(seen[0].header("x-gone"), None);
+}
+
+/// Transfer-Encoding in an HTTP/1.0 request: its framing cannot be trusted (RFC
+/// 9112 §6.1), so even with `Connection: keep-alive` the connection closes after
+/// the answer and what follows the body is never read as a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_encoding_in_http10_closes_the_connection() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("te-http10");
+    let listen = loopback(free_port());
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, ""), listen);
+    let mut s = TcpStream::connect(listen).await.unwrap();
+    s.write_all(
+        b"POST /first HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /second HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let (got, closed) = read_until_close(&mut s, Duration::from_secs(10)).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+    assert_eq!(text.matches("HTTP/1.1 ").count(), 1, "{text}");
+    assert!(text.contains("Connection: close"), "{text}");
+    assert!(closed, "the connection stayed open");
+    let seen = backend.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].uri, "/first");
+    assert_eq!(seen[0].body, b"hello");
 }
 
 /// A client that sends its body a byte at a time, each within the pause limit,

@@ -263,6 +263,12 @@ where
         // RFC 9112 §6.3: a request with both may be a smuggling attempt.
         keepalive = false;
     }
+    if version == Version::Http(1, 0) && head.values(b"transfer-encoding").next().is_some() {
+        // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 request means its framing
+        // cannot be trusted (an HTTP/1.0 hop in front may have read the body
+        // differently): the connection closes after this request.
+        keepalive = false;
+    }
     let out = WriteCtx {
         version,
         is_head: &head.method[..] == b"HEAD",

@@ -385,6 +385,21 @@ async fn read_line(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     Ok(line)
 }
 
+/// Reads until the peer closes the connection (or resets it) or `limit` passes;
+/// returns what was read and whether the connection ended.
+pub async fn read_until_close(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return (out, false),
+        }
+    }
+}
+
 /// Polls a file until a line satisfies `pred`, returning that line.
 pub fn wait_for_line(path: &Path, limit: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
     let deadline = Instant::now() + limit;
