@@ -411,7 +411,6 @@ async fn unparsable_bodies_with_the_recommended_rules() {
 /// Without rules that check body errors: a body the engine could not parse must
 /// not reach the backend as if it had been inspected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: a body the engine could not parse passes unless the rules check REQBODY_ERROR"]
 async fn unparsable_bodies_without_rules_that_check_them() {
     let t = Target::start(setup("large-errors-bare")).await;
     let failures = run(&t, error_cases()).await;
@@ -462,7 +461,6 @@ fn many_args_query() -> Vec<u8> {
 // --ignored`.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: argument 1,001 is dropped without a trace"]
 async fn argument_1001_in_the_query() {
     one(
         "1,000 query arguments, the payload in argument 1,001",
@@ -473,7 +471,6 @@ async fn argument_1001_in_the_query() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: argument 1,001 is dropped without a trace"]
 async fn argument_1001_in_a_urlencoded_body() {
     let mut body: String = (0..1000).map(|i| format!("a{i}=1&")).collect();
     body.push_str(&format!("id={SQLI_ENC}"));
@@ -490,7 +487,6 @@ async fn argument_1001_in_a_urlencoded_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: argument 1,001 is dropped without a trace"]
 async fn argument_1001_in_a_json_body() {
     let mut body: String = (0..1000).map(|i| format!("\"a{i}\":1,")).collect();
     body = format!("{{{body}\"id\":\"{SQLI}\"}}");
@@ -503,7 +499,6 @@ async fn argument_1001_in_a_json_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: argument 1,001 is dropped without a trace"]
 async fn argument_1001_in_a_multipart_body() {
     let (ctype, body) = multipart(
         (0..1000)
@@ -519,7 +514,6 @@ async fn argument_1001_in_a_multipart_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: multipart part limit never silent"]
 async fn multipart_with_5000_parts() {
     let (ctype, body) = multipart(
         (0..5000)
@@ -535,7 +529,6 @@ async fn multipart_with_5000_parts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: SecRequestBodyNoFilesLimit enforced"]
 async fn body_over_the_no_files_limit() {
     let mut s = setup("large-nofiles");
     s.rules = args_rules().replace(
@@ -563,7 +556,6 @@ async fn body_over_the_no_files_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-limits: XML internal entities expanded for inspection"]
 async fn xml_internal_entity_carrying_the_payload() {
     let body = format!("<!DOCTYPE r [<!ENTITY q \"{SQLI}\">]><r>&q;</r>");
     one(
