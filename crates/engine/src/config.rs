@@ -1,6 +1,8 @@
 //! Engine-wide settings from configuration directives (`SecRuleEngine`,
 //! `SecRequestBodyLimit`, ...), with ModSecurity v3's defaults.
 
+pub use crate::transaction::budget::{BudgetAction, CpuBudget};
+
 /// `SecRuleEngine`: whether rules run and whether they may disrupt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleEngineMode {
@@ -141,6 +143,10 @@ pub struct EngineConfig {
     /// `SecDataDir`, `SecTmpDir`, `SecUploadDir`, `SecDebugLog`, `SecDebugLogLevel` and
     /// the like: kept as given, for the server to use or report.
     pub other: Vec<(String, Vec<String>)>,
+    /// The per-transaction CPU budget (Palisade's own `SecPalisadeCpuBudget`; default
+    /// none). Enforced only in transactions given a meter
+    /// ([`Transaction::set_cpu_meter`](crate::Transaction::set_cpu_meter)).
+    pub cpu_budget: Option<CpuBudget>,
 }
 
 impl Default for EngineConfig {
@@ -171,6 +177,7 @@ impl Default for EngineConfig {
             collection_timeout: 3600,
             component_signatures: Vec::new(),
             other: Vec::new(),
+            cpu_budget: None,
         }
     }
 }
@@ -206,6 +213,44 @@ fn limit_action(name: &str, value: &str) -> Result<BodyLimitAction, String> {
             "{name}: expected Reject or ProcessPartial, got {value:?}"
         )),
     }
+}
+
+/// Parses `SecPalisadeCpuBudget Off`, `SecPalisadeCpuBudget MICROSECONDS Pass` or
+/// `SecPalisadeCpuBudget MICROSECONDS Block [STATUS]` (status 403 unless given).
+fn cpu_budget(args: &[String]) -> Result<Option<CpuBudget>, String> {
+    const NAME: &str = "SecPalisadeCpuBudget";
+    let usage = "expected Off, MICROSECONDS Pass, or MICROSECONDS Block [STATUS]";
+    match args {
+        [off] if off.eq_ignore_ascii_case("off") => return Ok(None),
+        [_, _] | [_, _, _] => {}
+        _ => return Err(format!("{NAME}: {usage}, got {args:?}")),
+    }
+    let limit_micros = args[0].trim().parse::<u64>().map_err(|_| {
+        format!(
+            "{NAME}: expected the budget in microseconds, got {:?}",
+            args[0]
+        )
+    })?;
+    let action = match (args[1].to_ascii_lowercase().as_str(), args.get(2)) {
+        ("pass", None) => BudgetAction::Pass,
+        ("block", status) => {
+            let status = match status {
+                None => 403,
+                Some(s) => s
+                    .trim()
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|s| (100..=599).contains(s))
+                    .ok_or_else(|| format!("{NAME}: expected an HTTP status, got {s:?}"))?,
+            };
+            BudgetAction::Block { status }
+        }
+        _ => return Err(format!("{NAME}: {usage}, got {args:?}")),
+    };
+    Ok(Some(CpuBudget {
+        limit_micros,
+        action,
+    }))
 }
 
 impl EngineConfig {
@@ -304,6 +349,7 @@ impl EngineConfig {
                     .map_err(|_| format!("SecCollectionTimeout: expected seconds, got {first:?}"))?
             }
             "SecComponentSignature" => self.component_signatures.push(first.to_string()),
+            "SecPalisadeCpuBudget" => self.cpu_budget = cpu_budget(args)?,
             "SecDataDir"
             | "SecTmpDir"
             | "SecUploadDir"

@@ -47,4 +47,6 @@ pub use config::{EngineConfig, RuleEngineMode};
 pub use error::LoadError;
 pub use intervention::{Intervention, InterventionKind};
 pub use ruleset::{Ruleset, RulesetBuilder};
-pub use transaction::{BodyAppend, Clock, Transaction, TxContext};
+pub use transaction::{
+    BodyAppend, BudgetAction, BudgetExceeded, Clock, CpuBudget, CpuMeter, Transaction, TxContext,
+};

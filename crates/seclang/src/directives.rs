@@ -35,6 +35,11 @@ const TWO_OR_THREE: Arity = Arity {
     max: 3,
     describe: "2 or 3 arguments",
 };
+const ONE_TO_THREE: Arity = Arity {
+    min: 1,
+    max: 3,
+    describe: "1 to 3 arguments",
+};
 const ONE_OR_MORE: Arity = Arity {
     min: 1,
     max: usize::MAX,
@@ -141,6 +146,8 @@ const DIRECTIVES: &[(&str, Arity)] = &[
     ("SecDisableBackendCompression", ONE),
     ("SecGsbLookupDb", ONE),
     ("SecGuardianLog", ONE),
+    // Palisade's own: `SecPalisadeCpuBudget Off|MICROS Pass|MICROS Block [STATUS]`.
+    ("SecPalisadeCpuBudget", ONE_TO_THREE),
 ];
 
 /// Looks a directive name up, ignoring case. Returns its canonical spelling and arity.

@@ -1,5 +1,6 @@
 //! Running rules: targets, transformations, operator, actions and flow.
 
+use super::budget::{RULE_WORK, VALUE_WORK};
 use super::collect::{Value, View, recycle};
 use super::{Hit, Persistent, State, Transaction, TransformCache};
 use crate::actions::{Action, AllowScope, CollectionKind, Ctl, Disruptive, SetOp};
@@ -313,7 +314,9 @@ impl Transaction {
         self.state.phases_done = self.state.phases_done.max(phase - 1);
         // Values change between phases: prefilter answers are per phase.
         self.cache.unions.iter_mut().for_each(|u| *u = None);
+        self.budget.open();
         let result = self.run_phase_rules(phase);
+        self.budget.close();
         self.state.phases_done = self.state.phases_done.max(phase);
         if phase == 2 {
             // The request's transformed values served phases 1 and 2; the transaction
@@ -328,9 +331,36 @@ impl Transaction {
         result
     }
 
+    /// Records that the CPU budget stopped evaluation at `rule_id` in `phase`, and
+    /// returns the intervention when the outcome is to block.
+    fn budget_stop(&mut self, phase: u8, rule_id: Option<i64>) -> Option<Intervention> {
+        let enforce = self.state.mode == crate::config::RuleEngineMode::On;
+        let status = self.budget.stop(phase, rule_id, enforce)?;
+        let e = self.budget.exceeded.as_ref()?;
+        let i = Intervention {
+            status,
+            kind: InterventionKind::Deny,
+            rule_id: None,
+            message: Some(format!(
+                "CPU budget exceeded: {} of {} microseconds used, in phase {phase}",
+                e.used_micros, e.limit_micros
+            )),
+        };
+        self.state.intervention = Some(i.clone());
+        Some(i)
+    }
+
     fn run_phase_rules(&mut self, phase: u8) -> Option<Intervention> {
         if self.state.mode == crate::config::RuleEngineMode::Off {
             return None;
+        }
+        if self.budget.exceeded.is_some() {
+            // Rule evaluation stopped for good when the budget ran out.
+            return None;
+        }
+        if self.budget.tripped() {
+            // Body processing used up the budget before the phase's first rule.
+            return self.budget_stop(phase, None);
         }
         match self.state.allow {
             Some(AllowScope::All) if phase < 5 => return None,
@@ -361,8 +391,16 @@ impl Transaction {
             if self.is_removed(rule) {
                 continue;
             }
+            if self.budget.charge(RULE_WORK) {
+                return self.budget_stop(phase, rule.chain_id);
+            }
             self.state.matched_vars.clear();
-            if !self.eval_link(rule) {
+            let matched = self.eval_link(rule);
+            if self.budget.tripped() {
+                // The budget ran out inside the rule: it is abandoned, actions and all.
+                return self.budget_stop(phase, rule.chain_id);
+            }
+            if !matched {
                 continue;
             }
             if let Some(m) = &rule.skip_after {
@@ -500,6 +538,7 @@ impl Transaction {
             state,
             cache,
             ctx,
+            budget,
             ..
         } = self;
         let groups = &ruleset.prefilter.groups;
@@ -525,6 +564,11 @@ impl Transaction {
             let quiet_cell = nodes.len() + 2 + g / 32;
             let quiet_bit = 1u32 << (g % 32);
             for v in &values {
+                if budget.charge(VALUE_WORK + v.value.len() as u64) {
+                    // Out of CPU budget: the group's answer stays unknown, and the
+                    // phase stops at this rule.
+                    return false;
+                }
                 let Some(id) = v.id else {
                     if group.multi {
                         let (ts, ids) = (&group.transforms, &group.prefix_ids);
@@ -604,6 +648,7 @@ impl Transaction {
                 cache,
                 ctx,
                 scratch,
+                budget,
                 ..
             } = self;
             let nodes = &ruleset.chain_nodes;
@@ -639,6 +684,11 @@ impl Transaction {
             for v in &values {
                 if excluded(rule, state, v) {
                     continue;
+                }
+                if budget.charge(VALUE_WORK + v.value.len() as u64) {
+                    // Out of CPU budget: the rule is abandoned, its hits dropped.
+                    n = 0;
+                    break;
                 }
                 if rule.multi_match {
                     let (ts, ids) = (&rule.transforms, &rule.prefix_ids);

@@ -5,6 +5,7 @@
 //! [`Intervention`] when a rule disrupts. The transaction does no I/O: persistent
 //! collections come through [`CollectionStore`], time through [`TxContext`].
 
+pub mod budget;
 mod collect;
 mod eval;
 mod limits;
@@ -22,6 +23,7 @@ use crate::intervention::Intervention;
 use crate::log::MatchRecord;
 use crate::operators::Captures;
 use crate::ruleset::Ruleset;
+pub use budget::{BudgetAction, BudgetExceeded, CpuBudget, CpuMeter};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -249,6 +251,8 @@ pub struct Transaction {
     pub(crate) hits: Vec<Hit>,
     pub(crate) matches: Vec<MatchRecord>,
     pub(crate) log_lines: Vec<String>,
+    /// The CPU budget and the time accounted against it.
+    pub(crate) budget: budget::BudgetState,
 }
 
 impl Transaction {
@@ -256,6 +260,7 @@ impl Transaction {
     pub fn new(ruleset: Arc<Ruleset>, ctx: TxContext) -> Self {
         let width = ruleset.chain_nodes.len() + 2 + ruleset.prefilter.groups.len().div_ceil(32);
         let cfg = ruleset.config();
+        let cpu_budget = cfg.cpu_budget;
         let state = State {
             mode: cfg.rule_engine,
             tx: Default::default(),
@@ -295,7 +300,36 @@ impl Transaction {
             hits: Vec::new(),
             matches: Vec::new(),
             log_lines: Vec::new(),
+            budget: budget::BudgetState::new(cpu_budget),
         }
+    }
+
+    /// Gives the transaction a meter of consumed CPU time: from then on the time of
+    /// each phase is accounted ([`Transaction::cpu_used_micros`]) and the CPU budget
+    /// (the configuration's `cpu_budget`, or the one set with
+    /// [`Transaction::set_cpu_budget`]) is enforced. Without a meter there is no
+    /// budget. Set it before the first phase.
+    pub fn set_cpu_meter(&mut self, meter: Arc<dyn CpuMeter>) {
+        self.budget.set_meter(meter);
+    }
+
+    /// Replaces the configuration's CPU budget for this transaction (`None`: no
+    /// limit, the time is still accounted when there is a meter).
+    pub fn set_cpu_budget(&mut self, budget: Option<CpuBudget>) {
+        self.budget.budget = budget;
+    }
+
+    /// Whether rule evaluation stopped because the CPU budget was exceeded, and where:
+    /// from then on no rule ran, in that phase or any later one (phase 5 included).
+    /// When the outcome was to block, the phase returned an [`Intervention`] too.
+    pub fn budget_exceeded(&self) -> Option<&BudgetExceeded> {
+        self.budget.exceeded.as_ref()
+    }
+
+    /// The CPU time accounted to this transaction's phases so far, in microseconds
+    /// (`None` without a meter).
+    pub fn cpu_used_micros(&self) -> Option<u64> {
+        self.budget.used_micros()
     }
 
     /// The rule set this transaction runs.
@@ -371,7 +405,9 @@ impl Transaction {
         if self.state.intervention.is_some() {
             return self.state.intervention.clone();
         }
-        if self.state.request_body_access {
+        // Body processing is phase 2's work: its time counts.
+        self.budget.open();
+        if self.state.request_body_access && self.budget.exceeded.is_none() {
             let cfg = self.ruleset.config().clone();
             request::process_body(&mut self.req, &self.state, &cfg);
             self.flag_dropped_arguments();
@@ -381,9 +417,11 @@ impl Transaction {
             {
                 let reject = self.request_limit_rejects();
                 if let Some(i) = self.no_files_limit_reached(reject, 2) {
+                    self.budget.close();
                     return Some(i);
                 }
             }
+            self.budget.check_now();
         }
         self.run_phase(2).or_else(|| self.check_limits(2))
     }
