@@ -15,7 +15,10 @@
 //! - `PALISADE_BENCH_MEM=1` prints the resident memory CRS v4 takes, loaded and after
 //!   traffic;
 //! - `PALISADE_BENCH_CPU=SECONDS` prints CPU time per transaction (the thread's own CPU
-//!   clock, which a busy machine does not inflate), SECONDS per row.
+//!   clock, which a busy machine does not inflate), SECONDS per row;
+//! - `PALISADE_BENCH_BUDGET=SECONDS` prints what metering the CPU budget costs: each
+//!   request without a meter, with the thread CPU clock and with a wall clock as the
+//!   meter (a budget that is never reached), as ratios.
 
 mod common;
 
@@ -284,7 +287,98 @@ fn memory() {
     }
 }
 
+/// With `PALISADE_BENCH_BUDGET=SECONDS`: the cost of the CPU budget's metering. The
+/// three configurations are measured in turn, five rounds each, and the median of the
+/// rounds is kept, so that a slow spell of the machine does not favour one of them.
+fn budget_table(secs: f64) {
+    use engine::{BudgetAction, CpuBudget, CpuMeter};
+    let min = std::time::Duration::from_secs_f64(secs / 5.0);
+    let text = format!(
+        "{}\nSecPalisadeCpuBudget 100000000 Block 503\n",
+        common::base_text()
+    );
+    let rs = common::crs_v4_with(&text)
+        .unwrap_or_else(|e| panic!("CRS v4 does not load: {e}"))
+        .0;
+    assert_eq!(
+        rs.config().cpu_budget,
+        Some(CpuBudget {
+            limit_micros: 100_000_000,
+            action: BudgetAction::Block { status: 503 }
+        })
+    );
+    let cpu: Arc<dyn CpuMeter> = Arc::new(common::ThreadCpuMeter);
+    let wall: Arc<dyn CpuMeter> = Arc::new(common::WallMeter(std::time::Instant::now()));
+    let meters: [(&str, Option<&Arc<dyn CpuMeter>>); 3] = [
+        ("none", None),
+        ("thread CPU", Some(&cpu)),
+        ("wall", Some(&wall)),
+    ];
+    // The cost of one reading of each meter.
+    for (label, m) in &meters[1..] {
+        let m = m.expect("a meter");
+        let (us, _, n) = common::cpu_per_call(
+            || {
+                std::hint::black_box(m.now_micros());
+            },
+            std::time::Duration::from_millis(300),
+            1000,
+        );
+        eprintln!("one {label} reading: {:.0} ns ({n} readings)", us * 1e3);
+    }
+    println!("| CRS v4 request | no meter µs | thread CPU meter | wall meter | readings |");
+    println!("|---|---:|---:|---:|---:|");
+    for &name in CORPUS {
+        let req = &REQUESTS[name];
+        let mut rounds: [Vec<f64>; 3] = Default::default();
+        for _ in 0..5 {
+            for (i, (_, m)) in meters.iter().enumerate() {
+                let (us, _, _) = common::cpu_per_call(
+                    || {
+                        std::hint::black_box(common::run_metered(&rs, req, None, *m));
+                    },
+                    min,
+                    5,
+                );
+                rounds[i].push(us);
+            }
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let base = med(&mut rounds[0]);
+        let c = med(&mut rounds[1]);
+        let w = med(&mut rounds[2]);
+        // How often the meter is read in one transaction.
+        let counter = Arc::new(CountingMeter::default());
+        let counted: Arc<dyn CpuMeter> = counter.clone();
+        common::run_metered(&rs, req, None, Some(&counted));
+        let reads = counter.0.load(std::sync::atomic::Ordering::Relaxed);
+        println!(
+            "| {name} | {base:.1} | {:.3}x | {:.3}x | {reads} |",
+            c / base,
+            w / base
+        );
+    }
+}
+
+/// A meter that only counts how often it is read.
+#[derive(Debug, Default)]
+struct CountingMeter(std::sync::atomic::AtomicU64);
+
+impl engine::CpuMeter for CountingMeter {
+    fn now_micros(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        0
+    }
+}
+
 fn main() {
+    if let Ok(secs) = std::env::var("PALISADE_BENCH_BUDGET") {
+        budget_table(secs.parse().unwrap_or(10.0));
+        return;
+    }
     if std::env::var_os("PALISADE_BENCH_MEM").is_some() {
         memory();
         return;

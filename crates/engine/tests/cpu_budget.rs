@@ -4,7 +4,9 @@
 //! The meter below moves on by 10 µs at every reading. Each rule here inspects one
 //! argument of 70,000 bytes, more than the work between two readings
 //! (`engine::transaction::budget::CHECK_WORK`), so the meter is read once per rule
-//! (or chain link), before its operator runs, and once when a phase starts and ends.
+//! (or chain link), before its operator runs, and once when a phase ends. A phase's
+//! first reading starts its interval: the rules of a phase read 0, 10, 20, ... µs
+//! more than the time accounted before the phase.
 
 use engine::{
     BudgetAction, CpuBudget, CpuMeter, Intervention, InterventionKind, RulesetBuilder, Transaction,
@@ -86,10 +88,10 @@ fn within_budget_nothing_changes() {
     assert!(i.is_none());
     assert_eq!(ran(&tx), [1, 2, 3, 4, 5, 6, 7]);
     assert!(tx.budget_exceeded().is_none());
-    // Phase 1: open + 5 rules; phase 2: open + 1 rule + close ...: the time of
-    // every reading within a phase is counted, none between phases.
+    // Phase 1: the first rule starts the interval, four more rules and the end add
+    // 50; phases 2 and 5: their rule starts the interval, the end adds 10.
     let used = tx.cpu_used_micros().expect("a meter was given");
-    assert!(used > 0);
+    assert_eq!(used, 70);
     // A meter with no budget accounts time and stops nothing.
     let (i, tx) = run(&rs, Some(None));
     assert!(i.is_none());
@@ -100,22 +102,22 @@ fn within_budget_nothing_changes() {
 #[test]
 fn pass_stops_at_the_right_rule_and_runs_nothing_after() {
     let rs = ruleset(FIVE);
-    // Rule 1 reads 10 µs, rule 2 20, rule 3 30 > 25: rule 3 does not run.
-    let (i, tx) = run(&rs, Some(budget(25, BudgetAction::Pass)));
+    // Rule 2 reads 10 µs, rule 3 20 > 15: rule 3 does not run.
+    let (i, tx) = run(&rs, Some(budget(15, BudgetAction::Pass)));
     assert!(i.is_none(), "a passing budget does not block");
     assert_eq!(ran(&tx), [1, 2], "no rule after the stop, in any phase");
     let e = tx.budget_exceeded().expect("exceeded");
     assert_eq!(e.phase, 1);
     assert_eq!(e.rule_id, Some(3));
-    assert_eq!(e.used_micros, 30);
-    assert_eq!(e.limit_micros, 25);
+    assert_eq!(e.used_micros, 20);
+    assert_eq!(e.limit_micros, 15);
     assert!(!e.blocked);
 }
 
 #[test]
 fn block_answers_with_the_configured_status() {
     let rs = ruleset(FIVE);
-    let (i, tx) = run(&rs, Some(budget(45, BudgetAction::Block { status: 503 })));
+    let (i, tx) = run(&rs, Some(budget(35, BudgetAction::Block { status: 503 })));
     let i = i.expect("blocked");
     assert_eq!(i.status, 503);
     assert_eq!(i.kind, InterventionKind::Deny);
@@ -128,20 +130,29 @@ fn block_answers_with_the_configured_status() {
 
 #[test]
 fn the_stop_can_come_in_a_later_phase() {
-    let rs = ruleset(FIVE);
-    // Phase 1 takes 60 µs (five rules and the closing reading); phase 2 opens at 60
-    // and its rule reads 70.
-    let (i, tx) = run(&rs, Some(budget(65, BudgetAction::Block { status: 429 })));
+    let rs = ruleset(
+        r#"
+SecRule ARGS:q "@contains a" "id:1,phase:1,pass,nolog,setvar:tx.ran1=1"
+SecRule ARGS:q "@contains a" "id:2,phase:1,pass,nolog,setvar:tx.ran2=1"
+SecRule ARGS:q "@contains a" "id:3,phase:2,pass,nolog,setvar:tx.ran3=1"
+SecRule ARGS:q "@contains a" "id:4,phase:2,pass,nolog,setvar:tx.ran4=1"
+SecRule ARGS:q "@contains a" "id:5,phase:2,pass,nolog,setvar:tx.ran5=1"
+SecRule ARGS:q "@contains a" "id:7,phase:5,pass,nolog,setvar:tx.ran7=1"
+"#,
+    );
+    // Phase 1 accounts 20 µs (rule 2 and its end); in phase 2, rule 3 starts the
+    // interval, rule 4 reads 30 and rule 5 40 > 35.
+    let (i, tx) = run(&rs, Some(budget(35, BudgetAction::Block { status: 429 })));
     assert_eq!(i.map(|i| i.status), Some(429));
-    assert_eq!(ran(&tx), [1, 2, 3, 4, 5]);
+    assert_eq!(ran(&tx), [1, 2, 3, 4]);
     let e = tx.budget_exceeded().expect("exceeded");
-    assert_eq!((e.phase, e.rule_id), (2, Some(6)));
+    assert_eq!((e.phase, e.rule_id, e.used_micros), (2, Some(5), 40));
 }
 
 #[test]
 fn detection_only_never_blocks() {
     let rs = ruleset(&format!("SecRuleEngine DetectionOnly\n{FIVE}"));
-    let (i, tx) = run(&rs, Some(budget(25, BudgetAction::Block { status: 503 })));
+    let (i, tx) = run(&rs, Some(budget(15, BudgetAction::Block { status: 503 })));
     assert!(i.is_none());
     assert_eq!(ran(&tx), [1, 2]);
     assert!(!tx.budget_exceeded().expect("exceeded").blocked);
@@ -174,9 +185,9 @@ SecRule ARGS:q "@contains a" "id:4,phase:1,pass,log,setvar:tx.four=1"
     let (_, within) = run(&rs, Some(budget(1_000, BudgetAction::Pass)));
     assert_eq!(vars(&within), vars(&plain));
     assert_eq!(within.matched_rule_ids(), plain.matched_rule_ids());
-    // Rule 1 reads 10, rule 2 is skipped, the chain's first link reads 20 and its
-    // second 30 > 25.
-    let (_, cut) = run(&rs, Some(budget(25, BudgetAction::Pass)));
+    // Rule 1 starts the interval, rule 2 is skipped, the chain's first link reads 10
+    // and its second 20 > 15.
+    let (_, cut) = run(&rs, Some(budget(15, BudgetAction::Pass)));
     assert_eq!(vars(&cut), ["one", "head"]);
     assert!(cut.matched_rule_ids().is_empty());
     assert_eq!(cut.budget_exceeded().map(|e| e.rule_id), Some(Some(3)));
