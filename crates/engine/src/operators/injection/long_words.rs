@@ -65,6 +65,24 @@
 //!
 //! The differential tests below run the wrapper against the plain crate on many
 //! random and built inputs, and count how often the checked copy was kept.
+//!
+//! # What the rewrite cannot fix: the word scan
+//!
+//! The crate's word parser also scans every word to the end of its run of word bytes
+//! *before* it looks for a keyword prefix, even when it then keeps only that prefix
+//! (`or` out of `or.or.or.…`). Each such cut word costs the length of the rest of the
+//! run, and the fold can take any number of them (`or . or` folds into `or`), so
+//! `or.or.or.…`, `and.and.…` and `or\`or\`…` are quadratic too: 10 s at 64 KiB. No
+//! byte of those inputs can change without changing a token, so no rewrite helps.
+//! Instead, before the crate runs on an input, [`word_scan_exceeds`] bounds that work:
+//! the number of `.` and `` ` `` that end a keyword prefix of a possible word, times
+//! the length of their run. Past [`WORD_SCAN_LIMIT`] (some 15 ms of the crate's time)
+//! the crate is not run and the input is reported as SQL injection with libinjection's
+//! fingerprint for evil input, `X`: an input that packs thousands of keyword-dot
+//! pairs into one unbroken run is an attack on the detector, and answering it in
+//! linear time beats answering it in minutes. This is the one place where the answer
+//! can differ from the crate's (the crate, given minutes, might call such an input
+//! harmless); ordinary values are far below the limit.
 
 use libinjectionrs::sqli::sqli_data::{CharType, get_char_type};
 use libinjectionrs::sqli::{SqliTokenizer, Token, TokenType};
@@ -81,6 +99,13 @@ const FILLER: u8 = 0x01;
 
 /// Checks of a rewritten copy per reading before falling back to the original.
 const ATTEMPTS: usize = 3;
+
+/// The most word-scan work (bytes the crate's word parser would scan past cut words)
+/// an input may need before it is reported without running the crate.
+pub(super) const WORD_SCAN_LIMIT: u64 = 1 << 20;
+
+/// The fingerprint reported for such an input: libinjection's mark of evil input.
+const EVIL: [u8; 8] = *b"X\0\0\0\0\0\0\0";
 
 /// `WORD_END` as a table.
 const ENDS_WORD: [bool; 256] = {
@@ -102,6 +127,8 @@ pub(super) enum Path {
     Rewritten,
     /// The copies did not pass the check: on the original.
     Fallback,
+    /// Too much word-scan work: reported as SQL injection without the crate.
+    Guarded,
 }
 
 /// One reading's result.
@@ -120,6 +147,10 @@ struct Reading {
 pub(super) fn detect(input: &[u8], path: &mut impl FnMut(Path)) -> Option<[u8; 8]> {
     let candidates = candidates(input);
     if candidates.is_empty() {
+        if word_scan_exceeds(input) {
+            path(Path::Guarded);
+            return Some(EVIL);
+        }
         path(Path::Plain);
         let mut state = SqliState::new(input, SqliFlags::FLAG_NONE);
         return state.detect().then_some(state.fingerprint);
@@ -186,7 +217,16 @@ fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags) -> Reading {
     for &p in &replaced {
         copy[p] = FILLER;
     }
+    let guarded = Reading {
+        sqli: true,
+        fingerprint: EVIL,
+        reparse: false,
+        path: Path::Guarded,
+    };
     for _ in 0..ATTEMPTS {
+        if word_scan_exceeds(&copy) {
+            return guarded;
+        }
         let mut state = SqliState::new(&copy, flags);
         let sqli = state.is_sqli();
         let result = Reading {
@@ -207,6 +247,9 @@ fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags) -> Reading {
             break;
         }
     }
+    if word_scan_exceeds(input) {
+        return guarded;
+    }
     let mut state = SqliState::new(input, flags);
     let sqli = state.is_sqli();
     Reading {
@@ -214,6 +257,100 @@ fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags) -> Reading {
         fingerprint: state.fingerprint,
         reparse: state.stats_comment_ddx != 0 || state.stats_comment_hash != 0,
         path: Path::Fallback,
+    }
+}
+
+/// Whether the crate's word parser could scan more than [`WORD_SCAN_LIMIT`] bytes
+/// past words it cuts at a keyword prefix: the sum, over the `.` and `` ` `` that end
+/// a keyword (of a type the parser cuts at) starting at a word byte at most 29 bytes
+/// before them in the same run, of the length of their run. An upper bound, since a
+/// reading cuts a word only where a word starts and the fold may stop early.
+fn word_scan_exceeds(input: &[u8]) -> bool {
+    // A cheap bound first: every `.` and `` ` `` times its run.
+    let mut crude = 0u64;
+    for_each_run(input, |start, end| {
+        let marks = memchr::memchr2_iter(b'.', b'`', &input[start..end]).count() as u64;
+        crude = crude.saturating_add(marks.saturating_mul((end - start) as u64));
+    });
+    if crude <= WORD_SCAN_LIMIT {
+        return false;
+    }
+    let mut work = 0u64;
+    let mut cut = Vec::new();
+    for_each_run(input, |start, end| {
+        if work > WORD_SCAN_LIMIT {
+            return;
+        }
+        cut.clear();
+        for t in start..end {
+            if starts_word(input[t]) {
+                keyword_ends(&input[t..end], |d| cut.push(t + d));
+            }
+        }
+        cut.sort_unstable();
+        cut.dedup();
+        work = work.saturating_add((cut.len() as u64).saturating_mul((end - start) as u64));
+    });
+    work > WORD_SCAN_LIMIT
+}
+
+/// Calls `f` with the start and end of every run of word bytes.
+fn for_each_run(input: &[u8], mut f: impl FnMut(usize, usize)) {
+    let mut i = 0;
+    while i < input.len() {
+        if ENDS_WORD[input[i] as usize] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < input.len() && !ENDS_WORD[input[i] as usize] {
+            i += 1;
+        }
+        f(start, i);
+    }
+}
+
+/// A byte the word parser can start at (directly, or through the parsers of `b'`,
+/// `e'`, `n'`, `q'`, `u&'`, `x'` and `$.` when they fall back to it).
+fn starts_word(b: u8) -> bool {
+    matches!(
+        get_char_type(b),
+        CharType::Word
+            | CharType::BString
+            | CharType::EString
+            | CharType::NQString
+            | CharType::QString
+            | CharType::UString
+            | CharType::XString
+            | CharType::Money
+    )
+}
+
+/// Calls `f` with each offset d (at most 29) of `word` such that `word[d]` is `.` or
+/// `` ` `` and `word[..d]` is a keyword the word parser cuts at. Walks the keyword
+/// table's sorted words along the prefix, so it stops as soon as no keyword starts
+/// with it.
+fn keyword_ends(word: &[u8], mut f: impl FnMut(usize)) {
+    let table = libinjectionrs::sqli::sqli_data::SQL_KEYWORDS;
+    let mut upper = [0u8; 32];
+    for (d, &b) in word.iter().enumerate().take(30) {
+        if d > 0 && (b == b'.' || b == b'`') {
+            let prefix = &upper[..d];
+            if let Ok(i) = table.binary_search_by(|k| k.word.as_bytes().cmp(prefix)) {
+                if !matches!(table[i].token_type, b'n' | 0) {
+                    f(d);
+                }
+            }
+        }
+        upper[d] = b.to_ascii_uppercase();
+        let prefix = &upper[..=d];
+        let at = table.partition_point(|k| k.word.as_bytes() < prefix);
+        if !table
+            .get(at)
+            .is_some_and(|k| k.word.as_bytes().starts_with(prefix))
+        {
+            return;
+        }
     }
 }
 
@@ -520,6 +657,74 @@ mod tests {
             }
         }
         assert!(paths.contains(&Path::Rewritten));
+    }
+
+    #[test]
+    fn keyword_ends_follow_the_crate_lookup() {
+        let mut ends = Vec::new();
+        keyword_ends(b"or.or", |d| ends.push(d));
+        assert_eq!(ends, [2]);
+        ends.clear();
+        keyword_ends(b"DBMS_PIPE.RECEIVE_MESSAGE.x", |d| ends.push(d));
+        assert_eq!(ends, [25]);
+        ends.clear();
+        keyword_ends(b"aaaa.bbbb", |d| ends.push(d));
+        assert!(ends.is_empty());
+        // The same keywords as the crate's lookup (bareword entries excepted).
+        for k in libinjectionrs::sqli::sqli_data::SQL_KEYWORDS
+            .iter()
+            .take(3000)
+        {
+            let mut w = k.word.as_bytes().to_vec();
+            if w.len() > 29 || w.contains(&b'`') {
+                continue;
+            }
+            w.push(b'.');
+            let mut ends = Vec::new();
+            keyword_ends(&w, |d| ends.push(d));
+            let t = libinjectionrs::sqli::sqli_data::lookup_word(k.word);
+            let cuts = t != TokenType::Bareword && t != TokenType::None;
+            assert_eq!(ends.last() == Some(&(w.len() - 1)), cuts, "{}", k.word);
+        }
+    }
+
+    /// Shapes that stay quadratic in the crate are answered without it; ordinary
+    /// text with keywords and dots is not.
+    #[test]
+    fn the_word_scan_guard() {
+        // The fold takes these cut words one after another without end.
+        for unit in [&b"or."[..], b"and.", b"or`", b"OR."] {
+            let mut v = Vec::new();
+            while v.len() < 64 << 10 {
+                v.extend_from_slice(unit);
+            }
+            let mut paths = Vec::new();
+            let got = detect(&v, &mut |p| paths.push(p));
+            let unit = String::from_utf8_lossy(unit);
+            assert_eq!(got, Some(EVIL), "{unit}: {paths:?}");
+            assert_eq!(paths, [Path::Guarded], "{unit}");
+            // Small enough, the crate answers as usual.
+            v.truncate(300);
+            check(&v, &mut Vec::new());
+        }
+        // Here the fold stops after a few tokens: the rewritten copy keeps the cut
+        // words near the start only, and the crate's answer comes back.
+        for unit in [&b"union."[..], b"DBMS_PIPE.RECEIVE_MESSAGE.", b"select."] {
+            let mut v = Vec::new();
+            while v.len() < 64 << 10 {
+                v.extend_from_slice(unit);
+            }
+            let mut paths = Vec::new();
+            check(&v, &mut paths);
+            assert!(!paths.contains(&Path::Guarded), "{paths:?}");
+        }
+        let mut text = Vec::new();
+        while text.len() < 1 << 20 {
+            text.extend_from_slice(b"select this or. that and. union of db.table.column, ");
+        }
+        assert!(!word_scan_exceeds(&text));
+        let digits = b"1.".repeat(1 << 19);
+        assert!(!word_scan_exceeds(&digits));
     }
 
     /// The reported shapes: long repetitions are rewritten, not evaluated slowly.
