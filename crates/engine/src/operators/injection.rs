@@ -160,10 +160,18 @@ fn is_event_by_prefix(name: &[u8]) -> bool {
     let rest = &name[2..];
     let usable = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
     // Prefixes of at least three bytes are asked of the crate's table (no event
-    // name is shorter; the names checked are at least three bytes long anyway).
+    // name is shorter; the names checked are at least three bytes long anyway), and
+    // of at most `LONGEST_EVENT` bytes: longer ones name no event, and probing every
+    // prefix of a long name would take time quadratic in its length.
+    let usable = usable.min(LONGEST_EVENT);
     let mut probe = Vec::with_capacity(usable + 8);
     (3..=usable).any(|k| crate_knows_event(&rest[..k], &mut probe))
 }
+
+/// The length of the longest event name in the crate's table
+/// (`webkitcurrentplaybacktargetiswirelesschanged`, in libinjectionrs 0.1.1's
+/// `xss/blacklists.rs`; the table is private, a test checks this name is known).
+const LONGEST_EVENT: usize = 44;
 
 /// Whether `on{event}` is an exact event handler name in the crate's table: the
 /// crate's detector flags `<a on{event}=1>` in the data state exactly then (the tag
@@ -350,6 +358,19 @@ mod tests {
             }
         }
         assert!(found > 300, "only {found} positive samples");
+    }
+
+    #[test]
+    fn longest_event_name() {
+        let mut probe = Vec::new();
+        let longest = b"webkitcurrentplaybacktargetiswirelesschanged";
+        assert_eq!(longest.len(), LONGEST_EVENT);
+        assert!(crate_knows_event(longest, &mut probe));
+        // The prefix rule finds it at the end of the probed range.
+        let mut name = b"on".to_vec();
+        name.extend_from_slice(longest);
+        name.extend_from_slice(&[b'x'; 1000]);
+        assert!(is_event_by_prefix(&name));
     }
 
     #[test]
