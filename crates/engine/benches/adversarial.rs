@@ -8,7 +8,9 @@
 //! - 1 MiB-class urlencoded bodies whose one argument repeats a fragment that keeps
 //!   CRS's SQLi, XSS, RCE, LFI, Log4Shell and decoding rules busy;
 //! - the same fragments as a JSON string;
-//! - many arguments (up to 10,000) in the query string and in the body.
+//! - the shapes that made libinjection's SQLi tokenizer quadratic (`a.`, `a\``, `or.`);
+//! - many arguments (up to 10,000) in the query string and in the body, distinct,
+//!   sharing one name, or bare.
 //!
 //! The rule set is CRS v4 at PL1 with body limits raised and no argument limit, so
 //! the engine does all of the work (with the stock limits, 200007 or the body limit
@@ -135,6 +137,14 @@ const FRAGMENTS: &[(&str, &[u8])] = &[
     ("spaces", b" \t \r\n \x0b "),
     ("high-bytes", b"\x80\xff\xc3\x28\xe2\x82\xfe\xc0\xaf"),
     ("plain", b"a"),
+    // The shapes that were quadratic in the SQLi detector (a word full of dots or
+    // backticks; keyword-dot pairs the fold swallows one by one).
+    ("sqli-a-dot", b"a."),
+    ("sqli-a-backtick", b"a`"),
+    ("sqli-ab-dot", b"ab."),
+    ("sqli-a-dot-dot", b"a.."),
+    ("sqli-or-dot", b"or."),
+    ("sqli-and-dot", b"and."),
 ];
 
 /// Percent-encodes every byte that is not unreserved, for a urlencoded body.
@@ -265,10 +275,46 @@ fn cases(sizes: &[usize]) -> Vec<Case> {
     out
 }
 
-/// Requests with `n` arguments, in the query string and in a form body.
+/// Requests with `n` arguments, in the query string and in a form body, all with
+/// distinct names; a form body of `n` arguments that all share one name; and one of
+/// `n` bare `'` arguments (no `=`, no value).
 fn many_args(counts: &[usize]) -> Vec<Case> {
     let mut out = Vec::new();
     for &n in counts {
+        let mut same = Vec::new();
+        for i in 0..n {
+            if i > 0 {
+                same.push(b'&');
+            }
+            same.extend_from_slice(format!("f=v{i}").as_bytes());
+        }
+        let bare: Vec<u8> = b"'&".repeat(n);
+        out.push(Case {
+            name: format!("{n} bare body args"),
+            size: bare.len(),
+            req: request(
+                "POST",
+                b"/form".to_vec(),
+                vec![(
+                    "Content-Type",
+                    b"application/x-www-form-urlencoded".to_vec(),
+                )],
+                bare,
+            ),
+        });
+        out.push(Case {
+            name: format!("{n} same-name body args"),
+            size: same.len(),
+            req: request(
+                "POST",
+                b"/form".to_vec(),
+                vec![(
+                    "Content-Type",
+                    b"application/x-www-form-urlencoded".to_vec(),
+                )],
+                same,
+            ),
+        });
         let mut q = b"/list?".to_vec();
         let mut body = Vec::new();
         for i in 0..n {

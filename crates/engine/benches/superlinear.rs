@@ -405,7 +405,11 @@ fn main() {
         .iter()
         .filter(|t| filter.is_none_or(|f| t.name.contains(f.as_str())))
         .collect();
-    let units = units(max_unit);
+    let mut units = units(max_unit);
+    // `--unit=TEXT`: scan that one unit only.
+    if let Some(u) = args.iter().find_map(|a| a.strip_prefix("--unit=")) {
+        units = vec![u.as_bytes().to_vec()];
+    }
     eprintln!(
         "{} targets x {} units, stage 1 at {n} and {} bytes",
         targets.len(),
