@@ -76,7 +76,7 @@
 //! byte of those inputs can change without changing a token, so no rewrite helps.
 //! Instead, before the crate runs on an input, [`word_scan_exceeds`] bounds that work:
 //! the number of `.` and `` ` `` that end a keyword prefix of a possible word, times
-//! the length of their run. Past [`WORD_SCAN_LIMIT`] (some 15 ms of the crate's time)
+//! the length of their run. Past [`WORD_SCAN_LIMIT`] (a few milliseconds of the crate's time)
 //! the crate is not run and the input is reported as SQL injection with libinjection's
 //! fingerprint for evil input, `X`: an input that packs thousands of keyword-dot
 //! pairs into one unbroken run is an attack on the detector, and answering it in
@@ -102,7 +102,7 @@ const ATTEMPTS: usize = 3;
 
 /// The most word-scan work (bytes the crate's word parser would scan past cut words)
 /// an input may need before it is reported without running the crate.
-pub(super) const WORD_SCAN_LIMIT: u64 = 1 << 20;
+pub(super) const WORD_SCAN_LIMIT: u64 = 1 << 18;
 
 /// The fingerprint reported for such an input: libinjection's mark of evil input.
 const EVIL: [u8; 8] = *b"X\0\0\0\0\0\0\0";
@@ -276,20 +276,29 @@ fn word_scan_exceeds(input: &[u8]) -> bool {
         return false;
     }
     let mut work = 0u64;
-    let mut cut = Vec::new();
+    // The cut positions of the current run already counted: a cut at d is found from
+    // every word start t in [d - 29, d), so a window of the last 32 offsets suffices.
+    let mut seen = [usize::MAX; 32];
     for_each_run(input, |start, end| {
         if work > WORD_SCAN_LIMIT {
             return;
         }
-        cut.clear();
+        let run = (end - start) as u64;
         for t in start..end {
-            if starts_word(input[t]) {
-                keyword_ends(&input[t..end], |d| cut.push(t + d));
+            if !starts_word(input[t]) {
+                continue;
+            }
+            keyword_ends(&input[t..end], |d| {
+                let d = t + d;
+                if seen[d % 32] != d {
+                    seen[d % 32] = d;
+                    work = work.saturating_add(run);
+                }
+            });
+            if work > WORD_SCAN_LIMIT {
+                return;
             }
         }
-        cut.sort_unstable();
-        cut.dedup();
-        work = work.saturating_add((cut.len() as u64).saturating_mul((end - start) as u64));
     });
     work > WORD_SCAN_LIMIT
 }
@@ -326,29 +335,62 @@ fn starts_word(b: u8) -> bool {
     )
 }
 
+/// The first two bytes of the keywords, and the one-byte keywords, of the crate's
+/// table, for a quick "no keyword starts like this" before any binary search.
+struct KeywordStarts {
+    /// `pairs[a * 256 + b]`: some keyword starts with the upper-case bytes `a b`.
+    pairs: Vec<bool>,
+    /// `firsts[a]`: some keyword starts with `a`.
+    firsts: [bool; 256],
+}
+
+static KEYWORD_STARTS: std::sync::LazyLock<KeywordStarts> = std::sync::LazyLock::new(|| {
+    let mut k = KeywordStarts {
+        pairs: vec![false; 256 * 256],
+        firsts: [false; 256],
+    };
+    for w in libinjectionrs::sqli::sqli_data::SQL_KEYWORDS {
+        let b = w.word.as_bytes();
+        if let Some(&a) = b.first() {
+            k.firsts[a as usize] = true;
+            if let Some(&c) = b.get(1) {
+                k.pairs[a as usize * 256 + c as usize] = true;
+            }
+        }
+    }
+    k
+});
+
 /// Calls `f` with each offset d (at most 29) of `word` such that `word[d]` is `.` or
 /// `` ` `` and `word[..d]` is a keyword the word parser cuts at. Walks the keyword
 /// table's sorted words along the prefix, so it stops as soon as no keyword starts
 /// with it.
 fn keyword_ends(word: &[u8], mut f: impl FnMut(usize)) {
     let table = libinjectionrs::sqli::sqli_data::SQL_KEYWORDS;
+    let starts = &*KEYWORD_STARTS;
+    let cuts = |prefix: &[u8]| {
+        table
+            .binary_search_by(|k| k.word.as_bytes().cmp(prefix))
+            .is_ok_and(|i| !matches!(table[i].token_type, b'n' | 0))
+    };
     let mut upper = [0u8; 32];
     for (d, &b) in word.iter().enumerate().take(30) {
-        if d > 0 && (b == b'.' || b == b'`') {
-            let prefix = &upper[..d];
-            if let Ok(i) = table.binary_search_by(|k| k.word.as_bytes().cmp(prefix)) {
-                if !matches!(table[i].token_type, b'n' | 0) {
-                    f(d);
-                }
-            }
+        if d > 0 && (b == b'.' || b == b'`') && cuts(&upper[..d]) {
+            f(d);
         }
         upper[d] = b.to_ascii_uppercase();
-        let prefix = &upper[..=d];
-        let at = table.partition_point(|k| k.word.as_bytes() < prefix);
-        if !table
-            .get(at)
-            .is_some_and(|k| k.word.as_bytes().starts_with(prefix))
-        {
+        let known = match d {
+            0 => starts.firsts[upper[0] as usize],
+            1 => starts.pairs[upper[0] as usize * 256 + upper[1] as usize],
+            _ => {
+                let prefix = &upper[..=d];
+                let at = table.partition_point(|k| k.word.as_bytes() < prefix);
+                table
+                    .get(at)
+                    .is_some_and(|k| k.word.as_bytes().starts_with(prefix))
+            }
+        };
+        if !known {
             return;
         }
     }
