@@ -74,15 +74,18 @@
 //! run, and the fold can take any number of them (`or . or` folds into `or`), so
 //! `or.or.or.…`, `and.and.…` and `or\`or\`…` are quadratic too: 10 s at 64 KiB. No
 //! byte of those inputs can change without changing a token, so no rewrite helps.
-//! Instead, before the crate runs on an input, [`word_scan_exceeds`] bounds that work:
-//! the number of `.` and `` ` `` that end a keyword prefix of a possible word, times
-//! the length of their run. Past [`WORD_SCAN_LIMIT`] (a few milliseconds of the crate's time)
-//! the crate is not run and the input is reported as SQL injection with libinjection's
-//! fingerprint for evil input, `X`: an input that packs thousands of keyword-dot
-//! pairs into one unbroken run is an attack on the detector, and answering it in
-//! linear time beats answering it in minutes. This is the one place where the answer
-//! can differ from the crate's (the crate, given minutes, might call such an input
-//! harmless); ordinary values are far below the limit.
+//! Instead, before the crate runs on an input or a copy, [`word_scan_exceeds`] bounds
+//! that work: the number of `.` and `` ` `` that end a keyword prefix of a possible
+//! word, times the length of their run. Past [`word_scan_limit`] (four bytes per input
+//! byte, plus some 4 ms worth) the crate is not given that input. A copy, where such
+//! bytes are left only near the start of each run, usually stays below the limit, and
+//! when its check passes the answer is the crate's even for an input that is over.
+//! When no copy passes, a reading whose input is over is reported as SQL injection
+//! with libinjection's fingerprint for evil input, `X`: an input that packs thousands
+//! of keyword-dot pairs into one unbroken run is an attack on the detector, and
+//! answering it in linear time beats answering it in minutes. This is the one place
+//! where the answer can differ from the crate's (the crate, given minutes, might call
+//! such an input harmless); ordinary values are far below the limit.
 
 use libinjectionrs::sqli::sqli_data::{CharType, get_char_type};
 use libinjectionrs::sqli::{SqliTokenizer, Token, TokenType};
@@ -101,8 +104,12 @@ const FILLER: u8 = 0x01;
 const ATTEMPTS: usize = 3;
 
 /// The most word-scan work (bytes the crate's word parser would scan past cut words)
-/// an input may need before it is reported without running the crate.
-pub(super) const WORD_SCAN_LIMIT: u64 = 1 << 18;
+/// an input of `len` bytes may need before it is reported without running the crate:
+/// four bytes per input byte (the crate then spends at most some 60 ns per byte on
+/// it) plus 256 Ki (some 4 ms).
+pub(super) fn word_scan_limit(len: usize) -> u64 {
+    4 * len as u64 + (1 << 18)
+}
 
 /// The fingerprint reported for such an input: libinjection's mark of evil input.
 const EVIL: [u8; 8] = *b"X\0\0\0\0\0\0\0";
@@ -147,7 +154,7 @@ struct Reading {
 pub(super) fn detect(input: &[u8], path: &mut impl FnMut(Path)) -> Option<[u8; 8]> {
     let candidates = candidates(input);
     if candidates.is_empty() {
-        if word_scan_exceeds(input) {
+        if word_scan_exceeds(input, word_scan_limit(input.len())) {
             path(Path::Guarded);
             return Some(EVIL);
         }
@@ -155,8 +162,9 @@ pub(super) fn detect(input: &[u8], path: &mut impl FnMut(Path)) -> Option<[u8; 8
         let mut state = SqliState::new(input, SqliFlags::FLAG_NONE);
         return state.detect().then_some(state.fingerprint);
     }
+    let expensive = word_scan_exceeds(input, word_scan_limit(input.len()));
     let mut read = |flags: SqliFlags| {
-        let r = reading(input, &candidates, flags);
+        let r = reading(input, &candidates, flags, expensive);
         path(r.path);
         r
     };
@@ -210,8 +218,12 @@ fn candidates(input: &[u8]) -> Vec<usize> {
     out
 }
 
-/// One reading of the crate's `detect`.
-fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags) -> Reading {
+/// One reading of the crate's `detect`. `expensive`: the original input is over the
+/// word-scan limit, so it is never given to the crate: when no copy passes the check
+/// (each copy is given to the crate only while it is below the limit itself), the
+/// reading is guarded.
+fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags, expensive: bool) -> Reading {
+    let limit = word_scan_limit(input.len());
     let mut replaced: Vec<usize> = candidates.to_vec();
     let mut copy = input.to_vec();
     for &p in &replaced {
@@ -224,7 +236,7 @@ fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags) -> Reading {
         path: Path::Guarded,
     };
     for _ in 0..ATTEMPTS {
-        if word_scan_exceeds(&copy) {
+        if word_scan_exceeds(&copy, limit) {
             return guarded;
         }
         let mut state = SqliState::new(&copy, flags);
@@ -247,7 +259,7 @@ fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags) -> Reading {
             break;
         }
     }
-    if word_scan_exceeds(input) {
+    if expensive {
         return guarded;
     }
     let mut state = SqliState::new(input, flags);
@@ -260,19 +272,19 @@ fn reading(input: &[u8], candidates: &[usize], flags: SqliFlags) -> Reading {
     }
 }
 
-/// Whether the crate's word parser could scan more than [`WORD_SCAN_LIMIT`] bytes
+/// Whether the crate's word parser could scan more than `limit` bytes
 /// past words it cuts at a keyword prefix: the sum, over the `.` and `` ` `` that end
 /// a keyword (of a type the parser cuts at) starting at a word byte at most 29 bytes
 /// before them in the same run, of the length of their run. An upper bound, since a
 /// reading cuts a word only where a word starts and the fold may stop early.
-fn word_scan_exceeds(input: &[u8]) -> bool {
+fn word_scan_exceeds(input: &[u8], limit: u64) -> bool {
     // A cheap bound first: every `.` and `` ` `` times its run.
     let mut crude = 0u64;
     for_each_run(input, |start, end| {
         let marks = memchr::memchr2_iter(b'.', b'`', &input[start..end]).count() as u64;
         crude = crude.saturating_add(marks.saturating_mul((end - start) as u64));
     });
-    if crude <= WORD_SCAN_LIMIT {
+    if crude <= limit {
         return false;
     }
     let mut work = 0u64;
@@ -280,7 +292,7 @@ fn word_scan_exceeds(input: &[u8]) -> bool {
     // every word start t in [d - 29, d), so a window of the last 32 offsets suffices.
     let mut seen = [usize::MAX; 32];
     for_each_run(input, |start, end| {
-        if work > WORD_SCAN_LIMIT {
+        if work > limit {
             return;
         }
         let run = (end - start) as u64;
@@ -295,12 +307,12 @@ fn word_scan_exceeds(input: &[u8]) -> bool {
                     work = work.saturating_add(run);
                 }
             });
-            if work > WORD_SCAN_LIMIT {
+            if work > limit {
                 return;
             }
         }
     });
-    work > WORD_SCAN_LIMIT
+    work > limit
 }
 
 /// Calls `f` with the start and end of every run of word bytes.
@@ -764,9 +776,9 @@ mod tests {
         while text.len() < 1 << 20 {
             text.extend_from_slice(b"select this or. that and. union of db.table.column, ");
         }
-        assert!(!word_scan_exceeds(&text));
+        assert!(!word_scan_exceeds(&text, word_scan_limit(text.len())));
         let digits = b"1.".repeat(1 << 19);
-        assert!(!word_scan_exceeds(&digits));
+        assert!(!word_scan_exceeds(&digits, word_scan_limit(digits.len())));
     }
 
     /// The reported shapes: long repetitions are rewritten, not evaluated slowly.
