@@ -347,62 +347,91 @@ fn starts_word(b: u8) -> bool {
     )
 }
 
-/// The first two bytes of the keywords, and the one-byte keywords, of the crate's
-/// table, for a quick "no keyword starts like this" before any binary search.
-struct KeywordStarts {
-    /// `pairs[a * 256 + b]`: some keyword starts with the upper-case bytes `a b`.
-    pairs: Vec<bool>,
+/// For each upper-case two-byte prefix, the range of the crate's sorted keyword table
+/// whose words start with it (empty ranges for prefixes no keyword has), so that a
+/// walk along a word narrows the range byte by byte instead of searching the table.
+struct KeywordRanges {
     /// `firsts[a]`: some keyword starts with `a`.
     firsts: [bool; 256],
+    /// `pairs[a * 256 + b]`: the table range of the keywords that start with `a b`.
+    pairs: Vec<(u32, u32)>,
 }
 
-static KEYWORD_STARTS: std::sync::LazyLock<KeywordStarts> = std::sync::LazyLock::new(|| {
-    let mut k = KeywordStarts {
-        pairs: vec![false; 256 * 256],
+static KEYWORD_RANGES: std::sync::LazyLock<KeywordRanges> = std::sync::LazyLock::new(|| {
+    let table = libinjectionrs::sqli::sqli_data::SQL_KEYWORDS;
+    let mut k = KeywordRanges {
         firsts: [false; 256],
+        pairs: vec![(0, 0); 256 * 256],
     };
-    for w in libinjectionrs::sqli::sqli_data::SQL_KEYWORDS {
+    for (i, w) in table.iter().enumerate() {
         let b = w.word.as_bytes();
         if let Some(&a) = b.first() {
             k.firsts[a as usize] = true;
             if let Some(&c) = b.get(1) {
-                k.pairs[a as usize * 256 + c as usize] = true;
+                let r = &mut k.pairs[a as usize * 256 + c as usize];
+                if r.0 == r.1 {
+                    *r = (i as u32, i as u32 + 1);
+                } else {
+                    // The table is sorted: the words with one prefix are contiguous.
+                    r.1 = i as u32 + 1;
+                }
             }
         }
     }
     k
 });
 
+/// The byte at `d` of a keyword, 0 past its end (shorter words sort first).
+fn byte_at(word: &str, d: usize) -> u8 {
+    word.as_bytes().get(d).copied().unwrap_or(0)
+}
+
 /// Calls `f` with each offset d (at most 29) of `word` such that `word[d]` is `.` or
 /// `` ` `` and `word[..d]` is a keyword the word parser cuts at. Walks the keyword
-/// table's sorted words along the prefix, so it stops as soon as no keyword starts
-/// with it.
+/// table's sorted words along the prefix, narrowing the range of words that start
+/// with it, and stops as soon as none does.
 fn keyword_ends(word: &[u8], mut f: impl FnMut(usize)) {
     let table = libinjectionrs::sqli::sqli_data::SQL_KEYWORDS;
-    let starts = &*KEYWORD_STARTS;
-    let cuts = |prefix: &[u8]| {
-        table
-            .binary_search_by(|k| k.word.as_bytes().cmp(prefix))
-            .is_ok_and(|i| !matches!(table[i].token_type, b'n' | 0))
-    };
-    let mut upper = [0u8; 32];
+    let ranges = &*KEYWORD_RANGES;
+    let cuts = |i: usize| !matches!(table[i].token_type, b'n' | 0);
+    let mut upper = [0u8; 2];
+    let (mut lo, mut hi) = (0usize, 0usize);
     for (d, &b) in word.iter().enumerate().take(30) {
-        if d > 0 && (b == b'.' || b == b'`') && cuts(&upper[..d]) {
-            f(d);
-        }
-        upper[d] = b.to_ascii_uppercase();
-        let known = match d {
-            0 => starts.firsts[upper[0] as usize],
-            1 => starts.pairs[upper[0] as usize * 256 + upper[1] as usize],
-            _ => {
-                let prefix = &upper[..=d];
-                let at = table.partition_point(|k| k.word.as_bytes() < prefix);
-                table
-                    .get(at)
-                    .is_some_and(|k| k.word.as_bytes().starts_with(prefix))
+        let u = b.to_ascii_uppercase();
+        match d {
+            0 => {
+                if !ranges.firsts[u as usize] {
+                    return;
+                }
+                upper[0] = u;
+                continue;
             }
-        };
-        if !known {
+            1 => {
+                // A one-byte keyword before a mark (none starts a word today).
+                if (b == b'.' || b == b'`')
+                    && table
+                        .binary_search_by(|k| k.word.as_bytes().cmp(&upper[..1]))
+                        .is_ok_and(cuts)
+                {
+                    f(1);
+                }
+                upper[1] = u;
+                let (l, h) = ranges.pairs[upper[0] as usize * 256 + u as usize];
+                (lo, hi) = (l as usize, h as usize);
+            }
+            _ => {
+                // [lo, hi) holds the words that start with word[..d]; the one equal
+                // to it, if any, sorts first.
+                if (b == b'.' || b == b'`') && table[lo].word.len() == d && cuts(lo) {
+                    f(d);
+                }
+                let span = &table[lo..hi];
+                let from = span.partition_point(|k| byte_at(k.word, d) < u);
+                let to = span.partition_point(|k| byte_at(k.word, d) <= u);
+                (lo, hi) = (lo + from, lo + to);
+            }
+        }
+        if lo >= hi {
             return;
         }
     }
@@ -725,20 +754,20 @@ mod tests {
         keyword_ends(b"aaaa.bbbb", |d| ends.push(d));
         assert!(ends.is_empty());
         // The same keywords as the crate's lookup (bareword entries excepted).
-        for k in libinjectionrs::sqli::sqli_data::SQL_KEYWORDS
-            .iter()
-            .take(3000)
-        {
-            let mut w = k.word.as_bytes().to_vec();
-            if w.len() > 29 || w.contains(&b'`') {
+        for k in libinjectionrs::sqli::sqli_data::SQL_KEYWORDS {
+            if k.word.len() > 29 || k.word.contains('`') {
                 continue;
             }
-            w.push(b'.');
-            let mut ends = Vec::new();
-            keyword_ends(&w, |d| ends.push(d));
             let t = libinjectionrs::sqli::sqli_data::lookup_word(k.word);
             let cuts = t != TokenType::Bareword && t != TokenType::None;
-            assert_eq!(ends.last() == Some(&(w.len() - 1)), cuts, "{}", k.word);
+            for w in [k.word.to_string(), k.word.to_ascii_lowercase()] {
+                for mark in [".", "`"] {
+                    let w = format!("{w}{mark}x");
+                    let mut ends = Vec::new();
+                    keyword_ends(w.as_bytes(), |d| ends.push(d));
+                    assert_eq!(ends.last() == Some(&k.word.len()), cuts, "{w}");
+                }
+            }
         }
     }
 
