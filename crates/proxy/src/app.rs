@@ -2,7 +2,7 @@
 //! its rules and reports, like `nginx -t`; `run` serves until SIGTERM or SIGINT
 //! (runtime, listeners, admin API, SIGHUP reloads, graceful drain).
 
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::{admin, exchange, logs, metrics, server, upstream, waf};
 use anyhow::Context as _;
 use std::path::Path;
@@ -13,11 +13,7 @@ use std::time::Duration;
 /// files, and prints a summary; the first error names its file and line.
 pub fn check(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
-    let waf = waf::Waf::load(
-        &cfg.rules,
-        &cfg.path,
-        cfg.server.engine_failure == config::FailurePolicy::Closed,
-    )?;
+    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?;
     for l in &cfg.listeners {
         if let Some(t) = &l.tls {
             server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
@@ -72,11 +68,7 @@ fn init_tracing(level: &str) {
 pub fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
     init_tracing(&cfg.logs.level);
-    let waf = Arc::new(waf::Waf::load(
-        &cfg.rules,
-        &cfg.path,
-        cfg.server.engine_failure == config::FailurePolicy::Closed,
-    )?);
+    let waf = Arc::new(waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?);
     tracing::info!(
         "loaded {} rules from {} files (sha256 {}), SecRuleEngine {}",
         waf.rule_count(),
@@ -177,8 +169,7 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
         });
     }
 
-    let engine_failure = cfg.server.engine_failure;
-    wait_for_stop(&cfg.path, &shared, engine_failure).await?;
+    wait_for_stop(&cfg.path, &shared).await?;
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
         cfg.server.grace_period
@@ -204,11 +195,7 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
 
 /// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reloads the rules (the rule set in
 /// force stays when the new one fails to load) and reopens the log files.
-async fn wait_for_stop(
-    path: &Path,
-    shared: &Arc<exchange::Shared>,
-    engine_failure: config::FailurePolicy,
-) -> anyhow::Result<()> {
+async fn wait_for_stop(path: &Path, shared: &Arc<exchange::Shared>) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -229,7 +216,7 @@ async fn wait_for_stop(
                 let path = path.to_owned();
                 let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<waf::Waf> {
                     let cfg = Config::load(&path)?;
-                    Ok(waf::Waf::load(&cfg.rules, &cfg.path, engine_failure == config::FailurePolicy::Closed)?)
+                    Ok(waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?)
                 })
                 .await;
                 match loaded {

@@ -107,6 +107,13 @@ pub struct ServerConfig {
     /// Threads of the inspection pool, which evaluates rules over large inputs at
     /// a lower priority than the workers; 0 means half the CPUs (at least one).
     pub inspection_threads: usize,
+    /// CPU time rule evaluation may take for one request (all phases together),
+    /// or `"off"` to leave it to the rules' `SecPalisadeCpuBudget`.
+    pub waf_cpu_budget: CpuBudgetSetting,
+    /// What happens to a request over `waf_cpu_budget`.
+    pub waf_cpu_budget_action: BudgetActionSetting,
+    /// The status of a request blocked by `waf_cpu_budget`.
+    pub waf_cpu_budget_status: u16,
     /// Phases over at most this many bytes of input (head and body so far, or the
     /// buffered response) are evaluated inline on the worker; larger ones on the
     /// inspection pool.
@@ -136,10 +143,48 @@ impl Default for ServerConfig {
             keepalive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
             engine_failure: FailurePolicy::Closed,
+            waf_cpu_budget: CpuBudgetSetting::Limit(Duration::from_secs(1)),
+            waf_cpu_budget_action: BudgetActionSetting::Block,
+            waf_cpu_budget_status: 403,
             inspection_threads: 0,
             inspect_inline_bytes: 16 * 1024,
         }
     }
+}
+
+/// `server.waf_cpu_budget`: a CPU time, or `"off"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuBudgetSetting {
+    /// No budget from the configuration file (the rules may set one).
+    Off,
+    /// At most this much CPU time per request.
+    Limit(Duration),
+}
+
+impl<'de> Deserialize<'de> for CpuBudgetSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim().eq_ignore_ascii_case("off") {
+            return Ok(CpuBudgetSetting::Off);
+        }
+        let t = duration::parse(&s).map_err(serde::de::Error::custom)?;
+        if t.is_zero() {
+            return Err(serde::de::Error::custom(
+                "waf_cpu_budget must be more than 0 (or \"off\")",
+            ));
+        }
+        Ok(CpuBudgetSetting::Limit(t))
+    }
+}
+
+/// `server.waf_cpu_budget_action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetActionSetting {
+    /// Refuse the request with `waf_cpu_budget_status` (the default).
+    Block,
+    /// Let it continue uninspected; the event is logged and counted.
+    Pass,
 }
 
 /// `[[listener]]`: one address clients connect to.
@@ -382,6 +427,12 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if !(400..=599).contains(&self.server.waf_cpu_budget_status) {
+            return Err(format!(
+                "server.waf_cpu_budget_status must be a 4xx or 5xx status, got {}",
+                self.server.waf_cpu_budget_status
+            ));
+        }
         if self.listeners.is_empty() {
             return Err("at least one [[listener]] is required".into());
         }
@@ -614,6 +665,33 @@ servers = ["127.0.0.1:9000"]
             .unwrap_err()
             .to_string();
         assert!(err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn cpu_budget_settings() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(
+            c.server.waf_cpu_budget,
+            CpuBudgetSetting::Limit(Duration::from_secs(1))
+        );
+        assert_eq!(c.server.waf_cpu_budget_action, BudgetActionSetting::Block);
+        let c = parse(&format!(
+            "[server]\nwaf_cpu_budget = \"off\"\nwaf_cpu_budget_action = \"pass\"\n{MINIMAL}"
+        ))
+        .unwrap();
+        assert_eq!(c.server.waf_cpu_budget, CpuBudgetSetting::Off);
+        assert_eq!(c.server.waf_cpu_budget_action, BudgetActionSetting::Pass);
+        for (bad, why) in [
+            ("waf_cpu_budget = \"0s\"", "more than 0"),
+            ("waf_cpu_budget = \"soon\"", "invalid duration"),
+            ("waf_cpu_budget_action = \"drop\"", "unknown variant"),
+            ("waf_cpu_budget_status = 200", "4xx or 5xx"),
+        ] {
+            let err = parse(&format!("[server]\n{bad}\n{MINIMAL}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub struct Metrics {
     /// Connections closed at once because their address had
     /// `limits.connections_per_ip` open.
     pub connections_refused_per_ip: AtomicU64,
+    /// Requests refused because rule evaluation went over its CPU budget.
+    pub budget_blocked: AtomicU64,
+    /// Requests let through uninspected after going over the CPU budget.
+    pub budget_passed: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -156,6 +160,8 @@ impl Metrics {
             upstream_connect_errors: AtomicU64::new(0),
             engine_errors: AtomicU64::new(0),
             connections_refused_per_ip: AtomicU64::new(0),
+            budget_blocked: AtomicU64::new(0),
+            budget_passed: AtomicU64::new(0),
         }
     }
 
@@ -169,6 +175,16 @@ impl Metrics {
     /// Records a duration in microseconds.
     pub fn observe(&self, timer: Timer, us: u64) {
         self.timers[timer as usize].observe(us);
+    }
+
+    /// Counts a request whose rule evaluation went over its CPU budget.
+    pub fn budget_exceeded(&self, blocked: bool) {
+        let c = if blocked {
+            &self.budget_blocked
+        } else {
+            &self.budget_passed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts rule matches.
@@ -294,6 +310,12 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
         }
+        let _ = writeln!(
+            out,
+            "# HELP palisade_waf_budget_exceeded_total Requests whose rule evaluation went over its CPU budget, by what happened then.\n# TYPE palisade_waf_budget_exceeded_total counter\npalisade_waf_budget_exceeded_total{{action=\"block\"}} {}\npalisade_waf_budget_exceeded_total{{action=\"pass\"}} {}",
+            self.budget_blocked.load(Ordering::Relaxed),
+            self.budget_passed.load(Ordering::Relaxed)
+        );
         let _ = writeln!(
             out,
             "# HELP palisade_connections_open Client connections open now.\n# TYPE palisade_connections_open gauge\npalisade_connections_open {}",

@@ -5,8 +5,12 @@
 //! phase. Engine phases are CPU work only (no I/O), so they run inline on the
 //! worker that handles the request.
 
-use crate::config::RuleSource;
-use engine::{BodyAppend, InterventionKind, RulesetBuilder, Transaction, TxContext};
+use crate::config::{
+    BudgetActionSetting, CpuBudgetSetting, FailurePolicy, RuleSource, ServerConfig,
+};
+use engine::{
+    BodyAppend, BudgetAction, CpuBudget, InterventionKind, RulesetBuilder, Transaction, TxContext,
+};
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -24,8 +28,39 @@ pub struct Waf {
     ruleset: Arc<engine::Ruleset>,
     hash: String,
     clock: Arc<dyn engine::Clock>,
+    meter: Arc<dyn engine::CpuMeter>,
+    /// The configuration file's CPU budget; `None` leaves the rules' own.
+    budget: Option<CpuBudget>,
     fail_closed: bool,
     empty: bool,
+}
+
+/// The engine's CPU meter: the calling thread's own CPU clock, so that time spent
+/// waiting for a core is not charged to a transaction (each phase runs on one
+/// thread from start to end).
+#[derive(Debug)]
+struct ThreadCpuMeter;
+
+impl engine::CpuMeter for ThreadCpuMeter {
+    fn now_micros(&self) -> u64 {
+        u64::try_from(crate::inspect::thread_cpu_time().as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The CPU budget `server` sets, if any.
+fn cpu_budget(server: &ServerConfig) -> Option<CpuBudget> {
+    let CpuBudgetSetting::Limit(limit) = server.waf_cpu_budget else {
+        return None;
+    };
+    Some(CpuBudget {
+        limit_micros: u64::try_from(limit.as_micros()).unwrap_or(u64::MAX),
+        action: match server.waf_cpu_budget_action {
+            BudgetActionSetting::Block => BudgetAction::Block {
+                status: server.waf_cpu_budget_status,
+            },
+            BudgetActionSetting::Pass => BudgetAction::Pass,
+        },
+    })
 }
 
 #[derive(Debug)]
@@ -39,14 +74,16 @@ impl engine::Clock for SystemClock {
 
 impl Waf {
     /// Loads the rule sources in order. `config_path` names inline sources (as
-    /// `CONFIG#rulesN`) and anchors their relative `Include`s.
-    /// With `fail_closed`, a request whose transaction fails inside the engine is
-    /// answered 500; otherwise it continues uninspected.
+    /// `CONFIG#rulesN`) and anchors their relative `Include`s. From `server`: the
+    /// failure policy (`engine_failure = "closed"`: a request whose transaction
+    /// fails inside the engine is answered 500; otherwise it continues
+    /// uninspected) and the CPU budget.
     pub fn load(
         sources: &[RuleSource],
         config_path: &Path,
-        fail_closed: bool,
+        server: &ServerConfig,
     ) -> Result<Waf, WafLoadError> {
+        let fail_closed = server.engine_failure == FailurePolicy::Closed;
         let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
         let mut inline_texts: Vec<&str> = Vec::new();
         for (i, src) in sources.iter().enumerate() {
@@ -66,6 +103,8 @@ impl Waf {
             ruleset: Arc::new(ruleset),
             hash,
             clock: Arc::new(SystemClock),
+            meter: Arc::new(ThreadCpuMeter),
+            budget: cpu_budget(server),
             fail_closed,
             empty,
         })
@@ -139,7 +178,12 @@ impl Waf {
             clock: Some(self.clock.clone()),
         };
         match catch_unwind(AssertUnwindSafe(|| {
-            Transaction::new(self.ruleset.clone(), ctx)
+            let mut tx = Transaction::new(self.ruleset.clone(), ctx);
+            tx.set_cpu_meter(self.meter.clone());
+            if let Some(b) = self.budget {
+                tx.set_cpu_budget(Some(b));
+            }
+            tx
         })) {
             Ok(tx) => WafTx {
                 tx: Some(tx),
@@ -388,6 +432,11 @@ impl WafTx {
         self.guard(Vec::new(), |tx| tx.matched_rule_ids())
     }
 
+    /// How the transaction went over its CPU budget, if it did.
+    pub fn budget_exceeded(&mut self) -> Option<engine::BudgetExceeded> {
+        self.guard(None, |tx| tx.budget_exceeded().cloned())
+    }
+
     /// Inbound and outbound anomaly scores.
     pub fn anomaly_scores(&mut self) -> (i64, i64) {
         self.guard((0, 0), |tx| tx.anomaly_scores())
@@ -412,7 +461,7 @@ mod tests {
                 "SecRuleEngine On\nSecRequestBodyAccess On\nSecRule ARGS \"@rx (?i)' or '\" \"id:1,phase:2,deny,status:403,log,msg:'sqli'\"",
             ),
             Path::new("/etc/palisade/palisade.toml"),
-            true,
+            &ServerConfig::default(),
         )
         .unwrap();
         assert_eq!(waf.rule_count(), 1);
@@ -446,12 +495,12 @@ mod tests {
             Waf::load(
                 &inline(text),
                 Path::new("/etc/palisade/palisade.toml"),
-                true,
+                &ServerConfig::default(),
             )
             .unwrap()
         };
         assert!(
-            Waf::load(&[], Path::new("/p.toml"), true)
+            Waf::load(&[], Path::new("/p.toml"), &ServerConfig::default())
                 .unwrap()
                 .is_empty()
         );
@@ -473,12 +522,62 @@ mod tests {
         assert!(!waf("SecAuditEngine RelevantOnly\nSecAuditLogRelevantStatus \"^5\"").is_empty());
     }
 
+    /// A request whose evaluation goes over the configuration file's CPU budget is
+    /// refused with the configured status, or let through and reported.
+    #[test]
+    fn cpu_budget_from_the_configuration() {
+        let rules = inline(
+            "SecRuleEngine On\nSecRequestBodyAccess On\n\
+             SecRule ARGS \"@rx (?:a|b)+c[0-9]{2,}\" \"id:1,phase:2,t:lowercase,t:urlDecodeUni,pass\"\n\
+             SecRule ARGS \"@rx x{3}y\" \"id:2,phase:2,t:removeWhitespace,pass\"",
+        );
+        let body = format!("q={}", "ab".repeat(200_000));
+        let run = |server: &ServerConfig| {
+            let waf = Waf::load(&rules, Path::new("/p.toml"), server).unwrap();
+            let mut tx = waf.transaction(
+                "10.0.0.1:5555".parse().unwrap(),
+                "127.0.0.1:80".parse().unwrap(),
+                "abc".into(),
+                0,
+            );
+            tx.request_line(b"POST", b"/", b"HTTP/1.1");
+            tx.request_header(b"Host", b"x");
+            tx.request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+            assert_eq!(tx.request_headers_done(), None);
+            assert_eq!(tx.request_body(body.as_bytes()), BodyFeed::Ok);
+            let verdict = tx.request_body_done();
+            (verdict, tx.budget_exceeded())
+        };
+        let mut server = ServerConfig {
+            waf_cpu_budget: CpuBudgetSetting::Limit(std::time::Duration::from_micros(1)),
+            waf_cpu_budget_status: 429,
+            ..ServerConfig::default()
+        };
+        let (verdict, exceeded) = run(&server);
+        let v = verdict.expect("blocked by the budget");
+        assert_eq!(
+            (v.status, v.kind, v.rule_id),
+            (429, VerdictKind::Deny, None)
+        );
+        let e = exceeded.expect("reported");
+        assert!(e.blocked && e.phase == 2 && e.limit_micros == 1, "{e:?}");
+
+        server.waf_cpu_budget_action = BudgetActionSetting::Pass;
+        let (verdict, exceeded) = run(&server);
+        assert_eq!(verdict, None);
+        assert!(!exceeded.expect("reported").blocked);
+
+        // The default budget (1 s) is far above this request's cost.
+        let (verdict, exceeded) = run(&ServerConfig::default());
+        assert_eq!((verdict, exceeded), (None, None));
+    }
+
     #[test]
     fn load_errors_name_the_place() {
         let err = Waf::load(
             &inline("SecRuleEngine On\nSecRule ARGS \"@rx a\" \"id:1,phase:2,nosuchaction\""),
             Path::new("/etc/palisade/palisade.toml"),
-            true,
+            &ServerConfig::default(),
         )
         .unwrap_err()
         .to_string();

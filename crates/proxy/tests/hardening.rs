@@ -231,3 +231,50 @@ async fn admin_connections_time_out() {
         .unwrap();
     assert_eq!(resp.status, 200);
 }
+
+/// Rule evaluation over `server.waf_cpu_budget` stops: the request is refused with
+/// the configured status (or passes, with `waf_cpu_budget_action = "pass"`), the
+/// error log says so, and the metrics count it. The backend sees no refused request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_budget_stops_rule_evaluation() {
+    let rules = r#"
+[[rules]]
+inline = """
+SecRuleEngine On
+SecRequestBodyAccess On
+SecRequestBodyNoFilesLimit 4194304
+SecRule ARGS "@rx (?:a|b)+c[0-9]{2,}" "id:1,phase:2,t:lowercase,t:urlDecodeUni,pass"
+SecRule ARGS "@rx x{3}y" "id:2,phase:2,t:removeWhitespace,t:htmlEntityDecode,pass"
+SecRule ARGS "@rx z{3}q" "id:3,phase:2,t:compressWhitespace,t:jsDecode,pass"
+"""
+"#;
+    let body = format!("q={}", "ab".repeat(1_000_000));
+    let req = format!(
+        "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    for (action, status) in [("block", 429), ("pass", 200)] {
+        let backend = Backend::start().await;
+        let dir = TempDir::new(&format!("budget-{action}"));
+        let listen = loopback(free_port());
+        let admin = loopback(free_port());
+        let extra = format!(
+            "[server]\nwaf_cpu_budget = \"1ms\"\nwaf_cpu_budget_action = \"{action}\"\nwaf_cpu_budget_status = 429\n[limits]\nrequest_body_bytes = 4194304\n[admin]\naddress = \"{admin}\"\n{}{rules}",
+            error_log(&dir)
+        );
+        let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+        let resp = send_raw(listen, req.as_bytes()).await.unwrap();
+        assert_eq!(resp.status, status, "{action}: {}", resp.text());
+        assert_eq!(backend.requests().len(), usize::from(action == "pass"));
+        let line = wait_for_line(&dir.path("error.log"), Duration::from_secs(5), |l| {
+            l.contains("over its CPU budget in phase 2")
+        });
+        assert!(line.is_some(), "{action}: no error-log line");
+        let metrics = send_raw(admin, b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .unwrap()
+            .text();
+        let counted = format!("palisade_waf_budget_exceeded_total{{action=\"{action}\"}} 1");
+        assert!(metrics.contains(&counted), "{metrics}");
+    }
+}

@@ -111,6 +111,7 @@ impl Exchange {
                 host,
                 phase_us: [None; 5],
                 waf_cpu_us: 0,
+                budget_noted: false,
                 upstream: None,
                 up_timing: None,
                 transfer_us: None,

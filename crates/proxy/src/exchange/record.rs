@@ -31,6 +31,8 @@ pub(super) struct Record {
     pub(super) phase_us: [Option<u64>; 5],
     /// CPU time the rule engine took for this request, over all phases.
     pub(super) waf_cpu_us: u64,
+    /// The CPU budget's verdict has been logged.
+    pub(super) budget_noted: bool,
     pub(super) upstream: Option<(Arc<str>, Option<Arc<str>>)>,
     pub(super) up_timing: Option<UpstreamTiming>,
     pub(super) transfer_us: Option<u64>,
@@ -74,6 +76,7 @@ impl Record {
         let (out, spent) = measured(|| f(tx));
         self.account(phase, spent);
         self.emit_match_lines();
+        self.note_budget();
         out
     }
 
@@ -101,6 +104,7 @@ impl Record {
                 self.tx = Some(tx);
                 self.account(phase, spent);
                 self.emit_match_lines();
+                self.note_budget();
                 out
             }
             Err(e) => {
@@ -111,6 +115,33 @@ impl Record {
                 failed
             }
         }
+    }
+
+    /// Logs and counts, once, a transaction that went over its CPU budget.
+    fn note_budget(&mut self) {
+        if self.budget_noted {
+            return;
+        }
+        let Some(b) = self.tx.as_mut().and_then(WafTx::budget_exceeded) else {
+            return;
+        };
+        self.budget_noted = true;
+        self.shared.metrics.budget_exceeded(b.blocked);
+        let at = b
+            .rule_id
+            .map(|id| format!(" at rule {id}"))
+            .unwrap_or_default();
+        let outcome = if b.blocked {
+            "request refused"
+        } else {
+            "the rest of the request passes uninspected"
+        };
+        let msg = format!(
+            "rule evaluation over its CPU budget in phase {}{at} ({} us used, budget {} us): {outcome}",
+            b.phase, b.used_micros, b.limit_micros
+        );
+        self.error_line(&msg);
+        self.error.get_or_insert(msg);
     }
 
     /// Adds a phase's time to the record.
