@@ -570,7 +570,6 @@ async fn xml_internal_entity_carrying_the_payload() {
 /// `@detectSQLi`, the payload in the next argument; normal clients are served
 /// while it is inspected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waits for branch engine-budget: the SQLi detector is quadratic on this input (minutes in a debug build)"]
 async fn quadratic_sqli_input_of_1_mib() {
     let t = Target::start(setup("large-quadratic")).await;
     let mut body = b"q=".to_vec();
