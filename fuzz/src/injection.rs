@@ -2,7 +2,7 @@
 //!
 //! Both detectors must answer every input; a SQLi fingerprint is 1 to 8 bytes of
 //! libinjection's token type letters. The verdicts are compared with the C library
-//! by `differential/libinjection.py` (see the README), not here: the C library is
+//! by `differential/libinjection_diff.py` (see the README), not here: the C library is
 //! not part of the build.
 
 use engine::operators::injection::{detect_sqli, detect_xss};
