@@ -170,6 +170,11 @@ def main():
             "body_xml",
             "injection",
             "rx",
+            "http1_head",
+            "http1_httparse_diff",
+            "chunked",
+            "h1_conn",
+            "h2_conn",
         )
     }
     c = corpora
@@ -188,6 +193,13 @@ def main():
 
     values = []
     for method, uri, version, headers, data in requests(crs):
+        raw = wire_request(method, uri, version, headers, data)
+        c["http1_head"].add(bytes([rng.randrange(256), rng.randrange(256)]) + raw)
+        c["http1_httparse_diff"].add(raw)
+        c["h1_conn"].add(raw)
+        c["h2_conn"].add(h2_request(rng, method, uri, headers, data))
+        if data:
+            c["chunked"].add(chunked_body(rng, data))
         ct = (header(headers, b"content-type") or b"").lower()
         query = uri.partition(b"?")[2]
         if query:
@@ -224,6 +236,50 @@ def main():
     for name, corpus in sorted(corpora.items()):
         n = corpus.write(rng)
         print(f"{name}: {n} seeds")
+
+
+def wire_request(method, uri, version, headers, body):
+    """The request as an HTTP/1 client sends it (Content-Length set for a body)."""
+    lines = [method + b" " + uri + b" " + version]
+    lines += [k + b": " + v for k, v in headers if k.lower() != b"content-length"]
+    if body:
+        lines.append(b"Content-Length: " + str(len(body)).encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def h2_request(rng, method, uri, headers, body):
+    """The h2_conn target's request description: control byte (even), header lines
+    `name NUL value` (pseudo-headers first, names lower case), an empty line, the body."""
+    control = rng.randrange(128) * 2
+    lines = [
+        b":method\0" + method,
+        b":scheme\0http",
+        b":path\0" + uri,
+        b":authority\0" + (header(headers, b"host") or b"localhost"),
+    ]
+    for k, v in headers:
+        if k.lower() not in (b"host", b"connection", b"content-length", b"keep-alive"):
+            lines.append(k.lower() + b"\0" + v)
+    return bytes([control]) + b"\n".join(lines) + b"\n\n" + body
+
+
+def chunked_body(rng, data):
+    """The chunked target's input: control byte (even: chunked, with a trailer
+    limit), three piece sizes, then `data` in chunks, sometimes with extensions and
+    trailers."""
+    out = bytearray([rng.randrange(128) * 2] + [rng.randrange(256) for _ in range(3)])
+    pos = 0
+    while pos < len(data):
+        n = rng.randrange(1, 64)
+        chunk = data[pos : pos + n]
+        ext = b";x=1" if rng.random() < 0.2 else b""
+        out += b"%x%s\r\n%s\r\n" % (len(chunk), ext, chunk)
+        pos += n
+    out += b"0\r\n"
+    if rng.random() < 0.3:
+        out += b"X-Trailer: 1\r\n"
+    out += b"\r\n"
+    return bytes(out)
 
 
 def pipeline(rng):

@@ -11,6 +11,8 @@
 //! [`TARGETS`] lists them all, by the name of their binary and seed directory.
 
 pub mod body;
+pub mod conn;
+pub mod http1;
 pub mod injection;
 pub mod input;
 pub mod rules;
@@ -75,6 +77,31 @@ pub const TARGETS: &[Target] = &[
         name: "rx",
         run: rx::fuzz_rx,
         about: "@rx: PCRE patterns (with lookarounds, possessive, atomic) compiled and run",
+    },
+    Target {
+        name: "http1_head",
+        run: http1::fuzz_http1_head,
+        about: "proxy: HTTP/1 head end and parse, whole and in pieces; clean heads read alike by httparse",
+    },
+    Target {
+        name: "http1_httparse_diff",
+        run: http1::fuzz_http1_httparse_diff,
+        about: "proxy: the HTTP/1 head reader against httparse on what httparse accepts",
+    },
+    Target {
+        name: "chunked",
+        run: http1::fuzz_chunked,
+        about: "proxy: chunked and Content-Length bodies, in pieces, against a reference decoder",
+    },
+    Target {
+        name: "h1_conn",
+        run: conn::fuzz_h1_conn,
+        about: "proxy: a whole HTTP/1 connection through the front end and the rules",
+    },
+    Target {
+        name: "h2_conn",
+        run: conn::fuzz_h2_conn,
+        about: "proxy: an HTTP/2 connection (HPACK header path, frames) through the front end",
     },
 ];
 
