@@ -9,7 +9,7 @@ use std::io::{self, BufRead, BufWriter, Write};
 
 fn unhex(line: &str) -> Option<Vec<u8>> {
     let line = line.trim();
-    if line.len() % 2 != 0 {
+    if !line.len().is_multiple_of(2) {
         return None;
     }
     (0..line.len())

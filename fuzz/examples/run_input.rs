@@ -15,7 +15,10 @@ fn main() {
     };
     let Some(target) = palisade_fuzz::target(&name) else {
         let names: Vec<&str> = palisade_fuzz::TARGETS.iter().map(|t| t.name).collect();
-        eprintln!("run_input: no target {name:?} (targets: {})", names.join(", "));
+        eprintln!(
+            "run_input: no target {name:?} (targets: {})",
+            names.join(", ")
+        );
         std::process::exit(2);
     };
     for path in args {

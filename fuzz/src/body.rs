@@ -103,7 +103,11 @@ pub fn fuzz_urlencoded(data: &[u8]) {
     let out = body::urlencoded::parse_bounded(body, b'&', limits.max_args);
     assert!(out.args.len() <= limits.max_args, "argument limit");
     if out.limit_hit.is_some() {
-        assert_eq!(out.args.len(), limits.max_args, "limit hit before the limit");
+        assert_eq!(
+            out.args.len(),
+            limits.max_args,
+            "limit hit before the limit"
+        );
     }
     transaction(
         b"application/x-www-form-urlencoded",
@@ -152,7 +156,10 @@ pub fn fuzz_json(data: &[u8]) {
     assert!(partial.args.len() <= limits.max_args, "argument limit");
     match partial.limit_hit {
         Some(LimitHit::Arguments | LimitHit::JsonDepth) => {
-            assert!(partial.error.is_some(), "a limit stops the parse with an error");
+            assert!(
+                partial.error.is_some(),
+                "a limit stops the parse with an error"
+            );
         }
         Some(other) => panic!("JSON reported a limit it does not have: {other:?}"),
         None => {}

@@ -124,7 +124,8 @@ fn runtime() -> tokio::runtime::Runtime {
 fn check_nothing_forwarded(shared: &Shared) {
     let m = &shared.metrics;
     assert_eq!(
-        m.upstream_connects.load(Ordering::Relaxed) + m.upstream_connect_errors.load(Ordering::Relaxed),
+        m.upstream_connects.load(Ordering::Relaxed)
+            + m.upstream_connect_errors.load(Ordering::Relaxed),
         0,
         "a request reached the upstream pool without passing phase 2"
     );
@@ -263,7 +264,9 @@ fn raw_frames(mut input: Input<'_>) -> Vec<u8> {
         let flags = input.byte();
         let stream = u32::from(input.byte());
         let len = usize::from(input.byte());
-        let payload: Vec<u8> = (0..len).map_while(|_| (!input.is_empty()).then(|| input.byte())).collect();
+        let payload: Vec<u8> = (0..len)
+            .map_while(|_| (!input.is_empty()).then(|| input.byte()))
+            .collect();
         frame(&mut out, kind, flags, stream, &payload);
     }
     out
@@ -349,13 +352,21 @@ mod tests {
     fn requests_reach_the_rules() {
         let before = answered(418);
         fuzz_h1_conn(b"POST /a?b=c HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nd=e");
-        assert_eq!(answered(418), before + 1, "phase 2 refused the HTTP/1 request");
+        assert_eq!(
+            answered(418),
+            before + 1,
+            "phase 2 refused the HTTP/1 request"
+        );
         let before = answered(418);
         fuzz_h2_conn(
             b"\x00:method\0POST\n:scheme\0http\n:path\0/a?b=c\n:authority\0x\n\
               content-type\0application/x-www-form-urlencoded\n\nd=e",
         );
-        assert_eq!(answered(418), before + 1, "phase 2 refused the HTTP/2 request");
+        assert_eq!(
+            answered(418),
+            before + 1,
+            "phase 2 refused the HTTP/2 request"
+        );
         let before = answered(403);
         fuzz_h2_conn(b"\x00:method\0GET\n:scheme\0http\n:path\0/\n:authority\0x\nx-block\x001\n\n");
         assert_eq!(answered(403), before + 1, "phase 1 refused the request");

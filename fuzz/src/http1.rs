@@ -33,7 +33,10 @@ fn read(buf: &[u8], limit: usize) -> Read {
     match find_head_end(buf, limit) {
         Ok(None) => Read::Incomplete,
         Ok(Some(e)) => {
-            assert!(e.skip < e.end && e.end <= buf.len(), "head end {e:?} outside the buffer");
+            assert!(
+                e.skip < e.end && e.end <= buf.len(),
+                "head end {e:?} outside the buffer"
+            );
             Read::Head {
                 skip: e.skip,
                 end: e.end,
@@ -62,7 +65,10 @@ pub fn fuzz_http1_head(data: &[u8]) {
         match (&whole, &part) {
             (_, Read::Incomplete) => {
                 if let Read::Head { end, .. } = whole {
-                    assert!(k < end, "a complete head was not found in a {k}-byte prefix");
+                    assert!(
+                        k < end,
+                        "a complete head was not found in a {k}-byte prefix"
+                    );
                 }
             }
             (Read::Head { .. }, Read::Head { .. }) => {
@@ -85,7 +91,10 @@ pub fn fuzz_http1_head(data: &[u8]) {
         return;
     };
     assert!(head.len <= head_bytes.len(), "head length past the head");
-    assert!(head.headers.len() <= max_headers, "more headers than allowed");
+    assert!(
+        head.headers.len() <= max_headers,
+        "more headers than allowed"
+    );
     let _ = head.framing();
     if head.problems.is_empty() {
         clean_head_reads_the_same(&head);
@@ -118,7 +127,11 @@ fn clean_head_reads_the_same(head: &RequestHead) {
     match req.parse(&wire) {
         Ok(httparse::Status::Complete(n)) => {
             assert_eq!(n, wire.len(), "httparse ended the head elsewhere");
-            assert_eq!(req.method.map(str::as_bytes), Some(&head.method[..]), "method");
+            assert_eq!(
+                req.method.map(str::as_bytes),
+                Some(&head.method[..]),
+                "method"
+            );
             assert_eq!(req.path.map(str::as_bytes), Some(&head.uri[..]), "target");
             assert_eq!(req.headers.len(), head.headers.len(), "header count");
             for (h, (n, v)) in req.headers.iter().zip(&head.headers) {
@@ -145,14 +158,25 @@ pub fn fuzz_http1_httparse_diff(data: &[u8]) {
         Ok(Some(e)) => e,
         other => panic!("httparse read a {n}-byte head, the proxy: {other:?}"),
     };
-    assert_eq!(e.end, n, "httparse and the proxy end the head at different bytes");
+    assert_eq!(
+        e.end, n,
+        "httparse and the proxy end the head at different bytes"
+    );
     let head = parse_head(Bytes::copy_from_slice(&data[e.skip..e.end]), MAX_HEADERS)
         .expect("the proxy refuses a head httparse reads");
-    assert_eq!(req.method.map(str::as_bytes), Some(&head.method[..]), "method");
+    assert_eq!(
+        req.method.map(str::as_bytes),
+        Some(&head.method[..]),
+        "method"
+    );
     assert_eq!(req.path.map(str::as_bytes), Some(&head.uri[..]), "target");
     let minor = req.version.expect("a complete request has a version");
     assert_eq!(head.version, Version::Http(1, minor), "version");
-    assert_eq!(&head.protocol[..], format!("HTTP/1.{minor}").as_bytes(), "protocol");
+    assert_eq!(
+        &head.protocol[..],
+        format!("HTTP/1.{minor}").as_bytes(),
+        "protocol"
+    );
     assert_eq!(head.len, n - e.skip, "head length");
     assert_eq!(req.headers.len(), head.headers.len(), "header count");
     for (h, (name, value)) in req.headers.iter().zip(&head.headers) {
@@ -174,7 +198,12 @@ enum Outcome {
 
 /// Decodes `wire` with the proxy's decoder, giving it the bytes in pieces of the
 /// sizes in `pieces` (cycled; 0 means everything left).
-fn decode(framing: Framing, max_trailer: usize, wire: &[u8], pieces: &[usize]) -> (Vec<u8>, Outcome) {
+fn decode(
+    framing: Framing,
+    max_trailer: usize,
+    wire: &[u8],
+    pieces: &[usize],
+) -> (Vec<u8>, Outcome) {
     let mut d = BodyDecoder::new(framing, max_trailer);
     let mut buf = BytesMut::new();
     let mut body = Vec::new();
@@ -197,7 +226,11 @@ fn decode(framing: Framing, max_trailer: usize, wire: &[u8], pieces: &[usize]) -
                 }
                 let size = pieces.get(turn % pieces.len().max(1)).copied().unwrap_or(0);
                 turn += 1;
-                let take = if size == 0 { wire.len() - fed } else { size.min(wire.len() - fed) };
+                let take = if size == 0 {
+                    wire.len() - fed
+                } else {
+                    size.min(wire.len() - fed)
+                };
                 buf.extend_from_slice(&wire[fed..fed + take]);
                 fed += take;
             }
@@ -213,7 +246,12 @@ fn decode(framing: Framing, max_trailer: usize, wire: &[u8], pieces: &[usize]) -
 fn reference_chunked(wire: &[u8], max_trailer: usize) -> (Vec<u8>, Outcome) {
     let mut body = Vec::new();
     let mut pos = 0;
-    let line_at = |pos: usize| wire[pos..].iter().position(|&b| b == b'\n').map(|i| pos + i);
+    let line_at = |pos: usize| {
+        wire[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| pos + i)
+    };
     loop {
         let Some(lf) = line_at(pos) else {
             return if wire.len() - pos > 4096 {
@@ -277,8 +315,14 @@ fn reference_chunked(wire: &[u8], max_trailer: usize) -> (Vec<u8>, Outcome) {
 }
 
 fn strip_spaces_tabs(v: &[u8]) -> &[u8] {
-    let start = v.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(v.len());
-    let end = v.iter().rposition(|&b| b != b' ' && b != b'\t').map_or(start, |p| p + 1);
+    let start = v
+        .iter()
+        .position(|&b| b != b' ' && b != b'\t')
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map_or(start, |p| p + 1);
     &v[start..end]
 }
 
@@ -292,14 +336,22 @@ pub fn fuzz_chunked(data: &[u8]) {
     let wire = input.rest();
     if control & 1 == 1 {
         let n = u64::from(control >> 1) * 37;
-        let framing = if n == 0 { Framing::None } else { Framing::Length(n) };
+        let framing = if n == 0 {
+            Framing::None
+        } else {
+            Framing::Length(n)
+        };
         let (body, outcome) = decode(framing, 0, wire, &pieces);
         let want = wire.len().min(n as usize);
         assert_eq!(body, &wire[..want], "Content-Length body");
         let complete = want as u64 == n;
         assert_eq!(
             outcome,
-            if complete { Outcome::Done { consumed: want } } else { Outcome::Incomplete },
+            if complete {
+                Outcome::Done { consumed: want }
+            } else {
+                Outcome::Incomplete
+            },
             "Content-Length outcome"
         );
         return;
@@ -308,6 +360,12 @@ pub fn fuzz_chunked(data: &[u8]) {
     let whole = decode(Framing::Chunked, max_trailer, wire, &[0]);
     let pieced = decode(Framing::Chunked, max_trailer, wire, &pieces);
     let reference = reference_chunked(wire, max_trailer);
-    assert_eq!(whole, reference, "chunked decoding differs from the reference");
-    assert_eq!(pieced, whole, "chunked decoding depends on how the bytes arrived");
+    assert_eq!(
+        whole, reference,
+        "chunked decoding differs from the reference"
+    );
+    assert_eq!(
+        pieced, whole,
+        "chunked decoding depends on how the bytes arrived"
+    );
 }

@@ -22,7 +22,10 @@ pub fn fuzz_seclang(data: &[u8]) {
     // Something for `Include`, `@pmFromFile` and `@ipMatchFromFile` to find.
     source.insert("/fuzz/words.data", &b"union\nselect\n# comment\n\n"[..]);
     source.insert("/fuzz/nets.data", &b"10.0.0.0/8\n192.168.1.1\n::1\n"[..]);
-    source.insert("/fuzz/inc/a.conf", &b"SecRule ARGS \"@rx a\" \"id:9001,pass\"\n"[..]);
+    source.insert(
+        "/fuzz/inc/a.conf",
+        &b"SecRule ARGS \"@rx a\" \"id:9001,pass\"\n"[..],
+    );
     let source = Arc::new(source);
 
     // The parser alone, then parser and compiler together.

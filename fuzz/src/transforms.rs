@@ -54,7 +54,10 @@ fn check(t: Transform, v: &[u8], out: &[u8]) {
     match t {
         Transform::Lowercase => {
             assert_eq!(out.len(), v.len(), "{name}: length");
-            assert!(!out.iter().any(u8::is_ascii_uppercase), "{name}: upper case left");
+            assert!(
+                !out.iter().any(u8::is_ascii_uppercase),
+                "{name}: upper case left"
+            );
             assert_eq!(out, v.to_ascii_lowercase(), "{name}");
         }
         Transform::Uppercase => {
@@ -69,7 +72,10 @@ fn check(t: Transform, v: &[u8], out: &[u8]) {
             let back = Transform::Base64Decode.apply(out);
             assert_eq!(&*back, v, "{name}: base64Decode must give the input back");
             let back = Transform::Base64DecodeExt.apply(out);
-            assert_eq!(&*back, v, "{name}: base64DecodeExt must give the input back");
+            assert_eq!(
+                &*back, v,
+                "{name}: base64DecodeExt must give the input back"
+            );
         }
         Transform::HexEncode => {
             assert_eq!(out.len(), 2 * v.len(), "{name}: length");
@@ -97,8 +103,14 @@ fn check(t: Transform, v: &[u8], out: &[u8]) {
             );
         }
         Transform::Trim => {
-            assert!(!out.first().is_some_and(|&b| is_c_space(b)), "{name}: left end");
-            assert!(!out.last().is_some_and(|&b| is_c_space(b)), "{name}: right end");
+            assert!(
+                !out.first().is_some_and(|&b| is_c_space(b)),
+                "{name}: left end"
+            );
+            assert!(
+                !out.last().is_some_and(|&b| is_c_space(b)),
+                "{name}: right end"
+            );
         }
         Transform::TrimLeft => {
             assert!(!out.first().is_some_and(|&b| is_c_space(b)), "{name}");

@@ -159,7 +159,10 @@ pub fn fuzz_url_decode_diff(data: &[u8]) {
         .iter()
         .map(|(n, v)| (n.bytes.clone(), v.bytes.clone()))
         .collect();
-    assert_eq!(got.args, want_args, "urlencoded pairs differ from the reference");
+    assert_eq!(
+        got.args, want_args,
+        "urlencoded pairs differ from the reference"
+    );
     assert_eq!(
         got.invalid_encoding,
         want.iter().any(|(n, v)| n.invalid || v.invalid),

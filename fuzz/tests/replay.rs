@@ -65,6 +65,11 @@ fn every_target_has_a_binary() {
     let bins = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz_targets");
     for target in palisade_fuzz::TARGETS {
         let bin = bins.join(format!("{}.rs", target.name));
-        assert!(bin.is_file(), "no {} for target {}", bin.display(), target.name);
+        assert!(
+            bin.is_file(),
+            "no {} for target {}",
+            bin.display(),
+            target.name
+        );
     }
 }
