@@ -12,7 +12,9 @@
 //!   pieces chosen by the input, against a reference decoder written for the test.
 
 use crate::input::Input;
+use crate::url_decode::reference_decode;
 use bytes::{Bytes, BytesMut};
+use proxy::exchange::{IpText, forward_target, upstream_headers};
 use proxy::http1::{
     BodyDecoder, BodyError, Decoded, Framing, HeadError, RequestHead, Version, find_head_end,
     parse_head,
@@ -97,54 +99,81 @@ pub fn fuzz_http1_head(data: &[u8]) {
     );
     let _ = head.framing();
     if head.problems.is_empty() {
-        clean_head_reads_the_same(&head);
+        clean_head_forwards_what_was_inspected(&head);
     }
 }
 
-/// A head with no problems, written out again, is read by httparse exactly as the
-/// proxy read it.
-fn clean_head_reads_the_same(head: &RequestHead) {
-    assert!(
-        matches!(head.version, Version::Http(1, _)),
-        "a clean head is HTTP/1.x"
-    );
-    let mut wire = Vec::new();
-    for part in [&head.method, &head.uri, &head.protocol] {
-        wire.extend_from_slice(part);
-        wire.push(b' ');
-    }
-    wire.pop();
-    wire.extend_from_slice(b"\r\n");
-    for (n, v) in &head.headers {
-        wire.extend_from_slice(n);
-        wire.extend_from_slice(b": ");
-        wire.extend_from_slice(v);
-        wire.extend_from_slice(b"\r\n");
-    }
-    wire.extend_from_slice(b"\r\n");
-    let mut headers = vec![httparse::EMPTY_HEADER; head.headers.len()];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(&wire) {
-        Ok(httparse::Status::Complete(n)) => {
-            assert_eq!(n, wire.len(), "httparse ended the head elsewhere");
-            assert_eq!(
-                req.method.map(str::as_bytes),
-                Some(&head.method[..]),
-                "method"
-            );
-            assert_eq!(req.path.map(str::as_bytes), Some(&head.uri[..]), "target");
-            assert_eq!(req.headers.len(), head.headers.len(), "header count");
-            for (h, (n, v)) in req.headers.iter().zip(&head.headers) {
-                assert_eq!(h.name.as_bytes(), &n[..], "header name");
-                assert_eq!(h.value, &v[..], "value of {}", h.name);
+/// What the proxy sends upstream for a clean head is what the rules inspected: every
+/// header it forwards (but X-Forwarded-*) is a header line of the request with the
+/// same value; no hop-by-hop header, Content-Length or Expect goes through; the
+/// Host header is forwarded as it was inspected, whatever Connection lists; and an
+/// origin-form target is forwarded so that it decodes to the bytes the rules saw.
+fn clean_head_forwards_what_was_inspected(head: &RequestHead) {
+    let client = IpText::new([192, 0, 2, 7].into());
+    let lines = head.headers.iter().map(|(n, v)| (&n[..], v.clone()));
+    if let Ok(sent) = upstream_headers(lines, &client, false) {
+        for (name, value) in &sent {
+            let name = name.as_str();
+            if name == "x-forwarded-for" {
+                assert!(
+                    value.as_bytes().ends_with(client.as_bytes()),
+                    "X-Forwarded-For"
+                );
+                continue;
             }
+            if name == "x-forwarded-proto" {
+                assert!(value.as_bytes().ends_with(b"http"), "X-Forwarded-Proto");
+                continue;
+            }
+            assert!(
+                !NOT_FORWARDED.contains(&name),
+                "{name} was forwarded upstream"
+            );
+            assert!(
+                head.headers
+                    .iter()
+                    .any(|(n, v)| n.eq_ignore_ascii_case(name.as_bytes())
+                        && v[..] == *value.as_bytes()),
+                "{name}: {value:?} was forwarded but is no header line of the request"
+            );
         }
-        other => panic!(
-            "the proxy reads {:?} as a clean head, httparse answers {other:?}",
-            String::from_utf8_lossy(&wire)
-        ),
+        let hosts: Vec<&Bytes> = head.values(b"host").collect();
+        if let [host] = hosts[..] {
+            assert_eq!(
+                sent.get(http::header::HOST).map(|v| v.as_bytes()),
+                Some(&host[..]),
+                "the Host header the rules saw is not the one forwarded"
+            );
+        }
+    }
+    let Ok(method) = http::Method::from_bytes(&head.method) else {
+        return;
+    };
+    if head.uri.first() == Some(&b'/')
+        && method != http::Method::CONNECT
+        && let Ok(target) = forward_target(&method, &head.uri)
+    {
+        let sent = target.to_string();
+        assert_eq!(
+            reference_decode(sent.as_bytes(), false).bytes,
+            reference_decode(&head.uri, false).bytes,
+            "the forwarded target {sent:?} decodes to other bytes than the inspected one"
+        );
     }
 }
+
+/// Headers that never go upstream as the client sent them.
+const NOT_FORWARDED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "expect",
+];
 
 /// Differential against httparse: on a buffer httparse reads as a complete
 /// request, the proxy must find the same head end and the same parts.
