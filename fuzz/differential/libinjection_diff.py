@@ -18,8 +18,9 @@ known differences listed in the module doc of crates/engine/src/operators/inject
   multiword        SQLi: a multi-word keyword C merges and the port does not
                    (AT TIME, CREATE OR, IN BOOLEAN, IS [NOT] DISTINCT, LOCK IN
                    [SHARE], NEXT VALUE, PREVIOUS VALUE): the words appear in the
-                   value, or C's own token list holds such a merged keyword (C
-                   folds tokens away between them: `is onx=distinct from`)
+                   value, or C's own token list (read through ctypes) holds such a
+                   merged keyword (C folds tokens away between the words, as in
+                   `is onx=distinct from`)
   xss-on-attribute XSS: an attribute name starting with `on` (C 3.9.2 as patched
                    in the package uses a fixed list; Palisade follows libinjection 4's
                    event-prefix rule)
@@ -55,6 +56,12 @@ def load_c():
     lib.libinjection_xss.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.libinjection_xss.restype = ctypes.c_int
     lib.libinjection_version.restype = ctypes.c_char_p
+    lib.libinjection_sqli_init.argtypes = [
+        ctypes.POINTER(SqliState), ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
+    ]
+    lib.libinjection_sqli_init.restype = None
+    lib.libinjection_is_sqli.argtypes = [ctypes.POINTER(SqliState)]
+    lib.libinjection_is_sqli.restype = ctypes.c_int
     return lib
 
 
@@ -156,30 +163,56 @@ MULTIWORD = re.compile(
 ON_ATTRIBUTE = re.compile(rb"(?i)on[a-z0-9_+-]")
 
 
-def c_merged_words(value):
-    """Whether C's final token list holds a merged multi-word keyword (a word token
-    with white space inside). The package's Python API gives the tokens, but takes
-    text: only values that are valid UTF-8 can be asked."""
-    import libinjection
+class Token(ctypes.Structure):
+    """struct libinjection_sqli_token of C libinjection 3.9.2."""
 
-    try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    tokens = libinjection.is_sql_injection(text)["token_vector"]
+    _fields_ = [
+        ("pos", ctypes.c_size_t),
+        ("len", ctypes.c_size_t),
+        ("count", ctypes.c_int),
+        ("type", ctypes.c_char),
+        ("str_open", ctypes.c_char),
+        ("str_close", ctypes.c_char),
+        ("val", ctypes.c_char * 32),
+    ]
+
+
+class SqliState(ctypes.Structure):
+    """struct libinjection_sqli_state of C libinjection 3.9.2 (checked against the
+    package's own Python API, which reads the same tokens)."""
+
+    _fields_ = [
+        ("s", ctypes.c_char_p),
+        ("slen", ctypes.c_size_t),
+        ("lookup", ctypes.c_void_p),
+        ("userdata", ctypes.c_void_p),
+        ("flags", ctypes.c_int),
+        ("pos", ctypes.c_size_t),
+        ("tokenvec", Token * 8),
+        ("current", ctypes.c_void_p),
+        ("fingerprint", ctypes.c_char * 8),
+        ("reason", ctypes.c_int),
+        ("stats", ctypes.c_int * 6),
+    ]
+
+
+def c_merged_words(lib, value):
+    """Whether C's final token list holds a merged multi-word keyword: a word token
+    (not a string or comment) with white space inside."""
+    state = SqliState()
+    buf = ctypes.create_string_buffer(value, len(value))
+    lib.libinjection_sqli_init(ctypes.byref(state), buf, len(value), 0)
+    lib.libinjection_is_sqli(ctypes.byref(state))
     return any(
-        t["type"]
-        and chr(t["type"]) not in "sc"
-        and not t["str_open"]
-        and re.search(rb"\s", t["val"])
-        for t in tokens
+        t.type not in (b"\0", b"s", b"c") and t.str_open == b"\0" and re.search(rb"\s", t.val)
+        for t in state.tokenvec
     )
 
 
-def classify(value, kind):
+def classify(lib, value, kind):
     if b"\x00" in value:
         return "nul"
-    if kind in ("sqli", "fingerprint") and (MULTIWORD.search(value) or c_merged_words(value)):
+    if kind in ("sqli", "fingerprint") and (MULTIWORD.search(value) or c_merged_words(lib, value)):
         return "multiword"
     if kind == "xss" and ON_ATTRIBUTE.search(value):
         return "xss-on-attribute"
@@ -217,7 +250,7 @@ def main():
         if r_xss != c_xss:
             diffs.append(("xss", f"xss ours={r_xss} C={c_xss}"))
         for kind, what in diffs:
-            cls = classify(value, kind)
+            cls = classify(lib, value, kind)
             counts[kind][cls] += 1
             if cls == "unexplained":
                 unexplained.append((value, what))
