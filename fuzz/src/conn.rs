@@ -347,6 +347,14 @@ mod tests {
             .sum()
     }
 
+    #[test]
+    fn hpack_integers_use_their_prefix() {
+        let mut out = Vec::new();
+        hpack_int(&mut out, 0, 7, 10);
+        hpack_int(&mut out, 0, 5, 1337);
+        assert_eq!(out, [10, 31, 154, 10]);
+    }
+
     /// One test, so that no other test's requests run in between the counts.
     #[test]
     fn requests_reach_the_rules() {

@@ -398,3 +398,38 @@ pub fn fuzz_chunked(data: &[u8]) {
         "chunked decoding depends on how the bytes arrived"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_decodes_chunked_bodies() {
+        let wire = b"4\r\nWiki\r\n5 ;ext\r\npedia\n0\r\nX: 1\r\n\r\nNEXT";
+        assert_eq!(
+            reference_chunked(wire, 100),
+            (
+                b"Wikipedia".to_vec(),
+                Outcome::Done {
+                    consumed: wire.len() - 4
+                }
+            )
+        );
+        assert_eq!(
+            reference_chunked(b"4\r\nWi", 100),
+            (b"Wi".to_vec(), Outcome::Incomplete)
+        );
+        assert_eq!(
+            reference_chunked(b"x\r\n", 100),
+            (Vec::new(), Outcome::Error(BodyError::BadChunkSize))
+        );
+        assert_eq!(
+            reference_chunked(b"1\r\naXY", 100),
+            (b"a".to_vec(), Outcome::Error(BodyError::BadChunkEnd))
+        );
+        assert_eq!(
+            reference_chunked(b"0\r\nLong-Trailer: 1\r\n\r\n", 4),
+            (Vec::new(), Outcome::Error(BodyError::TrailersTooLarge))
+        );
+    }
+}
