@@ -130,8 +130,13 @@ pub fn fuzz_multipart(data: &[u8]) {
         out.args.len() + out.files.len() <= limits.multipart_parts,
         "part limit"
     );
-    if limits.max_files > 0 {
-        assert!(out.files.len() <= limits.max_files, "file limit");
+    // Files over the limit are still listed (and inspected); the limit shows in
+    // MULTIPART_FILE_LIMIT_EXCEEDED and an error.
+    let with_content = out.files.iter().filter(|f| f.size > 0).count();
+    if limits.max_files > 0 && with_content > limits.max_files {
+        assert!(out.flags.file_limit_exceeded, "file limit passed silently");
+        // (`limit_hit` names one limit: another one met later may replace it.)
+        assert!(out.limit_hit.is_some(), "file limit not reported");
     }
     for file in &out.files {
         let content = body.get(file.content.clone());
