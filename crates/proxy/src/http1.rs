@@ -570,6 +570,9 @@ enum ChunkState {
     Done,
 }
 
+/// Longest chunk-size line (size and extensions, before the line feed).
+const MAX_CHUNK_LINE: usize = 4096;
+
 /// Reads a request body from the connection buffer, without I/O: call
 /// [`BodyDecoder::decode`] with the buffer, read more when it says so.
 #[derive(Debug)]
@@ -625,8 +628,12 @@ impl BodyDecoder {
             match self.state {
                 ChunkState::Done => return Ok(Decoded::Done),
                 ChunkState::Size => {
-                    let Some(lf) = memchr::memchr(b'\n', buf) else {
-                        if buf.len() > 4096 {
+                    // The line feed is looked for within the longest line allowed
+                    // only, so that a longer line is refused however the bytes
+                    // arrived (in one read or in several).
+                    let window = &buf[..buf.len().min(MAX_CHUNK_LINE + 1)];
+                    let Some(lf) = memchr::memchr(b'\n', window) else {
+                        if buf.len() > MAX_CHUNK_LINE {
                             return Err(BodyError::BadChunkSize);
                         }
                         return Ok(Decoded::NeedMore);
@@ -957,6 +964,29 @@ mod tests {
             Err(BodyError::BadChunkEnd)
         );
         assert_eq!(decode_all(Framing::Length(3), b"abc", 1).unwrap(), b"abc");
+    }
+
+    /// Found by the `chunked` fuzz target: a chunk-size line over the limit was
+    /// refused when it came in pieces but accepted when it came in one read.
+    #[test]
+    fn a_long_chunk_size_line_is_refused_however_it_arrives() {
+        let mut body = b"3;".to_vec();
+        body.extend(std::iter::repeat_n(b'a', MAX_CHUNK_LINE));
+        body.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
+        for step in [1, 100, 4096, body.len()] {
+            assert_eq!(
+                decode_all(Framing::Chunked, &body, step),
+                Err(BodyError::BadChunkSize),
+                "read {step} bytes at a time"
+            );
+        }
+        // The longest line allowed still passes, in one read or byte by byte.
+        let mut body = b"3;".to_vec();
+        body.extend(std::iter::repeat_n(b'a', MAX_CHUNK_LINE - 3));
+        body.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
+        for step in [1, body.len()] {
+            assert_eq!(decode_all(Framing::Chunked, &body, step).unwrap(), b"abc");
+        }
     }
 
     #[test]

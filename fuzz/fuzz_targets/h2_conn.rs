@@ -1,0 +1,4 @@
+//! libFuzzer entry point of the `h2_conn` target; the body is `palisade_fuzz::conn::fuzz_h2_conn`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| palisade_fuzz::conn::fuzz_h2_conn(data));
