@@ -138,6 +138,9 @@ pub struct EngineConfig {
     pub audit: AuditConfig,
     /// `SecCollectionTimeout` in seconds (default 3600).
     pub collection_timeout: u64,
+    /// `SecWebAppId`: the application namespace of persistent records (default
+    /// `default`).
+    pub web_app_id: String,
     /// `SecComponentSignature` values, in order.
     pub component_signatures: Vec<String>,
     /// `SecDataDir`, `SecTmpDir`, `SecUploadDir`, `SecDebugLog`, `SecDebugLogLevel` and
@@ -175,6 +178,7 @@ impl Default for EngineConfig {
                 relevant_status: None,
             },
             collection_timeout: 3600,
+            web_app_id: crate::collections::DEFAULT_APP.to_string(),
             component_signatures: Vec::new(),
             other: Vec::new(),
             cpu_budget: None,
@@ -348,6 +352,12 @@ impl EngineConfig {
                     .parse()
                     .map_err(|_| format!("SecCollectionTimeout: expected seconds, got {first:?}"))?
             }
+            "SecWebAppId" => {
+                if first.is_empty() || first.contains('\0') {
+                    return Err(format!("SecWebAppId: {first:?} cannot name records"));
+                }
+                self.web_app_id = first.to_string();
+            }
             "SecComponentSignature" => self.component_signatures.push(first.to_string()),
             "SecPalisadeCpuBudget" => self.cpu_budget = cpu_budget(args)?,
             "SecDataDir"
@@ -372,7 +382,6 @@ impl EngineConfig {
             | "SecConnEngine"
             | "SecCookieFormat"
             | "SecXmlExternalEntity"
-            | "SecWebAppId"
             | "SecSensorId"
             | "SecInterceptOnError"
             | "SecRuleInheritance"

@@ -42,7 +42,9 @@ pub mod transaction;
 pub mod transforms;
 pub mod variables;
 
-pub use collections::{CollectionStore, MemoryStore};
+pub use collections::{
+    CollectionError, CollectionReader, MemoryStore, RecordKey, RecordWrite, StoredRecord, VarOp,
+};
 pub use config::{EngineConfig, RuleEngineMode};
 pub use error::LoadError;
 pub use intervention::{Intervention, InterventionKind};

@@ -6,7 +6,7 @@ use crate::variables::Exclusion;
 use seclang::IdRange;
 
 /// The persistent and transaction collections that `setvar` and friends write to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CollectionKind {
     /// TX: the transaction's own variables.
     Tx,

@@ -425,8 +425,8 @@ impl<'a> View<'a> {
                     for (k, v) in keys {
                         out.push(Value {
                             var,
-                            key: Cow::Owned(k.clone()),
-                            value: Cow::Owned(v.value.clone()),
+                            key: Cow::Borrowed(k),
+                            value: v.value.as_read(),
                             id: None,
                         });
                     }

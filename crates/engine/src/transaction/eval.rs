@@ -4,7 +4,7 @@ use super::budget::{RULE_WORK, VALUE_WORK};
 use super::collect::{Value, View, recycle};
 use super::{Hit, Persistent, State, Transaction, TransformCache};
 use crate::actions::{Action, AllowScope, CollectionKind, Ctl, Disruptive, SetOp};
-use crate::collections::{StoredValue, to_number};
+use crate::collections::{RecordKey, StoredVar, VarOp, VarValue, to_number};
 use crate::intervention::{Intervention, InterventionKind};
 use crate::log::MatchRecord;
 use crate::macros::MacroContext;
@@ -794,15 +794,12 @@ impl Transaction {
                         to_number(&seconds.expand(&view)),
                     )
                 };
-                let at = self.now_secs() + secs;
-                if let Some(p) = self.state.persistent[collection.index()].as_mut() {
-                    if let Some(v) = p.values.get_mut(&key) {
-                        v.expires_at = Some(at);
-                        let sv = v.clone();
-                        p.update.set.retain(|(k, _)| *k != key);
-                        p.update.deltas.retain(|(k, _, _)| *k != key);
-                        p.update.set.push((key, sv));
-                    }
+                let at = self.now_secs().saturating_add(secs);
+                if let Some(p) = self.state.persistent[collection.index()].as_mut()
+                    && let Some(v) = p.values.get_mut(&key)
+                {
+                    v.expires_at = Some(at);
+                    p.log.push(&key, VarOp::ExpireAt(at));
                 }
             }
             Action::DeprecateVar {
@@ -817,15 +814,7 @@ impl Transaction {
                         spec.expand_string(&view),
                     )
                 };
-                let amount = to_number(spec.split('/').next().unwrap_or("0").as_bytes());
-                if amount != 0 {
-                    self.set_var(
-                        *collection,
-                        key,
-                        &SetOp::Sub(crate::macros::Macro::parse("0").expect("literal")),
-                        Some(amount.to_string().into_bytes()),
-                    );
-                }
+                self.deprecate_var(*collection, &key, &spec);
             }
             Action::InitCol { collection, key } => {
                 let key = key.expand(&self.view(Some(rule))).into_owned();
@@ -843,22 +832,97 @@ impl Transaction {
         }
     }
 
+    /// Opens a persistent collection for the rest of the transaction: reads its
+    /// record once (a failed read leaves it empty and is reported through
+    /// `take_collection_errors`), and adds the built-in fields.
     fn init_collection(&mut self, kind: CollectionKind, key: Vec<u8>) {
         if self.state.persistent[kind.index()].is_some() {
             return;
         }
         let now = self.now_secs();
-        let values = self
-            .ctx()
-            .store
-            .as_ref()
-            .and_then(|s| s.load(kind.name(), &key, now))
-            .unwrap_or_default();
-        self.state.persistent[kind.index()] = Some(Persistent {
-            key,
-            values,
-            update: Default::default(),
+        let config = self.ruleset.config();
+        let app = config.web_app_id.as_str();
+        let timeout = i64::try_from(config.collection_timeout).unwrap_or(i64::MAX);
+        let record_key = match RecordKey::new(app, kind, key) {
+            Ok(k) => k,
+            Err(e) => {
+                self.state.collection_errors.push(e);
+                return;
+            }
+        };
+        let stored = match self.ctx().store.as_ref().map(|s| s.read(&record_key)) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(r))) => r.live(now),
+            Some(Err(e)) => {
+                tracing::warn!("collection read failed: {e}");
+                self.state.collection_errors.push(e);
+                None
+            }
+        };
+        let is_new = stored.is_none();
+        let record = stored.unwrap_or(crate::collections::StoredRecord {
+            create_time: now,
+            last_update_time: now,
+            timeout,
+            ..Default::default()
         });
+        let update_rate = record.update_rate(now);
+        let mut values = record.vars;
+        let mut builtin = |name: &str, v: Vec<u8>| {
+            values.insert(name.as_bytes().to_vec(), StoredVar::scalar(v));
+        };
+        builtin("key", record_key.key.clone());
+        builtin("timeout", record.timeout.to_string().into_bytes());
+        builtin("create_time", record.create_time.to_string().into_bytes());
+        builtin(
+            "last_update_time",
+            record.last_update_time.to_string().into_bytes(),
+        );
+        builtin(
+            "update_counter",
+            record.update_counter.to_string().into_bytes(),
+        );
+        builtin("is_new", if is_new { b"1".to_vec() } else { b"0".to_vec() });
+        if let Some(rate) = update_rate {
+            builtin("update_rate", rate.to_string().into_bytes());
+        }
+        self.state.persistent[kind.index()] = Some(Persistent {
+            key: record_key,
+            values,
+            log: Default::default(),
+        });
+    }
+
+    /// `deprecatevar:coll.name=N/S`: lowers a counter by N for every S seconds since
+    /// the record was last written (ModSecurity's definition), never below 0. It
+    /// goes to the store as a decrement, so increments made meanwhile elsewhere stay.
+    fn deprecate_var(&mut self, collection: CollectionKind, key: &[u8], spec: &str) {
+        let now = self.now_secs();
+        let Some(p) = self.state.persistent[collection.index()].as_mut() else {
+            return;
+        };
+        let (amount, period) = match spec.split_once('/') {
+            Some((a, s)) => (to_number(a.as_bytes()), to_number(s.as_bytes())),
+            None => (to_number(spec.as_bytes()), 0),
+        };
+        let last = p
+            .values
+            .get(b"last_update_time".as_slice())
+            .map(|v| to_number(&v.value.as_read()))
+            .unwrap_or(now);
+        let steps = if period > 0 { (now - last) / period } else { 1 };
+        let Some(VarValue::Scalar(cur)) = p.values.get(key).map(|v| &v.value) else {
+            return;
+        };
+        let cur = to_number(cur);
+        let down = amount.saturating_mul(steps).min(cur);
+        if down <= 0 {
+            return;
+        }
+        if let Some(v) = p.values.get_mut(key) {
+            v.value = VarValue::Scalar((cur - down).to_string().into_bytes());
+        }
+        p.log.push(key, VarOp::Add(-down));
     }
 
     /// `setvar` on TX, which CRS runs dozens of times per request: the key and value are
@@ -960,50 +1024,38 @@ impl Transaction {
             tracing::debug!("setvar on {} before initcol: ignored", collection.name());
             return;
         };
-        match op {
-            SetOp::Delete => {
-                p.values.remove(&key);
-                p.update.set.retain(|(k, _)| *k != key);
-                p.update.deltas.retain(|(k, _, _)| *k != key);
-                p.update.deleted.push(key);
-            }
-            SetOp::SetOne | SetOp::Set(_) => {
-                let v = if matches!(op, SetOp::SetOne) {
-                    b"1".to_vec()
-                } else {
-                    value.unwrap_or_default()
-                };
-                let sv = StoredValue {
-                    value: v,
-                    expires_at: None,
-                };
-                p.values.insert(key.clone(), sv.clone());
-                p.update.deltas.retain(|(k, _, _)| *k != key);
-                p.update.set.retain(|(k, _)| *k != key);
-                p.update.set.push((key, sv));
-            }
+        let op = match op {
+            SetOp::Delete => VarOp::Delete,
+            SetOp::SetOne => VarOp::Set(b"1".to_vec()),
+            SetOp::Set(_) => VarOp::Set(value.unwrap_or_default()),
             SetOp::Add(_) | SetOp::Sub(_) => {
                 let delta = to_number(&value.unwrap_or_default());
-                let delta = if matches!(op, SetOp::Sub(_)) {
-                    -delta
+                VarOp::Add(if matches!(op, SetOp::Sub(_)) {
+                    delta.saturating_neg()
                 } else {
                     delta
-                };
-                let entry = p.values.entry(key.clone()).or_insert(StoredValue {
-                    value: b"0".to_vec(),
-                    expires_at: None,
-                });
-                entry.value = (to_number(&entry.value) + delta).to_string().into_bytes();
-                let expires = entry.expires_at;
-                if let Some(s) = p.update.set.iter_mut().find(|(k, _)| *k == key) {
-                    s.1 = entry.clone();
-                } else if let Some(d) = p.update.deltas.iter_mut().find(|(k, _, _)| *k == key) {
-                    d.1 += delta;
-                } else {
-                    p.update.deltas.push((key, delta, expires));
-                }
+                })
             }
+        };
+        if key == b"timeout" {
+            // TIMEOUT is the record's own field: setting it changes how long the
+            // record lives without writes.
+            if let VarOp::Set(v) = &op {
+                let secs = to_number(v);
+                p.log.set_timeout(secs);
+                p.values
+                    .insert(key, StoredVar::scalar(secs.to_string().into_bytes()));
+            }
+            return;
         }
+        let now = self.ctx.now_unix_micros / 1_000_000;
+        let mut view = crate::collections::StoredRecord {
+            vars: std::mem::take(&mut p.values),
+            ..Default::default()
+        };
+        crate::collections::apply_op(&mut view, &key, &op, now);
+        p.values = view.vars;
+        p.log.push(&key, op);
     }
 
     fn run_ctl(&mut self, ctl: &Ctl) {

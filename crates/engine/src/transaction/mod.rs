@@ -3,7 +3,8 @@
 //! The server feeds the transaction what it receives (request line, headers, body
 //! chunks, then the response) and runs each phase; a phase returns an
 //! [`Intervention`] when a rule disrupts. The transaction does no I/O: persistent
-//! collections come through [`CollectionStore`], time through [`TxContext`].
+//! collections are read through [`CollectionReader`] and written back as data
+//! ([`Transaction::take_collection_writes`]), time comes through [`TxContext`].
 
 pub mod budget;
 mod collect;
@@ -13,11 +14,13 @@ mod request;
 
 pub use limits::ARGUMENTS_LIMIT_TX;
 
-use crate::actions::{AllowScope, BodyProcessor, CollectionKind};
+use crate::actions::{AllowScope, BodyProcessor};
 use crate::body::Arg;
 use crate::body::multipart::Multipart;
 use crate::body::xml::XmlDoc;
-use crate::collections::{CollectionStore, Record, RecordUpdate};
+use crate::collections::{
+    CollectionError, CollectionReader, RecordKey, RecordWrite, StoredVar, WriteLog,
+};
 use crate::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
 use crate::intervention::Intervention;
 use crate::log::MatchRecord;
@@ -49,8 +52,10 @@ pub struct TxContext {
     pub unique_id: String,
     /// When the transaction started, in microseconds since the Unix epoch.
     pub now_unix_micros: i64,
-    /// Persistent collections; `None` keeps IP, GLOBAL, ... for this transaction only.
-    pub store: Option<Arc<dyn CollectionStore>>,
+    /// Where persistent collections are read from; `None` keeps IP, GLOBAL, ... for
+    /// this transaction only. Writes come back through
+    /// [`Transaction::take_collection_writes`].
+    pub store: Option<Arc<dyn CollectionReader>>,
     /// The clock for DURATION; `None` makes DURATION read 0.
     pub clock: Option<Arc<dyn Clock>>,
 }
@@ -129,12 +134,13 @@ pub(crate) struct ResponseData {
     pub outbound_data_error: bool,
 }
 
-/// A persistent collection loaded by `initcol`, `setsid` or `setuid`.
-#[derive(Debug, Default)]
+/// A persistent collection loaded by `initcol`, `setsid` or `setuid`: what the
+/// rules see (stored variables, then the built-in fields) and what they wrote.
+#[derive(Debug)]
 pub(crate) struct Persistent {
-    pub key: Vec<u8>,
-    pub values: Record,
-    pub update: RecordUpdate,
+    pub key: RecordKey,
+    pub values: std::collections::HashMap<Vec<u8>, StoredVar>,
+    pub log: WriteLog,
 }
 
 /// MATCHED_VARS: the names and values the current rule (and the chain links before
@@ -188,6 +194,8 @@ pub(crate) struct State {
     /// times per request); iteration sorts by key, so it is ordered as a tree would be.
     pub tx: rustc_hash::FxHashMap<Vec<u8>, Vec<u8>>,
     pub persistent: [Option<Persistent>; 6],
+    /// Collection reads that failed (see `Transaction::take_collection_errors`).
+    pub collection_errors: Vec<CollectionError>,
     pub env: BTreeMap<Vec<u8>, Vec<u8>>,
     pub matched_var: Vec<u8>,
     pub matched_var_name: Vec<u8>,
@@ -265,6 +273,7 @@ impl Transaction {
             mode: cfg.rule_engine,
             tx: Default::default(),
             persistent: Default::default(),
+            collection_errors: Vec::new(),
             env: BTreeMap::new(),
             matched_var: Vec::new(),
             matched_var_name: Vec::new(),
@@ -489,14 +498,40 @@ impl Transaction {
         self.run_phase(4)
     }
 
-    /// Runs phase 5 (logging) and writes back persistent collections.
+    /// Runs phase 5 (logging). The server then takes the collection writes
+    /// ([`Transaction::take_collection_writes`]).
     pub fn process_logging(&mut self) {
         // Phase 5 always runs, even after an intervention or `allow`.
         self.state.allow = None;
         let saved = self.state.intervention.take();
         self.run_phase(5);
         self.state.intervention = saved;
-        self.persist();
+    }
+
+    /// The changes the rules made to persistent collections, one write per record,
+    /// for the server to hand to its store; taking them leaves none behind. A server
+    /// takes them after phase 5 (writes made before are included; a transaction cut
+    /// short can be taken at any point).
+    pub fn take_collection_writes(&mut self) -> Vec<(RecordKey, RecordWrite)> {
+        let at = self.ctx.now_unix_micros / 1_000_000;
+        let timeout = i64::try_from(self.ruleset.config().collection_timeout).unwrap_or(i64::MAX);
+        self.state
+            .persistent
+            .iter_mut()
+            .flatten()
+            .filter(|p| !p.log.is_empty())
+            .map(|p| {
+                let log = std::mem::take(&mut p.log);
+                (p.key.clone(), log.finish(at, timeout))
+            })
+            .collect()
+    }
+
+    /// Collection reads that failed in this transaction so far, taking them: each
+    /// left the collection empty for the rules, so a server applies its failure
+    /// policy and counts them.
+    pub fn take_collection_errors(&mut self) -> Vec<CollectionError> {
+        std::mem::take(&mut self.state.collection_errors)
     }
 
     /// Takes the error-log lines produced so far (one per logged rule match).
@@ -569,26 +604,5 @@ impl Transaction {
 
     pub(crate) fn ctx(&self) -> &TxContext {
         &self.ctx
-    }
-
-    fn persist(&mut self) {
-        let Some(store) = self.ctx.store.clone() else {
-            return;
-        };
-        let now = self.ctx.now_unix_micros / 1_000_000;
-        for kind in [
-            CollectionKind::Ip,
-            CollectionKind::Global,
-            CollectionKind::Session,
-            CollectionKind::User,
-            CollectionKind::Resource,
-        ] {
-            if let Some(p) = self.state.persistent[kind.index()].as_mut() {
-                let update = std::mem::take(&mut p.update);
-                if update != RecordUpdate::default() {
-                    store.store(kind.name(), &p.key, &update, now);
-                }
-            }
-        }
     }
 }
