@@ -64,8 +64,15 @@ pub struct Config {
     /// Log destinations.
     #[serde(default)]
     pub logs: LogsConfig,
-    /// The admin listener (`/metrics`, `/status`); absent means no admin listener.
+    /// The admin listener (`/metrics`, `/status`, `/ctx`); absent means no admin
+    /// listener.
     pub admin: Option<AdminConfig>,
+    /// The store of persistent collections (IP, GLOBAL, SESSION, USER, RESOURCE).
+    /// Absent: an embedded store at the default path, with the defaults below.
+    #[serde(default)]
+    pub store: StoreSection,
+    /// Fleet sync of collection writes through a Redis stream; absent means none.
+    pub sync: Option<SyncSection>,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -340,6 +347,66 @@ pub struct AdminConfig {
     /// Most admin connections open at once; further ones wait in the backlog.
     #[serde(default = "default_admin_connections")]
     pub connections: usize,
+    /// A file holding the bearer token the `/ctx` endpoints ask for
+    /// (`PALISADE_ADMIN_TOKEN` in the environment takes its place when unset).
+    pub token_file: Option<PathBuf>,
+    /// Largest request body the admin API reads (`POST /ctx/import`), in bytes.
+    #[serde(default = "default_admin_body_bytes")]
+    pub max_body_bytes: usize,
+}
+
+/// `[store]`: where and how persistent collections are kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSection {
+    /// The store's directory; absent: the documented default
+    /// (`store::StoreConfig::default_path`, which `PALISADE_STORE` overrides).
+    pub path: Option<PathBuf>,
+    /// Largest size the store may grow to, in bytes (LMDB's map size). A write
+    /// that does not fit is refused with an error and counted.
+    pub map_size: u64,
+    /// How long the writer gathers writes before committing them together.
+    #[serde(with = "duration")]
+    pub batch_interval: Duration,
+    /// How often expired records are removed.
+    #[serde(with = "duration")]
+    pub sweep_interval: Duration,
+    /// This host's name in the sync stream; absent: the host name.
+    pub host_id: Option<String>,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        Self {
+            path: None,
+            map_size: 1 << 30,
+            batch_interval: Duration::from_millis(5),
+            sweep_interval: Duration::from_secs(60),
+            host_id: None,
+        }
+    }
+}
+
+/// `[sync]`: collection writes shared by a fleet through a Redis stream.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncSection {
+    /// `redis://HOST:PORT[/DB]` (or `rediss://`, `redis+unix://`).
+    pub redis: String,
+    /// The stream's key.
+    #[serde(default = "default_sync_stream")]
+    pub stream: String,
+    /// How long entries stay in the stream: a host that was away for longer
+    /// bootstraps from a snapshot instead of catching up.
+    #[serde(with = "duration", default = "default_sync_retention")]
+    pub retention: Duration,
+}
+
+fn default_sync_stream() -> String {
+    "palisade:ctx".to_owned()
+}
+fn default_sync_retention() -> Duration {
+    Duration::from_secs(24 * 3600)
 }
 
 fn yes() -> bool {
@@ -362,6 +429,9 @@ fn default_admin_timeout() -> Duration {
 }
 fn default_admin_connections() -> usize {
     16
+}
+fn default_admin_body_bytes() -> usize {
+    64 * 1024 * 1024
 }
 fn default_admin_address() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9901))
@@ -418,7 +488,10 @@ impl Config {
             &mut self.logs.error_log,
             &mut self.logs.access_log,
             &mut self.logs.audit_log,
+            &mut self.store.path,
         ]
+        .into_iter()
+        .chain(self.admin.as_mut().map(|a| &mut a.token_file))
         .into_iter()
         .flatten()
         {
@@ -512,8 +585,76 @@ impl Config {
         {
             return Err("admin.address is also a listener address".into());
         }
+        self.validate_store()
+    }
+
+    fn validate_store(&self) -> Result<(), String> {
+        let s = &self.store;
+        if s.map_size < 1 << 20 {
+            return Err(format!(
+                "store.map_size must be at least 1048576 bytes (1 MiB), got {}",
+                s.map_size
+            ));
+        }
+        if s.batch_interval.is_zero() || s.batch_interval > Duration::from_secs(10) {
+            return Err(format!(
+                "store.batch_interval must be more than 0 and at most 10s, got {:?}",
+                s.batch_interval
+            ));
+        }
+        if s.sweep_interval < Duration::from_secs(1) {
+            return Err(format!(
+                "store.sweep_interval must be at least 1s, got {:?}",
+                s.sweep_interval
+            ));
+        }
+        if let Some(h) = &s.host_id {
+            check_host_id(h).map_err(|m| format!("store.host_id {h:?}: {m}"))?;
+        }
+        if let Some(p) = &s.path
+            && p.as_os_str().is_empty()
+        {
+            return Err("store.path must not be empty".into());
+        }
+        if let Some(sync) = &self.sync {
+            let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
+                .iter()
+                .any(|p| sync.redis.starts_with(p));
+            if !scheme_ok {
+                return Err(format!(
+                    "sync.redis {:?} must be a redis:// (or rediss://, redis+unix://) URL",
+                    sync.redis
+                ));
+            }
+            if sync.stream.is_empty() {
+                return Err("sync.stream must not be empty".into());
+            }
+            if sync.retention < Duration::from_secs(60) {
+                return Err(format!(
+                    "sync.retention must be at least 1m, got {:?}",
+                    sync.retention
+                ));
+            }
+        }
+        if let Some(a) = &self.admin
+            && a.max_body_bytes == 0
+        {
+            return Err("admin.max_body_bytes must be at least 1".into());
+        }
         Ok(())
     }
+}
+
+/// Checks a host id: 1 to 64 printable ASCII characters without spaces (it names
+/// the host in the sync stream).
+pub fn check_host_id(h: &str) -> Result<(), &'static str> {
+    if h.is_empty() || h.len() > 64 {
+        return Err("must be 1 to 64 characters");
+    }
+    if !h.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("must be printable ASCII without spaces");
+    }
+    Ok(())
 }
 
 /// Checks that an upstream server is `HOST:PORT` with a numeric port.
@@ -714,6 +855,39 @@ servers = ["127.0.0.1:9000"]
         let text = MINIMAL.replace("127.0.0.1:9000", "http://x/");
         let err = parse(&text).unwrap_err().to_string();
         assert!(err.contains("http://x/"), "{err}");
+    }
+
+    #[test]
+    fn store_defaults_and_checks() {
+        let c = parse(MINIMAL).unwrap();
+        assert!(c.store.path.is_none());
+        assert_eq!(c.store.map_size, 1 << 30);
+        assert!(c.sync.is_none());
+        let c = parse(&format!(
+            "{MINIMAL}\n[store]\npath = \"ctx\"\nmap_size = 2097152\nbatch_interval = \"2ms\"\nhost_id = \"edge-1\"\n[sync]\nredis = \"redis://127.0.0.1:6379\"\n[admin]\ntoken_file = \"token\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.store.path.as_deref(), Some(Path::new("/etc/palisade/ctx")));
+        assert_eq!(c.store.batch_interval, Duration::from_millis(2));
+        assert_eq!(c.sync.as_ref().unwrap().stream, "palisade:ctx");
+        assert_eq!(
+            c.admin.unwrap().token_file.as_deref(),
+            Some(Path::new("/etc/palisade/token"))
+        );
+        for (bad, why) in [
+            ("[store]\nmap_size = 10", "store.map_size"),
+            ("[store]\nbatch_interval = \"0s\"", "store.batch_interval"),
+            ("[store]\nsweep_interval = \"10ms\"", "store.sweep_interval"),
+            ("[store]\nhost_id = \"a b\"", "store.host_id"),
+            ("[store]\npaht = \"x\"", "paht"),
+            ("[sync]\nredis = \"http://x\"", "sync.redis"),
+            ("[sync]\nredis = \"redis://x\"\nretention = \"1s\"", "sync.retention"),
+        ] {
+            let err = parse(&format!("{MINIMAL}\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]
