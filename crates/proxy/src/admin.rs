@@ -1,6 +1,23 @@
-//! The admin listener: `GET /metrics` (Prometheus text) and `GET /status` (JSON).
+//! The admin listener: `GET /metrics` (Prometheus text) and `GET /status` (JSON),
+//! open to whoever reaches the listener; and `/ctx`, the persistent collections
+//! (the operations of `palisade ctx` over HTTP), which ask for a bearer token.
+//!
+//! `/ctx` endpoints (`COLL` is IP, GLOBAL, SESSION, USER or RESOURCE; `KEY` and
+//! `VAR` are percent-encoded; `?app=` picks a `SecWebAppId`, `default` otherwise):
+//! - `GET /ctx/COLL/KEY`: the record as a JSON line, 404 when there is none;
+//! - `PUT /ctx/COLL/KEY/VAR[?ttl=SECONDS]`: sets the variable to the body;
+//! - `DELETE /ctx/COLL/KEY/VAR`, `DELETE /ctx/COLL/KEY`: deletes a variable or the
+//!   record;
+//! - `GET /ctx/COLL[?limit=N]`: records of a collection, JSON lines;
+//! - `GET /ctx/export[?collection=COLL]`: every record (of the app), JSON lines;
+//! - `POST /ctx/import`: JSON lines in the body, all or nothing.
+//!
+//! Without a token configured (`admin.token_file`, or `PALISADE_ADMIN_TOKEN`) every
+//! `/ctx` request is refused with 403; with one, a request without the right
+//! `Authorization: Bearer` is refused with 401 before its body is read.
 
 use crate::config::AdminConfig;
+use crate::ctx::{self, CtxError};
 use crate::exchange::Shared;
 use crate::logs::LogKind;
 use bytes::Bytes;
@@ -28,6 +45,7 @@ pub const BUILD_PROFILE: &str = env!("PALISADE_BUILD_PROFILE");
 pub async fn serve(
     listener: TcpListener,
     cfg: AdminConfig,
+    token: Arc<AdminToken>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -53,11 +71,14 @@ pub async fn serve(
         };
         let shared = shared.clone();
         let limit = cfg.timeout;
+        let token = token.clone();
+        let max_body = cfg.max_body_bytes;
         tokio::spawn(async move {
             let _permit = permit;
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
-                async move { Ok::<_, Infallible>(route(&shared, &req)) }
+                let token = token.clone();
+                async move { Ok::<_, Infallible>(route(&shared, &token, max_body, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -69,7 +90,109 @@ pub async fn serve(
     }
 }
 
-fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// Why the admin token could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The token file could not be read.
+    #[error("admin.token_file {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// The token is empty once surrounding white space is removed.
+    #[error("the admin token from {0} is empty")]
+    Empty(String),
+}
+
+/// The bearer token `/ctx` asks for, kept as its SHA-256 digest so that checking
+/// a candidate compares two 32-byte digests in constant time (neither the token's
+/// bytes nor its length show in the time taken).
+#[derive(Clone)]
+pub struct AdminToken(Option<[u8; 32]>);
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "AdminToken(set)"
+        } else {
+            "AdminToken(none)"
+        })
+    }
+}
+
+/// The environment variable holding the admin token when `admin.token_file` is
+/// not set.
+pub const TOKEN_ENV: &str = "PALISADE_ADMIN_TOKEN";
+
+fn digest(token: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(token).into()
+}
+
+impl AdminToken {
+    /// No token: the `/ctx` endpoints are off.
+    pub fn none() -> AdminToken {
+        AdminToken(None)
+    }
+
+    /// A token given as text (surrounding white space removed).
+    pub fn from_text(text: &str, from: &str) -> Result<AdminToken, TokenError> {
+        let t = text.trim();
+        if t.is_empty() {
+            return Err(TokenError::Empty(from.to_owned()));
+        }
+        Ok(AdminToken(Some(digest(t.as_bytes()))))
+    }
+
+    /// The token from `admin.token_file`, else from `PALISADE_ADMIN_TOKEN`, else
+    /// none.
+    pub fn load(cfg: &AdminConfig) -> Result<AdminToken, TokenError> {
+        if let Some(path) = &cfg.token_file {
+            let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            return Self::from_text(&text, &path.display().to_string());
+        }
+        match std::env::var(TOKEN_ENV) {
+            Ok(t) => Self::from_text(&t, TOKEN_ENV),
+            Err(_) => Ok(AdminToken::none()),
+        }
+    }
+
+    /// True when a token is configured.
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// True when `authorization` is `Bearer <the token>`.
+    pub fn accepts(&self, authorization: Option<&header::HeaderValue>) -> bool {
+        use subtle::ConstantTimeEq as _;
+        let Some(want) = &self.0 else {
+            return false;
+        };
+        let Some(given) = authorization
+            .map(|v| v.as_bytes())
+            .and_then(|v| v.strip_prefix(b"Bearer "))
+        else {
+            return false;
+        };
+        digest(given.trim_ascii()).ct_eq(want).into()
+    }
+}
+
+async fn route(
+    shared: &Arc<Shared>,
+    token: &AdminToken,
+    max_body: usize,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path == "/ctx" || path.starts_with("/ctx/") {
+        return ctx_route(shared, token, max_body, req).await;
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -86,10 +209,230 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/status" => text(StatusCode::OK, status_json(shared), "application/json"),
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics or /status\n".into(),
+            "not found: try /metrics, /status or /ctx\n".into(),
             "text/plain",
         ),
     }
+}
+
+/// What a `/ctx` request asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum CtxRequest {
+    Get(String, Vec<u8>),
+    Set(String, Vec<u8>, String),
+    Delete(String, Vec<u8>, Option<String>),
+    List(String),
+    Export,
+    Import,
+}
+
+fn decode(segment: &str) -> Vec<u8> {
+    percent_encoding::percent_decode_str(segment).collect()
+}
+
+fn decode_text(segment: &str) -> Result<String, String> {
+    String::from_utf8(decode(segment)).map_err(|_| format!("{segment:?} is not UTF-8 text"))
+}
+
+/// Reads the method and path of a `/ctx` request.
+fn parse_ctx(method: &Method, path: &str) -> Result<CtxRequest, (StatusCode, String)> {
+    let rest = path.strip_prefix("/ctx").unwrap_or(path);
+    let parts: Vec<&str> = rest.split('/').skip(1).collect();
+    let bad = |m: String| (StatusCode::BAD_REQUEST, m);
+    let unknown = || {
+        (
+            StatusCode::NOT_FOUND,
+            "not found: /ctx/COLLECTION[/KEY[/VARIABLE]], /ctx/export, /ctx/import".to_owned(),
+        )
+    };
+    let text = |s: &str| decode_text(s).map_err(bad);
+    match (method, parts.as_slice()) {
+        (&Method::GET, ["export"]) => Ok(CtxRequest::Export),
+        (&Method::POST, ["import"]) => Ok(CtxRequest::Import),
+        (&Method::GET, [coll]) if !coll.is_empty() => Ok(CtxRequest::List(text(coll)?)),
+        (&Method::GET, [coll, key]) => Ok(CtxRequest::Get(text(coll)?, decode(key))),
+        (&Method::PUT, [coll, key, var]) => {
+            Ok(CtxRequest::Set(text(coll)?, decode(key), text(var)?))
+        }
+        (&Method::DELETE, [coll, key]) => Ok(CtxRequest::Delete(text(coll)?, decode(key), None)),
+        (&Method::DELETE, [coll, key, var]) => Ok(CtxRequest::Delete(
+            text(coll)?,
+            decode(key),
+            Some(text(var)?),
+        )),
+        (_, ["export"] | ["import"] | [_] | [_, _] | [_, _, _]) => Err((
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{method} is not allowed here"),
+        )),
+        _ => Err(unknown()),
+    }
+}
+
+/// The value of `name` in a query string, percent-decoded.
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    query?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then(|| String::from_utf8_lossy(&decode(v)).into_owned())
+    })
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let mut body = serde_json::json!({ "error": message }).to_string();
+    body.push('\n');
+    text(status, body, "application/json")
+}
+
+/// The status for a failed context operation.
+fn ctx_error_status(e: &CtxError) -> StatusCode {
+    match e {
+        CtxError::Collection(_) | CtxError::Variable(..) => StatusCode::BAD_REQUEST,
+        CtxError::Store(s) if s.is_bad_input() => StatusCode::BAD_REQUEST,
+        CtxError::Store(s) if s.is_map_full() => StatusCode::INSUFFICIENT_STORAGE,
+        CtxError::Store(_) | CtxError::Output(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+async fn ctx_route(
+    shared: &Arc<Shared>,
+    token: &AdminToken,
+    max_body: usize,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    if !token.is_set() {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            "the /ctx endpoints are off: no admin token is configured (set admin.token_file, or PALISADE_ADMIN_TOKEN in the environment)",
+        );
+    }
+    if !token.accepts(req.headers().get(header::AUTHORIZATION)) {
+        let mut r = json_error(
+            StatusCode::UNAUTHORIZED,
+            "a valid Authorization: Bearer token is required",
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return r;
+    }
+    let Some(store) = shared.store().cloned() else {
+        return json_error(StatusCode::SERVICE_UNAVAILABLE, "no store is open");
+    };
+    let what = match parse_ctx(req.method(), req.uri().path()) {
+        Ok(w) => w,
+        Err((status, m)) => return json_error(status, &m),
+    };
+    let query = req.uri().query().map(str::to_owned);
+    let app = query_param(query.as_deref(), "app")
+        .unwrap_or_else(|| engine::collections::DEFAULT_APP.to_owned());
+    let body = if matches!(what, CtxRequest::Set(..) | CtxRequest::Import) {
+        use http_body_util::{BodyExt as _, Limited};
+        match Limited::new(req.into_body(), max_body).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return if e.is::<http_body_util::LengthLimitError>() {
+                    json_error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        &format!("the body is larger than admin.max_body_bytes ({max_body})"),
+                    )
+                } else {
+                    json_error(StatusCode::BAD_REQUEST, &format!("reading the body: {e}"))
+                };
+            }
+        }
+    } else {
+        Bytes::new()
+    };
+    let job = move || ctx_job(&store, &app, query.as_deref(), what, &body);
+    match tokio::task::spawn_blocking(job).await {
+        Ok(r) => r,
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// Carries out a `/ctx` request on the store (blocking: it may wait for a commit).
+fn ctx_job(
+    store: &store::Store,
+    app: &str,
+    query: Option<&str>,
+    what: CtxRequest,
+    body: &[u8],
+) -> Response<Full<Bytes>> {
+    let lines = |out: Vec<u8>| {
+        let mut r = Response::new(Full::new(Bytes::from(out)));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/x-ndjson"),
+        );
+        r
+    };
+    let result: Result<Response<Full<Bytes>>, CtxError> = (|| match what {
+        CtxRequest::Get(coll, key) => {
+            let k = ctx::record_key(app, &coll, &key)?;
+            Ok(match ctx::get(store, &k)? {
+                Some(r) => lines(format!("{}\n", ctx::record_line(&k, &r)).into_bytes()),
+                None => json_error(StatusCode::NOT_FOUND, "no such record"),
+            })
+        }
+        CtxRequest::Set(coll, key, var) => {
+            let k = ctx::record_key(app, &coll, &key)?;
+            let ttl = match query_param(query, "ttl") {
+                Some(t) => match t.parse::<u64>() {
+                    Ok(n) => Some(n),
+                    Err(_) => {
+                        return Ok(json_error(
+                            StatusCode::BAD_REQUEST,
+                            &format!("ttl {t:?} is not a number of seconds"),
+                        ));
+                    }
+                },
+                None => None,
+            };
+            let w = ctx::set(store, &k, &var, body, ttl)?;
+            let mut doc = serde_json::json!({ "ok": true, "write": w });
+            if let Some(n) = ctx::long_key_note(&k) {
+                doc["note"] = n.into();
+            }
+            Ok(text(StatusCode::OK, format!("{doc}\n"), "application/json"))
+        }
+        CtxRequest::Delete(coll, key, var) => {
+            let k = ctx::record_key(app, &coll, &key)?;
+            Ok(match ctx::delete(store, &k, var.as_deref())? {
+                Some(_) => text(StatusCode::OK, "{\"ok\":true}\n".into(), "application/json"),
+                None => json_error(StatusCode::NOT_FOUND, "nothing to delete"),
+            })
+        }
+        CtxRequest::List(coll) => {
+            let kind = ctx::collection(&coll)?;
+            let limit = match query_param(query, "limit").map(|l| l.parse::<usize>()) {
+                None => 1000,
+                Some(Ok(n)) => n,
+                Some(Err(_)) => {
+                    return Ok(json_error(StatusCode::BAD_REQUEST, "limit is not a number"));
+                }
+            };
+            let mut out = Vec::new();
+            ctx::list(store, app, Some(kind), limit, &mut out)?;
+            Ok(lines(out))
+        }
+        CtxRequest::Export => {
+            let kind = query_param(query, "collection")
+                .map(|c| ctx::collection(&c))
+                .transpose()?;
+            let mut out = Vec::new();
+            store.export(&mut out, Some(app), kind)?;
+            Ok(lines(out))
+        }
+        CtxRequest::Import => {
+            let n = store.import(body)?;
+            Ok(text(
+                StatusCode::OK,
+                format!("{{\"imported\":{n}}}\n"),
+                "application/json",
+            ))
+        }
+    })();
+    result.unwrap_or_else(|e| json_error(ctx_error_status(&e), &e.to_string()))
 }
 
 fn text(status: StatusCode, body: String, ctype: &'static str) -> Response<Full<Bytes>> {
@@ -122,7 +465,11 @@ pub fn metrics_text(shared: &Shared) -> String {
             shared.started.elapsed().as_secs_f64(),
         ),
     ];
-    shared.metrics.render(&dropped, &extra)
+    let mut out = shared.metrics.render(&dropped, &extra);
+    if let Some(store) = shared.store() {
+        crate::metrics::render_store(&mut out, &store.stats());
+    }
+    out
 }
 
 /// The `/status` document.
@@ -147,6 +494,61 @@ pub fn status_json(shared: &Shared) -> String {
     let mut s = doc.to_string();
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctx_paths() {
+        use CtxRequest::*;
+        let p = |m: Method, path: &str| parse_ctx(&m, path);
+        assert_eq!(
+            p(Method::GET, "/ctx/IP/192.0.2.1"),
+            Ok(Get("IP".into(), b"192.0.2.1".to_vec()))
+        );
+        assert_eq!(
+            p(Method::PUT, "/ctx/ip/a%2Fb%20c/Score"),
+            Ok(Set("ip".into(), b"a/b c".to_vec(), "Score".into()))
+        );
+        assert_eq!(
+            p(Method::DELETE, "/ctx/ip/k"),
+            Ok(Delete("ip".into(), b"k".to_vec(), None))
+        );
+        assert_eq!(p(Method::GET, "/ctx/export"), Ok(Export));
+        assert_eq!(p(Method::POST, "/ctx/import"), Ok(Import));
+        assert_eq!(p(Method::GET, "/ctx/GLOBAL"), Ok(List("GLOBAL".into())));
+        assert_eq!(
+            p(Method::POST, "/ctx/ip/k").unwrap_err().0,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            p(Method::GET, "/ctx/a/b/c/d").unwrap_err().0,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            query_param(Some("app=shop&ttl=60"), "ttl").as_deref(),
+            Some("60")
+        );
+        assert_eq!(
+            query_param(Some("app=a%20b"), "app").as_deref(),
+            Some("a b")
+        );
+    }
+
+    #[test]
+    fn tokens() {
+        let t = AdminToken::from_text(" s3cret\n", "test").unwrap();
+        let hv = |s: &str| header::HeaderValue::from_str(s).unwrap();
+        assert!(t.accepts(Some(&hv("Bearer s3cret"))));
+        assert!(!t.accepts(Some(&hv("Bearer s3cre"))));
+        assert!(!t.accepts(Some(&hv("Bearer s3cret2"))));
+        assert!(!t.accepts(Some(&hv("Basic s3cret"))));
+        assert!(!t.accepts(None));
+        assert!(!AdminToken::none().accepts(Some(&hv("Bearer "))));
+        assert!(AdminToken::from_text("  \n", "test").is_err());
+    }
 }
 
 /// `/proc/sys/kernel/osrelease`, or `unknown`.

@@ -1,9 +1,11 @@
 //! The `palisade` commands as library functions: `check` loads a configuration and
 //! its rules and reports, like `nginx -t`; `run` serves until SIGTERM or SIGINT
-//! (runtime, listeners, admin API, SIGHUP reloads, graceful drain).
+//! (runtime, listeners, admin API, SIGHUP reloads, graceful drain); `ctx` reads and
+//! writes the persistent collections of a store, while the proxy runs or not.
 
-use crate::config::Config;
-use crate::{admin, exchange, logs, metrics, server, upstream, waf};
+use crate::config::{Config, StoreSection};
+use crate::ctx::{CtxArgs, CtxCommand};
+use crate::{admin, ctx, exchange, logs, metrics, server, upstream, waf};
 use anyhow::Context as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -52,6 +54,157 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// This host's name (`uname -n`), for `store.host_id`'s default.
+fn host_name() -> String {
+    let uts = rustix::system::uname();
+    let name = uts.nodename().to_string_lossy().into_owned();
+    if crate::config::check_host_id(&name).is_ok() {
+        name
+    } else {
+        "palisade".to_owned()
+    }
+}
+
+/// The store's settings from `[store]`: its path defaults to
+/// [`store::StoreConfig::default_path`], its host id to the host name.
+pub fn store_config(section: &StoreSection) -> store::StoreConfig {
+    store::StoreConfig {
+        path: section
+            .path
+            .clone()
+            .unwrap_or_else(store::StoreConfig::default_path),
+        map_size: section.map_size,
+        batch_interval: section.batch_interval,
+        sweep_interval: section.sweep_interval,
+        host_id: section.host_id.clone().unwrap_or_else(host_name),
+    }
+}
+
+/// Opens the store `[store]` describes, with an error naming its path and how to
+/// choose another.
+pub fn open_store(section: &StoreSection) -> anyhow::Result<store::Store> {
+    let sc = store_config(section);
+    store::Store::open(&sc).with_context(|| {
+        format!(
+            "opening the collection store at {}{}",
+            sc.path.display(),
+            if section.path.is_none() {
+                " (the default path: set [store] path in the configuration, or PALISADE_STORE, to use another)"
+            } else {
+                " (store.path)"
+            }
+        )
+    })
+}
+
+/// `palisade ctx`: carries out one operation on the store named by `--config`'s
+/// `[store]`, by `--store`, or at the default path. Returns false when `get` or
+/// `del` found nothing (the command then exits 1).
+pub fn ctx(args: CtxArgs) -> anyhow::Result<bool> {
+    let section = match (&args.config, &args.store) {
+        (Some(c), _) => Config::load(c)?.store,
+        (None, Some(p)) => StoreSection {
+            path: Some(p.clone()),
+            ..StoreSection::default()
+        },
+        (None, None) => StoreSection::default(),
+    };
+    let store = open_store(&section)?;
+    let app = args.app.as_str();
+    let note = |k: &engine::RecordKey| {
+        if let Some(n) = ctx::long_key_note(k) {
+            eprintln!("palisade: note: {n}");
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    use std::io::Write as _;
+    let found = match args.command {
+        CtxCommand::Get { collection, key } => {
+            let k = ctx::record_key(app, &collection, key.as_bytes())?;
+            note(&k);
+            match ctx::get(&store, &k)? {
+                Some(r) => {
+                    writeln!(out, "{}", ctx::record_line(&k, &r))?;
+                    true
+                }
+                None => {
+                    eprintln!(
+                        "palisade: no record {}:{key} (app {app})",
+                        k.collection.name()
+                    );
+                    false
+                }
+            }
+        }
+        CtxCommand::Set {
+            collection,
+            key,
+            variable,
+            value,
+            ttl,
+        } => {
+            let k = ctx::record_key(app, &collection, key.as_bytes())?;
+            note(&k);
+            ctx::set(&store, &k, &variable, value.as_bytes(), ttl)
+                .with_context(|| format!("setting {}:{key} {variable}", k.collection.name()))?;
+            true
+        }
+        CtxCommand::Del {
+            collection,
+            key,
+            variable,
+        } => {
+            let k = ctx::record_key(app, &collection, key.as_bytes())?;
+            note(&k);
+            let done = ctx::delete(&store, &k, variable.as_deref())?;
+            if done.is_none() {
+                eprintln!(
+                    "palisade: nothing to delete: {}:{key}{} (app {app})",
+                    k.collection.name(),
+                    variable.map(|v| format!(" {v}")).unwrap_or_default()
+                );
+            }
+            done.is_some()
+        }
+        CtxCommand::List { collection, limit } => {
+            let kind = collection.as_deref().map(ctx::collection).transpose()?;
+            ctx::list(&store, app, kind, limit, &mut out)?;
+            true
+        }
+        CtxCommand::Import { file } => {
+            let (n, from) = match file.as_deref() {
+                Some(p) if p.as_os_str() != "-" => {
+                    let f = std::fs::File::open(p)
+                        .with_context(|| format!("opening {}", p.display()))?;
+                    (
+                        store.import(std::io::BufReader::new(f)),
+                        p.display().to_string(),
+                    )
+                }
+                _ => (
+                    store.import(std::io::stdin().lock()),
+                    "standard input".to_owned(),
+                ),
+            };
+            let n = n.with_context(|| format!("importing {from}: nothing was imported"))?;
+            eprintln!("palisade: imported {n} line(s)");
+            true
+        }
+        CtxCommand::Export {
+            collection,
+            all_apps,
+        } => {
+            let kind = collection.as_deref().map(ctx::collection).transpose()?;
+            let n = store.export(&mut out, (!all_apps).then_some(app), kind)?;
+            eprintln!("palisade: exported {n} record(s)");
+            true
+        }
+    };
+    out.flush()?;
+    Ok(found)
+}
+
 fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
@@ -84,19 +237,41 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     let (log_tx, writer) =
         logs::LogWriter::start(&targets, cfg.logs.channel_capacity).context("opening log files")?;
     let log_tx = log_tx.with_error_ack(cfg.logs.error_log_before_response);
+    let token = match &cfg.admin {
+        Some(a) => admin::AdminToken::load(a)?,
+        None => admin::AdminToken::none(),
+    };
+    // Opened once, beside the rule set: a SIGHUP reload swaps the rules and keeps
+    // the store, its writer and its data.
+    let store = open_store(&cfg.store)?;
+    tracing::info!(
+        "collection store at {} (map size {} bytes)",
+        store_config(&cfg.store).path.display(),
+        cfg.store.map_size
+    );
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all().thread_name("palisade-worker");
     if cfg.server.worker_threads > 0 {
         rt.worker_threads(cfg.server.worker_threads);
     }
     let rt = rt.build().context("starting the runtime")?;
-    let result = rt.block_on(serve(cfg, waf, log_tx));
+    let result = rt.block_on(serve(cfg, waf, log_tx, store.clone(), token));
     rt.shutdown_timeout(Duration::from_millis(500));
+    // What the last requests wrote is committed before the process exits.
+    if let Err(e) = store.flush() {
+        tracing::error!("committing the last collection writes: {e}");
+    }
     writer.finish();
     result
 }
 
-async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyhow::Result<()> {
+async fn serve(
+    cfg: Config,
+    waf: Arc<waf::Waf>,
+    log_tx: logs::LogSender,
+    store: store::Store,
+    token: admin::AdminToken,
+) -> anyhow::Result<()> {
     use tokio::sync::{Semaphore, mpsc, watch};
 
     let mut bound = Vec::new();
@@ -113,18 +288,21 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
     };
     let metrics = Arc::new(metrics::Metrics::new());
     let upstreams = upstream::Upstreams::new(&cfg, &metrics);
-    let shared = Arc::new(exchange::Shared::new(
-        waf,
-        upstreams,
-        log_tx,
-        metrics,
-        cfg.limits.clone(),
-        cfg.server.clone(),
-        crate::inspect::Inspector::new(
-            cfg.server.inspection_threads,
-            cfg.server.inspect_inline_bytes,
-        )?,
-    ));
+    let shared = Arc::new(
+        exchange::Shared::new(
+            waf,
+            upstreams,
+            log_tx,
+            metrics,
+            cfg.limits.clone(),
+            cfg.server.clone(),
+            crate::inspect::Inspector::new(
+                cfg.server.inspection_threads,
+                cfg.server.inspect_inline_bytes,
+            )?,
+        )
+        .with_store(store),
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let limit = Arc::new(Semaphore::new(cfg.limits.connections));
@@ -153,7 +331,19 @@ async fn serve(cfg: Config, waf: Arc<waf::Waf>, log_tx: logs::LogSender) -> anyh
     }
     if let (Some(l), Some(a)) = (admin_listener, &cfg.admin) {
         tracing::info!("admin API on {}", l.local_addr()?);
-        tokio::spawn(admin::serve(l, a.clone(), shared.clone(), stop_rx.clone()));
+        if !token.is_set() {
+            tracing::info!(
+                "no admin token (admin.token_file or {}): the /ctx endpoints are off",
+                admin::TOKEN_ENV
+            );
+        }
+        tokio::spawn(admin::serve(
+            l,
+            a.clone(),
+            Arc::new(token),
+            shared.clone(),
+            stop_rx.clone(),
+        ));
     }
     {
         let shared = shared.clone();

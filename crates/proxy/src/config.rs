@@ -867,7 +867,10 @@ servers = ["127.0.0.1:9000"]
             "{MINIMAL}\n[store]\npath = \"ctx\"\nmap_size = 2097152\nbatch_interval = \"2ms\"\nhost_id = \"edge-1\"\n[sync]\nredis = \"redis://127.0.0.1:6379\"\n[admin]\ntoken_file = \"token\"\n"
         ))
         .unwrap();
-        assert_eq!(c.store.path.as_deref(), Some(Path::new("/etc/palisade/ctx")));
+        assert_eq!(
+            c.store.path.as_deref(),
+            Some(Path::new("/etc/palisade/ctx"))
+        );
         assert_eq!(c.store.batch_interval, Duration::from_millis(2));
         assert_eq!(c.sync.as_ref().unwrap().stream, "palisade:ctx");
         assert_eq!(
@@ -881,7 +884,10 @@ servers = ["127.0.0.1:9000"]
             ("[store]\nhost_id = \"a b\"", "store.host_id"),
             ("[store]\npaht = \"x\"", "paht"),
             ("[sync]\nredis = \"http://x\"", "sync.redis"),
-            ("[sync]\nredis = \"redis://x\"\nretention = \"1s\"", "sync.retention"),
+            (
+                "[sync]\nredis = \"redis://x\"\nretention = \"1s\"",
+                "sync.retention",
+            ),
         ] {
             let err = parse(&format!("{MINIMAL}\n{bad}\n"))
                 .unwrap_err()

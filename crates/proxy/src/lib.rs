@@ -3,7 +3,8 @@
 //! the same parts.
 //!
 //! Where things live:
-//! - [`app`]: the commands (`check`, `run`): runtime, listeners, signals, reload.
+//! - [`app`]: the commands (`check`, `run`, `ctx`): runtime, listeners, signals,
+//!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
 //! - [`server`]: listeners, TLS with ALPN, connection limits.
 //! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
@@ -16,10 +17,12 @@
 //!   pool of low-priority threads for large ones.
 //! - [`upstream`]: pools of upstream connections and routing.
 //! - [`logs`], [`metrics`], [`admin`]: what operators read.
+//! - [`ctx`]: persistent collections from outside (`palisade ctx`, `/ctx`).
 
 pub mod admin;
 pub mod app;
 pub mod config;
+pub mod ctx;
 pub mod exchange;
 pub mod front;
 pub mod http1;

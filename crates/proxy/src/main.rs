@@ -2,8 +2,9 @@
 //! every request before it reaches the upstream.
 //!
 //! `palisade run --config FILE` serves; `palisade check --config FILE` loads the
-//! configuration and every rule and reports, like `nginx -t`. The work is done by
-//! the `proxy` library ([`proxy::app`]).
+//! configuration and every rule and reports, like `nginx -t`; `palisade ctx ...`
+//! reads and writes persistent collections. The work is done by the `proxy`
+//! library ([`proxy::app`]).
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -32,6 +33,9 @@ enum Command {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Read and write persistent collections (IP, GLOBAL, SESSION, USER, RESOURCE)
+    /// in the proxy's store, while it runs or not.
+    Ctx(proxy::ctx::CtxArgs),
 }
 
 /// The rule engine allocates many small, short-lived buffers per request; mimalloc
@@ -45,6 +49,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { config } => proxy::app::run(&config),
         Command::Check { config } => proxy::app::check(&config),
+        Command::Ctx(args) => match proxy::app::ctx(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

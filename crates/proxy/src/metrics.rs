@@ -136,6 +136,12 @@ pub struct Metrics {
     pub budget_blocked: AtomicU64,
     /// Requests let through uninspected after going over the CPU budget.
     pub budget_passed: AtomicU64,
+    /// Persistent collections a transaction could not read (store failures, and
+    /// collections or keys that cannot be named).
+    pub collection_errors: AtomicU64,
+    /// Collection writes dropped because their transaction could not read the
+    /// store.
+    pub collection_writes_discarded: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -162,6 +168,8 @@ impl Metrics {
             connections_refused_per_ip: AtomicU64::new(0),
             budget_blocked: AtomicU64::new(0),
             budget_passed: AtomicU64::new(0),
+            collection_errors: AtomicU64::new(0),
+            collection_writes_discarded: AtomicU64::new(0),
         }
     }
 
@@ -305,6 +313,16 @@ impl Metrics {
                 "Connections closed at once: their address had limits.connections_per_ip open.",
                 &self.connections_refused_per_ip,
             ),
+            (
+                "palisade_collection_errors_total",
+                "Persistent collections a transaction could not read; server.engine_failure applied.",
+                &self.collection_errors,
+            ),
+            (
+                "palisade_collection_writes_discarded_total",
+                "Collection writes dropped because their transaction could not read the store.",
+                &self.collection_writes_discarded,
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -325,6 +343,93 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
         out
+    }
+}
+
+/// Appends the collection store's counters (`palisade_store_*`) to a metrics text.
+pub fn render_store(out: &mut String, s: &store::StoreStats) {
+    let counters: [(&str, &str, f64); 14] = [
+        (
+            "palisade_store_reads_total",
+            "Collection record reads (each in its own LMDB read transaction).",
+            s.reads as f64,
+        ),
+        (
+            "palisade_store_read_errors_total",
+            "Collection reads that failed.",
+            s.read_errors as f64,
+        ),
+        (
+            "palisade_store_read_seconds_total",
+            "Time spent in collection reads.",
+            s.read_nanos as f64 / 1e9,
+        ),
+        (
+            "palisade_store_write_lock_waits_on_request_path_total",
+            "Write transactions opened outside the writer thread (0 by construction: requests only read).",
+            s.write_lock_waits_on_request_path as f64,
+        ),
+        (
+            "palisade_store_writes_submitted_total",
+            "Record writes handed to the store's writer.",
+            s.writes_submitted as f64,
+        ),
+        (
+            "palisade_store_writes_dropped_queue_full_total",
+            "Record writes refused because the writer's queue was full.",
+            s.writes_dropped_queue_full as f64,
+        ),
+        (
+            "palisade_store_writes_failed_total",
+            "Record writes lost because their batch could not be committed.",
+            s.writes_failed as f64,
+        ),
+        (
+            "palisade_store_batches_total",
+            "Write transactions committed by the writer.",
+            s.batches as f64,
+        ),
+        (
+            "palisade_store_writes_committed_total",
+            "Record writes in committed batches.",
+            s.writes_committed as f64,
+        ),
+        (
+            "palisade_store_records_committed_total",
+            "Distinct records written by committed batches.",
+            s.records_committed as f64,
+        ),
+        (
+            "palisade_store_map_full_errors_total",
+            "Commits refused because the store is full (store.map_size).",
+            s.map_full_errors as f64,
+        ),
+        (
+            "palisade_store_commit_errors_total",
+            "Other commit failures.",
+            s.commit_errors as f64,
+        ),
+        (
+            "palisade_store_swept_total",
+            "Expired records removed by the sweeper.",
+            s.swept as f64,
+        ),
+        (
+            "palisade_store_max_batch",
+            "Largest batch committed, in record writes.",
+            s.max_batch as f64,
+        ),
+    ];
+    for (name, help, v) in counters {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
     }
 }
 

@@ -9,7 +9,8 @@ use crate::config::{
     BudgetActionSetting, CpuBudgetSetting, FailurePolicy, RuleSource, ServerConfig,
 };
 use engine::{
-    BodyAppend, BudgetAction, CpuBudget, InterventionKind, RulesetBuilder, Transaction, TxContext,
+    BodyAppend, BudgetAction, CollectionError, CollectionReader, CpuBudget, InterventionKind,
+    RecordKey, RecordWrite, RulesetBuilder, Transaction, TxContext,
 };
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
@@ -160,12 +161,15 @@ impl Waf {
     }
 
     /// Starts a transaction for a request from `client` that arrived on `server`.
+    /// `store` reads persistent collections (the proxy's store, which outlives rule
+    /// reloads); `None` leaves them empty at the start of every transaction.
     pub fn transaction(
         &self,
         client: SocketAddr,
         server: SocketAddr,
         unique_id: String,
         now_unix_micros: i64,
+        store: Option<Arc<dyn CollectionReader>>,
     ) -> WafTx {
         let ctx = TxContext {
             client_ip: client.ip().to_canonical(),
@@ -174,7 +178,7 @@ impl Waf {
             server_port: server.port(),
             unique_id,
             now_unix_micros,
-            store: None,
+            store,
             clock: Some(self.clock.clone()),
         };
         match catch_unwind(AssertUnwindSafe(|| {
@@ -189,11 +193,15 @@ impl Waf {
                 tx: Some(tx),
                 failure: None,
                 fail_closed: self.fail_closed,
+                collection_errors: Vec::new(),
+                store_failed: false,
             },
             Err(p) => WafTx {
                 tx: None,
                 failure: Some(panic_text(&*p)),
                 fail_closed: self.fail_closed,
+                collection_errors: Vec::new(),
+                store_failed: false,
             },
         }
     }
@@ -306,11 +314,22 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 /// One request's transaction. A panic inside the engine is caught: the transaction
 /// stops (no further engine calls), the failure is kept for the logs, and the
 /// request is refused with 500 (fail closed) or continues uninspected (fail open).
+///
+/// A persistent collection that could not be read (the store failed, or a rule
+/// named a collection or key that cannot be) is handled the same way after the
+/// phase that opened it: refused with 500 when failing closed, else let through;
+/// either way the error is kept for the logs and metrics
+/// ([`WafTx::take_collection_errors`]), never taken for an empty record.
 #[derive(Debug)]
 pub struct WafTx {
     tx: Option<Transaction>,
     failure: Option<String>,
     fail_closed: bool,
+    /// Collection errors not yet taken by the caller.
+    collection_errors: Vec<CollectionError>,
+    /// A read of the store failed in this transaction: its collection writes were
+    /// computed from records it could not see.
+    store_failed: bool,
 }
 
 impl WafTx {
@@ -333,14 +352,44 @@ impl WafTx {
         f: impl FnOnce(&mut Transaction) -> Option<engine::Intervention>,
     ) -> Option<Verdict> {
         let v = self.guard(None, f);
+        let failed = Some(Verdict {
+            status: 500,
+            kind: VerdictKind::Deny,
+            rule_id: None,
+        });
         if self.tx.is_none() && self.fail_closed {
-            return Some(Verdict {
-                status: 500,
-                kind: VerdictKind::Deny,
-                rule_id: None,
+            return failed;
+        }
+        let errors = self.guard(Vec::new(), Transaction::take_collection_errors);
+        if !errors.is_empty() {
+            self.store_failed |= errors.iter().any(|e| {
+                matches!(
+                    e,
+                    CollectionError::Read { .. } | CollectionError::Corrupt(_)
+                )
             });
+            self.collection_errors.extend(errors);
+            if self.fail_closed && v.is_none() {
+                return failed;
+            }
         }
         verdict(v)
+    }
+
+    /// Persistent-collection errors of the phases run so far, taking them.
+    pub fn take_collection_errors(&mut self) -> Vec<CollectionError> {
+        std::mem::take(&mut self.collection_errors)
+    }
+
+    /// True when a read of the store failed in this transaction.
+    pub fn store_failed(&self) -> bool {
+        self.store_failed
+    }
+
+    /// The changes the rules made to persistent collections, one write per record,
+    /// taking them (after phase 5, or when the transaction ends early).
+    pub fn take_collection_writes(&mut self) -> Vec<(RecordKey, RecordWrite)> {
+        self.guard(Vec::new(), Transaction::take_collection_writes)
     }
 
     /// The engine failure of this transaction, if it had one.
@@ -412,9 +461,13 @@ impl WafTx {
         self.phase(Transaction::process_response_body)
     }
 
-    /// Phase 5.
+    /// Phase 5. Collection errors of this phase are kept like those of the others
+    /// (nothing is left to refuse).
     pub fn logging(&mut self) {
-        self.guard((), Transaction::process_logging);
+        let _ = self.phase(|tx| {
+            tx.process_logging();
+            None
+        });
     }
 
     /// The engine's match lines produced so far.
@@ -472,6 +525,7 @@ mod tests {
             "127.0.0.1:80".parse().unwrap(),
             "abc".into(),
             0,
+            None,
         );
         tx.request_line(b"POST", b"/login", b"HTTP/1.1");
         tx.request_header(b"Host", b"x");
@@ -539,6 +593,7 @@ mod tests {
                 "127.0.0.1:80".parse().unwrap(),
                 "abc".into(),
                 0,
+                None,
             );
             tx.request_line(b"POST", b"/", b"HTTP/1.1");
             tx.request_header(b"Host", b"x");

@@ -90,7 +90,13 @@ impl Exchange {
             (None, None)
         } else {
             let id = shared.unique_id(start_us);
-            let mut tx = waf.transaction(conn.peer, conn.local, id.clone(), start_us);
+            let mut tx = waf.transaction(
+                conn.peer,
+                conn.local,
+                id.clone(),
+                start_us,
+                shared.collection_reader(),
+            );
             tx.request_line(&method, &uri, &protocol);
             for (n, v) in headers {
                 tx.request_header(n, v);

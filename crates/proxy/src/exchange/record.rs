@@ -77,6 +77,7 @@ impl Record {
         self.account(phase, spent);
         self.emit_match_lines();
         self.note_budget();
+        self.note_collection_errors(phase);
         out
     }
 
@@ -105,6 +106,7 @@ impl Record {
                 self.account(phase, spent);
                 self.emit_match_lines();
                 self.note_budget();
+                self.note_collection_errors(phase);
                 out
             }
             Err(e) => {
@@ -142,6 +144,55 @@ impl Record {
         );
         self.error_line(&msg);
         self.error.get_or_insert(msg);
+    }
+
+    /// Logs and counts the persistent collections a phase could not read (the
+    /// failure policy has already decided the request's fate, see [`WafTx`]).
+    fn note_collection_errors(&mut self, phase: usize) {
+        let Some(errors) = self.tx.as_mut().map(WafTx::take_collection_errors) else {
+            return;
+        };
+        if errors.is_empty() {
+            return;
+        }
+        let closed = self.shared.server.engine_failure == crate::config::FailurePolicy::Closed;
+        for e in errors {
+            self.shared
+                .metrics
+                .collection_errors
+                .fetch_add(1, Ordering::Relaxed);
+            let msg = format!(
+                "persistent collection in phase {phase}: {e} ({})",
+                if closed {
+                    "server.engine_failure = closed: request refused"
+                } else {
+                    "server.engine_failure = open: the rules saw the collection empty"
+                }
+            );
+            self.error_line(&msg);
+            self.error.get_or_insert(msg);
+        }
+    }
+
+    /// Hands the transaction's collection writes to the store. The writes of a
+    /// transaction that could not read the store are dropped and counted: they were
+    /// computed from records it did not see.
+    pub(super) fn submit_collection_writes(&mut self) {
+        let Some(tx) = self.tx.as_mut() else {
+            return;
+        };
+        let writes = tx.take_collection_writes();
+        if writes.is_empty() {
+            return;
+        }
+        if tx.store_failed() {
+            self.shared
+                .metrics
+                .collection_writes_discarded
+                .fetch_add(writes.len() as u64, Ordering::Relaxed);
+            return;
+        }
+        self.shared.submit_writes(writes);
     }
 
     /// Adds a phase's time to the record.
@@ -211,6 +262,7 @@ impl Record {
             self.transfer_us.get_or_insert(acc + micros_since(t));
         }
         self.time_phase(5, |tx| tx.logging());
+        self.submit_collection_writes();
         if let Some(f) = self
             .tx
             .as_ref()
@@ -305,6 +357,16 @@ impl Record {
             if let Ok(json) = serde_json::to_string(&line) {
                 shared.logs.send(LogKind::Access, json);
             }
+        }
+    }
+}
+
+impl Drop for Record {
+    /// A transaction cut short (the client went away before an answer was made)
+    /// still hands over what its phases wrote to persistent collections.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.submit_collection_writes();
         }
     }
 }

@@ -8,10 +8,12 @@ use crate::metrics::Metrics;
 use crate::server::PerIp;
 use crate::upstream::Upstreams;
 use crate::waf::Waf;
+use engine::CollectionReader;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
+use store::Store;
 
 /// Everything requests share: rules, pools, logs, metrics, limits.
 #[derive(Debug)]
@@ -34,6 +36,13 @@ pub struct Shared {
     pub inspector: Inspector,
     /// Open connections per client address (`limits.connections_per_ip`).
     pub per_ip: Arc<PerIp>,
+    /// The store of persistent collections. It lives here, beside the rules and
+    /// not inside them, so a rule reload keeps it open with its data. `None` only
+    /// where no store was opened (fuzz targets): collections then last one
+    /// transaction.
+    store: Option<Store>,
+    /// The store's reader, made once and shared by every transaction.
+    reader: Option<Arc<dyn CollectionReader>>,
     id_seed: u64,
     id_counter: AtomicU64,
 }
@@ -62,8 +71,38 @@ impl Shared {
             limits,
             server,
             started: Instant::now(),
+            store: None,
+            reader: None,
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
+        }
+    }
+
+    /// Gives requests the store of persistent collections.
+    pub fn with_store(mut self, store: Store) -> Self {
+        self.reader = Some(store.reader());
+        self.store = Some(store);
+        self
+    }
+
+    /// The store of persistent collections, if one is open.
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
+    /// What a new transaction reads persistent collections through.
+    pub fn collection_reader(&self) -> Option<Arc<dyn CollectionReader>> {
+        self.reader.clone()
+    }
+
+    /// Hands a transaction's collection writes to the store's writer (never
+    /// waits: a full queue is counted by the store).
+    pub fn submit_writes(&self, writes: Vec<(engine::RecordKey, engine::RecordWrite)>) {
+        if writes.is_empty() {
+            return;
+        }
+        if let Some(s) = &self.store {
+            s.submit(writes);
         }
     }
 

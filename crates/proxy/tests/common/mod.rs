@@ -185,12 +185,29 @@ pub struct Palisade {
 
 impl Palisade {
     /// Writes `config` to `dir/palisade.toml`, starts the binary and waits until
-    /// `addr` accepts connections.
+    /// `addr` accepts connections. The collection store defaults to `dir/store`
+    /// (`PALISADE_STORE`), so tests never share one.
     pub fn start(dir: &TempDir, config: &str, addr: SocketAddr) -> Palisade {
+        Self::start_with_env(dir, config, addr, &[])
+    }
+
+    /// [`Palisade::start`] with extra environment variables.
+    pub fn start_with_env(
+        dir: &TempDir,
+        config: &str,
+        addr: SocketAddr,
+        env: &[(&str, &str)],
+    ) -> Palisade {
         let cfg = dir.path("palisade.toml");
         std::fs::write(&cfg, config).unwrap();
         let stderr = dir.path("stderr.log");
-        let child = Command::new(palisade_bin())
+        let mut cmd = Command::new(palisade_bin());
+        cmd.env("PALISADE_STORE", dir.path("store"))
+            .env_remove("PALISADE_ADMIN_TOKEN");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
             .arg("run")
             .arg("--config")
             .arg(&cfg)
