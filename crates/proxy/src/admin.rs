@@ -29,6 +29,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use store::StoreError;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
@@ -286,8 +287,10 @@ fn json_error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 fn ctx_error_status(e: &CtxError) -> StatusCode {
     match e {
         CtxError::Collection(_) | CtxError::Variable(..) => StatusCode::BAD_REQUEST,
-        CtxError::Store(s) if s.is_bad_input() => StatusCode::BAD_REQUEST,
-        CtxError::Store(s) if s.is_map_full() => StatusCode::INSUFFICIENT_STORAGE,
+        CtxError::Store(StoreError::Import { .. } | StoreError::Collection(_)) => {
+            StatusCode::BAD_REQUEST
+        }
+        CtxError::Store(StoreError::MapFull { .. }) => StatusCode::INSUFFICIENT_STORAGE,
         CtxError::Store(_) | CtxError::Output(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -388,8 +391,8 @@ fn ctx_job(
                 },
                 None => None,
             };
-            let w = ctx::set(store, &k, &var, body, ttl)?;
-            let mut doc = serde_json::json!({ "ok": true, "write": w });
+            ctx::set(store, &k, &var, body, ttl)?;
+            let mut doc = serde_json::json!({ "ok": true });
             if let Some(n) = ctx::long_key_note(&k) {
                 doc["note"] = n.into();
             }
@@ -398,8 +401,8 @@ fn ctx_job(
         CtxRequest::Delete(coll, key, var) => {
             let k = ctx::record_key(app, &coll, &key)?;
             Ok(match ctx::delete(store, &k, var.as_deref())? {
-                Some(_) => text(StatusCode::OK, "{\"ok\":true}\n".into(), "application/json"),
-                None => json_error(StatusCode::NOT_FOUND, "nothing to delete"),
+                true => text(StatusCode::OK, "{\"ok\":true}\n".into(), "application/json"),
+                false => json_error(StatusCode::NOT_FOUND, "nothing to delete"),
             })
         }
         CtxRequest::List(coll) => {
@@ -496,6 +499,23 @@ pub fn status_json(shared: &Shared) -> String {
     s
 }
 
+/// `/proc/sys/kernel/osrelease`, or `unknown`.
+pub fn kernel_version() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Seconds since the host booted (`/proc/uptime`), if known.
+pub fn host_uptime() -> Option<f64> {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,21 +569,4 @@ mod tests {
         assert!(!AdminToken::none().accepts(Some(&hv("Bearer "))));
         assert!(AdminToken::from_text("  \n", "test").is_err());
     }
-}
-
-/// `/proc/sys/kernel/osrelease`, or `unknown`.
-pub fn kernel_version() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// Seconds since the host booted (`/proc/uptime`), if known.
-pub fn host_uptime() -> Option<f64> {
-    std::fs::read_to_string("/proc/uptime")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }

@@ -54,17 +54,6 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// This host's name (`uname -n`), for `store.host_id`'s default.
-fn host_name() -> String {
-    let uts = rustix::system::uname();
-    let name = uts.nodename().to_string_lossy().into_owned();
-    if crate::config::check_host_id(&name).is_ok() {
-        name
-    } else {
-        "palisade".to_owned()
-    }
-}
-
 /// The store's settings from `[store]`: its path defaults to
 /// [`store::StoreConfig::default_path`], its host id to the host name.
 pub fn store_config(section: &StoreSection) -> store::StoreConfig {
@@ -76,7 +65,10 @@ pub fn store_config(section: &StoreSection) -> store::StoreConfig {
         map_size: section.map_size,
         batch_interval: section.batch_interval,
         sweep_interval: section.sweep_interval,
-        host_id: section.host_id.clone().unwrap_or_else(host_name),
+        host_id: section
+            .host_id
+            .clone()
+            .unwrap_or_else(store::StoreConfig::default_host_id),
     }
 }
 
@@ -158,14 +150,14 @@ pub fn ctx(args: CtxArgs) -> anyhow::Result<bool> {
             let k = ctx::record_key(app, &collection, key.as_bytes())?;
             note(&k);
             let done = ctx::delete(&store, &k, variable.as_deref())?;
-            if done.is_none() {
+            if !done {
                 eprintln!(
                     "palisade: nothing to delete: {}:{key}{} (app {app})",
                     k.collection.name(),
                     variable.map(|v| format!(" {v}")).unwrap_or_default()
                 );
             }
-            done.is_some()
+            done
         }
         CtxCommand::List { collection, limit } => {
             let kind = collection.as_deref().map(ctx::collection).transpose()?;
@@ -244,6 +236,12 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     // Opened once, beside the rule set: a SIGHUP reload swaps the rules and keeps
     // the store, its writer and its data.
     let store = open_store(&cfg.store)?;
+    if cfg.sync.is_none() {
+        // Nothing publishes: committed changes must not pile up for a sync.
+        store
+            .set_publishing(false)
+            .context("setting up the collection store")?;
+    }
     tracing::info!(
         "collection store at {} (map size {} bytes)",
         store_config(&cfg.store).path.display(),

@@ -492,7 +492,6 @@ impl Config {
         ]
         .into_iter()
         .chain(self.admin.as_mut().map(|a| &mut a.token_file))
-        .into_iter()
         .flatten()
         {
             fix(p);

@@ -8,8 +8,7 @@
 
 use engine::actions::CollectionKind;
 use engine::collections::{
-    BUILT_IN_FIELDS, CollectionError, MAX_KEY_BYTES, NamedOp, RecordKey, RecordWrite, StoredRecord,
-    VarOp, bytes_to_text,
+    BUILT_IN_FIELDS, CollectionError, MAX_KEY_BYTES, RecordKey, StoredRecord, bytes_to_text,
 };
 use std::io::Write;
 use store::{Store, StoreError};
@@ -98,101 +97,27 @@ fn var_name(var: &str) -> Result<Vec<u8>, CtxError> {
     Ok(lower.into_bytes())
 }
 
-fn now_secs() -> i64 {
-    crate::logs::now_unix_micros() / 1_000_000
-}
-
-/// The write `ctx set` makes: the variable set to `value`, expiring `ttl` seconds
-/// from now when given. The record keeps its TIMEOUT (a new one gets
-/// [`DEFAULT_RECORD_TIMEOUT`]), raised to the TTL if that is longer, so the record
-/// outlives the variable.
-pub fn set_write(
-    existing: Option<&StoredRecord>,
-    var: &str,
-    value: &[u8],
-    ttl: Option<u64>,
-    now: i64,
-) -> Result<RecordWrite, CtxError> {
-    let name = var_name(var)?;
-    let mut timeout = existing.map_or(DEFAULT_RECORD_TIMEOUT, |r| r.timeout);
-    let mut ops = vec![NamedOp {
-        name: name.clone(),
-        op: VarOp::Set(value.to_vec()),
-    }];
-    if let Some(ttl) = ttl {
-        let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
-        ops.push(NamedOp {
-            name,
-            op: VarOp::ExpireAt(now.saturating_add(ttl)),
-        });
-        timeout = timeout.max(ttl);
-    }
-    Ok(RecordWrite {
-        at: now,
-        timeout,
-        ops,
-    })
-}
-
-/// The write `ctx del` makes: the variable deleted, or with `var` absent the whole
-/// record (a write that leaves it with a TIMEOUT of 0, so it has expired from now
-/// on, everywhere the write goes, and the sweeper removes it).
-pub fn delete_write(
-    existing: Option<&StoredRecord>,
-    var: Option<&str>,
-    now: i64,
-) -> Result<RecordWrite, CtxError> {
-    match var {
-        Some(v) => Ok(RecordWrite {
-            at: now,
-            timeout: existing.map_or(DEFAULT_RECORD_TIMEOUT, |r| r.timeout),
-            ops: vec![NamedOp {
-                name: var_name(v)?,
-                op: VarOp::Delete,
-            }],
-        }),
-        None => Ok(RecordWrite {
-            at: now,
-            timeout: 0,
-            ops: Vec::new(),
-        }),
-    }
-}
-
-/// Sets `var` of the record under `key` and waits until it is committed.
+/// Sets `var` of the record under `key` (made if needed, with the TIMEOUT of
+/// [`DEFAULT_RECORD_TIMEOUT`]; an existing record keeps its own), expiring `ttl`
+/// seconds from now when given, and waits until it is committed.
 pub fn set(
     store: &Store,
     key: &RecordKey,
     var: &str,
     value: &[u8],
     ttl: Option<u64>,
-) -> Result<RecordWrite, CtxError> {
-    let existing = store.get(key)?;
-    let w = set_write(existing.as_ref(), var, value, ttl, now_secs())?;
-    store.submit(vec![(key.clone(), w.clone())]);
-    store.flush()?;
-    Ok(w)
+) -> Result<(), CtxError> {
+    let name = var_name(var)?;
+    let ttl = ttl.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
+    store.set(key, &name, value, ttl, DEFAULT_RECORD_TIMEOUT)?;
+    Ok(())
 }
 
 /// Deletes `var` of the record under `key` (the whole record when `None`) and waits
 /// until it is committed; false when there was nothing to delete.
-pub fn delete(
-    store: &Store,
-    key: &RecordKey,
-    var: Option<&str>,
-) -> Result<Option<RecordWrite>, CtxError> {
-    let Some(existing) = store.get(key)? else {
-        return Ok(None);
-    };
-    if let Some(v) = var
-        && !existing.vars.contains_key(var_name(v)?.as_slice())
-    {
-        return Ok(None);
-    }
-    let w = delete_write(Some(&existing), var, now_secs())?;
-    store.submit(vec![(key.clone(), w.clone())]);
-    store.flush()?;
-    Ok(Some(w))
+pub fn delete(store: &Store, key: &RecordKey, var: Option<&str>) -> Result<bool, CtxError> {
+    let name = var.map(var_name).transpose()?;
+    Ok(store.del(key, name.as_deref())?)
 }
 
 /// Writes up to `limit` records of `app` (of one collection, or all) as JSON lines;
@@ -308,50 +233,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn set_keeps_the_record_timeout_and_outlives_the_ttl() {
-        let w = set_write(None, "Score", b"90", None, 100).unwrap();
-        assert_eq!(w.timeout, DEFAULT_RECORD_TIMEOUT);
-        assert_eq!(w.ops.len(), 1);
-        assert_eq!(w.ops[0].name, b"score");
-        let existing = StoredRecord {
-            timeout: 60,
-            ..Default::default()
-        };
-        let w = set_write(Some(&existing), "score", b"90", Some(600), 100).unwrap();
-        assert_eq!(w.timeout, 600);
-        assert_eq!(w.ops[1].op, VarOp::ExpireAt(700));
-        let w = set_write(Some(&existing), "score", b"90", Some(10), 100).unwrap();
-        assert_eq!(w.timeout, 60);
-    }
-
-    #[test]
     fn built_in_fields_and_empty_names_are_refused() {
-        let e = set_write(None, "UPDATE_COUNTER", b"1", None, 1)
-            .unwrap_err()
-            .to_string();
+        let e = var_name("UPDATE_COUNTER").unwrap_err().to_string();
         assert!(
             e.contains("UPDATE_COUNTER") && e.contains("built-in"),
             "{e}"
         );
-        assert!(set_write(None, "", b"1", None, 1).is_err());
-    }
-
-    #[test]
-    fn deleting_a_record_expires_it_at_once() {
-        let mut rec = StoredRecord {
-            create_time: 1,
-            last_update_time: 1,
-            timeout: 3600,
-            ..Default::default()
-        };
-        rec.vars
-            .insert(b"a".to_vec(), engine::collections::StoredVar::scalar("1"));
-        let w = delete_write(Some(&rec), None, 50).unwrap();
-        let after = engine::collections::apply(Some(rec.clone()), &w);
-        assert!(after.live(50).is_none());
-        let w = delete_write(Some(&rec), Some("A"), 50).unwrap();
-        let after = engine::collections::apply(Some(rec), &w);
-        assert!(after.live(50).unwrap().vars.is_empty());
+        assert!(var_name("").is_err());
+        assert_eq!(var_name("Score").unwrap(), b"score");
     }
 
     #[test]

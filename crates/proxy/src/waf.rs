@@ -627,6 +627,89 @@ mod tests {
         assert_eq!((verdict, exceeded), (None, None));
     }
 
+    #[derive(Debug)]
+    struct BrokenStore;
+
+    impl CollectionReader for BrokenStore {
+        fn read(&self, key: &RecordKey) -> Result<Option<engine::StoredRecord>, CollectionError> {
+            Err(CollectionError::Read {
+                key: format!(
+                    "{}:{}",
+                    key.collection.name(),
+                    String::from_utf8_lossy(&key.key)
+                ),
+                reason: "disk on fire".into(),
+            })
+        }
+    }
+
+    const COUNTER: &str = "SecRuleEngine On\n\
+        SecAction \"id:1,phase:1,pass,nolog,initcol:ip=%{REMOTE_ADDR},setvar:ip.hits=+1\"\n\
+        SecRule IP:HITS \"@gt 2\" \"id:2,phase:1,deny,status:429\"";
+
+    fn counted(waf: &Waf, store: Arc<dyn CollectionReader>) -> (Option<Verdict>, WafTx) {
+        let mut tx = waf.transaction(
+            "192.0.2.9:5555".parse().unwrap(),
+            "127.0.0.1:80".parse().unwrap(),
+            "id".into(),
+            1_700_000_000_000_000,
+            Some(store),
+        );
+        tx.request_line(b"GET", b"/", b"HTTP/1.1");
+        tx.request_header(b"Host", b"x");
+        let v = tx.request_headers_done();
+        tx.logging();
+        (v, tx)
+    }
+
+    /// Collections read through the store given to the transaction, and what the
+    /// rules wrote comes back as writes; counts add up across transactions.
+    #[test]
+    fn collections_count_across_transactions() {
+        let waf = Waf::load(
+            &inline(COUNTER),
+            Path::new("/p.toml"),
+            &ServerConfig::default(),
+        )
+        .unwrap();
+        let store = Arc::new(engine::MemoryStore::new());
+        let mut verdicts = Vec::new();
+        for _ in 0..3 {
+            let (v, mut tx) = counted(&waf, store.clone());
+            verdicts.push(v.map(|v| v.status));
+            assert!(tx.take_collection_errors().is_empty());
+            assert!(!tx.store_failed());
+            let writes = tx.take_collection_writes();
+            assert_eq!(writes.len(), 1);
+            store.apply_writes(writes);
+        }
+        assert_eq!(verdicts, vec![None, None, Some(429)]);
+    }
+
+    /// A failed read is never an empty record in silence: it is reported, and with
+    /// `engine_failure = "closed"` the request is refused with 500; with "open" it
+    /// passes. Either way the transaction is marked as one whose writes were made
+    /// without the stored record.
+    #[test]
+    fn failed_reads_follow_the_failure_policy() {
+        for (policy, want) in [
+            (FailurePolicy::Closed, Some(500)),
+            (FailurePolicy::Open, None),
+        ] {
+            let server = ServerConfig {
+                engine_failure: policy,
+                ..ServerConfig::default()
+            };
+            let waf = Waf::load(&inline(COUNTER), Path::new("/p.toml"), &server).unwrap();
+            let (v, mut tx) = counted(&waf, Arc::new(BrokenStore));
+            assert_eq!(v.map(|v| v.status), want, "{policy:?}");
+            let errors = tx.take_collection_errors();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(errors[0].to_string().contains("disk on fire"));
+            assert!(tx.store_failed());
+        }
+    }
+
     #[test]
     fn load_errors_name_the_place() {
         let err = Waf::load(

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Persistent collections under load, with an outside writer (issue 9).
+
+Reproduces the shape of the incident that motivated the store: many concurrent
+connections, rules that read several variables of an IP record and of the GLOBAL
+record and increment counters in both on every request, and a separate process
+writing into the same store (a risk scorer) the whole time.
+
+The rules (every request passes; the deny rules only read):
+
+    initcol:ip=%{REQUEST_HEADERS.X-Client}, initcol:global=global,
+    setvar:ip.hits=+1, setvar:global.requests=+1
+    IP:BLOCKED, IP:SCORE, IP:HITS, GLOBAL:MODE, GLOBAL:ALERT_LEVEL compared
+
+Requests come from --clients client keys (X-Client), round-robin per connection.
+The outside writer runs `palisade ctx import` on files of --batch write lines (a
+`score` set on client records and `alert_level` on GLOBAL), as often as needed for
+--writer-rate updates per second, in its own process: its commits take LMDB's write
+lock, which the proxy's requests never take.
+
+For each worker-thread count (--workers, default 1 and 2), a run without and a run
+with the writer (same duration), each after a warm-up. Reported per run: req/s,
+requests per proxy CPU-second, p50/p99 latency (wrk, closed loop), time in the
+store per request (the store's read counters over the proxy's request time, both
+from /metrics), store reads per request, requests that waited on a write lock (the
+store's counter), and the writer's achieved update rate.
+
+Placement: with one worker the proxy runs on CPU 0 and wrk, the backend and the
+writer on CPU 1; with two workers the proxy may use both CPUs and shares them with
+the load (this machine has two cores), which the report says.
+
+Usage: python3 bench/ctx.py [--duration 10] [--connections 64] [--workers 1,2]
+       [--writer-rate 5000] [--palisade target/release/palisade]
+       [--albedo target/release/albedo]
+Every process started is stopped at the end.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run as bench  # noqa: E402  (process helpers, wrk runner)
+
+RULES = r"""SecRuleEngine On
+SecAction "id:100,phase:1,nolog,pass,initcol:ip=%{REQUEST_HEADERS.X-Client},initcol:global=global,setvar:ip.hits=+1,setvar:global.requests=+1"
+SecRule IP:BLOCKED "@eq 1" "id:101,phase:1,deny,status:403,nolog"
+SecRule IP:SCORE "@gt 90" "id:102,phase:1,deny,status:403,nolog"
+SecRule IP:HITS "@gt 1000000000" "id:103,phase:1,deny,status:429,nolog"
+SecRule GLOBAL:MODE "@streq lockdown" "id:104,phase:1,deny,status:503,nolog"
+SecRule GLOBAL:ALERT_LEVEL "@gt 5" "id:105,phase:1,pass,nolog,setvar:tx.alert=1"
+"""
+
+
+def client_ip(i):
+    return f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+
+
+def write_corpus(work, clients):
+    files = []
+    for i in range(clients):
+        path = os.path.join(work, f"get-{i}.http")
+        with open(path, "wb") as f:
+            f.write((f"GET /items/{i}?page=1 HTTP/1.1\r\nHost: localhost\r\n"
+                     f"User-Agent: ctx-bench\r\nAccept: */*\r\nX-Client: {client_ip(i)}\r\n\r\n")
+                    .encode())
+        files.append(path)
+    return files
+
+
+def write_config(work, name, port, admin_port, backend_port, workers, store):
+    path = os.path.join(work, f"palisade-{name}.toml")
+    lines = [
+        "[server]",
+        f"worker_threads = {workers}",
+        "inspection_threads = 1",
+        "",
+        "[[listener]]",
+        f"address = \"127.0.0.1:{port}\"",
+        "",
+        "[[upstream]]",
+        'name = "backend"',
+        f"servers = [\"127.0.0.1:{backend_port}\"]",
+        "",
+        "[store]",
+        f"path = {bench.toml_str(store)}",
+        "",
+        "[admin]",
+        f"address = \"127.0.0.1:{admin_port}\"",
+        "",
+        "[logs]",
+        'level = "warn"',
+        "",
+        "[[rules]]",
+        "inline = '''",
+        RULES,
+        "'''",
+        "",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return path
+
+
+def metrics(admin_port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-z_]+)(\{[^}]*\})? (\S+)$", line)
+        if m and not m.group(2):
+            out[m.group(1)] = float(m.group(3))
+    return out
+
+
+class Writer:
+    """Runs `palisade ctx import` on files of `batch` write lines, paced for `rate`
+    updates per second, until stopped; counts the lines imported."""
+
+    def __init__(self, args, work, store, clients, rate, batch):
+        self.args, self.work, self.store = args, work, store
+        self.clients, self.rate, self.batch = clients, rate, batch
+        self.stop_ev = threading.Event()
+        self.imported = 0
+        self.failures = 0
+        self.elapsed = 0.0
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.files = [self.make_file(k) for k in range(4)]
+
+    def make_file(self, k):
+        now = int(time.time())
+        path = os.path.join(self.work, f"writes-{k}.jsonl")
+        with open(path, "w") as f:
+            for j in range(self.batch):
+                n = (k * self.batch + j)
+                if j % 50 == 0:
+                    line = {"app": "default", "collection": "GLOBAL", "key": "global",
+                            "write": {"at": now, "timeout": 3600,
+                                      "ops": [{"name": "alert_level", "op": {"set": str(n % 5)}}]}}
+                else:
+                    line = {"app": "default", "collection": "IP",
+                            "key": client_ip(n % (self.clients * 4)),
+                            "write": {"at": now, "timeout": 3600,
+                                      "ops": [{"name": "score", "op": {"set": str(n % 80)}}]}}
+                f.write(json.dumps(line) + "\n")
+        return path
+
+    def loop(self):
+        interval = self.batch / self.rate
+        start = time.monotonic()
+        k = 0
+        while not self.stop_ev.is_set():
+            due = start + k * interval
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+            r = subprocess.run(
+                ["taskset", "-c", bench.LOAD_CPU, self.args.palisade, "ctx", "--store",
+                 self.store, "import", self.files[k % len(self.files)]],
+                capture_output=True, timeout=60)
+            if r.returncode == 0:
+                self.imported += self.batch
+            else:
+                self.failures += 1
+                bench.log(f"ctx: writer: {r.stderr.decode().strip()}")
+            k += 1
+        self.elapsed = time.monotonic() - start
+
+    def start(self):
+        self.thread.start()
+
+    def stop(self):
+        self.stop_ev.set()
+        self.thread.join(timeout=120)
+        return self.imported / self.elapsed if self.elapsed > 0 else 0.0
+
+
+def one_run(args, port, admin_port, pid, files, lua, writer):
+    bench.run_wrk(port, files, 2, args.connections, lua)  # warm-up
+    time.sleep(0.5)
+    m0 = metrics(admin_port)
+    c0 = bench.cpu_seconds([pid])
+    if writer:
+        writer.start()
+        time.sleep(0.5)
+    r = bench.run_wrk(port, files, args.duration, args.connections, lua)
+    rate = writer.stop() if writer else 0.0
+    cpu = bench.cpu_seconds([pid]) - c0
+    m1 = metrics(admin_port)
+
+    def d(name):
+        return m1.get(name, 0.0) - m0.get(name, 0.0)
+
+    reqs = d("palisade_request_seconds_count")
+    r.update({
+        "cpu_s": cpu,
+        "req_per_cpu_s": r["requests"] / cpu if cpu > 0 else None,
+        "store_reads_per_req": d("palisade_store_reads_total") / reqs if reqs else None,
+        "store_us_per_req": d("palisade_store_read_seconds_total") * 1e6 / reqs if reqs else None,
+        "request_us": d("palisade_request_seconds_sum") * 1e6 / reqs if reqs else None,
+        "store_share": (d("palisade_store_read_seconds_total") / d("palisade_request_seconds_sum")
+                        if d("palisade_request_seconds_sum") > 0 else None),
+        "lock_waits": m1.get("palisade_store_write_lock_waits_on_request_path_total"),
+        "writes_dropped": d("palisade_store_writes_dropped_queue_full_total"),
+        "batches": d("palisade_store_batches_total"),
+        "writer_rate": rate,
+        "writer_failures": writer.failures if writer else 0,
+    })
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--clients", type=int, default=256)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--writer-rate", type=float, default=5000)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--palisade", default=os.path.join(bench.REPO, "target/release/palisade"))
+    ap.add_argument("--albedo", default=os.path.join(bench.REPO, "target/release/albedo"))
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="palisade-ctx-bench-")
+    lua = os.path.join(bench.BENCH, "wrk", "corpus.lua")
+    results = {}
+    try:
+        bport = bench.free_port()
+        backend = bench.Proc("albedo", [args.albedo, "--bind", f"127.0.0.1:{bport}"], work,
+                             cpu=bench.LOAD_CPU)
+        bench.wait_port(bport, backend)
+        files = write_corpus(work, args.clients)
+        for workers in [int(w) for w in args.workers.split(",")]:
+            name = f"w{workers}"
+            store = os.path.join(work, f"store-{name}")
+            port, admin_port = bench.free_port(), bench.free_port()
+            cfg = write_config(work, name, port, admin_port, bport, workers, store)
+            cpu = bench.SUT_CPU if workers == 1 else None
+            proc = bench.Proc(f"palisade-{name}", [args.palisade, "run", "--config", cfg], work,
+                              cpu=cpu)
+            bench.wait_port(port, proc)
+            try:
+                bench.log(f"ctx: {workers} worker(s), no writer ...")
+                alone = one_run(args, port, admin_port, proc.pid, files, lua, None)
+                bench.log(f"ctx: {workers} worker(s), writer at {args.writer_rate:g}/s ...")
+                w = Writer(args, work, store, args.clients, args.writer_rate, args.batch)
+                loaded = one_run(args, port, admin_port, proc.pid, files, lua, w)
+                results[workers] = (alone, loaded)
+            finally:
+                proc.stop()
+    finally:
+        bench.stop_all()
+
+    print()
+    print(f"Closed loop: wrk, {args.connections} connections, {args.duration} s per run, "
+          f"{args.clients} client keys; outside writer: `palisade ctx import` of "
+          f"{args.batch}-line files, aiming at {args.writer_rate:g} updates/s")
+    print()
+    print("| workers | writer | req/s | req/CPU-s | p50 ms | p99 ms | store us/req | store reads/req "
+          "| request us | store share | lock waits | writer updates/s | non-2xx |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def f(v, spec):
+        return "n/a" if v is None else spec.format(v)
+
+    for workers, runs in results.items():
+        for label, r in zip(("off", "on"), runs):
+            print(f"| {workers} | {label} | {r['rps']:,.0f} | {f(r['req_per_cpu_s'], '{:,.0f}')} "
+                  f"| {f(r['p50_ms'], '{:.2f}')} | {f(r['p99_ms'], '{:.2f}')} "
+                  f"| {f(r['store_us_per_req'], '{:.2f}')} | {f(r['store_reads_per_req'], '{:.2f}')} "
+                  f"| {f(r['request_us'], '{:.0f}')} | {f(r['store_share'], '{:.2%}')} "
+                  f"| {f(r['lock_waits'], '{:.0f}')} | {r['writer_rate']:,.0f} "
+                  f"| {r['non2xx'] + r['socket_errors']} |")
+    print()
+    for workers, (alone, loaded) in results.items():
+        ratio = loaded["p99_ms"] / alone["p99_ms"] if alone["p99_ms"] else float("nan")
+        print(f"ctx: {workers} worker(s): p99 with writer / without = {ratio:.2f} "
+              f"(target <= 1.2); store share of request time {loaded['store_share']:.2%} "
+              f"(target <= 2%); lock waits {loaded['lock_waits']:.0f} (target 0)")
+    if 1 in results and 2 in results:
+        a, b = results[1][0], results[2][0]
+        print(f"ctx: 2 workers / 1 worker: req/s {b['rps'] / a['rps']:.2f}x "
+              f"(target >= 1.8x; wrk, backend and writer share the 2 cores), "
+              f"req/CPU-s {b['req_per_cpu_s'] / a['req_per_cpu_s']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
