@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 /// Most record writes one batch takes before it is committed early.
 pub(crate) const MAX_BATCH: usize = 20_000;
 
+/// Where the writer answers a caller that waits.
+pub(crate) type Reply<T> = Sender<Result<T, StoreError>>;
+
 /// A change that came from the sync stream.
 #[derive(Debug)]
 pub(crate) enum Remote {
@@ -39,16 +42,16 @@ pub(crate) enum Msg {
     /// Writes of transactions (fire and forget).
     Writes(Vec<(RecordKey, RecordWrite)>),
     /// Whole records and writes to apply in one transaction, all or nothing.
-    Import(Vec<ImportItem>, Sender<Result<usize, StoreError>>),
+    Import(Vec<ImportItem>, Reply<usize>),
     /// Commit what is pending and answer.
-    Flush(Sender<Result<(), StoreError>>),
+    Flush(Reply<()>),
     /// Entries read from the sync stream, with the stream position after them,
     /// committed together.
-    Remote(Vec<Remote>, Option<String>, Sender<Result<(), StoreError>>),
+    Remote(Vec<Remote>, Option<String>, Reply<()>),
     /// Outbox entries up to this number (included) were published.
     Published(u64),
     /// Publishing on or off (sync configured or not).
-    SetPublishing(bool, Sender<Result<(), StoreError>>),
+    SetPublishing(bool, Reply<()>),
     /// Commit and stop.
     Shutdown,
 }
@@ -86,13 +89,13 @@ pub(crate) struct Writer {
 #[derive(Default)]
 struct Pending {
     writes: Vec<(RecordKey, RecordWrite)>,
-    imports: Vec<(Vec<ImportItem>, Sender<Result<usize, StoreError>>)>,
+    imports: Vec<(Vec<ImportItem>, Reply<usize>)>,
     remote: Vec<Remote>,
     position: Option<String>,
-    remote_waiters: Vec<Sender<Result<(), StoreError>>>,
-    flushes: Vec<Sender<Result<(), StoreError>>>,
+    remote_waiters: Vec<Reply<()>>,
+    flushes: Vec<Reply<()>>,
     published: Option<u64>,
-    publishing: Option<(bool, Vec<Sender<Result<(), StoreError>>>)>,
+    publishing: Option<(bool, Vec<Reply<()>>)>,
     since: Option<Instant>,
 }
 
@@ -368,24 +371,20 @@ impl Writer {
         }
         for (items, _) in &p.imports {
             for item in items {
-                let (rk, apply): (
-                    &RecordKey,
-                    &dyn Fn(&mut RecState, &mut Origin<'_>, &mut Touched),
-                ) = match item {
-                    ImportItem::Record(rk, rec) => (rk, &move |st, o, t| st.replace(rec, o, t)),
-                    ImportItem::Write(rk, w) => (rk, &move |st, o, t| st.apply_write(w, o, t)),
+                let rk = match item {
+                    ImportItem::Record(rk, _) | ImportItem::Write(rk, _) => rk,
                 };
                 let key = load(&wtxn, rk.encode(), &mut work)?;
                 if let Some((st, t)) = work.get_mut(&key) {
-                    apply(
-                        st,
-                        &mut Origin {
-                            host: me,
-                            echo_host: None,
-                            stamps: &mut stamps,
-                        },
-                        t,
-                    );
+                    let mut origin = Origin {
+                        host: me,
+                        echo_host: None,
+                        stamps: &mut stamps,
+                    };
+                    match item {
+                        ImportItem::Record(_, rec) => st.replace(rec, &mut origin, t),
+                        ImportItem::Write(_, w) => st.apply_write(w, &mut origin, t),
+                    }
                 }
             }
         }
