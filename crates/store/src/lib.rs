@@ -22,6 +22,7 @@
 mod lmdb;
 mod state;
 mod stats;
+pub mod sync;
 
 mod writer;
 

@@ -28,11 +28,13 @@ pub(crate) enum Remote {
     /// Record states (partial) published by a host; merged as they are.
     State { changes: Vec<(Vec<u8>, RecState)> },
     /// Writes from an outside service, applied once: `id` is the stream entry id
-    /// (milliseconds, sequence), and entries of `host` at or below the last id
+    /// (milliseconds, sequence), which orders its changes; entries of `host` whose
+    /// `dedup` (the entry's `seq` field, else its id) is not above the last one
     /// applied are skipped.
     Ops {
         host: String,
         id: (u64, u64),
+        dedup: (u64, u64),
         writes: Vec<(RecordKey, RecordWrite)>,
     },
 }
@@ -302,18 +304,24 @@ impl Writer {
                         clock.0 = clock.0.max(delta.max_at());
                         let key = load(&wtxn, key, &mut work)?;
                         if let Some((st, _)) = work.get_mut(&key) {
-                            st.merge(&delta, me);
+                            st.merge(&delta);
                         }
                     }
                 }
-                Remote::Ops { host, id, writes } => {
+                Remote::Ops {
+                    host,
+                    id,
+                    dedup,
+                    writes,
+                } => {
                     let meta_key = [META_APPLIED_PREFIX, host.as_bytes()].concat();
                     let last = dbs
                         .meta
                         .get(&wtxn, &meta_key)
                         .map_err(err)?
                         .and_then(decode_id);
-                    if last.is_some_and(|l| id <= l) {
+                    if last.is_some_and(|l| dedup <= l) {
+                        self.stats.remote_duplicates.fetch_add(1, Relaxed);
                         continue;
                     }
                     for (i, (rk, w)) in writes.iter().enumerate() {
@@ -341,7 +349,7 @@ impl Writer {
                         *t = Touched::default();
                     }
                     dbs.meta
-                        .put(&mut wtxn, &meta_key, &encode_id(id))
+                        .put(&mut wtxn, &meta_key, &encode_id(dedup))
                         .map_err(err)?;
                 }
             }
@@ -409,7 +417,7 @@ impl Writer {
                 .put(&mut wtxn, key, &state::encode(st))
                 .map_err(err)?;
             if publishing && (t.record || !t.vars.is_empty()) {
-                outgoing.push((key.clone(), st.delta(me, t)));
+                outgoing.push((key.clone(), st.delta(t)));
             }
         }
         if !outgoing.is_empty() {
