@@ -865,13 +865,12 @@ mod tests {
                     }
                 }
             }
-            for i in 0..2 {
-                let j = 1 - i;
-                let mut ds = deltas[j].clone();
+            for (i, st) in states.iter_mut().enumerate() {
+                let mut ds = deltas[1 - i].clone();
                 ds.reverse();
-                ds.extend(deltas[j].iter().cloned());
+                ds.extend(deltas[1 - i].iter().cloned());
                 for d in &ds {
-                    states[i].merge(d);
+                    st.merge(d);
                 }
             }
             let a = states[0].to_stored();

@@ -36,6 +36,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+/// Record changes by encoded key.
+type Changes = Vec<(Vec<u8>, RecState)>;
+
 /// The `[sync]` configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncConfig {
@@ -517,9 +520,7 @@ fn start_or_catch_up(
     Ok(())
 }
 
-fn parse_snapshot(
-    h: &HashMap<String, Vec<u8>>,
-) -> Result<(Vec<(Vec<u8>, RecState)>, EntryId), String> {
+fn parse_snapshot(h: &HashMap<String, Vec<u8>>) -> Result<(Changes, EntryId), String> {
     let get = |k: &str| h.get(k).ok_or_else(|| format!("snapshot without {k:?}"));
     if get("v")?.as_slice() != entry::VERSION.as_bytes() {
         return Err("unknown snapshot version".into());
@@ -538,7 +539,7 @@ fn write_snapshot(
     c: &mut redis::Connection,
 ) -> Result<(), redis::RedisError> {
     let view = store.view();
-    let snap = (|| -> Result<Option<(Vec<(Vec<u8>, RecState)>, String)>, heed::Error> {
+    let snap = (|| -> Result<Option<(Changes, String)>, heed::Error> {
         let rtxn = view.read_txn()?;
         let Some(pos) = view.dbs().meta.get(&rtxn, META_STREAM_POS)? else {
             return Ok(None);
