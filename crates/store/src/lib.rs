@@ -22,6 +22,7 @@
 mod lmdb;
 mod state;
 mod stats;
+pub mod sync;
 
 mod writer;
 
@@ -523,11 +524,13 @@ impl Store {
             (Some(a), None) => [a.as_bytes(), b"\0"].concat(),
             (None, _) => Vec::new(),
         };
-        let iter = view
-            .dbs()
-            .records
-            .prefix_iter(&rtxn, &prefix)
-            .map_err(err)?;
+        let records = &view.dbs().records;
+        type Items<'t> = Box<dyn Iterator<Item = heed::Result<(&'t [u8], &'t [u8])>> + 't>;
+        let iter: Items<'_> = if prefix.is_empty() {
+            Box::new(records.iter(&rtxn).map_err(err)?)
+        } else {
+            Box::new(records.prefix_iter(&rtxn, &prefix).map_err(err)?)
+        };
         for item in iter {
             let (k, v) = item.map_err(err)?;
             let rk = RecordKey::decode(k)?;

@@ -8,8 +8,9 @@ use crate::StoreError;
 use crate::stats::Stats;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::ThreadId;
 
 /// The environment's databases.
@@ -27,6 +28,9 @@ struct Lmdb {
     dbs: Dbs,
 }
 
+/// Environments open in this process, by canonical path.
+static OPENED: Mutex<BTreeMap<PathBuf, Weak<Lmdb>>> = Mutex::new(BTreeMap::new());
+
 /// Readers that may be open at once (threads of this process and of others, such
 /// as `palisade ctx`); each read transaction holds a slot only while it lasts.
 pub const MAX_READERS: u32 = 4096;
@@ -34,6 +38,23 @@ pub const MAX_READERS: u32 = 4096;
 /// Opens (creating it when missing) the environment at `path`.
 pub(crate) fn open(path: &Path, map_size: u64) -> Result<(ReadView, WriteGate), StoreError> {
     std::fs::create_dir_all(path).map_err(|e| StoreError::from((path.to_path_buf(), e)))?;
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| StoreError::from((path.to_path_buf(), e)))?;
+    // heed opens a path once per process: a second store on the same directory in
+    // this process shares the environment (each store still has its own writer
+    // thread; LMDB's write lock orders them, as it does for other processes).
+    let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+    opened.retain(|_, w| w.strong_count() > 0);
+    if let Some(inner) = opened.get(&canonical).and_then(Weak::upgrade) {
+        return Ok((
+            ReadView(inner.clone()),
+            WriteGate {
+                lmdb: inner,
+                owner: None,
+            },
+        ));
+    }
     let lmdb = |e: heed::Error| StoreError::from_lmdb("opening the store", e);
     let map_size = usize::try_from(map_size).unwrap_or(usize::MAX);
     let mut opts = EnvOpenOptions::new().read_txn_without_tls();
@@ -63,6 +84,7 @@ pub(crate) fn open(path: &Path, map_size: u64) -> Result<(ReadView, WriteGate), 
             outbox,
         },
     });
+    opened.insert(canonical, Arc::downgrade(&inner));
     Ok((
         ReadView(inner.clone()),
         WriteGate {

@@ -95,40 +95,71 @@ impl Part {
     }
 }
 
-/// Counter parts per host, and (local only, never published) this host's own part as
-/// last seen in the sync stream: what the other hosts know of it.
+/// Counter parts per writer, and (local only, never published) which part is this
+/// host's and that part as last seen in the sync stream (what the other hosts know
+/// of it).
+///
+/// A host's part is keyed `host@n`, `n` a sequence number drawn when the host first
+/// counts on this variable: if the host later forgets the record (the sweeper
+/// removed it) and counts again, it starts a new part instead of reusing a key whose
+/// older, larger total other hosts still hold. An outside service's part is keyed by
+/// its host id alone (every host computes it alike).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counter {
-    /// Each host's part.
+    /// Each writer's part.
     pub parts: BTreeMap<String, Part>,
+    /// The key of this host's own part.
+    #[serde(default)]
+    pub mine: Option<String>,
     /// This host's part as last read back from the stream.
     #[serde(default)]
     pub echo: Option<Part>,
 }
 
 impl Counter {
-    fn add(&mut self, host: &str, d: i64) {
-        let p = self.parts.entry(host.to_string()).or_default();
+    fn add(&mut self, key: String, d: i64) {
+        let p = self.parts.entry(key).or_default();
         p.sum = p.sum.saturating_add(d);
         p.ops += 1;
+    }
+
+    /// Counts `d` for `origin`: into this host's own part for a local change, else
+    /// into the outside writer's part.
+    fn count(&mut self, origin: &mut Origin<'_>, now: i64, d: i64) {
+        let key = if origin.echo_host.is_none() {
+            match &self.mine {
+                Some(k) => k.clone(),
+                None => {
+                    let k = format!("{}@{}", origin.host, (origin.stamps)(now).seq);
+                    self.mine = Some(k.clone());
+                    k
+                }
+            }
+        } else {
+            origin.host.to_string()
+        };
+        self.add(key, d);
     }
 
     fn merge_parts(&mut self, other: &BTreeMap<String, Part>) {
         for (h, p) in other {
             let slot = self.parts.entry(h.clone()).or_default();
             *slot = slot.newer(*p);
+            if self.mine.as_ref() == Some(h) {
+                self.echo = Some(self.echo.unwrap_or_default().newer(*p));
+            }
         }
     }
 
-    /// The parts a new base absorbs. `echo_host`: for changes that every host must
-    /// compute alike (outside entries), this host's part is taken as the stream knows
-    /// it, not with its unpublished increments.
-    fn seen(&self, echo_host: Option<&str>) -> BTreeMap<String, Part> {
+    /// The parts a new base absorbs. With `echo`, for changes that every host must
+    /// compute alike (outside entries), this host's part is taken as the stream
+    /// knows it, not with its unpublished increments.
+    fn seen(&self, echo: bool) -> BTreeMap<String, Part> {
         let mut seen = self.parts.clone();
-        if let Some(me) = echo_host {
+        if echo && let Some(me) = &self.mine {
             match self.echo {
                 Some(e) => {
-                    seen.insert(me.to_string(), e);
+                    seen.insert(me.clone(), e);
                 }
                 None => {
                     seen.remove(me);
@@ -136,6 +167,28 @@ impl Counter {
             }
         }
         seen
+    }
+
+    /// Only this host's own part (what it publishes).
+    fn own(&self) -> Counter {
+        Counter {
+            parts: self
+                .mine
+                .as_ref()
+                .and_then(|k| self.parts.get(k).map(|p| BTreeMap::from([(k.clone(), *p)])))
+                .unwrap_or_default(),
+            mine: None,
+            echo: None,
+        }
+    }
+
+    /// The parts as the stream knows them (this host's own as echoed).
+    fn published(&self) -> Counter {
+        Counter {
+            parts: self.seen(true),
+            mine: None,
+            echo: None,
+        }
     }
 
     /// `(Σ sum, Σ ops)` of the increments made after `offsets`.
@@ -259,7 +312,7 @@ impl VarState {
         self.base = Base {
             stamp,
             value,
-            offsets: self.counter.seen(echo_host),
+            offsets: self.counter.seen(echo_host.is_some()),
         };
         // Members older than the base are dead for good.
         let base = &self.base.stamp;
@@ -282,16 +335,13 @@ impl VarState {
         })
     }
 
-    fn merge(&mut self, other: &VarState, me: &str) {
+    fn merge(&mut self, other: &VarState) {
         if other.base.stamp > self.base.stamp {
             self.base = other.base.clone();
             let base = &self.base.stamp;
             self.members.retain(|_, m| m.stamp > *base);
         }
         self.counter.merge_parts(&other.counter.parts);
-        if let Some(p) = other.counter.parts.get(me) {
-            self.counter.echo = Some(self.counter.echo.unwrap_or_default().newer(*p));
-        }
         self.expires.merge(&other.expires);
         for (k, m) in &other.members {
             if m.stamp <= self.base.stamp {
@@ -424,7 +474,7 @@ impl RecState {
             value: Born {
                 create_time: now,
                 update_base: 0,
-                offsets: self.updates.seen(origin.echo_host),
+                offsets: self.updates.seen(origin.echo_host.is_some()),
             },
         };
         touched.record = true;
@@ -455,7 +505,7 @@ impl RecState {
             self.apply_op(name, op, now, origin, touched);
         }
         self.last_update = self.last_update.max(now);
-        self.updates.add(origin.host, 1);
+        self.updates.count(origin, now, 1);
         self.timeout = Lww {
             stamp: (origin.stamps)(now),
             value: w.timeout,
@@ -478,7 +528,7 @@ impl RecState {
                 let stamp = (origin.stamps)(now);
                 var.set_base(stamp, BaseValue::Scalar(v.clone()), origin.echo_host);
             }
-            VarOp::Add(d) => var.counter.add(origin.host, *d),
+            VarOp::Add(d) => var.counter.count(origin, now, *d),
             VarOp::Delete => {
                 let stamp = (origin.stamps)(now);
                 var.set_base(stamp.clone(), BaseValue::Absent, origin.echo_host);
@@ -550,7 +600,7 @@ impl RecState {
             value: Born {
                 create_time: rec.create_time,
                 update_base: rec.update_counter,
-                offsets: self.updates.seen(origin.echo_host),
+                offsets: self.updates.seen(origin.echo_host.is_some()),
             },
         };
         self.last_update = self.last_update.max(rec.last_update_time);
@@ -601,39 +651,28 @@ impl RecState {
     }
 
     /// Merges another host's state (or a part of it) into this one. Idempotent,
-    /// commutative and associative. `me` is this store's host id (to keep the echo of
-    /// its own parts).
-    pub fn merge(&mut self, other: &RecState, me: &str) {
+    /// commutative and associative (on everything but the local-only fields: which
+    /// part is this host's, and its echo).
+    pub fn merge(&mut self, other: &RecState) {
         self.born.merge(&other.born);
         self.last_update = self.last_update.max(other.last_update);
         self.timeout.merge(&other.timeout);
         self.updates.merge_parts(&other.updates.parts);
-        if let Some(p) = other.updates.parts.get(me) {
-            self.updates.echo = Some(self.updates.echo.unwrap_or_default().newer(*p));
-        }
         for (name, v) in &other.vars {
-            self.vars.entry(name.clone()).or_default().merge(v, me);
+            self.vars.entry(name.clone()).or_default().merge(v);
         }
     }
 
     /// The part of this state a change touched, to publish: record-level registers,
-    /// the touched variables (their base, expiry and `host`'s counter part) and the
-    /// touched members. Other hosts' parts are left out (each host publishes its own)
-    /// and so is the echo.
-    pub fn delta(&self, host: &str, touched: &Touched) -> RecState {
-        let own = |c: &Counter| Counter {
-            parts: c
-                .parts
-                .get(host)
-                .map(|p| BTreeMap::from([(host.to_string(), *p)]))
-                .unwrap_or_default(),
-            echo: None,
-        };
+    /// the touched variables (their base, expiry and this host's counter part) and
+    /// the touched members. Other hosts' parts are left out (each host publishes its
+    /// own) and so are the local-only fields.
+    pub fn delta(&self, touched: &Touched) -> RecState {
         let mut out = RecState {
             born: self.born.clone(),
             last_update: self.last_update,
             timeout: self.timeout.clone(),
-            updates: own(&self.updates),
+            updates: self.updates.own(),
             vars: BTreeMap::new(),
         };
         for (name, members) in &touched.vars {
@@ -644,7 +683,7 @@ impl RecState {
                 name.clone(),
                 VarState {
                     base: v.base.clone(),
-                    counter: own(&v.counter),
+                    counter: v.counter.own(),
                     expires: v.expires.clone(),
                     members: members
                         .iter()
@@ -659,23 +698,11 @@ impl RecState {
     /// This state as the sync stream knows it, for a snapshot other hosts start
     /// from: this host's own parts as last read back from the stream (its
     /// unpublished increments reach the others through the stream, not twice).
-    pub fn published_view(&self, me: &str) -> RecState {
-        let fix = |c: &Counter| {
-            let mut parts = c.parts.clone();
-            match c.echo {
-                Some(e) => {
-                    parts.insert(me.to_string(), e);
-                }
-                None => {
-                    parts.remove(me);
-                }
-            }
-            Counter { parts, echo: None }
-        };
+    pub fn published_view(&self) -> RecState {
         let mut out = self.clone();
-        out.updates = fix(&self.updates);
+        out.updates = self.updates.published();
         for v in out.vars.values_mut() {
-            v.counter = fix(&v.counter);
+            v.counter = v.counter.published();
         }
         out
     }
@@ -690,13 +717,6 @@ impl RecState {
             }
         }
         at
-    }
-
-    /// Drops variables that no longer hold anything and whose registers are older
-    /// than `before` (kept until then so late merges still see their stamps).
-    pub fn compact(&mut self, before: i64) {
-        self.vars
-            .retain(|_, v| v.exists() || v.base.stamp.at >= before || v.expires.stamp.at >= before);
     }
 }
 
@@ -836,22 +856,21 @@ mod tests {
                 };
                 let mut t = Touched::default();
                 states[i].apply_write(&w, &mut origin, &mut t);
-                deltas[i].push(states[i].delta(hosts[i], &t));
+                deltas[i].push(states[i].delta(&t));
                 // Sometimes deliver some of the other host's deltas early.
                 if rng.random_range(0..4) == 0 {
                     let j = 1 - i;
                     for d in deltas[j].iter().take(rng.random_range(0..3)) {
-                        states[i].merge(d, hosts[i]);
+                        states[i].merge(d);
                     }
                 }
             }
-            for i in 0..2 {
-                let j = 1 - i;
-                let mut ds = deltas[j].clone();
+            for (i, st) in states.iter_mut().enumerate() {
+                let mut ds = deltas[1 - i].clone();
                 ds.reverse();
-                ds.extend(deltas[j].iter().cloned());
+                ds.extend(deltas[1 - i].iter().cloned());
                 for d in &ds {
-                    states[i].merge(d, hosts[i]);
+                    st.merge(d);
                 }
             }
             let a = states[0].to_stored();
@@ -890,7 +909,7 @@ mod tests {
                 },
                 &mut t,
             );
-            da.push(a.delta("a", &t));
+            da.push(a.delta(&t));
         }
         for _ in 0..5 {
             let mut t = Touched::default();
@@ -903,14 +922,14 @@ mod tests {
                 },
                 &mut t,
             );
-            db.push(b.delta("b", &t));
+            db.push(b.delta(&t));
         }
         for d in &db {
-            a.merge(d, "a");
-            a.merge(d, "a");
+            a.merge(d);
+            a.merge(d);
         }
         for d in &da {
-            b.merge(d, "b");
+            b.merge(d);
         }
         let ra = a.to_stored().unwrap();
         assert_eq!(ra, b.to_stored().unwrap());
@@ -932,7 +951,7 @@ mod tests {
             },
             &mut t,
         );
-        let set = a.delta("a", &t);
+        let set = a.delta(&t);
         let mut t = Touched::default();
         b.apply_write(
             &w,
@@ -943,8 +962,8 @@ mod tests {
             },
             &mut t,
         );
-        a.merge(&b.delta("b", &t), "a");
-        b.merge(&set, "b");
+        a.merge(&b.delta(&t));
+        b.merge(&set);
         let ra = a.to_stored().unwrap();
         assert_eq!(ra, b.to_stored().unwrap());
         assert_eq!(

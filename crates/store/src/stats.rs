@@ -38,6 +38,8 @@ pub struct StoreStats {
     pub commit_errors: u64,
     /// Records deleted by the sweeper (whole-record timeout passed).
     pub swept: u64,
+    /// Outside sync entries skipped because they were applied before.
+    pub remote_duplicates: u64,
 }
 
 /// The live counters.
@@ -57,6 +59,7 @@ pub(crate) struct Stats {
     pub map_full_errors: AtomicU64,
     pub commit_errors: AtomicU64,
     pub swept: AtomicU64,
+    pub remote_duplicates: AtomicU64,
 }
 
 impl Stats {
@@ -76,6 +79,7 @@ impl Stats {
             map_full_errors: self.map_full_errors.load(Relaxed),
             commit_errors: self.commit_errors.load(Relaxed),
             swept: self.swept.load(Relaxed),
+            remote_duplicates: self.remote_duplicates.load(Relaxed),
         }
     }
 }

@@ -19,17 +19,22 @@ use std::time::{Duration, Instant};
 /// Most record writes one batch takes before it is committed early.
 pub(crate) const MAX_BATCH: usize = 20_000;
 
+/// Where the writer answers a caller that waits.
+pub(crate) type Reply<T> = Sender<Result<T, StoreError>>;
+
 /// A change that came from the sync stream.
 #[derive(Debug)]
 pub(crate) enum Remote {
     /// Record states (partial) published by a host; merged as they are.
     State { changes: Vec<(Vec<u8>, RecState)> },
     /// Writes from an outside service, applied once: `id` is the stream entry id
-    /// (milliseconds, sequence), and entries of `host` at or below the last id
+    /// (milliseconds, sequence), which orders its changes; entries of `host` whose
+    /// `dedup` (the entry's `seq` field, else its id) is not above the last one
     /// applied are skipped.
     Ops {
         host: String,
         id: (u64, u64),
+        dedup: (u64, u64),
         writes: Vec<(RecordKey, RecordWrite)>,
     },
 }
@@ -39,16 +44,16 @@ pub(crate) enum Msg {
     /// Writes of transactions (fire and forget).
     Writes(Vec<(RecordKey, RecordWrite)>),
     /// Whole records and writes to apply in one transaction, all or nothing.
-    Import(Vec<ImportItem>, Sender<Result<usize, StoreError>>),
+    Import(Vec<ImportItem>, Reply<usize>),
     /// Commit what is pending and answer.
-    Flush(Sender<Result<(), StoreError>>),
+    Flush(Reply<()>),
     /// Entries read from the sync stream, with the stream position after them,
     /// committed together.
-    Remote(Vec<Remote>, Option<String>, Sender<Result<(), StoreError>>),
+    Remote(Vec<Remote>, Option<String>, Reply<()>),
     /// Outbox entries up to this number (included) were published.
     Published(u64),
     /// Publishing on or off (sync configured or not).
-    SetPublishing(bool, Sender<Result<(), StoreError>>),
+    SetPublishing(bool, Reply<()>),
     /// Commit and stop.
     Shutdown,
 }
@@ -86,13 +91,13 @@ pub(crate) struct Writer {
 #[derive(Default)]
 struct Pending {
     writes: Vec<(RecordKey, RecordWrite)>,
-    imports: Vec<(Vec<ImportItem>, Sender<Result<usize, StoreError>>)>,
+    imports: Vec<(Vec<ImportItem>, Reply<usize>)>,
     remote: Vec<Remote>,
     position: Option<String>,
-    remote_waiters: Vec<Sender<Result<(), StoreError>>>,
-    flushes: Vec<Sender<Result<(), StoreError>>>,
+    remote_waiters: Vec<Reply<()>>,
+    flushes: Vec<Reply<()>>,
     published: Option<u64>,
-    publishing: Option<(bool, Vec<Sender<Result<(), StoreError>>>)>,
+    publishing: Option<(bool, Vec<Reply<()>>)>,
     since: Option<Instant>,
 }
 
@@ -299,18 +304,24 @@ impl Writer {
                         clock.0 = clock.0.max(delta.max_at());
                         let key = load(&wtxn, key, &mut work)?;
                         if let Some((st, _)) = work.get_mut(&key) {
-                            st.merge(&delta, me);
+                            st.merge(&delta);
                         }
                     }
                 }
-                Remote::Ops { host, id, writes } => {
+                Remote::Ops {
+                    host,
+                    id,
+                    dedup,
+                    writes,
+                } => {
                     let meta_key = [META_APPLIED_PREFIX, host.as_bytes()].concat();
                     let last = dbs
                         .meta
                         .get(&wtxn, &meta_key)
                         .map_err(err)?
                         .and_then(decode_id);
-                    if last.is_some_and(|l| id <= l) {
+                    if last.is_some_and(|l| dedup <= l) {
+                        self.stats.remote_duplicates.fetch_add(1, Relaxed);
                         continue;
                     }
                     for (i, (rk, w)) in writes.iter().enumerate() {
@@ -338,7 +349,7 @@ impl Writer {
                         *t = Touched::default();
                     }
                     dbs.meta
-                        .put(&mut wtxn, &meta_key, &encode_id(id))
+                        .put(&mut wtxn, &meta_key, &encode_id(dedup))
                         .map_err(err)?;
                 }
             }
@@ -368,24 +379,20 @@ impl Writer {
         }
         for (items, _) in &p.imports {
             for item in items {
-                let (rk, apply): (
-                    &RecordKey,
-                    &dyn Fn(&mut RecState, &mut Origin<'_>, &mut Touched),
-                ) = match item {
-                    ImportItem::Record(rk, rec) => (rk, &move |st, o, t| st.replace(rec, o, t)),
-                    ImportItem::Write(rk, w) => (rk, &move |st, o, t| st.apply_write(w, o, t)),
+                let rk = match item {
+                    ImportItem::Record(rk, _) | ImportItem::Write(rk, _) => rk,
                 };
                 let key = load(&wtxn, rk.encode(), &mut work)?;
                 if let Some((st, t)) = work.get_mut(&key) {
-                    apply(
-                        st,
-                        &mut Origin {
-                            host: me,
-                            echo_host: None,
-                            stamps: &mut stamps,
-                        },
-                        t,
-                    );
+                    let mut origin = Origin {
+                        host: me,
+                        echo_host: None,
+                        stamps: &mut stamps,
+                    };
+                    match item {
+                        ImportItem::Record(_, rec) => st.replace(rec, &mut origin, t),
+                        ImportItem::Write(_, w) => st.apply_write(w, &mut origin, t),
+                    }
                 }
             }
         }
@@ -410,7 +417,7 @@ impl Writer {
                 .put(&mut wtxn, key, &state::encode(st))
                 .map_err(err)?;
             if publishing && (t.record || !t.vars.is_empty()) {
-                outgoing.push((key.clone(), st.delta(me, t)));
+                outgoing.push((key.clone(), st.delta(t)));
             }
         }
         if !outgoing.is_empty() {
