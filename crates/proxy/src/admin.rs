@@ -472,6 +472,9 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(store) = shared.store() {
         crate::metrics::render_store(&mut out, &store.stats());
     }
+    if let Some(sync) = shared.sync() {
+        crate::metrics::render_sync(&mut out, &sync.stats());
+    }
     out
 }
 

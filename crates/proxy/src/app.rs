@@ -236,12 +236,33 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     // Opened once, beside the rule set: a SIGHUP reload swaps the rules and keeps
     // the store, its writer and its data.
     let store = open_store(&cfg.store)?;
-    if cfg.sync.is_none() {
-        // Nothing publishes: committed changes must not pile up for a sync.
-        store
-            .set_publishing(false)
-            .context("setting up the collection store")?;
-    }
+    let sync = match &cfg.sync {
+        Some(s) => {
+            let sc = store::sync::SyncConfig {
+                redis: s.redis.clone(),
+                stream: s.stream.clone(),
+                retention: s.retention,
+                snapshot_interval: s.snapshot_interval,
+                ..store::sync::SyncConfig::new(s.redis.clone())
+            };
+            let sync = store::sync::Sync::start(&store, sc)
+                .with_context(|| format!("starting the sync with {}", s.redis))?;
+            tracing::info!(
+                "syncing collections through stream {:?} at {} as host {:?}",
+                s.stream,
+                s.redis,
+                store.config().host_id
+            );
+            Some(sync)
+        }
+        None => {
+            // Nothing publishes: committed changes must not pile up for a sync.
+            store
+                .set_publishing(false)
+                .context("setting up the collection store")?;
+            None
+        }
+    };
     tracing::info!(
         "collection store at {} (map size {} bytes)",
         store_config(&cfg.store).path.display(),
@@ -253,7 +274,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         rt.worker_threads(cfg.server.worker_threads);
     }
     let rt = rt.build().context("starting the runtime")?;
-    let result = rt.block_on(serve(cfg, waf, log_tx, store.clone(), token));
+    let result = rt.block_on(serve(cfg, waf, log_tx, store.clone(), sync, token));
     rt.shutdown_timeout(Duration::from_millis(500));
     // What the last requests wrote is committed before the process exits.
     if let Err(e) = store.flush() {
@@ -268,6 +289,7 @@ async fn serve(
     waf: Arc<waf::Waf>,
     log_tx: logs::LogSender,
     store: store::Store,
+    sync: Option<store::sync::Sync>,
     token: admin::AdminToken,
 ) -> anyhow::Result<()> {
     use tokio::sync::{Semaphore, mpsc, watch};
@@ -299,7 +321,8 @@ async fn serve(
                 cfg.server.inspect_inline_bytes,
             )?,
         )
-        .with_store(store),
+        .with_store(store)
+        .with_sync(sync),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);

@@ -387,26 +387,33 @@ impl Default for StoreSection {
     }
 }
 
-/// `[sync]`: collection writes shared by a fleet through a Redis stream.
+/// `[sync]`: collection writes shared by a fleet through a Redis stream
+/// (`docs/store-sync.md`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyncSection {
-    /// `redis://HOST:PORT[/DB]` (or `rediss://`, `redis+unix://`).
+    /// `redis://[user:password@]HOST:PORT[/DB]` (or `rediss://`, `redis+unix://`).
     pub redis: String,
-    /// The stream's key.
+    /// The stream's key (the fleet snapshot is `<stream>:snapshot`).
     #[serde(default = "default_sync_stream")]
     pub stream: String,
-    /// How long entries stay in the stream: a host that was away for longer
-    /// bootstraps from a snapshot instead of catching up.
-    #[serde(with = "duration", default = "default_sync_retention")]
-    pub retention: Duration,
+    /// Entries the stream keeps (`XADD MAXLEN ~`): a host away for longer than the
+    /// stream takes to grow by this many entries restarts from the snapshot.
+    #[serde(default = "default_sync_retention")]
+    pub retention: u64,
+    /// How often this host rewrites the fleet snapshot new hosts start from.
+    #[serde(with = "duration", default = "default_snapshot_interval")]
+    pub snapshot_interval: Duration,
 }
 
 fn default_sync_stream() -> String {
-    "palisade:ctx".to_owned()
+    store::sync::SyncConfig::DEFAULT_STREAM.to_owned()
 }
-fn default_sync_retention() -> Duration {
-    Duration::from_secs(24 * 3600)
+fn default_sync_retention() -> u64 {
+    store::sync::SyncConfig::DEFAULT_RETENTION
+}
+fn default_snapshot_interval() -> Duration {
+    store::sync::SyncConfig::DEFAULT_SNAPSHOT_INTERVAL
 }
 
 fn yes() -> bool {
@@ -628,10 +635,16 @@ impl Config {
             if sync.stream.is_empty() {
                 return Err("sync.stream must not be empty".into());
             }
-            if sync.retention < Duration::from_secs(60) {
+            if sync.retention < 1000 {
                 return Err(format!(
-                    "sync.retention must be at least 1m, got {:?}",
+                    "sync.retention must be at least 1000 entries, got {}",
                     sync.retention
+                ));
+            }
+            if sync.snapshot_interval < Duration::from_secs(1) {
+                return Err(format!(
+                    "sync.snapshot_interval must be at least 1s, got {:?}",
+                    sync.snapshot_interval
                 ));
             }
         }
@@ -871,7 +884,7 @@ servers = ["127.0.0.1:9000"]
             Some(Path::new("/etc/palisade/ctx"))
         );
         assert_eq!(c.store.batch_interval, Duration::from_millis(2));
-        assert_eq!(c.sync.as_ref().unwrap().stream, "palisade:ctx");
+        assert_eq!(c.sync.as_ref().unwrap().stream, "palisade:collections");
         assert_eq!(
             c.admin.unwrap().token_file.as_deref(),
             Some(Path::new("/etc/palisade/token"))

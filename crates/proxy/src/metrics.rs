@@ -433,6 +433,73 @@ pub fn render_store(out: &mut String, s: &store::StoreStats) {
     }
 }
 
+/// Appends the fleet sync's counters (`palisade_sync_*`) to a metrics text.
+pub fn render_sync(out: &mut String, s: &store::sync::SyncStats) {
+    let all: [(&str, &str, u64); 10] = [
+        (
+            "palisade_sync_unpublished",
+            "Committed batches waiting to be published (kept in the store while Redis is down).",
+            s.unpublished,
+        ),
+        (
+            "palisade_sync_published_total",
+            "Committed batches published to the stream.",
+            s.published,
+        ),
+        (
+            "palisade_sync_stream_entries_written_total",
+            "Stream entries appended.",
+            s.stream_entries_written,
+        ),
+        (
+            "palisade_sync_applied_total",
+            "Stream entries read and applied.",
+            s.applied,
+        ),
+        (
+            "palisade_sync_bad_entries_total",
+            "Stream entries that did not parse (skipped).",
+            s.bad_entries,
+        ),
+        (
+            "palisade_sync_errors_total",
+            "Redis errors (each followed by a retry).",
+            s.errors,
+        ),
+        (
+            "palisade_sync_snapshots_written_total",
+            "Fleet snapshots written.",
+            s.snapshots_written,
+        ),
+        (
+            "palisade_sync_snapshots_loaded_total",
+            "Fleet snapshots merged.",
+            s.snapshots_loaded,
+        ),
+        (
+            "palisade_sync_gaps_total",
+            "Times this host's stream position was older than the retained stream.",
+            s.gaps,
+        ),
+        (
+            "palisade_sync_connected",
+            "1 while the sync is connected to Redis.",
+            s.connected,
+        ),
+    ];
+    for (name, help, v) in all {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

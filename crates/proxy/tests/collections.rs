@@ -14,81 +14,10 @@ use common::*;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const GET: &[u8] = b"GET /page HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-
-/// `palisade ctx ARGS` on the store of the proxy configured in `dir`.
-fn ctx(dir: &TempDir, args: &[&str]) -> Output {
-    ctx_stdin(dir, args, None)
-}
-
-fn ctx_stdin(dir: &TempDir, args: &[&str], input: Option<&[u8]>) -> Output {
-    use std::io::Write as _;
-    let mut cmd = Command::new(palisade_bin());
-    cmd.env("PALISADE_STORE", dir.path("store"))
-        .arg("ctx")
-        .arg("--config")
-        .arg(dir.path("palisade.toml"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        if let Some(i) = input {
-            stdin.write_all(i).unwrap();
-        }
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// The record `COLLECTION KEY` as `ctx get` prints it, if there is one.
-fn record(dir: &TempDir, collection: &str, key: &str) -> Option<Value> {
-    let out = ctx(dir, &["get", collection, key]);
-    if !out.status.success() {
-        assert!(
-            text(&out.stderr).contains("no record"),
-            "ctx get failed: {}",
-            text(&out.stderr)
-        );
-        return None;
-    }
-    Some(serde_json::from_slice(&out.stdout).expect("one JSON line"))
-}
-
-fn var(rec: &Value, name: &str) -> Option<String> {
-    rec["record"]["vars"][name]["value"]
-        .as_str()
-        .map(str::to_owned)
-}
-
-/// Waits until the record has been written by `n` transactions (or more).
-fn wait_update_counter(dir: &TempDir, collection: &str, key: &str, n: u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(r) = record(dir, collection, key)
-            && r["record"]["update_counter"].as_u64().unwrap_or(0) >= n
-        {
-            return r;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{collection}:{key} never reached {n} writes"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn rules_toml(rules: &str) -> String {
-    format!("[[rules]]\ninline = '''\n{rules}\n'''\n")
-}
 
 const COUNTER_RULES: &str = r#"SecRuleEngine On
 SecAction "id:1,phase:1,nolog,pass,initcol:ip=%{REMOTE_ADDR},setvar:ip.hits=+1"
@@ -602,4 +531,70 @@ async fn crs3_dos_protection_blocks_a_burst() {
         "{r}"
     );
     assert_eq!(backend.requests().len() as u64, 3 * 2 * T);
+}
+
+/// A full store (`store.map_size` reached): `ctx import` says so and imports
+/// nothing; the proxy keeps serving, and the writes it cannot commit are counted
+/// in `palisade_store_map_full_errors_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_store_is_reported_and_counted() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("ctx-full");
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let rules = r#"SecRuleEngine On
+SecAction "id:1,phase:1,nolog,pass,initcol:ip=%{REQUEST_HEADERS.X-Client},setvar:ip.hits=+1""#;
+    let config = basic_config(
+        listen,
+        backend.addr,
+        &format!(
+            "{}\n[store]\nmap_size = 1048576\n[admin]\naddress = \"{admin}\"\n",
+            rules_toml(rules)
+        ),
+    );
+    let _p = Palisade::start(&dir, &config, listen);
+    // Fill the store with imports of 64 KiB of records each until one is refused.
+    let filler = "x".repeat(1000);
+    let mut refused = None;
+    for chunk in 0..64 {
+        let mut input = String::new();
+        for i in 0..64 {
+            input.push_str(&format!(
+                r#"{{"app":"default","collection":"RESOURCE","key":"r{chunk}-{i}","record":{{"vars":{{"blob":{{"value":"{filler}"}}}},"create_time":1,"last_update_time":4102444800,"update_counter":1,"timeout":3600}}}}"#
+            ));
+            input.push('\n');
+        }
+        let out = ctx_stdin(&dir, &["import"], Some(input.as_bytes()));
+        if !out.status.success() {
+            refused = Some((chunk, text(&out.stderr)));
+            break;
+        }
+    }
+    let (chunk, err) = refused.expect("a 1 MiB store filled up");
+    assert!(err.contains("full"), "{err}");
+    assert!(err.contains("nothing was imported"), "{err}");
+    assert!(record(&dir, "RESOURCE", &format!("r{chunk}-0")).is_none());
+    assert!(record(&dir, "RESOURCE", "r0-0").is_some());
+
+    // Requests still pass; their writes fail to commit and are counted.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut n = 0;
+    loop {
+        let req = format!(
+            "GET / HTTP/1.1\r\nHost: a\r\nX-Client: {}\r\nConnection: close\r\n\r\n",
+            "c".repeat(400) + &n.to_string()
+        );
+        n += 1;
+        assert_eq!(send_raw(listen, req.as_bytes()).await.unwrap().status, 200);
+        let m = admin_req(admin, "GET", "/metrics", None, b"").await.text();
+        let full = m
+            .lines()
+            .find_map(|l| l.strip_prefix("palisade_store_map_full_errors_total "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if full >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no full-map error counted: {m}");
+    }
 }

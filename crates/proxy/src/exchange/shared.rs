@@ -43,6 +43,8 @@ pub struct Shared {
     store: Option<Store>,
     /// The store's reader, made once and shared by every transaction.
     reader: Option<Arc<dyn CollectionReader>>,
+    /// The fleet sync of the store, with `[sync]`.
+    sync: Option<store::sync::Sync>,
     id_seed: u64,
     id_counter: AtomicU64,
 }
@@ -73,6 +75,7 @@ impl Shared {
             started: Instant::now(),
             store: None,
             reader: None,
+            sync: None,
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
@@ -83,6 +86,17 @@ impl Shared {
         self.reader = Some(store.reader());
         self.store = Some(store);
         self
+    }
+
+    /// Keeps the store's fleet sync running (and reports its counters).
+    pub fn with_sync(mut self, sync: Option<store::sync::Sync>) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// The fleet sync, if one runs.
+    pub fn sync(&self) -> Option<&store::sync::Sync> {
+        self.sync.as_ref()
     }
 
     /// The store of persistent collections, if one is open.

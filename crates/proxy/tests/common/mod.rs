@@ -443,3 +443,80 @@ pub fn basic_config(listen: SocketAddr, backend: SocketAddr, extra: &str) -> Str
 pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
+
+// --- Persistent collections: `palisade ctx` on the store of a proxy started in a
+// TempDir (its store is `dir/store`, see `Palisade::start`).
+
+use serde_json::Value;
+use std::process::Output;
+
+/// `palisade ctx ARGS` on the store of the proxy configured in `dir`.
+pub fn ctx(dir: &TempDir, args: &[&str]) -> Output {
+    ctx_stdin(dir, args, None)
+}
+
+pub fn ctx_stdin(dir: &TempDir, args: &[&str], input: Option<&[u8]>) -> Output {
+    use std::io::Write as _;
+    let mut cmd = Command::new(palisade_bin());
+    cmd.env("PALISADE_STORE", dir.path("store"))
+        .arg("ctx")
+        .arg("--config")
+        .arg(dir.path("palisade.toml"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(i) = input {
+            stdin.write_all(i).unwrap();
+        }
+    }
+    child.wait_with_output().unwrap()
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The record `COLLECTION KEY` as `ctx get` prints it, if there is one.
+pub fn record(dir: &TempDir, collection: &str, key: &str) -> Option<Value> {
+    let out = ctx(dir, &["get", collection, key]);
+    if !out.status.success() {
+        assert!(
+            text(&out.stderr).contains("no record"),
+            "ctx get failed: {}",
+            text(&out.stderr)
+        );
+        return None;
+    }
+    Some(serde_json::from_slice(&out.stdout).expect("one JSON line"))
+}
+
+pub fn var(rec: &Value, name: &str) -> Option<String> {
+    rec["record"]["vars"][name]["value"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Waits until the record has been written by `n` transactions (or more).
+pub fn wait_update_counter(dir: &TempDir, collection: &str, key: &str, n: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(r) = record(dir, collection, key)
+            && r["record"]["update_counter"].as_u64().unwrap_or(0) >= n
+        {
+            return r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{collection}:{key} never reached {n} writes"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn rules_toml(rules: &str) -> String {
+    format!("[[rules]]\ninline = '''\n{rules}\n'''\n")
+}
