@@ -51,6 +51,17 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         println!("palisade: warning: {w}");
     }
     println!("palisade: rules sha256 {}", waf.hash());
+    let sc = store_config(&cfg.store);
+    println!(
+        "palisade: collection store {} (map size {} bytes, host id {:?}){}",
+        sc.path.display(),
+        sc.map_size,
+        sc.host_id,
+        match &cfg.sync {
+            Some(s) => format!(", synced through {} stream {:?}", s.redis, s.stream),
+            None => String::new(),
+        }
+    );
     Ok(())
 }
 
