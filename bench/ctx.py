@@ -25,20 +25,28 @@ store per request (the store's read counters over the proxy's request time, both
 from /metrics), store reads per request, requests that waited on a write lock (the
 store's counter), and the writer's achieved update rate.
 
+"Store / request time" is the time spent in store reads over the proxy's request
+time (arrival to end of response, queueing and upstream included: what a client
+waits); "store / proxy CPU" compares the same read time with the proxy's CPU time,
+a stricter measure of what the store costs.
+
 Placement: with one worker the proxy runs on CPU 0 and wrk, the backend and the
 writer on CPU 1; with two workers the proxy may use both CPUs and shares them with
 the load (this machine has two cores), which the report says.
 
 Usage: python3 bench/ctx.py [--duration 10] [--connections 64] [--workers 1,2]
        [--writer-rate 5000] [--palisade target/release/palisade]
-       [--albedo target/release/albedo]
-Every process started is stopped at the end.
+       [--albedo target/release/albedo] [--out-md FILE] [--smoke]
+Every process started is stopped at the end. Exits 1 when the benchmark breaks: a
+request not answered 200, a socket error, a failed writer run, or a request that
+waited on a write lock.
 """
 
 import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -209,6 +217,7 @@ def one_run(args, port, admin_port, pid, files, lua, writer):
         "request_us": d("palisade_request_seconds_sum") * 1e6 / reqs if reqs else None,
         "store_share": (d("palisade_store_read_seconds_total") / d("palisade_request_seconds_sum")
                         if d("palisade_request_seconds_sum") > 0 else None),
+        "store_cpu_share": (d("palisade_store_read_seconds_total") / cpu if cpu > 0 else None),
         "lock_waits": m1.get("palisade_store_write_lock_waits_on_request_path_total"),
         "writes_dropped": d("palisade_store_writes_dropped_queue_full_total"),
         "batches": d("palisade_store_batches_total"),
@@ -228,7 +237,12 @@ def main():
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--palisade", default=os.path.join(bench.REPO, "target/release/palisade"))
     ap.add_argument("--albedo", default=os.path.join(bench.REPO, "target/release/albedo"))
+    ap.add_argument("--out-md", default=None, help="also write the report section here")
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 s runs, one worker count: checks that the benchmark works")
     args = ap.parse_args()
+    if args.smoke:
+        args.duration, args.workers = 2, "1"
     work = tempfile.mkdtemp(prefix="palisade-ctx-bench-")
     lua = os.path.join(bench.BENCH, "wrk", "corpus.lua")
     results = {}
@@ -258,39 +272,93 @@ def main():
                 proc.stop()
     finally:
         bench.stop_all()
+        shutil.rmtree(work, ignore_errors=True)
 
-    print()
-    print(f"Closed loop: wrk, {args.connections} connections, {args.duration} s per run, "
-          f"{args.clients} client keys; outside writer: `palisade ctx import` of "
-          f"{args.batch}-line files, aiming at {args.writer_rate:g} updates/s")
-    print()
-    print("| workers | writer | req/s | req/CPU-s | p50 ms | p99 ms | store us/req | store reads/req "
-          "| request us | store share | lock waits | writer updates/s | non-2xx |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    md = render(args, results)
+    print(md)
+    if args.out_md:
+        with open(args.out_md, "w") as fh:
+            fh.write(md)
+    broken = []
+    for workers, runs in results.items():
+        for label, r in zip(("without", "with"), runs):
+            if r["non2xx"] or r["socket_errors"]:
+                broken.append(f"{workers} worker(s) {label} the writer: "
+                              f"{r['non2xx']} non-2xx answers, {r['socket_errors']} socket errors")
+            if r["lock_waits"]:
+                broken.append(f"{workers} worker(s) {label} the writer: "
+                              f"{r['lock_waits']:.0f} write-lock waits on the request path")
+            if r["writer_failures"]:
+                broken.append(f"{workers} worker(s): the writer failed {r['writer_failures']} time(s)")
+    for b in broken:
+        bench.log(f"ctx: BROKEN: {b}")
+    return 1 if broken else 0
 
+
+def render(args, results):
+    """The BENCHMARKS.md section."""
     def f(v, spec):
         return "n/a" if v is None else spec.format(v)
 
+    md = ["## Persistent collections under an outside writer", ""]
+    md.append("Written by `bench/ctx.py` (run by `scripts/bench`; alone: `python3 bench/ctx.py`). "
+              "The incident this reproduces: per-client context in shared collections, read on "
+              "every request by many workers while an outside service writes into the same "
+              "store; with reads inside write transactions every worker queued on one lock.")
+    md.append("")
+    md.append(f"- When: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average at "
+              f"the start {' '.join(f'{x:.2f}' for x in os.getloadavg())} (a shared machine: "
+              "compare ratios within one run).")
+    md.append("- Rules (every request passes, phase 1): `initcol:ip=%{REQUEST_HEADERS.X-Client}`, "
+              "`initcol:global=global`, `setvar:ip.hits=+1`, `setvar:global.requests=+1`, and "
+              "rules reading IP:BLOCKED, IP:SCORE, IP:HITS, GLOBAL:MODE, GLOBAL:ALERT_LEVEL: two "
+              "record reads and two counter writes per request (the GLOBAL record written by "
+              "every request).")
+    md.append(f"- Load: wrk, closed loop, {args.connections} connections, {args.duration} s per "
+              f"run after a 2 s warm-up, {args.clients} client keys (X-Client). Outside writer: "
+              f"another process running `palisade ctx import` on files of {args.batch} write lines "
+              f"(`score` set on client records, `alert_level` on GLOBAL), paced for "
+              f"{args.writer_rate:g} updates/s, through the same LMDB store for the whole run.")
+    md.append("- One worker: the proxy on CPU 0, wrk, albedo and the writer on CPU 1. Two "
+              "workers: the proxy may use both CPUs and shares them with the load (the machine "
+              "has two cores), so the 2-vs-1 ratio is a floor, not the proxy's scaling.")
+    md.append("- Store time: the store's read counters (`palisade_store_read_seconds_total`) over "
+              "the proxy's request time (`palisade_request_seconds_sum`: arrival to end of "
+              "response, as a client waits) and over the proxy's CPU time (utime + stime). Lock "
+              "waits: `palisade_store_write_lock_waits_on_request_path_total`.")
+    md.append("")
+    md.append("| workers | writer | req/s | req/CPU-s | p50 ms | p99 ms | store us/req "
+              "| store reads/req | request us | store / request time | store / proxy CPU "
+              "| lock waits | writer updates/s | non-2xx |")
+    md.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for workers, runs in results.items():
         for label, r in zip(("off", "on"), runs):
-            print(f"| {workers} | {label} | {r['rps']:,.0f} | {f(r['req_per_cpu_s'], '{:,.0f}')} "
-                  f"| {f(r['p50_ms'], '{:.2f}')} | {f(r['p99_ms'], '{:.2f}')} "
-                  f"| {f(r['store_us_per_req'], '{:.2f}')} | {f(r['store_reads_per_req'], '{:.2f}')} "
-                  f"| {f(r['request_us'], '{:.0f}')} | {f(r['store_share'], '{:.2%}')} "
-                  f"| {f(r['lock_waits'], '{:.0f}')} | {r['writer_rate']:,.0f} "
-                  f"| {r['non2xx'] + r['socket_errors']} |")
-    print()
+            md.append(
+                f"| {workers} | {label} | {r['rps']:,.0f} | {f(r['req_per_cpu_s'], '{:,.0f}')} "
+                f"| {f(r['p50_ms'], '{:.2f}')} | {f(r['p99_ms'], '{:.2f}')} "
+                f"| {f(r['store_us_per_req'], '{:.2f}')} | {f(r['store_reads_per_req'], '{:.2f}')} "
+                f"| {f(r['request_us'], '{:.0f}')} | {f(r['store_share'], '{:.2%}')} "
+                f"| {f(r['store_cpu_share'], '{:.2%}')} "
+                f"| {f(r['lock_waits'], '{:.0f}')} | {r['writer_rate']:,.0f} "
+                f"| {r['non2xx'] + r['socket_errors']} |")
+    md.append("")
+    md.append("Against the targets:")
+    md.append("")
     for workers, (alone, loaded) in results.items():
-        ratio = loaded["p99_ms"] / alone["p99_ms"] if alone["p99_ms"] else float("nan")
-        print(f"ctx: {workers} worker(s): p99 with writer / without = {ratio:.2f} "
-              f"(target <= 1.2); store share of request time {loaded['store_share']:.2%} "
-              f"(target <= 2%); lock waits {loaded['lock_waits']:.0f} (target 0)")
+        ratio = (loaded["p99_ms"] / alone["p99_ms"]
+                 if alone["p99_ms"] and loaded["p99_ms"] else float("nan"))
+        md.append(f"- {workers} worker(s): p99 with the writer / without = {ratio:.2f} (target "
+                  f"<= 1.2); store time {f(loaded['store_share'], '{:.2%}')} of request time "
+                  f"(target <= 2%), {f(loaded['store_cpu_share'], '{:.2%}')} of the proxy's CPU "
+                  f"time; requests that waited on a write lock: "
+                  f"{f(loaded['lock_waits'], '{:.0f}')} (target 0).")
     if 1 in results and 2 in results:
         a, b = results[1][0], results[2][0]
-        print(f"ctx: 2 workers / 1 worker: req/s {b['rps'] / a['rps']:.2f}x "
-              f"(target >= 1.8x; wrk, backend and writer share the 2 cores), "
-              f"req/CPU-s {b['req_per_cpu_s'] / a['req_per_cpu_s']:.2f}x")
-
+        md.append(f"- 2 workers / 1 worker, without the writer: req/s {b['rps'] / a['rps']:.2f}x "
+                  f"(target >= 1.8x), requests per CPU-second "
+                  f"{b['req_per_cpu_s'] / a['req_per_cpu_s']:.2f}x.")
+    md.append("")
+    return "\n".join(md) + "\n"
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

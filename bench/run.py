@@ -805,6 +805,9 @@ def main():
                     help="exit 1 when a configuration does not come up or answers otherwise "
                          "than expected (implied by --smoke); throughput is never judged")
     ap.add_argument("--engine-md", default=None, help="markdown of the engine benchmarks to append")
+    ap.add_argument("--extra-md", action="append", default=[],
+                    help="more markdown to append after the engine benchmarks (repeatable; "
+                         "bench/ctx.py's section)")
     ap.add_argument("--command", default="scripts/bench", help="the command shown in the report")
     args = ap.parse_args()
     if args.smoke:
@@ -953,6 +956,10 @@ def main():
     if args.engine_md and os.path.exists(args.engine_md):
         with open(args.engine_md) as f:
             engine_md = f.read()
+    for extra in args.extra_md:
+        if os.path.exists(extra):
+            with open(extra) as f:
+                engine_md = (engine_md + "\n" if engine_md else "") + f.read()
     notes_cfg = {k: v for k, v in notes.items() if k in CONFIGS}
     md = render(results, rss, notes_cfg, fixed, info, args, engine_md, plot_name, started, verify_notes)
     if "fixed" in notes:
