@@ -280,6 +280,10 @@ def write_palisade_config(key, work, port, backend_port):
         f"error_log = {toml_str(os.path.join(work, f'palisade-{key}-error.log'))}",
         'level = "warn"',
         "",
+        "# Persistent collections (CRS opens IP and GLOBAL) in the work directory.",
+        "[store]",
+        f"path = {toml_str(os.path.join(work, f'store-{key}'))}",
+        "",
     ]
     for f in palisade_rules(key, work):
         lines += ["[[rules]]", f"file = {toml_str(f)}", ""]
