@@ -897,8 +897,12 @@ servers = ["127.0.0.1:9000"]
             ("[store]\npaht = \"x\"", "paht"),
             ("[sync]\nredis = \"http://x\"", "sync.redis"),
             (
-                "[sync]\nredis = \"redis://x\"\nretention = \"1s\"",
+                "[sync]\nredis = \"redis://x\"\nretention = 10",
                 "sync.retention",
+            ),
+            (
+                "[sync]\nredis = \"redis://x\"\nsnapshot_interval = \"1ms\"",
+                "sync.snapshot_interval",
             ),
         ] {
             let err = parse(&format!("{MINIMAL}\n{bad}\n"))
