@@ -13,8 +13,9 @@
 //!   whole-record timeout passed. A full map (`MDB_MAP_FULL`) rolls the batch back
 //!   whole and is reported as [`StoreError::MapFull`], counted and logged once.
 //! - **Stored format**: a convergent state per record (`state.rs` explains it), so
-//!   the fleet sync ([`sync`]) can merge the changes of several hosts; it reads back
-//!   as the engine's [`StoredRecord`].
+//!   the fleet sync ([`sync`]) can merge the changes of several hosts, stored after
+//!   the record as readers see it (the engine's [`StoredRecord`], rendered by the
+//!   writer at commit): a read decodes only that part.
 //! - **Outside access**: [`Store::get`], [`Store::list`], [`Store::import`],
 //!   [`Store::export`] and [`Store::apply`] serve `palisade ctx` and the admin API;
 //!   several processes may open the same store (LMDB locks across processes).
@@ -237,7 +238,7 @@ pub struct StoreReader {
 }
 
 impl StoreReader {
-    fn read_state(&self, key: &[u8]) -> Result<Option<state::RecState>, StoreError> {
+    fn read_record(&self, key: &[u8]) -> Result<Option<StoredRecord>, StoreError> {
         let start = Instant::now();
         let res = (|| {
             let rtxn = self
@@ -252,12 +253,10 @@ impl StoreReader {
                 .map_err(|e| StoreError::from_lmdb("reading", e))?
             {
                 None => Ok(None),
-                Some(b) => state::decode(b)
-                    .map(Some)
-                    .map_err(|reason| StoreError::Corrupt {
-                        key: String::from_utf8_lossy(key).into_owned(),
-                        reason,
-                    }),
+                Some(b) => state::decode_read(b).map_err(|reason| StoreError::Corrupt {
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    reason,
+                }),
             }
         })();
         self.stats.reads.fetch_add(1, Relaxed);
@@ -273,8 +272,8 @@ impl StoreReader {
 
 impl CollectionReader for StoreReader {
     fn read(&self, key: &RecordKey) -> Result<Option<StoredRecord>, CollectionError> {
-        match self.read_state(&key.encode()) {
-            Ok(s) => Ok(s.and_then(|s| s.to_stored())),
+        match self.read_record(&key.encode()) {
+            Ok(r) => Ok(r),
             Err(StoreError::Corrupt { key, reason }) => Err(CollectionError::Corrupt(format!(
                 "record {key:?}: {reason}"
             ))),
@@ -487,8 +486,7 @@ impl Store {
         let now = unix_now();
         Ok(self
             .store_reader()
-            .read_state(&key.encode())?
-            .and_then(|s| s.to_stored())
+            .read_record(&key.encode())?
             .and_then(|r| r.live(now)))
     }
 
@@ -537,11 +535,11 @@ impl Store {
             if collection.is_some_and(|c| c != rk.collection) {
                 continue;
             }
-            let st = state::decode(v).map_err(|reason| StoreError::Corrupt {
+            let rec = state::decode_read(v).map_err(|reason| StoreError::Corrupt {
                 key: String::from_utf8_lossy(k).into_owned(),
                 reason,
             })?;
-            if let Some(r) = st.to_stored().and_then(|r| r.live(now))
+            if let Some(r) = rec.and_then(|r| r.live(now))
                 && !f(rk, r)
             {
                 break;

@@ -480,8 +480,8 @@ impl Writer {
                         }
                         last = Some(k.to_vec());
                         // A record that does not decode is left for `get` to report.
-                        if let Ok(st) = state::decode(v)
-                            && st.expires_at().saturating_add(SWEEP_GRACE_SECS) <= now
+                        if let Ok(Some(r)) = state::decode_read(v)
+                            && r.expires_at().saturating_add(SWEEP_GRACE_SECS) <= now
                         {
                             doomed.push(k.to_vec());
                         }
