@@ -214,7 +214,7 @@ fn persistent_collections_count_across_transactions() {
         now_unix_micros: secs * 1_000_000,
         ..Default::default()
     };
-    let mut run = |secs: i64| {
+    let run = |secs: i64| {
         let (i, mut tx) = get_with(&rs, "/", at(secs));
         store.apply_writes(tx.take_collection_writes());
         assert!(tx.take_collection_writes().is_empty(), "taken once");

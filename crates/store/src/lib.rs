@@ -164,6 +164,9 @@ pub enum StoreError {
     /// A bad argument (collection name, key).
     #[error(transparent)]
     Collection(#[from] CollectionError),
+    /// A bad store configuration.
+    #[error("store configuration: {0}")]
+    Config(String),
     /// The sync could not start or run.
     #[error("sync: {0}")]
     Sync(String),
@@ -309,8 +312,16 @@ impl Store {
     /// Opens (creating it when missing) the store at `cfg.path` and starts its writer
     /// thread (which also sweeps).
     pub fn open(cfg: &StoreConfig) -> Result<Store, StoreError> {
-        if cfg.host_id.is_empty() {
-            return Err(StoreError::Sync("host id is empty".into()));
+        if cfg.host_id.is_empty() || cfg.host_id.contains('@') {
+            return Err(StoreError::Config(format!(
+                "host id {:?} must be non-empty and without '@'",
+                cfg.host_id
+            )));
+        }
+        if cfg.batch_interval.is_zero() || cfg.sweep_interval.is_zero() {
+            return Err(StoreError::Config(
+                "batch and sweep intervals must be above zero".into(),
+            ));
         }
         let (view, gate): (ReadView, WriteGate) = lmdb::open(&cfg.path, cfg.map_size)?;
         let stats = Arc::new(Stats::default());

@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn keys_encode_and_decode() {
         let k = RecordKey::new("shop", CollectionKind::Ip, b"192.0.2.1".to_vec()).unwrap();
-        assert_eq!(k.encode(), b"shop\0IP\0192.0.2.1");
+        assert_eq!(k.encode(), b"shop\x00IP\x00192.0.2.1");
         assert_eq!(RecordKey::decode(&k.encode()).unwrap(), k);
         assert!(
             k.encode()

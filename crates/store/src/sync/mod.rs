@@ -350,7 +350,14 @@ fn publisher(sh: &Shared, store: &Store) {
                 if store.send(Msg::Flush(tx)).is_err() {
                     return;
                 }
-                let _ = rx.recv();
+                if let Ok(Err(e)) = rx.recv() {
+                    // Not removed (a full map): they will be published again,
+                    // harmlessly, after a pause.
+                    sh.failed("clearing the outbox", &e);
+                    if !sh.pause(sh.cfg.retry) {
+                        return;
+                    }
+                }
             }
             Err(e) => {
                 sh.counters.publisher_up.store(false, Relaxed);
