@@ -97,8 +97,56 @@ pub struct AuditConfig {
     pub format: String,
     /// `SecAuditLogType`: `Serial` or `Concurrent`.
     pub log_type: String,
-    /// `SecAuditLogRelevantStatus`: a regular expression on the response status.
-    pub relevant_status: Option<regex::bytes::Regex>,
+    /// `SecAuditLogRelevantStatus`: which response statuses make a transaction
+    /// relevant.
+    pub relevant_status: Option<StatusPattern>,
+}
+
+/// `SecAuditLogRelevantStatus`: a PCRE pattern on the response status, as text.
+///
+/// The pattern is run once at load on every status from 0 to 999 (a response status
+/// has three digits), and the answers are kept: matching a transaction is a table
+/// lookup. That lets the patterns ModSecurity users already have, such as Debian's
+/// `^(?:5|4(?!04))` with its lookahead, load unchanged; since the pattern never sees
+/// request data, running it with a backtracking engine at load costs at most a
+/// thousand tiny matches.
+#[derive(Debug, Clone)]
+pub struct StatusPattern {
+    pattern: String,
+    relevant: Vec<bool>,
+}
+
+impl StatusPattern {
+    /// Compiles `pattern` and evaluates it on every status; an invalid pattern is an
+    /// error naming it.
+    pub fn new(pattern: &str) -> Result<Self, String> {
+        let re = fancy_regex::Regex::new(pattern)
+            .map_err(|e| format!("SecAuditLogRelevantStatus {pattern:?}: {e}"))?;
+        let relevant = (0..1000u16)
+            .map(|status| {
+                re.is_match(&status.to_string()).map_err(|e| {
+                    format!("SecAuditLogRelevantStatus {pattern:?} on status {status}: {e}")
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(StatusPattern {
+            pattern: pattern.to_string(),
+            relevant,
+        })
+    }
+
+    /// True when a response with this status is relevant.
+    pub fn matches(&self, status: u16) -> bool {
+        self.relevant
+            .get(usize::from(status))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// The pattern as written.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
 }
 
 /// Every engine-wide setting of a rule set.
@@ -341,11 +389,7 @@ impl EngineConfig {
                 }
             },
             "SecAuditLogRelevantStatus" => {
-                let re = regex::bytes::RegexBuilder::new(first)
-                    .unicode(false)
-                    .build()
-                    .map_err(|e| format!("SecAuditLogRelevantStatus: {e}"))?;
-                self.audit.relevant_status = Some(re);
+                self.audit.relevant_status = Some(StatusPattern::new(first)?);
             }
             "SecCollectionTimeout" => {
                 self.collection_timeout = first
@@ -412,5 +456,30 @@ impl EngineConfig {
             _ => return Err(format!("unsupported directive {name}")),
         }
         Ok(SettingOutcome::Applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StatusPattern;
+
+    #[test]
+    fn relevant_status_patterns_with_lookahead_load_and_match() {
+        // Debian's stock modsecurity.conf.
+        let p = StatusPattern::new("^(?:5|4(?!04))").unwrap();
+        for (status, relevant) in [
+            (500, true),
+            (503, true),
+            (403, true),
+            (404, false),
+            (200, false),
+            (304, false),
+        ] {
+            assert_eq!(p.matches(status), relevant, "{status}");
+        }
+        assert!(!p.matches(1000));
+        assert_eq!(p.pattern(), "^(?:5|4(?!04))");
+        let e = StatusPattern::new("^(5").unwrap_err();
+        assert!(e.contains("SecAuditLogRelevantStatus \"^(5\""), "{e}");
     }
 }

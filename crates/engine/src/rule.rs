@@ -27,6 +27,14 @@ pub enum RuleOperator {
     Rbl(String),
     /// `@geoLookup`: needs a GeoIP database, answered by the transaction's lookup hook.
     GeoLookup,
+    /// `@memberOf coll.name`: the value is a member of that multi-valued variable of
+    /// an open persistent collection (one hash lookup).
+    MemberOf {
+        /// Which collection.
+        collection: crate::actions::CollectionKind,
+        /// The variable's lower-case name.
+        name: Vec<u8>,
+    },
 }
 
 /// Metadata used in logs.

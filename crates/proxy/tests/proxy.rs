@@ -1008,3 +1008,40 @@ error_log_before_response = true
         "{text}"
     );
 }
+
+/// The base configuration ModSecurity users start from (Debian ships it with
+/// libnginx-mod-http-modsecurity, which CI installs for the benchmark) loads
+/// unchanged, including `SecAuditLogRelevantStatus "^(?:5|4(?!04))"` and its
+/// lookahead.
+#[test]
+fn debian_stock_modsecurity_conf_loads() {
+    let stock = std::path::Path::new("/etc/nginx/modsecurity.conf");
+    assert!(
+        stock.exists(),
+        "{} is missing: install libnginx-mod-http-modsecurity (.ci/run does)",
+        stock.display()
+    );
+    let dir = TempDir::new("check-debian");
+    let cfg = dir.path("palisade.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}\n[[rules]]\nfile = \"{}\"\n",
+            basic_config(loopback(1), loopback(2), ""),
+            stock.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(palisade_bin())
+        .args(["check", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("is ok"), "{stdout}");
+}

@@ -175,6 +175,19 @@ pub enum Action {
         /// `N/S`.
         spec: Macro,
     },
+    /// `addmember:coll.name=value` / `delmember:coll.name=value`: adds a value to,
+    /// or removes it from, a multi-valued variable of a persistent collection (a
+    /// Palisade extension; test membership with `@memberOf coll.name`).
+    Member {
+        /// Which collection (not TX).
+        collection: CollectionKind,
+        /// The variable name.
+        name: Macro,
+        /// The member.
+        value: Macro,
+        /// True for `addmember`, false for `delmember`.
+        add: bool,
+    },
     /// `initcol:coll=key`.
     InitCol {
         /// Which collection.

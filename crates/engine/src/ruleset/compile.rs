@@ -476,6 +476,25 @@ impl RulesetBuilder {
                         }
                     });
                 }
+                "addmember" | "delmember" => {
+                    let v = need("collection.name=value")?;
+                    let (target, member) = v.split_once('=').ok_or_else(|| {
+                        err(format!("{name}: expected collection.name=value, got {v:?}"))
+                    })?;
+                    let (collection, var) = split_collection(target).map_err(&err)?;
+                    if collection == CollectionKind::Tx {
+                        return Err(err(format!(
+                            "{name}: members live in persistent collections (IP, GLOBAL, \
+                             SESSION, USER, RESOURCE), not TX"
+                        )));
+                    }
+                    rule.match_actions.push(Action::Member {
+                        collection,
+                        name: Macro::parse(var).map_err(&err)?,
+                        value: Macro::parse(member).map_err(&err)?,
+                        add: name == "addmember",
+                    });
+                }
                 "initcol" => {
                     let v = need("collection=key")?;
                     let (c, key) = v.split_once('=').ok_or_else(|| {
@@ -561,6 +580,18 @@ impl RulesetBuilder {
         let lname = name.to_ascii_lowercase();
         match lname.as_str() {
             "rbl" => return Ok(RuleOperator::Rbl(argument.to_string())),
+            "memberof" => {
+                let (collection, var) = split_collection(argument)?;
+                if collection == CollectionKind::Tx {
+                    return Err(
+                        "@memberOf: members live in persistent collections, not TX".to_string()
+                    );
+                }
+                return Ok(RuleOperator::MemberOf {
+                    collection,
+                    name: var.trim().to_ascii_lowercase().into_bytes(),
+                });
+            }
             "geolookup" => return Ok(RuleOperator::GeoLookup),
             _ => {}
         }

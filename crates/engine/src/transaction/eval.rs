@@ -302,6 +302,10 @@ fn run_operator(
         // Block-list and GeoIP lookups need a resolver or a database that this engine
         // has not been given: they never match.
         RuleOperator::Rbl(_) | RuleOperator::GeoLookup => false,
+        RuleOperator::MemberOf { collection, name } => view.state.persistent[collection.index()]
+            .as_ref()
+            .and_then(|p| p.values.get(name.as_slice()))
+            .is_some_and(|v| matches!(&v.value, VarValue::Set(m) if m.contains_key(input))),
     };
     matched != rule.negated
 }
@@ -816,6 +820,26 @@ impl Transaction {
                 };
                 self.deprecate_var(*collection, &key, &spec);
             }
+            Action::Member {
+                collection,
+                name,
+                value,
+                add,
+            } => {
+                let (key, member) = {
+                    let view = self.view(Some(rule));
+                    (
+                        name.expand(&view).to_ascii_lowercase(),
+                        value.expand(&view).into_owned(),
+                    )
+                };
+                let op = if *add {
+                    VarOp::AddMember(member)
+                } else {
+                    VarOp::RemoveMember(member)
+                };
+                self.write_persistent(*collection, key, op);
+            }
             Action::InitCol { collection, key } => {
                 let key = key.expand(&self.view(Some(rule))).into_owned();
                 self.init_collection(*collection, key);
@@ -1048,7 +1072,17 @@ impl Transaction {
             }
             return;
         }
-        let now = self.ctx.now_unix_micros / 1_000_000;
+        self.write_persistent(collection, key, op);
+    }
+
+    /// Applies one operation to an open persistent collection: to what the rules
+    /// see now, and to the write log for the store.
+    fn write_persistent(&mut self, collection: CollectionKind, key: Vec<u8>, op: VarOp) {
+        let now = self.now_secs();
+        let Some(p) = self.state.persistent[collection.index()].as_mut() else {
+            tracing::debug!("write to {} before initcol: ignored", collection.name());
+            return;
+        };
         let mut view = crate::collections::StoredRecord {
             vars: std::mem::take(&mut p.values),
             ..Default::default()

@@ -595,7 +595,7 @@ impl Transaction {
                     .audit
                     .relevant_status
                     .as_ref()
-                    .is_some_and(|re| re.is_match(self.resp.status.to_string().as_bytes()));
+                    .is_some_and(|p| p.matches(self.resp.status));
                 by_status || self.matches.iter().any(|m| m.auditlog)
             }
         };
