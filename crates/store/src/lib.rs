@@ -13,8 +13,9 @@
 //!   whole-record timeout passed. A full map (`MDB_MAP_FULL`) rolls the batch back
 //!   whole and is reported as [`StoreError::MapFull`], counted and logged once.
 //! - **Stored format**: a convergent state per record (`state.rs` explains it), so
-//!   the fleet sync ([`sync`]) can merge the changes of several hosts; it reads back
-//!   as the engine's [`StoredRecord`].
+//!   the fleet sync ([`sync`]) can merge the changes of several hosts, stored after
+//!   the record as readers see it (the engine's [`StoredRecord`], rendered by the
+//!   writer at commit): a read decodes only that part.
 //! - **Outside access**: [`Store::get`], [`Store::list`], [`Store::import`],
 //!   [`Store::export`] and [`Store::apply`] serve `palisade ctx` and the admin API;
 //!   several processes may open the same store (LMDB locks across processes).
@@ -163,6 +164,9 @@ pub enum StoreError {
     /// A bad argument (collection name, key).
     #[error(transparent)]
     Collection(#[from] CollectionError),
+    /// A bad store configuration.
+    #[error("store configuration: {0}")]
+    Config(String),
     /// The sync could not start or run.
     #[error("sync: {0}")]
     Sync(String),
@@ -237,7 +241,7 @@ pub struct StoreReader {
 }
 
 impl StoreReader {
-    fn read_state(&self, key: &[u8]) -> Result<Option<state::RecState>, StoreError> {
+    fn read_record(&self, key: &[u8]) -> Result<Option<StoredRecord>, StoreError> {
         let start = Instant::now();
         let res = (|| {
             let rtxn = self
@@ -252,12 +256,10 @@ impl StoreReader {
                 .map_err(|e| StoreError::from_lmdb("reading", e))?
             {
                 None => Ok(None),
-                Some(b) => state::decode(b)
-                    .map(Some)
-                    .map_err(|reason| StoreError::Corrupt {
-                        key: String::from_utf8_lossy(key).into_owned(),
-                        reason,
-                    }),
+                Some(b) => state::decode_read(b).map_err(|reason| StoreError::Corrupt {
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    reason,
+                }),
             }
         })();
         self.stats.reads.fetch_add(1, Relaxed);
@@ -273,8 +275,8 @@ impl StoreReader {
 
 impl CollectionReader for StoreReader {
     fn read(&self, key: &RecordKey) -> Result<Option<StoredRecord>, CollectionError> {
-        match self.read_state(&key.encode()) {
-            Ok(s) => Ok(s.and_then(|s| s.to_stored())),
+        match self.read_record(&key.encode()) {
+            Ok(r) => Ok(r),
             Err(StoreError::Corrupt { key, reason }) => Err(CollectionError::Corrupt(format!(
                 "record {key:?}: {reason}"
             ))),
@@ -310,8 +312,16 @@ impl Store {
     /// Opens (creating it when missing) the store at `cfg.path` and starts its writer
     /// thread (which also sweeps).
     pub fn open(cfg: &StoreConfig) -> Result<Store, StoreError> {
-        if cfg.host_id.is_empty() {
-            return Err(StoreError::Sync("host id is empty".into()));
+        if cfg.host_id.is_empty() || cfg.host_id.contains('@') {
+            return Err(StoreError::Config(format!(
+                "host id {:?} must be non-empty and without '@'",
+                cfg.host_id
+            )));
+        }
+        if cfg.batch_interval.is_zero() || cfg.sweep_interval.is_zero() {
+            return Err(StoreError::Config(
+                "batch and sweep intervals must be above zero".into(),
+            ));
         }
         let (view, gate): (ReadView, WriteGate) = lmdb::open(&cfg.path, cfg.map_size)?;
         let stats = Arc::new(Stats::default());
@@ -487,8 +497,7 @@ impl Store {
         let now = unix_now();
         Ok(self
             .store_reader()
-            .read_state(&key.encode())?
-            .and_then(|s| s.to_stored())
+            .read_record(&key.encode())?
             .and_then(|r| r.live(now)))
     }
 
@@ -537,11 +546,11 @@ impl Store {
             if collection.is_some_and(|c| c != rk.collection) {
                 continue;
             }
-            let st = state::decode(v).map_err(|reason| StoreError::Corrupt {
+            let rec = state::decode_read(v).map_err(|reason| StoreError::Corrupt {
                 key: String::from_utf8_lossy(k).into_owned(),
                 reason,
             })?;
-            if let Some(r) = st.to_stored().and_then(|r| r.live(now))
+            if let Some(r) = rec.and_then(|r| r.live(now))
                 && !f(rk, r)
             {
                 break;

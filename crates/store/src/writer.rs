@@ -37,7 +37,13 @@ pub(crate) enum Remote {
         dedup: (u64, u64),
         writes: Vec<(RecordKey, RecordWrite)>,
     },
+    /// Outside entries already in a snapshot: raise the last-applied marks.
+    Applied(Applied),
 }
+
+/// Per outside host, the last entry applied (`seq`, or stream id), as a snapshot
+/// carries it.
+pub(crate) type Applied = Vec<(String, (u64, u64))>;
 
 /// What the writer is asked to do.
 pub(crate) enum Msg {
@@ -308,6 +314,21 @@ impl Writer {
                         }
                     }
                 }
+                Remote::Applied(marks) => {
+                    for (host, mark) in marks {
+                        let meta_key = [META_APPLIED_PREFIX, host.as_bytes()].concat();
+                        let last = dbs
+                            .meta
+                            .get(&wtxn, &meta_key)
+                            .map_err(err)?
+                            .and_then(decode_id);
+                        if last.is_none_or(|l| l < mark) {
+                            dbs.meta
+                                .put(&mut wtxn, &meta_key, &encode_id(mark))
+                                .map_err(err)?;
+                        }
+                    }
+                }
                 Remote::Ops {
                     host,
                     id,
@@ -480,8 +501,8 @@ impl Writer {
                         }
                         last = Some(k.to_vec());
                         // A record that does not decode is left for `get` to report.
-                        if let Ok(st) = state::decode(v)
-                            && st.expires_at().saturating_add(SWEEP_GRACE_SECS) <= now
+                        if let Ok(Some(r)) = state::decode_read(v)
+                            && r.expires_at().saturating_add(SWEEP_GRACE_SECS) <= now
                         {
                             doomed.push(k.to_vec());
                         }
@@ -533,7 +554,7 @@ fn encode_id(id: (u64, u64)) -> [u8; 16] {
     out
 }
 
-fn decode_id(b: &[u8]) -> Option<(u64, u64)> {
+pub(crate) fn decode_id(b: &[u8]) -> Option<(u64, u64)> {
     let a: [u8; 8] = b.get(..8)?.try_into().ok()?;
     let c: [u8; 8] = b.get(8..16)?.try_into().ok()?;
     Some((u64::from_be_bytes(a), u64::from_be_bytes(c)))

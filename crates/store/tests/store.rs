@@ -289,13 +289,13 @@ fn two_handles_on_one_store() {
     assert_eq!(value(&b, &ip("x"), "hits").as_deref(), Some("100"));
 }
 
-/// The child side of the process tests: run by the parent through this test binary
-/// with `STORE_CHILD` set; does nothing otherwise.
+/// The child side of the process tests, not a test of its own (hence ignored): the
+/// parent runs this test binary with `--ignored --exact child_process_writer` and
+/// `STORE_CHILD` set.
 #[test]
+#[ignore = "child process of the process tests"]
 fn child_process_writer() {
-    let Ok(mode) = std::env::var("STORE_CHILD") else {
-        return;
-    };
+    let mode = std::env::var("STORE_CHILD").expect("run by the process tests only");
     let dir = std::env::var("STORE_CHILD_DIR").unwrap();
     let store = Store::open(&cfg(std::path::Path::new(&dir))).unwrap();
     let now = unix_now();
@@ -323,6 +323,7 @@ fn child_process_writer() {
 fn child(dir: &std::path::Path, mode: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
+        "--ignored",
         "--exact",
         "child_process_writer",
         "--nocapture",

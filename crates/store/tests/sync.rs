@@ -200,8 +200,10 @@ fn increments_on_two_hosts_add_up_and_a_set_crosses_over() {
         let va = value(&a.store, &k, "hits");
         va == value(&b.store, &k, "hits") && va.as_deref() == Some("1001")
     });
+    wait_for("a's outbox drained", || {
+        a.sync.as_ref().unwrap().stats().unpublished == 0
+    });
     let sa = a.sync.as_ref().unwrap().stats();
-    assert_eq!(sa.unpublished, 0);
     assert!(sa.published > 0 && sa.applied > 0, "{sa:?}");
     assert_eq!(sa.bad_entries, 0);
 }
@@ -401,8 +403,30 @@ fn a_new_host_bootstraps_and_a_restarted_host_catches_up() {
         value(&b.store, &ip("10.1.0.39"), "hits").as_deref() == Some("1")
             && value(&a.store, &ip("10.1.0.1"), "hits").as_deref() == Some("2")
     });
+    // An outside entry with a seq, applied before the new host joins.
+    let outside = |seq: u64| {
+        let w = RecordWrite {
+            at: unix_now(),
+            timeout: 3600,
+            ops: vec![NamedOp {
+                name: b"score".to_vec(),
+                op: VarOp::Add(10),
+            }],
+        };
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(SyncConfig::DEFAULT_STREAM).arg("*");
+        for (f, v) in store::sync::entry::ops_fields("scorer", Some(seq), &[(ip("10.1.0.2"), w)]) {
+            cmd.arg(f).arg(v);
+        }
+        cmd.query::<String>(&mut redis.con()).unwrap();
+    };
+    outside(5);
+    wait_for("the outside entry applied", || {
+        value(&a.store, &ip("10.1.0.2"), "score").as_deref() == Some("10")
+    });
+    let written = a.sync.as_ref().unwrap().stats().snapshots_written;
     wait_for("a snapshot written", || {
-        a.sync.as_ref().unwrap().stats().snapshots_written > 0
+        a.sync.as_ref().unwrap().stats().snapshots_written > written
             && b.sync.as_ref().unwrap().stats().snapshots_written > 0
     });
 
@@ -427,6 +451,9 @@ fn a_new_host_bootstraps_and_a_restarted_host_catches_up() {
             && value(&c.store, &ip("10.1.0.39"), "hits").as_deref() == Some("1")
     });
     assert_eq!(c.sync.as_ref().unwrap().stats().snapshots_loaded, 1);
+    // The outside service retries its entry (same seq): no host counts it twice,
+    // the new one included (the snapshot carried the mark).
+    outside(5);
     c.store.submit(vec![(ip("10.1.0.1"), hit())]);
     a.store.submit(vec![(ip("10.1.0.1"), hit())]);
     wait_for("all three converge", || {
@@ -434,6 +461,9 @@ fn a_new_host_bootstraps_and_a_restarted_host_catches_up() {
             .iter()
             .all(|s| value(s, &ip("10.1.0.1"), "hits").as_deref() == Some("9"))
     });
+    for s in [&a.store, &bstore, &c.store] {
+        assert_eq!(value(s, &ip("10.1.0.2"), "score").as_deref(), Some("10"));
+    }
     let all_a = a.store.list("default", None, 1000).unwrap();
     let all_c = c.store.list("default", None, 1000).unwrap();
     assert_eq!(all_a, all_c);

@@ -27,7 +27,7 @@ pub mod entry;
 
 use crate::lmdb::ReadView;
 use crate::state::{self, RecState};
-use crate::writer::{META_STREAM_POS, Msg, Remote};
+use crate::writer::{Applied, META_APPLIED_PREFIX, META_STREAM_POS, Msg, Remote, decode_id};
 use crate::{Store, StoreError};
 use entry::EntryId;
 use redis::Value;
@@ -350,7 +350,14 @@ fn publisher(sh: &Shared, store: &Store) {
                 if store.send(Msg::Flush(tx)).is_err() {
                     return;
                 }
-                let _ = rx.recv();
+                if let Ok(Err(e)) = rx.recv() {
+                    // Not removed (a full map): they will be published again,
+                    // harmlessly, after a pause.
+                    sh.failed("clearing the outbox", &e);
+                    if !sh.pause(sh.cfg.retry) {
+                        return;
+                    }
+                }
             }
             Err(e) => {
                 sh.counters.publisher_up.store(false, Relaxed);
@@ -496,12 +503,12 @@ fn start_or_catch_up(
         }
     };
     // Resume from the later of our position and the snapshot's.
-    let (changes, snap_pos) = loaded.unwrap_or_default();
+    let (changes, snap_pos, applied) = loaded.unwrap_or_default();
     let new_pos = pos.unwrap_or_default().max(snap_pos);
     let had_snapshot = !changes.is_empty() || snap_pos != EntryId::default();
     let (tx, rx) = std::sync::mpsc::channel();
     let msg = Msg::Remote(
-        vec![Remote::State { changes }],
+        vec![Remote::Applied(applied), Remote::State { changes }],
         Some(new_pos.to_string()),
         tx,
     );
@@ -520,7 +527,11 @@ fn start_or_catch_up(
     Ok(())
 }
 
-fn parse_snapshot(h: &HashMap<String, Vec<u8>>) -> Result<(Changes, EntryId), String> {
+/// A snapshot: records, the stream position they include, and the outside
+/// entries' last-applied marks.
+type Snapshot = (Changes, EntryId, Applied);
+
+fn parse_snapshot(h: &HashMap<String, Vec<u8>>) -> Result<Snapshot, String> {
     let get = |k: &str| h.get(k).ok_or_else(|| format!("snapshot without {k:?}"));
     if get("v")?.as_slice() != entry::VERSION.as_bytes() {
         return Err("unknown snapshot version".into());
@@ -529,7 +540,11 @@ fn parse_snapshot(h: &HashMap<String, Vec<u8>>) -> Result<(Changes, EntryId), St
         .ok()
         .and_then(EntryId::parse)
         .ok_or("bad snapshot position")?;
-    Ok((state::decode_changes(get("data")?)?, pos))
+    let applied: Applied = match h.get("applied") {
+        Some(b) => postcard::from_bytes(b).map_err(|e| format!("snapshot marks: {e}"))?,
+        None => Vec::new(),
+    };
+    Ok((state::decode_changes(get("data")?)?, pos, applied))
 }
 
 /// Writes this host's view (as the stream knows it) as the fleet snapshot.
@@ -539,12 +554,22 @@ fn write_snapshot(
     c: &mut redis::Connection,
 ) -> Result<(), redis::RedisError> {
     let view = store.view();
-    let snap = (|| -> Result<Option<(Changes, String)>, heed::Error> {
+    let snap = (|| -> Result<Option<(Changes, String, Applied)>, heed::Error> {
         let rtxn = view.read_txn()?;
         let Some(pos) = view.dbs().meta.get(&rtxn, META_STREAM_POS)? else {
             return Ok(None);
         };
         let pos = String::from_utf8_lossy(pos).into_owned();
+        let mut applied = Vec::new();
+        for item in view.dbs().meta.prefix_iter(&rtxn, META_APPLIED_PREFIX)? {
+            let (k, v) = item?;
+            if let (Ok(host), Some(mark)) = (
+                std::str::from_utf8(&k[META_APPLIED_PREFIX.len()..]),
+                decode_id(v),
+            ) {
+                applied.push((host.to_string(), mark));
+            }
+        }
         let now = crate::unix_now();
         let mut out = Vec::new();
         for item in view.dbs().records.iter(&rtxn)? {
@@ -555,10 +580,10 @@ fn write_snapshot(
                 out.push((k.to_vec(), st.published_view()));
             }
         }
-        Ok(Some((out, pos)))
+        Ok(Some((out, pos, applied)))
     })();
     match snap {
-        Ok(Some((records, pos))) => {
+        Ok(Some((records, pos, applied))) => {
             redis::cmd("HSET")
                 .arg(format!("{}:snapshot", sh.cfg.stream))
                 .arg("v")
@@ -567,6 +592,8 @@ fn write_snapshot(
                 .arg(&sh.host)
                 .arg("position")
                 .arg(pos)
+                .arg("applied")
+                .arg(postcard::to_stdvec(&applied).unwrap_or_default())
                 .arg("data")
                 .arg(state::encode_changes(&records))
                 .query::<()>(c)?;
