@@ -657,14 +657,14 @@ impl Config {
     }
 }
 
-/// Checks a host id: 1 to 64 printable ASCII characters without spaces (it names
-/// the host in the sync stream).
+/// Checks a host id: 1 to 64 printable ASCII characters without spaces or `@` (it
+/// names the host in the sync stream, where `@` is a separator).
 pub fn check_host_id(h: &str) -> Result<(), &'static str> {
     if h.is_empty() || h.len() > 64 {
         return Err("must be 1 to 64 characters");
     }
-    if !h.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("must be printable ASCII without spaces");
+    if !h.bytes().all(|b| b.is_ascii_graphic() && b != b'@') {
+        return Err("must be printable ASCII without spaces or '@'");
     }
     Ok(())
 }
@@ -894,6 +894,7 @@ servers = ["127.0.0.1:9000"]
             ("[store]\nbatch_interval = \"0s\"", "store.batch_interval"),
             ("[store]\nsweep_interval = \"10ms\"", "store.sweep_interval"),
             ("[store]\nhost_id = \"a b\"", "store.host_id"),
+            ("[store]\nhost_id = \"a@b\"", "store.host_id"),
             ("[store]\npaht = \"x\"", "paht"),
             ("[sync]\nredis = \"http://x\"", "sync.redis"),
             (
