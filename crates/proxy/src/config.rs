@@ -608,12 +608,7 @@ impl Config {
                 s.batch_interval
             ));
         }
-        if s.sweep_interval < Duration::from_secs(1) {
-            return Err(format!(
-                "store.sweep_interval must be at least 1s, got {:?}",
-                s.sweep_interval
-            ));
-        }
+        at_least_a_second("store.sweep_interval", s.sweep_interval)?;
         if let Some(h) = &s.host_id {
             check_host_id(h).map_err(|m| format!("store.host_id {h:?}: {m}"))?;
         }
@@ -641,12 +636,7 @@ impl Config {
                     sync.retention
                 ));
             }
-            if sync.snapshot_interval < Duration::from_secs(1) {
-                return Err(format!(
-                    "sync.snapshot_interval must be at least 1s, got {:?}",
-                    sync.snapshot_interval
-                ));
-            }
+            at_least_a_second("sync.snapshot_interval", sync.snapshot_interval)?;
         }
         if let Some(a) = &self.admin
             && a.max_body_bytes == 0
@@ -655,6 +645,14 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Refuses a duration under a second, naming the key.
+fn at_least_a_second(key: &str, d: Duration) -> Result<(), String> {
+    if d < Duration::from_secs(1) {
+        return Err(format!("{key} must be at least 1s, got {d:?}"));
+    }
+    Ok(())
 }
 
 /// Checks a host id: 1 to 64 printable ASCII characters without spaces or `@` (it

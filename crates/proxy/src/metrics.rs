@@ -346,6 +346,21 @@ impl Metrics {
     }
 }
 
+/// Writes metrics without labels: counters (names ending in `_total`) and gauges.
+fn write_plain(out: &mut String, rows: &[(&str, &str, f64)]) {
+    for (name, help, v) in rows {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    }
+}
+
 /// Appends the collection store's counters (`palisade_store_*`) to a metrics text.
 pub fn render_store(out: &mut String, s: &store::StoreStats) {
     let counters: [(&str, &str, f64); 14] = [
@@ -420,89 +435,99 @@ pub fn render_store(out: &mut String, s: &store::StoreStats) {
             s.max_batch as f64,
         ),
     ];
-    for (name, help, v) in counters {
-        let kind = if name.ends_with("_total") {
-            "counter"
-        } else {
-            "gauge"
-        };
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
-    }
+    write_plain(out, &counters);
 }
 
 /// Appends the fleet sync's counters (`palisade_sync_*`) to a metrics text.
 pub fn render_sync(out: &mut String, s: &store::sync::SyncStats) {
-    let all: [(&str, &str, u64); 10] = [
+    let all: [(&str, &str, f64); 10] = [
         (
             "palisade_sync_unpublished",
             "Committed batches waiting to be published (kept in the store while Redis is down).",
-            s.unpublished,
+            s.unpublished as f64,
         ),
         (
             "palisade_sync_published_total",
             "Committed batches published to the stream.",
-            s.published,
+            s.published as f64,
         ),
         (
             "palisade_sync_stream_entries_written_total",
             "Stream entries appended.",
-            s.stream_entries_written,
+            s.stream_entries_written as f64,
         ),
         (
             "palisade_sync_applied_total",
             "Stream entries read and applied.",
-            s.applied,
+            s.applied as f64,
         ),
         (
             "palisade_sync_bad_entries_total",
             "Stream entries that did not parse (skipped).",
-            s.bad_entries,
+            s.bad_entries as f64,
         ),
         (
             "palisade_sync_errors_total",
             "Redis errors (each followed by a retry).",
-            s.errors,
+            s.errors as f64,
         ),
         (
             "palisade_sync_snapshots_written_total",
             "Fleet snapshots written.",
-            s.snapshots_written,
+            s.snapshots_written as f64,
         ),
         (
             "palisade_sync_snapshots_loaded_total",
             "Fleet snapshots merged.",
-            s.snapshots_loaded,
+            s.snapshots_loaded as f64,
         ),
         (
             "palisade_sync_gaps_total",
             "Times this host's stream position was older than the retained stream.",
-            s.gaps,
+            s.gaps as f64,
         ),
         (
             "palisade_sync_connected",
             "1 while the sync is connected to Redis.",
-            s.connected,
+            s.connected as f64,
         ),
     ];
-    for (name, help, v) in all {
-        let kind = if name.ends_with("_total") {
-            "counter"
-        } else {
-            "gauge"
-        };
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
-    }
+    write_plain(out, &all);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_and_sync_counters() {
+        let mut out = String::new();
+        let stats = store::StoreStats {
+            reads: 7,
+            read_nanos: 1_500_000_000,
+            ..Default::default()
+        };
+        render_store(&mut out, &stats);
+        render_sync(
+            &mut out,
+            &store::sync::SyncStats {
+                unpublished: 3,
+                connected: 1,
+                ..Default::default()
+            },
+        );
+        assert!(
+            out.contains(
+                "# TYPE palisade_store_reads_total counter\npalisade_store_reads_total 7\n"
+            )
+        );
+        assert!(out.contains("palisade_store_read_seconds_total 1.5\n"));
+        assert!(out.contains("palisade_store_write_lock_waits_on_request_path_total 0\n"));
+        assert!(
+            out.contains("# TYPE palisade_sync_unpublished gauge\npalisade_sync_unpublished 3\n")
+        );
+        assert!(out.contains("palisade_sync_connected 1\n"));
+    }
 
     #[test]
     fn renders_counts_and_histograms() {
