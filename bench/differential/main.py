@@ -10,6 +10,7 @@ per-request matches (results-plN.jsonl) for reruns and digging.
 """
 
 import argparse
+import base64
 import datetime
 import json
 import os
@@ -70,6 +71,11 @@ def run_pl(reqs, pl, work, args, albedo_port):
                 matches.append([p[0] or "(cut)", p[2]])
         return {"status": status, "error": err, "matches": matches}
 
+    # The wheel's libxml2 prints its parse errors on standard error: into a file.
+    wheel_err = open(os.path.join(work, f"wheel-pl{pl}.err"), "wb")
+    saved_err = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(wheel_err.fileno(), 2)
     t0 = time.time()
     threads = [engines.run_engine_thread(via(nginx.port), items, results, "nginx", progress),
                engines.run_engine_thread(via(pal.port), items, results, "palisade", progress),
@@ -82,6 +88,10 @@ def run_pl(reqs, pl, work, args, albedo_port):
             last = time.time()
             log(f"PL{pl}: " + ", ".join(f"{k} {progress.get(k, 0)}/{len(items)}" for k in engines.ENGINES)
                 + f" ({time.time() - t0:.0f} s)")
+    sys.stderr.flush()
+    os.dup2(saved_err, 2)
+    os.close(saved_err)
+    wheel_err.close()
     log(f"PL{pl}: sent {len(items)} requests to each engine in {time.time() - t0:.0f} s")
     wheel.close()
     # Stopping the proxies flushes their logs.
@@ -96,6 +106,37 @@ def run_pl(reqs, pl, work, args, albedo_port):
                 results[rid].setdefault(name, {})["matches"] = (
                     [[engines.MARKER_ID, None]] + [[m.rule, m.var] for m in ms])
     return results, stats, who
+
+
+def load_corpus(path):
+    reqs = []
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            r = corpus_mod.Request(d["source"], d["kind"], d["label"], base64.b64decode(d["raw_b64"]))
+            r.rid = d["id"]
+            reqs.append(r)
+    return reqs
+
+
+def report_only(out, pls, top):
+    """Rebuilds report.md and report.json from the files of an earlier run."""
+    reqs = load_corpus(os.path.join(out, "corpus.jsonl"))
+    with open(os.path.join(out, "report.json")) as f:
+        meta = json.load(f)["meta"]
+    summary = []
+    for pl in pls:
+        results = {}
+        with open(os.path.join(out, f"results-pl{pl}.jsonl")) as f:
+            for line in f:
+                d = json.loads(line)
+                results[d.pop("id")] = d
+        summary.append(compare.compare(reqs, results, pl))
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(compare.render(summary, meta, top))
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump({"meta": meta, "paranoia_levels": summary}, f, indent=1)
+    log(f"rebuilt {os.path.join(out, 'report.md')} and report.json")
 
 
 def main():
@@ -114,10 +155,16 @@ def main():
     ap.add_argument("--albedo", default=os.path.join(REPO, "target", "release", "albedo"))
     ap.add_argument("--top", type=int, default=15, help="difference classes listed per pair")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, configs)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="send nothing: rebuild the report from the corpus.jsonl, "
+                         "results-plN.jsonl and report.json of an earlier run in --out")
     args = ap.parse_args()
     out = args.out or os.path.join(REPO, "target", "differential", "sample" if args.sample else "")
     os.makedirs(out, exist_ok=True)
     pls = [int(x) for x in args.pl.split(",") if x]
+    if args.report_only:
+        report_only(out, pls, args.top)
+        return
 
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.time()
@@ -146,7 +193,7 @@ def main():
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    summary, log_stats, who = [], {}, "?"
+    summary, log_stats, who, failures = [], {}, "?", []
     try:
         albedo, albedo_port = engines.start_albedo(work, args.albedo)
         for pl in pls:
@@ -155,6 +202,13 @@ def main():
             with open(os.path.join(out, f"results-pl{pl}.jsonl"), "w") as f:
                 for r in reqs:
                     f.write(json.dumps({"id": r.rid, **results.get(r.rid, {})}) + "\n")
+            # The harness's own health (never the agreement): every engine must have
+            # inspected requests, else the marker or the log reading is broken.
+            for e in engines.ENGINES:
+                seen = sum(1 for r in reqs if compare.outcome(results.get(r.rid, {}).get(e))[0])
+                if seen < len(reqs) // 2:
+                    failures.append(f"PL{pl}: {e} inspected only {seen} of {len(reqs)} requests "
+                                    f"(log attribution: {stats.get(e, 'in process')})")
             s = compare.compare(reqs, results, pl)
             summary.append(s)
             for key, p in s["pairs"].items():
@@ -191,6 +245,10 @@ def main():
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump({"meta": meta, "paranoia_levels": summary}, f, indent=1)
     log(f"wrote {os.path.join(out, 'report.md')} and report.json in {time.time() - t0:.0f} s")
+    for f in failures:
+        log(f"FAILED: {f}")
+    if failures:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
