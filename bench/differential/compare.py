@@ -95,8 +95,8 @@ def compare(reqs, results, pl):
             total["all"] += 1
             if ia != ib:
                 inspected_only[f"only {SHORT[a] if ia else SHORT[b]} inspected"] += 1
-                key = (f"inspected by {SHORT[a]} only" if ia else f"inspected by {SHORT[b]} only",
-                       r.source, "")
+                key = ((f"inspected by {SHORT[a]} only" if ia else f"inspected by {SHORT[b]} only")
+                       + f" ({r.source})", r.source, "")
                 classes[key] += 1
                 class_example.setdefault(key, r.rid)
                 continue

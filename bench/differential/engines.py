@@ -111,7 +111,7 @@ _DATA = re.compile(r'\[data "([^"]*)"\]')
 _VAR = re.compile(r"against variable `(.*?)' \(Value: `")
 # libmodsecurity words the lines of @detectSQLi/@detectXSS as "detected SQLi using
 # libinjection." without the variable; CRS's logdata names it ("... found within VAR: ").
-_DATA_VAR = re.compile(r'\[data "Matched Data: .*? found within ([^ ]+?): ')
+_DATA_VAR = re.compile(r'\[data "Matched Data: .*? found within (.+?): ')
 
 
 class Match:
@@ -139,10 +139,14 @@ def parse_line(line):
     else:
         rule = "(no id)"
     u = _UID.search(line)
-    v = _VAR.search(line) or _DATA_VAR.search(line)
+    v = _VAR.search(line)
+    var = v.group(1) if v else None
+    if var is None:
+        v = _DATA_VAR.search(line)
+        # Inside [data "..."] libmodsecurity writes a double quote as \x22.
+        var = v.group(1).replace("\\x22", '"') if v else None
     d = _DATA.search(line)
-    return (rule or None, u.group(1) if u else None, v.group(1) if v else None,
-            d.group(1) if d else None)
+    return (rule or None, u.group(1) if u else None, var, d.group(1) if d else None)
 
 
 def attribute(lines):

@@ -216,7 +216,8 @@ def main():
                 log(f"PL{pl}: {compare.SHORT[p['a']]} vs {compare.SHORT[p['b']]}: "
                     f"{compare.pct(ag['all']['rate'])} of requests agree ("
                     + ", ".join(f"{k} {compare.pct(v['rate'])}" for k, v in ag.items() if k != "all")
-                    + f"); verdict {compare.pct(p['inbound_verdict_agreement'])}")
+                    + f"); verdict {compare.pct(p['inbound_verdict_agreement'])}; without the "
+                    f"log-only rules {compare.pct(p['agreement_without_log_only']['all']['rate'])}")
         albedo.stop()
     finally:
         bench_stop()
