@@ -209,6 +209,14 @@ def render(summary, meta, top=15):
     md.append("Engines: " + "; ".join(f"{ENGINE_NAMES[k]}: {v}" for k, v in meta["engines"].items()) + "  ")
     md.append(f"Started {meta['started']} UTC, took {meta['seconds']:.0f} s. Palisade {meta['git']}.")
     md.append("")
+    att = meta.get("log_attribution") or {}
+    if att:
+        md.append("Error-log lines read (per paranoia level and engine: match lines; lines without a "
+                  "unique_id, attributed by order; lines whose transaction logged no marker, left "
+                  "out): " + "; ".join(
+                      f"{pl} {e} {st['lines']}/{st['no_unique_id']}/{st['unattributed']}"
+                      for pl, engines_ in att.items() for e, st in engines_.items()) + ".")
+        md.append("")
     md.append("A request agrees when both engines inspected it and matched exactly the same "
               "set of rule ids (the marker rule excluded). 'Verdict' compares only whether "
               "949110 (inbound anomaly score exceeded) fired. Variables: on the rules both "
