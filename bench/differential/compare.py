@@ -185,7 +185,9 @@ def _example(r, results, a, b):
     _, ra = outcome(res.get(a), a)
     _, rb = outcome(res.get(b), b)
     raw = r.with_marker()
-    text = raw[:700].decode("utf-8", "backslashreplace")
+    # Printable in Markdown: CRLF shown as a line break, other control bytes as \xNN.
+    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group(0)):02x}",
+                  raw[:700].decode("utf-8", "backslashreplace").replace("\r\n", "\n"))
     if len(raw) > 700:
         text += f"\n... ({len(raw)} bytes)"
     return {"id": r.rid, "source": r.source, "kind": r.kind, "label": r.label,
