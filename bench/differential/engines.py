@@ -375,6 +375,11 @@ def start_palisade(work, pl, rules, backend_port, binary):
         f"error_log = {bench.toml_str(log)}",
         'level = "warn"',
         "",
+        # Persistent collections (CRS opens IP and GLOBAL) in the work directory, so
+        # every run starts from an empty store.
+        "[store]",
+        f"path = {bench.toml_str(os.path.join(work, f'store-pl{pl}'))}",
+        "",
     ]
     cfg = os.path.join(work, f"palisade-pl{pl}.toml")
     with open(cfg, "w") as f:
