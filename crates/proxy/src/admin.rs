@@ -470,7 +470,7 @@ pub fn metrics_text(shared: &Shared) -> String {
     ];
     let mut out = shared.metrics.render(&dropped, &extra);
     if let Some(store) = shared.store() {
-        crate::metrics::render_store(&mut out, &store.stats());
+        crate::metrics::render_store(&mut out, &store.stats(), store.map_usage());
     }
     if let Some(sync) = shared.sync() {
         crate::metrics::render_sync(&mut out, &sync.stats());

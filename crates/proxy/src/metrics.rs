@@ -361,9 +361,20 @@ fn write_plain(out: &mut String, rows: &[(&str, &str, f64)]) {
     }
 }
 
-/// Appends the collection store's counters (`palisade_store_*`) to a metrics text.
-pub fn render_store(out: &mut String, s: &store::StoreStats) {
-    let counters: [(&str, &str, f64); 14] = [
+/// Appends the collection store's counters (`palisade_store_*`) to a metrics text;
+/// `map` is the map size and the bytes of it in use.
+pub fn render_store(out: &mut String, s: &store::StoreStats, map: (u64, u64)) {
+    let counters: [(&str, &str, f64); 16] = [
+        (
+            "palisade_store_map_size_bytes",
+            "Size of the store's map (store.map_size): the most it can hold.",
+            map.0 as f64,
+        ),
+        (
+            "palisade_store_used_bytes",
+            "Bytes of the store's map in use.",
+            map.1 as f64,
+        ),
         (
             "palisade_store_reads_total",
             "Collection record reads (each in its own LMDB read transaction).",
@@ -507,7 +518,7 @@ mod tests {
             read_nanos: 1_500_000_000,
             ..Default::default()
         };
-        render_store(&mut out, &stats);
+        render_store(&mut out, &stats, (1 << 20, 4096));
         render_sync(
             &mut out,
             &store::sync::SyncStats {
@@ -522,6 +533,8 @@ mod tests {
             )
         );
         assert!(out.contains("palisade_store_read_seconds_total 1.5\n"));
+        assert!(out.contains("palisade_store_map_size_bytes 1048576\n"));
+        assert!(out.contains("palisade_store_used_bytes 4096\n"));
         assert!(out.contains("palisade_store_write_lock_waits_on_request_path_total 0\n"));
         assert!(
             out.contains("# TYPE palisade_sync_unpublished gauge\npalisade_sync_unpublished 3\n")
