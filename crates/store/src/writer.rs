@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// Most record writes one batch takes before it is committed early.
@@ -145,19 +145,27 @@ impl Writer {
                 None => next_sweep,
             };
             let mut stop = false;
-            match rx.recv_timeout(deadline.saturating_duration_since(now)) {
-                Ok(msg) => {
-                    stop = self.take(msg, &mut pending);
-                    // Drain what is already queued without waiting.
-                    while !stop && pending.size() < MAX_BATCH {
-                        match rx.try_recv() {
-                            Ok(msg) => stop = self.take(msg, &mut pending),
-                            Err(_) => break,
-                        }
-                    }
+            if pending.since.is_some() {
+                // A batch is open: sleep until it is due and take what came meanwhile
+                // in one go, instead of waking for every request's submit (a futex
+                // wake and a context switch each). A flush or import waits at most
+                // the rest of the batch interval; the queue (65,536 messages) cannot
+                // fill in that time.
+                std::thread::sleep(deadline.saturating_duration_since(now));
+            } else {
+                match rx.recv_timeout(deadline.saturating_duration_since(now)) {
+                    Ok(msg) => stop = self.take(msg, &mut pending),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => stop = true,
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            // Drain what is already queued without waiting.
+            while !stop && pending.size() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(msg) => stop = self.take(msg, &mut pending),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => stop = true,
+                }
             }
             let due = pending
                 .since
