@@ -426,6 +426,10 @@ impl Store {
     ) -> Result<(), StoreError> {
         let now = unix_now();
         let timeout = self.get(key)?.map(|r| r.timeout).unwrap_or(record_timeout);
+        // A variable set with a TTL lives that long: the record's own timeout is
+        // raised to cover it, or the record would expire (and take the variable
+        // with it) first.
+        let timeout = ttl.map_or(timeout, |ttl| timeout.max(ttl));
         let name = name.to_ascii_lowercase();
         let mut ops = vec![NamedOp {
             name: name.clone(),

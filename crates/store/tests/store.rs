@@ -243,6 +243,9 @@ fn set_del_and_record_delete() {
     let rec = store.get(&k).unwrap().unwrap();
     assert_eq!(rec.timeout, 600);
     assert!(rec.vars[b"block".as_slice()].expires_at.is_some());
+    // A TTL longer than the record's timeout raises the timeout to cover it.
+    store.set(&k, b"long", b"1", Some(7200), 600).unwrap();
+    assert_eq!(store.get(&k).unwrap().unwrap().timeout, 7200);
     store.set(&k, b"other", b"x", None, 600).unwrap();
     assert!(store.del(&k, Some(b"block")).unwrap());
     assert!(!store.del(&k, Some(b"block")).unwrap());
