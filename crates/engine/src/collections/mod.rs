@@ -7,7 +7,9 @@
 //! as data ([`RecordWrite`], see `Transaction::take_collection_writes`): an
 //! increment stays an increment all the way to the store, so concurrent
 //! transactions and hosts add up instead of overwriting each other. [`apply`] is the
-//! one definition of what a write does to a record.
+//! reference definition of what a write does to a record on one host (the `store`
+//! crate keeps a convergent form for the fleet sync, and tests that it reads back
+//! as [`apply`] does).
 //!
 //! Differences from ModSecurity, on purpose: records are found by exact key
 //! (ModSecurity v3 can return the record `sample1` for the key `sample`); keys too

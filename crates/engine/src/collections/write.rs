@@ -149,8 +149,9 @@ fn is_member(o: &VarOp) -> bool {
 }
 
 /// Applies one write to a record as the store holds it (`None`: no record). A record
-/// that expired before the write starts afresh. This is the one definition of what a
-/// write means; every store applies writes through it.
+/// that expired before the write starts afresh. This is the reference meaning of a
+/// write on one host: [`super::MemoryStore`] applies writes through it, and the
+/// `store` crate's convergent form is tested against it.
 pub fn apply(record: Option<StoredRecord>, write: &RecordWrite) -> StoredRecord {
     let now = write.at;
     let mut rec = match record.and_then(|r| r.live(now)) {
