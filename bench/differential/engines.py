@@ -368,6 +368,12 @@ def start_palisade(work, pl, rules, backend_port, binary):
         'name = "backend"',
         f"servers = [{bench.toml_str(f'127.0.0.1:{backend_port}')}]",
         "",
+        # Palisade's setting for ModSecurity v3's REQUEST_BODY (every body processor;
+        # docs/config.md): the setting a v3 user moving over sets. Its default follows
+        # the CRS v4 tests instead.
+        "[[rules]]",
+        "inline = 'SecPalisadeRequestBodyVariable All'",
+        "",
         "[[rules]]",
         f"file = {bench.toml_str(rules)}",
         "",

@@ -56,6 +56,25 @@ pub enum LimitAction {
     Log,
 }
 
+/// `SecPalisadeRequestBodyVariable` (Palisade's own directive): which request bodies
+/// REQUEST_BODY exposes.
+///
+/// ModSecurity v3 fills REQUEST_BODY with the raw body whatever the body processor
+/// (multipart, XML, JSON, URL-encoded, or none for an unknown or missing Content-Type).
+/// ModSecurity v2's manual, and the CRS v4 regression tests written against it, want it
+/// only for URL-encoded bodies or under `ctl:forceRequestBodyVariable`: with v3's
+/// behaviour 26 CRS v4 tests fail (944100, 944120 and 944210 on multipart bodies whose
+/// raw text, boundaries and part headers included, matches the Java rules). The default
+/// keeps the CRS v4 suite passing; `All` gives v3's verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestBodyVariable {
+    /// URL-encoded and JSON bodies only, or any body under
+    /// `ctl:forceRequestBodyVariable` (the default).
+    Urlencoded,
+    /// Every non-empty body the body phase saw, as ModSecurity v3.
+    All,
+}
+
 /// The status a transaction blocked by [`LimitAction::Block`] is answered with: 400,
 /// as ModSecurity's recommended rules for an unparsable body answer.
 pub const LIMIT_BLOCK_STATUS: u16 = 400;
@@ -182,6 +201,8 @@ pub struct EngineConfig {
     pub upload_file_limit: usize,
     /// `SecPalisadeLimitAction` (default [`LimitAction::Block`]).
     pub limit_action: LimitAction,
+    /// `SecPalisadeRequestBodyVariable` (default [`RequestBodyVariable::Urlencoded`]).
+    pub request_body_variable: RequestBodyVariable,
     /// Audit log settings.
     pub audit: AuditConfig,
     /// `SecCollectionTimeout` in seconds (default 3600).
@@ -217,6 +238,7 @@ impl Default for EngineConfig {
             argument_separator: b'&',
             upload_file_limit: 100,
             limit_action: LimitAction::Block,
+            request_body_variable: RequestBodyVariable::Urlencoded,
             audit: AuditConfig {
                 engine: AuditEngineMode::Off,
                 log_path: None,
@@ -347,6 +369,17 @@ impl EngineConfig {
                     _ => {
                         return Err(format!(
                             "SecPalisadeLimitAction: expected Block or Log, got {first:?}"
+                        ));
+                    }
+                }
+            }
+            "SecPalisadeRequestBodyVariable" => {
+                self.request_body_variable = match first.to_ascii_lowercase().as_str() {
+                    "urlencoded" => RequestBodyVariable::Urlencoded,
+                    "all" => RequestBodyVariable::All,
+                    _ => {
+                        return Err(format!(
+                            "SecPalisadeRequestBodyVariable: expected Urlencoded or All, got {first:?}"
                         ));
                     }
                 }

@@ -92,6 +92,8 @@ const DIRECTIVES: &[(&str, Arity)] = &[
     ("SecArgumentsLimit", ONE),
     // Palisade's own: what a limit that left data uninspected does (Block or Log).
     ("SecPalisadeLimitAction", ONE),
+    // Palisade's own: which bodies REQUEST_BODY exposes (Urlencoded or All).
+    ("SecPalisadeRequestBodyVariable", ONE),
     ("SecArgumentSeparator", ONE),
     ("SecCookieFormat", ONE),
     ("SecAuditEngine", ONE),

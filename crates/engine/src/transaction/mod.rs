@@ -206,6 +206,8 @@ pub(crate) struct State {
     pub target_removals: Vec<(eval::TargetRemoval, crate::variables::Exclusion)>,
     pub body_processor: Option<BodyProcessor>,
     pub force_body_variable: bool,
+    /// `SecPalisadeRequestBodyVariable`: which bodies REQUEST_BODY exposes.
+    pub request_body_variable: crate::config::RequestBodyVariable,
     pub request_body_access: bool,
     pub response_body_access: bool,
     pub request_body_limit: usize,
@@ -284,6 +286,7 @@ impl Transaction {
             target_removals: Vec::new(),
             body_processor: None,
             force_body_variable: false,
+            request_body_variable: cfg.request_body_variable,
             request_body_access: cfg.request_body_access,
             response_body_access: cfg.response_body_access,
             request_body_limit: cfg.request_body_limit,

@@ -1,0 +1,124 @@
+//! Behaviours matched to libmodsecurity v3 where the differential harness
+//! (`scripts/differential`, docs/modsecurity-differences.md) found Palisade apart:
+//! REQUEST_BODY for every body processor (a setting), `noauditlog` and the error log,
+//! `SecUnicodeMapFile` in `t:urlDecodeUni`, and body processor failures.
+
+use engine::{RulesetBuilder, Transaction, TxContext};
+use std::sync::Arc;
+
+fn ruleset(text: &str) -> Arc<engine::Ruleset> {
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    b.add_text(text, "test.conf")
+        .unwrap_or_else(|e| panic!("{e}"));
+    Arc::new(b.build().unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// Runs a request through phases 1, 2 and 5; returns the transaction.
+fn request(
+    rs: &Arc<engine::Ruleset>,
+    method: &str,
+    uri: &str,
+    ct: Option<&str>,
+    body: &[u8],
+) -> Transaction {
+    let mut tx = Transaction::new(rs.clone(), TxContext::default());
+    tx.set_request_line(method.as_bytes(), uri.as_bytes(), b"HTTP/1.1");
+    tx.add_request_header(b"Host", b"example.com");
+    if let Some(ct) = ct {
+        tx.add_request_header(b"Content-Type", ct.as_bytes());
+    }
+    tx.add_request_header(b"Content-Length", body.len().to_string().as_bytes());
+    let mut i = tx.process_request_headers();
+    if i.is_none() && tx.request_body_wanted() {
+        let _ = tx.append_request_body(body);
+    }
+    if i.is_none() {
+        i = tx.process_request_body();
+    }
+    let _ = i;
+    tx.process_logging();
+    tx
+}
+
+/// The rule ids of the transaction's error-log lines.
+fn logged_ids(tx: &mut Transaction) -> Vec<u32> {
+    tx.take_log_lines()
+        .iter()
+        .filter_map(|l| {
+            let at = l.find("[id \"")? + 5;
+            let end = l[at..].find('"')? + at;
+            l[at..end].parse().ok()
+        })
+        .collect()
+}
+
+const MULTIPART: &[u8] =
+    b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n--XyZ--\r\n";
+
+fn body_rules(setting: &str) -> Arc<engine::Ruleset> {
+    ruleset(&format!(
+        "SecRuleEngine DetectionOnly\nSecRequestBodyAccess On\n{setting}\n\
+         SecRule REQUEST_HEADERS:Content-Type \"@contains xml\" \
+         \"id:1,phase:1,pass,nolog,ctl:requestBodyProcessor=XML\"\n\
+         SecRule REQUEST_BODY \"@rx .\" \"id:10,phase:2,pass,log\"\n\
+         SecRule &REQUEST_BODY \"@eq 0\" \"id:11,phase:2,pass,log\""
+    ))
+}
+
+#[test]
+fn request_body_all_fills_it_for_every_processor() {
+    let rs = body_rules("SecPalisadeRequestBodyVariable All");
+    let cases: [(Option<&str>, &[u8]); 6] = [
+        (Some("multipart/form-data; boundary=XyZ"), MULTIPART),
+        (Some("text/xml"), b"<a>x</a>"),
+        (Some("application/x-www-form-urlencoded"), b"a=b"),
+        (Some("text/plain"), b"just text"),
+        (Some("application/x-unknown"), b"\x01\x02"),
+        (None, b"no type"),
+    ];
+    for (ct, body) in cases {
+        let mut tx = request(&rs, "POST", "/", ct, body);
+        assert_eq!(logged_ids(&mut tx), [10], "{ct:?}");
+    }
+    // An empty body leaves REQUEST_BODY unset, as in v3.
+    let mut tx = request(&rs, "POST", "/", Some("text/plain"), b"");
+    assert_eq!(logged_ids(&mut tx), [11]);
+}
+
+#[test]
+fn request_body_default_follows_the_processor() {
+    let rs = body_rules("");
+    let cases: [(Option<&str>, &[u8], bool); 4] = [
+        (Some("multipart/form-data; boundary=XyZ"), MULTIPART, false),
+        (Some("text/xml"), b"<a>x</a>", false),
+        (Some("application/x-www-form-urlencoded"), b"a=b", true),
+        (Some("text/plain"), b"just text", false),
+    ];
+    for (ct, body, seen) in cases {
+        let mut tx = request(&rs, "POST", "/", ct, body);
+        let want: &[u32] = if seen { &[10] } else { &[11] };
+        assert_eq!(logged_ids(&mut tx), want, "{ct:?}");
+    }
+    // ctl:forceRequestBodyVariable still exposes any body.
+    let rs = body_rules(
+        "SecRule REQUEST_METHOD \"@streq POST\" \"id:2,phase:1,pass,nolog,ctl:forceRequestBodyVariable=On\"",
+    );
+    let mut tx = request(&rs, "POST", "/", Some("text/plain"), b"just text");
+    assert_eq!(logged_ids(&mut tx), [10]);
+}
+
+#[test]
+fn request_body_setting_rejects_unknown_values() {
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    let added = b
+        .add_text("SecPalisadeRequestBodyVariable Sometimes", "bad.conf")
+        .map(|_| ());
+    let e = match added {
+        Err(e) => e.to_string(),
+        Ok(()) => b.build().map(|_| ()).unwrap_err().to_string(),
+    };
+    assert!(
+        e.contains("SecPalisadeRequestBodyVariable: expected Urlencoded or All"),
+        "{e}"
+    );
+}
