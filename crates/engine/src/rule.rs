@@ -86,9 +86,11 @@ pub struct Rule {
     pub prefix_ids: Vec<u32>,
     /// Metadata for logs.
     pub meta: RuleMeta,
-    /// `log` (true) or `nolog`.
+    /// Whether a match is logged (error-log line and audit message): the last of
+    /// `log`/`auditlog` (true) and `nolog`/`noauditlog` (false), as in ModSecurity v3.
     pub log: bool,
-    /// `auditlog` or `noauditlog`.
+    /// Whether a logged match makes the transaction relevant for the audit log: `log`
+    /// without a `noauditlog` after the last `auditlog`.
     pub auditlog: bool,
     /// `capture`.
     pub capture: bool,

@@ -122,3 +122,64 @@ fn request_body_setting_rejects_unknown_values() {
         "{e}"
     );
 }
+
+/// Whether the transaction's audit record (RelevantOnly) exists, and its H part's rule
+/// ids.
+fn audit_ids(tx: &Transaction) -> Option<Vec<String>> {
+    let rec = tx.audit_record()?;
+    let v: serde_json::Value = serde_json::from_str(&rec).expect("JSON audit record");
+    let msgs = v["transaction"]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    Some(
+        msgs.iter()
+            .map(|m| m["details"]["ruleId"].as_str().unwrap_or("").to_string())
+            .collect(),
+    )
+}
+
+fn log_flag_rules(actions: &str) -> Arc<engine::Ruleset> {
+    ruleset(&format!(
+        "SecRuleEngine DetectionOnly\nSecAuditEngine RelevantOnly\nSecAuditLogFormat JSON\n\
+         SecAuditLogParts ABHZ\n\
+         SecRule ARGS \"@rx x\" \"id:1,phase:1,pass,{actions},chain\"\n\
+         SecRule MATCHED_VARS_NAMES \"@streq ARGS:a\" \"setvar:tx.seen=%{{MATCHED_VAR}}\""
+    ))
+}
+
+#[test]
+fn noauditlog_writes_no_error_log_line_as_in_v3() {
+    // The last of log, nolog, auditlog and noauditlog decides, as in v3: noauditlog
+    // drops the line and the audit message; the match stays visible to rules.
+    let cases: [(&str, bool, bool); 6] = [
+        ("log,noauditlog", false, false),
+        ("noauditlog", false, false),
+        ("noauditlog,log", true, false),
+        ("log,auditlog", true, true),
+        ("nolog,auditlog", true, true),
+        ("auditlog,nolog", false, false),
+    ];
+    for (actions, line, relevant) in cases {
+        let rs = log_flag_rules(actions);
+        let mut tx = request(&rs, "GET", "/?a=x", None, b"");
+        let ids = logged_ids(&mut tx);
+        assert_eq!(ids.contains(&1), line, "{actions}: {ids:?}");
+        // The match stays in MATCHED_VARS for the chain, and its actions run.
+        assert_eq!(tx.tx_var("seen"), Some(&b"ARGS:a"[..]), "{actions}");
+        let audit = audit_ids(&tx);
+        assert_eq!(audit.is_some(), relevant, "{actions}: {audit:?}");
+    }
+    // With a line but no audit relevance of its own, the message is in the record of a
+    // transaction made relevant by another rule.
+    let rs = ruleset(
+        "SecRuleEngine DetectionOnly\nSecAuditEngine RelevantOnly\nSecAuditLogFormat JSON\n\
+         SecAuditLogParts ABHZ\n\
+         SecRule ARGS \"@rx x\" \"id:1,phase:1,pass,noauditlog,log\"\n\
+         SecRule ARGS \"@rx x\" \"id:4,phase:1,pass,log\"\n\
+         SecRule ARGS \"@rx x\" \"id:5,phase:1,pass,log,noauditlog\"",
+    );
+    let mut tx = request(&rs, "GET", "/?a=x", None, b"");
+    assert_eq!(logged_ids(&mut tx), [1, 4]);
+    assert_eq!(audit_ids(&tx), Some(vec!["1".to_string(), "4".to_string()]));
+}

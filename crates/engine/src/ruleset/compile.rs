@@ -351,6 +351,8 @@ impl RulesetBuilder {
             prefilter: None,
         };
 
+        // `noauditlog` seen last among auditlog/noauditlog (see the log flags below).
+        let mut no_audit = false;
         // Default actions first (transformations, log flags, disruptive, status), then
         // the rule's own, which override them.
         for (a, from_default) in defaults
@@ -387,13 +389,21 @@ impl RulesetBuilder {
                 "chain" => {}
                 "capture" => rule.capture = true,
                 "multimatch" => rule.multi_match = true,
+                // As in ModSecurity v3, the last of these four decides whether a match
+                // is logged at all (error-log line and audit message): `noauditlog`
+                // silences it like `nolog`, `auditlog` logs like `log`. Whether a
+                // logged match makes the transaction relevant for the audit log is
+                // `auditlog` (cleared by `noauditlog` only, as v3's flag).
                 "log" => rule.log = true,
-                "nolog" => {
-                    rule.log = false;
-                    rule.auditlog = false;
+                "nolog" => rule.log = false,
+                "auditlog" => {
+                    rule.log = true;
+                    no_audit = false;
                 }
-                "auditlog" => rule.auditlog = true,
-                "noauditlog" => rule.auditlog = false,
+                "noauditlog" => {
+                    rule.log = false;
+                    no_audit = true;
+                }
                 "t" => {
                     let v = need("transformation")?;
                     if v.eq_ignore_ascii_case("none") {
@@ -541,6 +551,7 @@ impl RulesetBuilder {
                 _ => return Err(err(format!("unknown action {:?}", a.name))),
             }
         }
+        rule.auditlog = rule.log && !no_audit;
         if !is_starter && !default && rule.disruptive.is_some() && link_of.is_some() {
             // ModSecurity refuses disruptive actions on chain links.
             return Err(err(
