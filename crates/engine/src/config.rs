@@ -203,6 +203,9 @@ pub struct EngineConfig {
     pub limit_action: LimitAction,
     /// `SecPalisadeRequestBodyVariable` (default [`RequestBodyVariable::Urlencoded`]).
     pub request_body_variable: RequestBodyVariable,
+    /// `SecUnicodeMapFile FILE CODEPAGE`: the table `t:urlDecodeUni` maps `%uHHHH`
+    /// through (none by default: the low byte, as ModSecurity without a map).
+    pub unicode_map: Option<std::sync::Arc<crate::transforms::UnicodeMap>>,
     /// Audit log settings.
     pub audit: AuditConfig,
     /// `SecCollectionTimeout` in seconds (default 3600).
@@ -239,6 +242,7 @@ impl Default for EngineConfig {
             upload_file_limit: 100,
             limit_action: LimitAction::Block,
             request_body_variable: RequestBodyVariable::Urlencoded,
+            unicode_map: None,
             audit: AuditConfig {
                 engine: AuditEngineMode::Off,
                 log_path: None,
@@ -442,7 +446,6 @@ impl EngineConfig {
             | "SecUploadDir"
             | "SecDebugLog"
             | "SecDebugLogLevel"
-            | "SecUnicodeMapFile"
             | "SecUnicodeCodePage"
             | "SecAuditLogStorageDir"
             | "SecAuditLogDirMode"

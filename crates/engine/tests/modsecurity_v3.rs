@@ -183,3 +183,80 @@ fn noauditlog_writes_no_error_log_line_as_in_v3() {
     assert_eq!(logged_ids(&mut tx), [1, 4]);
     assert_eq!(audit_ids(&tx), Some(vec!["1".to_string(), "4".to_string()]));
 }
+
+/// A directory of its own under the system's temporary directory.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("palisade-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+const MAPPING: &str = "(MAC - Roman)\n\n\n1252  (ANSI - Latin I)\n2019:22\n\n\
+                       20127 (US-ASCII)\n00a0:20 2018:27 2019:27 ff07:27\n\n20261 (T.61)\n";
+
+#[test]
+fn unicode_map_file_maps_url_decode_uni() {
+    let dir = scratch_dir("unicodemap");
+    std::fs::write(dir.join("unicode.mapping"), MAPPING).unwrap();
+    // Debian's modsecurity.conf names the file relative to itself.
+    let conf = dir.join("modsecurity.conf");
+    std::fs::write(
+        &conf,
+        "SecRuleEngine DetectionOnly\nSecUnicodeMapFile unicode.mapping 20127\n\
+         SecRule ARGS:a \"@rx '\" \"id:2,phase:1,pass,log,t:none,t:urlDecodeUni\"\n",
+    )
+    .unwrap();
+    let load = |path: &std::path::Path| {
+        let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
+        b.add_file(path)
+            .map(|_| ())
+            .and_then(|()| b.build())
+            .map(Arc::new)
+    };
+    let rs = load(&conf).unwrap_or_else(|e| panic!("{e}"));
+    // The query string decodes %25 to `%`; urlDecodeUni then maps U+2019 to `'`.
+    for (uri, hit) in [
+        ("/?a=%25u2019x", true),
+        ("/?a=%25uFF07", true),
+        ("/?a=%25u2020", false),
+    ] {
+        let mut tx = request(&rs, "GET", uri, None, b"");
+        assert_eq!(logged_ids(&mut tx) == [2], hit, "{uri}");
+    }
+    // Without the map the low byte (0x19) is no quote.
+    let plain = ruleset("SecRule ARGS:a \"@rx '\" \"id:2,phase:1,pass,log,t:none,t:urlDecodeUni\"");
+    let mut tx = request(&plain, "GET", "/?a=%25u2019x", None, b"");
+    assert!(logged_ids(&mut tx).is_empty());
+
+    // Load errors name the directive's place and the file, and the line in the file.
+    std::fs::write(dir.join("bad.mapping"), "20127\n00a0:20\n2019:'\n").unwrap();
+    let cases = [
+        (
+            "SecUnicodeMapFile bad.mapping 20127",
+            "bad.mapping: line 3: \"2019:'\" is not a mapping",
+        ),
+        (
+            "SecUnicodeMapFile unicode.mapping 850",
+            "unicode.mapping: no section for code page 850",
+        ),
+        (
+            "SecUnicodeMapFile missing.mapping 20127",
+            "cannot read missing.mapping",
+        ),
+        (
+            "SecUnicodeMapFile unicode.mapping",
+            "expected a file and a code page",
+        ),
+        (
+            "SecUnicodeMapFile unicode.mapping US",
+            "the code page must be a number",
+        ),
+    ];
+    for (line, want) in cases {
+        let bad = dir.join("bad.conf");
+        std::fs::write(&bad, format!("\n{line}\n")).unwrap();
+        let e = load(&bad).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("bad.conf:2") && e.contains(want), "{line}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

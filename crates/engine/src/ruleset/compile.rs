@@ -212,6 +212,15 @@ impl RulesetBuilder {
                 rule.chain = chain;
                 self.entries[pos] = Entry::Rule(Box::new(rule));
             }
+            DirectiveKind::Setting { name, args }
+                if name.eq_ignore_ascii_case("SecUnicodeMapFile") =>
+            {
+                self.close_chain(&span)?;
+                let map = self
+                    .load_unicode_map(&span, &args)
+                    .map_err(|e| LoadError::rule(&span, None, format!("SecUnicodeMapFile: {e}")))?;
+                self.config.unicode_map = Some(Arc::new(map));
+            }
             DirectiveKind::Setting { name, args } => {
                 self.close_chain(&span)?;
                 match self.config.apply(&name, &args) {
@@ -225,6 +234,44 @@ impl RulesetBuilder {
             }
         }
         Ok(())
+    }
+
+    /// Reads `SecUnicodeMapFile FILE CODEPAGE`: the file as given, else relative to the
+    /// directory of the file the directive is in (as ModSecurity v3 looks for it), and
+    /// its section for the code page.
+    fn load_unicode_map(
+        &self,
+        span: &Span,
+        args: &[String],
+    ) -> Result<crate::transforms::UnicodeMap, String> {
+        let [file, code_page] = args else {
+            return Err(format!(
+                "expected a file and a code page (as `SecUnicodeMapFile unicode.mapping 20127`), got {} argument(s)",
+                args.len()
+            ));
+        };
+        let code_page: u32 = code_page
+            .parse()
+            .map_err(|_| format!("the code page must be a number, got {code_page:?}"))?;
+        let given = Path::new(file);
+        let beside = span.file.parent().unwrap_or(Path::new(".")).join(given);
+        let (path, bytes) = match self.source.read(given) {
+            Ok(b) => (given.to_path_buf(), b),
+            Err(first) if given.is_relative() => match self.source.read(&beside) {
+                Ok(b) => (beside, b),
+                Err(_) => {
+                    return Err(format!(
+                        "cannot read {}: {first} (nor {})",
+                        given.display(),
+                        beside.display()
+                    ));
+                }
+            },
+            Err(e) => return Err(format!("cannot read {}: {e}", given.display())),
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        crate::transforms::UnicodeMap::parse(&text, code_page)
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 
     fn close_chain(&self, span: &Span) -> Result<(), LoadError> {

@@ -241,6 +241,8 @@ pub(crate) struct TransformCache {
     /// then one bit per prefilter group, set when the value matched none of the group's
     /// patterns (it needs no second look in a later phase).
     pub width: usize,
+    /// The `SecUnicodeMapFile` table `t:urlDecodeUni` maps through.
+    pub unicode_map: Option<Arc<crate::transforms::UnicodeMap>>,
 }
 
 /// One transaction. Create it with [`Transaction::new`], feed it the request and run
@@ -271,6 +273,7 @@ impl Transaction {
         let width = ruleset.chain_nodes.len() + 2 + ruleset.prefilter.groups.len().div_ceil(32);
         let cfg = ruleset.config();
         let cpu_budget = cfg.cpu_budget;
+        let unicode_map = cfg.unicode_map.clone();
         let state = State {
             mode: cfg.rule_engine,
             tx: Default::default(),
@@ -306,6 +309,7 @@ impl Transaction {
             state,
             cache: TransformCache {
                 width,
+                unicode_map,
                 ..Default::default()
             },
             scratch: Vec::new(),
