@@ -260,3 +260,89 @@ fn unicode_map_file_maps_url_decode_uni() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn body_probe_rules() -> Arc<engine::Ruleset> {
+    ruleset(
+        "SecRuleEngine DetectionOnly\nSecRequestBodyAccess On\n\
+         SecRule REQUEST_HEADERS:Content-Type \"@rx xml\" \"id:1,phase:1,pass,nolog,ctl:requestBodyProcessor=XML\"\n\
+         SecRule ARGS \"@rx .\" \"id:10,phase:2,pass,log\"\n\
+         SecRule XML:/* \"@rx .\" \"id:11,phase:2,pass,log,setvar:tx.xml=%{MATCHED_VAR}\"\n\
+         SecRule FILES \"@rx .\" \"id:12,phase:2,pass,log\"\n\
+         SecRule REQBODY_ERROR \"!@eq 0\" \"id:13,phase:2,pass,log\"\n\
+         SecRule REQBODY_PROCESSOR \"@rx .\" \"id:14,phase:2,pass,log,setvar:tx.proc=%{MATCHED_VAR}\"",
+    )
+}
+
+#[test]
+fn multipart_parse_error_keeps_no_arguments_or_files() {
+    let rs = body_probe_rules();
+    let ct = Some("multipart/form-data; boundary=XyZ");
+    // A NUL in a filename, and a missing final boundary: v3 sets REQBODY_ERROR and
+    // adds none of the parts to ARGS or FILES.
+    let bad: [&[u8]; 2] = [
+        b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n--XyZ\r\n\
+          Content-Disposition: form-data; name=\"f\"; filename=\"x\x00y\"\r\n\r\ndata\r\n--XyZ--\r\n",
+        b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n--XyZ\r\n\
+          Content-Disposition: form-data; name=\"b\"\r\n\r\nworld\r\n",
+    ];
+    for body in bad {
+        let mut tx = request(&rs, "POST", "/", ct, body);
+        assert_eq!(logged_ids(&mut tx), [13, 14]);
+    }
+    let good = b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n--XyZ\r\n\
+          Content-Disposition: form-data; name=\"f\"; filename=\"x.txt\"\r\n\r\ndata\r\n--XyZ--\r\n";
+    let mut tx = request(&rs, "POST", "/", ct, good);
+    assert_eq!(logged_ids(&mut tx), [10, 12, 14]);
+}
+
+#[test]
+fn empty_bodies_as_v3() {
+    let rs = body_probe_rules();
+    // Multipart: no data, no error (the processor still runs).
+    let mut tx = request(
+        &rs,
+        "POST",
+        "/",
+        Some("multipart/form-data; boundary=XyZ"),
+        b"",
+    );
+    assert_eq!(logged_ids(&mut tx), [14]);
+    assert_eq!(tx.tx_var("proc"), Some(&b"MULTIPART"[..]));
+    // XML: an empty document is a parse error.
+    let mut tx = request(&rs, "GET", "/", Some("application/soap+xml"), b"");
+    assert_eq!(logged_ids(&mut tx), [13, 14]);
+    // The media type must start the value: no processor for these.
+    for ct in [
+        "text/plain; multipart/form-data; boundary=XyZ",
+        "x-multipart/form-data; boundary=XyZ",
+    ] {
+        let body =
+            b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n--XyZ--\r\n";
+        let mut tx = request(&rs, "POST", "/", Some(ct), body);
+        assert_eq!(logged_ids(&mut tx), Vec::<u32>::new(), "{ct}");
+    }
+}
+
+#[test]
+fn xml_parse_error_keeps_the_text_before_it() {
+    let rs = body_probe_rules();
+    // What libmodsecurity 3.0.15 gives in XML:/* for each (measured).
+    let cases: [(&[u8], Option<&[u8]>); 5] = [
+        (b"<a><b>first</b><c>sec\x00ond</c></a>", Some(b"firstsec")),
+        (b"<a><b>first</b><c>second</d></a>", Some(b"firstsecond")),
+        (b"<a>one<b>two</b>three", Some(b"onetwothree")),
+        (b"<a>one &bad; two</a>", Some(b"one ")),
+        (b"not xml", None),
+    ];
+    for (body, text) in cases {
+        let mut tx = request(&rs, "POST", "/", Some("text/xml"), body);
+        let want: &[u32] = if text.is_some() {
+            &[11, 13, 14]
+        } else {
+            &[13, 14]
+        };
+        let body_text = String::from_utf8_lossy(body);
+        assert_eq!(logged_ids(&mut tx), want, "{body_text}");
+        assert_eq!(tx.tx_var("xml"), text, "{body_text}");
+    }
+}

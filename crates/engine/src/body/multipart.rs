@@ -194,8 +194,12 @@ pub fn parse(body: &[u8], content_type: &[u8], limits: &Limits) -> Multipart {
     match read_boundary(content_type, &mut out.flags) {
         Ok(boundary) => {
             out.boundary = boundary;
-            let crlf_line = Parser::new(body, limits, &mut out).run();
-            out.flags.crlf_lf_lines = out.flags.lf_line && crlf_line;
+            // An empty body is no error (ModSecurity v3 reports a missing final
+            // boundary only once it has seen data).
+            if !body.is_empty() {
+                let crlf_line = Parser::new(body, limits, &mut out).run();
+                out.flags.crlf_lf_lines = out.flags.lf_line && crlf_line;
+            }
         }
         Err(msg) => out.error = Some(msg.to_owned()),
     }
