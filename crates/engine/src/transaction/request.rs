@@ -238,7 +238,7 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
             }
             req.multipart = Some(mp);
         }
-        Some(BodyProcessor::Json) | Some(BodyProcessor::Xml) | None => {}
+        Some(BodyProcessor::Json) | None => {}
     }
 }
 
