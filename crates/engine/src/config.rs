@@ -75,6 +75,24 @@ pub enum RequestBodyVariable {
     All,
 }
 
+/// `SecPalisadeNoAuditLog` (Palisade's own directive): what `noauditlog` (and the other
+/// log flags) mean.
+///
+/// ModSecurity v2's manual, and the CRS v4 regression tests written against it, read
+/// `noauditlog` as concerning the audit log only: CRS v4's 980170 (`log,noauditlog`)
+/// must write its error-log line. libmodsecurity v3 reads the last of `log`, `nolog`,
+/// `auditlog` and `noauditlog` as deciding whether a match is logged at all, so a rule
+/// with `log,noauditlog` writes no line and no audit message (CRS 3's 980130 and 980140
+/// are silent under nginx + libmodsecurity). The default keeps the CRS v4 suite
+/// passing; `AllLogs` gives v3's logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoAuditLog {
+    /// `noauditlog` keeps a match out of the audit log only (the default).
+    AuditLog,
+    /// As libmodsecurity v3: the last log flag decides both logs.
+    AllLogs,
+}
+
 /// The status a transaction blocked by [`LimitAction::Block`] is answered with: 400,
 /// as ModSecurity's recommended rules for an unparsable body answer.
 pub const LIMIT_BLOCK_STATUS: u16 = 400;
@@ -203,6 +221,8 @@ pub struct EngineConfig {
     pub limit_action: LimitAction,
     /// `SecPalisadeRequestBodyVariable` (default [`RequestBodyVariable::Urlencoded`]).
     pub request_body_variable: RequestBodyVariable,
+    /// `SecPalisadeNoAuditLog` (default [`NoAuditLog::AuditLog`]).
+    pub no_audit_log: NoAuditLog,
     /// `SecUnicodeMapFile FILE CODEPAGE`: the table `t:urlDecodeUni` maps `%uHHHH`
     /// through (none by default: the low byte, as ModSecurity without a map).
     pub unicode_map: Option<std::sync::Arc<crate::transforms::UnicodeMap>>,
@@ -242,6 +262,7 @@ impl Default for EngineConfig {
             upload_file_limit: 100,
             limit_action: LimitAction::Block,
             request_body_variable: RequestBodyVariable::Urlencoded,
+            no_audit_log: NoAuditLog::AuditLog,
             unicode_map: None,
             audit: AuditConfig {
                 engine: AuditEngineMode::Off,
@@ -384,6 +405,17 @@ impl EngineConfig {
                     _ => {
                         return Err(format!(
                             "SecPalisadeRequestBodyVariable: expected Urlencoded or All, got {first:?}"
+                        ));
+                    }
+                }
+            }
+            "SecPalisadeNoAuditLog" => {
+                self.no_audit_log = match first.to_ascii_lowercase().as_str() {
+                    "auditlog" => NoAuditLog::AuditLog,
+                    "alllogs" => NoAuditLog::AllLogs,
+                    _ => {
+                        return Err(format!(
+                            "SecPalisadeNoAuditLog: expected AuditLog or AllLogs, got {first:?}"
                         ));
                     }
                 }

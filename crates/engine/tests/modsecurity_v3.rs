@@ -108,19 +108,25 @@ fn request_body_default_follows_the_processor() {
 }
 
 #[test]
-fn request_body_setting_rejects_unknown_values() {
-    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
-    let added = b
-        .add_text("SecPalisadeRequestBodyVariable Sometimes", "bad.conf")
-        .map(|_| ());
-    let e = match added {
-        Err(e) => e.to_string(),
-        Ok(()) => b.build().map(|_| ()).unwrap_err().to_string(),
-    };
-    assert!(
-        e.contains("SecPalisadeRequestBodyVariable: expected Urlencoded or All"),
-        "{e}"
-    );
+fn settings_reject_unknown_values() {
+    for (text, want) in [
+        (
+            "SecPalisadeRequestBodyVariable Sometimes",
+            "SecPalisadeRequestBodyVariable: expected Urlencoded or All",
+        ),
+        (
+            "SecPalisadeNoAuditLog Never",
+            "SecPalisadeNoAuditLog: expected AuditLog or AllLogs",
+        ),
+    ] {
+        let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+        let added = b.add_text(text, "bad.conf").map(|_| ());
+        let e = match added {
+            Err(e) => e.to_string(),
+            Ok(()) => b.build().map(|_| ()).unwrap_err().to_string(),
+        };
+        assert!(e.contains(want), "{e}");
+    }
 }
 
 /// Whether the transaction's audit record (RelevantOnly) exists, and its H part's rule
@@ -139,13 +145,31 @@ fn audit_ids(tx: &Transaction) -> Option<Vec<String>> {
     )
 }
 
-fn log_flag_rules(actions: &str) -> Arc<engine::Ruleset> {
+fn log_flag_rules(setting: &str, actions: &str) -> Arc<engine::Ruleset> {
     ruleset(&format!(
-        "SecRuleEngine DetectionOnly\nSecAuditEngine RelevantOnly\nSecAuditLogFormat JSON\n\
+        "{setting}\nSecRuleEngine DetectionOnly\nSecAuditEngine RelevantOnly\nSecAuditLogFormat JSON\n\
          SecAuditLogParts ABHZ\n\
          SecRule ARGS \"@rx x\" \"id:1,phase:1,pass,{actions},chain\"\n\
          SecRule MATCHED_VARS_NAMES \"@streq ARGS:a\" \"setvar:tx.seen=%{{MATCHED_VAR}}\""
     ))
+}
+
+#[test]
+fn noauditlog_concerns_the_audit_log_only_by_default() {
+    // ModSecurity v2's reading, which CRS v4's tests expect (980170 has log,noauditlog).
+    let cases: [(&str, bool, bool); 5] = [
+        ("log,noauditlog", true, false),
+        ("noauditlog,log", true, false),
+        ("log,auditlog", true, true),
+        ("nolog,auditlog", false, true),
+        ("auditlog,nolog", false, false),
+    ];
+    for (actions, line, relevant) in cases {
+        let rs = log_flag_rules("", actions);
+        let mut tx = request(&rs, "GET", "/?a=x", None, b"");
+        assert_eq!(logged_ids(&mut tx).contains(&1), line, "{actions}");
+        assert_eq!(audit_ids(&tx).is_some(), relevant, "{actions}");
+    }
 }
 
 #[test]
@@ -161,7 +185,7 @@ fn noauditlog_writes_no_error_log_line_as_in_v3() {
         ("auditlog,nolog", false, false),
     ];
     for (actions, line, relevant) in cases {
-        let rs = log_flag_rules(actions);
+        let rs = log_flag_rules("SecPalisadeNoAuditLog AllLogs", actions);
         let mut tx = request(&rs, "GET", "/?a=x", None, b"");
         let ids = logged_ids(&mut tx);
         assert_eq!(ids.contains(&1), line, "{actions}: {ids:?}");
@@ -173,8 +197,8 @@ fn noauditlog_writes_no_error_log_line_as_in_v3() {
     // With a line but no audit relevance of its own, the message is in the record of a
     // transaction made relevant by another rule.
     let rs = ruleset(
-        "SecRuleEngine DetectionOnly\nSecAuditEngine RelevantOnly\nSecAuditLogFormat JSON\n\
-         SecAuditLogParts ABHZ\n\
+        "SecPalisadeNoAuditLog AllLogs\nSecRuleEngine DetectionOnly\nSecAuditEngine RelevantOnly\n\
+         SecAuditLogFormat JSON\nSecAuditLogParts ABHZ\n\
          SecRule ARGS \"@rx x\" \"id:1,phase:1,pass,noauditlog,log\"\n\
          SecRule ARGS \"@rx x\" \"id:4,phase:1,pass,log\"\n\
          SecRule ARGS \"@rx x\" \"id:5,phase:1,pass,log,noauditlog\"",
@@ -289,6 +313,13 @@ fn multipart_parse_error_keeps_no_arguments_or_files() {
         let mut tx = request(&rs, "POST", "/", ct, body);
         assert_eq!(logged_ids(&mut tx), [13, 14]);
     }
+    // A control byte in a part header is an error that does not stop the parse (CRS
+    // 922130 test 1): REQBODY_ERROR, and the parts are kept, as in v3.
+    let header_error =
+        b"--XyZ\r\n\x0eContent-Disposition: form-data; name=\"file\"; filename=\"1.php\"\r\n\
+          Content-Disposition: form-data; name=\"post\"\r\n\r\n<?php echo 1;\r\n--XyZ--";
+    let mut tx = request(&rs, "POST", "/", ct, header_error);
+    assert_eq!(logged_ids(&mut tx), [10, 13, 14]);
     let good = b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n--XyZ\r\n\
           Content-Disposition: form-data; name=\"f\"; filename=\"x.txt\"\r\n\r\ndata\r\n--XyZ--\r\n";
     let mut tx = request(&rs, "POST", "/", ct, good);

@@ -94,6 +94,8 @@ const DIRECTIVES: &[(&str, Arity)] = &[
     ("SecPalisadeLimitAction", ONE),
     // Palisade's own: which bodies REQUEST_BODY exposes (Urlencoded or All).
     ("SecPalisadeRequestBodyVariable", ONE),
+    // Palisade's own: what noauditlog silences (AuditLog, or AllLogs as libmodsecurity v3).
+    ("SecPalisadeNoAuditLog", ONE),
     ("SecArgumentSeparator", ONE),
     ("SecCookieFormat", ONE),
     ("SecAuditEngine", ONE),

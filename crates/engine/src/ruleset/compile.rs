@@ -384,6 +384,8 @@ impl RulesetBuilder {
             meta: RuleMeta::default(),
             log: true,
             auditlog: true,
+            v3_log: true,
+            v3_auditlog: true,
             capture: false,
             multi_match: false,
             match_actions: Vec::new(),
@@ -398,8 +400,8 @@ impl RulesetBuilder {
             prefilter: None,
         };
 
-        // `noauditlog` seen last among auditlog/noauditlog (see the log flags below).
-        let mut no_audit = false;
+        // The log flags as libmodsecurity v3 reads them (see below).
+        let (mut v3_log, mut v3_no_audit) = (true, false);
         // Default actions first (transformations, log flags, disruptive, status), then
         // the rule's own, which override them.
         for (a, from_default) in defaults
@@ -436,20 +438,31 @@ impl RulesetBuilder {
                 "chain" => {}
                 "capture" => rule.capture = true,
                 "multimatch" => rule.multi_match = true,
-                // As in ModSecurity v3, the last of these four decides whether a match
-                // is logged at all (error-log line and audit message): `noauditlog`
-                // silences it like `nolog`, `auditlog` logs like `log`. Whether a
-                // logged match makes the transaction relevant for the audit log is
-                // `auditlog` (cleared by `noauditlog` only, as v3's flag).
-                "log" => rule.log = true,
-                "nolog" => rule.log = false,
-                "auditlog" => {
+                // Two readings of these four (`SecPalisadeNoAuditLog`, docs/config.md).
+                // ModSecurity v2's manual: log/nolog decide the error-log line,
+                // auditlog/noauditlog the audit log, nolog both. libmodsecurity v3: the
+                // last of the four decides whether a match is logged at all (line and
+                // audit message; `noauditlog` silences like `nolog`, `auditlog` logs
+                // like `log`), and a logged match makes the transaction relevant unless
+                // `noauditlog` came after the last `auditlog`.
+                "log" => {
                     rule.log = true;
-                    no_audit = false;
+                    v3_log = true;
+                }
+                "nolog" => {
+                    rule.log = false;
+                    rule.auditlog = false;
+                    v3_log = false;
+                }
+                "auditlog" => {
+                    rule.auditlog = true;
+                    v3_log = true;
+                    v3_no_audit = false;
                 }
                 "noauditlog" => {
-                    rule.log = false;
-                    no_audit = true;
+                    rule.auditlog = false;
+                    v3_log = false;
+                    v3_no_audit = true;
                 }
                 "t" => {
                     let v = need("transformation")?;
@@ -598,7 +611,8 @@ impl RulesetBuilder {
                 _ => return Err(err(format!("unknown action {:?}", a.name))),
             }
         }
-        rule.auditlog = rule.log && !no_audit;
+        rule.v3_log = v3_log;
+        rule.v3_auditlog = v3_log && !v3_no_audit;
         if !is_starter && !default && rule.disruptive.is_some() && link_of.is_some() {
             // ModSecurity refuses disruptive actions on chain links.
             return Err(err(

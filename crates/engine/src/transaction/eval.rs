@@ -1143,7 +1143,11 @@ impl Transaction {
         }
         // A match that neither logs nor decides leaves no record (CRS's flow-control
         // rules match on every request).
-        if !rule.log && !rule.auditlog && denied_with.is_none() {
+        let (log, auditlog) = match self.ruleset.config().no_audit_log {
+            crate::config::NoAuditLog::AuditLog => (rule.log, rule.auditlog),
+            crate::config::NoAuditLog::AllLogs => (rule.v3_log, rule.v3_auditlog),
+        };
+        if !log && !auditlog && denied_with.is_none() {
             return;
         }
         let view = self.view(Some(rule));
@@ -1166,8 +1170,8 @@ impl Transaction {
             negated: rule.negated,
             var_name: String::from_utf8_lossy(&self.state.matched_var_name).into_owned(),
             var_value: String::from_utf8_lossy(&self.state.matched_var).into_owned(),
-            log: rule.log,
-            auditlog: rule.auditlog,
+            log,
+            auditlog,
             denied_with,
         };
         if record.log {

@@ -212,11 +212,13 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
         Some(BodyProcessor::Multipart) => {
             let mut mp = body::multipart::parse(&req.body, &req.content_type, &limits);
             // ModSecurity v3 adds a multipart body's arguments and files only once the
-            // whole body parsed: after a parse error ARGS_POST and FILES stay empty
-            // (MULTIPART_NAME, MULTIPART_FILENAME and MULTIPART_PART_HEADERS keep what
-            // was read). A part limit is Palisade's own check: the parts within it are
-            // kept and inspected, and the limit check reports the rest.
-            if mp.error.is_some() && mp.limit_hit != Some(LimitHit::MultipartParts) {
+            // parse reached the final boundary: when it did not (final boundary
+            // missing, a fatal error) ARGS_POST and FILES stay empty (MULTIPART_NAME,
+            // MULTIPART_FILENAME and MULTIPART_PART_HEADERS keep what was read); an
+            // error in a part's headers sets REQBODY_ERROR but keeps the parts. A part
+            // limit is Palisade's own check: the parts within it are kept and inspected,
+            // and the limit check reports the rest.
+            if !mp.completed && mp.limit_hit != Some(LimitHit::MultipartParts) {
                 mp.args.clear();
                 mp.files.clear();
             }
