@@ -368,6 +368,12 @@ def start_palisade(work, pl, rules, backend_port, binary):
         'name = "backend"',
         f"servers = [{bench.toml_str(f'127.0.0.1:{backend_port}')}]",
         "",
+        # Palisade's settings for ModSecurity v3's REQUEST_BODY (every body processor)
+        # and log flags (noauditlog silences the error-log line; docs/config.md): the
+        # settings a v3 user moving over sets. Their defaults follow the CRS v4 tests.
+        "[[rules]]",
+        "inline = \"SecPalisadeRequestBodyVariable All\\nSecPalisadeNoAuditLog AllLogs\"",
+        "",
         "[[rules]]",
         f"file = {bench.toml_str(rules)}",
         "",

@@ -56,6 +56,43 @@ pub enum LimitAction {
     Log,
 }
 
+/// `SecPalisadeRequestBodyVariable` (Palisade's own directive): which request bodies
+/// REQUEST_BODY exposes.
+///
+/// ModSecurity v3 fills REQUEST_BODY with the raw body whatever the body processor
+/// (multipart, XML, JSON, URL-encoded, or none for an unknown or missing Content-Type).
+/// ModSecurity v2's manual, and the CRS v4 regression tests written against it, want it
+/// only for URL-encoded bodies or under `ctl:forceRequestBodyVariable`: with v3's
+/// behaviour 26 CRS v4 tests fail (944100, 944120 and 944210 on multipart bodies whose
+/// raw text, boundaries and part headers included, matches the Java rules). The default
+/// keeps the CRS v4 suite passing; `All` gives v3's verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestBodyVariable {
+    /// URL-encoded and JSON bodies only, or any body under
+    /// `ctl:forceRequestBodyVariable` (the default).
+    Urlencoded,
+    /// Every non-empty body the body phase saw, as ModSecurity v3.
+    All,
+}
+
+/// `SecPalisadeNoAuditLog` (Palisade's own directive): what `noauditlog` (and the other
+/// log flags) mean.
+///
+/// ModSecurity v2's manual, and the CRS v4 regression tests written against it, read
+/// `noauditlog` as concerning the audit log only: CRS v4's 980170 (`log,noauditlog`)
+/// must write its error-log line. libmodsecurity v3 reads the last of `log`, `nolog`,
+/// `auditlog` and `noauditlog` as deciding whether a match is logged at all, so a rule
+/// with `log,noauditlog` writes no line and no audit message (CRS 3's 980130 and 980140
+/// are silent under nginx + libmodsecurity). The default keeps the CRS v4 suite
+/// passing; `AllLogs` gives v3's logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoAuditLog {
+    /// `noauditlog` keeps a match out of the audit log only (the default).
+    AuditLog,
+    /// As libmodsecurity v3: the last log flag decides both logs.
+    AllLogs,
+}
+
 /// The status a transaction blocked by [`LimitAction::Block`] is answered with: 400,
 /// as ModSecurity's recommended rules for an unparsable body answer.
 pub const LIMIT_BLOCK_STATUS: u16 = 400;
@@ -182,6 +219,13 @@ pub struct EngineConfig {
     pub upload_file_limit: usize,
     /// `SecPalisadeLimitAction` (default [`LimitAction::Block`]).
     pub limit_action: LimitAction,
+    /// `SecPalisadeRequestBodyVariable` (default [`RequestBodyVariable::Urlencoded`]).
+    pub request_body_variable: RequestBodyVariable,
+    /// `SecPalisadeNoAuditLog` (default [`NoAuditLog::AuditLog`]).
+    pub no_audit_log: NoAuditLog,
+    /// `SecUnicodeMapFile FILE CODEPAGE`: the table `t:urlDecodeUni` maps `%uHHHH`
+    /// through (none by default: the low byte, as ModSecurity without a map).
+    pub unicode_map: Option<std::sync::Arc<crate::transforms::UnicodeMap>>,
     /// Audit log settings.
     pub audit: AuditConfig,
     /// `SecCollectionTimeout` in seconds (default 3600).
@@ -217,6 +261,9 @@ impl Default for EngineConfig {
             argument_separator: b'&',
             upload_file_limit: 100,
             limit_action: LimitAction::Block,
+            request_body_variable: RequestBodyVariable::Urlencoded,
+            no_audit_log: NoAuditLog::AuditLog,
+            unicode_map: None,
             audit: AuditConfig {
                 engine: AuditEngineMode::Off,
                 log_path: None,
@@ -351,6 +398,28 @@ impl EngineConfig {
                     }
                 }
             }
+            "SecPalisadeRequestBodyVariable" => {
+                self.request_body_variable = match first.to_ascii_lowercase().as_str() {
+                    "urlencoded" => RequestBodyVariable::Urlencoded,
+                    "all" => RequestBodyVariable::All,
+                    _ => {
+                        return Err(format!(
+                            "SecPalisadeRequestBodyVariable: expected Urlencoded or All, got {first:?}"
+                        ));
+                    }
+                }
+            }
+            "SecPalisadeNoAuditLog" => {
+                self.no_audit_log = match first.to_ascii_lowercase().as_str() {
+                    "auditlog" => NoAuditLog::AuditLog,
+                    "alllogs" => NoAuditLog::AllLogs,
+                    _ => {
+                        return Err(format!(
+                            "SecPalisadeNoAuditLog: expected AuditLog or AllLogs, got {first:?}"
+                        ));
+                    }
+                }
+            }
             "SecArgumentSeparator" => {
                 let b = first.as_bytes();
                 if b.len() != 1 {
@@ -409,7 +478,6 @@ impl EngineConfig {
             | "SecUploadDir"
             | "SecDebugLog"
             | "SecDebugLogLevel"
-            | "SecUnicodeMapFile"
             | "SecUnicodeCodePage"
             | "SecAuditLogStorageDir"
             | "SecAuditLogDirMode"

@@ -86,10 +86,17 @@ pub struct Rule {
     pub prefix_ids: Vec<u32>,
     /// Metadata for logs.
     pub meta: RuleMeta,
-    /// `log` (true) or `nolog`.
+    /// `log` (true) or `nolog`: the error-log line, as ModSecurity v2's manual reads it.
     pub log: bool,
-    /// `auditlog` or `noauditlog`.
+    /// `auditlog` or `noauditlog` (and `nolog`): audit log relevance and message, as
+    /// ModSecurity v2's manual reads it.
     pub auditlog: bool,
+    /// Whether a match is logged at all (line and audit message) as libmodsecurity v3
+    /// reads the flags: the last of `log`/`auditlog` (true) and `nolog`/`noauditlog`.
+    pub v3_log: bool,
+    /// Whether a logged match makes the transaction relevant for the audit log, as
+    /// libmodsecurity v3 reads the flags: no `noauditlog` after the last `auditlog`.
+    pub v3_auditlog: bool,
     /// `capture`.
     pub capture: bool,
     /// `multiMatch`.

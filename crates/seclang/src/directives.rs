@@ -92,6 +92,10 @@ const DIRECTIVES: &[(&str, Arity)] = &[
     ("SecArgumentsLimit", ONE),
     // Palisade's own: what a limit that left data uninspected does (Block or Log).
     ("SecPalisadeLimitAction", ONE),
+    // Palisade's own: which bodies REQUEST_BODY exposes (Urlencoded or All).
+    ("SecPalisadeRequestBodyVariable", ONE),
+    // Palisade's own: what noauditlog silences (AuditLog, or AllLogs as libmodsecurity v3).
+    ("SecPalisadeNoAuditLog", ONE),
     ("SecArgumentSeparator", ONE),
     ("SecCookieFormat", ONE),
     ("SecAuditEngine", ONE),

@@ -36,8 +36,9 @@
 //!   non-file part's value, a bug).
 //! - Part header lines never keep a trailing CR (as ModSecurity 3.0.9 did).
 //! - When the body ends without its final boundary, or a fatal error stops the
-//!   parser, the parts completed so far are still reported (v3 reports none); the
-//!   error is set either way.
+//!   parser, the parts completed so far are still reported here, with
+//!   [`Multipart::completed`] false; the engine then drops them, as v3 reports none
+//!   (except after a part limit, Palisade's own, where the parts within it stay).
 //! - An empty boundary is an error (v3 silently skips such a body), an unterminated
 //!   quoted Content-Disposition value is refused, and a folded header stops growing
 //!   once it is over the line limit.
@@ -171,6 +172,11 @@ pub struct Multipart {
     /// content of every non-file part, as ModSecurity counts them for
     /// `SecRequestBodyNoFilesLimit`.
     pub no_files_bytes: usize,
+    /// Whether the parse reached the final boundary. ModSecurity v3 adds the parts to
+    /// ARGS and FILES only then: an error in a part's headers does not stop the parse
+    /// (REQBODY_ERROR is set, the parts are kept), a missing final boundary or a fatal
+    /// error does (no part is kept).
+    pub completed: bool,
 }
 
 impl Multipart {
@@ -194,8 +200,12 @@ pub fn parse(body: &[u8], content_type: &[u8], limits: &Limits) -> Multipart {
     match read_boundary(content_type, &mut out.flags) {
         Ok(boundary) => {
             out.boundary = boundary;
-            let crlf_line = Parser::new(body, limits, &mut out).run();
-            out.flags.crlf_lf_lines = out.flags.lf_line && crlf_line;
+            // An empty body is no error (ModSecurity v3 reports a missing final
+            // boundary only once it has seen data).
+            if !body.is_empty() {
+                let crlf_line = Parser::new(body, limits, &mut out).run();
+                out.flags.crlf_lf_lines = out.flags.lf_line && crlf_line;
+            }
         }
         Err(msg) => out.error = Some(msg.to_owned()),
     }
@@ -437,6 +447,7 @@ impl<'a, 'o> Parser<'a, 'o> {
     /// Parses the whole body; returns whether a CRLF-ended line was seen.
     fn run(mut self) -> bool {
         self.lines();
+        self.out.completed = self.complete;
         self.crlf_line
     }
 

@@ -70,13 +70,33 @@ fn new_reader(input: &[u8]) -> Reader<&[u8]> {
 
 /// Parses an XML document. External entities are never resolved.
 pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
+    parse_partial(input).map_err(|(e, _)| e)
+}
+
+/// As [`parse`], but a document that is not well formed also gives what was parsed
+/// before the error (the text and attributes up to it), as libxml2 leaves its partial
+/// tree to ModSecurity v3, whose `XML:/*` then still yields that text: `None` when no
+/// root element had started.
+pub fn parse_partial(input: &[u8]) -> Result<XmlDoc, (XmlError, Option<XmlDoc>)> {
     let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
-    if let Some(at) = input
+    let mut doc = XmlDoc::default();
+    let mut b = Builder::default();
+    // A byte XML never allows is an error wherever it is; the text before it is
+    // still parsed (libxml2 stops there).
+    let invalid = input
         .iter()
-        .position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
-    {
-        return Err(fail(at, "invalid character"));
-    }
+        .position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
+    let parsed = parse_into(&input[..invalid.unwrap_or(input.len())], &mut doc, &mut b);
+    let error = match (invalid, parsed) {
+        (Some(at), _) => fail(at, "invalid character"),
+        (None, Ok(())) => return Ok(doc),
+        (None, Err(e)) => e,
+    };
+    b.flush(&mut doc);
+    Err((error, b.root_seen.then_some(doc)))
+}
+
+fn parse_into(input: &[u8], doc: &mut XmlDoc, b: &mut Builder) -> Result<(), XmlError> {
     // The DOCTYPE declaration is read here, not by quick-xml (whose reader does not
     // honour quoted `>` in it): the reader sees the prolog before it, then the rest
     // of the document after it.
@@ -84,8 +104,6 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
     let mut base = 0;
     let mut reader = new_reader(&input[..doctype.unwrap_or(input.len())]);
 
-    let mut doc = XmlDoc::default();
-    let mut b = Builder::default();
     loop {
         let at = base + reader.buffer_position() as usize;
         let event = reader
@@ -113,12 +131,12 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
             }
             Event::DocType(_) => return Err(fail(at, "misplaced DOCTYPE declaration")),
             Event::Start(e) => {
-                b.start_element(at, &e, &mut doc)?;
+                b.start_element(at, &e, doc)?;
                 b.depth += 1;
             }
-            Event::Empty(e) => b.start_element(at, &e, &mut doc)?,
+            Event::Empty(e) => b.start_element(at, &e, doc)?,
             Event::End(_) => {
-                b.flush(&mut doc);
+                b.flush(doc);
                 b.depth = b.depth.saturating_sub(1);
             }
             Event::Text(t) => {
@@ -132,21 +150,21 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
                 if memchr::memmem::find(raw, b"]]>").is_some() {
                     return Err(fail(at, "sequence ']]>' not allowed in content"));
                 }
-                b.text(raw, &mut doc);
+                b.text(raw, doc);
             }
             Event::CData(c) => {
                 if b.depth == 0 {
                     return Err(fail(at, "CDATA outside the root element"));
                 }
-                b.text(&c, &mut doc);
+                b.text(&c, doc);
             }
             Event::GeneralRef(r) => {
                 if b.depth == 0 {
                     return Err(fail(at, "reference outside the root element"));
                 }
-                b.content_ref(at, &r, &mut doc)?;
+                b.content_ref(at, &r, doc)?;
             }
-            Event::Comment(_) => b.flush(&mut doc),
+            Event::Comment(_) => b.flush(doc),
             Event::PI(pi) => {
                 if pi.target().eq_ignore_ascii_case(b"xml") {
                     return Err(fail(
@@ -154,7 +172,7 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
                         "XML declaration allowed only at the start of the document",
                     ));
                 }
-                b.flush(&mut doc);
+                b.flush(doc);
             }
             Event::Eof => match doctype.take() {
                 Some(start) => {
@@ -183,7 +201,7 @@ pub fn parse(input: &[u8]) -> Result<XmlDoc, XmlError> {
     if !b.root_seen {
         return Err(fail(input.len(), "document is empty"));
     }
-    Ok(doc)
+    Ok(())
 }
 
 fn fail(at: usize, what: &str) -> XmlError {

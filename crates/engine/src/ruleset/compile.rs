@@ -212,6 +212,15 @@ impl RulesetBuilder {
                 rule.chain = chain;
                 self.entries[pos] = Entry::Rule(Box::new(rule));
             }
+            DirectiveKind::Setting { name, args }
+                if name.eq_ignore_ascii_case("SecUnicodeMapFile") =>
+            {
+                self.close_chain(&span)?;
+                let map = self
+                    .load_unicode_map(&span, &args)
+                    .map_err(|e| LoadError::rule(&span, None, format!("SecUnicodeMapFile: {e}")))?;
+                self.config.unicode_map = Some(Arc::new(map));
+            }
             DirectiveKind::Setting { name, args } => {
                 self.close_chain(&span)?;
                 match self.config.apply(&name, &args) {
@@ -225,6 +234,44 @@ impl RulesetBuilder {
             }
         }
         Ok(())
+    }
+
+    /// Reads `SecUnicodeMapFile FILE CODEPAGE`: the file as given, else relative to the
+    /// directory of the file the directive is in (as ModSecurity v3 looks for it), and
+    /// its section for the code page.
+    fn load_unicode_map(
+        &self,
+        span: &Span,
+        args: &[String],
+    ) -> Result<crate::transforms::UnicodeMap, String> {
+        let [file, code_page] = args else {
+            return Err(format!(
+                "expected a file and a code page (as `SecUnicodeMapFile unicode.mapping 20127`), got {} argument(s)",
+                args.len()
+            ));
+        };
+        let code_page: u32 = code_page
+            .parse()
+            .map_err(|_| format!("the code page must be a number, got {code_page:?}"))?;
+        let given = Path::new(file);
+        let beside = span.file.parent().unwrap_or(Path::new(".")).join(given);
+        let (path, bytes) = match self.source.read(given) {
+            Ok(b) => (given.to_path_buf(), b),
+            Err(first) if given.is_relative() => match self.source.read(&beside) {
+                Ok(b) => (beside, b),
+                Err(_) => {
+                    return Err(format!(
+                        "cannot read {}: {first} (nor {})",
+                        given.display(),
+                        beside.display()
+                    ));
+                }
+            },
+            Err(e) => return Err(format!("cannot read {}: {e}", given.display())),
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        crate::transforms::UnicodeMap::parse(&text, code_page)
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 
     fn close_chain(&self, span: &Span) -> Result<(), LoadError> {
@@ -337,6 +384,8 @@ impl RulesetBuilder {
             meta: RuleMeta::default(),
             log: true,
             auditlog: true,
+            v3_log: true,
+            v3_auditlog: true,
             capture: false,
             multi_match: false,
             match_actions: Vec::new(),
@@ -351,6 +400,8 @@ impl RulesetBuilder {
             prefilter: None,
         };
 
+        // The log flags as libmodsecurity v3 reads them (see below).
+        let (mut v3_log, mut v3_no_audit) = (true, false);
         // Default actions first (transformations, log flags, disruptive, status), then
         // the rule's own, which override them.
         for (a, from_default) in defaults
@@ -387,13 +438,32 @@ impl RulesetBuilder {
                 "chain" => {}
                 "capture" => rule.capture = true,
                 "multimatch" => rule.multi_match = true,
-                "log" => rule.log = true,
+                // Two readings of these four (`SecPalisadeNoAuditLog`, docs/config.md).
+                // ModSecurity v2's manual: log/nolog decide the error-log line,
+                // auditlog/noauditlog the audit log, nolog both. libmodsecurity v3: the
+                // last of the four decides whether a match is logged at all (line and
+                // audit message; `noauditlog` silences like `nolog`, `auditlog` logs
+                // like `log`), and a logged match makes the transaction relevant unless
+                // `noauditlog` came after the last `auditlog`.
+                "log" => {
+                    rule.log = true;
+                    v3_log = true;
+                }
                 "nolog" => {
                     rule.log = false;
                     rule.auditlog = false;
+                    v3_log = false;
                 }
-                "auditlog" => rule.auditlog = true,
-                "noauditlog" => rule.auditlog = false,
+                "auditlog" => {
+                    rule.auditlog = true;
+                    v3_log = true;
+                    v3_no_audit = false;
+                }
+                "noauditlog" => {
+                    rule.auditlog = false;
+                    v3_log = false;
+                    v3_no_audit = true;
+                }
                 "t" => {
                     let v = need("transformation")?;
                     if v.eq_ignore_ascii_case("none") {
@@ -541,6 +611,8 @@ impl RulesetBuilder {
                 _ => return Err(err(format!("unknown action {:?}", a.name))),
             }
         }
+        rule.v3_log = v3_log;
+        rule.v3_auditlog = v3_log && !v3_no_audit;
         if !is_starter && !default && rule.disruptive.is_some() && link_of.is_some() {
             // ModSecurity refuses disruptive actions on chain links.
             return Err(err(

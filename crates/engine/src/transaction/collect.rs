@@ -137,6 +137,25 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 impl<'a> View<'a> {
+    /// True when REQUEST_BODY holds the raw body: after the body phase ran with body
+    /// access on, for a body that is not empty (ModSecurity v3 leaves the variable
+    /// unset for an empty body), of a processor `SecPalisadeRequestBodyVariable`
+    /// exposes or under `ctl:forceRequestBodyVariable`.
+    fn request_body_visible(&self) -> bool {
+        use crate::actions::BodyProcessor as P;
+        use crate::config::RequestBodyVariable as V;
+        if !self.req.body_set || self.req.body.is_empty() {
+            return false;
+        }
+        match self.state.request_body_variable {
+            V::All => true,
+            V::Urlencoded => {
+                self.state.force_body_variable
+                    || matches!(self.req.processor, Some(P::UrlEncoded) | Some(P::Json))
+            }
+        }
+    }
+
     /// Appends the values `target` selects (before exclusions).
     pub fn collect(&self, target: &Target, out: &mut Vec<Value<'a>>) {
         if target.count {
@@ -200,12 +219,13 @@ impl<'a> View<'a> {
             Var::RequestProtocol => scalar(out, var, Cow::Borrowed(&req.protocol), true),
             Var::QueryString => scalar(out, var, Cow::Borrowed(&req.query), true),
             Var::RequestBody => {
-                // Only the URLENCODED processor exposes the raw body, unless
-                // `ctl:forceRequestBodyVariable` asks for it (JSON, XML and multipart
-                // bodies are inspected through ARGS, FILES and XML).
-                use crate::actions::BodyProcessor as P;
-                let raw_kept = matches!(req.processor, Some(P::UrlEncoded) | Some(P::Json));
-                if req.body_set && (raw_kept || self.state.force_body_variable) {
+                // ModSecurity v3 fills REQUEST_BODY with the raw body whatever the
+                // processor (multipart, XML, JSON, URL-encoded or none) once the body
+                // phase runs with body access on, and leaves it unset when the body is
+                // empty. `SecPalisadeRequestBodyVariable Processor` gives v2's documented
+                // behaviour instead: only URL-encoded and JSON bodies, or
+                // `ctl:forceRequestBodyVariable`.
+                if self.request_body_visible() {
                     scalar(out, var, Cow::Borrowed(&req.body), true);
                 }
             }

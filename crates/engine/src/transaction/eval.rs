@@ -72,7 +72,7 @@ fn transform<'v>(
         return Input::Raw(raw);
     };
     let Some(id) = value.id else {
-        return Input::Fresh(apply_all(transforms, raw));
+        return Input::Fresh(apply_all(transforms, raw, cache.unicode_map.as_deref()));
     };
     let row = cache_row(cache, id);
     let (cell, _) = form(cache, nodes, row, Some(last), raw);
@@ -138,6 +138,7 @@ fn form(
         return (1, classes);
     }
     let (base, classes) = form(cache, nodes, row, parent, raw);
+    let map = cache.unicode_map.clone();
     let result = if classes & step.triggers() == 0 {
         (base, classes)
     } else {
@@ -146,7 +147,7 @@ fn form(
         } else {
             &cache.forms[(base - 2) as usize].0
         };
-        match step.apply(input) {
+        match step.apply_with(input, map.as_deref()) {
             // A transformation may borrow a shorter piece of its input (`trim`), so only
             // a borrow of the whole value means "unchanged".
             Cow::Borrowed(b) if b.len() == input.len() => (base, classes),
@@ -180,7 +181,11 @@ fn raw_quiet(cache: &mut TransformCache, cell: usize, all: &RxSet, raw: &[u8]) -
     cache.cells[cell] == 1
 }
 
-fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
+fn apply_all<'v>(
+    transforms: &[Transform],
+    raw: &'v [u8],
+    map: Option<&crate::transforms::UnicodeMap>,
+) -> Cow<'v, [u8]> {
     let mut cur: Cow<'v, [u8]> = Cow::Borrowed(raw);
     let mut classes = byte_classes(raw);
     for t in transforms {
@@ -189,11 +194,11 @@ fn apply_all<'v>(transforms: &[Transform], raw: &'v [u8]) -> Cow<'v, [u8]> {
         }
         let (next, changed) = match cur {
             Cow::Borrowed(b) => {
-                let r = t.apply(b);
+                let r = t.apply_with(b, map);
                 let changed = !matches!(&r, Cow::Borrowed(x) if x.len() == b.len());
                 (r, changed)
             }
-            Cow::Owned(v) => match t.apply(&v) {
+            Cow::Owned(v) => match t.apply_with(&v, map) {
                 Cow::Borrowed(b) if b.len() == v.len() => (Cow::Owned(v), false),
                 Cow::Borrowed(b) => (Cow::Owned(b.to_vec()), true),
                 Cow::Owned(n) => (Cow::Owned(n), true),
@@ -224,7 +229,7 @@ fn for_each_form(
     let Some(id) = value.id else {
         let mut cur: Cow<'_, [u8]> = Cow::Borrowed(raw);
         for t in transforms {
-            let next = match t.apply(&cur) {
+            let next = match t.apply_with(&cur, cache.unicode_map.as_deref()) {
                 Cow::Borrowed(b) if b.len() == cur.len() => continue,
                 other => other.into_owned(),
             };
@@ -327,8 +332,10 @@ impl Transaction {
             // now waits for the response, so their memory (hundreds of KiB for a large
             // JSON body) goes back now. Later phases recompute what they need.
             let width = self.cache.width;
+            let unicode_map = self.cache.unicode_map.take();
             self.cache = TransformCache {
                 width,
+                unicode_map,
                 ..Default::default()
             };
         }
@@ -1136,7 +1143,11 @@ impl Transaction {
         }
         // A match that neither logs nor decides leaves no record (CRS's flow-control
         // rules match on every request).
-        if !rule.log && !rule.auditlog && denied_with.is_none() {
+        let (log, auditlog) = match self.ruleset.config().no_audit_log {
+            crate::config::NoAuditLog::AuditLog => (rule.log, rule.auditlog),
+            crate::config::NoAuditLog::AllLogs => (rule.v3_log, rule.v3_auditlog),
+        };
+        if !log && !auditlog && denied_with.is_none() {
             return;
         }
         let view = self.view(Some(rule));
@@ -1159,8 +1170,8 @@ impl Transaction {
             negated: rule.negated,
             var_name: String::from_utf8_lossy(&self.state.matched_var_name).into_owned(),
             var_value: String::from_utf8_lossy(&self.state.matched_var).into_owned(),
-            log: rule.log,
-            auditlog: rule.auditlog,
+            log,
+            auditlog,
             denied_with,
         };
         if record.log {

@@ -206,6 +206,8 @@ pub(crate) struct State {
     pub target_removals: Vec<(eval::TargetRemoval, crate::variables::Exclusion)>,
     pub body_processor: Option<BodyProcessor>,
     pub force_body_variable: bool,
+    /// `SecPalisadeRequestBodyVariable`: which bodies REQUEST_BODY exposes.
+    pub request_body_variable: crate::config::RequestBodyVariable,
     pub request_body_access: bool,
     pub response_body_access: bool,
     pub request_body_limit: usize,
@@ -239,6 +241,8 @@ pub(crate) struct TransformCache {
     /// then one bit per prefilter group, set when the value matched none of the group's
     /// patterns (it needs no second look in a later phase).
     pub width: usize,
+    /// The `SecUnicodeMapFile` table `t:urlDecodeUni` maps through.
+    pub unicode_map: Option<Arc<crate::transforms::UnicodeMap>>,
 }
 
 /// One transaction. Create it with [`Transaction::new`], feed it the request and run
@@ -269,6 +273,7 @@ impl Transaction {
         let width = ruleset.chain_nodes.len() + 2 + ruleset.prefilter.groups.len().div_ceil(32);
         let cfg = ruleset.config();
         let cpu_budget = cfg.cpu_budget;
+        let unicode_map = cfg.unicode_map.clone();
         let state = State {
             mode: cfg.rule_engine,
             tx: Default::default(),
@@ -284,6 +289,7 @@ impl Transaction {
             target_removals: Vec::new(),
             body_processor: None,
             force_body_variable: false,
+            request_body_variable: cfg.request_body_variable,
             request_body_access: cfg.request_body_access,
             response_body_access: cfg.response_body_access,
             request_body_limit: cfg.request_body_limit,
@@ -303,6 +309,7 @@ impl Transaction {
             state,
             cache: TransformCache {
                 width,
+                unicode_map,
                 ..Default::default()
             },
             scratch: Vec::new(),

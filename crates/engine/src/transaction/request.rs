@@ -135,12 +135,13 @@ fn parse_cookies(out: &mut Vec<(Vec<u8>, Vec<u8>)>, value: &[u8]) {
 }
 
 /// The processor ModSecurity v3 picks from the Content-Type by itself (XML and JSON
-/// need `ctl:requestBodyProcessor`).
+/// need `ctl:requestBodyProcessor`): the value must start with the media type (in any
+/// letter case), as in ModSecurity v2 and v3.
 pub(crate) fn processor_for(content_type: &[u8]) -> Option<BodyProcessor> {
     let ct = content_type.to_ascii_lowercase();
-    if memchr::memmem::find(&ct, b"multipart/form-data").is_some() {
+    if ct.starts_with(b"multipart/form-data") {
         Some(BodyProcessor::Multipart)
-    } else if memchr::memmem::find(&ct, b"application/x-www-form-urlencoded").is_some() {
+    } else if ct.starts_with(b"application/x-www-form-urlencoded") {
         Some(BodyProcessor::UrlEncoded)
     } else {
         None
@@ -198,12 +199,29 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
                 req.shortfall.get_or_insert(hit);
             }
         }
-        Some(BodyProcessor::Xml) if !req.body.is_empty() => match body::xml::parse(&req.body) {
+        // An empty body is an XML error too ("document is empty"), as in ModSecurity
+        // v3; a document that is not well formed still exposes the text parsed
+        // before the error.
+        Some(BodyProcessor::Xml) => match body::xml::parse_partial(&req.body) {
             Ok(doc) => req.xml = Some(doc),
-            Err(e) => req.processor_error = Some(e.to_string()),
+            Err((e, partial)) => {
+                req.xml = partial;
+                req.processor_error = Some(e.to_string());
+            }
         },
         Some(BodyProcessor::Multipart) => {
             let mut mp = body::multipart::parse(&req.body, &req.content_type, &limits);
+            // ModSecurity v3 adds a multipart body's arguments and files only once the
+            // parse reached the final boundary: when it did not (final boundary
+            // missing, a fatal error) ARGS_POST and FILES stay empty (MULTIPART_NAME,
+            // MULTIPART_FILENAME and MULTIPART_PART_HEADERS keep what was read); an
+            // error in a part's headers sets REQBODY_ERROR but keeps the parts. A part
+            // limit is Palisade's own check: the parts within it are kept and inspected,
+            // and the limit check reports the rest.
+            if !mp.completed && mp.limit_hit != Some(LimitHit::MultipartParts) {
+                mp.args.clear();
+                mp.files.clear();
+            }
             req.args_post = std::mem::take(&mut mp.args);
             req.processor_error = mp.reqbody_error_msg();
             match mp.limit_hit {
@@ -222,7 +240,7 @@ pub(crate) fn process_body(req: &mut RequestData, state: &State, cfg: &EngineCon
             }
             req.multipart = Some(mp);
         }
-        Some(BodyProcessor::Json) | Some(BodyProcessor::Xml) | None => {}
+        Some(BodyProcessor::Json) | None => {}
     }
 }
 

@@ -21,7 +21,10 @@ mod html;
 mod out;
 mod path;
 mod text;
+pub mod unicode_map;
 mod url;
+
+pub use unicode_map::UnicodeMap;
 
 /// One transformation, resolved from its name at load time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -356,11 +359,18 @@ impl Transform {
     /// (for example `trim`, or a decoder that only dropped trailing bytes), so "unchanged"
     /// is `Borrowed` with the input's length, not `Borrowed` alone.
     pub fn apply(self, input: &[u8]) -> Cow<'_, [u8]> {
+        self.apply_with(input, None)
+    }
+
+    /// As [`Transform::apply`], with the `SecUnicodeMapFile` table `t:urlDecodeUni`
+    /// maps `%uHHHH` through (the only transformation that reads it, as in
+    /// ModSecurity v3).
+    pub fn apply_with<'a>(self, input: &'a [u8], map: Option<&UnicodeMap>) -> Cow<'a, [u8]> {
         match self {
             Transform::Lowercase => text::lowercase(input),
             Transform::Uppercase => text::uppercase(input),
             Transform::UrlDecode => url::url_decode(input),
-            Transform::UrlDecodeUni => url::url_decode_uni(input),
+            Transform::UrlDecodeUni => url::url_decode_uni(input, map),
             Transform::UrlEncode => url::url_encode(input),
             Transform::HtmlEntityDecode => html::html_entity_decode(input),
             Transform::JsDecode => escapes::js_decode(input),

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use super::hex::{HEX_LOWER, is_hex, pair};
 use super::out::Out;
+use super::unicode_map::UnicodeMap;
 
 /// Byte for a `%uHHHH`, `\uHHHH` or CSS escape when no Unicode map is configured, as
 /// ModSecurity v3 does it: the low byte of the code point; full-width ASCII (U+FF01 to
@@ -21,16 +22,17 @@ pub(super) fn wide_to_byte(high: u8, low: u8) -> u8 {
 /// `t:urlDecode`: `%HH` (either case) becomes the byte, `+` becomes a space; a `%` not
 /// followed by two hex digits is kept as is.
 pub(super) fn url_decode(input: &[u8]) -> Cow<'_, [u8]> {
-    decode(input, false)
+    decode(input, false, None)
 }
 
 /// `t:urlDecodeUni`: as `urlDecode`, plus IIS-style `%uHHHH` (the `u` in either case),
-/// mapped to one byte by [`wide_to_byte`]. An invalid `%u` is kept as is.
-pub(super) fn url_decode_uni(input: &[u8]) -> Cow<'_, [u8]> {
-    decode(input, true)
+/// mapped to one byte through the `SecUnicodeMapFile` table when one is loaded and
+/// lists the code point, else by [`wide_to_byte`]. An invalid `%u` is kept as is.
+pub(super) fn url_decode_uni<'a>(input: &'a [u8], map: Option<&UnicodeMap>) -> Cow<'a, [u8]> {
+    decode(input, true, map)
 }
 
-fn decode(input: &[u8], uni: bool) -> Cow<'_, [u8]> {
+fn decode<'a>(input: &'a [u8], uni: bool, map: Option<&UnicodeMap>) -> Cow<'a, [u8]> {
     let n = input.len();
     let mut out = Out::new(input);
     let mut i = 0;
@@ -46,7 +48,8 @@ fn decode(input: &[u8], uni: bool) -> Cow<'_, [u8]> {
             if p + 5 < n && input[p + 2..p + 6].iter().all(|&b| is_hex(b)) {
                 let high = pair(input[p + 2], input[p + 3]);
                 let low = pair(input[p + 4], input[p + 5]);
-                out.push(wide_to_byte(high, low));
+                let mapped = map.and_then(|m| m.get(u16::from_be_bytes([high, low])));
+                out.push(mapped.unwrap_or_else(|| wide_to_byte(high, low)));
                 i = p + 6;
             } else {
                 // Keep "%u" and go on after it.
@@ -198,18 +201,33 @@ mod tests {
     }
 
     #[test]
+    fn urldecodeuni_through_a_unicode_map() {
+        let map = UnicodeMap::parse("20127 (US-ASCII)\n2019:27 ff01:3f\n", 20127).unwrap();
+        let m = Some(&map);
+        // Listed: the table's byte, also over the full-width rule (ff01 is `!` without).
+        assert_eq!(&*url_decode_uni(b"%u2019x%uFF01", m), b"'x?");
+        // RFC 3490 full stops, with any map.
+        assert_eq!(&*url_decode_uni(b"a%u3002b", m), b"a.b");
+        // Not listed: the low byte, full-width ASCII shifted, as without a map.
+        assert_eq!(&*url_decode_uni(b"%u20ac%uff21", m), b"\xacA");
+        assert_eq!(&*url_decode_uni(b"%u2019", None), b"\x19");
+        // Plain %HH never goes through the table.
+        assert_eq!(&*url_decode_uni(b"%19", m), b"\x19");
+    }
+
+    #[test]
     fn urldecodeuni() {
-        assert_eq!(&*url_decode_uni(b"%u0041%uff21+x"), b"AA x");
-        assert_eq!(&*url_decode_uni(b"%U0041"), b"A");
-        assert_eq!(&*url_decode_uni(b"%u004"), b"%u004");
-        assert_eq!(&*url_decode_uni(b"%uzz41"), b"%uzz41");
-        assert_eq!(&*url_decode_uni(b"%u%41"), b"%uA");
-        assert_eq!(&*url_decode_uni(b"%uff5e%uff5f%uff00"), b"~_\x00");
-        assert_eq!(&*url_decode_uni(b"%u"), b"%u");
-        assert_eq!(&*url_decode_uni(b"%"), b"%");
-        assert_eq!(&*url_decode_uni(b"%u20ac"), b"\xac");
-        assert_eq!(&*url_decode_uni(b"%41%42"), b"AB");
-        assert!(borrowed(url_decode_uni(b"%u12")));
+        assert_eq!(&*url_decode_uni(b"%u0041%uff21+x", None), b"AA x");
+        assert_eq!(&*url_decode_uni(b"%U0041", None), b"A");
+        assert_eq!(&*url_decode_uni(b"%u004", None), b"%u004");
+        assert_eq!(&*url_decode_uni(b"%uzz41", None), b"%uzz41");
+        assert_eq!(&*url_decode_uni(b"%u%41", None), b"%uA");
+        assert_eq!(&*url_decode_uni(b"%uff5e%uff5f%uff00", None), b"~_\x00");
+        assert_eq!(&*url_decode_uni(b"%u", None), b"%u");
+        assert_eq!(&*url_decode_uni(b"%", None), b"%");
+        assert_eq!(&*url_decode_uni(b"%u20ac", None), b"\xac");
+        assert_eq!(&*url_decode_uni(b"%41%42", None), b"AB");
+        assert!(borrowed(url_decode_uni(b"%u12", None)));
     }
 
     #[test]
