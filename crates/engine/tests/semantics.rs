@@ -305,3 +305,24 @@ SecRule ARGS "@rx ^abc$" "id:3,phase:2,pass,t:none,t:urlDecode,t:lowercase""#,
     // Names are not values.
     assert_eq!(ids("/?%2541BC=1"), Vec::<i64>::new());
 }
+
+#[test]
+fn lookups_without_a_resolver_or_database_warn_at_load() {
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    b.add_text(
+        "SecRule REMOTE_ADDR \"@rbl sbl.example.org\" \"id:1,phase:1,pass\"\n\
+         SecRule REMOTE_ADDR \"@geoLookup\" \"id:2,phase:1,pass\"\n",
+        "lookups.conf",
+    )
+    .expect("rules load");
+    let rs = b.build().expect("rules build");
+    let w = rs.warnings().join("\n");
+    assert!(
+        w.contains("lookups.conf:1") && w.contains("@rbl never matches"),
+        "{w}"
+    );
+    assert!(
+        w.contains("lookups.conf:2") && w.contains("@geoLookup never matches"),
+        "{w}"
+    );
+}

@@ -651,7 +651,12 @@ impl RulesetBuilder {
     ) -> Result<RuleOperator, String> {
         let lname = name.to_ascii_lowercase();
         match lname.as_str() {
-            "rbl" => return Ok(RuleOperator::Rbl(argument.to_string())),
+            "rbl" => {
+                self.warnings.push(format!(
+                    "{span}: @rbl never matches: no DNS block-list resolver is configured"
+                ));
+                return Ok(RuleOperator::Rbl(argument.to_string()));
+            }
             "memberof" => {
                 let (collection, var) = split_collection(argument)?;
                 if collection == CollectionKind::Tx {
@@ -664,7 +669,13 @@ impl RulesetBuilder {
                     name: var.trim().to_ascii_lowercase().into_bytes(),
                 });
             }
-            "geolookup" => return Ok(RuleOperator::GeoLookup),
+            "geolookup" => {
+                self.warnings.push(format!(
+                    "{span}: @geoLookup never matches and GEO stays empty: no GeoIP \
+                     database is configured"
+                ));
+                return Ok(RuleOperator::GeoLookup);
+            }
             _ => {}
         }
         if argument.contains("%{") {
