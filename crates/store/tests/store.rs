@@ -1,8 +1,11 @@
 //! The LMDB store on its own: persistence, concurrency, limits, import/export,
 //! several handles and processes, and a crash in the middle of writes.
 
+mod common;
+
+use common::{hit_at, ip, value};
 use engine::actions::CollectionKind;
-use engine::collections::{NamedOp, RecordKey, RecordWrite, VarOp, VarValue, WriteLog};
+use engine::collections::{NamedOp, RecordKey, RecordWrite, VarOp, VarValue};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -18,24 +21,9 @@ fn cfg(dir: &std::path::Path) -> StoreConfig {
     }
 }
 
-fn ip(key: &str) -> RecordKey {
-    RecordKey::new("default", CollectionKind::Ip, key.as_bytes().to_vec()).unwrap()
-}
-
 /// `setvar:ip.hits=+1,expirevar:ip.hits=60` as a transaction hands it over.
 fn hit(at: i64) -> RecordWrite {
-    let mut log = WriteLog::default();
-    log.push(b"hits", VarOp::Add(1));
-    log.push(b"hits", VarOp::ExpireAt(at + 60));
-    log.finish(at, 3600)
-}
-
-fn value(store: &Store, key: &RecordKey, name: &str) -> Option<String> {
-    store.get(key).unwrap().and_then(|r| {
-        r.vars
-            .get(name.as_bytes())
-            .map(|v| String::from_utf8_lossy(&v.value.as_read()).into_owned())
-    })
+    hit_at(at, 60)
 }
 
 #[test]

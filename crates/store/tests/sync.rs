@@ -6,8 +6,10 @@
 //! Convergence is awaited with a generous deadline (no timing assertion); the time
 //! it took is printed.
 
-use engine::actions::CollectionKind;
-use engine::collections::{NamedOp, RecordKey, RecordWrite, VarOp, WriteLog};
+mod common;
+
+use common::{hit_at, ip, value};
+use engine::collections::{NamedOp, RecordWrite, VarOp};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use store::sync::{Sync, SyncConfig};
@@ -126,24 +128,8 @@ fn host(name: &str, cfg: SyncConfig) -> Host {
     }
 }
 
-fn ip(key: &str) -> RecordKey {
-    RecordKey::new("default", CollectionKind::Ip, key.as_bytes().to_vec()).unwrap()
-}
-
 fn hit() -> RecordWrite {
-    let at = unix_now();
-    let mut log = WriteLog::default();
-    log.push(b"hits", VarOp::Add(1));
-    log.push(b"hits", VarOp::ExpireAt(at + 600));
-    log.finish(at, 3600)
-}
-
-fn value(store: &Store, key: &RecordKey, name: &str) -> Option<String> {
-    store.get(key).unwrap().and_then(|r| {
-        r.vars
-            .get(name.as_bytes())
-            .map(|v| String::from_utf8_lossy(&v.value.as_read()).into_owned())
-    })
+    hit_at(unix_now(), 600)
 }
 
 /// Waits (up to 30 s) until `f` holds; returns how long it took.
