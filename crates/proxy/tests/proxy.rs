@@ -248,11 +248,7 @@ fn check_rejects_a_broken_rule_file_with_its_line() {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(palisade_bin())
-        .args(["check", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = palisade_check("--config", &cfg);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let want = format!("{}:3:", dir.path("rules.conf").display());
@@ -274,11 +270,7 @@ fn check_summarises_a_good_config() {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(palisade_bin())
-        .args(["check", "-c"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = palisade_check("-c", &cfg);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -302,11 +294,7 @@ fn unknown_config_keys_are_refused_by_name() {
         basic_config(loopback(1), loopback(2), "[limits]\nheader_bytez = 10\n"),
     )
     .unwrap();
-    let out = std::process::Command::new(palisade_bin())
-        .args(["check", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = palisade_check("--config", &cfg);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("header_bytez"));
 }
@@ -1032,11 +1020,7 @@ fn debian_stock_modsecurity_conf_loads() {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(palisade_bin())
-        .args(["check", "-c"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = palisade_check("-c", &cfg);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -1044,4 +1028,14 @@ fn debian_stock_modsecurity_conf_loads() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("is ok"), "{stdout}");
+}
+
+/// Runs `palisade check FLAG CFG` (`FLAG`: `-c` or `--config`) and returns its
+/// output.
+fn palisade_check(flag: &str, cfg: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(palisade_bin())
+        .args(["check", flag])
+        .arg(cfg)
+        .output()
+        .unwrap()
 }
