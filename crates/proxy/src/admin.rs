@@ -42,11 +42,13 @@ pub const BUILD_PROFILE: &str = env!("PALISADE_BUILD_PROFILE");
 
 /// Serves the admin API until shutdown begins. Each connection lives at most
 /// `cfg.timeout` (a client that sends its head slowly, or keeps the connection
-/// open, is cut off then), and at most `cfg.connections` are open at once.
+/// open, is cut off then), and at most `cfg.connections` are open at once. Each
+/// request is checked against the token in force when it arrives (`token` is
+/// replaced by a SIGHUP reload).
 pub async fn serve(
     listener: TcpListener,
     cfg: AdminConfig,
-    token: Arc<AdminToken>,
+    token: TokenCell,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -78,7 +80,7 @@ pub async fn serve(
             let _permit = permit;
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
-                let token = token.clone();
+                let token = token.current();
                 async move { Ok::<_, Infallible>(route(&shared, &token, max_body, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
@@ -120,6 +122,28 @@ impl std::fmt::Debug for AdminToken {
         } else {
             "AdminToken(none)"
         })
+    }
+}
+
+/// The admin token in force, shared by the admin listener and the SIGHUP reload,
+/// which replaces it when `admin.token_file` (or `PALISADE_ADMIN_TOKEN`) changed.
+#[derive(Clone, Debug)]
+pub struct TokenCell(Arc<std::sync::RwLock<AdminToken>>);
+
+impl TokenCell {
+    /// A cell holding `token`.
+    pub fn new(token: AdminToken) -> TokenCell {
+        TokenCell(Arc::new(std::sync::RwLock::new(token)))
+    }
+
+    /// The token in force.
+    pub fn current(&self) -> AdminToken {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Puts `token` in force for the requests that arrive from now on.
+    pub fn replace(&self, token: AdminToken) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = token;
     }
 }
 

@@ -304,6 +304,7 @@ async fn serve(
     token: admin::AdminToken,
 ) -> anyhow::Result<()> {
     use tokio::sync::{Semaphore, mpsc, watch};
+    let token = admin::TokenCell::new(token);
 
     let mut bound = Vec::new();
     for l in &cfg.listeners {
@@ -363,7 +364,7 @@ async fn serve(
     }
     if let (Some(l), Some(a)) = (admin_listener, &cfg.admin) {
         tracing::info!("admin API on {}", l.local_addr()?);
-        if !token.is_set() {
+        if !token.current().is_set() {
             tracing::info!(
                 "no admin token (admin.token_file or {}): the /ctx endpoints are off",
                 admin::TOKEN_ENV
@@ -372,7 +373,7 @@ async fn serve(
         tokio::spawn(admin::serve(
             l,
             a.clone(),
-            Arc::new(token),
+            token.clone(),
             shared.clone(),
             stop_rx.clone(),
         ));
@@ -391,7 +392,7 @@ async fn serve(
         });
     }
 
-    wait_for_stop(&cfg.path, &shared).await?;
+    wait_for_stop(&cfg.path, &shared, &token).await?;
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
         cfg.server.grace_period
@@ -416,8 +417,13 @@ async fn serve(
 }
 
 /// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reloads the rules (the rule set in
-/// force stays when the new one fails to load) and reopens the log files.
-async fn wait_for_stop(path: &Path, shared: &Arc<exchange::Shared>) -> anyhow::Result<()> {
+/// force stays when the new one fails to load), rereads the admin token (the token in
+/// force stays when the new one cannot be read) and reopens the log files.
+async fn wait_for_stop(
+    path: &Path,
+    shared: &Arc<exchange::Shared>,
+    token: &admin::TokenCell,
+) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -436,13 +442,20 @@ async fn wait_for_stop(path: &Path, shared: &Arc<exchange::Shared>) -> anyhow::R
                 tracing::info!("SIGHUP received: reloading rules from {} and reopening logs", path.display());
                 shared.logs.request_reopen();
                 let path = path.to_owned();
-                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<waf::Waf> {
+                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<(waf::Waf, Config)> {
                     let cfg = Config::load(&path)?;
-                    Ok(waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?)
+                    Ok((waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?, cfg))
                 })
                 .await;
                 match loaded {
-                    Ok(Ok(w)) => {
+                    Ok(Ok((w, cfg))) => {
+                        match cfg.admin.as_ref().map(admin::AdminToken::load) {
+                            Some(Ok(t)) => token.replace(t),
+                            Some(Err(e)) => tracing::error!(
+                                "reload: the admin token in force stays: {e}"
+                            ),
+                            None => {}
+                        }
                         tracing::info!(
                             "reloaded {} rules from {} files (sha256 {})",
                             w.rule_count(),

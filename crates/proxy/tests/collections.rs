@@ -93,6 +93,73 @@ async fn rule_reload_keeps_the_store() {
     assert_eq!(var(&r, "hits").as_deref(), Some("3"));
 }
 
+/// A SIGHUP reload rereads `admin.token_file`: the old token is refused from then
+/// on and the new one accepted; a token file that cannot be read keeps the token
+/// in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_rereads_the_admin_token() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("ctx-token-reload");
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    std::fs::write(dir.path("token"), "first-token\n").unwrap();
+    let config = admin_config(listen, backend.addr, admin, "token_file = \"token\"");
+    let p = Palisade::start(&dir, &config, listen);
+    let get = "/ctx/IP";
+    assert_eq!(
+        admin_req(admin, "GET", get, Some("first-token"), b"")
+            .await
+            .status,
+        200
+    );
+
+    let reload = |n: usize| {
+        let ok = Command::new("kill")
+            .args(["-HUP", &p.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while p.stderr_text().matches("reloaded").count() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no reload: {}",
+                p.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    std::fs::write(dir.path("token"), "second-token\n").unwrap();
+    reload(1);
+    assert_eq!(
+        admin_req(admin, "GET", get, Some("first-token"), b"")
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        admin_req(admin, "GET", get, Some("second-token"), b"")
+            .await
+            .status,
+        200
+    );
+
+    std::fs::remove_file(dir.path("token")).unwrap();
+    reload(2);
+    assert!(
+        p.stderr_text().contains("the admin token in force stays"),
+        "{}",
+        p.stderr_text()
+    );
+    assert_eq!(
+        admin_req(admin, "GET", get, Some("second-token"), b"")
+            .await
+            .status,
+        200
+    );
+}
+
 /// `palisade ctx set` on the store of a running proxy: the next request is
 /// blocked (the command returns once the write is committed, and every request
 /// reads the newest committed state). `del` lifts the block the same way.
