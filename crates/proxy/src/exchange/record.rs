@@ -96,13 +96,18 @@ impl Record {
             return T::default();
         };
         let shared = self.shared.clone();
+        let mut in_flight = InFlight {
+            tx: None,
+            shared: shared.clone(),
+        };
         let job = move || {
             let out = f(&mut tx);
-            (tx, out)
+            in_flight.tx = Some(tx);
+            (in_flight, out)
         };
         match shared.inspector.run(size, job).await {
-            Ok(((tx, out), spent)) => {
-                self.tx = Some(tx);
+            Ok(((mut in_flight, out), spent)) => {
+                self.tx = in_flight.tx.take();
                 self.account(phase, spent);
                 self.emit_match_lines();
                 self.note_budget();
@@ -178,21 +183,9 @@ impl Record {
     /// transaction that could not read the store are dropped and counted: they were
     /// computed from records it did not see.
     pub(super) fn submit_collection_writes(&mut self) {
-        let Some(tx) = self.tx.as_mut() else {
-            return;
-        };
-        let writes = tx.take_collection_writes();
-        if writes.is_empty() {
-            return;
+        if let Some(tx) = self.tx.as_mut() {
+            submit_writes(&self.shared, tx);
         }
-        if tx.store_failed() {
-            self.shared
-                .metrics
-                .collection_writes_discarded
-                .fetch_add(writes.len() as u64, Ordering::Relaxed);
-            return;
-        }
-        self.shared.submit_writes(writes);
     }
 
     /// Adds a phase's time to the record.
@@ -357,6 +350,46 @@ impl Record {
             if let Ok(json) = serde_json::to_string(&line) {
                 shared.logs.send(LogKind::Access, json);
             }
+        }
+    }
+}
+
+/// Hands `tx`'s collection writes to the store, or drops and counts them when the
+/// transaction could not read the store (they were computed from records it did not
+/// see).
+fn submit_writes(shared: &Shared, tx: &mut WafTx) {
+    let writes = tx.take_collection_writes();
+    if writes.is_empty() {
+        return;
+    }
+    if tx.store_failed() {
+        shared
+            .metrics
+            .collection_writes_discarded
+            .fetch_add(writes.len() as u64, Ordering::Relaxed);
+        return;
+    }
+    shared.submit_writes(writes);
+}
+
+/// A transaction coming back from a phase evaluated on an inspection thread. When
+/// its exchange is gone before the phase ends (the client went away and the
+/// exchange's future was dropped), the result is dropped where it is, and this
+/// still hands the transaction's collection writes to the store, as
+/// [`Record`]'s own drop does for a transaction it holds. Not when the phase
+/// panicked: a transaction cut by an engine failure writes nothing.
+struct InFlight {
+    tx: Option<WafTx>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Some(tx) = self.tx.as_mut() {
+            submit_writes(&self.shared, tx);
         }
     }
 }
