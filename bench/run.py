@@ -499,33 +499,54 @@ def measure(system, files, args, lua, count_status=False):
 
 
 def run_oha(port, rate, duration, connections):
-    """One fixed-rate run with coordinated-omission correction; latencies in ms."""
+    """One fixed-rate run of the corpus's GET with coordinated-omission correction;
+    latencies in ms."""
     get = corpus_path("get")
     with open(get, "rb") as f:
         head = f.read().split(b"\r\n\r\n", 1)[0].decode()
     lines = head.split("\r\n")
     target = lines[0].split(" ")[1]
-    argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", "json",
-            "-z", f"{duration}s", "-q", str(rate), "--latency-correction",
-            "-c", str(connections)]
+    headers = []
     for line in lines[1:]:
         k, v = line.split(":", 1)
         if k.lower() in ("host", "connection", "content-length"):
             continue
-        argv += ["-H", f"{k}: {v.strip()}"]
-    argv.append(f"http://127.0.0.1:{port}{target}")
+        headers.append(f"{k}: {v.strip()}")
+    return oha_fixed_rate(f"http://127.0.0.1:{port}{target}", headers, rate, duration,
+                          connections)
+
+
+def oha_fixed_rate(url, headers, rate, duration, connections, rand_regex_url=False):
+    """One oha run at a fixed offered rate (open loop, `--latency-correction`: a
+    request's latency counts from when it was due, so a stall shows in every request
+    it delays). `rand_regex_url`: `url` is a regular expression each request's URL is
+    drawn from (oha's `--rand-regex-url`). Latencies in ms."""
+    argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", "json",
+            "-z", f"{duration}s", "-q", str(rate), "--latency-correction",
+            "-c", str(connections)]
+    for h in headers:
+        argv += ["-H", h]
+    if rand_regex_url:
+        argv.append("--rand-regex-url")
+    argv.append(url)
     r = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
     if r.returncode != 0:
         raise RuntimeError(f"oha failed: {r.stderr.strip()[:300]}")
     data = json.loads(r.stdout)
     pct = data.get("latencyPercentiles", {})
     summ = data.get("summary", {})
+    codes = data.get("statusCodeDistribution", {}) or {}
     return {
         "rate": rate,
         "achieved": summ.get("requestsPerSec"),
         "success": summ.get("successRate"),
         "p50_ms": (pct.get("p50") or 0) * 1e3,
         "p99_ms": (pct.get("p99") or 0) * 1e3,
+        "p999_ms": (pct.get("p99.9") or 0) * 1e3,
+        "max_ms": (summ.get("slowest") or 0) * 1e3,
+        "requests": sum(codes.values()),
+        "non2xx": sum(n for c, n in codes.items() if not str(c).startswith("2")),
+        "errors": sum((data.get("errorDistribution") or {}).values()),
     }
 
 
