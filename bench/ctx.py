@@ -221,7 +221,8 @@ class Writer:
             if due > now:
                 time.sleep(due - now)
             r = subprocess.run(
-                ["taskset", "-c", bench.LOAD_CPU, self.args.palisade, "ctx", "--store",
+                ["taskset", "-c", bench.LOAD_CPU, "nice", "-n", "19", self.args.palisade, "ctx",
+                 "--store",
                  self.store, "import", self.files[k % len(self.files)]],
                 capture_output=True, timeout=60)
             if r.returncode == 0:
@@ -519,7 +520,8 @@ def render(args, results, baseline=None, fixed=None, crs=None):
               "record reads and two counter writes per request (the GLOBAL record written by "
               "every request).")
     md.append(f"- {args.clients} client keys (query argument `client`). Outside writer: another "
-              f"process running `palisade ctx import` on files of {args.batch} write lines "
+              f"process (at nice 19, a background service) running `palisade ctx import` on "
+              f"files of {args.batch} write lines "
               f"(`score` set on client records, `alert_level` on GLOBAL), paced for "
               f"{args.writer_rate:g} updates/s, through the same LMDB store for the whole run.")
     md.append(f"- Two kinds of run, {args.rounds} rounds each alternating without and with the "
