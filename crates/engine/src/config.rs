@@ -134,6 +134,8 @@ pub struct AuditConfig {
     pub format: String,
     /// `SecAuditLogType`: `Serial` or `Concurrent`.
     pub log_type: String,
+    /// `SecAuditLogStorageDir`: where `Concurrent` records go, one file each.
+    pub storage_dir: Option<String>,
     /// `SecAuditLogRelevantStatus`: which response statuses make a transaction
     /// relevant.
     pub relevant_status: Option<StatusPattern>,
@@ -235,8 +237,12 @@ pub struct EngineConfig {
     pub web_app_id: String,
     /// `SecComponentSignature` values, in order.
     pub component_signatures: Vec<String>,
-    /// `SecDataDir`, `SecTmpDir`, `SecUploadDir`, `SecDebugLog`, `SecDebugLogLevel` and
-    /// the like: kept as given, for the server to use or report.
+    /// `SecDebugLog`: the debug log file (the server writes it).
+    pub debug_log: Option<String>,
+    /// `SecDebugLogLevel`, 0 (nothing, the default) to 9 (everything).
+    pub debug_log_level: u8,
+    /// `SecDataDir`, `SecTmpDir`, `SecUploadDir` and the like: kept as given, for the
+    /// server to use or report.
     pub other: Vec<(String, Vec<String>)>,
     /// The per-transaction CPU budget (Palisade's own `SecPalisadeCpuBudget`; default
     /// none). Enforced only in transactions given a meter
@@ -270,11 +276,14 @@ impl Default for EngineConfig {
                 parts: "ABIJDEFHZ".into(),
                 format: "JSON".into(),
                 log_type: "Serial".into(),
+                storage_dir: None,
                 relevant_status: None,
             },
             collection_timeout: 3600,
             web_app_id: crate::collections::DEFAULT_APP.to_string(),
             component_signatures: Vec::new(),
+            debug_log: None,
+            debug_log_level: 0,
             other: Vec::new(),
             cpu_budget: None,
         }
@@ -457,6 +466,13 @@ impl EngineConfig {
                     ));
                 }
             },
+            "SecAuditLogStorageDir" => self.audit.storage_dir = Some(first.to_string()),
+            "SecDebugLog" => self.debug_log = Some(first.to_string()),
+            "SecDebugLogLevel" => {
+                self.debug_log_level = first.parse().ok().filter(|l| *l <= 9).ok_or_else(|| {
+                    format!("SecDebugLogLevel: expected a level from 0 to 9, got {first:?}")
+                })?
+            }
             "SecAuditLogRelevantStatus" => {
                 self.audit.relevant_status = Some(StatusPattern::new(first)?);
             }
@@ -476,10 +492,7 @@ impl EngineConfig {
             "SecDataDir"
             | "SecTmpDir"
             | "SecUploadDir"
-            | "SecDebugLog"
-            | "SecDebugLogLevel"
             | "SecUnicodeCodePage"
-            | "SecAuditLogStorageDir"
             | "SecAuditLogDirMode"
             | "SecAuditLogFileMode"
             | "SecUploadKeepFiles"

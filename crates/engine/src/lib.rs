@@ -29,6 +29,7 @@
 
 pub mod actions;
 pub mod body;
+pub mod civil;
 pub mod collections;
 pub mod config;
 pub mod error;

@@ -1,5 +1,7 @@
-//! Log output: ModSecurity-style error-log lines and JSON audit records.
+//! Log output: ModSecurity-style error-log lines, audit records (JSON or ModSecurity's
+//! native multi-part text, serial or one file per record) and debug-log lines.
 
+use crate::civil::UtcTime;
 use crate::transaction::Transaction;
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
@@ -69,7 +71,7 @@ pub fn escape(s: &str) -> String {
 }
 
 /// Cuts a string to at most `max` bytes on a character boundary.
-fn cut(s: &str, max: usize) -> &str {
+pub(crate) fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -257,6 +259,244 @@ pub fn audit_record(tx: &Transaction) -> String {
         t.insert("messages".into(), Value::Array(messages));
     }
     json!({ "transaction": Value::Object(t) }).to_string()
+}
+
+/// A transaction's audit record, as the server is to write it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// The record: one JSON object (`SecAuditLogFormat JSON`) or ModSecurity's native
+    /// multi-part text (`Native`, several lines), without a final newline.
+    pub text: String,
+    /// With `SecAuditLogType Concurrent`: the record goes to a file of its own and
+    /// only an index line to the `SecAuditLog` file.
+    pub concurrent: Option<ConcurrentRecord>,
+}
+
+/// Where a `Concurrent` audit record goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConcurrentRecord {
+    /// The record's file: `SecAuditLogStorageDir` then
+    /// `/YYYYMMDD/YYYYMMDD-HHMM/YYYYMMDD-HHMMSS-UNIQUE_ID` (UTC). The server creates
+    /// the two directories.
+    pub path: String,
+    /// The line for the `SecAuditLog` file (without its newline): host, client,
+    /// user, time, request line, status, response size, referer, user agent, unique
+    /// id, the record's path, its size and MD5.
+    pub index_line: String,
+}
+
+/// Builds the audit record of `tx` in the configured format and type.
+pub fn build_audit_record(tx: &Transaction) -> AuditRecord {
+    let audit = &tx.ruleset().config().audit;
+    let text = if audit.format.eq_ignore_ascii_case("native") {
+        native_audit_record(tx)
+    } else {
+        audit_record(tx)
+    };
+    let concurrent = audit.log_type.eq_ignore_ascii_case("concurrent").then(|| {
+        let dir = audit.storage_dir.as_deref().unwrap_or("");
+        let t = UtcTime::from_unix(tx.ctx().now_unix_micros.div_euclid(1_000_000));
+        let path = format!(
+            "{}/{:04}{:02}{:02}/{:04}{:02}{:02}-{:02}{:02}/{:04}{:02}{:02}-{:02}{:02}{:02}-{}",
+            dir.trim_end_matches('/'),
+            t.year,
+            t.month,
+            t.day,
+            t.year,
+            t.month,
+            t.day,
+            t.hour,
+            t.minute,
+            t.year,
+            t.month,
+            t.day,
+            t.hour,
+            t.minute,
+            t.second,
+            file_safe(&tx.ctx().unique_id)
+        );
+        let index_line = index_line(tx, &path, &text);
+        ConcurrentRecord { path, index_line }
+    });
+    AuditRecord { text, concurrent }
+}
+
+/// A unique id as a file-name part: only characters safe in a path component.
+fn file_safe(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `[dd/Mon/yyyy:hh:mm:ss +0000]`, the time stamp of native records and index lines.
+fn bracket_time(tx: &Transaction) -> String {
+    let t = UtcTime::from_unix(tx.ctx().now_unix_micros.div_euclid(1_000_000));
+    format!(
+        "[{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000]",
+        t.day,
+        t.month_abbrev(),
+        t.year,
+        t.hour,
+        t.minute,
+        t.second
+    )
+}
+
+fn header<'a>(headers: &'a [(Vec<u8>, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|(_, v)| &v[..])
+}
+
+fn dash_if_empty(v: Option<&[u8]>) -> String {
+    match v {
+        Some(v) if !v.is_empty() => String::from_utf8_lossy(v).into_owned(),
+        _ => "-".to_string(),
+    }
+}
+
+/// The `Concurrent` index line of a record written to `path`.
+fn index_line(tx: &Transaction, path: &str, record: &str) -> String {
+    use md5::Digest as _;
+    let req = &tx.req;
+    let referer = dash_if_empty(header(&req.headers, "Referer"));
+    format!(
+        "{} {} - {} \"{} {} {}\" {} {} {} \"{}\" {} {} {} 0 {} md5:{}",
+        dash_if_empty(header(&req.headers, "Host")),
+        tx.ctx().client_ip,
+        bracket_time(tx),
+        dash_if_empty(Some(&req.method)),
+        String::from_utf8_lossy(&req.uri_raw),
+        String::from_utf8_lossy(&req.protocol),
+        tx.resp.status,
+        tx.resp.body.len(),
+        referer,
+        dash_if_empty(header(&req.headers, "User-Agent")),
+        tx.ctx().unique_id,
+        referer,
+        path,
+        record.len(),
+        hex(&md5::Md5::digest(record.as_bytes())),
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// Bytes as text, with bytes that are not printable ASCII (other than tab and line
+/// breaks) written `\xHH`, as ModSecurity writes a response body in a native record.
+fn printable(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b == b'\t' || b == b'\n' || b == b'\r' || (0x20..0x7f).contains(&b) {
+            s.push(b as char);
+        } else {
+            let _ = write!(s, "\\x{b:02x}");
+        }
+    }
+    s
+}
+
+/// Builds the native (multi-part text) audit record of a transaction: sections
+/// `--BOUNDARY-X--` for A (time, id, addresses), B (request line and headers), C
+/// (request body), E (response body), F (response status line and headers), H (the
+/// rule messages) and Z (end), honouring the transaction's audit log parts. D, G, I,
+/// J and K are written empty when asked for, as ModSecurity v3 does.
+pub fn native_audit_record(tx: &Transaction) -> String {
+    use md5::Digest as _;
+    let parts = &tx.state.audit_parts;
+    let ctx = tx.ctx();
+    let boundary = hex(&md5::Md5::digest(ctx.unique_id.as_bytes())[..4]);
+    let sep = |s: &mut String, part: char| {
+        let _ = writeln!(s, "--{boundary}-{part}--");
+    };
+    let mut s = String::with_capacity(1024);
+    let version = String::from_utf8_lossy(&tx.req.protocol).into_owned();
+    sep(&mut s, 'A');
+    let _ = writeln!(
+        s,
+        "{} {} {} {} {} {}",
+        bracket_time(tx),
+        ctx.unique_id,
+        ctx.client_ip,
+        ctx.client_port,
+        ctx.server_ip,
+        ctx.server_port
+    );
+    if parts.contains('B') {
+        sep(&mut s, 'B');
+        let _ = writeln!(
+            s,
+            "{} {} {}",
+            String::from_utf8_lossy(&tx.req.method),
+            String::from_utf8_lossy(&tx.req.uri_raw),
+            version
+        );
+        for (k, v) in &tx.req.headers {
+            let _ = writeln!(
+                s,
+                "{}: {}",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(v)
+            );
+        }
+        s.push('\n');
+    }
+    if parts.contains('C') && !tx.req.body.is_empty() {
+        sep(&mut s, 'C');
+        s.push_str(&String::from_utf8_lossy(&tx.req.body));
+        s.push_str("\n\n");
+    }
+    if parts.contains('D') {
+        sep(&mut s, 'D');
+        s.push('\n');
+    }
+    if parts.contains('E') && !tx.resp.body.is_empty() {
+        sep(&mut s, 'E');
+        s.push_str(&printable(&tx.resp.body));
+        s.push_str("\n\n");
+    }
+    if parts.contains('F') {
+        sep(&mut s, 'F');
+        let _ = writeln!(s, "{version} {}", tx.resp.status);
+        for (k, v) in &tx.resp.headers {
+            let _ = writeln!(
+                s,
+                "{}: {}",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(v)
+            );
+        }
+        s.push('\n');
+    }
+    for part in ['G', 'H', 'I', 'J', 'K'] {
+        if !parts.contains(part) {
+            continue;
+        }
+        sep(&mut s, part);
+        if part == 'H' {
+            for m in tx.matches().iter().filter(|m| m.log || m.auditlog) {
+                s.push_str(&error_log_line(m, tx));
+                s.push('\n');
+            }
+        }
+        s.push('\n');
+    }
+    sep(&mut s, 'Z');
+    s
 }
 
 #[cfg(test)]

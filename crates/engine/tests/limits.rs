@@ -403,7 +403,7 @@ fn body_limits_refuse_only_when_the_engine_is_on() {
 fn the_audit_record_carries_the_check() {
     let rs = ruleset("SecArgumentsLimit 2\nSecAuditEngine RelevantOnly");
     let out = send(&rs, "GET", "/?a&b&c", "", b"");
-    let record = out.tx.audit_record().expect("recorded");
+    let record = out.tx.audit_record().expect("recorded").text;
     assert!(
         record.contains("Palisade limit check: more arguments than SecArgumentsLimit (2)"),
         "{record}"

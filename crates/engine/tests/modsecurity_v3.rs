@@ -132,7 +132,7 @@ fn settings_reject_unknown_values() {
 /// Whether the transaction's audit record (RelevantOnly) exists, and its H part's rule
 /// ids.
 fn audit_ids(tx: &Transaction) -> Option<Vec<String>> {
-    let rec = tx.audit_record()?;
+    let rec = tx.audit_record()?.text;
     let v: serde_json::Value = serde_json::from_str(&rec).expect("JSON audit record");
     let msgs = v["transaction"]["messages"]
         .as_array()

@@ -236,6 +236,8 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         error: cfg.logs.error_log.clone(),
         access: cfg.logs.access_log.clone(),
         audit: cfg.logs.audit_log.clone().or_else(|| waf.audit_log_path()),
+        audit_files: waf.audit_concurrent(),
+        debug: waf.debug_log_path(),
     };
     let (log_tx, writer) =
         logs::LogWriter::start(&targets, cfg.logs.channel_capacity).context("opening log files")?;

@@ -28,9 +28,15 @@ pub enum LogKind {
     Error = 0,
     /// One JSON line per request.
     Access = 1,
-    /// ModSecurity JSON audit records.
+    /// ModSecurity audit records (or, with `SecAuditLogType Concurrent`, their index
+    /// lines).
     Audit = 2,
+    /// The rule engine's debug log (`SecDebugLog`).
+    Debug = 3,
 }
+
+/// How many logs there are.
+const LOGS: usize = 4;
 
 impl LogKind {
     /// The label used in metrics.
@@ -39,6 +45,7 @@ impl LogKind {
             LogKind::Error => "error",
             LogKind::Access => "access",
             LogKind::Audit => "audit",
+            LogKind::Debug => "debug",
         }
     }
 }
@@ -46,7 +53,7 @@ impl LogKind {
 /// Lines dropped because the writer fell behind, per log.
 #[derive(Debug, Default)]
 pub struct DropCounters {
-    counts: [AtomicU64; 3],
+    counts: [AtomicU64; LOGS],
 }
 
 impl DropCounters {
@@ -61,6 +68,9 @@ struct Msg {
     kind: LogKind,
     line: String,
     ack: Option<oneshot::Sender<()>>,
+    /// A file to create and fill before the line is written: a `Concurrent` audit
+    /// record (path, content), whose index line is `line`.
+    file: Option<(PathBuf, String)>,
 }
 
 /// Resolves once an error-log line (and every line the same request queued before
@@ -80,7 +90,7 @@ impl Written {
 #[derive(Debug, Clone)]
 pub struct LogSender {
     tx: SyncSender<Msg>,
-    enabled: [bool; 3],
+    enabled: [bool; LOGS],
     drops: Arc<DropCounters>,
     reopen: Arc<AtomicBool>,
     error_ack: bool,
@@ -90,7 +100,14 @@ impl LogSender {
     /// Queues a line (without its newline). Never blocks; counts the line as dropped
     /// when the channel is full or the writer is gone.
     pub fn send(&self, kind: LogKind, line: String) {
-        self.queue(kind, line, None);
+        self.queue(kind, line, None, None);
+    }
+
+    /// Queues a `Concurrent` audit record: the writer creates `path` (and its
+    /// directories), writes `record` into it, then appends `index_line` to the audit
+    /// log when there is one. Never blocks, like [`LogSender::send`].
+    pub fn send_audit_file(&self, path: PathBuf, record: String, index_line: String) {
+        self.queue(LogKind::Audit, index_line, None, Some((path, record)));
     }
 
     /// Queues an error-log line like [`LogSender::send`]. With acknowledgements on
@@ -103,7 +120,7 @@ impl LogSender {
             return None;
         }
         let (tx, rx) = oneshot::channel();
-        self.queue(LogKind::Error, line, Some(tx));
+        self.queue(LogKind::Error, line, Some(tx), None);
         Some(Written(rx))
     }
 
@@ -113,11 +130,22 @@ impl LogSender {
         self
     }
 
-    fn queue(&self, kind: LogKind, line: String, ack: Option<oneshot::Sender<()>>) {
+    fn queue(
+        &self,
+        kind: LogKind,
+        line: String,
+        ack: Option<oneshot::Sender<()>>,
+        file: Option<(PathBuf, String)>,
+    ) {
         if !self.enabled[kind as usize] {
             return;
         }
-        match self.tx.try_send(Msg { kind, line, ack }) {
+        match self.tx.try_send(Msg {
+            kind,
+            line,
+            ack,
+            file,
+        }) {
             Ok(()) => {}
             // The message, and with it any acknowledgement sender, is dropped: its
             // waiter resolves at once.
@@ -150,8 +178,14 @@ pub struct LogTargets {
     pub error: Option<PathBuf>,
     /// Access log file; `None` disables it.
     pub access: Option<PathBuf>,
-    /// Audit log file; `None` disables it.
+    /// Audit log file; `None` disables it unless `audit_files` is set.
     pub audit: Option<PathBuf>,
+    /// Audit records go to files of their own (`SecAuditLogType Concurrent`): the
+    /// audit log is on even without an `audit` file (which then only gets index
+    /// lines).
+    pub audit_files: bool,
+    /// Debug log file (`SecDebugLog`); `None` disables it.
+    pub debug: Option<PathBuf>,
 }
 
 /// The writer thread; joining it flushes everything queued.
@@ -169,9 +203,20 @@ impl LogWriter {
         };
         let access = targets.access.as_deref().map(open).transpose()?;
         let audit = targets.audit.as_deref().map(open).transpose()?;
-        let enabled = [true, access.is_some(), audit.is_some()];
+        let debug = targets.debug.as_deref().map(open).transpose()?;
+        let enabled = [
+            true,
+            access.is_some(),
+            audit.is_some() || targets.audit_files,
+            debug.is_some(),
+        ];
         let (tx, rx) = sync_channel(capacity);
-        let mut sinks = [Some(error), access.map(Sink::File), audit.map(Sink::File)];
+        let mut sinks = [
+            Some(error),
+            access.map(Sink::File),
+            audit.map(Sink::File),
+            debug.map(Sink::File),
+        ];
         let reopen = Arc::new(AtomicBool::new(false));
         let flag = reopen.clone();
         let paths = targets.clone();
@@ -243,8 +288,8 @@ impl Sink {
     }
 }
 
-fn reopen_files(sinks: &mut [Option<Sink>; 3], paths: &LogTargets) {
-    let wanted = [&paths.error, &paths.access, &paths.audit];
+fn reopen_files(sinks: &mut [Option<Sink>; LOGS], paths: &LogTargets) {
+    let wanted = [&paths.error, &paths.access, &paths.audit, &paths.debug];
     for (sink, path) in sinks.iter_mut().zip(wanted) {
         if let (Some(Sink::File(f)), Some(p)) = (sink.as_mut(), path) {
             let _ = f.flush();
@@ -258,16 +303,16 @@ fn reopen_files(sinks: &mut [Option<Sink>; 3], paths: &LogTargets) {
 
 fn writer_loop(
     rx: Receiver<Msg>,
-    sinks: &mut [Option<Sink>; 3],
+    sinks: &mut [Option<Sink>; LOGS],
     reopen: &AtomicBool,
     paths: &LogTargets,
 ) {
-    let mut failed = [false; 3];
+    let mut failed = [false; LOGS];
     loop {
         let next = rx.recv_timeout(std::time::Duration::from_millis(500));
         if reopen.swap(false, Ordering::Relaxed) {
             reopen_files(sinks, paths);
-            failed = [false; 3];
+            failed = [false; LOGS];
         }
         let msg = match next {
             Ok(x) => x,
@@ -301,8 +346,19 @@ fn flush_one(s: &mut Sink, failed: &mut bool) {
 
 /// Writes one line; when it carries an acknowledgement, flushes its log first (so
 /// the line and all before it are in the file) and then acknowledges.
-fn write_one(sinks: &mut [Option<Sink>; 3], failed: &mut [bool; 3], msg: Msg) {
+fn write_one(sinks: &mut [Option<Sink>; LOGS], failed: &mut [bool; LOGS], msg: Msg) {
     let i = msg.kind as usize;
+    if let Some((path, content)) = &msg.file {
+        if let Err(e) = write_record_file(path, content) {
+            // Counted once per failure streak, like a failing log file; the index
+            // line is not written for a record that is not there.
+            if !failed[i] {
+                failed[i] = true;
+                tracing::error!("cannot write audit record {}: {e}", path.display());
+            }
+            return;
+        }
+    }
     if let Some(s) = &mut sinks[i] {
         if let Err(e) = s.write_line(&msg.line)
             && !failed[i]
@@ -319,6 +375,17 @@ fn write_one(sinks: &mut [Option<Sink>; 3], failed: &mut [bool; 3], msg: Msg) {
     }
 }
 
+/// Creates a `Concurrent` audit record's file (and its directories), never
+/// overwriting one that exists.
+fn write_record_file(path: &Path, content: &str) -> io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = OpenOptions::new().create_new(true).write(true).open(path)?;
+    f.write_all(content.as_bytes())?;
+    f.write_all(b"\n")
+}
+
 /// Replaces line breaks so that a value can never split a log line.
 pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains(['\n', '\r']) {
@@ -332,30 +399,11 @@ pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
 pub fn rfc3339_micros(unix_micros: i64) -> String {
     let secs = unix_micros.div_euclid(1_000_000);
     let micros = unix_micros.rem_euclid(1_000_000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let t = engine::civil::UtcTime::from_unix(secs);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-        sod / 3600,
-        (sod / 60) % 60,
-        sod % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
-}
-
-/// Converts days since 1970-01-01 to a (year, month, day) date in the proleptic
-/// Gregorian calendar (the well-known era-based algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// The current Unix time in microseconds.
@@ -396,6 +444,8 @@ mod tests {
             error: Some(dir.join("error.log")),
             access: None,
             audit: None,
+            audit_files: false,
+            debug: None,
         };
         let (tx, writer) = LogWriter::start(&targets, 64).unwrap();
         // Off: no acknowledgement is handed out.
@@ -425,6 +475,8 @@ mod tests {
             error: Some(dir.join("error.log")),
             access: None,
             audit: None,
+            audit_files: false,
+            debug: None,
         };
         let (tx, writer) = LogWriter::start(&targets, 1).unwrap();
         let tx = tx.with_error_ack(true);
@@ -449,6 +501,8 @@ mod tests {
             error: Some(dir.join("error.log")),
             access: Some(dir.join("access.log")),
             audit: None,
+            audit_files: false,
+            debug: None,
         };
         let (tx, writer) = LogWriter::start(&targets, 4).unwrap();
         tx.send(LogKind::Error, "match line".into());

@@ -100,7 +100,7 @@ impl Waf {
         let ruleset = b.build().map_err(|e| WafLoadError(e.to_string()))?;
         let hash = content_hash(ruleset.files(), &inline_texts);
         let empty = cannot_act(&ruleset);
-        Ok(Waf {
+        let waf = Waf {
             ruleset: Arc::new(ruleset),
             hash,
             clock: Arc::new(SystemClock),
@@ -108,7 +108,9 @@ impl Waf {
             budget: cpu_budget(server),
             fail_closed,
             empty,
-        })
+        };
+        waf.check_audit_settings().map_err(WafLoadError)?;
+        Ok(waf)
     }
 
     /// True when the rule set cannot act on any request: it has no rules, and none
@@ -148,6 +150,44 @@ impl Waf {
     /// `SecRuleEngine` as text (`On`, `Off`, `DetectionOnly`).
     pub fn engine_mode(&self) -> String {
         format!("{:?}", self.ruleset.config().rule_engine)
+    }
+
+    /// `SecDebugLog`, when the rules name a debug log and `SecDebugLogLevel` is
+    /// above 0.
+    pub fn debug_log_path(&self) -> Option<PathBuf> {
+        let cfg = self.ruleset.config();
+        cfg.debug_log
+            .as_ref()
+            .filter(|_| cfg.debug_log_level > 0)
+            .map(PathBuf::from)
+    }
+
+    /// Checks the audit log settings the rules give: `SecAuditLogType Concurrent`
+    /// needs `SecAuditLogStorageDir`; `HTTPS` (sending records to a server) is not
+    /// supported.
+    fn check_audit_settings(&self) -> Result<(), String> {
+        let audit = &self.ruleset.config().audit;
+        if audit.engine == engine::config::AuditEngineMode::Off {
+            return Ok(());
+        }
+        if audit.log_type.eq_ignore_ascii_case("https") {
+            return Err("SecAuditLogType HTTPS is not supported: use Serial or Concurrent".into());
+        }
+        if audit.log_type.eq_ignore_ascii_case("concurrent") && audit.storage_dir.is_none() {
+            return Err(
+                "SecAuditLogType Concurrent needs SecAuditLogStorageDir (where each record's file goes)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// True when audit records go to files of their own (`SecAuditLogType
+    /// Concurrent`), so the audit log is written even without a `SecAuditLog` file.
+    pub fn audit_concurrent(&self) -> bool {
+        let audit = &self.ruleset.config().audit;
+        audit.engine != engine::config::AuditEngineMode::Off
+            && audit.log_type.eq_ignore_ascii_case("concurrent")
     }
 
     /// `SecAuditLog`, if the rules name an audit log file.
@@ -475,8 +515,13 @@ impl WafTx {
         self.guard(Vec::new(), Transaction::take_log_lines)
     }
 
+    /// The engine's debug-log lines produced so far.
+    pub fn take_debug_lines(&mut self) -> Vec<String> {
+        self.guard(Vec::new(), Transaction::take_debug_lines)
+    }
+
     /// The audit record, when the audit engine selects this transaction.
-    pub fn audit_record(&mut self) -> Option<String> {
+    pub fn audit_record(&mut self) -> Option<engine::log::AuditRecord> {
         self.guard(None, |tx| tx.audit_record())
     }
 

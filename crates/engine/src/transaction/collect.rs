@@ -122,20 +122,6 @@ fn flag<'a>(out: &mut Vec<Value<'a>>, var: Var, set: bool) {
     );
 }
 
-/// Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 impl<'a> View<'a> {
     /// True when REQUEST_BODY holds the raw body: after the body phase ran with body
     /// access on, for a body that is not empty (ModSecurity v3 leaves the variable
@@ -630,20 +616,17 @@ impl<'a> View<'a> {
     /// TIME variables, in UTC (ModSecurity uses the server's local time zone).
     fn time_value(&self, var: Var) -> String {
         let secs = self.ctx.now_unix_micros.div_euclid(1_000_000);
-        let days = secs.div_euclid(86_400);
-        let rem = secs.rem_euclid(86_400);
-        let (year, month, day) = civil_from_days(days);
-        let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-        let wday = (days + 4).rem_euclid(7);
+        let t = crate::civil::UtcTime::from_unix(secs);
+        let (h, m, s) = (t.hour, t.minute, t.second);
         match var {
             Var::TimeEpoch => secs.to_string(),
-            Var::TimeDay => format!("{day:02}"),
+            Var::TimeDay => format!("{:02}", t.day),
             Var::TimeHour => format!("{h:02}"),
             Var::TimeMin => format!("{m:02}"),
             Var::TimeSec => format!("{s:02}"),
-            Var::TimeMon => format!("{:02}", month - 1),
-            Var::TimeWday => wday.to_string(),
-            Var::TimeYear => year.to_string(),
+            Var::TimeMon => format!("{:02}", t.month - 1),
+            Var::TimeWday => t.weekday.to_string(),
+            Var::TimeYear => t.year.to_string(),
             _ => format!("{h:02}:{m:02}:{s:02}"),
         }
     }
@@ -672,7 +655,7 @@ impl MacroContext for View<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Value, civil_from_days, recycle};
+    use super::{Value, recycle};
     use crate::variables::Var;
     use std::borrow::Cow;
 
@@ -691,12 +674,5 @@ mod tests {
         assert!(back.is_empty());
         assert_eq!(back.capacity(), 40);
         assert_eq!(back.as_ptr() as usize, ptr);
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
     }
 }

@@ -259,6 +259,21 @@ fn for_each_form(
     }
 }
 
+/// How debug lines name a rule: its id (a chain's links by their chain's id), file and
+/// line.
+fn rule_label(rule: &Rule) -> String {
+    let id = rule
+        .id
+        .or(rule.chain_id)
+        .map(|i| i.to_string())
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "(Rule {id}, {}:{})",
+        rule.span.file.display(),
+        rule.span.line
+    )
+}
+
 fn excluded(rule: &Rule, state: &State, value: &Value<'_>) -> bool {
     rule.exclusions
         .iter()
@@ -318,7 +333,16 @@ fn run_operator(
 impl Transaction {
     pub(crate) fn run_phase(&mut self, phase: u8) -> Option<Intervention> {
         if phase < 5 && self.state.intervention.is_some() {
+            if self.debug_on(8) {
+                self.debug_line(
+                    8,
+                    &format!("Skipping phase {phase}: the request was already intercepted."),
+                );
+            }
             return self.state.intervention.clone();
+        }
+        if self.debug_on(4) {
+            self.debug_line(4, &format!("Starting phase {phase}."));
         }
         self.state.phases_done = self.state.phases_done.max(phase - 1);
         // Values change between phases: prefilter answers are per phase.
@@ -346,7 +370,17 @@ impl Transaction {
     /// returns the intervention when the outcome is to block.
     fn budget_stop(&mut self, phase: u8, rule_id: Option<i64>) -> Option<Intervention> {
         let enforce = self.state.mode == crate::config::RuleEngineMode::On;
-        let status = self.budget.stop(phase, rule_id, enforce)?;
+        let status = self.budget.stop(phase, rule_id, enforce);
+        if self.debug_on(1) {
+            self.debug_line(
+                1,
+                &format!(
+                    "CPU budget exceeded in phase {phase}{}: rule evaluation stops.",
+                    rule_id.map(|i| format!(" at rule {i}")).unwrap_or_default()
+                ),
+            );
+        }
+        let status = status?;
         let e = self.budget.exceeded.as_ref()?;
         let i = Intervention {
             status,
@@ -400,6 +434,12 @@ impl Transaction {
                 continue;
             }
             if self.is_removed(rule) {
+                if self.debug_on(9) {
+                    self.debug_line(
+                        9,
+                        &format!("{} skipped: removed by a ctl action.", rule_label(rule)),
+                    );
+                }
                 continue;
             }
             if self.budget.charge(RULE_WORK) {
@@ -411,10 +451,17 @@ impl Transaction {
                 // The budget ran out inside the rule: it is abandoned, actions and all.
                 return self.budget_stop(phase, rule.chain_id);
             }
+            if self.debug_on(if matched { 4 } else { 9 }) {
+                let msg = format!("{} returned {}.", rule_label(rule), u8::from(matched));
+                self.debug_line(if matched { 4 } else { 9 }, &msg);
+            }
             if !matched {
                 continue;
             }
             if let Some(m) = &rule.skip_after {
+                if self.debug_on(9) {
+                    self.debug_line(9, &format!("Skipping rules up to the marker {m}."));
+                }
                 skip_after = Some(m.as_str());
             }
             skip = rule.skip;
@@ -444,6 +491,19 @@ impl Transaction {
                 Disruptive::Pass | Disruptive::Block | Disruptive::Allow(_) => None,
             };
             let disrupts = enforce && intervention.is_some();
+            if intervention.is_some() && self.debug_on(4) {
+                let msg = format!(
+                    "{}: disruptive action {:?}{}.",
+                    rule_label(rule),
+                    disruptive,
+                    if enforce {
+                        ""
+                    } else {
+                        ", not enforced (DetectionOnly)"
+                    }
+                );
+                self.debug_line(4, &msg);
+            }
             self.record_match(
                 rule,
                 phase,
@@ -469,6 +529,10 @@ impl Transaction {
                 }
             }
             if let Disruptive::Allow(scope) = disruptive {
+                if self.debug_on(4) {
+                    let msg = format!("{}: allow ({scope:?}).", rule_label(rule));
+                    self.debug_line(4, &msg);
+                }
                 if enforce {
                     self.state.allow = Some(scope);
                     self.state.allow_phase = phase;
@@ -742,6 +806,17 @@ impl Transaction {
             st.matched_var_name.clear();
             st.matched_var_name.extend_from_slice(&h.name);
             st.matched_vars.push(&h.name, &h.value);
+            if self.debug_on(9) {
+                let msg = format!(
+                    "{}: operator @{} {} matched {}: `{}'.",
+                    rule_label(rule),
+                    rule.operator_text.0,
+                    rule.operator_text.1,
+                    String::from_utf8_lossy(&h.name),
+                    crate::log::cut(&String::from_utf8_lossy(&h.value), 200)
+                );
+                self.debug_line(9, &msg);
+            }
             self.run_match_actions(rule);
         }
         self.hits = hits;

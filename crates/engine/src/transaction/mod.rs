@@ -263,6 +263,10 @@ pub struct Transaction {
     pub(crate) hits: Vec<Hit>,
     pub(crate) matches: Vec<MatchRecord>,
     pub(crate) log_lines: Vec<String>,
+    /// `SecDebugLogLevel`: debug lines of this level and below are kept.
+    pub(crate) debug_level: u8,
+    /// Debug-log lines produced so far ([`Transaction::take_debug_lines`]).
+    pub(crate) debug_lines: Vec<String>,
     /// The CPU budget and the time accounted against it.
     pub(crate) budget: budget::BudgetState,
 }
@@ -273,6 +277,11 @@ impl Transaction {
         let width = ruleset.chain_nodes.len() + 2 + ruleset.prefilter.groups.len().div_ceil(32);
         let cfg = ruleset.config();
         let cpu_budget = cfg.cpu_budget;
+        let debug_level = if cfg.debug_log.is_some() {
+            cfg.debug_log_level
+        } else {
+            0
+        };
         let unicode_map = cfg.unicode_map.clone();
         let state = State {
             mode: cfg.rule_engine,
@@ -316,6 +325,8 @@ impl Transaction {
             hits: Vec::new(),
             matches: Vec::new(),
             log_lines: Vec::new(),
+            debug_level,
+            debug_lines: Vec::new(),
             budget: budget::BudgetState::new(cpu_budget),
         }
     }
@@ -541,6 +552,31 @@ impl Transaction {
         std::mem::take(&mut self.state.collection_errors)
     }
 
+    /// Takes the debug-log lines produced so far (`SecDebugLog` with
+    /// `SecDebugLogLevel` above 0), each `[UNIQUE_ID] [URI] [LEVEL] message` as
+    /// ModSecurity writes them, without a newline.
+    pub fn take_debug_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.debug_lines)
+    }
+
+    /// True when debug lines of `level` are kept: build a message only then.
+    #[inline]
+    pub(crate) fn debug_on(&self, level: u8) -> bool {
+        level <= self.debug_level
+    }
+
+    /// Keeps a debug-log line of `level` (check [`Transaction::debug_on`] first, so
+    /// that no message is built for nothing).
+    pub(crate) fn debug_line(&mut self, level: u8, msg: &str) {
+        let line = format!(
+            "[{}] [{}] [{level}] {}",
+            self.ctx.unique_id,
+            String::from_utf8_lossy(&self.req.uri_raw),
+            crate::log::escape(msg)
+        );
+        self.debug_lines.push(line);
+    }
+
     /// Takes the error-log lines produced so far (one per logged rule match).
     pub fn take_log_lines(&mut self) -> Vec<String> {
         std::mem::take(&mut self.log_lines)
@@ -589,9 +625,10 @@ impl Transaction {
         self.state.intervention.as_ref()
     }
 
-    /// The JSON audit record (ModSecurity v3 layout) when the audit engine says this
-    /// transaction is to be recorded, else `None`.
-    pub fn audit_record(&self) -> Option<String> {
+    /// The audit record (in the configured `SecAuditLogFormat` and
+    /// `SecAuditLogType`) when the audit engine says this transaction is to be
+    /// recorded, else `None`.
+    pub fn audit_record(&self) -> Option<crate::log::AuditRecord> {
         let relevant = match self.state.audit_engine {
             AuditEngineMode::Off => false,
             AuditEngineMode::On => true,
@@ -606,7 +643,7 @@ impl Transaction {
                 by_status || self.matches.iter().any(|m| m.auditlog)
             }
         };
-        relevant.then(|| crate::log::audit_record(self))
+        relevant.then(|| crate::log::build_audit_record(self))
     }
 
     pub(crate) fn ctx(&self) -> &TxContext {

@@ -202,6 +202,19 @@ impl Record {
             .get_or_insert_with(|| shared.unique_id(start_us))
     }
 
+    /// Queues the engine's debug-log lines so far (only when `SecDebugLog` is on).
+    pub(super) fn emit_debug_lines(&mut self) {
+        if !self.shared.logs.enabled(LogKind::Debug) {
+            return;
+        }
+        let Some(tx) = self.tx.as_mut() else {
+            return;
+        };
+        for line in tx.take_debug_lines() {
+            self.shared.logs.send(LogKind::Debug, line);
+        }
+    }
+
     /// Queues the engine's match lines so far. Called after every phase, so that the
     /// lines of a request reach the error log before its response is sent (tools
     /// that tail the log rely on that order), as ModSecurity writes them.
@@ -272,12 +285,20 @@ impl Record {
         }
         let total_us = micros_since(self.start);
         let shared = self.shared.clone();
+        self.emit_debug_lines();
         if shared.logs.enabled(LogKind::Audit)
             && let Some(rec) = self.tx.as_mut().and_then(|t| t.audit_record())
         {
-            shared
-                .logs
-                .send(LogKind::Audit, one_line(&rec).into_owned());
+            match rec.concurrent {
+                Some(c) => shared
+                    .logs
+                    .send_audit_file(c.path.into(), rec.text, c.index_line),
+                // A JSON record is one line; a native one is several by design.
+                None if rec.text.starts_with('{') => shared
+                    .logs
+                    .send(LogKind::Audit, one_line(&rec.text).into_owned()),
+                None => shared.logs.send(LogKind::Audit, rec.text),
+            }
         }
         let (rules, (anomaly_in, anomaly_out)) = match self.tx.as_mut() {
             Some(tx) => (tx.matched_rule_ids(), tx.anomaly_scores()),
