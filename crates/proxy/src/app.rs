@@ -5,7 +5,7 @@
 
 use crate::config::{Config, StoreSection};
 use crate::ctx::{CtxArgs, CtxCommand};
-use crate::{admin, ctx, exchange, logs, metrics, server, upstream, waf};
+use crate::{access, admin, ctx, exchange, logs, metrics, server, upstream, waf};
 use anyhow::Context as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +21,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
         }
     }
+    let access = load_access(&cfg)?;
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
     println!(
@@ -33,6 +34,13 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         p[4],
         waf.engine_mode()
     );
+    if let Some(a) = &access {
+        println!(
+            "palisade: access lists: {} network(s), {} KiB",
+            a.len(),
+            a.heap_bytes() / 1024
+        );
+    }
     let inline = cfg.rules.iter().filter(|r| r.inline.is_some()).count();
     println!(
         "palisade: {} rule file(s) loaded{}{}",
@@ -338,6 +346,15 @@ async fn serve(
         .with_store(store)
         .with_sync(sync),
     );
+    let access = load_access(&cfg)?;
+    if let Some(a) = &access {
+        tracing::info!(
+            "access lists: {} networks ({} KiB)",
+            a.len(),
+            a.heap_bytes() / 1024
+        );
+    }
+    shared.replace_access(access);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let limit = Arc::new(Semaphore::new(cfg.limits.connections));
@@ -418,6 +435,15 @@ async fn serve(
     Ok(())
 }
 
+/// Loads the `[access]` lists of `cfg` (`None` without the section).
+fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> {
+    cfg.access
+        .as_ref()
+        .map(|a| access::AccessList::load(a).map(Arc::new))
+        .transpose()
+        .with_context(|| format!("loading the [access] lists of {}", cfg.path.display()))
+}
+
 /// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reloads the rules (the rule set in
 /// force stays when the new one fails to load), rereads the admin token (the token in
 /// force stays when the new one cannot be read) and reopens the log files.
@@ -444,13 +470,16 @@ async fn wait_for_stop(
                 tracing::info!("SIGHUP received: reloading rules from {} and reopening logs", path.display());
                 shared.logs.request_reopen();
                 let path = path.to_owned();
-                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<(waf::Waf, Config)> {
+                type Loaded = (waf::Waf, Option<Arc<access::AccessList>>, Config);
+                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Loaded> {
                     let cfg = Config::load(&path)?;
-                    Ok((waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?, cfg))
+                    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?;
+                    Ok((waf, load_access(&cfg)?, cfg))
                 })
                 .await;
                 match loaded {
-                    Ok(Ok((w, cfg))) => {
+                    Ok(Ok((w, access, cfg))) => {
+                        shared.replace_access(access);
                         match cfg.admin.as_ref().map(admin::AdminToken::load) {
                             Some(Ok(t)) => token.replace(t),
                             Some(Err(e)) => tracing::error!(

@@ -73,6 +73,9 @@ pub struct Config {
     pub store: StoreSection,
     /// Fleet sync of collection writes through a Redis stream; absent means none.
     pub sync: Option<SyncSection>,
+    /// Client address allow and deny lists (`[access]`), decided once per
+    /// connection; absent means every address may connect.
+    pub access: Option<AccessSection>,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -406,6 +409,34 @@ pub struct SyncSection {
     pub snapshot_interval: Duration,
 }
 
+/// `[access]`: which client addresses may connect, decided when a connection is
+/// accepted (a refused one is closed before anything is read). An address in an allow
+/// list is let in; otherwise one in a deny list is refused; otherwise `default`
+/// decides.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    /// Addresses and CIDR networks always let in.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Files of addresses and networks always let in, one per line (`#` comments).
+    #[serde(default)]
+    pub allow_files: Vec<PathBuf>,
+    /// Addresses and CIDR networks refused.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Files of addresses and networks refused, one per line (`#` comments).
+    #[serde(default)]
+    pub deny_files: Vec<PathBuf>,
+    /// `"allow"` (default) or `"deny"`: the verdict for an address in no list.
+    #[serde(default = "default_access_default")]
+    pub default: String,
+}
+
+fn default_access_default() -> String {
+    "allow".to_owned()
+}
+
 fn default_sync_stream() -> String {
     store::sync::SyncConfig::DEFAULT_STREAM.to_owned()
 }
@@ -491,6 +522,11 @@ impl Config {
                 fix(f);
             }
         }
+        if let Some(a) = &mut self.access {
+            for f in a.allow_files.iter_mut().chain(a.deny_files.iter_mut()) {
+                fix(f);
+            }
+        }
         for p in [
             &mut self.logs.error_log,
             &mut self.logs.access_log,
@@ -506,6 +542,15 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if let Some(a) = &self.access
+            && a.default != "allow"
+            && a.default != "deny"
+        {
+            return Err(format!(
+                "access.default must be \"allow\" or \"deny\", got {:?}",
+                a.default
+            ));
+        }
         if !(400..=599).contains(&self.server.waf_cpu_budget_status) {
             return Err(format!(
                 "server.waf_cpu_budget_status must be a 4xx or 5xx status, got {}",

@@ -19,6 +19,7 @@
 //! - [`logs`], [`metrics`], [`admin`]: what operators read.
 //! - [`ctx`]: persistent collections from outside (`palisade ctx`, `/ctx`).
 
+pub mod access;
 pub mod admin;
 pub mod app;
 pub mod config;

@@ -132,6 +132,8 @@ pub struct Metrics {
     /// Connections closed at once because their address had
     /// `limits.connections_per_ip` open.
     pub connections_refused_per_ip: AtomicU64,
+    /// Connections closed at once because the `[access]` lists refuse their address.
+    pub connections_denied: AtomicU64,
     /// Requests refused because rule evaluation went over its CPU budget.
     pub budget_blocked: AtomicU64,
     /// Requests let through uninspected after going over the CPU budget.
@@ -166,6 +168,7 @@ impl Metrics {
             upstream_connect_errors: AtomicU64::new(0),
             engine_errors: AtomicU64::new(0),
             connections_refused_per_ip: AtomicU64::new(0),
+            connections_denied: AtomicU64::new(0),
             budget_blocked: AtomicU64::new(0),
             budget_passed: AtomicU64::new(0),
             collection_errors: AtomicU64::new(0),
@@ -312,6 +315,11 @@ impl Metrics {
                 "palisade_connections_refused_per_ip_total",
                 "Connections closed at once: their address had limits.connections_per_ip open.",
                 &self.connections_refused_per_ip,
+            ),
+            (
+                "palisade_connections_denied_total",
+                "Connections closed at once: the [access] lists refuse their address.",
+                &self.connections_denied,
             ),
             (
                 "palisade_collection_errors_total",

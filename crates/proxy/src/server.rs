@@ -120,6 +120,16 @@ pub async fn accept_loop(
             },
             () = crate::server::stopped(&mut shutdown) => return,
         };
+        if !shared.access_allows(peer.ip()) {
+            // Refused by the [access] lists: closed at once, before any read.
+            shared
+                .metrics
+                .connections_denied
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("{}: refused by the access lists", peer.ip());
+            drop(stream);
+            continue;
+        }
         let Some(per_ip) = shared.per_ip.enter(peer.ip()) else {
             // Over limits.connections_per_ip: closed at once, before any read.
             shared

@@ -249,18 +249,13 @@ impl Operator {
                 })
                 .map_err(fail),
             "ipmatchfromfile" | "ipmatchf" => {
-                let mut set = IpSet::default();
+                let mut set = ip::IpSetBuilder::default();
                 for (path, content) in read_data_files(argument, ctx).map_err(fail)? {
-                    for (line_no, line) in pm::numbered_data_file_lines(&content) {
-                        let at = || format!("{}:{line_no}", path.display());
-                        let entry = std::str::from_utf8(line)
-                            .map_err(|_| fail(format!("{}: not valid UTF-8", at())))?;
-                        set.insert(entry.trim())
-                            .map_err(|e| fail(format!("{}: `{}`: {e}", at(), entry.trim())))?;
-                    }
+                    set.add_list(&content, &path.display().to_string())
+                        .map_err(fail)?;
                 }
                 Ok(Operator::IpMatch {
-                    set,
+                    set: set.build(),
                     from_file: true,
                 })
             }

@@ -45,6 +45,8 @@ pub struct Shared {
     reader: Option<Arc<dyn CollectionReader>>,
     /// The fleet sync of the store, with `[sync]`.
     sync: Option<store::sync::Sync>,
+    /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
+    access: RwLock<Option<Arc<crate::access::AccessList>>>,
     id_seed: u64,
     id_counter: AtomicU64,
 }
@@ -76,6 +78,7 @@ impl Shared {
             store: None,
             reader: None,
             sync: None,
+            access: RwLock::new(None),
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
@@ -92,6 +95,20 @@ impl Shared {
     pub fn with_sync(mut self, sync: Option<store::sync::Sync>) -> Self {
         self.sync = sync;
         self
+    }
+
+    /// Puts `[access]` lists in force (`None`: every address may connect).
+    pub fn replace_access(&self, access: Option<Arc<crate::access::AccessList>>) {
+        *self.access.write().unwrap_or_else(|e| e.into_inner()) = access;
+    }
+
+    /// Whether the `[access]` lists let a client at `ip` connect.
+    pub fn access_allows(&self, ip: std::net::IpAddr) -> bool {
+        self.access
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(|a| a.allows(ip))
     }
 
     /// The fleet sync, if one runs.
