@@ -499,6 +499,7 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(sync) = shared.sync() {
         crate::metrics::render_sync(&mut out, &sync.stats());
     }
+    crate::metrics::render_rate_limits(&mut out, shared.rate_limits());
     out
 }
 

@@ -344,7 +344,14 @@ async fn serve(
             )?,
         )
         .with_store(store)
-        .with_sync(sync),
+        .with_sync(sync)
+        .with_rate_limits(
+            cfg.rate_limits
+                .iter()
+                .map(crate::ratelimit::RateLimiter::new)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        ),
     );
     let access = load_access(&cfg)?;
     if let Some(a) = &access {

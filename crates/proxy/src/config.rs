@@ -76,6 +76,9 @@ pub struct Config {
     /// Client address allow and deny lists (`[access]`), decided once per
     /// connection; absent means every address may connect.
     pub access: Option<AccessSection>,
+    /// Request rate limits (`[[rate_limit]]`), each with its own key.
+    #[serde(default, rename = "rate_limit")]
+    pub rate_limits: Vec<RateLimitSection>,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -433,6 +436,59 @@ pub struct AccessSection {
     pub default: String,
 }
 
+/// `[[rate_limit]]`: at most `rate` requests per key, with `burst` more at once;
+/// over it, the request is answered `status` (429) with `Retry-After`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSection {
+    /// The limit's name (metrics label, log lines).
+    pub name: String,
+    /// What the key is made of: `client_ip`, `path`, `header:NAME`, `cookie:NAME`,
+    /// `tx:NAME`, or a list of them (joined).
+    pub key: RateLimitKey,
+    /// Requests per unit: `100/s`, `600/min`, `36000/h`.
+    pub rate: String,
+    /// Requests allowed at once beyond the steady rate.
+    #[serde(default)]
+    pub burst: u32,
+    /// The status of a refused request (4xx or 5xx).
+    #[serde(default = "default_rate_limit_status")]
+    pub status: u16,
+    /// Only requests whose path starts with this are limited.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Most keys tracked at once (memory: about 20 bytes each).
+    #[serde(default = "default_rate_limit_keys")]
+    pub max_keys: usize,
+}
+
+/// A rate limit's key: one part or several.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RateLimitKey {
+    /// One part.
+    One(String),
+    /// Several parts, joined.
+    Many(Vec<String>),
+}
+
+impl RateLimitKey {
+    /// The parts as written.
+    pub fn parts(&self) -> Vec<String> {
+        match self {
+            RateLimitKey::One(p) => vec![p.clone()],
+            RateLimitKey::Many(v) => v.clone(),
+        }
+    }
+}
+
+fn default_rate_limit_status() -> u16 {
+    429
+}
+fn default_rate_limit_keys() -> usize {
+    1_000_000
+}
+
 fn default_access_default() -> String {
     "allow".to_owned()
 }
@@ -542,6 +598,24 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        for (i, r) in self.rate_limits.iter().enumerate() {
+            if self.rate_limits[..i].iter().any(|o| o.name == r.name) {
+                return Err(format!("rate_limit {:?} is defined twice", r.name));
+            }
+            if !(400..=599).contains(&r.status) {
+                return Err(format!(
+                    "rate_limit {:?}: status must be 4xx or 5xx, got {}",
+                    r.name, r.status
+                ));
+            }
+            if r.max_keys == 0 {
+                return Err(format!(
+                    "rate_limit {:?}: max_keys must be at least 1",
+                    r.name
+                ));
+            }
+            crate::ratelimit::RateLimiter::new(r)?;
+        }
         if let Some(a) = &self.access
             && a.default != "allow"
             && a.default != "deny"

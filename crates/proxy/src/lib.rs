@@ -30,6 +30,7 @@ pub mod http1;
 pub mod inspect;
 pub mod logs;
 pub mod metrics;
+pub mod ratelimit;
 pub mod server;
 pub mod upstream;
 pub mod waf;

@@ -24,17 +24,20 @@ pub enum Action {
     BadRequest,
     /// The upstream failed (502/504).
     UpstreamError,
+    /// Refused by a `[[rate_limit]]` (429 by default).
+    RateLimited,
 }
 
 impl Action {
     /// Every action, in label order.
-    pub const ALL: [Action; 6] = [
+    pub const ALL: [Action; 7] = [
         Action::Pass,
         Action::Deny,
         Action::Drop,
         Action::Redirect,
         Action::BadRequest,
         Action::UpstreamError,
+        Action::RateLimited,
     ];
 
     /// The label used in logs and metrics.
@@ -46,6 +49,7 @@ impl Action {
             Action::Redirect => "redirect",
             Action::BadRequest => "bad_request",
             Action::UpstreamError => "upstream_error",
+            Action::RateLimited => "rate_limited",
         }
     }
 }
@@ -366,6 +370,41 @@ fn write_plain(out: &mut String, rows: &[(&str, &str, f64)]) {
             out,
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
         );
+    }
+}
+
+/// Appends the `[[rate_limit]]` counters, labelled by limit.
+pub fn render_rate_limits(out: &mut String, limits: &[crate::ratelimit::RateLimiter]) {
+    if limits.is_empty() {
+        return;
+    }
+    type Value = fn(&crate::ratelimit::RateLimiter) -> f64;
+    let series: [(&str, &str, &str, Value); 3] = [
+        (
+            "palisade_rate_limited_total",
+            "counter",
+            "Requests refused by a rate limit.",
+            |l| l.limited.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "palisade_rate_limit_untracked_total",
+            "counter",
+            "Requests let through unlimited because the limit tracked max_keys keys, none idle.",
+            |l| l.untracked.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "palisade_rate_limit_keys",
+            "gauge",
+            "Keys a rate limit tracks now.",
+            |l| l.keys() as f64,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for l in limits {
+            let _ = writeln!(out, "{name}{{limit=\"{}\"}} {}", l.name, value(l));
+        }
     }
 }
 

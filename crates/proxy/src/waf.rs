@@ -515,6 +515,11 @@ impl WafTx {
         self.guard(Vec::new(), Transaction::take_log_lines)
     }
 
+    /// A TX variable's value (rate limit keys chosen by the rules).
+    pub fn tx_var(&mut self, name: &str) -> Option<Vec<u8>> {
+        self.guard(None, |tx| tx.tx_var(name).map(<[u8]>::to_vec))
+    }
+
     /// The engine's debug-log lines produced so far.
     pub fn take_debug_lines(&mut self) -> Vec<String> {
         self.guard(Vec::new(), Transaction::take_debug_lines)

@@ -9,6 +9,7 @@ use super::ConnInfo;
 use super::{BodyStop, Exchange, ForwardParts, Reply, Shared};
 use crate::config::ServerConfig;
 use crate::metrics::Action;
+use crate::ratelimit::{KeyPart, RateLimiter, Verdict};
 use bytes::Bytes;
 use std::future::Future;
 use std::sync::Arc;
@@ -119,10 +120,25 @@ pub async fn drive<'h, I, B, P>(
     plan: &P,
 ) -> Driven
 where
-    I: Iterator<Item = (&'h [u8], &'h [u8])>,
+    I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
     B: BodySource,
     P: Plan,
 {
+    // Rate limits whose key the request head gives: decided before the rules run.
+    let limits = shared.rate_limits();
+    let uri = head.uri.clone();
+    let over = if limits.is_empty() {
+        None
+    } else {
+        over_limit(
+            limits,
+            false,
+            &conn,
+            &head.uri,
+            head.headers.clone(),
+            |_| None,
+        )
+    };
     let mut ex = Exchange::begin(
         shared,
         conn,
@@ -136,8 +152,20 @@ where
         head.head_bytes,
     );
     let has_body = head.body != BodyPlan::None;
+    if let Some((name, status, retry)) = over {
+        return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
+    }
     if let Some(v) = ex.phase1().await {
         return Driven::answer(ex.reply_verdict(v), !has_body);
+    }
+    // Rate limits keyed by TX variables the rules set in phase 1.
+    if limits.iter().any(RateLimiter::after_phase1)
+        && let Some((name, status, retry)) =
+            over_limit(limits, true, &conn, &uri, std::iter::empty(), |n| {
+                ex.tx_var(n)
+            })
+    {
+        return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
     }
     if let BodyPlan::Length(n) = head.body
         && n > shared.limits.request_body_bytes as u64
@@ -197,6 +225,69 @@ where
     let again = || plan().ok();
     let reply = ex.forward_again(parts, Some(&again)).await;
     Driven::answer(reply, true)
+}
+
+/// The first limit of `limits` (those read after phase 1 when `after_phase1`, the
+/// others otherwise) that refuses this request: its name, status and retry delay.
+/// A limit whose key the request does not have (no such header, cookie or TX
+/// variable) does not apply.
+fn over_limit<'l, 'h, I>(
+    limits: &'l [RateLimiter],
+    after_phase1: bool,
+    conn: &ConnInfo,
+    uri: &[u8],
+    headers: I,
+    mut tx: impl FnMut(&str) -> Option<Vec<u8>>,
+) -> Option<(&'l str, u16, std::time::Duration)>
+where
+    I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
+{
+    let path = uri.split(|&b| b == b'?').next().unwrap_or(uri);
+    let now = Instant::now();
+    for limit in limits {
+        if limit.after_phase1() != after_phase1 || !limit.applies(path) {
+            continue;
+        }
+        let mut key = Vec::with_capacity(64);
+        let mut complete = true;
+        for (i, part) in limit.parts.iter().enumerate() {
+            if i > 0 {
+                key.push(0);
+            }
+            let value: Option<Vec<u8>> = match part {
+                KeyPart::ClientIp => Some(conn.peer.ip().to_canonical().to_string().into_bytes()),
+                KeyPart::Path => Some(path.to_vec()),
+                KeyPart::Header(name) => headers
+                    .clone()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+                    .map(|(_, v)| v.to_vec()),
+                KeyPart::Cookie(name) => headers
+                    .clone()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
+                    .find_map(|(_, v)| crate::ratelimit::cookie_value(v, name))
+                    .map(<[u8]>::to_vec),
+                KeyPart::Tx(name) => tx(name),
+            };
+            match value {
+                Some(v) => key.extend_from_slice(&v),
+                None => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        if !complete {
+            continue;
+        }
+        if let Verdict::Limited {
+            status,
+            retry_after,
+        } = limit.check(&key, now)
+        {
+            return Some((&limit.name, status, retry_after));
+        }
+    }
+    None
 }
 
 /// Records a request whose client went away, answering no one.

@@ -28,7 +28,7 @@ use http_body_util::BodyExt;
 use record::{Record, micros_since};
 use reply::BodyKind;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Why a request body was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,6 +254,26 @@ impl Exchange {
         self.rec.action = action;
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
         self.reply_status(status, true)
+    }
+
+    /// A TX variable of the transaction (none without one).
+    pub fn tx_var(&mut self, name: &str) -> Option<Vec<u8>> {
+        self.rec.tx.as_mut().and_then(|t| t.tx_var(name))
+    }
+
+    /// Answers a request over a `[[rate_limit]]`: its status (429 by default) with
+    /// `Retry-After` in whole seconds (at least 1).
+    pub fn reply_rate_limited(self, limit: &str, status: u16, retry_after: Duration) -> Reply {
+        let secs = (retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)).max(1);
+        let mut reply = self.reply_error(
+            status,
+            Action::RateLimited,
+            &format!("over rate_limit {limit:?}, retry after {secs} s"),
+        );
+        reply
+            .headers
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        reply
     }
 
     /// Answers a request whose body went over a limit (413).

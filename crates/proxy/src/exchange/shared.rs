@@ -45,6 +45,8 @@ pub struct Shared {
     reader: Option<Arc<dyn CollectionReader>>,
     /// The fleet sync of the store, with `[sync]`.
     sync: Option<store::sync::Sync>,
+    /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
+    rate_limits: Vec<crate::ratelimit::RateLimiter>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
     access: RwLock<Option<Arc<crate::access::AccessList>>>,
     id_seed: u64,
@@ -79,6 +81,7 @@ impl Shared {
             reader: None,
             sync: None,
             access: RwLock::new(None),
+            rate_limits: Vec::new(),
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
@@ -95,6 +98,17 @@ impl Shared {
     pub fn with_sync(mut self, sync: Option<store::sync::Sync>) -> Self {
         self.sync = sync;
         self
+    }
+
+    /// Gives requests the `[[rate_limit]]`s.
+    pub fn with_rate_limits(mut self, limits: Vec<crate::ratelimit::RateLimiter>) -> Self {
+        self.rate_limits = limits;
+        self
+    }
+
+    /// The `[[rate_limit]]`s.
+    pub fn rate_limits(&self) -> &[crate::ratelimit::RateLimiter] {
+        &self.rate_limits
     }
 
     /// Puts `[access]` lists in force (`None`: every address may connect).
