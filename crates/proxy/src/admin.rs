@@ -232,9 +232,13 @@ async fn route(
             "text/plain; version=0.0.4; charset=utf-8",
         ),
         "/status" => text(StatusCode::OK, status_json(shared), "application/json"),
+        "/top" => match authorize(token, &req) {
+            Err(refused) => refused,
+            Ok(()) => top_json(shared, req.uri().query()),
+        },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics, /status or /ctx\n".into(),
+            "not found: try /metrics, /status, /top or /ctx\n".into(),
             "text/plain",
         ),
     }
@@ -319,17 +323,15 @@ fn ctx_error_status(e: &CtxError) -> StatusCode {
     }
 }
 
-async fn ctx_route(
-    shared: &Arc<Shared>,
-    token: &AdminToken,
-    max_body: usize,
-    req: Request<Incoming>,
-) -> Response<Full<Bytes>> {
+/// Checks the bearer token of a request to `/ctx` or `/top` (endpoints that change
+/// state or show client addresses): 403 when no token is configured, 401 without
+/// the right one.
+fn authorize<B>(token: &AdminToken, req: &Request<B>) -> Result<(), Response<Full<Bytes>>> {
     if !token.is_set() {
-        return json_error(
+        return Err(json_error(
             StatusCode::FORBIDDEN,
-            "the /ctx endpoints are off: no admin token is configured (set admin.token_file, or PALISADE_ADMIN_TOKEN in the environment)",
-        );
+            "the /ctx and /top endpoints are off: no admin token is configured (set admin.token_file, or PALISADE_ADMIN_TOKEN in the environment)",
+        ));
     }
     if !token.accepts(req.headers().get(header::AUTHORIZATION)) {
         let mut r = json_error(
@@ -340,7 +342,67 @@ async fn ctx_route(
             header::WWW_AUTHENTICATE,
             header::HeaderValue::from_static("Bearer"),
         );
-        return r;
+        return Err(r);
+    }
+    Ok(())
+}
+
+/// `GET /top?by=requests|bytes_in|bytes_out|blocks&n=N` (default requests, 20; at
+/// most 1000): the heaviest clients with their counts and error bounds, and every
+/// route's totals (see [`crate::accounting`]).
+fn top_json(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
+    use crate::accounting::Dimension;
+    let by = match query_param(query, "by") {
+        None => Dimension::Requests,
+        Some(b) => match Dimension::parse(&b) {
+            Some(d) => d,
+            None => {
+                return json_error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("by={b}: expected requests, bytes_in, bytes_out or blocks"),
+                );
+            }
+        },
+    };
+    let n = match query_param(query, "n").map(|v| v.parse::<usize>()) {
+        None => 20,
+        Some(Ok(n)) if (1..=1000).contains(&n) => n,
+        Some(_) => return json_error(StatusCode::BAD_REQUEST, "n: expected 1 to 1000"),
+    };
+    let (clients, total) = shared.accounting.top(by, n);
+    let routes: Vec<serde_json::Value> = shared
+        .accounting
+        .routes()
+        .into_iter()
+        .map(|(name, t)| {
+            serde_json::json!({
+                "route": name,
+                "requests": t.requests.load(Ordering::Relaxed),
+                "bytes_in": t.bytes_in.load(Ordering::Relaxed),
+                "bytes_out": t.bytes_out.load(Ordering::Relaxed),
+                "blocks": t.blocks.load(Ordering::Relaxed),
+            })
+        })
+        .collect();
+    let mut body = serde_json::json!({
+        "by": by.name(),
+        "total": total,
+        "clients": clients,
+        "routes": routes,
+    })
+    .to_string();
+    body.push('\n');
+    text(StatusCode::OK, body, "application/json")
+}
+
+async fn ctx_route(
+    shared: &Arc<Shared>,
+    token: &AdminToken,
+    max_body: usize,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    if let Err(refused) = authorize(token, &req) {
+        return refused;
     }
     let Some(store) = shared.store().cloned() else {
         return json_error(StatusCode::SERVICE_UNAVAILABLE, "no store is open");

@@ -345,6 +345,7 @@ async fn serve(
         )
         .with_store(store)
         .with_sync(sync)
+        .with_routes(cfg.upstreams.iter().map(|u| u.name.as_str()))
         .with_rate_limits(
             cfg.rate_limits
                 .iter()
@@ -392,7 +393,7 @@ async fn serve(
         tracing::info!("admin API on {}", l.local_addr()?);
         if !token.current().is_set() {
             tracing::info!(
-                "no admin token (admin.token_file or {}): the /ctx endpoints are off",
+                "no admin token (admin.token_file or {}): the /ctx and /top endpoints are off",
                 admin::TOKEN_ENV
             );
         }

@@ -20,6 +20,7 @@
 //! - [`ctx`]: persistent collections from outside (`palisade ctx`, `/ctx`).
 
 pub mod access;
+pub mod accounting;
 pub mod admin;
 pub mod app;
 pub mod config;

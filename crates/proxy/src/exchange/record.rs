@@ -306,6 +306,18 @@ impl Record {
         };
         let m = &shared.metrics;
         m.request(self.status, self.action);
+        shared.accounting.record(
+            self.conn.peer.ip(),
+            self.upstream
+                .as_ref()
+                .map_or(crate::accounting::NO_ROUTE, |(pool, _)| pool),
+            self.bytes_in,
+            self.bytes_out,
+            matches!(
+                self.action,
+                Action::Deny | Action::Drop | Action::RateLimited
+            ),
+        );
         m.rule_hits(&rules);
         let timers = [
             Timer::Phase1,

@@ -45,6 +45,8 @@ pub struct Shared {
     reader: Option<Arc<dyn CollectionReader>>,
     /// The fleet sync of the store, with `[sync]`.
     sync: Option<store::sync::Sync>,
+    /// Per-client and per-route accounting (`GET /top` on the admin listener).
+    pub accounting: crate::accounting::Accounting,
     /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
@@ -82,6 +84,7 @@ impl Shared {
             sync: None,
             access: RwLock::new(None),
             rate_limits: Vec::new(),
+            accounting: crate::accounting::Accounting::new([]),
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
@@ -97,6 +100,12 @@ impl Shared {
     /// Keeps the store's fleet sync running (and reports its counters).
     pub fn with_sync(mut self, sync: Option<store::sync::Sync>) -> Self {
         self.sync = sync;
+        self
+    }
+
+    /// Accounts requests per route for these route (upstream pool) names.
+    pub fn with_routes<'a>(mut self, routes: impl IntoIterator<Item = &'a str>) -> Self {
+        self.accounting = crate::accounting::Accounting::new(routes);
         self
     }
 
