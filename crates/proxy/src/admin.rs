@@ -232,10 +232,7 @@ async fn route(
             "text/plain; version=0.0.4; charset=utf-8",
         ),
         "/status" => text(StatusCode::OK, status_json(shared), "application/json"),
-        "/top" => match authorize(token, &req) {
-            Err(refused) => refused,
-            Ok(()) => top_json(shared, req.uri().query()),
-        },
+        "/top" => refusal(token, &req).unwrap_or_else(|| top_json(shared, req.uri().query())),
         _ => text(
             StatusCode::NOT_FOUND,
             "not found: try /metrics, /status, /top or /ctx\n".into(),
@@ -325,10 +322,10 @@ fn ctx_error_status(e: &CtxError) -> StatusCode {
 
 /// Checks the bearer token of a request to `/ctx` or `/top` (endpoints that change
 /// state or show client addresses): 403 when no token is configured, 401 without
-/// the right one.
-fn authorize<B>(token: &AdminToken, req: &Request<B>) -> Result<(), Response<Full<Bytes>>> {
+/// the right one. `None`: the request may go on.
+fn refusal<B>(token: &AdminToken, req: &Request<B>) -> Option<Response<Full<Bytes>>> {
     if !token.is_set() {
-        return Err(json_error(
+        return Some(json_error(
             StatusCode::FORBIDDEN,
             "the /ctx and /top endpoints are off: no admin token is configured (set admin.token_file, or PALISADE_ADMIN_TOKEN in the environment)",
         ));
@@ -342,9 +339,9 @@ fn authorize<B>(token: &AdminToken, req: &Request<B>) -> Result<(), Response<Ful
             header::WWW_AUTHENTICATE,
             header::HeaderValue::from_static("Bearer"),
         );
-        return Err(r);
+        return Some(r);
     }
-    Ok(())
+    None
 }
 
 /// `GET /top?by=requests|bytes_in|bytes_out|blocks&n=N` (default requests, 20; at
@@ -401,7 +398,7 @@ async fn ctx_route(
     max_body: usize,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    if let Err(refused) = authorize(token, &req) {
+    if let Some(refused) = refusal(token, &req) {
         return refused;
     }
     let Some(store) = shared.store().cloned() else {
