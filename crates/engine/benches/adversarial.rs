@@ -18,6 +18,10 @@
 //!
 //! Run: `cargo bench -p engine --bench adversarial [-- FILTER] [--quick]`; `--quick`
 //! stops at 256 KiB. The target is at most 20 ms of engine time per MiB.
+//!
+//! For profiling, `PALISADE_ADV_LOOP=N` runs each selected case N times (after one
+//! warm-up run) without timing or printing a table: a target for `perf record` or
+//! `valgrind --tool=callgrind --toggle-collect=adversarial::common::run`.
 
 mod common;
 
@@ -404,6 +408,20 @@ fn main() {
                 c.size
             );
         }
+    }
+
+    if let Some(n) = std::env::var("PALISADE_ADV_LOOP")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        for c in &all {
+            std::hint::black_box(common::run(&rs, &c.req, None));
+            for _ in 0..n {
+                std::hint::black_box(common::run(&rs, &c.req, None));
+            }
+            eprintln!("{} at {} B: {n} runs", c.name, c.size);
+        }
+        return;
     }
 
     let mut rows: Vec<(String, Vec<Timing>)> = Vec::new();

@@ -86,7 +86,9 @@ fn check(label: &str, rs: &Arc<Ruleset>) {
 /// With `PALISADE_BENCH_LOOP=RULESET:REQUEST:SECONDS` (RULESET `v4` or `v3`, e.g.
 /// `v4:get:10`), runs that one transaction in a loop for that long and exits: the
 /// target for `perf record` or `valgrind --tool=callgrind`, with load time a small
-/// part of the profile.
+/// part of the profile. The loop's transactions go through [`steady`], after three
+/// warm-up runs that do not: `--toggle-collect=transaction::steady` counts warm
+/// transactions only (divide by the count printed at the end).
 fn profile_loop(spec: &str) {
     let mut parts = spec.split(':');
     let set = parts.next().unwrap_or("v4");
@@ -101,10 +103,13 @@ fn profile_loop(spec: &str) {
     let req = REQUESTS
         .get(name)
         .unwrap_or_else(|| panic!("no corpus request {name}"));
+    for _ in 0..3 {
+        std::hint::black_box(common::run(&rs, req, None));
+    }
     let start = std::time::Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
-        std::hint::black_box(common::run(&rs, req, None));
+        steady(&rs, req);
         n += 1;
     }
     let el = start.elapsed().as_secs_f64();
@@ -112,6 +117,13 @@ fn profile_loop(spec: &str) {
         "{set} {name}: {n} transactions in {el:.2} s, {:.1} us each",
         el * 1e6 / n as f64
     );
+}
+
+/// One transaction of the profiling loop, out of line so that a profiler can count
+/// these (warm) transactions alone.
+#[inline(never)]
+fn steady(rs: &Arc<Ruleset>, req: &RawRequest) {
+    std::hint::black_box(common::run(rs, req, None));
 }
 
 /// CPU time of `req` (phases 1, 2, 5) under `rs`, in microseconds per transaction.

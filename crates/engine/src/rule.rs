@@ -120,6 +120,9 @@ pub struct Rule {
     pub chain: Option<Box<Rule>>,
     /// This rule's place in the `@rx` prefilter, if it has one.
     pub prefilter: Option<crate::ruleset::prefilter::Slot>,
+    /// This rule's `@pm` phrase list in the prefilter's union of all lists
+    /// ([`crate::ruleset::prefilter::PmUnion`]), if it has one.
+    pub pm_list: Option<u32>,
     /// The action string as written, kept for `SecRuleUpdateActionById`.
     pub(crate) action_defs: Vec<seclang::ActionDef>,
     /// The rule as written, kept so updates can recompile it.

@@ -137,12 +137,43 @@ fn may_hold_event_attribute(input: &[u8]) -> bool {
     };
     memchr::memchr2_iter(b'o', b'O', input)
         .any(|pos| name_start(pos) && input.get(pos + 1).is_some_and(|c| c | 0x20 == b'n'))
-        || memchr::memchr2_iter(b'a', b'A', input)
-            .any(|pos| starts_ignoring_nuls(b"ATTRIBUTENAME", &input[pos..]))
+        || contains_ignoring_nuls(b"ATTRIBUTENAME", input)
+}
+
+/// Whether `b`, NUL bytes dropped, contains the upper-case `needle`, ignoring ASCII
+/// case, in one pass over `b`. `needle` must have no proper prefix that is also a
+/// suffix of it (as `ATTRIBUTENAME`): then a mismatch after a partial match can only
+/// restart a match at the mismatching byte itself.
+fn contains_ignoring_nuls(needle: &[u8], b: &[u8]) -> bool {
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    // Only the last byte of the needle can complete a match: skip to its next copy
+    // when the input has no NUL (the usual case), else walk byte by byte.
+    let last = needle[needle.len() - 1];
+    if memchr::memchr(0, b).is_none() {
+        return memchr::memchr2_iter(last, last.to_ascii_lowercase(), b).any(|end| {
+            end + 1 >= needle.len() && b[end + 1 - needle.len()..=end].eq_ignore_ascii_case(needle)
+        });
+    }
+    let mut k = 0;
+    for &c in b.iter().filter(|&&c| c != 0) {
+        let c = c.to_ascii_uppercase();
+        if c == needle[k] {
+            k += 1;
+            if k == needle.len() {
+                return true;
+            }
+        } else {
+            k = usize::from(c == first);
+        }
+    }
+    false
 }
 
 /// Whether `b`, NUL bytes dropped, starts with the upper-case `prefix`, ignoring
-/// ASCII case.
+/// ASCII case (the tests' reference for [`contains_ignoring_nuls`]).
+#[cfg(test)]
 fn starts_ignoring_nuls(prefix: &[u8], b: &[u8]) -> bool {
     let mut rest = b.iter().filter(|&&c| c != 0);
     prefix
@@ -371,6 +402,40 @@ mod tests {
         name.extend_from_slice(longest);
         name.extend_from_slice(&[b'x'; 1000]);
         assert!(is_event_by_prefix(&name));
+    }
+
+    #[test]
+    fn contains_ignoring_nuls_agrees_with_the_prefix_walk() {
+        let alphabet: &[u8] = b"aAtTrRiIbBuUeEnNmM\0x";
+        let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut found = 0;
+        for i in 0..40_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 40) as usize;
+            let mut value: Vec<u8> = (0..len)
+                .map(|j| alphabet[((seed >> (j % 50)) as usize + j * 7) % alphabet.len()])
+                .collect();
+            if i % 4 == 0 {
+                let at = (seed as usize >> 8) % (value.len() + 1);
+                let word: &[u8] = if i % 8 == 0 {
+                    b"attri\0buteName"
+                } else {
+                    b"ATTRIBUTEname"
+                };
+                value.splice(at..at, word.iter().copied());
+            }
+            let expect =
+                (0..value.len()).any(|pos| starts_ignoring_nuls(b"ATTRIBUTENAME", &value[pos..]));
+            found += usize::from(expect);
+            assert_eq!(
+                contains_ignoring_nuls(b"ATTRIBUTENAME", &value),
+                expect,
+                "{value:?}"
+            );
+        }
+        assert!(found > 5_000, "only {found} positive samples");
     }
 
     #[test]

@@ -67,6 +67,11 @@ impl Pm {
         &self.phrases
     }
 
+    /// The phrases, shared with this matcher.
+    pub fn shared_phrases(&self) -> Arc<[Vec<u8>]> {
+        self.phrases.clone()
+    }
+
     /// Whether any phrase occurs in `input`. With `captures`, a match stores the
     /// phrase that was found first (the one ending earliest) as the only value.
     pub fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {

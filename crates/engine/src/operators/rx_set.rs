@@ -141,22 +141,27 @@ impl RxSet {
     /// have room for [`RxSet::len`] patterns): exactly those that do, or every
     /// pattern when the lazy DFA gave up.
     pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
-        if self.impossible(input) {
-            return;
-        }
-        let input = Input::new(input);
-        let mut cache = self.caches.get();
-        if self
-            .dfa
-            .try_which_overlapping_matches(&mut cache, &input, hits)
-            .is_err()
-        {
+        if !self.try_which_match(input, hits) {
             for p in 0..self.len {
                 if let Ok(id) = PatternID::new(p) {
                     let _ = hits.try_insert(id);
                 }
             }
         }
+    }
+
+    /// Adds to `hits` exactly the patterns that match somewhere in `input`, and
+    /// returns true; returns false when the lazy DFA gave up, leaving in `hits` only
+    /// some of them (the caller must then not rely on `hits`).
+    pub fn try_which_match(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        if self.impossible(input) {
+            return true;
+        }
+        let input = Input::new(input);
+        let mut cache = self.caches.get();
+        self.dfa
+            .try_which_overlapping_matches(&mut cache, &input, hits)
+            .is_ok()
     }
 
     /// The patterns that match somewhere in `input`, in order.

@@ -398,6 +398,7 @@ impl RulesetBuilder {
             action_defs: actions.to_vec(),
             def: def.cloned(),
             prefilter: None,
+            pm_list: None,
         };
 
         // The log flags as libmodsecurity v3 reads them (see below).

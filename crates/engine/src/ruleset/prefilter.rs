@@ -22,8 +22,10 @@ use crate::operators::rx_set::RxSet;
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::transforms::Transform;
 use crate::variables::Var;
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex_automata::{PatternID, PatternSet};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Where a rule's pattern sits in the prefilter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +51,10 @@ pub struct Group {
     pub multi: bool,
     /// Every variable a rule of the group inspects.
     pub vars: Vec<Var>,
+    /// For each of the group's patterns, its index in [`Prefilter::raw`] (the set of
+    /// all patterns): one run of that set over a value answers for every group that
+    /// inspects the same bytes.
+    pub all_index: Vec<u32>,
 }
 
 /// The compiled groups.
@@ -56,11 +62,124 @@ pub struct Group {
 pub struct Prefilter {
     /// Groups, indexed by [`Slot::group`].
     pub groups: Vec<Group>,
-    /// Every group's patterns in one set, run on raw values: a value that matches none
-    /// of them cannot match in any group whose pipeline leaves it unchanged (the group
-    /// would scan the same bytes), so one scan of the raw value stands for all of those
-    /// groups. `None` when there are no groups or the set does not compile.
+    /// Every group's patterns in one set. Run on a value (raw or transformed), it
+    /// answers for every group that would scan the same bytes: a value that matches
+    /// none of its patterns is quiet for all of them, and otherwise the patterns it
+    /// matches, found in one pass, are each group's answer. `None` when there are no
+    /// groups or the set does not compile.
     pub raw: Option<RxSet>,
+    /// Every `@pm` phrase list in one automaton (`None` without lists, or with more
+    /// than [`PmUnion::MAX_LISTS`]).
+    pub pm: Option<PmUnion>,
+}
+
+/// The phrases of every `@pm` list of the rule set in one Aho-Corasick automaton.
+/// One pass over a value tells which lists have a phrase in it, the answer of every
+/// `@pm` rule that inspects the same bytes; without it each rule scans the value
+/// with its own list. The answer is exact: a list matches exactly when one of its
+/// phrases occurs, and an overlapping search reports every occurrence of every
+/// phrase.
+#[derive(Debug)]
+pub struct PmUnion {
+    automaton: AhoCorasick,
+    /// For each phrase of the automaton, the lists it belongs to, one bit each.
+    lists_of: Vec<u64>,
+    /// Every list's bit.
+    every: u64,
+}
+
+impl PmUnion {
+    /// The most lists one union holds (one bit each in a `u64`).
+    pub const MAX_LISTS: usize = 64;
+
+    /// The lists (bit `i` for list `i`) that have a phrase in `input`.
+    pub fn lists_in(&self, input: &[u8]) -> u64 {
+        let mut found = 0;
+        for m in self.automaton.find_overlapping_iter(input) {
+            found |= self.lists_of[m.pattern().as_usize()];
+            if found == self.every {
+                break;
+            }
+        }
+        found
+    }
+
+    /// Gives each static `@pm` rule link its list's index and builds the union;
+    /// `None` (and no rule marked) when there are none or too many lists.
+    fn build(phases: &mut [Vec<Entry>; 5]) -> Option<PmUnion> {
+        fn each_link(phases: &mut [Vec<Entry>; 5], f: &mut dyn FnMut(&mut Rule)) {
+            for phase in phases.iter_mut() {
+                for e in phase.iter_mut() {
+                    if let Entry::Rule(r) = e {
+                        let mut link = Some(r.as_mut());
+                        while let Some(l) = link {
+                            f(l);
+                            link = l.chain.as_deref_mut();
+                        }
+                    }
+                }
+            }
+        }
+        let mut lists: Vec<Arc<[Vec<u8>]>> = Vec::new();
+        each_link(phases, &mut |r: &mut Rule| {
+            r.pm_list = match &r.operator {
+                RuleOperator::Static(op) => match op.as_ref() {
+                    Operator::Pm { pm, .. } => {
+                        let phrases = pm.shared_phrases();
+                        let i = match lists.iter().position(|l| **l == *phrases) {
+                            Some(i) => i,
+                            None => {
+                                lists.push(phrases);
+                                lists.len() - 1
+                            }
+                        };
+                        Some(i as u32)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+        });
+        let union = PmUnion::from_lists(&lists);
+        if union.is_none() {
+            each_link(phases, &mut |r: &mut Rule| r.pm_list = None);
+        }
+        union
+    }
+
+    /// The union of `lists` (list `i` gets bit `i`).
+    fn from_lists(lists: &[Arc<[Vec<u8>]>]) -> Option<PmUnion> {
+        if lists.is_empty() || lists.len() > Self::MAX_LISTS {
+            return None;
+        }
+        let mut phrases: Vec<Vec<u8>> = Vec::new();
+        let mut lists_of: Vec<u64> = Vec::new();
+        let mut at: HashMap<Vec<u8>, usize> = HashMap::new();
+        for (i, list) in lists.iter().enumerate() {
+            for p in list.iter().filter(|p| !p.is_empty()) {
+                let k = *at.entry(p.clone()).or_insert_with(|| {
+                    phrases.push(p.clone());
+                    lists_of.push(0);
+                    phrases.len() - 1
+                });
+                lists_of[k] |= 1 << i;
+            }
+        }
+        // The same matching as `Pm` (ASCII case-insensitive); a contiguous NFA, as for
+        // large single lists, keeps the union small.
+        let automaton = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
+            .build(&phrases)
+            .ok()?;
+        let every = lists_of.iter().fold(0, |a, b| a | b);
+        Some(PmUnion {
+            automaton,
+            lists_of,
+            every,
+        })
+    }
 }
 
 /// Variables whose values do not change while a phase runs.
@@ -222,11 +341,13 @@ impl Prefilter {
         let mut groups = Vec::new();
         let mut final_index: Vec<Option<u32>> = Vec::new();
         let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, k.0)).collect();
-        let mut all: Vec<&str> = Vec::new();
+        let mut all: Vec<String> = Vec::new();
+        let mut all_pos: HashMap<String, u32> = HashMap::new();
         for b in &building {
             for p in &b.patterns {
-                if !all.contains(&p.as_str()) {
-                    all.push(p);
+                if !all_pos.contains_key(p) {
+                    all_pos.insert(p.clone(), all.len() as u32);
+                    all.push(p.clone());
                 }
             }
         }
@@ -239,7 +360,13 @@ impl Prefilter {
             match RxSet::new(&b.patterns) {
                 Ok(set) => {
                     final_index.push(Some(groups.len() as u32));
+                    let all_index = b
+                        .patterns
+                        .iter()
+                        .map(|p| all_pos.get(p).copied().unwrap_or(0))
+                        .collect();
                     groups.push(Group {
+                        all_index,
                         set,
                         transforms: b.transforms,
                         chain_key: keys[&g],
@@ -264,7 +391,8 @@ impl Prefilter {
                 }
             }
         });
-        Prefilter { groups, raw }
+        let pm = PmUnion::build(phases);
+        Prefilter { groups, raw, pm }
     }
 }
 
@@ -285,10 +413,84 @@ impl Union {
         true
     }
 
+    /// Adds the group patterns (whose indexes in the set of all patterns are
+    /// `all_index`) that are among `all_hits`, the patterns of that set a value
+    /// matched; false when none is.
+    pub(crate) fn add_from(
+        &mut self,
+        group_len: usize,
+        all_index: &[u32],
+        all_hits: &PatternSet,
+    ) -> bool {
+        let mut any = false;
+        for (i, &a) in all_index.iter().enumerate() {
+            if all_hits.contains(PatternID::new_unchecked(a as usize)) {
+                let hits = self.hits.get_or_insert_with(|| PatternSet::new(group_len));
+                if let Ok(id) = PatternID::new(i) {
+                    let _ = hits.try_insert(id);
+                }
+                any = true;
+            }
+        }
+        any
+    }
+
     /// True when the pattern at `index` matched some value.
     pub(crate) fn may_match(&self, index: u32) -> bool {
         self.hits
             .as_ref()
             .is_some_and(|h| PatternID::new(index as usize).is_ok_and(|p| h.contains(p)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operators::pm::Pm;
+
+    /// The union's answer for each list is the list's own `@pm` answer.
+    #[test]
+    fn pm_union_agrees_with_each_list() {
+        let lists: Vec<Vec<Vec<u8>>> = vec![
+            vec![b"cat".to_vec(), b"/etc/".to_vec(), b"AB".to_vec()],
+            vec![b"ab".to_vec(), b"tca".to_vec()],
+            vec![b"c".to_vec()],
+            vec![b"zz".to_vec(), b"Cat".to_vec()],
+            vec![],
+        ];
+        let shared: Vec<Arc<[Vec<u8>]>> = lists.iter().map(|l| l.clone().into()).collect();
+        let union = PmUnion::from_lists(&shared).expect("union");
+        let pms: Vec<Pm> = lists
+            .iter()
+            .map(|l| Pm::new(l.clone()).expect("pm"))
+            .collect();
+        let alphabet: &[u8] = b"abcCtT/ez";
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..5_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 12) as usize;
+            let input: Vec<u8> = (0..len)
+                .map(|j| alphabet[((seed >> (j * 5)) % alphabet.len() as u64) as usize])
+                .collect();
+            let got = union.lists_in(&input);
+            for (i, pm) in pms.iter().enumerate() {
+                assert_eq!(
+                    got >> i & 1 == 1,
+                    pm.matches(&input, None),
+                    "{input:?} list {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn too_many_lists_make_no_union() {
+        let lists: Vec<Arc<[Vec<u8>]>> = (0..=PmUnion::MAX_LISTS)
+            .map(|i| vec![format!("p{i}").into_bytes()].into())
+            .collect();
+        assert!(PmUnion::from_lists(&lists).is_none());
+        assert!(PmUnion::from_lists(&lists[..PmUnion::MAX_LISTS]).is_some());
     }
 }

@@ -2,7 +2,7 @@
 
 use super::budget::{RULE_WORK, VALUE_WORK};
 use super::collect::{Value, View, recycle};
-use super::{Hit, Persistent, State, Transaction, TransformCache};
+use super::{AllAnswer, Hit, Persistent, State, Transaction, TransformCache};
 use crate::actions::{Action, AllowScope, CollectionKind, Ctl, Disruptive, SetOp};
 use crate::collections::{RecordKey, StoredVar, VarOp, VarValue, to_number};
 use crate::intervention::{Intervention, InterventionKind};
@@ -15,6 +15,7 @@ use crate::ruleset::ChainNode;
 use crate::ruleset::prefilter::{Slot, Union};
 use crate::transforms::{Transform, byte_classes};
 use crate::variables::Exclusion;
+use regex_automata::PatternSet;
 use seclang::IdRange;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -79,6 +80,43 @@ fn transform<'v>(
     cached_input(cache, cell, raw)
 }
 
+/// As [`transform`], and also where the result sits in the cache: its row and cell
+/// (the raw value's row and cell 1 when there is no pipeline), or `None` for a value
+/// without a stable identity.
+fn transform_at<'v>(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    transforms: &[Transform],
+    chain_key: Option<u32>,
+    value: &'v Value<'_>,
+) -> (Input<'v>, Option<(usize, u32)>) {
+    let Some(id) = value.id else {
+        return (transform(cache, nodes, transforms, chain_key, value), None);
+    };
+    let raw: &'v [u8] = &value.value;
+    let row = cache_row(cache, id);
+    let cell = match chain_key {
+        Some(last) => form(cache, nodes, row, Some(last), raw).0,
+        None => 1,
+    };
+    (cached_input(cache, cell, raw), Some((row, cell)))
+}
+
+/// The `@pm` lists of `union` that have a phrase in the form at (`row`, `cell`),
+/// whose bytes are `input`; computed on first use.
+fn pm_lists(
+    cache: &mut TransformCache,
+    union: &crate::ruleset::prefilter::PmUnion,
+    row: usize,
+    cell: u32,
+    input: &[u8],
+) -> u64 {
+    *cache
+        .pm_lists
+        .entry((row as u32, cell))
+        .or_insert_with(|| union.lists_in(input))
+}
+
 /// Marks a raw value's byte classes as computed in its row.
 const KNOWN: u32 = 1 << 31;
 
@@ -139,15 +177,23 @@ fn form(
     }
     let (base, classes) = form(cache, nodes, row, parent, raw);
     let map = cache.unicode_map.clone();
+    let memo = (row as u32, base, step);
     let result = if classes & step.triggers() == 0 {
         (base, classes)
+    } else if let Some(&done) = cache.steps.get(&memo) {
+        // Another prefix already applied this step to the same bytes.
+        let classes = match done {
+            1 => cache.cells[row + nodes.len()] & !KNOWN,
+            k => cache.forms[(k - 2) as usize].1,
+        };
+        (done, classes)
     } else {
         let input: &[u8] = if base == 1 {
             raw
         } else {
             &cache.forms[(base - 2) as usize].0
         };
-        match step.apply_with(input, map.as_deref()) {
+        let done = match step.apply_with(input, map.as_deref()) {
             // A transformation may borrow a shorter piece of its input (`trim`), so only
             // a borrow of the whole value means "unchanged".
             Cow::Borrowed(b) if b.len() == input.len() => (base, classes),
@@ -157,7 +203,9 @@ fn form(
                 cache.forms.push((bytes, classes));
                 (cache.forms.len() as u32 + 1, classes)
             }
-        }
+        };
+        cache.steps.insert(memo, done.0);
+        done
     };
     cache.cells[row + n as usize] = result.0;
     result
@@ -172,13 +220,65 @@ fn raw_classes(cache: &mut TransformCache, cell: usize, raw: &[u8]) -> u32 {
     *c & !KNOWN
 }
 
-/// Whether the set of all prefilter patterns finds nothing in the raw value, kept in
-/// its row's `cell` once computed (0 unknown, 1 quiet, 2 some pattern matches).
-fn raw_quiet(cache: &mut TransformCache, cell: usize, all: &RxSet, raw: &[u8]) -> bool {
-    if cache.cells[cell] == 0 {
-        cache.cells[cell] = if all.is_match(raw) { 2 } else { 1 };
+/// What the set of all prefilter patterns finds in the form in `cell` (1: the raw
+/// value) of the value whose row starts at `row`, computed on first use: kept in the
+/// row's `raw_cell` for the raw value (0 unknown, 1 quiet, 2 in `all_hits`) and in
+/// `all_hits`.
+fn all_answer(
+    cache: &mut TransformCache,
+    row: usize,
+    raw_cell: usize,
+    cell: u32,
+    all: &RxSet,
+    raw: &[u8],
+) -> Answer {
+    let key = (row as u32, cell);
+    if cell == 1 && cache.cells[row + raw_cell] == 1 {
+        return Answer::Quiet;
     }
-    cache.cells[cell] == 1
+    if let Some(a) = cache.all_hits.get(&key) {
+        return Answer::of(a);
+    }
+    let input: &[u8] = match cell {
+        1 => raw,
+        k => &cache.forms[(k - 2) as usize].0,
+    };
+    let answer = if !all.is_match(input) {
+        AllAnswer::Quiet
+    } else {
+        let mut hits = PatternSet::new(all.len());
+        if all.try_which_match(input, &mut hits) {
+            AllAnswer::Hits(hits)
+        } else {
+            AllAnswer::GaveUp
+        }
+    };
+    let out = Answer::of(&answer);
+    if cell == 1 {
+        cache.cells[row + raw_cell] = if out == Answer::Quiet { 1 } else { 2 };
+    }
+    if cell != 1 || out != Answer::Quiet {
+        cache.all_hits.insert(key, answer);
+    }
+    out
+}
+
+/// [`AllAnswer`] without its patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Quiet,
+    Hits,
+    GaveUp,
+}
+
+impl Answer {
+    fn of(a: &AllAnswer) -> Answer {
+        match a {
+            AllAnswer::Quiet => Answer::Quiet,
+            AllAnswer::Hits(_) => Answer::Hits,
+            AllAnswer::GaveUp => Answer::GaveUp,
+        }
+    }
 }
 
 fn apply_all<'v>(
@@ -660,15 +760,26 @@ impl Transaction {
                 if cache.cells[row + quiet_cell] & quiet_bit != 0 {
                     continue;
                 }
+                let all = ruleset.prefilter.raw.as_ref();
                 if group.multi {
                     // Every form the rules inspect: the raw value first, which the set
-                    // of all patterns may already have shown quiet.
-                    let mut skip_raw = ruleset
-                        .prefilter
-                        .raw
-                        .as_ref()
-                        .is_some_and(|all| raw_quiet(cache, row + raw_cell, all, &v.value));
+                    // of all patterns answers for.
                     let mut any = false;
+                    let mut skip_raw = false;
+                    if let Some(all) = all {
+                        match all_answer(cache, row, raw_cell, 1, all, &v.value) {
+                            Answer::Quiet => skip_raw = true,
+                            Answer::Hits => {
+                                if let Some(AllAnswer::Hits(h)) =
+                                    cache.all_hits.get(&(row as u32, 1))
+                                {
+                                    any |= union.add_from(group.set.len(), &group.all_index, h);
+                                    skip_raw = true;
+                                }
+                            }
+                            Answer::GaveUp => {}
+                        }
+                    }
                     let (ts, ids) = (&group.transforms, &group.prefix_ids);
                     for_each_form(cache, nodes, ts, ids, v, |input| {
                         if std::mem::take(&mut skip_raw) {
@@ -685,12 +796,23 @@ impl Transaction {
                     Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
                     None => 1,
                 };
-                if cell == 1
-                    && let Some(all) = &ruleset.prefilter.raw
-                    && raw_quiet(cache, row + raw_cell, all, &v.value)
-                {
-                    cache.cells[row + quiet_cell] |= quiet_bit;
-                    continue;
+                if let Some(all) = all {
+                    let any = match all_answer(cache, row, raw_cell, cell, all, &v.value) {
+                        Answer::Quiet => Some(false),
+                        Answer::Hits => match cache.all_hits.get(&(row as u32, cell)) {
+                            Some(AllAnswer::Hits(h)) => {
+                                Some(union.add_from(group.set.len(), &group.all_index, h))
+                            }
+                            _ => None,
+                        },
+                        Answer::GaveUp => None,
+                    };
+                    if let Some(any) = any {
+                        if !any {
+                            cache.cells[row + quiet_cell] |= quiet_bit;
+                        }
+                        continue;
+                    }
                 }
                 let input = cached_input(cache, cell, &v.value);
                 if !union.add(&group.set, &input) {
@@ -773,14 +895,23 @@ impl Transaction {
                         }
                     });
                 } else {
-                    let input = transform(
+                    let (input, at) = transform_at(
                         cache,
                         nodes,
                         &rule.transforms,
                         rule.prefix_ids.last().copied(),
                         v,
                     );
-                    if run_operator(rule, &view, &input, None) {
+                    let matched = match (rule.pm_list, at, &ruleset.prefilter.pm) {
+                        // One pass of every phrase list over these bytes answers for
+                        // all `@pm` rules that inspect them.
+                        (Some(list), Some((row, cell)), Some(union)) => {
+                            (pm_lists(cache, union, row, cell, &input) >> list & 1 == 1)
+                                != rule.negated
+                        }
+                        _ => run_operator(rule, &view, &input, None),
+                    };
+                    if matched {
                         hit(v, &input);
                     }
                 }

@@ -233,16 +233,40 @@ pub(crate) struct TransformCache {
     pub cells: Vec<u32>,
     /// Transformed values that differ from their raw value, with their byte classes.
     pub forms: Vec<(Arc<[u8]>, u32)>,
+    /// The cell each transformation step made of a cell of a row, keyed by (row
+    /// start, input cell, step): pipelines that reach the same bytes by different
+    /// prefixes (`t:urlDecodeUni,t:removeWhitespace` on a value `t:urlDecodeUni`
+    /// leaves alone, and `t:removeWhitespace` alone) share one result, computed once.
+    pub steps: rustc_hash::FxHashMap<(u32, u32, crate::transforms::Transform), u32>,
+    /// The prefilter's set of all patterns run on a form of a value, keyed by (row
+    /// start, cell). (A raw value's answer is also marked in its row, so that the
+    /// usual case, a raw value that matches nothing, needs no lookup here.)
+    pub all_hits: rustc_hash::FxHashMap<(u32, u32), AllAnswer>,
+    /// The `@pm` lists (of the prefilter's union, one bit each) that have a phrase in
+    /// a form of a value, keyed by (row start, cell).
+    pub pm_lists: rustc_hash::FxHashMap<(u32, u32), u64>,
     /// Per prefilter group, which patterns matched some value in the current phase
     /// (`None` until the group's first rule is reached in the phase).
     pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
     /// Cells per row: one per pipeline prefix, one for the raw value's byte classes,
-    /// one for the prefilter's raw set (0: not run, 1: no pattern matched, 2: some did),
+    /// one for the prefilter's set of all patterns on the raw value (0: not run, 1: no
+    /// pattern matched, 2: some did, see `all_hits`),
     /// then one bit per prefilter group, set when the value matched none of the group's
     /// patterns (it needs no second look in a later phase).
     pub width: usize,
     /// The `SecUnicodeMapFile` table `t:urlDecodeUni` maps through.
     pub unicode_map: Option<Arc<crate::transforms::UnicodeMap>>,
+}
+
+/// What the prefilter's set of all patterns found in one form of a value.
+#[derive(Debug)]
+pub(crate) enum AllAnswer {
+    /// No pattern matches.
+    Quiet,
+    /// Exactly these patterns match.
+    Hits(regex_automata::PatternSet),
+    /// The set's lazy DFA gave up on the bytes: each group must scan them itself.
+    GaveUp,
 }
 
 /// One transaction. Create it with [`Transaction::new`], feed it the request and run
