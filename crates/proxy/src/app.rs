@@ -21,6 +21,8 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
         }
     }
+    upstream::Upstreams::new(&cfg, &Arc::new(crate::metrics::Metrics::new()))
+        .with_context(|| format!("{}", path.display()))?;
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
     println!(
@@ -319,7 +321,8 @@ async fn serve(
         None => None,
     };
     let metrics = Arc::new(metrics::Metrics::new());
-    let upstreams = upstream::Upstreams::new(&cfg, &metrics);
+    let upstreams = upstream::Upstreams::new(&cfg, &metrics)
+        .with_context(|| format!("{}", cfg.path.display()))?;
     let shared = Arc::new(
         exchange::Shared::new(
             waf,

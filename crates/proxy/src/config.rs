@@ -240,6 +240,33 @@ pub struct UpstreamConfig {
     /// How long an idle pooled connection is kept.
     #[serde(with = "duration", default = "default_idle_timeout")]
     pub idle_timeout: Duration,
+    /// Speak TLS to every server of the pool (a server written `https://HOST:PORT`
+    /// speaks TLS whatever this says).
+    #[serde(default)]
+    pub tls: bool,
+    /// The name sent as SNI and checked against the server's certificate; absent:
+    /// the server's host when it is a name, its IP address (checked against the
+    /// certificate's IP addresses, no SNI sent) when it is an address.
+    pub tls_sni: Option<String>,
+    /// PEM file of the certificate authorities trusted for this pool; absent: the
+    /// system's trust roots.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Check the server's certificate (chain, validity, name). `false` accepts any
+    /// certificate: the connection is encrypted but not authenticated.
+    #[serde(default = "yes")]
+    pub tls_verify: bool,
+}
+
+impl UpstreamConfig {
+    /// Whether any server of the pool speaks TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls
+            || self
+                .servers
+                .iter()
+                .chain(&self.backup)
+                .any(|s| s.starts_with("https://"))
+    }
 }
 
 /// `[[route]]`: sends matching requests to a pool.
@@ -486,6 +513,11 @@ impl Config {
                 fix(&mut t.key);
             }
         }
+        for u in &mut self.upstreams {
+            if let Some(f) = &mut u.tls_ca_file {
+                fix(f);
+            }
+        }
         for r in &mut self.rules {
             if let Some(f) = &mut r.file {
                 fix(f);
@@ -536,6 +568,20 @@ impl Config {
             for s in u.servers.iter().chain(&u.backup) {
                 check_server_address(s)
                     .map_err(|m| format!("upstream {:?}: server {s:?}: {m}", u.name))?;
+            }
+            if !u.uses_tls() && (u.tls_sni.is_some() || u.tls_ca_file.is_some() || !u.tls_verify) {
+                return Err(format!(
+                    "upstream {:?}: tls_sni, tls_ca_file and tls_verify need tls = true (or https:// servers)",
+                    u.name
+                ));
+            }
+            if let Some(sni) = &u.tls_sni
+                && rustls::pki_types::ServerName::try_from(sni.as_str()).is_err()
+            {
+                return Err(format!(
+                    "upstream {:?}: tls_sni {sni:?} is not a host name or IP address",
+                    u.name
+                ));
             }
         }
         for r in &self.routes {
@@ -667,8 +713,10 @@ pub fn check_host_id(h: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Checks that an upstream server is `HOST:PORT` with a numeric port.
+/// Checks that an upstream server is `HOST:PORT` (or `https://HOST:PORT`) with a
+/// numeric port.
 fn check_server_address(s: &str) -> Result<(), &'static str> {
+    let s = s.strip_prefix("https://").unwrap_or(s);
     let (host, port) = s.rsplit_once(':').ok_or("expected HOST:PORT")?;
     if host.is_empty() {
         return Err("empty host");
