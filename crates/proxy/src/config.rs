@@ -109,6 +109,10 @@ pub struct ServerConfig {
     /// Longest pause allowed while writing a response to a client.
     #[serde(with = "duration")]
     pub send_timeout: Duration,
+    /// How long an upgraded connection (WebSocket) may carry no byte either way
+    /// before it is closed.
+    #[serde(with = "duration")]
+    pub tunnel_idle_timeout: Duration,
     /// What happens to a request whose transaction fails inside the rule engine.
     pub engine_failure: FailurePolicy,
     /// Threads of the inspection pool, which evaluates rules over large inputs at
@@ -149,6 +153,7 @@ impl Default for ServerConfig {
             client_body_min_rate_grace: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
+            tunnel_idle_timeout: Duration::from_secs(300),
             engine_failure: FailurePolicy::Closed,
             waf_cpu_budget: CpuBudgetSetting::Limit(Duration::from_secs(1)),
             waf_cpu_budget_action: BudgetActionSetting::Block,

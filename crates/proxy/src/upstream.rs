@@ -481,12 +481,19 @@ impl Pool {
         // A request without Host (HTTP/1.0) gets the server's address, as RFC 9110
         // §7.2 asks of a proxy.
         let add_host = !req.headers.contains_key(http::header::HOST);
+        // A connection that may be upgraded is new, and never goes back to the pool.
+        let upgrade = req.headers.contains_key(http::header::UPGRADE);
         for server in order {
             if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
                 req.headers.insert(http::header::HOST, v);
             }
             // A pooled connection first.
-            if let Some(mut sender) = self.take_idle(server).await {
+            let pooled = if upgrade {
+                None
+            } else {
+                self.take_idle(server).await
+            };
+            if let Some(mut sender) = pooled {
                 let idempotent = matches!(
                     req.method,
                     Method::GET
@@ -610,9 +617,11 @@ impl Pool {
     ) -> UpstreamResponse {
         let (parts, body) = resp.into_parts();
         let done = body.is_end_stream();
+        // After a 101 the connection belongs to the upgraded protocol.
+        let switched = parts.status == http::StatusCode::SWITCHING_PROTOCOLS;
         let mut ub = UpstreamBody {
             inner: body,
-            conn: Some((sender, server.clone(), self.clone())),
+            conn: (!switched).then(|| (sender, server.clone(), self.clone())),
             read_timeout: self.read_timeout,
             sleep: None,
             done: false,

@@ -14,7 +14,7 @@ pub mod reply;
 pub mod shared;
 
 pub use headers::{forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers};
-pub use reply::{Reply, ReplyBody};
+pub use reply::{Reply, ReplyBody, Upgrade};
 pub use shared::{ConnInfo, IpText, Shared};
 
 use crate::metrics::Action;
@@ -334,6 +334,7 @@ impl Exchange {
             }
         };
         let is_head = parts.method == Method::HEAD;
+        let asks_upgrade = parts.headers.contains_key(header::UPGRADE);
         let again_req = again.map(|f| {
             let body = body.clone();
             move || f().map(|p| upstream_request(p, body.clone()))
@@ -368,6 +369,24 @@ impl Exchange {
         if let Some(v) = self.rec.time_phase(3, |tx| tx.response_headers_done()) {
             return self.reply_verdict(v);
         }
+        let upgrade = if status == StatusCode::SWITCHING_PROTOCOLS {
+            let protocol = parts.headers.get(header::UPGRADE).cloned();
+            let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+            match (asks_upgrade, protocol, on) {
+                (true, Some(protocol), Some(upstream)) => {
+                    Some(reply::Upgrade { protocol, upstream })
+                }
+                _ => {
+                    return self.reply_error(
+                        502,
+                        Action::UpstreamError,
+                        "upstream answered 101 Switching Protocols to a request that did not ask for that protocol",
+                    );
+                }
+            }
+        } else {
+            None
+        };
         strip_hop_by_hop(&mut parts.headers);
 
         // Phase 4: buffer and inspect the body when the engine wants it.
@@ -474,6 +493,7 @@ impl Exchange {
             },
             close: false,
             drop: false,
+            upgrade,
         }
     }
 }

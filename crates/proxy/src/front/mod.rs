@@ -3,3 +3,4 @@
 
 pub mod h1;
 pub mod h2;
+pub mod tunnel;
