@@ -309,6 +309,9 @@ pub struct LimitsConfig {
     pub request_body_bytes: usize,
     /// Most response body bytes buffered for phase 4; the rest streams through.
     pub response_body_inspect_bytes: usize,
+    /// Most decoded bytes per compressed byte when a compressed response body is
+    /// decoded for phase 4 (past the first 64 KiB); 0: no ratio limit.
+    pub response_decompression_ratio: u64,
     /// Most client connections open at once; further clients wait in the backlog.
     pub connections: usize,
     /// Most connections open at once from one client address; a connection over it
@@ -323,6 +326,7 @@ impl Default for LimitsConfig {
             max_headers: 200,
             request_body_bytes: 13_107_200,
             response_body_inspect_bytes: 524_288,
+            response_decompression_ratio: 100,
             connections: 10_000,
             connections_per_ip: 0,
         }
