@@ -23,8 +23,9 @@ fn accept_for(key: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(h.finalize())
 }
 
-/// A WebSocket echo backend on 127.0.0.1: it answers a valid handshake with 101
-/// and then echoes every byte; a handshake without `Sec-WebSocket-Key` gets 426.
+/// A WebSocket echo backend on 127.0.0.1: it answers a handshake (`Upgrade:
+/// websocket` with a `Sec-WebSocket-Key`) with 101 and then echoes every byte;
+/// anything else gets 426.
 /// It records each request head it reads.
 struct EchoBackend {
     addr: SocketAddr,
@@ -68,7 +69,10 @@ async fn echo_conn(mut s: TcpStream, seen: Arc<Mutex<Vec<String>>>) {
         n.eq_ignore_ascii_case("sec-websocket-key")
             .then(|| v.trim().to_owned())
     });
-    let Some(key) = key else {
+    let websocket = text
+        .to_ascii_lowercase()
+        .contains("\r\nupgrade: websocket\r\n");
+    let Some(key) = key.filter(|_| websocket) else {
         let _ = s
             .write_all(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno")
             .await;
@@ -233,6 +237,25 @@ async fn declined_upgrade_is_an_ordinary_answer() {
     assert_eq!(r.status, 426);
     assert_eq!(r.text(), "no");
     assert!(r.header("upgrade").is_none());
+}
+
+#[tokio::test]
+async fn cleartext_http2_upgrade_is_not_forwarded() {
+    // An `h2c` tunnel would carry HTTP/2 requests past the rules: the request goes
+    // upstream without its Upgrade, as a plain request.
+    let backend = EchoBackend::start().await;
+    let dir = TempDir::new("ws-h2c");
+    let p = proxy(&dir, backend.addr, "");
+    let req = handshake("/h2c", "HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n")
+        .replace("Upgrade: websocket", "Upgrade: h2c")
+        .replace("Connection: Upgrade", "Connection: Upgrade, HTTP2-Settings");
+    let r = send_raw(p.addr, req.as_bytes()).await.unwrap();
+    assert_eq!(r.status, 426);
+    let seen = backend.heads();
+    assert_eq!(seen.len(), 1);
+    let up = seen[0].to_ascii_lowercase();
+    assert!(!up.contains("\r\nupgrade:"), "{up}");
+    assert!(!up.contains("http2-settings"), "{up}");
 }
 
 #[tokio::test]

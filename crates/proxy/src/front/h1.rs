@@ -298,10 +298,13 @@ where
     let wants_continue =
         version == Version::Http(1, 1) && head.has_token(b"expect", b"100-continue");
     // An HTTP/1.1 request to switch protocols (WebSocket): its Upgrade goes
-    // upstream, and a 101 answer turns the connection into a tunnel.
+    // upstream, and a 101 answer turns the connection into a tunnel. Never to
+    // cleartext HTTP/2 (`h2c`): its requests would pass through the tunnel
+    // uninspected, so such a request goes upstream as a plain one.
     let upgrade = version == Version::Http(1, 1)
         && head.has_token(b"connection", b"upgrade")
-        && head.values(b"upgrade").next().is_some();
+        && head.values(b"upgrade").next().is_some()
+        && !head.has_token(b"upgrade", b"h2c");
     let mut body = Http1Body {
         io: &mut *io,
         buf,
