@@ -25,31 +25,27 @@ use tokio::net::TcpListener;
 const LEAK: &[u8] = b"<html><body>key: AKIA-LEAKED-KEY</body></html>";
 const CLEAN: &[u8] = b"<html><body>nothing to see here</body></html>";
 
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
-
-fn zlib(data: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
-
-fn raw_deflate(data: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
-
-fn brotli(data: &[u8]) -> Vec<u8> {
+/// `data` compressed as `kind` says: `gzip`, `zlib` (HTTP's `deflate`), `raw`
+/// (raw deflate, as some servers send for `deflate`) or `br`.
+fn compress(kind: &str, data: &[u8]) -> Vec<u8> {
+    use flate2::{Compression, write};
     let mut out = Vec::new();
-    {
-        let mut w = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
-        w.write_all(data).unwrap();
-    }
+    let w: &mut dyn std::io::Write = &mut out;
+    let mut enc: Box<dyn std::io::Write + '_> = match kind {
+        "gzip" => Box::new(write::GzEncoder::new(w, Compression::default())),
+        "zlib" => Box::new(write::ZlibEncoder::new(w, Compression::default())),
+        "raw" => Box::new(write::DeflateEncoder::new(w, Compression::default())),
+        "br" => Box::new(brotli::CompressorWriter::new(w, 4096, 5, 22)),
+        _ => unreachable!("no such coding in these tests: {kind}"),
+    };
+    enc.write_all(data).unwrap();
+    // Dropping an encoder writes the rest of its stream.
+    drop(enc);
     out
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    compress("gzip", data)
 }
 
 /// 1 GiB of zeros as 1024 gzip members of 1 MiB each (about 1 MiB compressed),
@@ -155,25 +151,24 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 #[tokio::test]
 async fn compressed_bodies_are_inspected_decoded_and_sent_as_they_came() {
-    type Encode = fn(&[u8]) -> Vec<u8>;
-    let cases: Vec<(&str, &str, Encode)> = vec![
-        ("gzip", "gzip", gzip),
-        ("br", "br", brotli),
-        ("zlib", "deflate", zlib),
-        ("raw", "deflate", raw_deflate),
+    let cases = [
+        ("gzip", "gzip"),
+        ("br", "br"),
+        ("zlib", "deflate"),
+        ("raw", "deflate"),
     ];
     let leak_paths = ["/leak/gzip", "/leak/br", "/leak/zlib", "/leak/raw"];
     let clean_paths = ["/clean/gzip", "/clean/br", "/clean/zlib", "/clean/raw"];
     let mut bodies = Vec::new();
-    for (i, (_, enc, f)) in cases.iter().enumerate() {
-        bodies.push((leak_paths[i], *enc, f(LEAK)));
-        bodies.push((clean_paths[i], *enc, f(CLEAN)));
+    for (i, (kind, enc)) in cases.iter().enumerate() {
+        bodies.push((leak_paths[i], *enc, compress(kind, LEAK)));
+        bodies.push((clean_paths[i], *enc, compress(kind, CLEAN)));
     }
     let expected: HashMap<&str, Vec<u8>> = bodies.iter().map(|(p, _, b)| (*p, b.clone())).collect();
     let addr = backend(bodies).await;
     let dir = TempDir::new("decode-basic");
     let p = start(&dir, addr, (1 << 20, "Reject"), 100, false);
-    for (i, (name, enc, _)) in cases.iter().enumerate() {
+    for (i, (name, enc)) in cases.iter().enumerate() {
         let r = get(&p, leak_paths[i]).await;
         assert_eq!(
             r.status, 403,
