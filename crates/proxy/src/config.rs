@@ -115,6 +115,10 @@ pub struct ServerConfig {
     /// Longest pause allowed while writing a response to a client.
     #[serde(with = "duration")]
     pub send_timeout: Duration,
+    /// How long an upgraded connection (WebSocket) may carry no byte either way
+    /// before it is closed.
+    #[serde(with = "duration")]
+    pub tunnel_idle_timeout: Duration,
     /// What happens to a request whose transaction fails inside the rule engine.
     pub engine_failure: FailurePolicy,
     /// Threads of the inspection pool, which evaluates rules over large inputs at
@@ -155,6 +159,7 @@ impl Default for ServerConfig {
             client_body_min_rate_grace: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
+            tunnel_idle_timeout: Duration::from_secs(300),
             engine_failure: FailurePolicy::Closed,
             waf_cpu_budget: CpuBudgetSetting::Limit(Duration::from_secs(1)),
             waf_cpu_budget_action: BudgetActionSetting::Block,
@@ -246,6 +251,33 @@ pub struct UpstreamConfig {
     /// How long an idle pooled connection is kept.
     #[serde(with = "duration", default = "default_idle_timeout")]
     pub idle_timeout: Duration,
+    /// Speak TLS to every server of the pool (a server written `https://HOST:PORT`
+    /// speaks TLS whatever this says).
+    #[serde(default)]
+    pub tls: bool,
+    /// The name sent as SNI and checked against the server's certificate; absent:
+    /// the server's host when it is a name, its IP address (checked against the
+    /// certificate's IP addresses, no SNI sent) when it is an address.
+    pub tls_sni: Option<String>,
+    /// PEM file of the certificate authorities trusted for this pool; absent: the
+    /// system's trust roots.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Check the server's certificate (chain, validity, name). `false` accepts any
+    /// certificate: the connection is encrypted but not authenticated.
+    #[serde(default = "yes")]
+    pub tls_verify: bool,
+}
+
+impl UpstreamConfig {
+    /// Whether any server of the pool speaks TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls
+            || self
+                .servers
+                .iter()
+                .chain(&self.backup)
+                .any(|s| s.starts_with("https://"))
+    }
 }
 
 /// `[[route]]`: sends matching requests to a pool.
@@ -283,6 +315,9 @@ pub struct LimitsConfig {
     pub request_body_bytes: usize,
     /// Most response body bytes buffered for phase 4; the rest streams through.
     pub response_body_inspect_bytes: usize,
+    /// Most decoded bytes per compressed byte when a compressed response body is
+    /// decoded for phase 4 (past the first 64 KiB); 0: no ratio limit.
+    pub response_decompression_ratio: u64,
     /// Most client connections open at once; further clients wait in the backlog.
     pub connections: usize,
     /// Most connections open at once from one client address; a connection over it
@@ -297,6 +332,7 @@ impl Default for LimitsConfig {
             max_headers: 200,
             request_body_bytes: 13_107_200,
             response_body_inspect_bytes: 524_288,
+            response_decompression_ratio: 100,
             connections: 10_000,
             connections_per_ip: 0,
         }
@@ -573,6 +609,11 @@ impl Config {
                 fix(&mut t.key);
             }
         }
+        for u in &mut self.upstreams {
+            if let Some(f) = &mut u.tls_ca_file {
+                fix(f);
+            }
+        }
         for r in &mut self.rules {
             if let Some(f) = &mut r.file {
                 fix(f);
@@ -655,6 +696,20 @@ impl Config {
             for s in u.servers.iter().chain(&u.backup) {
                 check_server_address(s)
                     .map_err(|m| format!("upstream {:?}: server {s:?}: {m}", u.name))?;
+            }
+            if !u.uses_tls() && (u.tls_sni.is_some() || u.tls_ca_file.is_some() || !u.tls_verify) {
+                return Err(format!(
+                    "upstream {:?}: tls_sni, tls_ca_file and tls_verify need tls = true (or https:// servers)",
+                    u.name
+                ));
+            }
+            if let Some(sni) = &u.tls_sni
+                && rustls::pki_types::ServerName::try_from(sni.as_str()).is_err()
+            {
+                return Err(format!(
+                    "upstream {:?}: tls_sni {sni:?} is not a host name or IP address",
+                    u.name
+                ));
             }
         }
         for r in &self.routes {
@@ -786,8 +841,10 @@ pub fn check_host_id(h: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Checks that an upstream server is `HOST:PORT` with a numeric port.
+/// Checks that an upstream server is `HOST:PORT` (or `https://HOST:PORT`) with a
+/// numeric port.
 fn check_server_address(s: &str) -> Result<(), &'static str> {
+    let s = s.strip_prefix("https://").unwrap_or(s);
     let (host, port) = s.rsplit_once(':').ok_or("expected HOST:PORT")?;
     if host.is_empty() {
         return Err("empty host");

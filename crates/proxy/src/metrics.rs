@@ -148,6 +148,9 @@ pub struct Metrics {
     /// Collection writes dropped because their transaction could not read the
     /// store.
     pub collection_writes_discarded: AtomicU64,
+    /// Compressed response bodies whose decoding for phase 4 stopped early, by
+    /// reason: decoded size limit, ratio limit, corrupt data.
+    pub decode_stopped: [AtomicU64; 3],
 }
 
 impl Default for Metrics {
@@ -177,6 +180,7 @@ impl Metrics {
             budget_passed: AtomicU64::new(0),
             collection_errors: AtomicU64::new(0),
             collection_writes_discarded: AtomicU64::new(0),
+            decode_stopped: Default::default(),
         }
     }
 
@@ -345,6 +349,13 @@ impl Metrics {
             "# HELP palisade_waf_budget_exceeded_total Requests whose rule evaluation went over its CPU budget, by what happened then.\n# TYPE palisade_waf_budget_exceeded_total counter\npalisade_waf_budget_exceeded_total{{action=\"block\"}} {}\npalisade_waf_budget_exceeded_total{{action=\"pass\"}} {}",
             self.budget_blocked.load(Ordering::Relaxed),
             self.budget_passed.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP palisade_response_decode_stopped_total Compressed response bodies whose decoding for phase 4 stopped early, by reason.\n# TYPE palisade_response_decode_stopped_total counter\npalisade_response_decode_stopped_total{{reason=\"size\"}} {}\npalisade_response_decode_stopped_total{{reason=\"ratio\"}} {}\npalisade_response_decode_stopped_total{{reason=\"corrupt\"}} {}",
+            self.decode_stopped[0].load(Ordering::Relaxed),
+            self.decode_stopped[1].load(Ordering::Relaxed),
+            self.decode_stopped[2].load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

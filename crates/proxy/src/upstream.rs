@@ -16,6 +16,8 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -123,10 +125,41 @@ struct IdleConn {
     since: Instant,
 }
 
-#[derive(Debug)]
 struct Server {
+    /// `HOST:PORT`, as connected to and as logged (an `https://` prefix removed).
     addr: Arc<str>,
+    /// How to speak TLS to it; `None`: plain TCP.
+    tls: Option<TlsTarget>,
     idle: Mutex<Vec<IdleConn>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .field("tls", &self.tls.as_ref().map(|t| &t.name))
+            .finish()
+    }
+}
+
+/// TLS towards one server: the client configuration of its pool and the name the
+/// certificate must carry.
+struct TlsTarget {
+    connector: tokio_rustls::TlsConnector,
+    name: ServerName<'static>,
+}
+
+/// Why the pools could not be built from a checked configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamSetupError {
+    /// The trust roots or the TLS settings of a pool cannot be used.
+    #[error("upstream {pool:?}: {message}")]
+    Tls {
+        /// Pool name.
+        pool: String,
+        /// What is wrong, naming the key or file.
+        message: String,
+    },
 }
 
 /// A named pool of upstream servers.
@@ -172,13 +205,15 @@ impl std::fmt::Debug for Upstreams {
 }
 
 impl Upstreams {
-    /// Builds the pools and routes of a checked configuration.
-    pub fn new(cfg: &Config, metrics: &Arc<Metrics>) -> Self {
+    /// Builds the pools and routes of a checked configuration (reading the trust
+    /// roots of pools that speak TLS).
+    pub fn new(cfg: &Config, metrics: &Arc<Metrics>) -> Result<Self, UpstreamSetupError> {
+        let mut system_roots = None;
         let pools: Vec<Arc<Pool>> = cfg
             .upstreams
             .iter()
-            .map(|u| Arc::new(Pool::new(u, metrics.clone())))
-            .collect();
+            .map(|u| Pool::new(u, metrics.clone(), &mut system_roots).map(Arc::new))
+            .collect::<Result<_, _>>()?;
         let mut routes: Vec<Route> = cfg
             .routes
             .iter()
@@ -205,7 +240,7 @@ impl Upstreams {
                 pool: 0,
             });
         }
-        Upstreams { pools, routes }
+        Ok(Upstreams { pools, routes })
     }
 
     /// The pool for a request: the first route whose host and path prefix match.
@@ -252,25 +287,177 @@ fn strip_port(h: &[u8]) -> &[u8] {
     }
 }
 
-impl Pool {
-    fn new(cfg: &UpstreamConfig, metrics: Arc<Metrics>) -> Self {
-        let server = |a: &String| {
-            Arc::new(Server {
-                addr: Arc::from(a.as_str()),
-                idle: Mutex::new(Vec::new()),
-            })
+/// The rustls client configuration of a pool that speaks TLS. `system_roots`
+/// caches the system's trust roots across pools (read once, when first needed).
+fn tls_client_config(
+    cfg: &UpstreamConfig,
+    system_roots: &mut Option<Arc<rustls::RootCertStore>>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS protocol versions: {e}"))?;
+    let mut client = if !cfg.tls_verify {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth()
+    } else {
+        let roots = match &cfg.tls_ca_file {
+            Some(path) => {
+                let mut store = rustls::RootCertStore::empty();
+                let certs = CertificateDer::pem_file_iter(path)
+                    .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                    .map_err(|e| format!("tls_ca_file {}: {e}", path.display()))?;
+                if certs.is_empty() {
+                    return Err(format!(
+                        "tls_ca_file {}: no certificate found",
+                        path.display()
+                    ));
+                }
+                for c in certs {
+                    store
+                        .add(c)
+                        .map_err(|e| format!("tls_ca_file {}: {e}", path.display()))?;
+                }
+                Arc::new(store)
+            }
+            None => match system_roots {
+                Some(r) => r.clone(),
+                None => {
+                    let found = rustls_native_certs::load_native_certs();
+                    let mut store = rustls::RootCertStore::empty();
+                    let (added, _) = store.add_parsable_certificates(found.certs);
+                    if added == 0 {
+                        let why = found
+                            .errors
+                            .first()
+                            .map_or_else(|| "none installed".to_owned(), ToString::to_string);
+                        return Err(format!(
+                            "no system trust roots could be read ({why}); set tls_ca_file"
+                        ));
+                    }
+                    let store = Arc::new(store);
+                    *system_roots = Some(store.clone());
+                    store
+                }
+            },
         };
-        Pool {
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    // The pool speaks HTTP/1.1 to its servers.
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(client))
+}
+
+/// The name a server's certificate must carry: `tls_sni` when set, else the host
+/// of `HOST:PORT` (a name, or an IP address).
+fn server_name(addr: &str, sni: Option<&str>) -> Result<ServerName<'static>, String> {
+    let host = sni.unwrap_or_else(|| {
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+        host.strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host)
+    });
+    ServerName::try_from(host.to_owned())
+        .map_err(|_| format!("{host:?} is not a host name or IP address (set tls_sni)"))
+}
+
+/// The certificate check of `tls_verify = false`: any certificate is accepted,
+/// though the handshake signatures are still checked against it.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl Pool {
+    fn new(
+        cfg: &UpstreamConfig,
+        metrics: Arc<Metrics>,
+        system_roots: &mut Option<Arc<rustls::RootCertStore>>,
+    ) -> Result<Self, UpstreamSetupError> {
+        let fail = |message: String| UpstreamSetupError::Tls {
+            pool: cfg.name.clone(),
+            message,
+        };
+        let client = if cfg.uses_tls() {
+            Some(tls_client_config(cfg, system_roots).map_err(fail)?)
+        } else {
+            None
+        };
+        let server = |a: &String| -> Result<Arc<Server>, UpstreamSetupError> {
+            let (addr, https) = match a.strip_prefix("https://") {
+                Some(rest) => (rest, true),
+                None => (a.as_str(), false),
+            };
+            let tls = match &client {
+                Some(c) if cfg.tls || https => Some(TlsTarget {
+                    connector: tokio_rustls::TlsConnector::from(c.clone()),
+                    name: server_name(addr, cfg.tls_sni.as_deref())
+                        .map_err(|m| fail(format!("server {a:?}: {m}")))?,
+                }),
+                _ => None,
+            };
+            Ok(Arc::new(Server {
+                addr: Arc::from(addr),
+                tls,
+                idle: Mutex::new(Vec::new()),
+            }))
+        };
+        Ok(Pool {
             name: Arc::from(cfg.name.as_str()),
-            servers: cfg.servers.iter().map(server).collect(),
-            backups: cfg.backup.iter().map(server).collect(),
+            servers: cfg.servers.iter().map(server).collect::<Result<_, _>>()?,
+            backups: cfg.backup.iter().map(server).collect::<Result<_, _>>()?,
             next: AtomicUsize::new(0),
             keepalive: cfg.keepalive,
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
             idle_timeout: cfg.idle_timeout,
             metrics,
-        }
+        })
     }
 
     /// Sends a request and waits for the response head, choosing a server
@@ -294,12 +481,19 @@ impl Pool {
         // A request without Host (HTTP/1.0) gets the server's address, as RFC 9110
         // §7.2 asks of a proxy.
         let add_host = !req.headers.contains_key(http::header::HOST);
+        // A connection that may be upgraded is new, and never goes back to the pool.
+        let upgrade = req.headers.contains_key(http::header::UPGRADE);
         for server in order {
             if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
                 req.headers.insert(http::header::HOST, v);
             }
             // A pooled connection first.
-            if let Some(mut sender) = self.take_idle(server).await {
+            let pooled = if upgrade {
+                None
+            } else {
+                self.take_idle(server).await
+            };
+            if let Some(mut sender) = pooled {
                 let idempotent = matches!(
                     req.method,
                     Method::GET
@@ -423,9 +617,11 @@ impl Pool {
     ) -> UpstreamResponse {
         let (parts, body) = resp.into_parts();
         let done = body.is_end_stream();
+        // After a 101 the connection belongs to the upgraded protocol.
+        let switched = parts.status == http::StatusCode::SWITCHING_PROTOCOLS;
         let mut ub = UpstreamBody {
             inner: body,
-            conn: Some((sender, server.clone(), self.clone())),
+            conn: (!switched).then(|| (sender, server.clone(), self.clone())),
             read_timeout: self.read_timeout,
             sleep: None,
             done: false,
@@ -480,18 +676,36 @@ impl Pool {
             .await
             .map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = hyper::client::conn::http1::Builder::new()
-            .max_buf_size(1024 * 1024)
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("upstream connection ended: {e}");
+        match &server.tls {
+            None => handshake(stream).await,
+            Some(t) => {
+                let tls = t
+                    .connector
+                    .connect(t.name.clone(), stream)
+                    .await
+                    .map_err(|e| format!("TLS handshake failed: {e}"))?;
+                handshake(tls).await
             }
-        });
-        Ok(sender)
+        }
     }
+}
+
+/// Starts HTTP/1.1 on a connected stream; the connection runs on its own task.
+async fn handshake<S>(stream: S) -> Result<Sender, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(1024 * 1024)
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!("upstream connection ended: {e}");
+        }
+    });
+    Ok(sender)
 }
 
 fn micros(d: Duration) -> u64 {
@@ -600,7 +814,7 @@ mod tests {
             "[[listener]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n[[upstream]]\nname = \"b\"\nservers = [\"127.0.0.1:3\"]\n[[upstream]]\nname = \"c\"\nservers = [\"127.0.0.1:4\"]\n{extra}"
         );
         let cfg = Config::parse(&text, std::path::Path::new("/x.toml")).unwrap();
-        Upstreams::new(&cfg, &Arc::new(Metrics::new()))
+        Upstreams::new(&cfg, &Arc::new(Metrics::new())).unwrap()
     }
 
     #[test]

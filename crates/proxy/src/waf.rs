@@ -496,6 +496,18 @@ impl WafTx {
         feed(self.guard(BodyAppend::Ok, |tx| tx.append_response_body(chunk)))
     }
 
+    /// `SecResponseBodyLimit`, and whether going over it refuses the response
+    /// (`SecResponseBodyLimitAction Reject`); `None` once the transaction has failed.
+    pub fn response_body_limit(&self) -> Option<(usize, bool)> {
+        self.tx.as_ref().map(|t| {
+            let c = t.ruleset().config();
+            (
+                c.response_body_limit,
+                c.response_body_limit_action == engine::config::BodyLimitAction::Reject,
+            )
+        })
+    }
+
     /// Phase 4.
     pub fn response_body_done(&mut self) -> Option<Verdict> {
         self.phase(Transaction::process_response_body)

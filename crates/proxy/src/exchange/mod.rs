@@ -7,6 +7,7 @@
 //! carries the transaction: when the body has been sent (or dropped), phase 5 runs
 //! and the access, error and audit lines are queued.
 
+pub mod decode;
 pub mod driver;
 pub mod headers;
 mod record;
@@ -14,7 +15,7 @@ pub mod reply;
 pub mod shared;
 
 pub use headers::{forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers};
-pub use reply::{Reply, ReplyBody};
+pub use reply::{Reply, ReplyBody, Upgrade};
 pub use shared::{ConnInfo, IpText, Shared};
 
 use crate::metrics::Action;
@@ -354,6 +355,7 @@ impl Exchange {
             }
         };
         let is_head = parts.method == Method::HEAD;
+        let asks_upgrade = parts.headers.contains_key(header::UPGRADE);
         let again_req = again.map(|f| {
             let body = body.clone();
             move || f().map(|p| upstream_request(p, body.clone()))
@@ -388,6 +390,24 @@ impl Exchange {
         if let Some(v) = self.rec.time_phase(3, |tx| tx.response_headers_done()) {
             return self.reply_verdict(v);
         }
+        let upgrade = if status == StatusCode::SWITCHING_PROTOCOLS {
+            let protocol = parts.headers.get(header::UPGRADE).cloned();
+            let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+            match (asks_upgrade, protocol, on) {
+                (true, Some(protocol), Some(upstream)) => {
+                    Some(reply::Upgrade { protocol, upstream })
+                }
+                _ => {
+                    return self.reply_error(
+                        502,
+                        Action::UpstreamError,
+                        "upstream answered 101 Switching Protocols to a request that did not ask for that protocol",
+                    );
+                }
+            }
+        } else {
+            None
+        };
         strip_hop_by_hop(&mut parts.headers);
 
         // Phase 4: buffer and inspect the body when the engine wants it.
@@ -399,6 +419,9 @@ impl Exchange {
         let mut complete = !has_body || upstream_body.is_end_stream();
         if has_body && !complete && self.rec.tx.as_ref().is_some_and(WafTx::wants_response_body) {
             let limit = shared.limits.response_body_inspect_bytes;
+            // A compressed body is decoded for the engine; the client gets it as sent.
+            let mut decoder = decode::Coding::of(&parts.headers)
+                .map(|c| decode::Decoder::new(c, shared.limits.response_decompression_ratio));
             loop {
                 let t0 = Instant::now();
                 let frame = upstream_body.frame().await;
@@ -406,6 +429,9 @@ impl Exchange {
                 match frame {
                     None => {
                         complete = true;
+                        if let Fed::Refuse(why) = self.feed_response(&mut decoder, &[], true) {
+                            return self.reply_error(500, Action::Deny, &why);
+                        }
                         break;
                     }
                     Some(Err(e)) => {
@@ -422,31 +448,20 @@ impl Exchange {
                         };
                         let room = limit.saturating_sub(prefix.len());
                         let feed = &data[..data.len().min(room)];
-                        let t0 = Instant::now();
-                        let r = self
-                            .rec
-                            .tx
-                            .as_mut()
-                            .map_or(BodyFeed::Ok, |tx| tx.response_body(feed));
-                        let us = micros_since(t0);
-                        let slot = &mut self.rec.phase_us[3];
-                        *slot = Some(slot.unwrap_or(0) + us);
+                        let fed = self.feed_response(&mut decoder, feed, false);
                         prefix.extend_from_slice(&data);
-                        match r {
-                            BodyFeed::LimitReject => {
-                                self.rec.error =
-                                    Some("response body over SecResponseBodyLimit".into());
-                                return self.reply_error(
-                                    500,
-                                    Action::Deny,
-                                    "response body over SecResponseBodyLimit",
-                                );
+                        match fed {
+                            Fed::Refuse(why) => {
+                                return self.reply_error(500, Action::Deny, &why);
                             }
-                            BodyFeed::LimitPartial => break,
-                            BodyFeed::Ok => {}
+                            Fed::Enough => break,
+                            Fed::More => {}
                         }
                         if upstream_body.is_end_stream() {
                             complete = true;
+                            if let Fed::Refuse(why) = self.feed_response(&mut decoder, &[], true) {
+                                return self.reply_error(500, Action::Deny, &why);
+                            }
                             break;
                         }
                         if prefix.len() >= limit {
@@ -494,6 +509,112 @@ impl Exchange {
             },
             close: false,
             drop: false,
+            upgrade,
+        }
+    }
+}
+
+/// What feeding a piece of the response body to the engine came to.
+enum Fed {
+    /// The engine takes more.
+    More,
+    /// Inspect what the engine has; the rest of the body streams through.
+    Enough,
+    /// Refuse the response (a limit with `SecResponseBodyLimitAction Reject`).
+    Refuse(String),
+}
+
+impl Exchange {
+    /// Gives the engine a piece of the response body, through the decoder when the
+    /// body is compressed; `end` (with an empty piece) ends the decoding.
+    fn feed_response(
+        &mut self,
+        decoder: &mut Option<decode::Decoder>,
+        data: &[u8],
+        end: bool,
+    ) -> Fed {
+        let t0 = Instant::now();
+        let fed = match decoder {
+            None => match self.rec.tx.as_mut().map_or(BodyFeed::Ok, |tx| {
+                if data.is_empty() {
+                    BodyFeed::Ok
+                } else {
+                    tx.response_body(data)
+                }
+            }) {
+                BodyFeed::Ok => Fed::More,
+                BodyFeed::LimitPartial => Fed::Enough,
+                BodyFeed::LimitReject => {
+                    Fed::Refuse("response body over SecResponseBodyLimit".to_owned())
+                }
+            },
+            Some(d) => self.feed_decoded(d, data, end),
+        };
+        let us = micros_since(t0);
+        let slot = &mut self.rec.phase_us[3];
+        *slot = Some(slot.unwrap_or(0) + us);
+        fed
+    }
+
+    fn feed_decoded(&mut self, d: &mut decode::Decoder, data: &[u8], end: bool) -> Fed {
+        let Some(tx) = self.rec.tx.as_mut() else {
+            return Fed::More;
+        };
+        let Some((limit, reject)) = tx.response_body_limit() else {
+            return Fed::More;
+        };
+        let done = usize::try_from(d.totals().1).unwrap_or(usize::MAX);
+        let room = limit.saturating_sub(done);
+        let mut engine = BodyFeed::Ok;
+        let mut give = |piece: &[u8]| {
+            if engine == BodyFeed::Ok {
+                engine = tx.response_body(piece);
+            }
+        };
+        let r = if end {
+            d.finish(room, &mut give)
+        } else {
+            d.push(data, room, &mut give)
+        };
+        let coding = d.coding().name();
+        let metrics = &self.rec.shared.metrics;
+        let stopped = |i: usize| {
+            metrics.decode_stopped[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let why = match r {
+            Ok(()) => None,
+            Err(decode::Stop::Size) => {
+                stopped(0);
+                None
+            }
+            Err(decode::Stop::Ratio) => {
+                stopped(1);
+                let (c, n) = d.totals();
+                Some(format!(
+                    "{coding} response body decodes beyond limits.response_decompression_ratio ({} to 1): {n} bytes from {c}",
+                    self.rec.shared.limits.response_decompression_ratio
+                ))
+            }
+            Err(decode::Stop::Corrupt(e)) => {
+                stopped(2);
+                Some(format!("{coding} response body cannot be decoded: {e}"))
+            }
+        };
+        match (engine, why) {
+            (BodyFeed::LimitReject, _) => Fed::Refuse(format!(
+                "response body over SecResponseBodyLimit once decoded ({coding})"
+            )),
+            (_, Some(why)) if reject => Fed::Refuse(why),
+            (_, Some(why)) => {
+                // SecResponseBodyLimitAction ProcessPartial: what was decoded is
+                // inspected; the breach is logged.
+                self.rec
+                    .error_line(&format!("{why}; inspecting the part decoded"));
+                self.rec.error = Some(why);
+                Fed::Enough
+            }
+            (BodyFeed::LimitPartial, None) => Fed::Enough,
+            (BodyFeed::Ok, None) => Fed::More,
         }
     }
 }

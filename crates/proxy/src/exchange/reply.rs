@@ -32,6 +32,25 @@ pub struct Reply {
     pub close: bool,
     /// Close the connection without answering.
     pub drop: bool,
+    /// For a `101 Switching Protocols` from the upstream: the protocol it switched
+    /// to and its side of the connection, for the front end to join to the client.
+    pub upgrade: Option<Upgrade>,
+}
+
+/// The upstream's side of an upgraded connection.
+pub struct Upgrade {
+    /// The `Upgrade` header the upstream answered with.
+    pub protocol: HeaderValue,
+    /// Resolves to the upstream connection once hyper has handed it over.
+    pub upstream: hyper::upgrade::OnUpgrade,
+}
+
+impl std::fmt::Debug for Upgrade {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upgrade")
+            .field("protocol", &self.protocol)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for Reply {
@@ -57,6 +76,7 @@ impl Reply {
             },
             close: false,
             drop: false,
+            upgrade: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The HTTP/1.x front end: one task per client connection, reading raw request heads
 //! itself (see [`crate::http1`]) so the engine sees each request as it was sent.
 
+use super::tunnel;
 use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Driven, Head, Refusal, drive};
 use crate::exchange::{
     ConnInfo, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers,
@@ -11,7 +12,7 @@ use crate::http1::{
 use crate::logs::{LogKind, Written, now_unix_micros, one_line, rfc3339_micros};
 use crate::metrics::Action;
 use bytes::{Buf, Bytes, BytesMut};
-use http::{Method, StatusCode};
+use http::{HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
 use std::future::Future;
 use std::sync::Arc;
@@ -296,6 +297,14 @@ where
     };
     let wants_continue =
         version == Version::Http(1, 1) && head.has_token(b"expect", b"100-continue");
+    // An HTTP/1.1 request to switch protocols (WebSocket): its Upgrade goes
+    // upstream, and a 101 answer turns the connection into a tunnel. Never to
+    // cleartext HTTP/2 (`h2c`): its requests would pass through the tunnel
+    // uninspected, so such a request goes upstream as a plain one.
+    let upgrade = version == Version::Http(1, 1)
+        && head.has_token(b"connection", b"upgrade")
+        && head.values(b"upgrade").next().is_some()
+        && !head.has_token(b"upgrade", b"h2c");
     let mut body = Http1Body {
         io: &mut *io,
         buf,
@@ -314,7 +323,7 @@ where
         if !head.problems.is_empty() {
             return Err(Refusal(head.problems.join("; ")));
         }
-        forward_parts(&head, conn).map_err(|why| Refusal(why.into()))
+        forward_parts(&head, conn, upgrade).map_err(|why| Refusal(why.into()))
     };
     let driven = drive(shared, conn, driver_head, &mut body, &forward).await;
     let Driven {
@@ -329,11 +338,69 @@ where
         // HTTP/0.9 has no status line and no headers; the answer is a bare body.
         return write_http09(io, reply, shared).await;
     }
+    if reply.upgrade.is_some() {
+        return write_upgrade(io, buf, reply, shared, conn).await;
+    }
     let out = WriteCtx {
         keepalive: out.keepalive && body_read && !*shutdown.borrow(),
         ..out
     };
     write_reply(io, reply, out, shared).await
+}
+
+/// Answers `101 Switching Protocols` and joins the client to the upstream until
+/// either closes or the tunnel has been idle for `server.tunnel_idle_timeout`.
+/// The connection carries no further HTTP request.
+async fn write_upgrade<IO>(
+    io: &mut IO,
+    buf: &mut BytesMut,
+    mut reply: Reply,
+    shared: &Shared,
+    conn: ConnInfo,
+) -> bool
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let Some(upgrade) = reply.upgrade.take() else {
+        return false;
+    };
+    reply.body.error_lines_written().await;
+    let mut head = Vec::with_capacity(256 + reply.headers.len() * 48);
+    head.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
+    for (name, value) in &reply.headers {
+        if name == http::header::CONTENT_LENGTH {
+            continue;
+        }
+        push_title_case(&mut head, name.as_str());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
+    head.extend_from_slice(upgrade.protocol.as_bytes());
+    head.extend_from_slice(b"\r\n\r\n");
+    reply.body.add_bytes_out(head.len() as u64);
+    if let Err(e) = write_all(io, &head, shared.server.send_timeout).await {
+        reply.body.set_error(&format!("writing to the client: {e}"));
+        reply.body.finish();
+        return false;
+    }
+    // The exchange is logged as it stands at the switch; what the tunnel carries
+    // is not inspected.
+    reply.body.finish();
+    let upstream = match upgrade.upstream.await {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::debug!("upgrade for {}: upstream side lost: {e}", conn.peer);
+            return false;
+        }
+    };
+    let early = buf.split().freeze();
+    match tunnel::splice(io, &early, upstream, shared.server.tunnel_idle_timeout).await {
+        Ok(end) => tracing::debug!("tunnel for {} ended: {end:?}", conn.peer),
+        Err(e) => tracing::debug!("tunnel for {} failed: {e}", conn.peer),
+    }
+    false
 }
 
 /// A request body read from an HTTP/1 connection through its framing.
@@ -386,14 +453,30 @@ impl<IO: AsyncRead + AsyncWrite + Unpin + Send> BodySource for Http1Body<'_, IO>
     }
 }
 
-fn forward_parts(head: &RequestHead, conn: ConnInfo) -> Result<ForwardParts, &'static str> {
+fn forward_parts(
+    head: &RequestHead,
+    conn: ConnInfo,
+    upgrade: bool,
+) -> Result<ForwardParts, &'static str> {
     let method = Method::from_bytes(&head.method).map_err(|_| "method cannot be forwarded")?;
     let uri = forward_target_shared(&method, &head.uri)?;
-    let headers = upstream_headers(
+    let mut headers = upstream_headers(
         head.headers.iter().map(|(n, v)| (&n[..], v.clone())),
         &conn.peer_text,
         conn.tls,
     )?;
+    if upgrade {
+        // The one hop-by-hop exchange that must reach the upstream.
+        for v in head.values(b"upgrade") {
+            let v = HeaderValue::from_maybe_shared(v.clone())
+                .map_err(|_| "invalid Upgrade header value")?;
+            headers.append(http::header::UPGRADE, v);
+        }
+        headers.insert(
+            http::header::CONNECTION,
+            HeaderValue::from_static("upgrade"),
+        );
+    }
     Ok(ForwardParts {
         method,
         uri,

@@ -1,6 +1,7 @@
 //! The HTTP/2 front end (TLS with ALPN `h2`): hyper's server frames the streams, each
 //! request goes through the same [`Exchange`] as HTTP/1 requests.
 
+use super::h2order::{Lines, Order, Tee};
 use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Head, Refusal, drive};
 use crate::exchange::{ConnInfo, ForwardParts, Reply, ReplyBody, Shared, upstream_headers};
 use crate::logs::now_unix_micros;
@@ -45,15 +46,19 @@ pub async fn serve<IO>(
 {
     let header_limit = u32::try_from(shared.limits.header_bytes).unwrap_or(u32::MAX);
     let activity = Arc::new(Activity::default());
+    let order = Arc::new(Order::default());
     let svc = {
         let shared = shared.clone();
         let activity = activity.clone();
-        service_fn(move |req| {
+        let order = order.clone();
+        service_fn(move |req: Request<Incoming>| {
             let guard = activity.begin();
             let shared = shared.clone();
+            // Called in the order the requests' header blocks arrived.
+            let lines = order.take(req.headers());
             async move {
                 let _guard = guard;
-                handle(shared, conn, req).await
+                handle(shared, conn, req, lines).await
             }
         })
     };
@@ -67,6 +72,7 @@ pub async fn serve<IO>(
         .max_pending_accept_reset_streams(Some(64))
         // Streams the server had to reset for the client's errors.
         .max_local_error_reset_streams(Some(256));
+    let io = Tee::new(io, order, shared.limits.header_bytes);
     let c = builder.serve_connection(TokioIo::new(io), svc);
     tokio::pin!(c);
     let server = &shared.server;
@@ -148,10 +154,13 @@ impl Drop for ActiveRequest {
     }
 }
 
+/// Runs one request; `ordered` holds its header lines in the order sent, when
+/// they are known (see [`super::h2order`]).
 async fn handle(
     shared: Arc<Shared>,
     conn: ConnInfo,
     req: Request<Incoming>,
+    ordered: Option<Lines>,
 ) -> Result<Response<ReplyBody>, Dropped> {
     let start = Instant::now();
     let start_us = now_unix_micros();
@@ -171,8 +180,13 @@ async fn handle(
     {
         lines.push((b"host", a.as_bytes()));
     }
-    for (n, v) in &parts.headers {
-        lines.push((n.as_str().as_bytes(), v.as_bytes()));
+    match &ordered {
+        Some(o) => lines.extend(o.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))),
+        None => {
+            for (n, v) in &parts.headers {
+                lines.push((n.as_str().as_bytes(), v.as_bytes()));
+            }
+        }
     }
     let head_bytes: usize = lines
         .iter()

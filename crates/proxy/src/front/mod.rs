@@ -3,3 +3,5 @@
 
 pub mod h1;
 pub mod h2;
+pub mod h2order;
+pub mod tunnel;

@@ -3,7 +3,7 @@
 //! literals and indices only (RFC 7541: no Huffman coding), over TLS with ALPN `h2`.
 //! What the server sends back is read by a task that only classifies frames.
 
-use crate::harness::tls_connect;
+use crate::common::tls_connect;
 use rustls::pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -5,10 +5,9 @@
 pub use crate::common::read_until_close;
 use crate::common::{Backend, Palisade, TempDir, free_port, loopback, send_raw};
 use albedo::{Albedo, Options as AlbedoOptions, Record, read_records};
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
@@ -541,29 +540,4 @@ fn chunked_len(b: &[u8]) -> Option<usize> {
     }
 }
 
-/// A TLS client configuration that trusts `cert` and offers `alpn`.
-pub fn tls_client(cert: &CertificateDer<'static>, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.clone()).expect("the test certificate");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    tokio_rustls::TlsConnector::from(Arc::new(cfg))
-}
-
-/// Opens a TLS connection to `addr` for `localhost`, offering `alpn`.
-pub async fn tls_connect(
-    addr: SocketAddr,
-    cert: &CertificateDer<'static>,
-    alpn: &[&[u8]],
-) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-    let tcp = TcpStream::connect(addr).await?;
-    tcp.set_nodelay(true)?;
-    tls_client(cert, alpn)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-}
+pub use crate::common::tls_connect;

@@ -520,3 +520,34 @@ pub fn wait_update_counter(dir: &TempDir, collection: &str, key: &str, n: u64) -
 pub fn rules_toml(rules: &str) -> String {
     format!("[[rules]]\ninline = '''\n{rules}\n'''\n")
 }
+
+// --- TLS clients for the HTTPS and HTTP/2 listeners.
+
+use rustls::pki_types::{CertificateDer, ServerName};
+
+/// A TLS client configuration that trusts `cert` and offers `alpn`.
+pub fn tls_client(cert: &CertificateDer<'static>, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.clone()).expect("the test certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
+}
+
+/// Opens a TLS connection to `addr` for `localhost`, offering `alpn`.
+pub async fn tls_connect(
+    addr: SocketAddr,
+    cert: &CertificateDer<'static>,
+    alpn: &[&[u8]],
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    tls_client(cert, alpn)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+}
