@@ -499,6 +499,9 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(sync) = shared.sync() {
         crate::metrics::render_sync(&mut out, &sync.stats());
     }
+    if let Some(dns) = shared.dns() {
+        crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
+    }
     out
 }
 

@@ -73,6 +73,9 @@ pub struct Config {
     pub store: StoreSection,
     /// Fleet sync of collection writes through a Redis stream; absent means none.
     pub sync: Option<SyncSection>,
+    /// DNS block-list lookups (`@rbl`): resolvers, timeout, cache, limit.
+    #[serde(default)]
+    pub dns: DnsSection,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -406,6 +409,51 @@ pub struct SyncSection {
     pub snapshot_interval: Duration,
 }
 
+/// `[dns]`: how `@rbl` rules look names up (`docs/config.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DnsSection {
+    /// `false` turns DNS block-list lookups off: `@rbl` rules then never match
+    /// (loading them warns).
+    pub enabled: bool,
+    /// Name servers as `IP:PORT`, asked in turn; empty: those of
+    /// `/etc/resolv.conf`.
+    pub resolvers: Vec<SocketAddr>,
+    /// How long one lookup may take before it counts as failed.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// Most answers kept in the cache.
+    pub cache_entries: u64,
+    /// Shortest time an answer is kept (answers with a shorter TTL, and
+    /// negative answers without one, are kept this long).
+    #[serde(with = "duration")]
+    pub min_ttl: Duration,
+    /// Longest time an answer is kept, whatever its TTL.
+    #[serde(with = "duration")]
+    pub max_ttl: Duration,
+    /// How long a failed lookup (timeout, server failure) is remembered, so that a
+    /// dead resolver costs one timeout per name in that time, not one per request.
+    #[serde(with = "duration")]
+    pub failure_ttl: Duration,
+    /// Most names one request may look up; later `@rbl` evaluations do not match.
+    pub max_lookups_per_transaction: usize,
+}
+
+impl Default for DnsSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            resolvers: Vec::new(),
+            timeout: Duration::from_millis(500),
+            cache_entries: 10_000,
+            min_ttl: Duration::from_secs(10),
+            max_ttl: Duration::from_secs(3600),
+            failure_ttl: Duration::from_secs(5),
+            max_lookups_per_transaction: engine::lookups::DEFAULT_RBL_LOOKUPS,
+        }
+    }
+}
+
 fn default_sync_stream() -> String {
     store::sync::SyncConfig::DEFAULT_STREAM.to_owned()
 }
@@ -514,6 +562,15 @@ impl Config {
         }
         if self.listeners.is_empty() {
             return Err("at least one [[listener]] is required".into());
+        }
+        if self.dns.timeout.is_zero() {
+            return Err("dns.timeout must be more than 0".into());
+        }
+        if self.dns.min_ttl > self.dns.max_ttl {
+            return Err(format!(
+                "dns.min_ttl ({:?}) is more than dns.max_ttl ({:?})",
+                self.dns.min_ttl, self.dns.max_ttl
+            ));
         }
         for (i, l) in self.listeners.iter().enumerate() {
             if self.listeners[..i].iter().any(|o| o.address == l.address) {

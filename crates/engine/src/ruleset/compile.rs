@@ -787,20 +787,25 @@ impl RulesetBuilder {
             ));
         }
         let mut warnings = self.warnings;
+        let mut lookups = Vec::new();
         if !self.rbl_resolver {
             for at in &self.rbl_rules {
-                warnings.push(format!(
+                lookups.push(format!(
                     "{at}: @rbl never matches: no DNS block-list resolver is configured"
                 ));
             }
         }
         if self.config.geo_db.is_none() {
             for at in &self.geo_rules {
-                warnings.push(format!(
+                lookups.push(format!(
                     "{at}: @geoLookup never matches and GEO stays empty: no GeoIP \
                      database is configured (SecGeoLookupDb)"
                 ));
             }
+        }
+        for w in lookups {
+            tracing::warn!("{w}");
+            warnings.push(w);
         }
         let mut phases: [Vec<Entry>; 5] = Default::default();
         for e in self.entries {

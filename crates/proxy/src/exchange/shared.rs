@@ -45,6 +45,9 @@ pub struct Shared {
     reader: Option<Arc<dyn CollectionReader>>,
     /// The fleet sync of the store, with `[sync]`.
     sync: Option<store::sync::Sync>,
+    /// The DNS resolver of `@rbl` rules, with its cache; like the store it
+    /// outlives rule reloads.
+    dns: Option<Arc<crate::dns::Dns>>,
     id_seed: u64,
     id_counter: AtomicU64,
 }
@@ -76,6 +79,7 @@ impl Shared {
             store: None,
             reader: None,
             sync: None,
+            dns: None,
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
@@ -92,6 +96,17 @@ impl Shared {
     pub fn with_sync(mut self, sync: Option<store::sync::Sync>) -> Self {
         self.sync = sync;
         self
+    }
+
+    /// Gives `@rbl` rules their resolver.
+    pub fn with_dns(mut self, dns: Option<Arc<crate::dns::Dns>>) -> Self {
+        self.dns = dns;
+        self
+    }
+
+    /// The `@rbl` resolver, if lookups are on.
+    pub fn dns(&self) -> Option<&Arc<crate::dns::Dns>> {
+        self.dns.as_ref()
     }
 
     /// The fleet sync, if one runs.
