@@ -821,6 +821,33 @@ servers = ["127.0.0.1:9000"]
     }
 
     #[test]
+    fn dns_section() {
+        let c = parse(MINIMAL).unwrap();
+        assert!(c.dns.enabled && c.dns.resolvers.is_empty());
+        assert_eq!(c.dns.timeout, Duration::from_millis(500));
+        assert_eq!(c.dns.max_lookups_per_transaction, 8);
+        let c = parse(&format!(
+            "{MINIMAL}\n[dns]\nresolvers = [\"127.0.0.1:5353\", \"[::1]:53\"]\ntimeout = \"200ms\"\nfailure_ttl = \"0s\"\nmax_lookups_per_transaction = 2\n"
+        ))
+        .unwrap();
+        assert_eq!(c.dns.resolvers.len(), 2);
+        assert_eq!(c.dns.resolvers[0].port(), 5353);
+        assert_eq!(c.dns.failure_ttl, Duration::ZERO);
+        assert_eq!(c.dns.max_lookups_per_transaction, 2);
+        for (bad, named) in [
+            ("timeout = \"0s\"", "dns.timeout"),
+            ("min_ttl = \"2h\"", "dns.min_ttl"),
+            ("resolvers = [\"127.0.0.1\"]", "resolvers"),
+            ("resolver = []", "resolver"),
+        ] {
+            let err = parse(&format!("{MINIMAL}\n[dns]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn unknown_key_is_named() {
         let err = parse(&format!("{MINIMAL}\n[limits]\nheader_byts = 5\n"))
             .unwrap_err()

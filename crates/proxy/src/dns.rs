@@ -337,3 +337,64 @@ impl RblResolver for TxResolver {
             .unwrap_or_else(|_| RblAnswer::Failed(format!("no answer within {:?}", dns.timeout)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_resolvers_keep_their_ports() {
+        let section = DnsSection {
+            resolvers: vec!["127.0.0.1:5353".parse().unwrap()],
+            ..DnsSection::default()
+        };
+        let config = resolver_config(&section).unwrap().expect("lookups on");
+        let servers = config.name_servers();
+        assert_eq!(servers.len(), 1);
+        assert_eq!(servers[0].ip, std::net::IpAddr::from([127, 0, 0, 1]));
+        assert!(servers[0].connections.iter().all(|c| c.port == 5353));
+        let off = DnsSection {
+            enabled: false,
+            ..section
+        };
+        assert!(resolver_config(&off).unwrap().is_none());
+    }
+
+    /// On a worker thread an uncached name is never waited for: the hook answers
+    /// at once and the lookup goes on in the background (here against a closed
+    /// port, so it fails and the failure is cached).
+    #[tokio::test]
+    async fn a_worker_thread_never_waits() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let section = DnsSection {
+            resolvers: vec![closed],
+            timeout: Duration::from_millis(200),
+            ..DnsSection::default()
+        };
+        let config = resolver_config(&section).unwrap().unwrap();
+        let dns = Arc::new(Dns::start(&section, config).unwrap());
+        let hook = dns.for_transaction(Vec::new());
+        let a = hook.lookup("1.0.0.127.bl.test");
+        assert!(
+            matches!(&a, RblAnswer::Failed(r) if r.contains("background")),
+            "{a:?}"
+        );
+        assert_eq!(dns.stats.deferred.load(Ordering::Relaxed), 1);
+        // The background lookup ends (failed) and its answer is cached.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while dns.cached_entries() == 0 {
+            dns.cache.run_pending_tasks();
+            assert!(std::time::Instant::now() < deadline, "never cached");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(dns.stats.failures.load(Ordering::Relaxed), 1);
+        assert!(matches!(
+            hook.lookup("1.0.0.127.bl.test"),
+            RblAnswer::Failed(_)
+        ));
+        assert_eq!(dns.stats.cache_hits.load(Ordering::Relaxed), 1);
+    }
+}
