@@ -73,7 +73,7 @@ fn shared() -> &'static Arc<Shared> {
     SHARED.get_or_init(|| {
         let cfg = Config::parse(CONFIG, Path::new("/fuzz/palisade.toml"))
             .expect("the fuzz configuration is valid");
-        let waf = Waf::load(&cfg.rules, &cfg.path, &cfg.server).expect("the fuzz rules load");
+        let waf = Waf::load(&cfg.rules, &cfg.path, &cfg.server, None).expect("the fuzz rules load");
         let targets = LogTargets {
             error: cfg.logs.error_log.clone(),
             access: None,

@@ -228,6 +228,11 @@ pub struct EngineConfig {
     /// `SecUnicodeMapFile FILE CODEPAGE`: the table `t:urlDecodeUni` maps `%uHHHH`
     /// through (none by default: the low byte, as ModSecurity without a map).
     pub unicode_map: Option<std::sync::Arc<crate::transforms::UnicodeMap>>,
+    /// `SecGeoLookupDb FILE`: the MaxMind database `@geoLookup` reads (none by
+    /// default: `@geoLookup` never matches).
+    pub geo_db: Option<std::sync::Arc<crate::lookups::GeoDb>>,
+    /// `SecHttpBlKey KEY`: the access key of http:BL zones in `@rbl`.
+    pub httpbl_key: Option<String>,
     /// Audit log settings.
     pub audit: AuditConfig,
     /// `SecCollectionTimeout` in seconds (default 3600).
@@ -270,6 +275,8 @@ impl Default for EngineConfig {
             request_body_variable: RequestBodyVariable::Urlencoded,
             no_audit_log: NoAuditLog::AuditLog,
             unicode_map: None,
+            geo_db: None,
+            httpbl_key: None,
             audit: AuditConfig {
                 engine: AuditEngineMode::Off,
                 log_path: None,
@@ -488,6 +495,14 @@ impl EngineConfig {
                 self.web_app_id = first.to_string();
             }
             "SecComponentSignature" => self.component_signatures.push(first.to_string()),
+            "SecHttpBlKey" => {
+                if first.is_empty() || !first.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return Err(format!(
+                        "SecHttpBlKey: {first:?} is not an access key (letters and digits)"
+                    ));
+                }
+                self.httpbl_key = Some(first.to_string());
+            }
             "SecPalisadeCpuBudget" => self.cpu_budget = cpu_budget(args)?,
             "SecDataDir"
             | "SecTmpDir"
@@ -522,8 +537,6 @@ impl EngineConfig {
             | "SecHashMethodRx"
             | "SecHashMethodPm"
             | "SecGsbLookupDb"
-            | "SecHttpBlKey"
-            | "SecGeoLookupDb"
             | "SecRemoteRulesFailAction" => {
                 return Ok(SettingOutcome::Ignored(format!(
                     "{name} is accepted and ignored (as ModSecurity v3 does or Palisade does not need it)"

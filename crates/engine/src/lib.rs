@@ -35,6 +35,7 @@ pub mod config;
 pub mod error;
 pub mod intervention;
 pub mod log;
+pub mod lookups;
 pub mod macros;
 pub mod operators;
 pub mod rule;
@@ -49,6 +50,7 @@ pub use collections::{
 pub use config::{EngineConfig, RuleEngineMode};
 pub use error::LoadError;
 pub use intervention::{Intervention, InterventionKind};
+pub use lookups::{GeoDb, RblAnswer, RblFailure, RblResolver};
 pub use ruleset::{Ruleset, RulesetBuilder};
 pub use transaction::{
     BodyAppend, BudgetAction, BudgetExceeded, Clock, CpuBudget, CpuMeter, Transaction, TxContext,

@@ -15,7 +15,11 @@ use std::time::Duration;
 /// files, and prints a summary; the first error names its file and line.
 pub fn check(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
-    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?;
+    let (dns_config, dns_error) = dns_setup(&cfg);
+    let rbl_limit = dns_config
+        .as_ref()
+        .map(|_| cfg.dns.max_lookups_per_transaction);
+    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
     for l in &cfg.listeners {
         if let Some(t) = &l.tls {
             server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
@@ -60,6 +64,9 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     for w in waf.warnings() {
         println!("palisade: warning: {w}");
     }
+    if let (Some(e), true) = (&dns_error, waf.has_rbl_rules()) {
+        println!("palisade: warning: @rbl lookups are off: {e}");
+    }
     println!("palisade: rules sha256 {}", waf.hash());
     let sc = store_config(&cfg.store);
     println!(
@@ -73,6 +80,20 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         }
     );
     Ok(())
+}
+
+/// The name servers of `[dns]` (`None` when lookups are off), and why they could
+/// not be found (then lookups are off too).
+fn dns_setup(
+    cfg: &Config,
+) -> (
+    Option<hickory_resolver::config::ResolverConfig>,
+    Option<String>,
+) {
+    match crate::dns::resolver_config(&cfg.dns) {
+        Ok(c) => (c, None),
+        Err(e) => (None, Some(e.to_string())),
+    }
 }
 
 /// The store's settings from `[store]`: its path defaults to
@@ -234,7 +255,19 @@ fn init_tracing(level: &str) {
 pub fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
     init_tracing(&cfg.logs.level);
-    let waf = Arc::new(waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?);
+    let (dns_config, dns_error) = dns_setup(&cfg);
+    let rbl_limit = dns_config
+        .as_ref()
+        .map(|_| cfg.dns.max_lookups_per_transaction);
+    let waf = Arc::new(waf::Waf::load(
+        &cfg.rules,
+        &cfg.path,
+        &cfg.server,
+        rbl_limit,
+    )?);
+    if let (Some(e), true) = (&dns_error, waf.has_rbl_rules()) {
+        tracing::warn!("@rbl lookups are off: {e}");
+    }
     tracing::info!(
         "loaded {} rules from {} files (sha256 {}), SecRuleEngine {}",
         waf.rule_count(),
@@ -297,7 +330,15 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         rt.worker_threads(cfg.server.worker_threads);
     }
     let rt = rt.build().context("starting the runtime")?;
-    let result = rt.block_on(serve(cfg, waf, log_tx, store.clone(), sync, token));
+    let result = rt.block_on(serve(
+        cfg,
+        waf,
+        log_tx,
+        store.clone(),
+        sync,
+        token,
+        dns_config,
+    ));
     rt.shutdown_timeout(Duration::from_millis(500));
     // What the last requests wrote is committed before the process exits.
     if let Err(e) = store.flush() {
@@ -314,9 +355,18 @@ async fn serve(
     store: store::Store,
     sync: Option<store::sync::Sync>,
     token: admin::AdminToken,
+    dns_config: Option<hickory_resolver::config::ResolverConfig>,
 ) -> anyhow::Result<()> {
     use tokio::sync::{Semaphore, mpsc, watch};
     let token = admin::TokenCell::new(token);
+    let dns = match dns_config.map(|c| crate::dns::Dns::start(&cfg.dns, c)) {
+        Some(Ok(d)) => Some(Arc::new(d)),
+        Some(Err(e)) => {
+            tracing::error!("@rbl lookups are off, @rbl rules never match: {e}");
+            None
+        }
+        None => None,
+    };
 
     let mut bound = Vec::new();
     for l in &cfg.listeners {
@@ -355,7 +405,8 @@ async fn serve(
                 .map(crate::ratelimit::RateLimiter::new)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
-        ),
+        )
+        .with_dns(dns),
     );
     let access = load_access(&cfg)?;
     if let Some(a) = &access {
@@ -481,10 +532,12 @@ async fn wait_for_stop(
                 tracing::info!("SIGHUP received: reloading rules from {} and reopening logs", path.display());
                 shared.logs.request_reopen();
                 let path = path.to_owned();
+                // [dns] is read at start: the resolver in force answers the new rules.
+                let rbl_limit = shared.dns().map(|d| d.max_lookups);
                 type Loaded = (waf::Waf, Option<Arc<access::AccessList>>, Config);
                 let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Loaded> {
                     let cfg = Config::load(&path)?;
-                    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server)?;
+                    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
                     Ok((waf, load_access(&cfg)?, cfg))
                 })
                 .await;

@@ -79,6 +79,9 @@ pub struct Config {
     /// Request rate limits (`[[rate_limit]]`), each with its own key.
     #[serde(default, rename = "rate_limit")]
     pub rate_limits: Vec<RateLimitSection>,
+    /// DNS block-list lookups (`@rbl`): resolvers, timeout, cache, limit.
+    #[serde(default)]
+    pub dns: DnsSection,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -518,6 +521,51 @@ impl RateLimitKey {
     }
 }
 
+/// `[dns]`: how `@rbl` rules look names up (`docs/config.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DnsSection {
+    /// `false` turns DNS block-list lookups off: `@rbl` rules then never match
+    /// (loading them warns).
+    pub enabled: bool,
+    /// Name servers as `IP:PORT`, asked in turn; empty: those of
+    /// `/etc/resolv.conf`.
+    pub resolvers: Vec<SocketAddr>,
+    /// How long one lookup may take before it counts as failed.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// Most answers kept in the cache.
+    pub cache_entries: u64,
+    /// Shortest time an answer is kept (answers with a shorter TTL, and
+    /// negative answers without one, are kept this long).
+    #[serde(with = "duration")]
+    pub min_ttl: Duration,
+    /// Longest time an answer is kept, whatever its TTL.
+    #[serde(with = "duration")]
+    pub max_ttl: Duration,
+    /// How long a failed lookup (timeout, server failure) is remembered, so that a
+    /// dead resolver costs one timeout per name in that time, not one per request.
+    #[serde(with = "duration")]
+    pub failure_ttl: Duration,
+    /// Most names one request may look up; later `@rbl` evaluations do not match.
+    pub max_lookups_per_transaction: usize,
+}
+
+impl Default for DnsSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            resolvers: Vec::new(),
+            timeout: Duration::from_millis(500),
+            cache_entries: 10_000,
+            min_ttl: Duration::from_secs(10),
+            max_ttl: Duration::from_secs(3600),
+            failure_ttl: Duration::from_secs(5),
+            max_lookups_per_transaction: engine::lookups::DEFAULT_RBL_LOOKUPS,
+        }
+    }
+}
+
 fn default_rate_limit_status() -> u16 {
     429
 }
@@ -674,6 +722,15 @@ impl Config {
         }
         if self.listeners.is_empty() {
             return Err("at least one [[listener]] is required".into());
+        }
+        if self.dns.timeout.is_zero() {
+            return Err("dns.timeout must be more than 0".into());
+        }
+        if self.dns.min_ttl > self.dns.max_ttl {
+            return Err(format!(
+                "dns.min_ttl ({:?}) is more than dns.max_ttl ({:?})",
+                self.dns.min_ttl, self.dns.max_ttl
+            ));
         }
         for (i, l) in self.listeners.iter().enumerate() {
             if self.listeners[..i].iter().any(|o| o.address == l.address) {
@@ -937,6 +994,33 @@ servers = ["127.0.0.1:9000"]
         assert_eq!(c.limits.header_bytes, 32 * 1024);
         assert!(c.admin.is_none());
         assert!(c.logs.error_log.is_none());
+    }
+
+    #[test]
+    fn dns_section() {
+        let c = parse(MINIMAL).unwrap();
+        assert!(c.dns.enabled && c.dns.resolvers.is_empty());
+        assert_eq!(c.dns.timeout, Duration::from_millis(500));
+        assert_eq!(c.dns.max_lookups_per_transaction, 8);
+        let c = parse(&format!(
+            "{MINIMAL}\n[dns]\nresolvers = [\"127.0.0.1:5353\", \"[::1]:53\"]\ntimeout = \"200ms\"\nfailure_ttl = \"0s\"\nmax_lookups_per_transaction = 2\n"
+        ))
+        .unwrap();
+        assert_eq!(c.dns.resolvers.len(), 2);
+        assert_eq!(c.dns.resolvers[0].port(), 5353);
+        assert_eq!(c.dns.failure_ttl, Duration::ZERO);
+        assert_eq!(c.dns.max_lookups_per_transaction, 2);
+        for (bad, named) in [
+            ("timeout = \"0s\"", "dns.timeout"),
+            ("min_ttl = \"2h\"", "dns.min_ttl"),
+            ("resolvers = [\"127.0.0.1\"]", "resolvers"),
+            ("resolver = []", "resolver"),
+        ] {
+            let err = parse(&format!("{MINIMAL}\n[dns]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{bad}: {err}");
+        }
     }
 
     #[test]

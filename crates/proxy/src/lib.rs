@@ -25,6 +25,7 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod ctx;
+pub mod dns;
 pub mod exchange;
 pub mod front;
 pub mod http1;

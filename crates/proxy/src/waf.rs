@@ -34,6 +34,8 @@ pub struct Waf {
     budget: Option<CpuBudget>,
     fail_closed: bool,
     empty: bool,
+    /// `dns.max_lookups_per_transaction` when `@rbl` lookups have a resolver.
+    rbl_limit: Option<usize>,
 }
 
 /// The engine's CPU meter: the calling thread's own CPU clock, so that time spent
@@ -78,14 +80,18 @@ impl Waf {
     /// `CONFIG#rulesN`) and anchors their relative `Include`s. From `server`: the
     /// failure policy (`engine_failure = "closed"`: a request whose transaction
     /// fails inside the engine is answered 500; otherwise it continues
-    /// uninspected) and the CPU budget.
+    /// uninspected) and the CPU budget. `rbl_limit` is the lookup limit per
+    /// transaction when a DNS resolver answers `@rbl` (`None`: none does, and each
+    /// `@rbl` rule gets a load warning).
     pub fn load(
         sources: &[RuleSource],
         config_path: &Path,
         server: &ServerConfig,
+        rbl_limit: Option<usize>,
     ) -> Result<Waf, WafLoadError> {
         let fail_closed = server.engine_failure == FailurePolicy::Closed;
         let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
+        b.rbl_resolver(rbl_limit.is_some());
         let mut inline_texts: Vec<&str> = Vec::new();
         for (i, src) in sources.iter().enumerate() {
             if let Some(file) = &src.file {
@@ -108,9 +114,37 @@ impl Waf {
             budget: cpu_budget(server),
             fail_closed,
             empty,
+            rbl_limit,
         };
         waf.check_audit_settings().map_err(WafLoadError)?;
         Ok(waf)
+    }
+
+    /// True when the rules have `@rbl` rules, answered or not.
+    pub fn has_rbl_rules(&self) -> bool {
+        let u = self.ruleset.rbl_use();
+        u.other_inputs || !u.client_zones.is_empty()
+    }
+
+    /// True when the rules have `@rbl` rules and a resolver answers them: each
+    /// transaction then gets a [`crate::dns::TxResolver`].
+    pub fn uses_rbl(&self) -> bool {
+        self.rbl_limit.is_some() && self.has_rbl_rules()
+    }
+
+    /// True when some `@rbl` rule looks up a value other than the client's
+    /// address: its phases then run where a lookup may be waited for.
+    pub fn rbl_waits(&self) -> bool {
+        self.rbl_limit.is_some() && self.ruleset.rbl_use().other_inputs
+    }
+
+    /// The block-list names the `@rbl` rules on the client's address will ask
+    /// for, to resolve before phase 1.
+    pub fn rbl_client_names(&self, client: std::net::IpAddr) -> Vec<String> {
+        if self.rbl_limit.is_none() {
+            return Vec::new();
+        }
+        self.ruleset.rbl_client_names(client)
     }
 
     /// True when the rule set cannot act on any request: it has no rules, and none
@@ -202,7 +236,8 @@ impl Waf {
 
     /// Starts a transaction for a request from `client` that arrived on `server`.
     /// `store` reads persistent collections (the proxy's store, which outlives rule
-    /// reloads); `None` leaves them empty at the start of every transaction.
+    /// reloads); `None` leaves them empty at the start of every transaction. `rbl`
+    /// answers `@rbl` lookups (`None`: they never match).
     pub fn transaction(
         &self,
         client: SocketAddr,
@@ -210,6 +245,7 @@ impl Waf {
         unique_id: String,
         now_unix_micros: i64,
         store: Option<Arc<dyn CollectionReader>>,
+        rbl: Option<Arc<dyn engine::RblResolver>>,
     ) -> WafTx {
         let ctx = TxContext {
             client_ip: client.ip().to_canonical(),
@@ -220,9 +256,13 @@ impl Waf {
             now_unix_micros,
             store,
             clock: Some(self.clock.clone()),
+            rbl,
         };
         match catch_unwind(AssertUnwindSafe(|| {
             let mut tx = Transaction::new(self.ruleset.clone(), ctx);
+            if let Some(limit) = self.rbl_limit {
+                tx.set_rbl_lookup_limit(limit);
+            }
             tx.set_cpu_meter(self.meter.clone());
             if let Some(b) = self.budget {
                 tx.set_cpu_budget(Some(b));
@@ -421,6 +461,12 @@ impl WafTx {
         std::mem::take(&mut self.collection_errors)
     }
 
+    /// The `@rbl` lookups of the phases run so far that gave no answer, taking
+    /// them.
+    pub fn take_rbl_failures(&mut self) -> Vec<engine::RblFailure> {
+        self.guard(Vec::new(), Transaction::take_rbl_failures)
+    }
+
     /// True when a read of the store failed in this transaction.
     pub fn store_failed(&self) -> bool {
         self.store_failed
@@ -577,6 +623,7 @@ mod tests {
             ),
             Path::new("/etc/palisade/palisade.toml"),
             &ServerConfig::default(),
+            None,
         )
         .unwrap();
         assert_eq!(waf.rule_count(), 1);
@@ -587,6 +634,7 @@ mod tests {
             "127.0.0.1:80".parse().unwrap(),
             "abc".into(),
             0,
+            None,
             None,
         );
         tx.request_line(b"POST", b"/login", b"HTTP/1.1");
@@ -612,11 +660,12 @@ mod tests {
                 &inline(text),
                 Path::new("/etc/palisade/palisade.toml"),
                 &ServerConfig::default(),
+                None,
             )
             .unwrap()
         };
         assert!(
-            Waf::load(&[], Path::new("/p.toml"), &ServerConfig::default())
+            Waf::load(&[], Path::new("/p.toml"), &ServerConfig::default(), None)
                 .unwrap()
                 .is_empty()
         );
@@ -649,12 +698,13 @@ mod tests {
         );
         let body = format!("q={}", "ab".repeat(200_000));
         let run = |server: &ServerConfig| {
-            let waf = Waf::load(&rules, Path::new("/p.toml"), server).unwrap();
+            let waf = Waf::load(&rules, Path::new("/p.toml"), server, None).unwrap();
             let mut tx = waf.transaction(
                 "10.0.0.1:5555".parse().unwrap(),
                 "127.0.0.1:80".parse().unwrap(),
                 "abc".into(),
                 0,
+                None,
                 None,
             );
             tx.request_line(b"POST", b"/", b"HTTP/1.1");
@@ -716,6 +766,7 @@ mod tests {
             "id".into(),
             1_700_000_000_000_000,
             Some(store),
+            None,
         );
         tx.request_line(b"GET", b"/", b"HTTP/1.1");
         tx.request_header(b"Host", b"x");
@@ -732,6 +783,7 @@ mod tests {
             &inline(COUNTER),
             Path::new("/p.toml"),
             &ServerConfig::default(),
+            None,
         )
         .unwrap();
         let store = Arc::new(engine::MemoryStore::new());
@@ -762,7 +814,7 @@ mod tests {
                 engine_failure: policy,
                 ..ServerConfig::default()
             };
-            let waf = Waf::load(&inline(COUNTER), Path::new("/p.toml"), &server).unwrap();
+            let waf = Waf::load(&inline(COUNTER), Path::new("/p.toml"), &server, None).unwrap();
             let (v, mut tx) = counted(&waf, Arc::new(BrokenStore));
             assert_eq!(v.map(|v| v.status), want, "{policy:?}");
             let errors = tx.take_collection_errors();
@@ -778,6 +830,7 @@ mod tests {
             &inline("SecRuleEngine On\nSecRule ARGS \"@rx a\" \"id:1,phase:2,nosuchaction\""),
             Path::new("/etc/palisade/palisade.toml"),
             &ServerConfig::default(),
+            None,
         )
         .unwrap_err()
         .to_string();

@@ -35,6 +35,13 @@ pub struct RulesetBuilder {
     /// read data files) the directory names resolve against: CRS repeats patterns and
     /// phrase files across rules, and their clones share one compiled program.
     operators: HashMap<(String, String, PathBuf), Operator>,
+    /// Whether the server gives transactions a DNS block-list resolver
+    /// ([`RulesetBuilder::rbl_resolver`]).
+    rbl_resolver: bool,
+    /// Where `@rbl` and `@geoLookup` rules are, for the warnings given at build
+    /// when nothing answers them.
+    rbl_rules: Vec<String>,
+    geo_rules: Vec<String>,
 }
 
 impl RulesetBuilder {
@@ -52,7 +59,18 @@ impl RulesetBuilder {
             ids: HashSet::new(),
             hasher: Default::default(),
             operators: HashMap::new(),
+            rbl_resolver: false,
+            rbl_rules: Vec::new(),
+            geo_rules: Vec::new(),
         }
+    }
+
+    /// Tells the builder whether the server will give transactions a DNS
+    /// block-list resolver ([`TxContext::rbl`](crate::TxContext::rbl)). Without
+    /// one, each `@rbl` rule gets a load warning (it never matches).
+    pub fn rbl_resolver(&mut self, available: bool) -> &mut Self {
+        self.rbl_resolver = available;
+        self
     }
 
     /// Loads a SecLang file (or every file a glob pattern matches, in lexical order).
@@ -221,6 +239,15 @@ impl RulesetBuilder {
                     .map_err(|e| LoadError::rule(&span, None, format!("SecUnicodeMapFile: {e}")))?;
                 self.config.unicode_map = Some(Arc::new(map));
             }
+            DirectiveKind::Setting { name, args }
+                if name.eq_ignore_ascii_case("SecGeoLookupDb") =>
+            {
+                self.close_chain(&span)?;
+                let db = self
+                    .load_geo_db(&span, &args)
+                    .map_err(|e| LoadError::rule(&span, None, format!("SecGeoLookupDb: {e}")))?;
+                self.config.geo_db = Some(Arc::new(db));
+            }
             DirectiveKind::Setting { name, args } => {
                 self.close_chain(&span)?;
                 match self.config.apply(&name, &args) {
@@ -253,25 +280,40 @@ impl RulesetBuilder {
         let code_page: u32 = code_page
             .parse()
             .map_err(|_| format!("the code page must be a number, got {code_page:?}"))?;
-        let given = Path::new(file);
-        let beside = span.file.parent().unwrap_or(Path::new(".")).join(given);
-        let (path, bytes) = match self.source.read(given) {
-            Ok(b) => (given.to_path_buf(), b),
-            Err(first) if given.is_relative() => match self.source.read(&beside) {
-                Ok(b) => (beside, b),
-                Err(_) => {
-                    return Err(format!(
-                        "cannot read {}: {first} (nor {})",
-                        given.display(),
-                        beside.display()
-                    ));
-                }
-            },
-            Err(e) => return Err(format!("cannot read {}: {e}", given.display())),
-        };
+        let (path, bytes) = self.read_beside(span, file)?;
         let text = String::from_utf8_lossy(&bytes);
         crate::transforms::UnicodeMap::parse(&text, code_page)
             .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Reads `SecGeoLookupDb FILE`: a MaxMind database, found as
+    /// [`RulesetBuilder::read_beside`] finds files.
+    fn load_geo_db(&self, span: &Span, args: &[String]) -> Result<crate::lookups::GeoDb, String> {
+        let [file] = args else {
+            return Err(format!("expected one file, got {} argument(s)", args.len()));
+        };
+        let (path, bytes) = self.read_beside(span, file)?;
+        crate::lookups::GeoDb::from_bytes(bytes)
+            .map_err(|e| format!("{} is not a MaxMind database: {e}", path.display()))
+    }
+
+    /// Reads a file a directive names: as given, else relative to the directory
+    /// of the file the directive is in (as ModSecurity v3 looks for it).
+    fn read_beside(&self, span: &Span, file: &str) -> Result<(PathBuf, Vec<u8>), String> {
+        let given = Path::new(file);
+        let beside = span.file.parent().unwrap_or(Path::new(".")).join(given);
+        match self.source.read(given) {
+            Ok(b) => Ok((given.to_path_buf(), b)),
+            Err(first) if given.is_relative() => match self.source.read(&beside) {
+                Ok(b) => Ok((beside, b)),
+                Err(_) => Err(format!(
+                    "cannot read {}: {first} (nor {})",
+                    given.display(),
+                    beside.display()
+                )),
+            },
+            Err(e) => Err(format!("cannot read {}: {e}", given.display())),
+        }
     }
 
     fn close_chain(&self, span: &Span) -> Result<(), LoadError> {
@@ -653,10 +695,15 @@ impl RulesetBuilder {
         let lname = name.to_ascii_lowercase();
         match lname.as_str() {
             "rbl" => {
-                self.warnings.push(format!(
-                    "{span}: @rbl never matches: no DNS block-list resolver is configured"
-                ));
-                return Ok(RuleOperator::Rbl(argument.to_string()));
+                let zone = argument.trim().trim_matches('.');
+                if zone.is_empty() {
+                    return Err("@rbl needs a block-list zone (as `@rbl zen.example.org`)".into());
+                }
+                let at = span.to_string();
+                if !self.rbl_rules.contains(&at) {
+                    self.rbl_rules.push(at);
+                }
+                return Ok(RuleOperator::Rbl(zone.to_string()));
             }
             "memberof" => {
                 let (collection, var) = split_collection(argument)?;
@@ -671,10 +718,10 @@ impl RulesetBuilder {
                 });
             }
             "geolookup" => {
-                self.warnings.push(format!(
-                    "{span}: @geoLookup never matches and GEO stays empty: no GeoIP \
-                     database is configured"
-                ));
+                let at = span.to_string();
+                if !self.geo_rules.contains(&at) {
+                    self.geo_rules.push(at);
+                }
                 return Ok(RuleOperator::GeoLookup);
             }
             _ => {}
@@ -740,6 +787,27 @@ impl RulesetBuilder {
                 "the last rule has `chain` but no rule follows",
             ));
         }
+        let mut warnings = self.warnings;
+        let mut lookups = Vec::new();
+        if !self.rbl_resolver {
+            for at in &self.rbl_rules {
+                lookups.push(format!(
+                    "{at}: @rbl never matches: no DNS block-list resolver is configured"
+                ));
+            }
+        }
+        if self.config.geo_db.is_none() {
+            for at in &self.geo_rules {
+                lookups.push(format!(
+                    "{at}: @geoLookup never matches and GEO stays empty: no GeoIP \
+                     database is configured (SecGeoLookupDb)"
+                ));
+            }
+        }
+        for w in lookups {
+            tracing::warn!("{w}");
+            warnings.push(w);
+        }
         let mut phases: [Vec<Entry>; 5] = Default::default();
         for e in self.entries {
             match &e {
@@ -803,13 +871,15 @@ impl RulesetBuilder {
                 };
             }
         }
+        let rbl_use = super::RblUse::of(&phases);
         Ok(Ruleset {
+            rbl_use,
             prefilter,
             chain_nodes,
             phases,
             config: self.config,
             files: self.files,
-            warnings: self.warnings,
+            warnings,
             default_disruptive,
             hash: self.hasher.finish(),
         })

@@ -26,6 +26,49 @@ pub struct Ruleset {
     /// Every distinct transformation pipeline prefix, indexed by its cache key (the
     /// `prefix_ids` of rules): a tree, so pipelines that start alike share their work.
     pub(crate) chain_nodes: Vec<ChainNode>,
+    /// What the `@rbl` rules read.
+    pub(crate) rbl_use: RblUse,
+}
+
+/// What a rule set's `@rbl` rules read, so that a server can look up ahead of
+/// evaluation the names they will ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RblUse {
+    /// Zones of `@rbl` rules on REMOTE_ADDR (or REMOTE_HOST) without
+    /// transformations: their names are known when the transaction starts.
+    pub client_zones: Vec<String>,
+    /// Some `@rbl` rule reads another value, or a transformed one: its names are
+    /// known only while the rule runs.
+    pub other_inputs: bool,
+}
+
+impl RblUse {
+    /// Walks every rule and chain link of `phases`.
+    pub(crate) fn of(phases: &[Vec<Entry>; 5]) -> RblUse {
+        use crate::rule::RuleOperator;
+        use crate::variables::Var;
+        let mut out = RblUse::default();
+        for e in phases.iter().flatten() {
+            let Entry::Rule(r) = e else { continue };
+            let mut link = Some(r.as_ref());
+            while let Some(l) = link {
+                if let RuleOperator::Rbl(zone) = &l.operator {
+                    for t in &l.targets {
+                        let client = matches!(t.var, Var::RemoteAddr | Var::RemoteHost)
+                            && !t.count
+                            && l.transforms.is_empty();
+                        if !client {
+                            out.other_inputs = true;
+                        } else if !out.client_zones.contains(zone) {
+                            out.client_zones.push(zone.clone());
+                        }
+                    }
+                }
+                link = l.chain.as_deref();
+            }
+        }
+        out
+    }
 }
 
 /// One transformation pipeline prefix: its parent prefix and the step it adds.
@@ -84,6 +127,24 @@ impl Ruleset {
         (1..=5)
             .flat_map(|p| self.rules(p))
             .find(|r| r.id == Some(id))
+    }
+
+    /// What the `@rbl` rules read.
+    pub fn rbl_use(&self) -> &RblUse {
+        &self.rbl_use
+    }
+
+    /// The DNS block-list names the `@rbl` rules on the client's address will look
+    /// up for `client` (none for an IPv6 client: only IPv4 addresses are looked up
+    /// in reversed form), so that a server can resolve them before phase 1.
+    pub fn rbl_client_names(&self, client: std::net::IpAddr) -> Vec<String> {
+        let ip = client.to_canonical().to_string();
+        let key = self.config.httpbl_key.as_deref();
+        self.rbl_use
+            .client_zones
+            .iter()
+            .filter_map(|zone| crate::lookups::rbl_name(ip.as_bytes(), zone, key).ok())
+            .collect()
     }
 
     /// A hash of every loaded rule file's text, to compare deployments.

@@ -438,7 +438,18 @@ impl<'a> View<'a> {
                     }
                 }
             }
-            Var::Geo => {}
+            Var::Geo => {
+                for (k, v) in &self.state.geo {
+                    if sel.matches(k.as_bytes()) {
+                        out.push(Value {
+                            var,
+                            key: Cow::Borrowed(k.as_bytes()),
+                            value: Cow::Borrowed(v.as_bytes()),
+                            id: None,
+                        });
+                    }
+                }
+            }
             Var::ResponseHeaders => {
                 push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS, false)
             }

@@ -5,8 +5,10 @@ use super::collect::{Value, View, recycle};
 use super::{AllAnswer, Hit, Persistent, State, Transaction, TransformCache};
 use crate::actions::{Action, AllowScope, CollectionKind, Ctl, Disruptive, SetOp};
 use crate::collections::{RecordKey, StoredVar, VarOp, VarValue, to_number};
+use crate::config::EngineConfig;
 use crate::intervention::{Intervention, InterventionKind};
 use crate::log::MatchRecord;
+use crate::lookups::TxLookups;
 use crate::macros::MacroContext;
 use crate::operators::rx_set::RxSet;
 use crate::operators::{Captures, CompileContext, Operator};
@@ -386,12 +388,15 @@ fn excluded(rule: &Rule, state: &State, value: &Value<'_>) -> bool {
             })
 }
 
-/// Runs the operator on one input.
+/// Runs the operator on one input. `@rbl` and `@geoLookup` go through `lookups`,
+/// with the settings of `cfg`.
 fn run_operator(
     rule: &Rule,
     view: &View<'_>,
     input: &[u8],
     captures: Option<&mut Captures>,
+    cfg: &EngineConfig,
+    lookups: &mut TxLookups,
 ) -> bool {
     let matched = match &rule.operator {
         RuleOperator::Static(op) => op.matches(input, captures),
@@ -419,9 +424,16 @@ fn run_operator(
                 }
             }
         }
-        // Block-list and GeoIP lookups need a resolver or a database that this engine
-        // has not been given: they never match.
-        RuleOperator::Rbl(_) | RuleOperator::GeoLookup => false,
+        RuleOperator::Rbl(zone) => {
+            let key = cfg.httpbl_key.as_deref();
+            let listed = lookups.rbl(view.ctx.rbl.as_ref(), zone, key, input);
+            // With `capture`, TX.0 is the value looked up (as ModSecurity v3).
+            if let (true, Some(c)) = (listed, captures) {
+                c.push(input.to_vec());
+            }
+            listed
+        }
+        RuleOperator::GeoLookup => lookups.geo(cfg.geo_db.as_deref(), input),
         RuleOperator::MemberOf { collection, name } => view.state.persistent[collection.index()]
             .as_ref()
             .and_then(|p| p.values.get(name.as_slice()))
@@ -846,9 +858,11 @@ impl Transaction {
                 ctx,
                 scratch,
                 budget,
+                lookups,
                 ..
             } = self;
             let nodes = &ruleset.chain_nodes;
+            let cfg = &ruleset.config;
             let view = View {
                 req,
                 resp,
@@ -861,7 +875,7 @@ impl Transaction {
                 view.collect(t, &mut values);
             }
             // Records a match of `v` seen as `input`, reusing the pool's buffers.
-            let mut hit = |v: &Value<'_>, input: &[u8]| {
+            let mut hit = |v: &Value<'_>, input: &[u8], lookups: &mut TxLookups| {
                 if n == hits.len() {
                     hits.push(Hit::default());
                 }
@@ -873,7 +887,7 @@ impl Transaction {
                 // Captures cost a slower search: only for values that match.
                 h.caps = rule.capture.then(|| {
                     let mut caps = Captures::new();
-                    run_operator(rule, &view, input, Some(&mut caps));
+                    run_operator(rule, &view, input, Some(&mut caps), cfg, lookups);
                     caps
                 });
                 n += 1;
@@ -890,8 +904,8 @@ impl Transaction {
                 if rule.multi_match {
                     let (ts, ids) = (&rule.transforms, &rule.prefix_ids);
                     for_each_form(cache, nodes, ts, ids, v, |input| {
-                        if run_operator(rule, &view, input, None) {
-                            hit(v, input);
+                        if run_operator(rule, &view, input, None, cfg, lookups) {
+                            hit(v, input, lookups);
                         }
                     });
                 } else {
@@ -909,14 +923,19 @@ impl Transaction {
                             (pm_lists(cache, union, row, cell, &input) >> list & 1 == 1)
                                 != rule.negated
                         }
-                        _ => run_operator(rule, &view, &input, None),
+                        _ => run_operator(rule, &view, &input, None, cfg, lookups),
                     };
                     if matched {
-                        hit(v, &input);
+                        hit(v, &input, lookups);
                     }
                 }
             }
             *scratch = recycle(values);
+        }
+        // A `@geoLookup` that found its address replaces GEO, for the rule's actions
+        // and the rules after it.
+        if let Some(geo) = self.lookups.geo.take() {
+            self.state.geo = geo;
         }
         for h in &mut hits[..n] {
             if let Some(caps) = h.caps.take() {

@@ -58,6 +58,10 @@ pub struct TxContext {
     pub store: Option<Arc<dyn CollectionReader>>,
     /// The clock for DURATION; `None` makes DURATION read 0.
     pub clock: Option<Arc<dyn Clock>>,
+    /// Answers `@rbl` lookups; `None`: `@rbl` never matches (loading the rules
+    /// warned, unless [`RulesetBuilder::rbl_resolver`](crate::RulesetBuilder::rbl_resolver)
+    /// said a resolver would be given).
+    pub rbl: Option<Arc<dyn crate::lookups::RblResolver>>,
 }
 
 impl Default for TxContext {
@@ -71,6 +75,7 @@ impl Default for TxContext {
             now_unix_micros: 0,
             store: None,
             clock: None,
+            rbl: None,
         }
     }
 }
@@ -218,6 +223,8 @@ pub(crate) struct State {
     pub highest_severity: u8,
     pub intervention: Option<Intervention>,
     pub phases_done: u8,
+    /// GEO, filled by the last `@geoLookup` that found its address.
+    pub geo: Vec<(&'static str, String)>,
 }
 
 /// Cached transformation results: for each value with a stable identity, a row with one
@@ -293,6 +300,8 @@ pub struct Transaction {
     pub(crate) debug_lines: Vec<String>,
     /// The CPU budget and the time accounted against it.
     pub(crate) budget: budget::BudgetState,
+    /// `@rbl` answers and failures, and `@geoLookup`'s pending GEO.
+    pub(crate) lookups: crate::lookups::TxLookups,
 }
 
 impl Transaction {
@@ -333,6 +342,7 @@ impl Transaction {
             highest_severity: 255,
             intervention: None,
             phases_done: 0,
+            geo: Vec::new(),
         };
         Transaction {
             ruleset,
@@ -352,7 +362,23 @@ impl Transaction {
             debug_level,
             debug_lines: Vec::new(),
             budget: budget::BudgetState::new(cpu_budget),
+            lookups: Default::default(),
         }
+    }
+
+    /// Sets how many DNS block-list names this transaction may look up
+    /// (default [`DEFAULT_RBL_LOOKUPS`](crate::lookups::DEFAULT_RBL_LOOKUPS)); an
+    /// `@rbl` past the limit does not match, and the limit is reported once
+    /// ([`Transaction::take_rbl_failures`]).
+    pub fn set_rbl_lookup_limit(&mut self, limit: usize) {
+        self.lookups.limit = limit;
+    }
+
+    /// The `@rbl` lookups that gave no answer so far (and the lookup limit, when
+    /// reached), taking them: each made its rule not match, for the server to log
+    /// and count.
+    pub fn take_rbl_failures(&mut self) -> Vec<crate::lookups::RblFailure> {
+        std::mem::take(&mut self.lookups.failures)
     }
 
     /// Gives the transaction a meter of consumed CPU time: from then on the time of

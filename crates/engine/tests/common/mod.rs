@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod mmdb;
+
 use engine::{Intervention, Ruleset, RulesetBuilder, Transaction, TxContext};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -87,6 +87,13 @@ impl Exchange {
         head_bytes: usize,
     ) -> Exchange {
         let waf = shared.waf();
+        let rbl = match shared.dns() {
+            Some(dns) if !waf.is_empty() && waf.uses_rbl() => {
+                Some(dns.for_transaction(waf.rbl_client_names(conn.peer.ip())))
+            }
+            _ => None,
+        };
+        let rbl_waits = rbl.is_some() && waf.rbl_waits();
         let (tx, unique_id) = if waf.is_empty() {
             (None, None)
         } else {
@@ -97,6 +104,7 @@ impl Exchange {
                 id.clone(),
                 start_us,
                 shared.collection_reader(),
+                rbl.clone().map(|r| r as Arc<dyn engine::RblResolver>),
             );
             tx.request_line(&method, &uri, &protocol);
             for (n, v) in headers {
@@ -132,6 +140,8 @@ impl Exchange {
                 error: None,
                 finished: false,
                 logged: None,
+                rbl,
+                rbl_waits,
             }),
             body: Vec::new(),
             body_len: 0,
@@ -139,8 +149,12 @@ impl Exchange {
         }
     }
 
-    /// Runs phase 1.
+    /// Runs phase 1, after resolving the block-list names the `@rbl` rules on the
+    /// client's address will ask for.
     pub async fn phase1(&mut self) -> Option<Verdict> {
+        if let Some(rbl) = &self.rec.rbl {
+            rbl.prefetch().await;
+        }
         let size = usize::try_from(self.rec.bytes_in).unwrap_or(usize::MAX);
         let failed = self.failed_verdict();
         self.rec

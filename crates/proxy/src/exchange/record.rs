@@ -50,6 +50,10 @@ pub(super) struct Record {
     /// With `logs.error_log_before_response`: the acknowledgement of the last
     /// error-log line queued for this request, awaited before the response is sent.
     pub(super) logged: Option<Written>,
+    /// The `@rbl` hook of this transaction, when the rules look names up.
+    pub(super) rbl: Option<Arc<crate::dns::TxResolver>>,
+    /// Some `@rbl` rule may wait for a lookup: phases run on the inspection pool.
+    pub(super) rbl_waits: bool,
 }
 
 pub(super) fn micros_since(t: Instant) -> u64 {
@@ -78,6 +82,7 @@ impl Record {
         self.emit_match_lines();
         self.note_budget();
         self.note_collection_errors(phase);
+        self.note_rbl_failures(phase);
         out
     }
 
@@ -95,6 +100,8 @@ impl Record {
             self.phase_us[phase - 1].get_or_insert(0);
             return T::default();
         };
+        // A lookup may be waited for only off the worker threads.
+        let size = if self.rbl_waits { usize::MAX } else { size };
         let shared = self.shared.clone();
         let mut in_flight = InFlight {
             tx: None,
@@ -112,6 +119,7 @@ impl Record {
                 self.emit_match_lines();
                 self.note_budget();
                 self.note_collection_errors(phase);
+                self.note_rbl_failures(phase);
                 out
             }
             Err(e) => {
@@ -176,6 +184,22 @@ impl Record {
             );
             self.error_line(&msg);
             self.error.get_or_insert(msg);
+        }
+    }
+
+    /// Logs the `@rbl` lookups of a phase that gave no answer (the rule did not
+    /// match), and counts transactions that reached their lookup limit.
+    fn note_rbl_failures(&mut self, phase: usize) {
+        let Some(failures) = self.tx.as_mut().map(WafTx::take_rbl_failures) else {
+            return;
+        };
+        for f in failures {
+            if matches!(f, engine::RblFailure::OverLimit { .. })
+                && let Some(r) = &self.rbl
+            {
+                r.dns().stats.over_limit.fetch_add(1, Ordering::Relaxed);
+            }
+            self.error_line(&format!("phase {phase}: {f}; the rule did not match"));
         }
     }
 

@@ -51,6 +51,9 @@ pub struct Shared {
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
     access: RwLock<Option<Arc<crate::access::AccessList>>>,
+    /// The DNS resolver of `@rbl` rules, with its cache; like the store it
+    /// outlives rule reloads.
+    dns: Option<Arc<crate::dns::Dns>>,
     id_seed: u64,
     id_counter: AtomicU64,
 }
@@ -85,6 +88,7 @@ impl Shared {
             access: RwLock::new(None),
             rate_limits: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
+            dns: None,
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
@@ -132,6 +136,17 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .is_none_or(|a| a.allows(ip))
+    }
+
+    /// Gives `@rbl` rules their resolver.
+    pub fn with_dns(mut self, dns: Option<Arc<crate::dns::Dns>>) -> Self {
+        self.dns = dns;
+        self
+    }
+
+    /// The `@rbl` resolver, if lookups are on.
+    pub fn dns(&self) -> Option<&Arc<crate::dns::Dns>> {
+        self.dns.as_ref()
     }
 
     /// The fleet sync, if one runs.
