@@ -76,15 +76,14 @@ fn shared() -> &'static Arc<Shared> {
         let waf = Waf::load(&cfg.rules, &cfg.path, &cfg.server, None).expect("the fuzz rules load");
         let targets = LogTargets {
             error: cfg.logs.error_log.clone(),
-            access: None,
-            audit: None,
+            ..LogTargets::default()
         };
         let (logs, writer) =
             LogWriter::start(&targets, cfg.logs.channel_capacity).expect("log writer");
         // The writer thread lives as long as the process.
         std::mem::forget(writer);
         let metrics = Arc::new(Metrics::new());
-        let upstreams = Upstreams::new(&cfg, &metrics);
+        let upstreams = Upstreams::new(&cfg, &metrics).expect("the fuzz upstreams are valid");
         let inspector = Inspector::new(
             cfg.server.inspection_threads,
             cfg.server.inspect_inline_bytes,
