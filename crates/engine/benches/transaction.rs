@@ -15,9 +15,10 @@
 //! Allocations come from divan's counting allocator (`alloc:` rows in the output).
 //!
 //! Two more modes, chosen by environment variables:
-//! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s: a target for
-//!   `perf record` or `valgrind --tool=callgrind` (`v4:varying-get:10` loops over the
-//!   varying sample of that kind instead);
+//! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s after a warm-up
+//!   run: a target for `perf record` or `valgrind --tool=callgrind
+//!   --collect-atstart=no --toggle-collect=transaction::looped` (`v4:varying-get:10`
+//!   loops over the varying sample of that kind instead, after one warm-up pass);
 //! - `PALISADE_BENCH_VARYING=check` runs every request of the varying corpus through
 //!   CRS v4 and CRS 3.3.4 and prints how many were blocked or scored and by which rules;
 //!   it exits 1 when a rule set blocks one (the corpus is benign by construction);
@@ -222,11 +223,15 @@ fn profile_loop(spec: &str) {
                 .unwrap_or_else(|| panic!("no corpus request {name}")),
         )
     };
+    // One warm-up pass, so that the loop measures the steady state (the lazily built
+    // regex states the requests need exist), as it does for one repeated request.
+    for req in reqs {
+        std::hint::black_box(common::run(&rs, req, None));
+    }
     let start = std::time::Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
-        let req = &reqs[n as usize % reqs.len()];
-        std::hint::black_box(common::run(&rs, req, None));
+        looped(&rs, &reqs[n as usize % reqs.len()]);
         n += 1;
     }
     let el = start.elapsed().as_secs_f64();
@@ -234,6 +239,13 @@ fn profile_loop(spec: &str) {
         "{set} {name}: {n} transactions in {el:.2} s, {:.1} us each",
         el * 1e6 / n as f64
     );
+}
+
+/// One transaction of the profile loop, apart from the warm-up: the function to give
+/// callgrind's `--toggle-collect` (`transaction::looped`).
+#[inline(never)]
+fn looped(rs: &Arc<Ruleset>, req: &RawRequest) {
+    std::hint::black_box(common::run(rs, req, None));
 }
 
 /// CPU time of `req` (phases 1, 2, 5) under `rs`, in microseconds per transaction.
