@@ -21,7 +21,8 @@
 //!   loops over the varying sample of that kind instead, after one warm-up pass);
 //! - `PALISADE_BENCH_VARYING=check` runs every request of the varying corpus through
 //!   CRS v4 and CRS 3.3.4 and prints how many were blocked or scored and by which rules;
-//!   it exits 1 when a rule set blocks one (the corpus is benign by construction);
+//!   it exits 1 when a rule set blocks one (the corpus is benign by construction), and
+//!   names the costliest requests;
 //! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own;
 //! - `PALISADE_BENCH_MEM=1` prints the resident memory CRS v4 takes, loaded and after
 //!   traffic;
@@ -121,8 +122,13 @@ fn varying_check() -> bool {
             .map(|&k| (k, 0, 0, 0))
             .collect();
         let mut rules: HashMap<i64, usize> = HashMap::new();
+        let mut costs: Vec<(u64, &str, &str)> = Vec::with_capacity(all.len());
         for (kind, req) in &all {
+            let c0 = common::thread_cpu_ns();
             let (i, tx) = common::run_tx(rs, req, Some(&RESPONSE));
+            if let (Some(a), Some(b)) = (c0, common::thread_cpu_ns()) {
+                costs.push((b - a, &req.name, kind));
+            }
             let row = per_kind
                 .iter_mut()
                 .find(|r| r.0 == *kind)
@@ -173,6 +179,18 @@ fn varying_check() -> bool {
                     .collect::<Vec<_>>()
                     .join(", ")
             }
+        );
+        // The costliest requests of this first pass (the very first ones also pay for
+        // building regex states that later requests reuse).
+        costs.sort_unstable_by(|a, b| b.cmp(a));
+        println!(
+            "varying check: {label}: costliest requests (CPU ms, first pass): {}",
+            costs
+                .iter()
+                .take(8)
+                .map(|(ns, name, kind)| format!("{name} ({kind}) {:.1}", *ns as f64 / 1e6))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         clean &= blocked == 0;
     }
