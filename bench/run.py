@@ -695,10 +695,11 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
                   "pages, assets and API routes, query strings, cookies, referers, urlencoded "
                   "and multipart forms and JSON bodies; each series sends the requests of its "
                   "kinds in a shuffled order (`bench/wrk/corpus.lua`, seed "
-                  f"{VARYING_SEED}, a new order per pass). " + "; ".join(parts) + ". None is "
-                  "blocked or scored by CRS v4 or CRS 3.3.4 in the engine "
-                  "(`PALISADE_BENCH_VARYING=check`, see the engine section); the engine's "
-                  "tables hold no string of either corpus (`bench/test_corpus.py`).")
+                  f"{VARYING_SEED}, a new order per pass). " + "; ".join(parts) + ". The engine "
+                  "benchmarks run every request through CRS v4 and CRS 3.3.4 and fail when one "
+                  "is blocked (`PALISADE_BENCH_VARYING=check`, engine section); "
+                  "`bench/test_corpus.py` fails when the engine's tables share a string with "
+                  "either corpus.")
     md.append("- Rules: (d) `bench/rules/base.conf` + CRS v4 `crs-setup.conf.example` + "
               "`rules/*.conf`; (e) and (g) `base.conf` + Debian's `crs-setup.conf`, "
               "`REQUEST-900-...`, `rules/*.conf`, `RESPONSE-999-...` (plain `Include`s for "
