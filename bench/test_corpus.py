@@ -192,6 +192,13 @@ class Disjoint(unittest.TestCase):
         host = gen_varying.HOSTS[0].encode()
         self.assertNotEqual(violations([b"a " + host], self.values, self.toks), [])
 
+    def test_the_generator_is_seeded(self):
+        # Same seed, same bytes; another seed, other requests; no request twice.
+        a = gen_varying.generate(seed=7, count=300)
+        self.assertEqual(a, gen_varying.generate(seed=7, count=300))
+        self.assertNotEqual(a, gen_varying.generate(seed=8, count=300))
+        self.assertEqual(len({raw for _, raw in a}), 300)
+
     def test_the_corpora_are_covered(self):
         # The extraction sees the strings the tables used to copy.
         for s in (b"/products/list", b"session=6f1c2a9b4e7d0a13", b"localhost", b"Firefox"):
