@@ -4,7 +4,10 @@
   engine_report.py OUT.md [--smoke]
 
 - `transaction` (divan): time and allocations per transaction, CRS v4 and CRS 3.3.4,
-  over the corpus of bench/corpus/. Its divan table is turned into one markdown table.
+  over the fixed corpus of bench/corpus/ and a sample of the varying corpus of
+  bench/gen_varying.py. Its divan table is turned into one markdown table.
+- `transaction` with PALISADE_BENCH_VARYING=check: every request of the varying corpus
+  through both rule sets; none may be blocked (a failure with --smoke).
 - `adversarial`: engine time per MiB for worst-case inputs at 64 KiB, 256 KiB, 1 MiB.
 - `ip_sets`: load time, memory and lookup time of 1.6 million-network IP sets.
 
@@ -72,6 +75,8 @@ GROUPS = {
     "crs_v4_full": ("CRS v4", "1-5 (1 KiB HTML response)"),
     "crs3_request": ("CRS 3.3.4", "1, 2, 5"),
     "crs3_full": ("CRS 3.3.4", "1-5 (1 KiB HTML response)"),
+    "crs_v4_varying": ("CRS v4", "1, 2, 5"),
+    "crs3_varying": ("CRS 3.3.4", "1, 2, 5"),
 }
 
 
@@ -90,7 +95,11 @@ def main():
     text = r.stdout + "\n" + r.stderr
     md.append("`" + " ".join(cmd) + "`: median (and fastest) wall time of one transaction on a "
               "pinned core, and heap allocations per transaction (divan's counting allocator). "
-              "`bench/rules/base.conf` in front of the rule set, as in the load runs.")
+              "`bench/rules/base.conf` in front of the rule set, as in the load runs. The "
+              "`varying-*` rows run the first 200 distinct requests of that kind of the varying "
+              "corpus in turn (`get` holds pages, assets and API calls; `form` urlencoded "
+              "forms; `multipart` forms with a small file; `json` bodies up to 64 KiB), one per "
+              "iteration, so they are averages over distinct requests.")
     md.append("")
     skipped = [l for l in text.splitlines() if "skipped" in l]
     for s in skipped:
@@ -132,6 +141,24 @@ def main():
         md.append("```")
     md.append("")
 
+    env = dict(os.environ, PALISADE_BENCH_VARYING="check")
+    cmd = ["taskset", "-c", "0", "cargo", "bench", "-q", "-p", "engine", "--bench", "transaction"]
+    r = run(cmd, env=env, timeout=1800)
+    lines = [l for l in r.stdout.splitlines() if l.startswith("varying check:")]
+    md.append("The varying corpus is benign: every one of its requests through each rule set "
+              "(`PALISADE_BENCH_VARYING=check " + " ".join(cmd) + "`, phases 1-5), per kind "
+              "and in all, with the rules that matched:")
+    md.append("")
+    if r.returncode != 0 or not lines:
+        failed.append("varying corpus check")
+        md.append("The check failed (a request blocked, or the run broke):")
+        md.append("")
+    md.append("```")
+    md.append("\n".join(lines + ([] if r.returncode == 0 and lines
+                                 else (r.stdout + r.stderr).splitlines()[-20:])))
+    md.append("```")
+    md.append("")
+
     env = dict(os.environ, PALISADE_BENCH_CPU="0.3" if smoke else "2")
     cmd = ["taskset", "-c", "0", "cargo", "bench", "-q", "-p", "engine", "--bench", "transaction"]
     r = run(cmd, env=env, timeout=1800)
@@ -140,7 +167,9 @@ def main():
               + " ".join(cmd) + "`): the thread's own CPU clock over a loop of transactions, "
               "so time spent waiting for the CPU on a shared machine is left out. On this "
               "virtual machine the speed of one core still varies by up to 2x between runs "
-              "(other tenants), so compare figures of one run.")
+              "(other tenants), so compare figures of one run. A `varying-*` row runs each of "
+              "its distinct requests once per round, after one warm-up round, and gives the "
+              "average per request.")
     md.append("")
     if r.returncode != 0 or not table:
         failed.append("transaction (CPU time)")

@@ -83,12 +83,51 @@ def mix_files():
     return [corpus_path(n) for n in cycle]
 
 
+# The varying corpus (bench/gen_varying.py), written at bench time; not committed.
+VARYING_DIR = os.path.join(REPO, "target", "bench-corpus", "varying")
+# The seed of wrk's shuffled order over the varying corpus.
+VARYING_SEED = 1
+VARYING_PREFIX = "varying "
+
+
+class Varying:
+    """A series of the varying corpus: the generator's kinds it sends, shuffled."""
+
+    def __init__(self, kinds):
+        self.kinds = kinds
+
+
 REQUESTS = {
     "GET": [corpus_path("get")],
     "form POST 2 KiB": [corpus_path("form")],
     "JSON POST 20 KiB": [corpus_path("json")],
     "mix 5% attacks": None,  # filled by mix_files()
+    VARYING_PREFIX + "GET": Varying(["get-page", "get-asset", "get-api"]),
+    VARYING_PREFIX + "form POST": Varying(["form", "multipart"]),
+    VARYING_PREFIX + "JSON POST": Varying(["json"]),
 }
+
+
+def is_varying(req_name):
+    return req_name.startswith(VARYING_PREFIX)
+
+
+def varying_summary():
+    """Per varying series: (requests, mean bytes, largest bytes) from the manifest."""
+    sizes = {}
+    with open(os.path.join(VARYING_DIR, "manifest.tsv")) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            _, kind, size = line.rstrip("\n").split("\t")
+            sizes.setdefault(kind, []).append(int(size))
+    out = {}
+    for rn, series in REQUESTS.items():
+        if isinstance(series, Varying):
+            v = [x for k in series.kinds for x in sizes.get(k, [])]
+            if v:
+                out[rn] = (len(v), sum(v) / len(v), max(v))
+    return out
 
 
 def log(msg):
@@ -397,7 +436,8 @@ def answer_problems(key, req_name, r):
     finish none in a smoke run's few seconds); the check after the runs is."""
     out = []
     if r["statuses"]:
-        allowed = {"200", "403"} if key in WAF_CONFIGS else {"200"}
+        # Only the mix holds attacks; the varying corpus is benign by construction.
+        allowed = {"200", "403"} if key in WAF_CONFIGS and not is_varying(req_name) else {"200"}
         odd = {c: n for c, n in r["statuses"].items() if c not in allowed}
         if odd:
             out.append("unexpected answers " + ", ".join(f"{c}: {n}" for c, n in odd.items()))
@@ -419,7 +459,11 @@ def parse_duration_ms(s):
 
 
 def run_wrk(port, files, duration, connections, lua, count_status=False):
-    env = dict(os.environ, BENCH_FILES=",".join(files))
+    if isinstance(files, Varying):
+        env = dict(os.environ, BENCH_VARYING_DIR=VARYING_DIR,
+                   BENCH_VARYING_KINDS=",".join(files.kinds), BENCH_SEED=str(VARYING_SEED))
+    else:
+        env = dict(os.environ, BENCH_FILES=",".join(files))
     if count_status:
         env["BENCH_COUNT_STATUS"] = "1"
     argv = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{connections}", f"-d{duration}s",
@@ -662,9 +706,24 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
               "master and worker summed) the proxy used during them. Every run starts once "
               "the proxy is idle again (the requests the previous run left in flight are "
               "done), so their CPU time is not counted against it.")
-    md.append("- Requests (`bench/corpus/`, sent verbatim): a browser GET with a query string "
+    md.append("- Fixed corpus (`bench/corpus/`, sent verbatim): a browser GET with a query string "
               "and 3 cookies; a 2 KiB urlencoded form POST; a 20 KiB JSON POST; a mix of "
               "60% GET, 20% form, 15% JSON and 5% attacks (SQLi, XSS, path traversal, Log4Shell).")
+    vsum = varying_summary() if any(is_varying(rn) for rn in req_names) else {}
+    if vsum:
+        parts = [f"{rn[len(VARYING_PREFIX):]}: {n:,} requests, {mean / 1024:.1f} KiB on average, "
+                 f"largest {big / 1024:.1f} KiB" for rn, (n, mean, big) in vsum.items()]
+        md.append("- Varying corpus (`bench/gen_varying.py`, fixed seed, written into "
+                  "`target/bench-corpus/varying/` at bench time): 10,000 distinct benign "
+                  "requests drawn from distributions of browsers and versions, languages, "
+                  "pages, assets and API routes, query strings, cookies, referers, urlencoded "
+                  "and multipart forms and JSON bodies; each series sends the requests of its "
+                  "kinds in a shuffled order (`bench/wrk/corpus.lua`, seed "
+                  f"{VARYING_SEED}, a new order per pass). " + "; ".join(parts) + ". The engine "
+                  "benchmarks run every request through CRS v4 and CRS 3.3.4 and fail when one "
+                  "is blocked (`PALISADE_BENCH_VARYING=check`, engine section); "
+                  "`bench/test_corpus.py` fails when the engine's tables share a string with "
+                  "either corpus.")
     md.append("- Rules: (d) `bench/rules/base.conf` + CRS v4 `crs-setup.conf.example` + "
               "`rules/*.conf`; (e) and (g) `base.conf` + Debian's `crs-setup.conf`, "
               "`REQUEST-900-...`, `rules/*.conf`, `RESPONSE-999-...` (plain `Include`s for "
@@ -690,9 +749,9 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
 
     md.append("## Throughput and CPU cost")
     md.append("")
-    md.append("| config | request | req/s | p50 ms | p99 ms | proxy CPU s | req per CPU-s | "
+    md.append("| config | corpus | request | req/s | p50 ms | p99 ms | proxy CPU s | req per CPU-s | "
               "vs (b) | vs (g) | non-2xx | peak RSS MiB |")
-    md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    md.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for key in CONFIGS:
         if key not in results:
             continue
@@ -708,17 +767,20 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
             rpc = fmt(r["req_per_cpu_s"])
             if key == "a":
                 cpu_label += " (backend)"
+            corpus, shown = (("varying", rn[len(VARYING_PREFIX):]) if is_varying(rn)
+                             else ("fixed", rn))
             md.append(
-                f"| ({key}) {CONFIGS[key]} | {rn} | {fmt(r['rps'])} | {fmt(r['p50_ms'], '{:.2f}')} | "
+                f"| ({key}) {CONFIGS[key]} | {corpus} | {shown} | {fmt(r['rps'])} | {fmt(r['p50_ms'], '{:.2f}')} | "
                 f"{fmt(r['p99_ms'], '{:.2f}')} | {cpu_label} | {rpc} | {fmt(rb, '{:.2f}x')} | "
                 f"{fmt(rg, '{:.1f}x')} | {other_answers(r)} | "
                 f"{fmt(rss.get(key) and rss[key] / 1024, '{:.1f}')} |")
     md.append("")
     md.append("`vs (b)` and `vs (g)`: requests per CPU-second of this configuration over that "
               "of (b) palisade with no rules, and of (g) nginx + ModSecurity + CRS 3.3.4. "
-              "`non-2xx` counts the answers other than 2xx/3xx over all runs; for the mix, per "
-              "status code with its share of all answers (its attacks are 5% of the requests "
-              "sent, answered 403 by the WAFs). Peak RSS is VmHWM of the proxy "
+              "`non-2xx` counts the answers other than 2xx/3xx over all runs; for the mix and "
+              "the varying series, per status code with its share of all answers (the mix's "
+              "attacks are 5% of the requests sent, answered 403 by the WAFs; the varying "
+              "corpus is benign, every answer should be 200). Peak RSS is VmHWM of the proxy "
               "process (for nginx, the larger of master and worker).")
     md.append("")
 
@@ -737,6 +799,14 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
          ratio(rpc("e", "GET"), rpc("g", "GET")), ">= 40x", 40),
         ("CRS 3.3.4: palisade vs ModSecurity, 2 KiB form POST",
          ratio(rpc("e", "form POST 2 KiB"), rpc("g", "form POST 2 KiB")), ">= 30x", 30),
+        ("CRS 3.3.4: palisade vs ModSecurity, varying GET",
+         ratio(rpc("e", VARYING_PREFIX + "GET"), rpc("g", VARYING_PREFIX + "GET")), ">= 40x", 40),
+        ("CRS 3.3.4: palisade vs ModSecurity, varying form POST",
+         ratio(rpc("e", VARYING_PREFIX + "form POST"), rpc("g", VARYING_PREFIX + "form POST")),
+         ">= 30x", 30),
+        ("CRS 3.3.4: palisade vs ModSecurity, varying JSON POST",
+         ratio(rpc("e", VARYING_PREFIX + "JSON POST"), rpc("g", VARYING_PREFIX + "JSON POST")),
+         ">= 30x", 30),
         ("palisade no rules vs nginx plain, GET",
          ratio(rpc("b", "GET"), rpc("f", "GET")), ">= 1.0", 1.0),
     ]
@@ -812,8 +882,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="a few seconds per configuration")
     ap.add_argument("--configs", default="abcdefg", help="which configurations (letters)")
-    ap.add_argument("--requests", default="get,form,json,mix",
-                    help="which requests: get, form, json, mix (comma-separated)")
+    ap.add_argument("--requests", default="get,form,json,mix,vget,vform,vjson",
+                    help="which requests: get, form, json, mix of the fixed corpus; vget, "
+                         "vform, vjson of the varying one (comma-separated)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     ap.add_argument("--runs", type=int, default=3, help="wrk runs per configuration and request")
@@ -849,11 +920,21 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     rates = [int(x) for x in args.rates.split(",") if x]
     REQUESTS["mix 5% attacks"] = mix_files()
-    short = {"get": "GET", "form": "form POST 2 KiB", "json": "JSON POST 20 KiB", "mix": "mix 5% attacks"}
+    short = {"get": "GET", "form": "form POST 2 KiB", "json": "JSON POST 20 KiB", "mix": "mix 5% attacks",
+             "vget": VARYING_PREFIX + "GET", "vform": VARYING_PREFIX + "form POST",
+             "vjson": VARYING_PREFIX + "JSON POST"}
+    for r in args.requests.split(","):
+        if r and r not in short:
+            raise SystemExit(f"bench: unknown request {r!r} (one of {', '.join(short)})")
     wanted = [short[r] for r in args.requests.split(",") if r]
     for rn in list(REQUESTS):
         if rn not in wanted:
             del REQUESTS[rn]
+    if any(isinstance(v, Varying) for v in REQUESTS.values()):
+        sys.path.insert(0, BENCH)
+        import gen_varying
+        gen_varying.write(VARYING_DIR)
+        log(f"bench: varying corpus in {VARYING_DIR}")
     lua = os.path.join(BENCH, "wrk", "corpus.lua")
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     info = machine_info()
@@ -928,7 +1009,8 @@ def main():
                     log("bench:   verified: benign 200" + (", attacks 403" if key in WAF_CONFIGS else ""))
                 results[key] = {}
                 for rn, files in REQUESTS.items():
-                    r = measure(system, files, args, lua, count_status=rn.startswith("mix"))
+                    r = measure(system, files, args, lua,
+                                count_status=rn.startswith("mix") or is_varying(rn))
                     results[key][rn] = r
                     log(f"bench:   {rn:<17} {r['rps']:>10,.0f} req/s  p50 {fmt(r['p50_ms'], '{:.2f}')} ms  "
                         f"p99 {fmt(r['p99_ms'], '{:.2f}')} ms  cpu {r['cpu_s']:.2f} s  "

@@ -1,12 +1,22 @@
--- wrk script for the benchmark: sends raw requests from bench/corpus/ verbatim.
+-- wrk script for the benchmark: sends raw requests verbatim, from one of two sources.
 --
--- BENCH_FILES (environment) is a comma-separated list of corpus files; a file listed
--- several times is sent that many times per cycle, so the list also sets the mix.
--- The requests are sent in list order, round-robin, on every connection.
+-- Fixed corpus: BENCH_FILES (environment) is a comma-separated list of files of
+-- bench/corpus/; a file listed several times is sent that many times per cycle, so the
+-- list also sets the mix. The requests are sent in list order, round-robin, on every
+-- connection.
+--
+-- Varying corpus: BENCH_VARYING_DIR is a directory written by bench/gen_varying.py
+-- (manifest.tsv and one file per request) and BENCH_VARYING_KINDS a comma-separated list
+-- of the generator's kinds to send (get-page, get-asset, get-api, form, multipart, json).
+-- The requests of those kinds are sent in a shuffled order drawn from BENCH_SEED
+-- (default 1), a new order for every pass over them; the thread's connections take the
+-- next request of that one sequence as they become free, so no two connections send
+-- the same request at the same time and every request is sent once per pass.
 
 local requests = {}
 local n = 0
 local i = 0
+local shuffled = false
 
 local function load(path)
    local f = assert(io.open(path, "rb"), "cannot open " .. path)
@@ -15,7 +25,41 @@ local function load(path)
    return data
 end
 
+-- Fisher-Yates with wrk's LuaJIT generator, seeded in init.
+local function shuffle()
+   for k = n, 2, -1 do
+      local j = math.random(k)
+      requests[k], requests[j] = requests[j], requests[k]
+   end
+end
+
+local function load_varying(dir, kinds)
+   local want = {}
+   for kind in string.gmatch(kinds, "[^,]+") do
+      want[kind] = true
+   end
+   local manifest = assert(io.open(dir .. "/manifest.tsv", "r"),
+      "cannot open " .. dir .. "/manifest.tsv (run bench/gen_varying.py)")
+   for line in manifest:lines() do
+      local file, kind = string.match(line, "^([^#\t][^\t]*)\t([^\t]+)\t")
+      if file and want[kind] then
+         n = n + 1
+         requests[n] = load(dir .. "/" .. file)
+      end
+   end
+   manifest:close()
+end
+
 function init(args)
+   local dir = os.getenv("BENCH_VARYING_DIR")
+   if dir then
+      load_varying(dir, os.getenv("BENCH_VARYING_KINDS") or "")
+      assert(n > 0, "BENCH_VARYING_KINDS names no request of " .. dir)
+      math.randomseed(tonumber(os.getenv("BENCH_SEED") or "1"))
+      shuffle()
+      shuffled = true
+      return
+   end
    local cache = {}
    for path in string.gmatch(os.getenv("BENCH_FILES") or "", "[^,]+") do
       cache[path] = cache[path] or load(path)
@@ -28,6 +72,10 @@ function init(args)
 end
 
 function request()
+   if shuffled and i == n then
+      shuffle()
+      i = 0
+   end
    i = i % n + 1
    return requests[i]
 end

@@ -1,5 +1,11 @@
 //! Engine microbenchmarks: CPU time and allocations per transaction for CRS v4 and
-//! Debian's CRS 3.3.4 over the fixed corpus of `bench/corpus/` (no network).
+//! Debian's CRS 3.3.4 over the fixed corpus of `bench/corpus/` and over a sample of the
+//! varying corpus of `bench/gen_varying.py` (no network).
+//!
+//! The varying rows (`varying-get`, `varying-form`, `varying-multipart`,
+//! `varying-json`) take the first `PALISADE_BENCH_VARYING_N` (default 200) distinct
+//! requests of that kind and run them in turn, so a figure is the average over those
+//! requests, not the cost of one request repeated.
 //!
 //! Two shapes per request: `request` runs phases 1, 2 and 5 (what a blocked or
 //! request-only inspection costs); `full` adds phases 3 and 4 with a small HTML
@@ -9,8 +15,14 @@
 //! Allocations come from divan's counting allocator (`alloc:` rows in the output).
 //!
 //! Two more modes, chosen by environment variables:
-//! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s: a target for
-//!   `perf record` or `valgrind --tool=callgrind`;
+//! - `PALISADE_BENCH_LOOP=v4:get:10` loops one transaction for 10 s after a warm-up
+//!   run: a target for `perf record` or `valgrind --tool=callgrind
+//!   --collect-atstart=no --toggle-collect=transaction::looped` (`v4:varying-get:10`
+//!   loops over the varying sample of that kind instead, after one warm-up pass);
+//! - `PALISADE_BENCH_VARYING=check` runs every request of the varying corpus through
+//!   CRS v4 and CRS 3.3.4 and prints how many were blocked or scored and by which rules;
+//!   it exits 1 when a rule set blocks one (the corpus is benign by construction), and
+//!   names the costliest requests;
 //! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own;
 //! - `PALISADE_BENCH_MEM=1` prints the resident memory CRS v4 takes, loaded and after
 //!   traffic;
@@ -63,6 +75,128 @@ static REQUESTS: LazyLock<HashMap<&'static str, RawRequest>> =
 
 static RESPONSE: LazyLock<Response> = LazyLock::new(common::small_response);
 
+/// How many distinct requests of each kind the varying rows run.
+fn varying_n() -> usize {
+    std::env::var("PALISADE_BENCH_VARYING_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(200)
+}
+
+/// The varying sample, keyed by kind (`get`, `form`, `multipart`, `json`).
+static VARYING: LazyLock<HashMap<&'static str, Vec<RawRequest>>> =
+    LazyLock::new(|| common::varying_sample(&common::varying(), varying_n()));
+
+/// The varying rows' names, as divan arguments and in the CPU table.
+const VARYING_ROWS: &[&str] = &[
+    "varying-get",
+    "varying-form",
+    "varying-multipart",
+    "varying-json",
+];
+
+/// The sample behind a varying row name (`varying-get` -> the `get` sample).
+fn varying_rows(name: &str) -> &'static [RawRequest] {
+    let kind = name.strip_prefix("varying-").unwrap_or(name);
+    VARYING
+        .get(kind)
+        .map(Vec::as_slice)
+        .unwrap_or_else(|| panic!("the varying corpus has no request of kind {kind}"))
+}
+
+/// With `PALISADE_BENCH_VARYING=check`: every request of the varying corpus through
+/// each rule set (phases 1-5 with the small response). Prints per kind how many were
+/// blocked and how many had a non-zero anomaly score, and which rules matched how
+/// often. Returns false when a rule set blocked a request.
+fn varying_check() -> bool {
+    let all = common::varying();
+    let mut sets: Vec<(&str, Arc<Ruleset>)> = vec![("CRS v4", V4.clone())];
+    if let Some(rs) = V3.as_ref() {
+        sets.push(("CRS 3.3.4", rs.clone()));
+    }
+    let mut clean = true;
+    for (label, rs) in &sets {
+        let mut per_kind: Vec<(&str, usize, usize, usize)> = common::VARYING_KINDS
+            .iter()
+            .map(|&k| (k, 0, 0, 0))
+            .collect();
+        let mut rules: HashMap<i64, usize> = HashMap::new();
+        let mut costs: Vec<(u64, &str, &str)> = Vec::with_capacity(all.len());
+        for (kind, req) in &all {
+            let c0 = common::thread_cpu_ns();
+            let (i, tx) = common::run_tx(rs, req, Some(&RESPONSE));
+            if let (Some(a), Some(b)) = (c0, common::thread_cpu_ns()) {
+                costs.push((b - a, &req.name, kind));
+            }
+            let row = per_kind
+                .iter_mut()
+                .find(|r| r.0 == *kind)
+                .expect("a known kind");
+            row.1 += 1;
+            let mut ids = tx.matched_rule_ids();
+            ids.sort_unstable();
+            ids.dedup();
+            if let Some(i) = &i {
+                row.2 += 1;
+                let why: Vec<String> = tx
+                    .matches()
+                    .iter()
+                    .filter_map(|m| Some(format!("{}: {}", m.rule_id?, m.data.as_deref()?)))
+                    .collect();
+                eprintln!(
+                    "{label}: {} ({kind}) blocked with {} by {:?}; rules {ids:?}; {}",
+                    req.name,
+                    i.status,
+                    i.rule_id,
+                    why.join("; ")
+                );
+            }
+            if tx.anomaly_scores().0 != 0 {
+                row.3 += 1;
+            }
+            for id in ids {
+                *rules.entry(id).or_default() += 1;
+            }
+        }
+        let blocked: usize = per_kind.iter().map(|r| r.2).sum();
+        let scored: usize = per_kind.iter().map(|r| r.3).sum();
+        for (kind, n, b, sc) in &per_kind {
+            println!("varying check: {label}: {kind}: {n} requests, {b} blocked, {sc} scored");
+        }
+        let mut rules: Vec<_> = rules.into_iter().collect();
+        rules.sort_unstable();
+        println!(
+            "varying check: {label}: {} requests, {blocked} blocked, {scored} with a non-zero \
+             anomaly score; rules that matched (id: requests): {}",
+            all.len(),
+            if rules.is_empty() {
+                "none".to_string()
+            } else {
+                rules
+                    .iter()
+                    .map(|(id, n)| format!("{id}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        );
+        // The costliest requests of this first pass (the very first ones also pay for
+        // building regex states that later requests reuse).
+        costs.sort_unstable_by(|a, b| b.cmp(a));
+        println!(
+            "varying check: {label}: costliest requests (CPU ms, first pass): {}",
+            costs
+                .iter()
+                .take(8)
+                .map(|(ns, name, kind)| format!("{name} ({kind}) {:.1}", *ns as f64 / 1e6))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        clean &= blocked == 0;
+    }
+    clean
+}
+
 /// Prints what each corpus request does under a rule set, so a run shows that benign
 /// requests pass and attacks are blocked (a benchmark of the wrong path is worthless).
 fn check(label: &str, rs: &Arc<Ruleset>) {
@@ -86,9 +220,11 @@ fn check(label: &str, rs: &Arc<Ruleset>) {
 /// With `PALISADE_BENCH_LOOP=RULESET:REQUEST:SECONDS` (RULESET `v4` or `v3`, e.g.
 /// `v4:get:10`), runs that one transaction in a loop for that long and exits: the
 /// target for `perf record` or `valgrind --tool=callgrind`, with load time a small
-/// part of the profile. The loop's transactions go through [`steady`], after three
-/// warm-up runs that do not: `--toggle-collect=transaction::steady` counts warm
-/// transactions only (divide by the count printed at the end).
+/// part of the profile. `REQUEST` may also be `varying-get` (and `-form`,
+/// `-multipart`, `-json`): a sample of the varying corpus, in turn. The loop's
+/// transactions go through [`looped`], after one warm-up pass that does not:
+/// `--toggle-collect=transaction::looped` counts warm transactions only (divide by the
+/// count printed at the end).
 fn profile_loop(spec: &str) {
     let mut parts = spec.split(':');
     let set = parts.next().unwrap_or("v4");
@@ -100,16 +236,24 @@ fn profile_loop(spec: &str) {
             .unwrap_or_else(|| panic!("CRS 3.3.4 does not load")),
         _ => V4.clone(),
     };
-    let req = REQUESTS
-        .get(name)
-        .unwrap_or_else(|| panic!("no corpus request {name}"));
-    for _ in 0..3 {
+    let reqs: &[RawRequest] = if name.starts_with("varying-") {
+        varying_rows(name)
+    } else {
+        std::slice::from_ref(
+            REQUESTS
+                .get(name)
+                .unwrap_or_else(|| panic!("no corpus request {name}")),
+        )
+    };
+    // One warm-up pass, so that the loop measures the steady state (the lazily built
+    // regex states the requests need exist), as it does for one repeated request.
+    for req in reqs {
         std::hint::black_box(common::run(&rs, req, None));
     }
     let start = std::time::Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
-        steady(&rs, req);
+        looped(&rs, &reqs[n as usize % reqs.len()]);
         n += 1;
     }
     let el = start.elapsed().as_secs_f64();
@@ -119,10 +263,10 @@ fn profile_loop(spec: &str) {
     );
 }
 
-/// One transaction of the profiling loop, out of line so that a profiler can count
-/// these (warm) transactions alone.
+/// One transaction of the profile loop, apart from the warm-up: the function to give
+/// callgrind's `--toggle-collect` (`transaction::looped`).
 #[inline(never)]
-fn steady(rs: &Arc<Ruleset>, req: &RawRequest) {
+fn looped(rs: &Arc<Ruleset>, req: &RawRequest) {
     std::hint::black_box(common::run(rs, req, None));
 }
 
@@ -249,6 +393,28 @@ fn cpu_table(secs: f64) {
                 );
                 println!("| {label} | {name} | {shape} | {cpu:.1} | {wall:.1} | {n} |");
             }
+        }
+        // The varying rows: one call runs each request of the sample once, so the
+        // figure is the average over the sample's distinct requests.
+        for &name in VARYING_ROWS {
+            let reqs = varying_rows(name);
+            let (cpu, wall, n) = common::cpu_per_call(
+                || {
+                    for req in reqs {
+                        std::hint::black_box(common::run(rs, req, None));
+                    }
+                },
+                min,
+                2,
+            );
+            let k = reqs.len() as f64;
+            println!(
+                "| {label} | {name} (average of {} distinct) | 1, 2, 5 | {:.1} | {:.1} | {} |",
+                reqs.len(),
+                cpu / k,
+                wall / k,
+                n * reqs.len() as u64
+            );
         }
     }
 }
@@ -399,6 +565,12 @@ fn main() {
         cpu_table(secs.parse().unwrap_or(1.0));
         return;
     }
+    if std::env::var("PALISADE_BENCH_VARYING").as_deref() == Ok("check") {
+        if !varying_check() {
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Ok(spec) = std::env::var("PALISADE_BENCH_LOOP") {
         profile_loop(&spec);
         return;
@@ -431,6 +603,31 @@ fn crs_v4_request(b: Bencher, name: &str) {
 #[divan::bench(args = ["get", "form", "json"])]
 fn crs_v4_full(b: Bencher, name: &str) {
     bench_one(b, &V4, name, true);
+}
+
+/// Runs the requests of a varying row in turn, one per iteration.
+fn bench_varying(b: Bencher, rs: &Arc<Ruleset>, name: &str) {
+    let reqs = varying_rows(name);
+    let next = std::cell::Cell::new(0usize);
+    b.bench_local(|| {
+        let i = next.get();
+        next.set((i + 1) % reqs.len());
+        common::run(rs, &reqs[i], None)
+    });
+}
+
+/// CRS v4, phases 1, 2 and 5, over a sample of the varying corpus.
+#[divan::bench(args = VARYING_ROWS)]
+fn crs_v4_varying(b: Bencher, name: &str) {
+    bench_varying(b, &V4, name);
+}
+
+/// CRS 3.3.4, phases 1, 2 and 5, over a sample of the varying corpus.
+#[divan::bench(args = VARYING_ROWS)]
+fn crs3_varying(b: Bencher, name: &str) {
+    if let Some(rs) = V3.as_ref() {
+        bench_varying(b, rs, name);
+    }
 }
 
 /// CRS 3.3.4, phases 1, 2 and 5 (skipped when the rule set does not load).

@@ -1,6 +1,7 @@
 //! Shared pieces of the engine benchmarks: the rule sets (CRS v4 and Debian's CRS
-//! 3.3.4), the fixed request corpus of `bench/corpus/`, and a driver that runs one
-//! transaction through the phases the way the proxy does.
+//! 3.3.4), the fixed request corpus of `bench/corpus/`, the varying corpus of
+//! `bench/gen_varying.py`, and a driver that runs one transaction through the phases
+//! the way the proxy does.
 
 #![allow(dead_code)]
 
@@ -202,6 +203,79 @@ pub fn corpus(name: &str) -> RawRequest {
     let path = repo().join("bench/corpus").join(format!("{name}.http"));
     let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     RawRequest::parse(name, &raw).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The kinds of the varying corpus as the benchmarks group them: `get` stands for the
+/// generator's `get-page`, `get-asset` and `get-api`.
+pub const VARYING_KINDS: &[&str] = &["get", "form", "multipart", "json"];
+
+/// Where the varying corpus is written: `PALISADE_VARYING_DIR`, or
+/// `target/bench-corpus/varying` in the repository.
+pub fn varying_dir() -> PathBuf {
+    std::env::var_os("PALISADE_VARYING_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/bench-corpus/varying"))
+}
+
+/// The varying corpus (bench/gen_varying.py, fixed seed): every request with its kind
+/// (`get`, `form`, `multipart` or `json`), in the generator's order. Runs the generator
+/// first, which leaves an up-to-date directory as it is; panics with the reason when
+/// python3 or the generator fails (a benchmark of nothing is worthless).
+pub fn varying() -> Vec<(&'static str, RawRequest)> {
+    let dir = varying_dir();
+    let out = std::process::Command::new("python3")
+        .arg(repo().join("bench/gen_varying.py"))
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("python3 bench/gen_varying.py: {e}"));
+    if !out.status.success() {
+        panic!(
+            "bench/gen_varying.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let manifest = dir.join("manifest.tsv");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let mut all = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let mut cols = line.split('\t');
+        let (Some(file), Some(kind)) = (cols.next(), cols.next()) else {
+            panic!("{}: malformed line {line:?}", manifest.display());
+        };
+        let kind = match kind {
+            "get-page" | "get-asset" | "get-api" => "get",
+            "form" => "form",
+            "multipart" => "multipart",
+            "json" => "json",
+            other => panic!("{}: unknown kind {other:?}", manifest.display()),
+        };
+        let path = dir.join(file);
+        let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        all.push((
+            kind,
+            RawRequest::parse(file, &raw).unwrap_or_else(|e| panic!("{e}")),
+        ));
+    }
+    all
+}
+
+/// The first `n` requests of each kind of the varying corpus (all of a kind when it
+/// has fewer), keyed by kind: distinct requests for per-kind averages.
+pub fn varying_sample(
+    all: &[(&'static str, RawRequest)],
+    n: usize,
+) -> std::collections::HashMap<&'static str, Vec<RawRequest>> {
+    let mut out: std::collections::HashMap<&'static str, Vec<RawRequest>> =
+        std::collections::HashMap::new();
+    for (kind, req) in all {
+        let v = out.entry(kind).or_default();
+        if v.len() < n {
+            v.push(req.clone());
+        }
+    }
+    out
 }
 
 /// A small HTML response for phases 3 and 4.

@@ -25,7 +25,7 @@ use crate::variables::Var;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex_automata::{PatternID, PatternSet};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// Where a rule's pattern sits in the prefilter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,51 +213,31 @@ fn stable(var: Var) -> bool {
     )
 }
 
-/// Ordinary request values. A pattern that matches one of them would make its group's
-/// set match nearly every request, so it runs on its own instead. This choice only
-/// affects speed, never a verdict.
-const ORDINARY: &[&[u8]] = &[
-    b"",
-    b"a",
-    b"1",
-    b"abc",
-    b"index",
-    b"/",
-    b"/index.html",
-    b"/products/list",
-    b"hello world",
-    b"Hello, World!",
-    b"john.doe@example.com",
-    b"2024-01-31",
-    b"12345",
-    b"true",
-    b"en-US,en;q=0.9",
-    b"gzip, deflate, br",
-    b"keep-alive",
-    b"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
-    b"Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
-    b"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36",
-    b"application/x-www-form-urlencoded",
-    b"multipart/form-data; boundary=----x",
-    b"application/json",
-    b"session=6f1c2a9b",
-    b"6f1c2a9b4e",
-    b"shop.example.com",
-    b"max-age=0",
-    b"no-cache",
-    b"GET",
-    b"POST",
-    b"HTTP/1.1",
-    b"GET /index.html HTTP/1.1",
-    b"q=red+shoes&page=2",
-    b"red shoes",
-    b"http://localhost/products",
-    b"https://www.example.com/products/list?page=2&sort=price",
-    b"Thanks for the quick help last week, the replacement arrived in good condition.",
-    // Request bodies as REQUEST_BODY shows them.
-    b"first_name=Alice&last_name=Smith&email=alice.smith%40example.com&comment=Hello%2C+I+would+like+to+update+my+address.",
-    b"{\"name\": \"Alice Smith\", \"items\": [1, 2, 3], \"note\": \"Hello, world!\", \"ok\": true}",
-];
+/// The hand-written sample of ordinary request values (`ordinary.txt`). It is not
+/// benchmark data: `bench/test_corpus.py` checks that it shares no string with the
+/// benchmark corpora.
+const ORDINARY_SAMPLE: &str = include_str!("ordinary.txt");
+
+/// Ordinary request values: the empty value and every value line of
+/// [`ORDINARY_SAMPLE`]. A pattern that matches one of them would make its group's set
+/// match nearly every request, so it runs on its own instead. This choice only affects
+/// speed, never a verdict.
+fn ordinary() -> &'static [&'static [u8]] {
+    static VALUES: LazyLock<Vec<&'static [u8]>> = LazyLock::new(|| sample_values(ORDINARY_SAMPLE));
+    &VALUES
+}
+
+/// The values of a sample text: the empty value, then each line that is neither blank
+/// nor a `#` comment, byte for byte.
+fn sample_values(text: &str) -> Vec<&[u8]> {
+    std::iter::once(&b""[..])
+        .chain(
+            text.lines()
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::as_bytes),
+        )
+        .collect()
+}
 
 fn eligible(r: &Rule) -> Option<&str> {
     if r.negated || r.targets.is_empty() {
@@ -270,7 +250,7 @@ fn eligible(r: &Rule) -> Option<&str> {
         RuleOperator::Static(op) => match op.as_ref() {
             // Checked with search state that is dropped right after, so that loading
             // leaves no cache per regex behind in the loading thread.
-            Operator::Rx(rx) if !rx.matches_any_transient(ORDINARY) => Some(rx.pattern()),
+            Operator::Rx(rx) if !rx.matches_any_transient(ordinary()) => Some(rx.pattern()),
             _ => None,
         },
         _ => None,
@@ -492,5 +472,32 @@ mod tests {
             .collect();
         assert!(PmUnion::from_lists(&lists).is_none());
         assert!(PmUnion::from_lists(&lists[..PmUnion::MAX_LISTS]).is_some());
+    }
+
+    #[test]
+    fn sample_values_skip_comments_and_blank_lines() {
+        let v = sample_values("# a comment\nfirst\n\n#another\n second \n");
+        assert_eq!(v, vec![&b""[..], b"first", b" second "]);
+    }
+
+    #[test]
+    fn shipped_sample_is_clean() {
+        let v = ordinary();
+        assert!(v.len() > 30, "only {} ordinary values", v.len());
+        assert_eq!(v[0], b"");
+        for (i, a) in v.iter().enumerate().skip(1) {
+            assert!(!a.is_empty());
+            assert_eq!(
+                a.trim_ascii(),
+                *a,
+                "surrounding blanks in {:?}",
+                String::from_utf8_lossy(a)
+            );
+            assert!(
+                !v[..i].contains(a),
+                "{:?} twice",
+                String::from_utf8_lossy(a)
+            );
+        }
     }
 }
