@@ -32,7 +32,7 @@
 //!   libmodsecurity up to 3.0.12) flagged every attribute name of five bytes or more
 //!   starting with `on`; Palisade follows the current library.
 
-mod long_words;
+mod sqli;
 
 use libinjectionrs::XssDetector;
 use libinjectionrs::xss::{Html5Flags, Html5State, TokenType};
@@ -40,12 +40,10 @@ use libinjectionrs::xss::{Html5Flags, Html5State, TokenType};
 /// Runs libinjection's SQLi detection. `Some(fingerprint)` when the input looks like
 /// SQL injection; the fingerprint is at most 8 bytes (for instance `s&1c`).
 ///
-/// The answer is the crate's `SqliState::detect`, computed without the crate's
-/// quadratic cost on long words full of dots or backticks (see [`long_words`]).
+/// The answer is C libinjection's `libinjection_sqli` (see [`sqli`]); the fingerprint
+/// is the one of the reading that matched.
 pub fn detect_sqli(input: &[u8]) -> Option<Fingerprint> {
-    // After a positive reading, the state holds the fingerprint of the reading that
-    // matched (as C's `libinjection_sqli` reports it).
-    long_words::detect(input, &mut |_| {}).map(Fingerprint)
+    sqli::detect(input).map(Fingerprint)
 }
 
 /// A libinjection SQLi fingerprint.
