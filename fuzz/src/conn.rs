@@ -78,6 +78,8 @@ fn shared() -> &'static Arc<Shared> {
             error: cfg.logs.error_log.clone(),
             access: None,
             audit: None,
+            audit_files: false,
+            debug: None,
         };
         let (logs, writer) =
             LogWriter::start(&targets, cfg.logs.channel_capacity).expect("log writer");

@@ -93,12 +93,10 @@ pub fn detect(s: &[u8]) -> Option<[u8; 8]> {
     if s.is_empty() {
         return None;
     }
-    let mut readings: Vec<(Quote, bool)> = Vec::with_capacity(2);
-    readings.push((Quote::None, false));
-    if memchr::memchr(b'\'', s).is_some() {
-        readings.push((Quote::Single, false));
-    }
-    for (quote, _) in readings {
+    // As is, then as if after `'` (when the value holds one): ANSI comments, then
+    // MySQL comments when the ANSI reading met `#` or `--x`.
+    let single = memchr::memchr(b'\'', s).is_some().then_some(Quote::Single);
+    for quote in [Some(Quote::None), single].into_iter().flatten() {
         let reading = Reading::new(s, quote, false);
         if reading.is_sqli() {
             return Some(reading.fingerprint);
@@ -288,7 +286,10 @@ fn restart_shape(t: &[Token; 8]) -> bool {
 
 /// Merges two word-like tokens into one multi-word keyword (`UNION ALL`,
 /// `IS NOT DISTINCT FROM`, `AT TIME ZONE`, ...) when the table has the pair.
-fn merge_words(a: &mut Token, b: &Token) -> bool {
+/// The tokens are `t[i]` and `t[i + 1]`; the merged one replaces `t[i]`.
+fn merge_words(t: &mut [Token; 8], i: usize) -> bool {
+    let (head, tail) = t.split_at_mut(i + 1);
+    let (a, b) = (&mut head[i], &tail[0]);
     let first = matches!(
         a.kind,
         KEYWORD | BAREWORD | OPERATOR | UNION | FUNCTION | EXPRESSION | TSQL | SQLTYPE
@@ -406,14 +407,8 @@ fn fold(lexer: &mut Lexer<'_>, t: &mut [Token; 8]) -> usize {
             pos -= 1;
             left = 0;
             continue;
-        } else if a == LEFTPARENS && t[left + 1].is_unary_op() {
-            pos -= 1;
-            left = left.saturating_sub(1);
-            continue;
-        } else if {
-            let (head, tail) = t.split_at_mut(left + 1);
-            merge_words(&mut head[left], &tail[0])
-        } {
+        } else if a == LEFTPARENS && t[left + 1].is_unary_op() || merge_words(t, left) {
+            // `(` then a unary operator; or two words that make one keyword.
             pos -= 1;
             left = left.saturating_sub(1);
             continue;
@@ -542,4 +537,85 @@ fn fold(lexer: &mut Lexer<'_>, t: &mut [Token; 8]) -> usize {
         left += 1;
     }
     left.min(MAX_TOKENS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(input: &[u8]) -> Option<String> {
+        detect(input).map(|f| {
+            let len = f.iter().position(|&b| b == 0).unwrap_or(8);
+            String::from_utf8_lossy(&f[..len]).into_owned()
+        })
+    }
+
+    /// Every expected answer below is the one of the libinjection inside Debian's
+    /// libmodsecurity 3.0.9 (called through `fuzz/differential/libinjection_diff.py`'s
+    /// ctypes bindings).
+    #[test]
+    fn multi_word_keywords() {
+        assert_eq!(fp(b"1' is distinct from '1").as_deref(), Some("sos"));
+        assert_eq!(fp(b"1' is not distinct from '1").as_deref(), Some("sos"));
+        assert_eq!(fp(b"1' or 1 is distinct from 2--").as_deref(), Some("s&1c"));
+        assert_eq!(
+            fp(b"1;create or replace view v as select 1").as_deref(),
+            Some("1;Tnn")
+        );
+        assert_eq!(
+            fp(b"1 at time zone 1 union select 1").as_deref(),
+            Some("1k1UE")
+        );
+        assert_eq!(
+            fp(b"match(a) against(1 in boolean mode) union select 1").as_deref(),
+            Some("k(n)k")
+        );
+        assert_eq!(
+            fp(b"1 lock in share mode union select 1").as_deref(),
+            Some("1kUE1")
+        );
+        assert_eq!(fp(b"next value for x union select 1"), None);
+    }
+
+    #[test]
+    fn nul_bytes_are_white_space() {
+        assert_eq!(fp(b"1\0or 1=1").as_deref(), Some("1&1"));
+        assert_eq!(fp(b"1'\0or\x001=1--").as_deref(), Some("s&1c"));
+        assert_eq!(fp(b"1 or\xA01=1").as_deref(), Some("1&1"));
+    }
+
+    #[test]
+    fn dollar_quotes() {
+        // The closing tag is searched after the opening one (PyPI's
+        // libinjection-python 1.1.6 searches from the wrong offset and says `vos`).
+        assert_eq!(fp(b"@!$Y$x$Y$s"), None);
+        assert_eq!(fp(b"$$x$$ or 1=1").as_deref(), Some("s&1"));
+        assert_eq!(fp(b"$a$ $a$ or 1=1--").as_deref(), Some("s&1c"));
+    }
+
+    #[test]
+    fn common_shapes() {
+        assert_eq!(fp(b"1 union select 1,2").as_deref(), Some("1UE1"));
+        assert_eq!(fp(b"x' or 'a'='a").as_deref(), Some("s&sos"));
+        assert_eq!(fp(b"1' and sleep(5)#").as_deref(), Some("s&f(1"));
+        assert_eq!(fp(b"select.1"), None);
+        assert_eq!(fp(b"1 union"), None);
+        assert_eq!(fp(b"/*!union*/ select"), Some("X".to_string()));
+    }
+
+    /// A long word full of dots costs one pass: the lexer remembers the word's end.
+    #[test]
+    fn long_dotted_words_give_one_token_each() {
+        let value: Vec<u8> = b"select.".repeat(1 << 14);
+        let mut lexer = Lexer::new(&value, Quote::None, false);
+        let mut t = Token::EMPTY;
+        let mut count = 0;
+        while lexer.next_token(&mut t) {
+            count += 1;
+        }
+        // `select` `.` for every repetition (the word is cut at each keyword
+        // prefix); each cut reuses the measured end of the run of word bytes.
+        assert_eq!(count, 2 * (1 << 14));
+        assert_eq!(detect(&value), None);
+    }
 }
