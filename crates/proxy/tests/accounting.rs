@@ -53,10 +53,19 @@ async fn top_lists_clients_and_routes() {
     assert_eq!(top("?by=nothing", Some("top-token")).await.status, 400);
 
     // The readiness probe of Palisade::start is a connection without a request: it
-    // is not counted. Seven requests from 127.0.0.1, two of them blocked.
-    let r = top("", Some("top-token")).await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    // is not counted. Seven requests from 127.0.0.1, two of them blocked. A request
+    // is counted when its record is finished, just after its response is sent: wait
+    // for the last one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let v = loop {
+        let r = top("", Some("top-token")).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        if v["total"] == 7 || std::time::Instant::now() > deadline {
+            break v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(v["by"], "requests");
     assert_eq!(v["clients"][0]["client"], "127.0.0.1", "{v}");
     assert_eq!(v["clients"][0]["count"], 7, "{v}");
