@@ -84,6 +84,33 @@ def run(argv, **kw):
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, **kw)
 
 
+def bench_section(md, failed, title, bench, extra, summary_prefix, timeout, method):
+    """Runs one engine bench that prints a Markdown table and a summary line, and adds
+    its section (title, command, method, table, summary) to `md`; a failure is named in
+    `failed` and its output's tail goes into the section."""
+    md.append(f"## {title}")
+    md.append("")
+    cmd = ["taskset", "-c", "0", "cargo", "bench", "-q", "-p", "engine", "--bench", bench,
+           "--"] + extra
+    r = run(cmd, timeout=timeout)
+    md.append("`" + " ".join(cmd) + "`: " + method)
+    md.append("")
+    table = [l for l in r.stdout.splitlines() if l.startswith("|")]
+    summary = [l for l in r.stdout.splitlines() if l.startswith(summary_prefix)]
+    if r.returncode != 0 or not table:
+        failed.append(bench)
+        md.append(f"The {bench} benchmark failed:")
+        md.append("")
+        md.append("```")
+        md.append("\n".join((r.stdout + r.stderr).splitlines()[-20:]))
+        md.append("```")
+    else:
+        md += table
+        md.append("")
+        md += summary
+    md.append("")
+
+
 def main():
     out = sys.argv[1]
     smoke = "--smoke" in sys.argv
@@ -184,60 +211,22 @@ def main():
                       f"{g:,.1f} µs, {'met' if g <= 20 else 'not met'}.")
     md.append("")
 
-    md.append("## Adversarial inputs (engine time per MiB)")
-    md.append("")
-    cmd = ["taskset", "-c", "0", "cargo", "bench", "-q", "-p", "engine", "--bench", "adversarial", "--"]
-    if smoke:
-        cmd += ["--quick", "plain"]
-    r = run(cmd, timeout=3600)
-    md.append("`" + " ".join(cmd) + "`: CRS v4 PL1 with body and argument limits lifted so the "
-              "engine does all the work; phases 1, 2 and 5; CPU time per run, averaged over at least 3 runs and 0.4 s. "
-              "`ms per MiB` is engine time over input size; `marginal` is the growth from the "
-              "previous size, which shows whether time grows linearly. Target: at most 20 ms "
-              "per MiB.")
-    md.append("")
-    table = [l for l in r.stdout.splitlines() if l.startswith("|")]
-    summary = [l for l in r.stdout.splitlines() if l.startswith("adversarial:")]
-    if r.returncode != 0 or not table:
-        failed.append("adversarial")
-        md.append("The adversarial benchmark failed:")
-        md.append("")
-        md.append("```")
-        md.append("\n".join((r.stdout + r.stderr).splitlines()[-20:]))
-        md.append("```")
-    else:
-        md += table
-        md.append("")
-        md += summary
-    md.append("")
-    md.append("## IP sets at scale")
-    md.append("")
-    cmd = ["taskset", "-c", "0", "cargo", "bench", "-q", "-p", "engine", "--bench", "ip_sets", "--"]
-    if smoke:
-        cmd += ["--smoke"]
-    r = run(cmd, timeout=1800)
-    md.append("`" + " ".join(cmd) + "`: `@ipMatchFromFile` and the proxy's `[access]` lists "
-              "(the same sets) over networks generated from a fixed seed (3 in 4 IPv4, half "
-              "single addresses, half /16 to /31; the rest IPv6, single addresses and /16 to "
-              "/127). Load: the operator compiled from the file (read, parse, sort, merge), "
-              "wall time. Lookup: random addresses, as text (what `@ipMatch` gets) and parsed "
-              "(a connection's verdict). Targets: load at most 2 s and lookup at most 1 µs for "
-              "1.6 million networks.")
-    md.append("")
-    table = [l for l in r.stdout.splitlines() if l.startswith("|")]
-    summary = [l for l in r.stdout.splitlines() if l.startswith("ip sets:")]
-    if r.returncode != 0 or not table:
-        failed.append("ip_sets")
-        md.append("The IP set benchmark failed:")
-        md.append("")
-        md.append("```")
-        md.append("\n".join((r.stdout + r.stderr).splitlines()[-20:]))
-        md.append("```")
-    else:
-        md += table
-        md.append("")
-        md += summary
-    md.append("")
+    bench_section(md, failed, "Adversarial inputs (engine time per MiB)", "adversarial",
+                  ["--quick", "plain"] if smoke else [], "adversarial:", 3600,
+                  "CRS v4 PL1 with body and argument limits lifted so the engine does all the "
+                  "work; phases 1, 2 and 5; CPU time per run, averaged over at least 3 runs and "
+                  "0.4 s. `ms per MiB` is engine time over input size; `marginal` is the growth "
+                  "from the previous size, which shows whether time grows linearly. Target: at "
+                  "most 20 ms per MiB.")
+    bench_section(md, failed, "IP sets at scale", "ip_sets", ["--smoke"] if smoke else [],
+                  "ip sets:", 1800,
+                  "`@ipMatchFromFile` and the proxy's `[access]` lists (the same sets) over "
+                  "networks generated from a fixed seed (3 in 4 IPv4, half single addresses, "
+                  "half /16 to /31; the rest IPv6, single addresses and /16 to /127). Load: the "
+                  "operator compiled from the file (read, parse, sort, merge), wall time. "
+                  "Lookup: random addresses, as text (what `@ipMatch` gets) and parsed (a "
+                  "connection's verdict). Targets: load at most 2 s and lookup at most 1 µs for "
+                  "1.6 million networks.")
     with open(out, "w") as f:
         f.write("\n".join(md) + "\n")
     print(f"engine benchmarks: wrote {out}")

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n";
@@ -67,12 +66,7 @@ async fn deny_list_closes_connections_and_reload_lifts_it() {
 
     // An allow entry wins over the deny list, after a reload.
     std::fs::write(dir.path("allow.txt"), "127.0.0.1\n").unwrap();
-    let ok = Command::new("kill")
-        .args(["-HUP", &p.pid().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    p.sighup();
     assert!(
         wait_for_line(&p.stderr, Duration::from_secs(20), |l| l
             .contains("reloaded"))
@@ -86,12 +80,7 @@ async fn deny_list_closes_connections_and_reload_lifts_it() {
 
     // A reload with a bad entry keeps the lists in force.
     std::fs::write(dir.path("allow.txt"), "127.0.0.1\n300.1.1.1\n").unwrap();
-    let ok = Command::new("kill")
-        .args(["-HUP", &p.pid().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    p.sighup();
     assert!(
         wait_for_line(&p.stderr, Duration::from_secs(20), |l| l
             .contains("reload failed"))
@@ -117,16 +106,8 @@ fn bad_entries_are_refused_at_start_naming_file_and_line() {
     std::fs::write(dir.path("deny.txt"), "10.0.0.1\n\n# ok\n10.0.0.0/33\n").unwrap();
     let cfg = dir.path("palisade.toml");
     std::fs::write(&cfg, config(loopback(1), loopback(2), loopback(3))).unwrap();
-    let out = Command::new(palisade_bin())
-        .args(["check", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = palisade_check("--config", &cfg);
+    let text = output_text(&out);
     assert!(!out.status.success(), "{text}");
     assert!(
         text.contains("deny.txt:4") && text.contains("10.0.0.0/33"),

@@ -130,16 +130,8 @@ fn concurrent_without_storage_dir_is_refused() {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(palisade_bin())
-        .args(["check", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = palisade_check("--config", &cfg);
+    let text = output_text(&out);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("SecAuditLogStorageDir"), "{text}");
 }

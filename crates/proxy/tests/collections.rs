@@ -75,12 +75,7 @@ async fn rule_reload_keeps_the_store() {
         basic_config(listen, backend.addr, &rules_toml(&stricter)),
     )
     .unwrap();
-    let ok = Command::new("kill")
-        .args(["-HUP", &p.pid().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    p.sighup();
     assert!(
         wait_for_line(&p.stderr, Duration::from_secs(20), |l| l
             .contains("reloaded"))
@@ -114,12 +109,7 @@ async fn reload_rereads_the_admin_token() {
     );
 
     let reload = |n: usize| {
-        let ok = Command::new("kill")
-            .args(["-HUP", &p.pid().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
+        p.sighup();
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while p.stderr_text().matches("reloaded").count() < n {
             assert!(

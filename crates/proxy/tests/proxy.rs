@@ -1029,13 +1029,3 @@ fn debian_stock_modsecurity_conf_loads() {
     );
     assert!(stdout.contains("is ok"), "{stdout}");
 }
-
-/// Runs `palisade check FLAG CFG` (`FLAG`: `-c` or `--config`) and returns its
-/// output.
-fn palisade_check(flag: &str, cfg: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(palisade_bin())
-        .args(["check", flag])
-        .arg(cfg)
-        .output()
-        .unwrap()
-}

@@ -151,16 +151,8 @@ fn bad_limits_are_refused_naming_them() {
             ),
         )
         .unwrap();
-        let out = std::process::Command::new(palisade_bin())
-            .args(["check", "--config"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = palisade_check("--config", &cfg);
+        let text = output_text(&out);
         assert!(!out.status.success(), "{limit}: {text}");
         assert!(text.contains(want), "{limit}: {text}");
     }

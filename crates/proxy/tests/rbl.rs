@@ -218,11 +218,7 @@ fn check_warns_when_lookups_are_off() {
         ),
     )
     .unwrap();
-    let out = Command::new(palisade_bin())
-        .args(["check", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = palisade_check("--config", &cfg);
     let text = text(&out.stdout);
     assert!(out.status.success(), "{text}{}", self::text(&out.stderr));
     assert_eq!(text.matches("@rbl never matches").count(), 3, "{text}");

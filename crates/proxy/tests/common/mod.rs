@@ -244,6 +244,16 @@ impl Palisade {
         self.child.id()
     }
 
+    /// Sends SIGHUP (reload rules, access lists, admin token; reopen logs).
+    pub fn sighup(&self) {
+        let ok = Command::new("kill")
+            .args(["-HUP", &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -HUP failed");
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let ok = Command::new("kill")
@@ -550,4 +560,23 @@ pub async fn tls_connect(
     tls_client(cert, alpn)
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
+}
+
+/// Runs `palisade check FLAG CFG` (`FLAG`: `-c` or `--config`) and returns its
+/// output.
+pub fn palisade_check(flag: &str, cfg: &Path) -> Output {
+    Command::new(palisade_bin())
+        .args(["check", flag])
+        .arg(cfg)
+        .output()
+        .unwrap()
+}
+
+/// Standard output and standard error of a command, together.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
