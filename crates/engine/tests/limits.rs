@@ -237,6 +237,41 @@ fn a_rule_that_checks_reqbody_error_decides_first_with_its_own_id() {
 }
 
 #[test]
+fn a_logging_rule_on_the_condition_makes_the_check_quiet_when_nothing_is_blocked() {
+    let rule_200002 = "SecRule REQBODY_ERROR \"!@eq 0\" \"id:200002,phase:2,t:none,log,deny,status:400,msg:'Failed to parse request body.'\"";
+    let body: &[u8] = b"a=1&b=2&c=3";
+    let ctype = "application/x-www-form-urlencoded";
+    // DetectionOnly: the rule's warning reports the condition; no second line.
+    let rs = ruleset(&format!(
+        "SecRuleEngine DetectionOnly\nSecArgumentsLimit 2\n{rule_200002}"
+    ));
+    let out = send(&rs, "POST", "/", ctype, body);
+    assert_eq!(out.status(), None);
+    assert!(out.line_with("200002").contains("Warning"));
+    assert!(
+        !out.lines.iter().any(|l| l.contains("Palisade limit check")),
+        "{:#?}",
+        out.lines
+    );
+    // A rule that matches without logging reports nothing: the check still logs.
+    let quiet = rule_200002.replace(",log,", ",nolog,");
+    let rs = ruleset(&format!(
+        "SecRuleEngine DetectionOnly\nSecArgumentsLimit 2\n{quiet}"
+    ));
+    let out = send(&rs, "POST", "/", ctype, body);
+    assert!(out.line_with("Palisade limit check").contains("Warning"));
+    // Engine On: a rule that only logs and passes does not stop the built-in block.
+    let passing = rule_200002.replace(",deny,status:400,", ",pass,");
+    let rs = ruleset(&format!("SecArgumentsLimit 2\n{passing}"));
+    let out = send(&rs, "POST", "/", ctype, body);
+    assert_eq!(out.status(), Some(400));
+    assert!(
+        out.line_with("Palisade limit check")
+            .contains("Access denied")
+    );
+}
+
+#[test]
 fn json_over_the_argument_or_depth_limit_is_blocked() {
     let rs = ruleset("SecArgumentsLimit 3\nSecRequestBodyJsonDepthLimit 4");
     let out = send(

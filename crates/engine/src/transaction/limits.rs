@@ -165,6 +165,13 @@ impl Transaction {
         };
         let block = self.state.mode == RuleEngineMode::On
             && self.ruleset.config().limit_action == LimitAction::Block;
+        // When nothing is blocked, the check exists so that the condition is not
+        // silent; a loaded rule that already logged a match on a variable reporting it
+        // (ModSecurity's 200002 on REQBODY_ERROR, say) has made it visible, and a
+        // second line would only repeat it.
+        if !block && self.already_reported(phase) {
+            return None;
+        }
         let status = block.then_some(LIMIT_BLOCK_STATUS);
         self.limit_record(phase, &what, var, &data, status);
         if !block {
@@ -178,6 +185,27 @@ impl Transaction {
         };
         self.state.intervention = Some(i.clone());
         Some(i)
+    }
+
+    /// Whether a rule of this transaction logged a match, in `phase` or before, on a
+    /// variable that reports the condition the check is about in `phase`: for the
+    /// query string `TX:MSC_ARGUMENTS_LIMIT_EXCEEDED`; for the body REQBODY_ERROR,
+    /// REQBODY_PROCESSOR_ERROR or a `TX:MSC_` flag.
+    fn already_reported(&self, phase: u8) -> bool {
+        self.matches.iter().any(|m| {
+            if !m.log || m.rule_id.is_none() || m.phase > phase {
+                return false;
+            }
+            let name = m.var_name.to_ascii_uppercase();
+            match phase {
+                1 => name == "TX:MSC_ARGUMENTS_LIMIT_EXCEEDED",
+                _ => {
+                    name == "REQBODY_ERROR"
+                        || name == "REQBODY_PROCESSOR_ERROR"
+                        || name.starts_with("TX:MSC_")
+                }
+            }
+        })
     }
 
     fn describe(&self, s: Shortfall) -> String {
