@@ -389,7 +389,9 @@ impl HashKey {
 impl UpstreamConfig {
     /// The key of a `hash` pool (checked by validation).
     pub fn hash_key(&self) -> Option<HashKey> {
-        self.hash_key.as_deref().and_then(|k| HashKey::parse(k).ok())
+        self.hash_key
+            .as_deref()
+            .and_then(|k| HashKey::parse(k).ok())
     }
 
     /// Whether any server of the pool speaks TLS.

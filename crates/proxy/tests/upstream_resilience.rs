@@ -29,6 +29,7 @@ struct Killable {
     name: &'static str,
     addr: SocketAddr,
     served: Arc<AtomicUsize>,
+    received: Arc<AtomicUsize>,
     health: Arc<AtomicU16>,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
@@ -39,6 +40,7 @@ impl Killable {
             name,
             addr,
             served: Arc::default(),
+            received: Arc::default(),
             health: Arc::new(AtomicU16::new(200)),
             tasks: Arc::default(),
         };
@@ -57,22 +59,22 @@ impl Killable {
                 }
             }
         };
-        let (name, served, health, tasks) = (
-            self.name,
-            self.served.clone(),
-            self.health.clone(),
-            self.tasks.clone(),
-        );
+        let (name, tasks) = (self.name, self.tasks.clone());
+        let counts = Counts {
+            served: self.served.clone(),
+            received: self.received.clone(),
+            health: self.health.clone(),
+        };
         let accept = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (served, health) = (served.clone(), health.clone());
+                let counts = counts.clone();
                 let conn = tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
-                        let (served, health) = (served.clone(), health.clone());
-                        async move { Ok::<_, Infallible>(answer(name, served, health, req).await) }
+                        let counts = counts.clone();
+                        async move { Ok::<_, Infallible>(answer(name, counts, req).await) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), svc)
@@ -90,6 +92,10 @@ impl Killable {
         }
     }
 
+    fn received(&self) -> usize {
+        self.received.load(Ordering::SeqCst)
+    }
+
     fn served(&self) -> usize {
         self.served.load(Ordering::SeqCst)
     }
@@ -105,18 +111,27 @@ impl Drop for Killable {
     }
 }
 
+/// What a backend counts: requests received and answered (health checks aside),
+/// and the status its /health answers.
+#[derive(Clone)]
+struct Counts {
+    served: Arc<AtomicUsize>,
+    received: Arc<AtomicUsize>,
+    health: Arc<AtomicU16>,
+}
+
 async fn answer(
     name: &'static str,
-    served: Arc<AtomicUsize>,
-    health: Arc<AtomicU16>,
+    counts: Counts,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     let _ = body.collect().await;
     let mut status = 200;
     if parts.uri.path() == "/health" {
-        status = health.load(Ordering::SeqCst);
+        status = counts.health.load(Ordering::SeqCst);
     } else {
+        counts.received.fetch_add(1, Ordering::SeqCst);
         if parts.uri.path() == "/slow" {
             let ms: u64 = parts
                 .uri
@@ -126,12 +141,11 @@ async fn answer(
                 .unwrap_or(100);
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
-        served.fetch_add(1, Ordering::SeqCst);
+        counts.served.fetch_add(1, Ordering::SeqCst);
     }
     let mut r = Response::new(Full::new(Bytes::from(name)));
     *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-    r.headers_mut()
-        .insert("x-served-by", name.parse().unwrap());
+    r.headers_mut().insert("x-served-by", name.parse().unwrap());
     r
 }
 
@@ -301,7 +315,10 @@ async fn traffic_follows_dns_and_survives_a_dead_resolver() {
     }
     assert_eq!(old.served(), old_count, "nothing goes to the old address");
     assert!(metric(admin, "palisade_upstream_dns_changes_total").await >= 1.0);
-    assert_eq!(metric(admin, "palisade_upstream_dns_stale_total").await, 0.0);
+    assert_eq!(
+        metric(admin, "palisade_upstream_dns_stale_total").await,
+        0.0
+    );
 
     // Every name server dead: the last good answer stays in use.
     dns.stop();
@@ -317,18 +334,27 @@ async fn traffic_follows_dns_and_survives_a_dead_resolver() {
             .any(|l| l.contains("resolving app.test failed") && l.contains("127.0.0.3 (stale)")),
         "{log}"
     );
-    assert!(log.contains("app.test now resolves to 127.0.0.3 (was 127.0.0.2)"), "{log}");
+    assert!(
+        log.contains("app.test now resolves to 127.0.0.3 (was 127.0.0.2)"),
+        "{log}"
+    );
     assert_eq!(new.served(), 5 + 5 + 1);
 }
 
 /// A bounded load run (1,000 requests at most, 4 clients, 60 s at most) of
 /// idempotent requests, slow enough that each server has requests in flight,
 /// while one server and then the other is killed (requests in flight included)
-/// and started again: no request fails.
+/// and started again: no request fails. Run with pooled connections, then with a
+/// new connection per request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_and_revived_upstreams_fail_no_idempotent_request() {
+    kill_and_revive_under_load("up-kill-pooled", "").await;
+    kill_and_revive_under_load("up-kill-fresh", "keepalive = 0").await;
+}
+
+async fn kill_and_revive_under_load(name: &str, extra: &str) {
     const TOTAL: usize = 1000;
-    let dir = TempDir::new("up-kill");
+    let dir = TempDir::new(name);
     let a = Killable::start("a", loopback(free_port())).await;
     let b = Killable::start("b", loopback(free_port())).await;
     let listen = loopback(free_port());
@@ -337,7 +363,7 @@ async fn killed_and_revived_upstreams_fail_no_idempotent_request() {
         listen,
         admin,
         &[a.addr.to_string(), b.addr.to_string()],
-        "fail_timeout = \"1s\"\nretries = 2",
+        &format!("fail_timeout = \"1s\"\nretries = 2\n{extra}"),
     );
     let p = Palisade::start(&dir, &cfg, listen);
     let done = Arc::new(AtomicUsize::new(0));
@@ -402,7 +428,7 @@ async fn killed_and_revived_upstreams_fail_no_idempotent_request() {
     let retries = metric(admin, "palisade_upstream_retries_total").await;
     let failures = metric(admin, "palisade_upstream_server_failures_total").await;
     eprintln!(
-        "{done} requests, {} failed; served: a {}, b {}; retries {retries}, server failures {failures}",
+        "{extra:?}: {done} requests, {} failed; served: a {}, b {}; retries {retries}, server failures {failures}",
         failed.len(),
         a.served(),
         b.served()
@@ -412,6 +438,82 @@ async fn killed_and_revived_upstreams_fail_no_idempotent_request() {
     assert!(failures >= 2.0, "both kills were seen");
     assert!(metric(admin, "palisade_upstream_servers_out_total").await >= 2.0);
     assert!(a.served() > 0 && b.served() > 0);
+}
+
+/// A server that takes every request and closes without answering: idempotent
+/// requests go to the next server (each retry paid from the budget: with
+/// `retry_budget = 0` only the 10 it starts with), a POST is answered 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_failed_after_sending_are_retried_within_the_budget() {
+    let dir = TempDir::new("up-retry");
+    let closer = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closer_addr = closer.local_addr().unwrap();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let count = taken.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        loop {
+            let Ok((mut s, _)) = closer.accept().await else {
+                return;
+            };
+            let count = count.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    let good = Killable::start("good", loopback(free_port())).await;
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let cfg = pool(
+        listen,
+        admin,
+        &[closer_addr.to_string(), good.addr.to_string()],
+        "max_fails = 0\nretry_budget = 0\nkeepalive = 0",
+    );
+    let p = Palisade::start(&dir, &cfg, listen);
+    // A POST that the closing server took is not sent again.
+    let mut post_502 = 0;
+    for _ in 0..2 {
+        let r = send_raw(
+            listen,
+            b"POST / HTTP/1.1\r\nHost: app\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+        )
+        .await
+        .unwrap();
+        if r.status == 502 {
+            post_502 += 1;
+        }
+    }
+    assert_eq!(
+        post_502, 1,
+        "one of two POSTs went to the closing server first"
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..24 {
+        statuses.push(served_by(listen, "/", "").await);
+    }
+    let ok = statuses
+        .iter()
+        .filter(|s| **s == (200, "good".into()))
+        .count();
+    // 12 GETs went to the closing server first: 10 retried, then the budget is
+    // spent and the last 2 fail.
+    assert_eq!(ok, 22, "{statuses:?}\n{}", p.stderr_text());
+    assert_eq!(metric(admin, "palisade_upstream_retries_total").await, 10.0);
+    assert_eq!(
+        metric(admin, "palisade_upstream_retries_over_budget_total").await,
+        2.0
+    );
+    assert_eq!(taken.load(Ordering::SeqCst), 1 + 12);
 }
 
 /// Sends a request whose answer has no body (HEAD) and returns its status.
@@ -453,17 +555,13 @@ async fn least_conn_sends_to_the_least_busy_server() {
     );
     let _p = Palisade::start(&dir, &cfg, listen);
     let slow = tokio::spawn(served_by(listen, "/slow?ms=3000", ""));
-    // The slow request is being served once a backend has it in hand.
+    // Wait until a backend has the slow request in hand.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let busy = loop {
-        // `served` counts after the sleep: look at which one answers the others.
-        let (status, by) = served_by(listen, "/", "").await;
-        assert_eq!(status, 200);
-        if a.served() + b.served() >= 1 {
-            break if by == "a" { "b" } else { "a" };
-        }
-        assert!(Instant::now() < deadline);
-    };
+    while a.received() + b.received() == 0 {
+        assert!(Instant::now() < deadline, "the slow request never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let busy = if a.received() == 1 { "a" } else { "b" };
     let mut others = 0;
     for _ in 0..10 {
         let (status, by) = served_by(listen, "/", "").await;
@@ -586,8 +684,13 @@ async fn health_checks_take_servers_out_and_back() {
         assert!(by_a >= 3, "{kind}: {by_a} of 10 on a after it came back");
         let log = p.stderr_text();
         assert!(
-            log.contains(&format!("server {} is out after 2 failed health check(s)", a.addr))
-                && log.contains(&format!("server {} is back after 2 passed health check(s)", a.addr)),
+            log.contains(&format!(
+                "server {} is out after 2 failed health check(s)",
+                a.addr
+            )) && log.contains(&format!(
+                "server {} is back after 2 passed health check(s)",
+                a.addr
+            )),
             "{kind}: {log}"
         );
     }

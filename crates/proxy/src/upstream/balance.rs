@@ -174,13 +174,13 @@ mod tests {
     #[test]
     fn hash_keys_from_the_request() {
         let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", "203.0.113.9, 198.51.100.4".parse().unwrap());
+        h.insert(
+            "x-forwarded-for",
+            "203.0.113.9, 198.51.100.4".parse().unwrap(),
+        );
         h.insert("x-user", "alice".parse().unwrap());
         h.append("cookie", "a=1; sid=xyz ; b=2".parse().unwrap());
-        assert_eq!(
-            key_of(&HashKey::ClientIp, &h),
-            Some(&b"198.51.100.4"[..])
-        );
+        assert_eq!(key_of(&HashKey::ClientIp, &h), Some(&b"198.51.100.4"[..]));
         let header = HashKey::parse("header:X-User").unwrap();
         assert_eq!(key_of(&header, &h), Some(&b"alice"[..]));
         let cookie = HashKey::parse("cookie:sid").unwrap();

@@ -189,10 +189,7 @@ async fn probe(pool: &Pool, server: &Server, check: &HealthCheckConfig) -> Resul
                 .header(http::header::CONNECTION, "close")
                 .body(Full::new(Bytes::new()))
                 .map_err(|e| e.to_string())?;
-            let resp = sender
-                .send_request(req)
-                .await
-                .map_err(|e| e.to_string())?;
+            let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
             let ok = if check.expect_status.is_empty() {
                 (200..400).contains(&status)

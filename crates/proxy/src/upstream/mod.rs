@@ -30,8 +30,8 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::pin::Pin;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
@@ -755,10 +755,12 @@ impl Pool {
             }
         };
         set_host(&mut req);
-        // A pooled connection first.
+        // A pooled connection first, if it was opened on the addresses in force
+        // (looked up again once their TTL is over).
         let pooled = if upgrade {
             None
         } else {
+            let _ = tokio::time::timeout(self.connect_timeout, self.resolve(server)).await;
             self.take_idle(server).await
         };
         if let Some(mut sender) = pooled {
@@ -1126,6 +1128,31 @@ impl Body for UpstreamBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_retry_budget_starts_full_and_refills_per_request() {
+        let b = RetryBudget::new(0.25);
+        for _ in 0..10 {
+            assert!(b.withdraw());
+        }
+        assert!(!b.withdraw());
+        for _ in 0..3 {
+            b.deposit();
+        }
+        assert!(!b.withdraw(), "3 requests pay 0.75 of a retry");
+        b.deposit();
+        assert!(b.withdraw());
+        // Never more than 10 in store.
+        for _ in 0..1000 {
+            b.deposit();
+        }
+        assert_eq!(b.balance.load(Ordering::Relaxed), RetryBudget::CAP);
+        let none = RetryBudget::new(0.0);
+        for _ in 0..1000 {
+            none.deposit();
+        }
+        assert_eq!(none.balance.load(Ordering::Relaxed), RetryBudget::CAP);
+    }
 
     fn upstreams(extra: &str) -> Upstreams {
         let text = format!(

@@ -155,21 +155,19 @@ impl Addresses {
                 generation: self.generation(),
             });
         }
-        metrics
-            .upstream_dns_queries
-            .fetch_add(1, Ordering::Relaxed);
+        metrics.upstream_dns_queries.fetch_add(1, Ordering::Relaxed);
         let result = resolver.lookup(&self.host, self.port).await;
         let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok((ips, ttl)) => {
-                let addrs: Arc<[SocketAddr]> =
-                    ips.iter().map(|ip| SocketAddr::new(*ip, self.port)).collect();
+                let addrs: Arc<[SocketAddr]> = ips
+                    .iter()
+                    .map(|ip| SocketAddr::new(*ip, self.port))
+                    .collect();
                 let keep = ttl.clamp(min_ttl, resolver.max_ttl().max(min_ttl));
                 let changed = cur.as_ref().is_some_and(|old| old.addrs != addrs);
                 if changed {
-                    metrics
-                        .upstream_dns_changes
-                        .fetch_add(1, Ordering::Relaxed);
+                    metrics.upstream_dns_changes.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
                         "upstream {label}: {} now resolves to {} (was {})",
                         self.host,
