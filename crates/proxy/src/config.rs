@@ -1289,6 +1289,48 @@ servers = ["127.0.0.1:9000"]
     }
 
     #[test]
+    fn balancing_health_and_retry_keys() {
+        let c = parse(MINIMAL).unwrap();
+        let u = &c.upstreams[0];
+        assert_eq!(u.balance, Balance::RoundRobin);
+        assert_eq!((u.max_fails, u.fail_timeout), (1, Duration::from_secs(10)));
+        assert_eq!((u.retries, u.retry_budget), (1, 0.2));
+        assert!(u.health_check.is_none());
+        let c = parse(&format!(
+            "{MINIMAL}balance = \"hash\"\nhash_key = \"cookie:sid\"\nretries = 3\n[upstream.health_check]\ntype = \"tcp\"\ninterval = \"1s\"\n"
+        ))
+        .unwrap();
+        let u = &c.upstreams[0];
+        assert_eq!(u.hash_key(), Some(HashKey::Cookie("sid".into())));
+        let h = u.health_check.as_ref().unwrap();
+        assert_eq!(h.kind, HealthCheckKind::Tcp);
+        assert_eq!((h.interval, h.rise, h.fall), (Duration::from_secs(1), 2, 3));
+        for (extra, needle) in [
+            ("balance = \"hash\"\n", "needs hash_key"),
+            ("hash_key = \"client_ip\"\n", "needs balance"),
+            (
+                "balance = \"hash\"\nhash_key = \"uri\"\n",
+                "hash_key \"uri\"",
+            ),
+            ("balance = \"random\"\n", "unknown variant"),
+            ("retry_budget = 1.5\n", "retry_budget"),
+            ("[upstream.health_check]\nrise = 0\n", "rise"),
+            (
+                "[upstream.health_check]\npath = \"health\"\n",
+                "health_check.path",
+            ),
+            (
+                "[upstream.health_check]\nexpect_status = [42]\n",
+                "expect_status 42",
+            ),
+            ("[upstream.health_check]\ninterval = \"0s\"\n", "interval"),
+        ] {
+            let err = parse(&format!("{MINIMAL}{extra}")).unwrap_err().to_string();
+            assert!(err.contains(needle), "{extra}: {err}");
+        }
+    }
+
+    #[test]
     fn route_must_name_a_pool() {
         let err = parse(&format!("{MINIMAL}\n[[route]]\nupstream = \"nope\"\n"))
             .unwrap_err()

@@ -664,6 +664,18 @@ async fn health_checks_take_servers_out_and_back() {
             a.kill();
         }
         wait_metric("palisade_upstream_servers_out_total", 1.0).await;
+        let page = send_raw(
+            admin,
+            b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap()
+        .text();
+        for (server, up) in [(a.addr, 0), (b.addr, 1)] {
+            let line =
+                format!("palisade_upstream_server_up{{pool=\"app\",server=\"{server}\"}} {up}");
+            assert!(page.contains(&line), "{kind}: no {line} in {page}");
+        }
         for _ in 0..10 {
             assert_eq!(served_by(listen, "/", "").await, (200, "b".into()));
         }

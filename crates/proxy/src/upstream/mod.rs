@@ -411,6 +411,25 @@ impl Upstreams {
             .map(|r| &self.pools[r.pool])
     }
 
+    /// Every server of every pool: its pool, its address as written, whether it
+    /// is in service, and its requests in flight (for `/metrics`).
+    pub fn server_states(&self) -> Vec<crate::metrics::UpstreamServerState> {
+        self.pools
+            .iter()
+            .flat_map(|p| {
+                p.servers
+                    .iter()
+                    .chain(&p.backups)
+                    .map(|s| crate::metrics::UpstreamServerState {
+                        pool: p.name.clone(),
+                        server: s.addr.clone(),
+                        up: s.health.is_up(),
+                        in_flight: s.in_flight.load(Ordering::Relaxed),
+                    })
+            })
+            .collect()
+    }
+
     /// Drops idle connections that have outlived their pool's idle timeout.
     pub fn reap_idle(&self) {
         for p in &self.pools {
