@@ -473,7 +473,6 @@ fn write_plain(out: &mut String, rows: &[(&str, &str, f64)]) {
     }
 }
 
-/// Appends the `[[rate_limit]]` counters, labelled by limit.
 /// The state of one upstream server, for `/metrics`.
 #[derive(Debug, Clone)]
 pub struct UpstreamServerState {
@@ -519,6 +518,7 @@ pub fn render_upstreams(out: &mut String, servers: &[UpstreamServerState]) {
     }
 }
 
+/// Appends the `[[rate_limit]]` counters, labelled by limit.
 pub fn render_rate_limits(out: &mut String, limits: &[crate::ratelimit::RateLimiter]) {
     if limits.is_empty() {
         return;

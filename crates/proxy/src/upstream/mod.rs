@@ -687,7 +687,8 @@ impl Pool {
         let mut next_req = Some(req);
         let mut retries_left = self.retries;
         let mut last_err: Option<UpstreamError> = None;
-        for server in &order {
+        for (i, server) in order.iter().enumerate() {
+            let last = i + 1 == order.len();
             let Some(req) = next_req.take().or_else(remake) else {
                 break;
             };
@@ -723,7 +724,7 @@ impl Pool {
                 // Not sent: the next server takes it, whatever the method.
                 Some(r) => next_req = Some(r),
                 None => {
-                    if !idempotent || upgrade || retries_left == 0 {
+                    if !idempotent || upgrade || retries_left == 0 || last {
                         return Err(failure.error);
                     }
                     if !self.budget.withdraw() {
