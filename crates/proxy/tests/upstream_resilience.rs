@@ -14,7 +14,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -158,37 +158,11 @@ struct Dnsmasq {
 
 impl Dnsmasq {
     fn start(hosts: &std::path::Path) -> Dnsmasq {
-        let port = free_port();
-        let bin = ["/usr/sbin/dnsmasq", "/usr/bin/dnsmasq"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .unwrap_or("dnsmasq");
-        let child = Command::new(bin)
-            .args([
-                "--no-daemon",
-                "--conf-file=/dev/null",
-                "--no-resolv",
-                "--no-hosts",
-                "--pid-file",
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--local-ttl=1",
-                "--local=/test/",
-            ])
-            .arg(format!("--addn-hosts={}", hosts.display()))
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot run dnsmasq ({e}): apt-get install dnsmasq-base (.ci/run does)")
-            });
-        let addr = loopback(port);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "dnsmasq did not start on {addr}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (child, addr) = start_dnsmasq(&[
+            "--local-ttl=1".into(),
+            "--local=/test/".into(),
+            format!("--addn-hosts={}", hosts.display()),
+        ]);
         Dnsmasq { child, addr }
     }
 
