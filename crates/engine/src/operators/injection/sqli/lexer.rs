@@ -711,8 +711,9 @@ mod tests {
 
     #[test]
     fn keyword_table_is_sorted_upper_case_ascii() {
-        // `lookup` is a binary search with byte order: C's search finds the same
-        // entries exactly when the table is sorted and holds no lower-case letter.
+        // C's lookup is a binary search with byte order over the upper-cased word;
+        // `lookup`'s exact match in a map finds the same entries exactly when the
+        // table is strictly sorted and holds no lower-case letter.
         assert!(
             SQL_KEYWORDS
                 .windows(2)
