@@ -123,6 +123,14 @@ where
     Some(key)
 }
 
+/// Nanoseconds from `epoch` to `now` on a table's clock: never 0, so that a
+/// stored 0 cannot be mistaken for a time.
+pub fn nanos_since(epoch: std::time::Instant, now: std::time::Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(epoch).as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
 /// The path of a request target: the part before the query.
 pub fn path_of(uri: &[u8]) -> &[u8] {
     uri.split(|&b| b == b'?').next().unwrap_or(uri)
@@ -282,10 +290,8 @@ mod tests {
     #[test]
     fn keys_are_built_from_the_request() {
         let peer: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
-        let headers: Vec<(&[u8], &[u8])> = vec![
-            (b"X-Plan", b"trial"),
-            (b"Cookie", b"a=1; sid=abc"),
-        ];
+        let headers: Vec<(&[u8], &[u8])> =
+            vec![(b"X-Plan", b"trial"), (b"Cookie", b"a=1; sid=abc")];
         let parts = KeyPart::parse_all(&[
             "client_ip".into(),
             "header:x-plan".into(),
@@ -319,10 +325,16 @@ mod tests {
         let mut spare = 0;
         for i in 0..10_000u32 {
             let h = t.hash(&i.to_le_bytes());
-            t.with(h, 1_000_000_000, 0, |v| *v <= 1_000_000_000, |v, tracked| {
-                *v = 2_000_000_000;
-                spare += usize::from(!tracked);
-            });
+            t.with(
+                h,
+                1_000_000_000,
+                0,
+                |v| *v <= 1_000_000_000,
+                |v, tracked| {
+                    *v = 2_000_000_000;
+                    spare += usize::from(!tracked);
+                },
+            );
         }
         assert!(t.len() <= 640, "{}", t.len());
         assert!(spare >= 10_000 - 640);

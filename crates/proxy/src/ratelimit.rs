@@ -111,10 +111,7 @@ impl RateLimiter {
     /// Counts one request of `key` at `now`.
     pub fn check(&self, key: &[u8], now: Instant) -> Verdict {
         let hash = self.table.hash(key);
-        let now_ns = u64::try_from(now.saturating_duration_since(self.epoch).as_nanos())
-            .unwrap_or(u64::MAX)
-            // Never 0, so that a stored 0 cannot be mistaken for a time.
-            .max(1);
+        let now_ns = crate::keyed::nanos_since(self.epoch, now);
         // Idle keys' buckets are full again: forgetting them is exact.
         let verdict = self.table.with(
             hash,

@@ -211,9 +211,7 @@ impl Shaper {
     /// Takes `n` bytes from the bucket of the key whose hash is `hash`, at `now`:
     /// how long to wait before sending them.
     pub fn reserve(&self, hash: u64, n: usize, now: Instant) -> Duration {
-        let now_ns = u64::try_from(now.saturating_duration_since(self.epoch).as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1);
+        let now_ns = crate::keyed::nanos_since(self.epoch, now);
         let cost = u128::try_from(n).unwrap_or(u128::MAX) * NANOS / u128::from(self.rate);
         let cost = u64::try_from(cost).unwrap_or(u64::MAX);
         // A bucket whose time has passed is full: forgetting it is exact.
@@ -344,7 +342,10 @@ mod tests {
         // Once the buckets are full again, idle keys are forgotten and new keys
         // get buckets of their own.
         let later = t0 + Duration::from_secs(3600);
-        assert_eq!(s.reserve(s.table.hash(b"new"), 100, later), Duration::from_millis(100));
+        assert_eq!(
+            s.reserve(s.table.hash(b"new"), 100, later),
+            Duration::from_millis(100)
+        );
         assert!(s.keys() < 640);
     }
 

@@ -98,8 +98,15 @@ async fn a_shaped_client_gets_its_rate_and_others_are_not_slowed() {
         MIB as f64
     );
     // Summed over the pieces held back: some, and no more than the time it took.
-    let delayed = metric(admin, &format!("palisade_shaping_delay_seconds_total{class}")).await;
-    assert!(delayed > 0.0 && delayed <= elapsed, "{delayed} of {elapsed}");
+    let delayed = metric(
+        admin,
+        &format!("palisade_shaping_delay_seconds_total{class}"),
+    )
+    .await;
+    assert!(
+        delayed > 0.0 && delayed <= elapsed,
+        "{delayed} of {elapsed}"
+    );
     assert_eq!(
         metric(admin, &format!("palisade_shaping_keys{class}")).await,
         1.0
@@ -167,9 +174,10 @@ async fn http2_responses_are_shaped() {
     let _p = Palisade::start(&dir, &config, listen);
 
     let tls = tls_connect(listen, &cert, &[b"h2"]).await.unwrap();
-    let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-        .await
-        .unwrap();
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
     tokio::spawn(conn);
     // Two streams on one connection: the shaped one and one of another class.
     let fetch = |plan: &'static str| {
@@ -222,16 +230,6 @@ fn bad_classes_are_refused_naming_them() {
             "equals needs when",
         ),
     ] {
-        let dir = TempDir::new("shape-check");
-        let cfg = dir.path("palisade.toml");
-        std::fs::write(
-            &cfg,
-            basic_config(loopback(1), loopback(2), &format!("[[shape]]\n{class}\n")),
-        )
-        .unwrap();
-        let out = palisade_check("--config", &cfg);
-        let text = output_text(&out);
-        assert!(!out.status.success(), "{class}: {text}");
-        assert!(text.contains(want), "{class}: {text}");
+        assert_check_refuses(&format!("[[shape]]\n{class}\n"), want);
     }
 }

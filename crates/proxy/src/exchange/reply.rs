@@ -226,6 +226,11 @@ impl ReplyBody {
         }));
     }
 
+    /// True when the body is sent paced by a `[[shape]]` class.
+    pub fn is_paced(&self) -> bool {
+        self.pace.is_some()
+    }
+
     /// True when the body carries an upstream's response (not an answer of the
     /// proxy's own: a refusal, an error): the bodies `[[shape]]` applies to.
     pub fn is_forwarded(&self) -> bool {

@@ -580,3 +580,15 @@ pub fn output_text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Asserts that `palisade check` refuses a configuration with `extra` TOML after a
+/// listener and an upstream, with an error that contains `want`.
+pub fn assert_check_refuses(extra: &str, want: &str) {
+    let dir = TempDir::new("check-refuses");
+    let cfg = dir.path("palisade.toml");
+    std::fs::write(&cfg, basic_config(loopback(1), loopback(2), extra)).unwrap();
+    let out = palisade_check("--config", &cfg);
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{extra}: {text}");
+    assert!(text.contains(want), "{extra}: {text}");
+}
