@@ -211,7 +211,7 @@ impl<V: Default> KeyTable<V> {
     }
 
     /// Runs `f` on the entry of the key whose [`KeyTable::hash`] is `hash`, under
-    /// its shard's lock; a new key's entry starts as `fresh`. `now_ns` is the
+    /// its shard's lock; a new key's entry starts as `fresh()` makes it. `now_ns` is the
     /// caller's clock, for pacing sweeps. When the shard is full, entries for which
     /// `idle` holds are forgotten first (at most once per millisecond per shard);
     /// if there is still no room, `f` gets the shard's spare entry, shared by every
@@ -220,7 +220,7 @@ impl<V: Default> KeyTable<V> {
         &self,
         hash: u64,
         now_ns: u64,
-        fresh: V,
+        fresh: impl FnOnce() -> V,
         mut idle: impl FnMut(&V) -> bool,
         f: impl FnOnce(&mut V, bool) -> R,
     ) -> R {
@@ -236,7 +236,7 @@ impl<V: Default> KeyTable<V> {
                 return f(&mut st.spare, false);
             }
         }
-        f(st.map.entry(hash).or_insert(fresh), true)
+        f(st.map.entry(hash).or_insert_with(fresh), true)
     }
 }
 
@@ -328,7 +328,7 @@ mod tests {
             t.with(
                 h,
                 1_000_000_000,
-                0,
+                || 0,
                 |v| *v <= 1_000_000_000,
                 |v, tracked| {
                     *v = 2_000_000_000;
@@ -341,7 +341,7 @@ mod tests {
         // Later, every key is idle: a new key finds room and the table shrank.
         let h = t.hash(b"new");
         let later = 3_000_000_000;
-        assert!(t.with(h, later, 0, |v| *v <= later, |_, tracked| tracked));
+        assert!(t.with(h, later, || 0, |v| *v <= later, |_, tracked| tracked));
         assert!(t.len() < 640);
     }
 }

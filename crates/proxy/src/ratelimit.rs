@@ -116,7 +116,7 @@ impl RateLimiter {
         let verdict = self.table.with(
             hash,
             now_ns,
-            now_ns,
+            || now_ns,
             |&t| t <= now_ns,
             |stored, tracked| {
                 if !tracked {

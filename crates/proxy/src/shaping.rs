@@ -12,10 +12,13 @@
 //! frame it is cutting into pieces: pacing never buffers.
 //!
 //! The buckets live in a [`KeyTable`] (64 shards, each with its own lock, memory
-//! bounded by `max_keys`), as the rate limits' do; the counters are per shard too,
-//! so no lock or counter is shared by all responses. A key that finds its shard
-//! full of busy keys shares the shard's spare bucket with the other such keys: it
-//! is shaped more strictly, never less (counted in
+//! bounded by `max_keys`), as the rate limits' do. A response looks its key up
+//! once, when it starts, and keeps a handle on the bucket: each piece then costs
+//! one compare-and-swap on the bucket, no lock and no lookup. The counters are per
+//! shard, so nothing is shared by all responses. A bucket is forgotten only when
+//! no response holds it and it is full again (so forgetting it is exact). A key
+//! that finds its shard full of busy keys shares the shard's spare bucket with the
+//! other such keys: it is shaped more strictly, never less (counted in
 //! `palisade_shaping_overflow_total`).
 
 use crate::config::ShapeSection;
@@ -80,9 +83,12 @@ pub struct Shaper {
     rate: u64,
     tolerance_ns: u64,
     epoch: Instant,
-    table: KeyTable<u64>,
+    table: KeyTable<Bucket>,
     stats: Box<[Stats]>,
 }
+
+/// A key's bucket: the time (ns since the class's epoch) at which it is full again.
+type Bucket = Arc<AtomicU64>;
 
 /// What a class has done so far (summed over its shards).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -195,38 +201,58 @@ impl Shaper {
         None
     }
 
-    /// The pacer of a response of `key` in this class (counted as one response).
+    /// The pacer of a response of `key` in this class (counted as one response):
+    /// the key's bucket, found or made now.
     pub fn pacer(class: &Arc<Shaper>, key: &[u8]) -> Pacer {
+        Shaper::pacer_at(class, key, Instant::now())
+    }
+
+    /// [`Shaper::pacer`] at `now`.
+    pub fn pacer_at(class: &Arc<Shaper>, key: &[u8], now: Instant) -> Pacer {
         let hash = class.table.hash(key);
+        let now_ns = crate::keyed::nanos_since(class.epoch, now);
+        // A bucket no response holds and that is full again: forgetting it is exact.
+        let (bucket, tracked) = class.table.with(
+            hash,
+            now_ns,
+            Bucket::default,
+            |b| Arc::strong_count(b) == 1 && b.load(Ordering::Relaxed) <= now_ns,
+            |b, tracked| (b.clone(), tracked),
+        );
         class
             .stats_of(hash)
             .responses
             .fetch_add(1, Ordering::Relaxed);
         Pacer {
             class: class.clone(),
+            bucket,
             hash,
+            tracked,
         }
     }
 
-    /// Takes `n` bytes from the bucket of the key whose hash is `hash`, at `now`:
+    /// Takes `n` bytes from `bucket` (of the key whose hash is `hash`) at `now`:
     /// how long to wait before sending them.
-    pub fn reserve(&self, hash: u64, n: usize, now: Instant) -> Duration {
+    fn reserve(
+        &self,
+        bucket: &AtomicU64,
+        hash: u64,
+        tracked: bool,
+        n: usize,
+        now: Instant,
+    ) -> Duration {
         let now_ns = crate::keyed::nanos_since(self.epoch, now);
         let cost = u128::try_from(n).unwrap_or(u128::MAX) * NANOS / u128::from(self.rate);
         let cost = u64::try_from(cost).unwrap_or(u64::MAX);
-        // A bucket whose time has passed is full: forgetting it is exact.
-        let (wait, tracked) = self.table.with(
-            hash,
-            now_ns,
-            0,
-            |&full_at| full_at <= now_ns,
-            |full_at, tracked| {
-                let end = (*full_at).max(now_ns).saturating_add(cost);
-                *full_at = end;
-                let send_at = end.saturating_sub(self.tolerance_ns);
-                (send_at.saturating_sub(now_ns), tracked)
-            },
-        );
+        let mut full_at = bucket.load(Ordering::Relaxed);
+        let end = loop {
+            let end = full_at.max(now_ns).saturating_add(cost);
+            match bucket.compare_exchange_weak(full_at, end, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break end,
+                Err(seen) => full_at = seen,
+            }
+        };
+        let wait = end.saturating_sub(self.tolerance_ns).saturating_sub(now_ns);
         let st = self.stats_of(hash);
         st.bytes.fetch_add(n as u64, Ordering::Relaxed);
         if wait > 0 {
@@ -243,7 +269,10 @@ impl Shaper {
 #[derive(Debug, Clone)]
 pub struct Pacer {
     class: Arc<Shaper>,
+    bucket: Bucket,
     hash: u64,
+    /// False when the bucket is its shard's spare one.
+    tracked: bool,
 }
 
 impl Pacer {
@@ -255,7 +284,8 @@ impl Pacer {
     /// Takes `n` bytes from the bucket at `now`: how long to wait before sending
     /// them.
     pub fn reserve_at(&self, n: usize, now: Instant) -> Duration {
-        self.class.reserve(self.hash, n, now)
+        self.class
+            .reserve(&self.bucket, self.hash, self.tracked, n, now)
     }
 
     /// The class's name.
@@ -306,46 +336,48 @@ mod tests {
     #[test]
     fn a_key_is_paced_at_its_rate_after_its_burst() {
         // 1,000 bytes per second, a burst of 500 bytes.
-        let s = Shaper::new(&section("1KB/s", "500B", 100)).unwrap();
+        let s = Arc::new(Shaper::new(&section("1KB/s", "500B", 100)).unwrap());
         let t0 = Instant::now();
-        let h = s.table.hash(b"10.0.0.1");
-        assert_eq!(s.reserve(h, 500, t0), Duration::ZERO);
+        let first = Shaper::pacer(&s, b"10.0.0.1");
+        assert_eq!(first.reserve_at(500, t0), Duration::ZERO);
         // The next 100 bytes wait for their own cost: 100 ms.
-        assert_eq!(s.reserve(h, 100, t0), Duration::from_millis(100));
+        assert_eq!(first.reserve_at(100, t0), Duration::from_millis(100));
         // A second response of the same key queues behind the first.
-        assert_eq!(s.reserve(h, 100, t0), Duration::from_millis(200));
+        let second = Shaper::pacer(&s, b"10.0.0.1");
+        assert_eq!(second.reserve_at(100, t0), Duration::from_millis(200));
         // Another key has its own bucket.
-        assert_eq!(s.reserve(s.table.hash(b"b"), 500, t0), Duration::ZERO);
+        let other = Shaper::pacer(&s, b"10.0.0.2");
+        assert_eq!(other.reserve_at(500, t0), Duration::ZERO);
         // After a while the bucket refills, up to the burst.
         let later = t0 + Duration::from_secs(10);
-        assert_eq!(s.reserve(h, 500, later), Duration::ZERO);
-        assert_eq!(s.reserve(h, 1, later), Duration::from_millis(1));
+        assert_eq!(first.reserve_at(500, later), Duration::ZERO);
+        assert_eq!(second.reserve_at(1, later), Duration::from_millis(1));
         let st = s.stats();
+        assert_eq!(st.responses, 3);
         assert_eq!(st.bytes, 1_701);
         assert_eq!(st.delayed_ns, 301_000_000);
     }
 
     #[test]
     fn memory_stays_bounded_with_many_keys() {
-        let s = Shaper::new(&section("1KB/s", "0", 640)).unwrap();
+        let s = Arc::new(Shaper::new(&section("1KB/s", "0", 640)).unwrap());
         let t0 = Instant::now();
         for i in 0..100_000u32 {
-            s.reserve(s.table.hash(&i.to_le_bytes()), 100, t0);
+            Shaper::pacer_at(&s, &i.to_le_bytes(), t0).reserve_at(100, t0);
         }
         assert!(s.keys() <= 640, "{}", s.keys());
         // Keys beyond the bound share their shard's spare bucket: still shaped.
         let st = s.stats();
         assert!(st.overflow >= 100_000 - 640, "{st:?}");
-        let crowded = s.table.hash(b"late");
-        let first = s.reserve(crowded, 100, t0);
+        let crowded = Shaper::pacer_at(&s, b"late", t0);
+        let first = crowded.reserve_at(100, t0);
         assert!(first >= Duration::from_millis(100), "{first:?}");
-        // Once the buckets are full again, idle keys are forgotten and new keys
-        // get buckets of their own.
+        drop(crowded);
+        // Once the buckets are full again, those no response holds are forgotten
+        // and new keys get buckets of their own.
         let later = t0 + Duration::from_secs(3600);
-        assert_eq!(
-            s.reserve(s.table.hash(b"new"), 100, later),
-            Duration::from_millis(100)
-        );
+        let new = Shaper::pacer_at(&s, b"new", later);
+        assert_eq!(new.reserve_at(100, later), Duration::from_millis(100));
         assert!(s.keys() < 640);
     }
 
