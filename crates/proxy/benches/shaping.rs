@@ -10,7 +10,9 @@
 //! against copying the piece once (the least a proxy does with those bytes), all
 //! in the same run.
 //!
-//! Run: `cargo bench -p proxy --bench shaping [-- --smoke]`.
+//! Run: `cargo bench -p proxy --bench shaping [-- --smoke] [--clients N]`
+//! (`--clients N`: only that many clients, for instance to count instructions per
+//! piece under callgrind with `--toggle-collect='*reserve_at*'`).
 
 use proxy::config::{RateLimitKey, ShapeSection};
 use proxy::shaping::{PIECE, Pacer, Shaper};
@@ -87,11 +89,17 @@ fn copy_ns(rounds: usize) -> f64 {
 }
 
 fn main() {
-    let smoke = std::env::args().any(|a| a == "--smoke");
-    let sizes: &[usize] = if smoke {
-        &[1_000, 100_000]
-    } else {
-        &[1_000, 10_000, 100_000, 1_000_000]
+    let args: Vec<String> = std::env::args().collect();
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let only: Option<usize> = args
+        .iter()
+        .position(|a| a == "--clients")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok());
+    let sizes: Vec<usize> = match only {
+        Some(n) => vec![n],
+        None if smoke => vec![1_000, 100_000],
+        None => vec![1_000, 10_000, 100_000, 1_000_000],
     };
     let pieces = if smoke { 400_000 } else { 4_000_000 };
     let copy = copy_ns(pieces / 10);
@@ -101,7 +109,7 @@ fn main() {
     println!("|---:|---:|---:|---:|---:|");
     let mut base = None;
     let mut worst_flat: f64 = 0.0;
-    for &n in sizes {
+    for &n in &sizes {
         let c = class(n.max(1_000) * 2);
         let ps = pacers(&c, n, 0x5eed_0000_0000_0002 ^ n as u64);
         // Warm: every key has its bucket once.
