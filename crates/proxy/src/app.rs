@@ -26,7 +26,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         }
     }
     let access = load_access(&cfg)?;
-    upstream::Upstreams::new(&cfg, &Arc::new(crate::metrics::Metrics::new()))
+    upstream::Upstreams::new(&cfg, &Arc::new(crate::metrics::Metrics::new()), None)
         .with_context(|| format!("{}", path.display()))?;
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
@@ -381,7 +381,7 @@ async fn serve(
         None => None,
     };
     let metrics = Arc::new(metrics::Metrics::new());
-    let upstreams = upstream::Upstreams::new(&cfg, &metrics)
+    let upstreams = upstream::Upstreams::new(&cfg, &metrics, dns.clone())
         .with_context(|| format!("{}", cfg.path.display()))?;
     let shared = Arc::new(
         exchange::Shared::new(

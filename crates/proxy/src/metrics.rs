@@ -131,6 +131,29 @@ pub struct Metrics {
     pub upstream_connects: AtomicU64,
     /// Upstream connection attempts that failed.
     pub upstream_connect_errors: AtomicU64,
+    /// Upstream server names looked up.
+    pub upstream_dns_queries: AtomicU64,
+    /// Upstream server name lookups that failed.
+    pub upstream_dns_failures: AtomicU64,
+    /// Failed lookups answered with the last good answer (stale).
+    pub upstream_dns_stale: AtomicU64,
+    /// Lookups whose addresses differ from the previous answer.
+    pub upstream_dns_changes: AtomicU64,
+    /// Requests that failed on an upstream server (no connection, no response
+    /// head): the passive health checks count these.
+    pub upstream_server_failures: AtomicU64,
+    /// Times a server was taken out (passive or active checks).
+    pub upstream_servers_out: AtomicU64,
+    /// Times the active checks brought a server back.
+    pub upstream_servers_back: AtomicU64,
+    /// Active health checks run.
+    pub upstream_health_checks: AtomicU64,
+    /// Active health checks that failed.
+    pub upstream_health_check_failures: AtomicU64,
+    /// Idempotent requests sent again to another server.
+    pub upstream_retries: AtomicU64,
+    /// Retries not made because the pool's retry budget was spent.
+    pub upstream_retries_over_budget: AtomicU64,
     /// Transactions that failed inside the rule engine.
     pub engine_errors: AtomicU64,
     /// Connections closed at once because their address had
@@ -173,6 +196,17 @@ impl Metrics {
             malformed_requests: AtomicU64::new(0),
             upstream_connects: AtomicU64::new(0),
             upstream_connect_errors: AtomicU64::new(0),
+            upstream_dns_queries: AtomicU64::new(0),
+            upstream_dns_failures: AtomicU64::new(0),
+            upstream_dns_stale: AtomicU64::new(0),
+            upstream_dns_changes: AtomicU64::new(0),
+            upstream_server_failures: AtomicU64::new(0),
+            upstream_servers_out: AtomicU64::new(0),
+            upstream_servers_back: AtomicU64::new(0),
+            upstream_health_checks: AtomicU64::new(0),
+            upstream_health_check_failures: AtomicU64::new(0),
+            upstream_retries: AtomicU64::new(0),
+            upstream_retries_over_budget: AtomicU64::new(0),
             engine_errors: AtomicU64::new(0),
             connections_refused_per_ip: AtomicU64::new(0),
             connections_denied: AtomicU64::new(0),
@@ -315,6 +349,61 @@ impl Metrics {
                 &self.upstream_connect_errors,
             ),
             (
+                "palisade_upstream_dns_queries_total",
+                "Upstream server names looked up.",
+                &self.upstream_dns_queries,
+            ),
+            (
+                "palisade_upstream_dns_failures_total",
+                "Upstream server name lookups that failed.",
+                &self.upstream_dns_failures,
+            ),
+            (
+                "palisade_upstream_dns_stale_total",
+                "Failed upstream name lookups answered with the last good answer.",
+                &self.upstream_dns_stale,
+            ),
+            (
+                "palisade_upstream_dns_changes_total",
+                "Upstream name lookups whose addresses differ from the previous answer.",
+                &self.upstream_dns_changes,
+            ),
+            (
+                "palisade_upstream_server_failures_total",
+                "Requests that failed on an upstream server before its response head.",
+                &self.upstream_server_failures,
+            ),
+            (
+                "palisade_upstream_servers_out_total",
+                "Times an upstream server was taken out (failures or health checks).",
+                &self.upstream_servers_out,
+            ),
+            (
+                "palisade_upstream_servers_back_total",
+                "Times the health checks brought an upstream server back.",
+                &self.upstream_servers_back,
+            ),
+            (
+                "palisade_upstream_health_checks_total",
+                "Active upstream health checks run.",
+                &self.upstream_health_checks,
+            ),
+            (
+                "palisade_upstream_health_check_failures_total",
+                "Active upstream health checks that failed.",
+                &self.upstream_health_check_failures,
+            ),
+            (
+                "palisade_upstream_retries_total",
+                "Idempotent requests sent again to another upstream server.",
+                &self.upstream_retries,
+            ),
+            (
+                "palisade_upstream_retries_over_budget_total",
+                "Retries not made because the pool's retry budget was spent.",
+                &self.upstream_retries_over_budget,
+            ),
+            (
                 "palisade_engine_errors_total",
                 "Transactions that failed inside the rule engine.",
                 &self.engine_errors,
@@ -381,6 +470,51 @@ fn write_plain(out: &mut String, rows: &[(&str, &str, f64)]) {
             out,
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
         );
+    }
+}
+
+/// The state of one upstream server, for `/metrics`.
+#[derive(Debug, Clone)]
+pub struct UpstreamServerState {
+    /// Its pool.
+    pub pool: std::sync::Arc<str>,
+    /// Its address as written in the configuration.
+    pub server: std::sync::Arc<str>,
+    /// In service (neither taken out by failures nor by the health checks).
+    pub up: bool,
+    /// Requests sent to it whose response is not over.
+    pub in_flight: usize,
+}
+
+/// Appends the state of every upstream server: `palisade_upstream_server_up` and
+/// `palisade_upstream_server_in_flight`, labelled by pool and server.
+pub fn render_upstreams(out: &mut String, servers: &[UpstreamServerState]) {
+    let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    type Value = fn(&UpstreamServerState) -> usize;
+    let series: [(&str, &str, Value); 2] = [
+        (
+            "palisade_upstream_server_up",
+            "1 when the upstream server is in service, 0 when failures or health checks took it out.",
+            |s| usize::from(s.up),
+        ),
+        (
+            "palisade_upstream_server_in_flight",
+            "Requests sent to the upstream server whose response is not over.",
+            |s| s.in_flight,
+        ),
+    ];
+    for (name, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for s in servers {
+            let _ = writeln!(
+                out,
+                "{name}{{pool=\"{}\",server=\"{}\"}} {}",
+                esc(&s.pool),
+                esc(&s.server),
+                value(s)
+            );
+        }
     }
 }
 
