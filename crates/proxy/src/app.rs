@@ -406,6 +406,13 @@ async fn serve(
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
         )
+        .with_shapes(
+            cfg.shapes
+                .iter()
+                .map(crate::shaping::Shaper::new)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        )
         .with_dns(dns),
     );
     let access = load_access(&cfg)?;

@@ -79,6 +79,9 @@ pub struct Config {
     /// Request rate limits (`[[rate_limit]]`), each with its own key.
     #[serde(default, rename = "rate_limit")]
     pub rate_limits: Vec<RateLimitSection>,
+    /// Bandwidth shaping classes for response bodies (`[[shape]]`), tried in order.
+    #[serde(default, rename = "shape")]
+    pub shapes: Vec<ShapeSection>,
     /// DNS block-list lookups (`@rbl`): resolvers, timeout, cache, limit.
     #[serde(default)]
     pub dns: DnsSection,
@@ -623,6 +626,41 @@ pub struct RateLimitSection {
     pub max_keys: usize,
 }
 
+/// `[[shape]]`: a bandwidth class. A response whose request the class selects is
+/// sent at most at `rate` bytes per second per key (after `burst` bytes at once),
+/// all the key's responses together.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShapeSection {
+    /// The class's name (metrics label).
+    pub name: String,
+    /// Whose bucket a response draws on: `client_ip`, `path`, `header:NAME`,
+    /// `cookie:NAME`, `tx:NAME`, or a list of them (joined).
+    pub key: RateLimitKey,
+    /// Bytes per second per key: `256KiB/s`, `2Mbit/s`, `1MB/s`.
+    pub rate: String,
+    /// Bytes a key may be sent at once beyond the steady rate (`64KiB`).
+    #[serde(default = "default_shape_burst")]
+    pub burst: String,
+    /// The class applies only to requests that have this key part (`header:NAME`,
+    /// `cookie:NAME`, `tx:NAME`, ...); with `equals`, only when its value is that.
+    #[serde(default)]
+    pub when: Option<String>,
+    /// The value `when` must have.
+    #[serde(default)]
+    pub equals: Option<String>,
+    /// Only requests whose path starts with this are shaped.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Most keys tracked at once (memory: about 20 bytes each).
+    #[serde(default = "default_rate_limit_keys")]
+    pub max_keys: usize,
+}
+
+fn default_shape_burst() -> String {
+    "16KiB".to_owned()
+}
+
 /// A rate limit's key: one part or several.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -856,6 +894,12 @@ impl Config {
                 ));
             }
             crate::ratelimit::RateLimiter::new(r)?;
+        }
+        for (i, c) in self.shapes.iter().enumerate() {
+            if self.shapes[..i].iter().any(|o| o.name == c.name) {
+                return Err(format!("shape {:?} is defined twice", c.name));
+            }
+            crate::shaping::Shaper::new(c)?;
         }
         if let Some(a) = &self.access
             && a.default != "allow"

@@ -49,6 +49,8 @@ pub struct Shared {
     pub accounting: crate::accounting::Accounting,
     /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
+    /// The `[[shape]]` classes, with their per-key buckets.
+    shapes: Vec<Arc<crate::shaping::Shaper>>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
     access: RwLock<Option<Arc<crate::access::AccessList>>>,
     /// The DNS resolver of `@rbl` rules, with its cache; like the store it
@@ -87,6 +89,7 @@ impl Shared {
             sync: None,
             access: RwLock::new(None),
             rate_limits: Vec::new(),
+            shapes: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
             dns: None,
             id_seed: h.finish(),
@@ -122,6 +125,17 @@ impl Shared {
     /// The `[[rate_limit]]`s.
     pub fn rate_limits(&self) -> &[crate::ratelimit::RateLimiter] {
         &self.rate_limits
+    }
+
+    /// Gives responses the `[[shape]]` classes, tried in order.
+    pub fn with_shapes(mut self, shapes: Vec<crate::shaping::Shaper>) -> Self {
+        self.shapes = shapes.into_iter().map(Arc::new).collect();
+        self
+    }
+
+    /// The `[[shape]]` classes.
+    pub fn shapes(&self) -> &[Arc<crate::shaping::Shaper>] {
+        &self.shapes
     }
 
     /// Puts `[access]` lists in force (`None`: every address may connect).

@@ -581,6 +581,18 @@ pub fn output_text(out: &Output) -> String {
     )
 }
 
+/// Asserts that `palisade check` refuses a configuration with `extra` TOML after a
+/// listener and an upstream, with an error that contains `want`.
+pub fn assert_check_refuses(extra: &str, want: &str) {
+    let dir = TempDir::new("check-refuses");
+    let cfg = dir.path("palisade.toml");
+    std::fs::write(&cfg, basic_config(loopback(1), loopback(2), extra)).unwrap();
+    let out = palisade_check("--config", &cfg);
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{extra}: {text}");
+    assert!(text.contains(want), "{extra}: {text}");
+}
+
 /// Starts Debian's dnsmasq (package dnsmasq-base, which CI installs; a missing one
 /// is a failure) in the foreground on a free loopback port, with no configuration
 /// file, no upstream name server and no /etc/hosts, plus `args`; waits until it
