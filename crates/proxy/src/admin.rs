@@ -552,6 +552,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         ),
     ];
     let mut out = shared.metrics.render(&dropped, &extra);
+    shared.workers.render(&mut out);
     if let Some(store) = shared.store() {
         crate::metrics::render_store(&mut out, &store.stats(), store.map_usage());
     }

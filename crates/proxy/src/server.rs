@@ -19,9 +19,11 @@ pub async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await.is_ok();
 }
 
-/// A bound listener, ready to accept.
+/// A configured listener, bound: one listening socket per worker thread, all on
+/// the same address with `SO_REUSEPORT`, so the kernel spreads new connections over
+/// the workers and each worker accepts from its own queue.
 pub struct Bound {
-    listener: TcpListener,
+    sockets: Vec<std::net::TcpListener>,
     tls: Option<TlsAcceptor>,
     /// The address actually bound.
     pub address: SocketAddr,
@@ -31,9 +33,114 @@ impl std::fmt::Debug for Bound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bound")
             .field("address", &self.address)
+            .field("sockets", &self.sockets.len())
             .field("tls", &self.tls.is_some())
             .finish()
     }
+}
+
+impl Bound {
+    /// Splits the listener into its per-worker parts, worker 0 first.
+    pub fn split(self) -> Vec<WorkerListener> {
+        let Bound {
+            sockets,
+            tls,
+            address,
+        } = self;
+        sockets
+            .into_iter()
+            .map(|socket| WorkerListener {
+                socket,
+                tls: tls.clone(),
+                address,
+            })
+            .collect()
+    }
+}
+
+/// The socket of one listener that one worker thread accepts from.
+pub struct WorkerListener {
+    socket: std::net::TcpListener,
+    tls: Option<TlsAcceptor>,
+    address: SocketAddr,
+}
+
+impl std::fmt::Debug for WorkerListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerListener")
+            .field("address", &self.address)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// Connections accepted by each worker thread, each counter on its own cache line
+/// so that workers never write to a line another worker writes to.
+#[derive(Debug)]
+pub struct Workers {
+    connections: Box<[WorkerCounter]>,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct WorkerCounter(std::sync::atomic::AtomicU64);
+
+impl Workers {
+    /// Counters for `n` worker threads (at least one).
+    pub fn new(n: usize) -> Workers {
+        Workers {
+            connections: (0..n.max(1)).map(|_| WorkerCounter::default()).collect(),
+        }
+    }
+
+    /// The number of worker threads.
+    pub fn len(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Always false: there is at least one worker.
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty()
+    }
+
+    fn count_connection(&self, worker: usize) {
+        if let Some(c) = self.connections.get(worker) {
+            c.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Connections accepted so far by each worker, worker 0 first.
+    pub fn connections(&self) -> Vec<u64> {
+        self.connections
+            .iter()
+            .map(|c| c.0.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Appends `palisade_worker_connections_total{worker="N"}` in the Prometheus
+    /// text format.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push_str(
+            "# HELP palisade_worker_connections_total Client connections accepted, by worker thread.\n",
+        );
+        out.push_str("# TYPE palisade_worker_connections_total counter\n");
+        for (i, n) in self.connections().iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "palisade_worker_connections_total{{worker=\"{i}\"}} {n}"
+            );
+        }
+    }
+}
+
+/// The number of worker threads `server.worker_threads` asks for: `0` means one
+/// per CPU this process may run on.
+pub fn worker_count(configured: usize) -> usize {
+    if configured > 0 {
+        return configured;
+    }
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// Loads a certificate chain and key and builds a rustls server configuration
@@ -69,37 +176,134 @@ pub fn tls_config(tls: &TlsConfig, http2: bool) -> anyhow::Result<rustls::Server
     Ok(cfg)
 }
 
-/// Binds a listener (and loads its TLS files).
-pub async fn bind(cfg: &ListenerConfig) -> anyhow::Result<Bound> {
+/// One listening socket on `address`, non-blocking; with `reuse_port`, other
+/// sockets with the option may share the address.
+fn listen_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    // Like the standard library and tokio: rebinding right after a restart works
+    // while old connections are in TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// Binds a listener (and loads its TLS files): one socket per worker thread.
+///
+/// The address is first bound once without `SO_REUSEPORT`, which fails when any
+/// other socket holds it, another Palisade's included, so two instances never
+/// share a port by accident; that probe is then closed and the `workers` sockets
+/// are bound with `SO_REUSEPORT` (on the port the probe got, for port 0).
+pub fn bind(cfg: &ListenerConfig, workers: usize) -> anyhow::Result<Bound> {
     let tls = match &cfg.tls {
         Some(t) => Some(TlsAcceptor::from(Arc::new(tls_config(t, cfg.http2)?))),
         None => None,
     };
-    let listener = TcpListener::bind(cfg.address)
-        .await
-        .with_context(|| format!("cannot listen on {}", cfg.address))?;
-    let address = listener.local_addr()?;
+    let cannot = || format!("cannot listen on {}", cfg.address);
+    let probe = listen_socket(cfg.address, false).with_context(cannot)?;
+    let address = probe.local_addr().with_context(cannot)?;
+    drop(probe);
+    let sockets = (0..workers.max(1))
+        .map(|_| listen_socket(address, true))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(cannot)?;
     Ok(Bound {
-        listener,
+        sockets,
         tls,
         address,
     })
 }
 
-/// Accepts connections until shutdown begins. Each connection task holds a clone of
-/// `alive`, so the caller knows when all of them have ended.
+/// What every worker thread shares with the main thread.
+#[derive(Debug, Clone)]
+pub struct WorkerContext {
+    /// Shared request state.
+    pub shared: Arc<Shared>,
+    /// `limits.connections`, over all workers.
+    pub limit: Arc<Semaphore>,
+    /// Set when shutdown begins: accepting stops.
+    pub shutdown: watch::Receiver<bool>,
+    /// Set when the worker threads are to end (the grace period is over or every
+    /// connection has closed).
+    pub exit: watch::Receiver<bool>,
+    /// Held by every accept loop and connection, so the main thread knows when
+    /// all of them have ended.
+    pub alive: mpsc::Sender<()>,
+}
+
+/// The single-threaded runtime of one worker thread.
+pub fn worker_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a worker runtime")
+}
+
+/// Body of worker thread `index`: accepts on its own socket of every listener and
+/// serves those connections on its own runtime, until `ctx.exit` is set; then the
+/// connections still open are closed.
+pub fn run_worker(
+    index: usize,
+    rt: tokio::runtime::Runtime,
+    listeners: Vec<WorkerListener>,
+    ctx: WorkerContext,
+) {
+    rt.block_on(async move {
+        let WorkerContext {
+            shared,
+            limit,
+            shutdown,
+            mut exit,
+            alive,
+        } = ctx;
+        for l in listeners {
+            tokio::spawn(accept_loop(
+                l,
+                index,
+                shared.clone(),
+                limit.clone(),
+                shutdown.clone(),
+                alive.clone(),
+            ));
+        }
+        drop(alive);
+        stopped(&mut exit).await;
+    });
+    rt.shutdown_timeout(Duration::from_millis(500));
+}
+
+/// Accepts connections on one worker's socket until shutdown begins. Each
+/// connection runs on this worker's runtime and holds a clone of `alive`, so the
+/// main thread knows when all of them have ended.
 pub async fn accept_loop(
-    bound: Bound,
+    listener: WorkerListener,
+    worker: usize,
     shared: Arc<Shared>,
     limit: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
-    let Bound {
-        listener,
+    let WorkerListener {
+        socket,
         tls,
         address,
-    } = bound;
+    } = listener;
+    let listener = match TcpListener::from_std(socket) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("worker {worker}: cannot accept on {address}: {e}");
+            return;
+        }
+    };
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p {
@@ -120,6 +324,7 @@ pub async fn accept_loop(
             },
             () = crate::server::stopped(&mut shutdown) => return,
         };
+        shared.workers.count_connection(worker);
         if !shared.access_allows(peer.ip()) {
             // Refused by the [access] lists: closed at once, before any read.
             shared

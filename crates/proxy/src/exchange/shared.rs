@@ -36,6 +36,8 @@ pub struct Shared {
     pub inspector: Inspector,
     /// Open connections per client address (`limits.connections_per_ip`).
     pub per_ip: Arc<PerIp>,
+    /// Connections accepted by each worker thread.
+    pub workers: crate::server::Workers,
     /// The store of persistent collections. It lives here, beside the rules and
     /// not inside them, so a rule reload keeps it open with its data. `None` only
     /// where no store was opened (fuzz targets): collections then last one
@@ -74,6 +76,7 @@ impl Shared {
         h.write_u32(std::process::id());
         Shared {
             per_ip: PerIp::new(limits.connections_per_ip),
+            workers: crate::server::Workers::new(1),
             inspector,
             waf: RwLock::new(waf),
             upstreams,
@@ -92,6 +95,12 @@ impl Shared {
             id_seed: h.finish(),
             id_counter: AtomicU64::new(0),
         }
+    }
+
+    /// Counts connections for `n` worker threads.
+    pub fn with_workers(mut self, n: usize) -> Self {
+        self.workers = crate::server::Workers::new(n);
+        self
     }
 
     /// Gives requests the store of persistent collections.
