@@ -455,8 +455,10 @@ async fn serve(
         // Built here so that a runtime that cannot start stops Palisade at once.
         let rt = server::worker_runtime()?;
         let ctx = ctx.clone();
+        // Thread names are cut at 15 bytes: this one stays whole in /proc and
+        // `ps -L` (bench/cores.py pins each worker by it).
         let t = std::thread::Builder::new()
-            .name(format!("palisade-worker-{w}"))
+            .name(format!("palisade-w{w}"))
             .spawn(move || server::run_worker(w, rt, listeners, ctx))
             .context("starting a worker thread")?;
         threads.push(t);

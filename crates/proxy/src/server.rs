@@ -134,6 +134,16 @@ impl Workers {
     }
 }
 
+thread_local! {
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The index of the worker thread running this (0 on any other thread), for
+/// state kept per worker so that workers never share a lock or a cache line.
+pub fn current_worker() -> usize {
+    WORKER.with(std::cell::Cell::get)
+}
+
 /// The number of worker threads `server.worker_threads` asks for: `0` means one
 /// per CPU this process may run on.
 pub fn worker_count(configured: usize) -> usize {
@@ -144,7 +154,8 @@ pub fn worker_count(configured: usize) -> usize {
 }
 
 /// Loads a certificate chain and key and builds a rustls server configuration
-/// offering `h2` (when enabled) and `http/1.1`.
+/// offering `h2` (when enabled) and `http/1.1`, with session tickets and a session
+/// cache as `tls` asks.
 pub fn tls_config(tls: &TlsConfig, http2: bool) -> anyhow::Result<rustls::ServerConfig> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.cert)
         .with_context(|| format!("reading certificate {}", tls.cert.display()))?
@@ -168,6 +179,14 @@ pub fn tls_config(tls: &TlsConfig, http2: bool) -> anyhow::Result<rustls::Server
                 tls.key.display()
             )
         })?;
+    if tls.session_tickets {
+        cfg.ticketer = rustls::crypto::ring::Ticketer::new().context("TLS session tickets")?;
+    }
+    cfg.session_storage = if tls.session_cache > 0 {
+        rustls::server::ServerSessionMemoryCache::new(tls.session_cache)
+    } else {
+        Arc::new(rustls::server::NoServerSessionStorage {})
+    };
     cfg.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
@@ -257,6 +276,7 @@ pub fn run_worker(
     listeners: Vec<WorkerListener>,
     ctx: WorkerContext,
 ) {
+    WORKER.with(|w| w.set(index));
     rt.block_on(async move {
         let WorkerContext {
             shared,

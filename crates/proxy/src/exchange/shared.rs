@@ -100,6 +100,7 @@ impl Shared {
     /// Counts connections for `n` worker threads.
     pub fn with_workers(mut self, n: usize) -> Self {
         self.workers = crate::server::Workers::new(n);
+        self.accounting = self.accounting.with_workers(n);
         self
     }
 
