@@ -381,7 +381,7 @@ async fn serve(
         ),
         None => None,
     };
-    let metrics = Arc::new(metrics::Metrics::new());
+    let metrics = Arc::new(metrics::Metrics::for_workers(workers));
     let upstreams = upstream::Upstreams::new(&cfg, &metrics)
         .with_context(|| format!("{}", cfg.path.display()))?;
     let shared = Arc::new(

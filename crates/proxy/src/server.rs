@@ -144,6 +144,15 @@ pub fn current_worker() -> usize {
     WORKER.with(std::cell::Cell::get)
 }
 
+/// Runs `f` as if on worker thread `index` (unit tests of per-worker state).
+#[cfg(test)]
+pub(crate) fn as_worker<T>(index: usize, f: impl FnOnce() -> T) -> T {
+    let before = WORKER.with(|w| w.replace(index));
+    let out = f();
+    WORKER.with(|w| w.set(before));
+    out
+}
+
 /// The number of worker threads `server.worker_threads` asks for: `0` means one
 /// per CPU this process may run on.
 pub fn worker_count(configured: usize) -> usize {
