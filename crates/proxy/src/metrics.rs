@@ -680,14 +680,32 @@ mod tests {
         }
         // Each worker wrote only its own counters.
         for w in m.workers.iter() {
-            assert_eq!(w.requests.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>(), 1);
+            assert_eq!(
+                w.requests
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .sum::<u64>(),
+                1
+            );
         }
         let out = m.render(&[], &[]);
-        assert!(out.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"), "{out}");
+        assert!(
+            out.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"),
+            "{out}"
+        );
         assert!(out.contains("palisade_request_seconds_count 2\n"), "{out}");
-        assert!(out.contains("palisade_request_seconds_bucket{le=\"0.00005\"} 1\n"), "{out}");
-        assert!(out.contains("palisade_request_seconds_bucket{le=\"0.0025\"} 2\n"), "{out}");
-        assert!(out.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"), "{out}");
+        assert!(
+            out.contains("palisade_request_seconds_bucket{le=\"0.00005\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("palisade_request_seconds_bucket{le=\"0.0025\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"),
+            "{out}"
+        );
     }
 
     #[test]

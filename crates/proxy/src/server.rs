@@ -153,6 +153,55 @@ pub(crate) fn as_worker<T>(index: usize, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// A value each worker thread reads from its own copy, on a cache line of its own,
+/// so that reading it never writes memory another worker reads (a shared lock's
+/// reader count would); replacing it writes every copy. For state read on every
+/// request and replaced rarely (the rules in force, the access lists).
+#[derive(Debug)]
+pub struct PerWorker<T> {
+    slots: Box<[Slot<T>]>,
+}
+
+#[derive(Debug)]
+#[repr(align(128))]
+struct Slot<T>(std::sync::RwLock<T>);
+
+impl<T: Clone> PerWorker<T> {
+    /// `value` for `n` worker threads (at least one).
+    pub fn new(value: T, n: usize) -> PerWorker<T> {
+        PerWorker {
+            slots: (0..n.max(1))
+                .map(|_| Slot(std::sync::RwLock::new(value.clone())))
+                .collect(),
+        }
+    }
+
+    /// The same value for `n` worker threads.
+    pub fn resized(&self, n: usize) -> PerWorker<T> {
+        PerWorker::new(self.get(), n)
+    }
+
+    /// The value, as seen by the worker thread running this.
+    pub fn get(&self) -> T {
+        let slot = &self.slots[current_worker() % self.slots.len()];
+        slot.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Calls `f` with the value the worker thread running this sees, without
+    /// cloning it.
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        let slot = &self.slots[current_worker() % self.slots.len()];
+        f(&slot.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the value for every worker.
+    pub fn set(&self, value: T) {
+        for slot in self.slots.iter() {
+            *slot.0.write().unwrap_or_else(|e| e.into_inner()) = value.clone();
+        }
+    }
+}
+
 /// The number of worker threads `server.worker_threads` asks for: `0` means one
 /// per CPU this process may run on.
 pub fn worker_count(configured: usize) -> usize {
@@ -508,6 +557,18 @@ async fn serve_conn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_worker_values_are_replaced_everywhere() {
+        let v = PerWorker::new(1u32, 3).resized(4);
+        assert_eq!(v.slots.len(), 4);
+        v.set(7);
+        for w in 0..4 {
+            assert_eq!(as_worker(w, || v.get()), 7);
+        }
+        // A thread that is no worker reads worker 0's copy.
+        assert_eq!(v.get(), 7);
+    }
 
     #[test]
     fn per_ip_limit_counts_open_connections() {

@@ -10,8 +10,8 @@ use crate::upstream::Upstreams;
 use crate::waf::Waf;
 use engine::CollectionReader;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Instant;
 use store::Store;
 
@@ -19,7 +19,7 @@ use store::Store;
 #[derive(Debug)]
 pub struct Shared {
     /// The rules in force; SIGHUP swaps in a newly loaded set.
-    waf: RwLock<Arc<Waf>>,
+    waf: crate::server::PerWorker<Arc<Waf>>,
     /// Pools and routes.
     pub upstreams: Upstreams,
     /// The log channel.
@@ -52,7 +52,7 @@ pub struct Shared {
     /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
-    access: RwLock<Option<Arc<crate::access::AccessList>>>,
+    access: crate::server::PerWorker<Option<Arc<crate::access::AccessList>>>,
     /// The DNS resolver of `@rbl` rules, with its cache; like the store it
     /// outlives rule reloads.
     dns: Option<Arc<crate::dns::Dns>>,
@@ -78,7 +78,7 @@ impl Shared {
             per_ip: PerIp::new(limits.connections_per_ip),
             workers: crate::server::Workers::new(1),
             inspector,
-            waf: RwLock::new(waf),
+            waf: crate::server::PerWorker::new(waf, 1),
             upstreams,
             logs,
             metrics,
@@ -88,7 +88,7 @@ impl Shared {
             store: None,
             reader: None,
             sync: None,
-            access: RwLock::new(None),
+            access: crate::server::PerWorker::new(None, 1),
             rate_limits: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
             dns: None,
@@ -101,6 +101,8 @@ impl Shared {
     pub fn with_workers(mut self, n: usize) -> Self {
         self.workers = crate::server::Workers::new(n);
         self.accounting = self.accounting.with_workers(n);
+        self.waf = self.waf.resized(n);
+        self.access = self.access.resized(n);
         self
     }
 
@@ -136,16 +138,13 @@ impl Shared {
 
     /// Puts `[access]` lists in force (`None`: every address may connect).
     pub fn replace_access(&self, access: Option<Arc<crate::access::AccessList>>) {
-        *self.access.write().unwrap_or_else(|e| e.into_inner()) = access;
+        self.access.set(access);
     }
 
     /// Whether the `[access]` lists let a client at `ip` connect.
     pub fn access_allows(&self, ip: std::net::IpAddr) -> bool {
         self.access
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_none_or(|a| a.allows(ip))
+            .with(|a| a.as_ref().is_none_or(|a| a.allows(ip)))
     }
 
     /// Gives `@rbl` rules their resolver.
@@ -187,12 +186,12 @@ impl Shared {
 
     /// The rules in force now.
     pub fn waf(&self) -> Arc<Waf> {
-        self.waf.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.waf.get()
     }
 
     /// Puts a newly loaded rule set in force; requests already started keep theirs.
     pub fn replace_waf(&self, waf: Arc<Waf>) {
-        *self.waf.write().unwrap_or_else(|e| e.into_inner()) = waf;
+        self.waf.set(waf);
     }
 
     /// A new transaction id: 20 hex digits from the start time and a per-process
