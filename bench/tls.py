@@ -8,6 +8,7 @@ work directory. Modes:
   full TLS 1.2   the same on TLS 1.2 (ECDHE key exchange)
   resumed TLS 1.2  the client resumes one session over and over (s_time -reuse
                  -tls1_2): a session ID or ticket, whichever the server gives
+  resumed TLS 1.3  the same with a ticket, from a small Python client (RESUME13)
 The client is `openssl s_time` (C, cheap): `--clients` copies of it in parallel on
 CPU 1, each bounded by `--duration` seconds; it sends no request (handshake, then
 close). Every handshake counts; for the resumed mode the share the server really
@@ -50,7 +51,45 @@ MODES = [
     ("full", "1.3", ["-new", "-tls1_3"]),
     ("full", "1.2", ["-new", "-tls1_2"]),
     ("resumed", "1.2", ["-reuse", "-tls1_2"]),
+    # s_time cannot resume TLS 1.3 (it never reads the ticket): RESUME13 does.
+    ("resumed", "1.3", None),
 ]
+
+# The TLS 1.3 resumption client: one full handshake, its ticket read, then new
+# connections resuming that session until the time is up; prints "handshakes resumed".
+# Python's ssl module is OpenSSL underneath; it costs more per connection than s_time,
+# which bounds the rate, not the server's CPU per handshake.
+RESUME13 = r"""
+import select, socket, ssl, sys, time
+port, duration = int(sys.argv[1]), float(sys.argv[2])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+def connect(session=None):
+    return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), session=session)
+t = connect()
+t.setblocking(False)
+deadline = time.time() + 5
+while not (t.session and t.session.has_ticket) and time.time() < deadline:
+    select.select([t], [], [], 0.05)
+    try:
+        t.recv(1)
+    except ssl.SSLWantReadError:
+        pass
+session = t.session
+t.close()
+if not session.has_ticket:
+    sys.exit("no TLS 1.3 ticket from the server")
+n = reused = 0
+end = time.time() + duration
+while time.time() < end:
+    t = connect(session)
+    n += 1
+    reused += t.session_reused
+    t.close()
+print(n, reused)
+"""
 
 NGINX_CONF = """
 worker_processes 1;
@@ -163,10 +202,32 @@ def s_time(port, flags, duration, clients):
     return total, time.monotonic() - t0, resumed
 
 
+def resume13(port, duration, clients):
+    """Runs `clients` RESUME13 clients at once; returns (handshakes, wall seconds,
+    resumed handshakes)."""
+    argv = ["taskset", "-c", CLIENT_CPU, sys.executable, "-c", RESUME13, str(port),
+            str(duration)]
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(clients)]
+    total, resumed = 0, 0
+    for p in procs:
+        out, err = p.communicate(timeout=duration + 60)
+        if p.returncode != 0:
+            raise RuntimeError(f"TLS 1.3 resumption client failed: {err.strip()[-300:]}")
+        n, r = out.split()
+        total += int(n)
+        resumed += int(r)
+    return total, time.monotonic() - t0, resumed
+
+
 def measure(system, flags, args):
     R.settle(system, limit=10)
     c0 = R.cpu_seconds(system.pids())
-    n, secs, resumed = s_time(system.port, flags, args.duration, args.clients)
+    if flags is None:
+        n, secs, resumed = resume13(system.port, args.duration, args.clients)
+    else:
+        n, secs, resumed = s_time(system.port, flags, args.duration, args.clients)
     cpu = R.cpu_seconds(system.pids()) - c0
     return n, secs, cpu, resumed
 
@@ -202,7 +263,7 @@ def main():
                                           cpu / secs, resumed / n if n else 0.0))
                         R.log(f"tls: {cert_name} {mode} TLS {version} {name}: "
                               f"{n / secs:,.0f}/s, {n / cpu:,.0f} per server CPU-s"
-                              + (f", {resumed}/{n} resumed" if "-reuse" in flags else ""))
+                              + (f", {resumed}/{n} resumed" if mode == "resumed" else ""))
                 med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4))
                        for k, v in got.items()}
                 rows.append((cert_name, mode, version, med))
@@ -246,10 +307,12 @@ provider, session tickets and the session cache on, as by default) against nginx
 1.22 with OpenSSL 3.0 (`ssl_session_cache shared:SSL:10m`, tickets on), the same
 self-signed certificate for both, one worker each pinned to CPU 0; the client is
 `openssl s_time` (no request: handshake, then close) in parallel copies on CPU 1.
-Full handshakes on TLS 1.3 and TLS 1.2 (X25519 key exchange), and TLS 1.2
-resumptions (the client resumes one session over and over; the `resumed` column is
-the share the server really resumed). TLS 1.3 resumption is not measured: s_time
-reads nothing after the handshake, so it never gets a TLS 1.3 ticket. Server CPU is
+Full handshakes on TLS 1.3 and TLS 1.2 (X25519 key exchange), and resumptions: TLS
+1.2 with s_time (the client resumes one session over and over), TLS 1.3 with a
+small Python client (`RESUME13` in bench/tls.py: s_time reads nothing after the
+handshake, so it never gets a TLS 1.3 ticket), which reads the first ticket and then
+resumes with it over and over (PSK with a new X25519 exchange). The `resumed` column
+is the share the server really resumed. Server CPU is
 utime + stime from /proc (nginx: master and worker). The two servers are
 interleaved, medians of the rounds. Handshakes per second are bounded by the client
 (one CPU for all the s_time copies, doing the client half of each handshake):
