@@ -57,8 +57,16 @@ pub struct Shared {
     /// outlives rule reloads.
     dns: Option<Arc<crate::dns::Dns>>,
     id_seed: u64,
-    id_counter: AtomicU64,
+    /// Transaction counters, one per worker thread: worker `w` of `W` numbers its
+    /// transactions `w`, `w + W`, `w + 2W`, ..., so numbers never repeat across
+    /// workers and no worker writes another's counter.
+    id_counters: Box<[IdCounter]>,
 }
+
+/// One worker's transaction counter, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct IdCounter(AtomicU64);
 
 impl Shared {
     /// Bundles the shared state.
@@ -93,7 +101,7 @@ impl Shared {
             accounting: crate::accounting::Accounting::new([]),
             dns: None,
             id_seed: h.finish(),
-            id_counter: AtomicU64::new(0),
+            id_counters: vec![IdCounter::default()].into_boxed_slice(),
         }
     }
 
@@ -103,6 +111,7 @@ impl Shared {
         self.accounting = self.accounting.with_workers(n);
         self.waf = self.waf.resized(n);
         self.access = self.access.resized(n);
+        self.id_counters = (0..n.max(1)).map(|_| IdCounter::default()).collect();
         self
     }
 
@@ -197,7 +206,10 @@ impl Shared {
     /// A new transaction id: 20 hex digits from the start time and a per-process
     /// random counter, unique across requests and restarts.
     pub(super) fn unique_id(&self, now_us: i64) -> String {
-        let n = self.id_counter.fetch_add(1, Ordering::Relaxed);
+        let workers = self.id_counters.len();
+        let w = crate::server::current_worker() % workers;
+        let k = self.id_counters[w].0.fetch_add(1, Ordering::Relaxed);
+        let n = k.wrapping_mul(workers as u64).wrapping_add(w as u64);
         let tail = self
             .id_seed
             .wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -252,5 +264,47 @@ impl IpText {
 impl std::fmt::Debug for IpText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_ids_stay_unique_across_workers() {
+        let cfg = crate::config::Config::parse(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n",
+            std::path::Path::new("/test/palisade.toml"),
+        )
+        .unwrap();
+        let waf = Waf::load(&cfg.rules, &cfg.path, &cfg.server, None).unwrap();
+        let (logs, writer) = crate::logs::LogWriter::start(
+            &crate::logs::LogTargets::default(),
+            cfg.logs.channel_capacity,
+        )
+        .unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let upstreams = Upstreams::new(&cfg, &metrics).unwrap();
+        let inspector = Inspector::new(1, cfg.server.inspect_inline_bytes).unwrap();
+        let shared = Shared::new(
+            Arc::new(waf),
+            upstreams,
+            logs,
+            metrics,
+            cfg.limits.clone(),
+            cfg.server.clone(),
+            inspector,
+        )
+        .with_workers(3);
+        // Every id made in the same microsecond, spread over three workers.
+        let mut ids = std::collections::HashSet::new();
+        for i in 0..3000 {
+            let id = crate::server::as_worker(i % 3, || shared.unique_id(1_700_000_000_000_000));
+            assert_eq!(id.len(), 20, "{id}");
+            assert!(ids.insert(id.clone()), "{id} made twice");
+        }
+        drop(shared);
+        writer.finish();
     }
 }
