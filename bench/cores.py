@@ -34,20 +34,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as R  # noqa: E402  (bench/run.py: processes, ports, CPU, wrk)
 
 
-def start_backend(albedo, work, cpu):
-    backend = R.Proc("albedo", [albedo, "--bind", "127.0.0.1:0"], work, cpu=cpu)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        with open(backend.out_path) as f:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
-        if m:
-            return backend, int(m.group(1))
-        if not backend.alive():
-            raise SystemExit(f"cores: albedo exited:\n{backend.tail()}")
-        time.sleep(0.05)
-    raise SystemExit("cores: albedo did not report its port")
-
-
 def write_config(key, workers, work, port, backend_port):
     """bench/run.py's configuration for `key` with `workers` worker threads."""
     path = R.write_palisade_config(key, work, port, backend_port)
@@ -131,7 +117,7 @@ def main():
     work = tempfile.mkdtemp(prefix="palisade-cores-")
     rows = []
     try:
-        backend, backend_port = start_backend(args.albedo, work, cpu=None)
+        backend, backend_port = R.start_albedo(args.albedo, work, None, who="cores")
         for key in args.configs:
             systems = {w: start_palisade(key, w, args, work, backend_port) for w in (1, 2)}
             # Warm-up: CRS's first requests fill caches; both settings alike.

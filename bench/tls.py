@@ -175,19 +175,29 @@ def start_nginx(work, slug, cert, key):
     return R.System("nginx", port, proc, lambda: [proc.pid] + R.children(proc.pid))
 
 
+def parallel(argv, duration, clients):
+    """Runs `clients` copies of `argv` at once; returns their outputs and the wall
+    seconds until the last one ended."""
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(clients)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=duration + 60)
+        if p.returncode != 0:
+            raise RuntimeError(f"{argv[3]} failed ({p.returncode}): {err.strip()[-300:]}")
+        outs.append(out)
+    return outs, time.monotonic() - t0
+
+
 def s_time(port, flags, duration, clients):
     """Runs `clients` s_time processes at once; returns (handshakes, wall seconds,
     resumed handshakes)."""
     argv = ["taskset", "-c", CLIENT_CPU, "openssl", "s_time", "-connect", f"127.0.0.1:{port}",
             "-time", str(duration), *flags]
-    t0 = time.monotonic()
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(clients)]
+    outs, secs = parallel(argv, duration, clients)
     total, resumed = 0, 0
-    for p in procs:
-        out, err = p.communicate(timeout=duration + 60)
-        if p.returncode != 0:
-            raise RuntimeError(f"s_time failed ({p.returncode}): {err.strip()[:300]}")
+    for out in outs:
         # "N connections in T real seconds, B bytes read per connection" (T is whole
         # seconds, too coarse: the wall time is measured here).
         m = re.search(r"(\d+) connections in \d+ real seconds", out)
@@ -199,7 +209,7 @@ def s_time(port, flags, duration, clients):
             # resumed the session, '*' when it made a new one.
             marks = out.split("starting\n", 1)[-1].split(" connections in", 1)[0]
             resumed += marks.count("r")
-    return total, time.monotonic() - t0, resumed
+    return total, secs, resumed
 
 
 def resume13(port, duration, clients):
@@ -207,18 +217,9 @@ def resume13(port, duration, clients):
     resumed handshakes)."""
     argv = ["taskset", "-c", CLIENT_CPU, sys.executable, "-c", RESUME13, str(port),
             str(duration)]
-    t0 = time.monotonic()
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(clients)]
-    total, resumed = 0, 0
-    for p in procs:
-        out, err = p.communicate(timeout=duration + 60)
-        if p.returncode != 0:
-            raise RuntimeError(f"TLS 1.3 resumption client failed: {err.strip()[-300:]}")
-        n, r = out.split()
-        total += int(n)
-        resumed += int(r)
-    return total, time.monotonic() - t0, resumed
+    outs, secs = parallel(argv, duration, clients)
+    counts = [tuple(int(x) for x in out.split()) for out in outs]
+    return sum(n for n, _ in counts), secs, sum(r for _, r in counts)
 
 
 def measure(system, flags, args):
