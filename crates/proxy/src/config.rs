@@ -232,6 +232,18 @@ pub struct TlsConfig {
     pub cert: PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+    /// Resume sessions from tickets the server encrypts and the client keeps
+    /// (TLS 1.2 and 1.3), with keys made at start and rotated every 6 hours.
+    #[serde(default = "yes")]
+    pub session_tickets: bool,
+    /// Sessions kept in memory for resumption by session ID (TLS 1.2 clients
+    /// without tickets; all clients when `session_tickets` is off); 0: none.
+    #[serde(default = "default_session_cache")]
+    pub session_cache: usize,
+}
+
+fn default_session_cache() -> usize {
+    10_000
 }
 
 /// `[[upstream]]`: a named pool of servers.

@@ -1,8 +1,10 @@
 //! Counters and histograms, exported in the Prometheus text format.
 //!
 //! Request-path updates are relaxed atomic adds on fixed arrays: no lock, no
-//! allocation. Only rule hits, which happen on matching requests, go through a
-//! mutex-protected map.
+//! allocation. The per-request counters and histograms are kept per worker thread
+//! (each worker's on cache lines of its own, summed when rendered), so workers never
+//! write to the same memory. Only rule hits, which happen on matching requests, go
+//! through a mutex-protected map, one per worker too.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -115,12 +117,32 @@ impl Histogram {
 /// One counter per status code 0-599 (0: no answer, a dropped connection).
 const STATUS_SLOTS: usize = 600;
 
+/// What one worker thread counts for every request; only that worker writes here.
+#[derive(Debug)]
+#[repr(align(128))]
+struct WorkerMetrics {
+    requests: Box<[AtomicU64]>,
+    timers: [Histogram; 9],
+    rule_hits: Mutex<HashMap<i64, u64>>,
+}
+
+impl WorkerMetrics {
+    fn new() -> WorkerMetrics {
+        WorkerMetrics {
+            requests: (0..STATUS_SLOTS * Action::ALL.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            timers: Default::default(),
+            rule_hits: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
 /// All of the proxy's metrics.
 #[derive(Debug)]
 pub struct Metrics {
-    requests: Vec<AtomicU64>,
-    timers: [Histogram; 9],
-    rule_hits: Mutex<HashMap<i64, u64>>,
+    /// Per worker thread ([`crate::server::current_worker`]).
+    workers: Box<[WorkerMetrics]>,
     /// Client connections accepted.
     pub connections_total: AtomicU64,
     /// Client connections open now.
@@ -183,14 +205,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Zeroed metrics.
+    /// Zeroed metrics, for one worker thread.
     pub fn new() -> Self {
+        Self::for_workers(1)
+    }
+
+    /// Zeroed metrics, for `n` worker threads.
+    pub fn for_workers(n: usize) -> Self {
         Self {
-            requests: (0..STATUS_SLOTS * Action::ALL.len())
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            timers: Default::default(),
-            rule_hits: Mutex::new(HashMap::new()),
+            workers: (0..n.max(1)).map(|_| WorkerMetrics::new()).collect(),
             connections_total: AtomicU64::new(0),
             connections_open: AtomicU64::new(0),
             malformed_requests: AtomicU64::new(0),
@@ -218,16 +241,21 @@ impl Metrics {
         }
     }
 
+    /// The counters of the worker thread running this.
+    fn worker(&self) -> &WorkerMetrics {
+        &self.workers[crate::server::current_worker() % self.workers.len()]
+    }
+
     /// Counts a finished request.
     pub fn request(&self, status: u16, action: Action) {
         let slot = usize::from(status).min(STATUS_SLOTS - 1);
         let a = Action::ALL.iter().position(|&x| x == action).unwrap_or(0);
-        self.requests[a * STATUS_SLOTS + slot].fetch_add(1, Ordering::Relaxed);
+        self.worker().requests[a * STATUS_SLOTS + slot].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records a duration in microseconds.
     pub fn observe(&self, timer: Timer, us: u64) {
-        self.timers[timer as usize].observe(us);
+        self.worker().timers[timer as usize].observe(us);
     }
 
     /// Counts a request whose rule evaluation went over its CPU budget.
@@ -245,7 +273,11 @@ impl Metrics {
         if ids.is_empty() {
             return;
         }
-        let mut m = self.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self
+            .worker()
+            .rule_hits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         for id in ids {
             *m.entry(*id).or_insert(0) += 1;
         }
@@ -259,7 +291,11 @@ impl Metrics {
         out.push_str("# TYPE palisade_requests_total counter\n");
         for (a, action) in Action::ALL.iter().enumerate() {
             for slot in 0..STATUS_SLOTS {
-                let n = self.requests[a * STATUS_SLOTS + slot].load(Ordering::Relaxed);
+                let n: u64 = self
+                    .workers
+                    .iter()
+                    .map(|w| w.requests[a * STATUS_SLOTS + slot].load(Ordering::Relaxed))
+                    .sum();
                 if n > 0 {
                     let _ = writeln!(
                         out,
@@ -273,7 +309,13 @@ impl Metrics {
         out.push_str("# HELP palisade_rule_hits_total Rule matches, by rule id.\n");
         out.push_str("# TYPE palisade_rule_hits_total counter\n");
         {
-            let m = self.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+            let mut m: HashMap<i64, u64> = HashMap::new();
+            for w in self.workers.iter() {
+                let hits = w.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+                for (id, n) in hits.iter() {
+                    *m.entry(*id).or_insert(0) += n;
+                }
+            }
             let mut ids: Vec<_> = m.iter().collect();
             ids.sort();
             for (id, n) in ids {
@@ -294,18 +336,23 @@ impl Metrics {
                 let _ = writeln!(out, "# TYPE {name} histogram");
                 last_name = name;
             }
-            let h = &self.timers[i];
+            let sum = |f: &dyn Fn(&Histogram) -> &AtomicU64| -> u64 {
+                self.workers
+                    .iter()
+                    .map(|w| f(&w.timers[i]).load(Ordering::Relaxed))
+                    .sum()
+            };
             let sep = if label.is_empty() { "" } else { "," };
             let mut cumulative = 0;
             for (b, bound) in BUCKETS_US.iter().enumerate() {
-                cumulative += h.buckets[b].load(Ordering::Relaxed);
+                cumulative += sum(&|h| &h.buckets[b]);
                 let _ = writeln!(
                     out,
                     "{name}_bucket{{{label}{sep}le=\"{}\"}} {cumulative}",
                     *bound as f64 / 1e6
                 );
             }
-            let count = h.count.load(Ordering::Relaxed);
+            let count = sum(&|h| &h.count);
             let _ = writeln!(out, "{name}_bucket{{{label}{sep}le=\"+Inf\"}} {count}");
             let braces = |l: &str| {
                 if l.is_empty() {
@@ -318,7 +365,7 @@ impl Metrics {
                 out,
                 "{name}_sum{} {}",
                 braces(label),
-                h.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+                sum(&|h| &h.sum_us) as f64 / 1e6
             );
             let _ = writeln!(out, "{name}_count{} {count}", braces(label));
         }
@@ -802,6 +849,46 @@ pub fn render_dns(out: &mut String, s: &crate::dns::DnsStats, cached: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_count_apart_and_render_summed() {
+        let m = Metrics::for_workers(2);
+        for w in 0..2 {
+            crate::server::as_worker(w, || {
+                m.request(200, Action::Pass);
+                m.observe(Timer::Total, 40 + w as u64 * 1000);
+                m.rule_hits(&[942100]);
+            });
+        }
+        // Each worker wrote only its own counters.
+        for w in m.workers.iter() {
+            assert_eq!(
+                w.requests
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .sum::<u64>(),
+                1
+            );
+        }
+        let out = m.render(&[], &[]);
+        assert!(
+            out.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"),
+            "{out}"
+        );
+        assert!(out.contains("palisade_request_seconds_count 2\n"), "{out}");
+        assert!(
+            out.contains("palisade_request_seconds_bucket{le=\"0.00005\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("palisade_request_seconds_bucket{le=\"0.0025\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn store_and_sync_counters() {
