@@ -145,7 +145,10 @@ struct Server {
     addr: Arc<str>,
     /// How to speak TLS to it; `None`: plain TCP.
     tls: Option<TlsTarget>,
-    idle: Mutex<Vec<IdleConn>>,
+    /// Idle connections per worker thread ([`crate::server::current_worker`]): a
+    /// connection's I/O task runs on the worker that opened it, so each worker
+    /// reuses its own, and workers never take the same lock.
+    idle: Box<[IdleSlot]>,
     /// Its addresses (looked up when a name).
     addresses: resolve::Addresses,
     health: health::Health,
@@ -155,13 +158,31 @@ struct Server {
     seed: u64,
 }
 
+/// One worker's idle connections to one server, on a cache line of its own.
+#[derive(Default)]
+#[repr(align(128))]
+struct IdleSlot(Mutex<Vec<IdleConn>>);
+
+/// Idle stacks per server: worker threads beyond this share them (index modulo).
+const IDLE_SLOTS: usize = 64;
+
+/// The idle stacks of a new server.
+fn idle_slots() -> Box<[IdleSlot]> {
+    (0..IDLE_SLOTS).map(|_| IdleSlot::default()).collect()
+}
+
 impl Server {
+    /// The calling worker's idle connections to this server.
+    fn idle(&self) -> &Mutex<Vec<IdleConn>> {
+        &self.idle[crate::server::current_worker() % self.idle.len()].0
+    }
+
     /// A server without TLS.
     fn plain(addr: &str) -> Server {
         Server {
             addr: Arc::from(addr),
             tls: None,
-            idle: Mutex::new(Vec::new()),
+            idle: idle_slots(),
             addresses: resolve::Addresses::new(addr),
             health: health::Health::default(),
             in_flight: AtomicUsize::new(0),
@@ -435,12 +456,14 @@ impl Upstreams {
         for p in &self.pools {
             for s in p.servers.iter().chain(&p.backups) {
                 let generation = s.addresses.generation();
-                let mut idle = s.idle.lock().unwrap_or_else(|e| e.into_inner());
-                idle.retain(|c| {
-                    c.since.elapsed() < p.idle_timeout
-                        && !c.sender.is_closed()
-                        && c.generation == generation
-                });
+                for slot in s.idle.iter() {
+                    let mut idle = slot.0.lock().unwrap_or_else(|e| e.into_inner());
+                    idle.retain(|c| {
+                        c.since.elapsed() < p.idle_timeout
+                            && !c.sender.is_closed()
+                            && c.generation == generation
+                    });
+                }
             }
         }
     }
@@ -931,7 +954,7 @@ impl Pool {
         let generation = server.addresses.generation();
         loop {
             let candidate = {
-                let mut idle = server.idle.lock().unwrap_or_else(|e| e.into_inner());
+                let mut idle = server.idle().lock().unwrap_or_else(|e| e.into_inner());
                 idle.pop()
             }?;
             if candidate.sender.is_closed()
@@ -961,7 +984,7 @@ impl Pool {
             // Opened on addresses that have changed since.
             return;
         }
-        let mut idle = server.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = server.idle().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.keepalive {
             idle.push(IdleConn {
                 sender,
