@@ -109,9 +109,11 @@ async fn serve_raw(mut s: TcpStream, conn: usize, seen: Log, second: Second) {
     }
 }
 
+/// One worker thread: idle upstream connections are kept per worker, and these tests
+/// follow one pool from request to request.
 fn config(listen: SocketAddr, backend: SocketAddr, upstream_extra: &str) -> String {
     format!(
-        "[[listener]]\naddress = \"{listen}\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"{backend}\"]\n{upstream_extra}\n"
+        "[server]\nworker_threads = 1\n\n[[listener]]\naddress = \"{listen}\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"{backend}\"]\n{upstream_extra}\n"
     )
 }
 
