@@ -126,7 +126,7 @@ pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
     compile_hir(&hir)
 }
 
-fn compile_hir(hir: &Hir) -> Result<Regex, String> {
+pub(crate) fn compile_hir(hir: &Hir) -> Result<Regex, String> {
     meta::Builder::new()
         .configure(
             meta::Config::new()

@@ -11,32 +11,97 @@
 //! time in proportion to the value's length times the set's thousands of states, and
 //! took seconds on a 256 KiB argument.
 
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
+use regex_automata::meta::Regex;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::pool::Pool;
 use regex_automata::util::prefilter::Prefilter;
 use regex_automata::{Input, MatchKind, PatternID, PatternSet};
 use regex_syntax::hir::{Hir, Properties};
 
-use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, parse_hir};
+use super::pm::MAX_DFA_BYTES;
+use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, compile_hir, parse_hir};
+use super::rx_factors::{required_factors, set_chance};
+
+/// Patterns whose factors are likely enough in ordinary text (see
+/// [`set_chance`]) to occur in most values stay in the lazy DFA: checking them one
+/// by one on nearly every value would cost more than running them together.
+const MAX_GATE_CHANCE: f64 = 0.05;
 
 type CacheFn =
     Box<dyn Fn() -> DfaCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
 
 /// A compiled set of translated patterns (see the module documentation).
 pub struct RxSet {
-    dfa: DFA,
-    caches: Pool<DfaCache, CacheFn>,
+    /// The patterns without required factors, in one lazy DFA.
+    rest: Option<Lazy>,
+    /// The patterns with required factors.
+    gate: Option<Gate>,
     len: usize,
     /// The shortest match of any pattern: shorter values cannot match.
     min_len: usize,
+}
+
+/// A lazy DFA over some of a set's patterns.
+struct Lazy {
+    dfa: DFA,
+    caches: Pool<DfaCache, CacheFn>,
+    /// For each of its patterns, the pattern's index in the set.
+    ids: Vec<u32>,
+}
+
+/// The patterns that have required factors (see `rx_factors`): one Aho-Corasick pass
+/// over a value finds the candidates, each then checked with its own regex.
+struct Gate {
+    automaton: AhoCorasick,
+    /// For each factor of the automaton, the set's patterns that require it.
+    owners: Vec<Box<[u32]>>,
+    /// For each pattern of the set, its own regex when it is gated.
+    singles: Vec<Option<Regex>>,
+}
+
+impl Gate {
+    /// Calls `f` once with each gated pattern one of whose factors occurs in `input`,
+    /// until it returns true; returns whether it did.
+    fn any_candidate(&self, input: &[u8], mut f: impl FnMut(usize, &Regex) -> bool) -> bool {
+        let mut seen: Vec<u64> = Vec::new();
+        for m in self.automaton.find_overlapping_iter(input) {
+            for &p in self.owners[m.pattern().as_usize()].iter() {
+                let p = p as usize;
+                if seen.is_empty() {
+                    seen = vec![0; self.singles.len().div_ceil(64)];
+                }
+                if seen[p / 64] >> (p % 64) & 1 != 0 {
+                    continue;
+                }
+                seen[p / 64] |= 1 << (p % 64);
+                if let Some(re) = &self.singles[p]
+                    && f(p, re)
+                {
+                    return true;
+                }
+            }
+        }
+        false
+    }
 }
 
 impl std::fmt::Debug for RxSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RxSet")
             .field("patterns", &self.len)
-            .field("nfa_states", &self.dfa.get_nfa().states().len())
+            .field(
+                "gated",
+                &(self.len - self.rest.as_ref().map_or(0, |r| r.ids.len())),
+            )
+            .field(
+                "nfa_states",
+                &self
+                    .rest
+                    .as_ref()
+                    .map_or(0, |r| r.dfa.get_nfa().states().len()),
+            )
             .finish()
     }
 }
@@ -60,12 +125,188 @@ impl RxSet {
 
     /// [`RxSet::new`] from parsed patterns (see [`parse_hir`]).
     pub(crate) fn from_hirs(hirs: &[Hir]) -> Result<RxSet, String> {
-        RxSet::build(hirs, SET_CACHE_CAPACITY)
+        RxSet::build(hirs, None, SET_CACHE_CAPACITY)
     }
 
-    /// [`RxSet::from_hirs`] with a lazy DFA cache of `capacity` bytes (at least the
-    /// minimum the set needs).
-    fn build(hirs: &[Hir], capacity: usize) -> Result<RxSet, String> {
+    /// [`RxSet::new`] for the patterns of compiled `@rx` operators, whose regexes
+    /// check the set's gated patterns (shared, not compiled again).
+    pub fn from_rxs(rxs: &[super::rx::Rx]) -> Result<RxSet, String> {
+        let hirs = rxs
+            .iter()
+            .map(|r| parse_hir(r.pattern()))
+            .collect::<Result<Vec<Hir>, String>>()?;
+        let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
+        RxSet::build(&hirs, Some(regexes), SET_CACHE_CAPACITY)
+    }
+
+    /// The set of `hirs`, whose compiled regexes are `regexes` when given (compiled
+    /// here otherwise, for the gated patterns); the lazy DFA of the patterns without
+    /// required factors gets a cache of `capacity` bytes (at least the minimum it
+    /// needs).
+    fn build(hirs: &[Hir], regexes: Option<Vec<Regex>>, capacity: usize) -> Result<RxSet, String> {
+        let mut regexes = regexes.map(|v| v.into_iter().map(Some).collect::<Vec<_>>());
+        let mut factors: Vec<Vec<u8>> = Vec::new();
+        let mut owners: Vec<Vec<u32>> = Vec::new();
+        let mut at: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+        let mut singles: Vec<Option<Regex>> = Vec::with_capacity(hirs.len());
+        let mut rest: Vec<u32> = Vec::new();
+        for (i, hir) in hirs.iter().enumerate() {
+            let single = match required_factors(hir) {
+                Some(fs) if set_chance(&fs) <= MAX_GATE_CHANCE => {
+                    let re = match regexes.as_mut() {
+                        Some(v) => v[i].take(),
+                        None => Some(compile_hir(hir)?),
+                    };
+                    if re.is_some() {
+                        for f in fs {
+                            let k = *at.entry(f.clone()).or_insert_with(|| {
+                                factors.push(f);
+                                owners.push(Vec::new());
+                                factors.len() - 1
+                            });
+                            owners[k].push(i as u32);
+                        }
+                    }
+                    re
+                }
+                _ => None,
+            };
+            if single.is_none() {
+                rest.push(i as u32);
+            }
+            singles.push(single);
+        }
+        let gate = if factors.is_empty() {
+            None
+        } else {
+            let make = |kind: Option<AhoCorasickKind>| {
+                AhoCorasickBuilder::new()
+                    .ascii_case_insensitive(true)
+                    .match_kind(aho_corasick::MatchKind::Standard)
+                    .kind(kind)
+                    .build(&factors)
+                    .map_err(|e| format!("cannot build the factor automaton: {e}"))
+            };
+            let mut automaton = make(None)?;
+            if automaton.kind() == AhoCorasickKind::DFA && automaton.memory_usage() > MAX_DFA_BYTES
+            {
+                automaton = make(Some(AhoCorasickKind::ContiguousNFA))?;
+            }
+            Some(Gate {
+                automaton,
+                owners: owners.into_iter().map(Vec::into_boxed_slice).collect(),
+                singles,
+            })
+        };
+        let rest = if rest.is_empty() {
+            None
+        } else {
+            let rest_hirs: Vec<Hir> = rest.iter().map(|&i| hirs[i as usize].clone()).collect();
+            Some(Lazy::build(&rest_hirs, rest, capacity)?)
+        };
+        let props = Properties::union(hirs.iter().map(Hir::properties));
+        Ok(RxSet {
+            rest,
+            gate,
+            len: hirs.len(),
+            min_len: props.minimum_len().unwrap_or(0),
+        })
+    }
+
+    /// The number of patterns.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the set has no patterns.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// No pattern can match a value this short.
+    fn impossible(&self, input: &[u8]) -> bool {
+        input.len() < self.min_len
+    }
+
+    /// Whether some pattern may match somewhere in `input`: `false` proves that none
+    /// does; `true` is exact unless the lazy DFA gave up (see the module
+    /// documentation).
+    pub fn is_match(&self, input: &[u8]) -> bool {
+        if self.impossible(input) {
+            return false;
+        }
+        if let Some(gate) = &self.gate
+            && gate.any_candidate(input, |_, re| re.is_match(input))
+        {
+            return true;
+        }
+        let Some(rest) = &self.rest else {
+            return false;
+        };
+        let input = Input::new(input).earliest(true);
+        let mut cache = rest.caches.get();
+        rest.dfa
+            .try_search_fwd(&mut cache, &input)
+            .map_or(true, |m| m.is_some())
+    }
+
+    /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
+    /// have room for [`RxSet::len`] patterns): exactly those that do, or every
+    /// pattern when the lazy DFA gave up.
+    pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
+        if !self.try_which_match(input, hits) {
+            for p in 0..self.len {
+                if let Ok(id) = PatternID::new(p) {
+                    let _ = hits.try_insert(id);
+                }
+            }
+        }
+    }
+
+    /// Adds to `hits` exactly the patterns that match somewhere in `input`, and
+    /// returns true; returns false when the lazy DFA gave up, leaving in `hits` only
+    /// some of them (the caller must then not rely on `hits`).
+    pub fn try_which_match(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        if self.impossible(input) {
+            return true;
+        }
+        if let Some(rest) = &self.rest {
+            let mut own = PatternSet::new(rest.ids.len());
+            let mut cache = rest.caches.get();
+            let ok = rest
+                .dfa
+                .try_which_overlapping_matches(&mut cache, &Input::new(input), &mut own)
+                .is_ok();
+            if !ok {
+                return false;
+            }
+            for p in own.iter() {
+                let _ = hits.try_insert(PatternID::new_unchecked(rest.ids[p.as_usize()] as usize));
+            }
+        }
+        if let Some(gate) = &self.gate {
+            gate.any_candidate(input, |p, re| {
+                let id = PatternID::new_unchecked(p);
+                if !hits.contains(id) && re.is_match(input) {
+                    let _ = hits.try_insert(id);
+                }
+                false
+            });
+        }
+        true
+    }
+
+    /// The patterns that match somewhere in `input`, in order.
+    pub fn matches(&self, input: &[u8]) -> Vec<usize> {
+        let mut hits = PatternSet::new(self.len);
+        self.which_match(input, &mut hits);
+        hits.iter().map(|p| p.as_usize()).collect()
+    }
+}
+
+impl Lazy {
+    /// The lazy DFA of `hirs`, the set's patterns `ids` (see [`RxSet::build`]).
+    fn build(hirs: &[Hir], ids: Vec<u32>, capacity: usize) -> Result<Lazy, String> {
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -99,76 +340,11 @@ impl RxSet {
             .build_from_nfa(nfa)
             .map_err(|e| format!("cannot build the automaton: {e}"))?;
         let for_cache = dfa.clone();
-        let props = Properties::union(hirs.iter().map(Hir::properties));
-        Ok(RxSet {
+        Ok(Lazy {
             dfa,
             caches: Pool::new(Box::new(move || for_cache.create_cache())),
-            len: hirs.len(),
-            min_len: props.minimum_len().unwrap_or(0),
+            ids,
         })
-    }
-
-    /// The number of patterns.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the set has no patterns.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// No pattern can match a value this short.
-    fn impossible(&self, input: &[u8]) -> bool {
-        input.len() < self.min_len
-    }
-
-    /// Whether some pattern may match somewhere in `input`: `false` proves that none
-    /// does; `true` is exact unless the lazy DFA gave up (see the module
-    /// documentation).
-    pub fn is_match(&self, input: &[u8]) -> bool {
-        if self.impossible(input) {
-            return false;
-        }
-        let input = Input::new(input).earliest(true);
-        let mut cache = self.caches.get();
-        self.dfa
-            .try_search_fwd(&mut cache, &input)
-            .map_or(true, |m| m.is_some())
-    }
-
-    /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
-    /// have room for [`RxSet::len`] patterns): exactly those that do, or every
-    /// pattern when the lazy DFA gave up.
-    pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
-        if !self.try_which_match(input, hits) {
-            for p in 0..self.len {
-                if let Ok(id) = PatternID::new(p) {
-                    let _ = hits.try_insert(id);
-                }
-            }
-        }
-    }
-
-    /// Adds to `hits` exactly the patterns that match somewhere in `input`, and
-    /// returns true; returns false when the lazy DFA gave up, leaving in `hits` only
-    /// some of them (the caller must then not rely on `hits`).
-    pub fn try_which_match(&self, input: &[u8], hits: &mut PatternSet) -> bool {
-        if self.impossible(input) {
-            return true;
-        }
-        let input = Input::new(input);
-        let mut cache = self.caches.get();
-        self.dfa
-            .try_which_overlapping_matches(&mut cache, &input, hits)
-            .is_ok()
-    }
-
-    /// The patterns that match somewhere in `input`, in order.
-    pub fn matches(&self, input: &[u8]) -> Vec<usize> {
-        let mut hits = PatternSet::new(self.len);
-        self.which_match(input, &mut hits);
-        hits.iter().map(|p| p.as_usize()).collect()
     }
 }
 
@@ -221,13 +397,18 @@ mod tests {
     /// it a superset of the real matches.
     #[test]
     fn a_lazy_dfa_that_gives_up_answers_every_pattern() {
-        let pcre = [r"(?i)a[^x]{0,40}b[0-9]{3}c", r"(?i)z{2}q", r"never\x00here"];
+        // Patterns without required factors, which the lazy DFA runs.
+        let pcre = [
+            r"(?i)[a-m][^x]{0,40}[b-q][0-9a-f]{3}[c-z]",
+            r"(?i)[k-z]{2}[q-z]",
+            r"[\x00-\x0f][\x00-\x0f]",
+        ];
         let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
         let hirs: Vec<Hir> = rxs
             .iter()
             .map(|r| parse_hir(r.pattern()).expect("hir"))
             .collect();
-        let set = RxSet::build(&hirs, 0).expect("set");
+        let set = RxSet::build(&hirs, None, 0).expect("set");
         // Varied bytes keep creating new DFA states.
         let mut input = Vec::new();
         let mut x: u32 = 12345;
@@ -243,12 +424,14 @@ mod tests {
                 assert!(hits.contains(&i));
             }
         }
-        // With the usual cache, the same input gets the exact answer.
+        // With the usual cache, a shorter input gets the exact answer.
         let exact = RxSet::from_hirs(&hirs).expect("set");
+        let input = &input[..2_000];
         let expect: Vec<usize> = (0..rxs.len())
-            .filter(|&i| rxs[i].matches(&input, None))
+            .filter(|&i| rxs[i].matches(input, None))
             .collect();
-        assert_eq!(exact.matches(&input), expect);
+        assert_eq!(expect, vec![0, 1]);
+        assert_eq!(exact.matches(input), expect);
     }
 
     #[test]
