@@ -32,8 +32,28 @@ const MAX_GATE_CHANCE: f64 = 0.05;
 type CacheFn =
     Box<dyn Fn() -> DfaCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
 
+type MemoFn =
+    Box<dyn Fn() -> Memo + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
+
+/// Most bytes of values (and their answers) one thread's memo of one set keeps; when
+/// full it is emptied and refilled.
+pub const MEMO_CAPACITY: usize = 256 * 1024;
+/// Longest value the memo keeps: longer ones are rarely repeated verbatim.
+const MEMO_MAX_VALUE: usize = 1024;
+
+/// The exact answers of one set for the values one thread met lately: request
+/// values repeat across transactions (a browser's headers, a session's cookies), and
+/// a repeated value is answered without a search.
+#[derive(Default)]
+struct Memo {
+    /// Value -> the patterns that match it (`None`: the lazy DFA gave up).
+    answers: rustc_hash::FxHashMap<Box<[u8]>, Option<Box<[u32]>>>,
+    bytes: usize,
+}
+
 /// A compiled set of translated patterns (see the module documentation).
 pub struct RxSet {
+    memo: Pool<Memo, MemoFn>,
     /// The patterns without required factors, in one lazy DFA.
     rest: Option<Lazy>,
     /// The patterns with required factors.
@@ -206,6 +226,7 @@ impl RxSet {
         };
         let props = Properties::union(hirs.iter().map(Hir::properties));
         Ok(RxSet {
+            memo: Pool::new(Box::new(Memo::default)),
             rest,
             gate,
             len: hirs.len(),
@@ -270,6 +291,41 @@ impl RxSet {
         if self.impossible(input) {
             return true;
         }
+        if input.len() > MEMO_MAX_VALUE {
+            return self.search_which(input, hits);
+        }
+        let mut memo = self.memo.get();
+        if let Some(known) = memo.answers.get(input) {
+            let Some(ids) = known else {
+                return false;
+            };
+            for &p in ids.iter() {
+                let _ = hits.try_insert(PatternID::new_unchecked(p as usize));
+            }
+            return true;
+        }
+        let mut own = PatternSet::new(self.len);
+        let answer = self
+            .search_which(input, &mut own)
+            .then(|| own.iter().map(|p| p.as_u32()).collect::<Box<[u32]>>());
+        if let Some(ids) = &answer {
+            for &p in ids.iter() {
+                let _ = hits.try_insert(PatternID::new_unchecked(p as usize));
+            }
+        }
+        let ok = answer.is_some();
+        let size = input.len() + answer.as_ref().map_or(0, |a| 4 * a.len()) + 64;
+        if memo.bytes + size > MEMO_CAPACITY {
+            memo.answers.clear();
+            memo.bytes = 0;
+        }
+        memo.bytes += size;
+        memo.answers.insert(input.into(), answer);
+        ok
+    }
+
+    /// [`RxSet::try_which_match`] without the memo.
+    fn search_which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         if let Some(rest) = &self.rest {
             let mut own = PatternSet::new(rest.ids.len());
             let mut cache = rest.caches.get();
@@ -380,6 +436,82 @@ mod tests {
             assert_eq!(set.matches(input), expect, "{input:?}");
             assert_eq!(set.is_match(input), !expect.is_empty(), "{input:?}");
         }
+    }
+
+    /// Gated patterns (with selective factors), patterns whose factors are common
+    /// and patterns without any, in one set: the set's answers are the single
+    /// patterns' answers, built from patterns or from compiled `@rx` operators.
+    #[test]
+    fn gated_and_lazy_patterns_agree_with_the_single_patterns() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)\bon[a-z]{3,}\s*=",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"\w+=\d{2}",
+            r"[a-e]x",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+            r"^[^;]*;\s*$",
+            r"\$\{[^}]*\}",
+            // Without selective factors: in the lazy DFA.
+            r"[a-z]+[0-9]",
+            r"[a-z]{2}[^a-z]{2}",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let from_patterns = RxSet::new(rxs.iter().map(Rx::pattern)).expect("set");
+        let from_rxs = RxSet::from_rxs(&rxs).expect("set");
+        let gated = from_rxs
+            .gate
+            .as_ref()
+            .map_or(0, |g| g.singles.iter().filter(|s| s.is_some()).count());
+        let lazy = from_rxs.rest.as_ref().map_or(0, |r| r.ids.len());
+        assert!(
+            gated >= 4 && lazy >= 2,
+            "{gated} gated, {lazy} in the lazy DFA"
+        );
+        let tokens: &[&[u8]] = &[
+            b"<SCRIPT", b">", b" onload", b"=", b"Union", b" ", b"all", b"SELECT", b"x", b"a",
+            b"12", b"etc/", b"PASSWD", b";", b"\n", b"${", b"}", b"id", b"q",
+        ];
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            let mut input = Vec::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            for j in 0..(seed % 7) {
+                input.extend_from_slice(
+                    tokens[((seed >> (j * 5 + 3)) % tokens.len() as u64) as usize],
+                );
+            }
+            let expect: Vec<usize> = (0..rxs.len())
+                .filter(|&i| rxs[i].regex().is_match(&input))
+                .collect();
+            assert_eq!(from_patterns.matches(&input), expect, "{input:?}");
+            assert_eq!(from_rxs.matches(&input), expect, "{input:?}");
+            assert_eq!(from_rxs.is_match(&input), !expect.is_empty(), "{input:?}");
+        }
+    }
+
+    /// Repeated values are answered from the memo, which empties itself when full
+    /// and keeps giving the searched answers.
+    #[test]
+    fn the_memo_gives_the_searched_answers() {
+        let set = RxSet::new([r"abc", r"[a-z]{2}[^a-z]{2}", r"x\d"]).expect("set");
+        let values: Vec<Vec<u8>> = (0..4_000u32)
+            .map(|i| format!("v{i:05} abc x{} zz--", i % 3).into_bytes())
+            .collect();
+        for round in 0..3 {
+            for v in &values {
+                let mut hits = PatternSet::new(set.len());
+                assert!(set.try_which_match(v, &mut hits));
+                let mut fresh = PatternSet::new(set.len());
+                assert!(set.search_which(v, &mut fresh));
+                assert_eq!(hits, fresh, "round {round}: {v:?}");
+            }
+        }
+        let memo = set.memo.get();
+        assert!(memo.bytes <= MEMO_CAPACITY);
+        assert!(!memo.answers.is_empty());
     }
 
     #[test]

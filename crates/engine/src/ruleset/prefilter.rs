@@ -390,11 +390,17 @@ pub(crate) struct Union {
 impl Union {
     /// Adds the patterns that match `input`; false when none does.
     pub(crate) fn add(&mut self, set: &RxSet, input: &[u8]) -> bool {
-        if !set.is_match(input) {
+        // One pass for every pattern: checking for any match first would scan the
+        // value twice whenever one does.
+        let mut found = PatternSet::new(set.len());
+        set.which_match(input, &mut found);
+        if found.is_empty() {
             return false;
         }
         let hits = self.hits.get_or_insert_with(|| PatternSet::new(set.len()));
-        set.which_match(input, hits);
+        for p in found.iter() {
+            let _ = hits.try_insert(p);
+        }
         true
     }
 
