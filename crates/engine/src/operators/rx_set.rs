@@ -1,8 +1,21 @@
 //! A set of translated `@rx` patterns that answers "which patterns match somewhere in
 //! this value", for the prefilter (`crate::ruleset::prefilter`).
 //!
-//! The set only ever runs forward, unanchored searches without captures, so it is built
-//! from one forward NFA without capture states, run by a lazy DFA.
+//! One lazy DFA over a whole set of CRS patterns meets a new combination of partly
+//! matched patterns at nearly every byte of a value it has not seen: on traffic that
+//! varies (new User-Agents, cookies, referers) it spent nearly all its time building
+//! states and filling its cache. So the set is split by what the patterns require:
+//!
+//! - A pattern with required factors (`rx_factors`: strings one of which every match
+//!   contains) that are unlikely in ordinary text is gated: one Aho-Corasick pass over
+//!   the value finds the factors present, and only the patterns they belong to are
+//!   checked, each with its own regex (the rule's, shared), whose states stay few.
+//! - The other patterns (no factors, or only common ones such as single letters) run
+//!   together in one forward lazy DFA without captures. CRS v4 leaves six there.
+//!
+//! Answers are exact either way. Each thread also keeps a bounded memo of the answers
+//! for the values it met lately ([`MEMO_CAPACITY`] bytes per set), since request values
+//! repeat across transactions.
 //!
 //! When the lazy DFA gives up on a value (its cache cleared too often: a long value
 //! that walks a large set through many states), the set answers "every pattern may
