@@ -421,11 +421,21 @@ fn cpu_table(secs: f64) {
 
 /// The process's resident set size, in KiB (VmRSS).
 fn rss_kib() -> u64 {
+    status_kib("VmRSS:")
+}
+
+/// The process's peak resident set size, in KiB (VmHWM).
+fn hwm_kib() -> u64 {
+    status_kib("VmHWM:")
+}
+
+/// A figure in KiB from /proc/self/status (`key` with its colon), 0 when unknown.
+fn status_kib(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
@@ -490,19 +500,6 @@ fn memory() {
         last = now;
     }
     println!("peak RSS (VmHWM): {:.1} MiB", mib(hwm_kib()));
-}
-
-/// The process's peak resident set size, in KiB (VmHWM).
-fn hwm_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// With `PALISADE_BENCH_BUDGET=SECONDS`: the cost of the CPU budget's metering. The

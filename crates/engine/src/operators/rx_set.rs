@@ -24,7 +24,7 @@
 //! time in proportion to the value's length times the set's thousands of states, and
 //! took seconds on a 256 KiB argument.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
+use aho_corasick::AhoCorasick;
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
 use regex_automata::meta::Regex;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
@@ -33,7 +33,7 @@ use regex_automata::util::prefilter::Prefilter;
 use regex_automata::{Input, MatchKind, PatternID, PatternSet};
 use regex_syntax::hir::{Hir, Properties};
 
-use super::pm::MAX_DFA_BYTES;
+use super::pm::phrase_automaton;
 use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, compile_hir, parse_hir};
 use super::rx_factors::{required_factors, set_chance};
 
@@ -212,19 +212,7 @@ impl RxSet {
         let gate = if factors.is_empty() {
             None
         } else {
-            let make = |kind: Option<AhoCorasickKind>| {
-                AhoCorasickBuilder::new()
-                    .ascii_case_insensitive(true)
-                    .match_kind(aho_corasick::MatchKind::Standard)
-                    .kind(kind)
-                    .build(&factors)
-                    .map_err(|e| format!("cannot build the factor automaton: {e}"))
-            };
-            let mut automaton = make(None)?;
-            if automaton.kind() == AhoCorasickKind::DFA && automaton.memory_usage() > MAX_DFA_BYTES
-            {
-                automaton = make(Some(AhoCorasickKind::ContiguousNFA))?;
-            }
+            let automaton = phrase_automaton(&factors)?;
             Some(Gate {
                 automaton,
                 owners: owners.into_iter().map(Vec::into_boxed_slice).collect(),
