@@ -37,6 +37,10 @@ use super::pm::phrase_automaton;
 use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, compile_hir, parse_hir};
 use super::rx_factors::{required_factors, set_chance};
 
+/// Values longer than this run through the lazy DFA of every pattern instead of the
+/// gate (see [`RxSet::full`]).
+const FULL_SET_MIN_LEN: usize = 1024;
+
 /// Patterns whose factors are likely enough in ordinary text (see
 /// [`set_chance`]) to occur in most values stay in the lazy DFA: checking them one
 /// by one on nearly every value would cost more than running them together.
@@ -71,6 +75,10 @@ pub struct RxSet {
     rest: Option<Lazy>,
     /// The patterns with required factors.
     gate: Option<Gate>,
+    /// Every pattern in one lazy DFA, for long values (bodies, attack payloads): on
+    /// them one pass costs less than the gate's pass plus a pass per candidate
+    /// pattern, and its states get reused within the value. `None` without a gate.
+    full: Option<Lazy>,
     len: usize,
     /// The shortest match of any pattern: shorter values cannot match.
     min_len: usize,
@@ -95,28 +103,23 @@ struct Gate {
 }
 
 impl Gate {
-    /// Calls `f` once with each gated pattern one of whose factors occurs in `input`,
-    /// until it returns true; returns whether it did.
-    fn any_candidate(&self, input: &[u8], mut f: impl FnMut(usize, &Regex) -> bool) -> bool {
+    /// The gated patterns one of whose factors occurs in `input`, each once.
+    fn candidates(&self, input: &[u8]) -> Vec<u32> {
         let mut seen: Vec<u64> = Vec::new();
+        let mut out = Vec::new();
         for m in self.automaton.find_overlapping_iter(input) {
             for &p in self.owners[m.pattern().as_usize()].iter() {
-                let p = p as usize;
+                let i = p as usize;
                 if seen.is_empty() {
                     seen = vec![0; self.singles.len().div_ceil(64)];
                 }
-                if seen[p / 64] >> (p % 64) & 1 != 0 {
-                    continue;
-                }
-                seen[p / 64] |= 1 << (p % 64);
-                if let Some(re) = &self.singles[p]
-                    && f(p, re)
-                {
-                    return true;
+                if seen[i / 64] >> (i % 64) & 1 == 0 {
+                    seen[i / 64] |= 1 << (i % 64);
+                    out.push(p);
                 }
             }
         }
-        false
+        out
     }
 }
 
@@ -225,8 +228,17 @@ impl RxSet {
             let rest_hirs: Vec<Hir> = rest.iter().map(|&i| hirs[i as usize].clone()).collect();
             Some(Lazy::build(&rest_hirs, rest, capacity)?)
         };
+        let full = match &gate {
+            Some(_) => Some(Lazy::build(
+                hirs,
+                (0..hirs.len() as u32).collect(),
+                capacity,
+            )?),
+            None => None,
+        };
         let props = Properties::union(hirs.iter().map(Hir::properties));
         Ok(RxSet {
+            full,
             memo: Pool::new(Box::new(Memo::default)),
             rest,
             gate,
@@ -257,19 +269,27 @@ impl RxSet {
         if self.impossible(input) {
             return false;
         }
-        if let Some(gate) = &self.gate
-            && gate.any_candidate(input, |_, re| re.is_match(input))
+        if let Some(full) = self.full_for(input) {
+            return full.is_match(input);
+        }
+        let candidates = self.gate.as_ref().map(|g| g.candidates(input));
+        if let (Some(gate), Some(c)) = (&self.gate, &candidates)
+            && c.iter().any(|&p| {
+                gate.singles[p as usize]
+                    .as_ref()
+                    .is_some_and(|re| re.is_match(input))
+            })
         {
             return true;
         }
-        let Some(rest) = &self.rest else {
-            return false;
-        };
-        let input = Input::new(input).earliest(true);
-        let mut cache = rest.caches.get();
-        rest.dfa
-            .try_search_fwd(&mut cache, &input)
-            .map_or(true, |m| m.is_some())
+        self.rest.as_ref().is_some_and(|rest| rest.is_match(input))
+    }
+
+    /// The lazy DFA of every pattern when `input` is long (see [`RxSet::full`]).
+    fn full_for(&self, input: &[u8]) -> Option<&Lazy> {
+        (input.len() > FULL_SET_MIN_LEN)
+            .then_some(self.full.as_ref())
+            .flatten()
     }
 
     /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
@@ -327,28 +347,26 @@ impl RxSet {
 
     /// [`RxSet::try_which_match`] without the memo.
     fn search_which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
-        if let Some(rest) = &self.rest {
-            let mut own = PatternSet::new(rest.ids.len());
-            let mut cache = rest.caches.get();
-            let ok = rest
-                .dfa
-                .try_which_overlapping_matches(&mut cache, &Input::new(input), &mut own)
-                .is_ok();
-            if !ok {
-                return false;
-            }
-            for p in own.iter() {
-                let _ = hits.try_insert(PatternID::new_unchecked(rest.ids[p.as_usize()] as usize));
-            }
+        if let Some(full) = self.full_for(input) {
+            return full.which(input, hits);
         }
-        if let Some(gate) = &self.gate {
-            gate.any_candidate(input, |p, re| {
-                let id = PatternID::new_unchecked(p);
-                if !hits.contains(id) && re.is_match(input) {
+        let candidates = self.gate.as_ref().map(|g| g.candidates(input));
+        if let Some(rest) = &self.rest
+            && !rest.which(input, hits)
+        {
+            return false;
+        }
+        if let (Some(gate), Some(c)) = (&self.gate, &candidates) {
+            for &p in c {
+                let id = PatternID::new_unchecked(p as usize);
+                if !hits.contains(id)
+                    && gate.singles[p as usize]
+                        .as_ref()
+                        .is_some_and(|re| re.is_match(input))
+                {
                     let _ = hits.try_insert(id);
                 }
-                false
-            });
+            }
         }
         true
     }
@@ -362,6 +380,33 @@ impl RxSet {
 }
 
 impl Lazy {
+    /// Whether one of its patterns matches in `input`; true when it gives up.
+    fn is_match(&self, input: &[u8]) -> bool {
+        let input = Input::new(input).earliest(true);
+        let mut cache = self.caches.get();
+        self.dfa
+            .try_search_fwd(&mut cache, &input)
+            .map_or(true, |m| m.is_some())
+    }
+
+    /// Adds its patterns that match in `input` to `hits` (as the set's patterns);
+    /// false when it gives up.
+    fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        let mut own = PatternSet::new(self.ids.len());
+        let mut cache = self.caches.get();
+        if self
+            .dfa
+            .try_which_overlapping_matches(&mut cache, &Input::new(input), &mut own)
+            .is_err()
+        {
+            return false;
+        }
+        for p in own.iter() {
+            let _ = hits.try_insert(PatternID::new_unchecked(self.ids[p.as_usize()] as usize));
+        }
+        true
+    }
+
     /// The lazy DFA of `hirs`, the set's patterns `ids` (see [`RxSet::build`]).
     fn build(hirs: &[Hir], ids: Vec<u32>, capacity: usize) -> Result<Lazy, String> {
         let nfa = thompson::Compiler::new()
