@@ -536,6 +536,19 @@ mod tests {
             assert_eq!(from_rxs.matches(&input), expect, "{input:?}");
             assert_eq!(from_rxs.is_match(&input), !expect.is_empty(), "{input:?}");
         }
+        // Values over FULL_SET_MIN_LEN take the lazy DFA of every pattern.
+        for k in 0..tokens.len() {
+            let mut input = Vec::new();
+            while input.len() <= FULL_SET_MIN_LEN {
+                input.extend_from_slice(tokens[(input.len() + k) % tokens.len()]);
+                input.extend_from_slice(b"-");
+            }
+            let expect: Vec<usize> = (0..rxs.len())
+                .filter(|&i| rxs[i].regex().is_match(&input))
+                .collect();
+            assert_eq!(from_rxs.matches(&input), expect, "long value {k}");
+            assert_eq!(from_rxs.is_match(&input), !expect.is_empty());
+        }
     }
 
     /// Repeated values are answered from the memo, which empties itself when full
