@@ -387,6 +387,22 @@ def start_nginx(key, args, work, backend_port):
     return System(key, port, proc, lambda: [proc.pid] + children(proc.pid))
 
 
+def start_albedo(binary, work, cpu, who="bench"):
+    """Starts the backend on a free port (pinned to `cpu`, or not with None);
+    returns the process and its port."""
+    backend = Proc("albedo", [binary, "--bind", "127.0.0.1:0"], work, cpu=cpu)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with open(backend.out_path) as f:
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+        if m:
+            return backend, int(m.group(1))
+        if not backend.alive():
+            raise SystemExit(f"{who}: albedo exited:\n{backend.tail()}")
+        time.sleep(0.05)
+    raise SystemExit(f"{who}: albedo did not report its port")
+
+
 class SkipConfig(Exception):
     """A configuration that cannot run here (a tool or a rule set missing)."""
 
@@ -957,20 +973,7 @@ def main():
     try:
         if not os.path.exists(args.albedo):
             raise SystemExit(f"bench: {args.albedo} is missing (cargo build --release -p albedo)")
-        backend = Proc("albedo", [args.albedo, "--bind", "127.0.0.1:0"], work, cpu=LOAD_CPU)
-        deadline = time.time() + 30
-        backend_port = None
-        while time.time() < deadline and backend_port is None:
-            with open(backend.out_path) as f:
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
-            if m:
-                backend_port = int(m.group(1))
-            elif not backend.alive():
-                raise SystemExit(f"bench: albedo exited:\n{backend.tail()}")
-            else:
-                time.sleep(0.05)
-        if backend_port is None:
-            raise SystemExit("bench: albedo did not report its port")
+        backend, backend_port = start_albedo(args.albedo, work, LOAD_CPU)
         log(f"bench: backend albedo on 127.0.0.1:{backend_port}")
 
         for key in args.configs:

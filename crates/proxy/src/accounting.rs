@@ -3,16 +3,23 @@
 //!
 //! Clients: a weighted Space-Saving summary per dimension (requests, bytes in,
 //! bytes out, blocks), in 16 shards by a keyed hash of the address, each shard with
-//! its own lock and [`CAPACITY`] entries. Memory is fixed (16 × 4 × 128 entries,
-//! under 400 KiB) whatever the number of clients. What a list guarantees, per
-//! dimension:
+//! [`CAPACITY`] entries. Every worker thread has its own 16 shards: a request is
+//! counted by the worker that served it, under a lock only that worker and `/top`
+//! take, so workers never wait for one another nor write to the same memory. Memory
+//! is fixed (workers × 16 × 4 × 128 entries, under 400 KiB per worker) whatever the
+//! number of clients. `/top` merges the workers' summaries of each shard: a client's
+//! count is the sum of its counts where it is listed plus, where a full summary does
+//! not list it, that summary's smallest count (the most it can have there), which is
+//! added to its `error` too. What a list guarantees, per dimension:
 //! - a client with more than 1/128 of its shard's total (so in any case more than
-//!   1/128 of the whole total) is in the list;
+//!   1/128 of the whole total) is in the list (it has more than 1/128 of that
+//!   shard's total on at least one worker, where Space-Saving keeps it);
 //! - a listed count is never below the client's true count, and exceeds it by at most
-//!   the entry's `error`, itself at most its shard's total / 128.
+//!   the entry's `error`, itself at most its shard's total / 128 (the workers'
+//!   bounds add up to that).
 //!
 //! Routes (the upstream pool a request went to, `-` when none) are few and known from
-//! the configuration: exact counters, without a lock.
+//! the configuration: exact counters per worker, without a lock, summed when read.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -120,46 +127,89 @@ impl SpaceSaving {
 #[repr(align(128))]
 struct Shard(Mutex<[SpaceSaving; 4]>);
 
-/// Exact counters of one route.
+/// Exact counters of one route on one worker (on a cache line of its own).
 #[derive(Debug, Default)]
-pub struct RouteTotals {
+#[repr(align(128))]
+struct RouteTotals {
+    requests: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    blocks: AtomicU64,
+}
+
+/// What one route has counted, all workers together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteCounts {
     /// Requests.
-    pub requests: AtomicU64,
+    pub requests: u64,
     /// Request bytes received.
-    pub bytes_in: AtomicU64,
+    pub bytes_in: u64,
     /// Response bytes sent.
-    pub bytes_out: AtomicU64,
+    pub bytes_out: u64,
     /// Requests refused.
-    pub blocks: AtomicU64,
+    pub blocks: u64,
+}
+
+/// What one worker thread counts: only that worker writes here.
+#[derive(Debug)]
+struct PerWorker {
+    shards: Box<[Shard]>,
+    /// Indexed like `Accounting::route_names`.
+    routes: Box<[RouteTotals]>,
+}
+
+impl PerWorker {
+    fn new(routes: usize) -> PerWorker {
+        PerWorker {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            routes: (0..routes).map(|_| RouteTotals::default()).collect(),
+        }
+    }
 }
 
 /// The accounting of the whole process.
 #[derive(Debug)]
 pub struct Accounting {
-    shards: Box<[Shard]>,
+    workers: Box<[PerWorker]>,
     hasher: std::collections::hash_map::RandomState,
-    routes: HashMap<String, RouteTotals>,
+    /// Route names, sorted; [`NO_ROUTE`] among them.
+    route_names: Vec<String>,
+    route_index: HashMap<String, usize>,
 }
 
 /// The route name of a request that reached no upstream pool.
 pub const NO_ROUTE: &str = "-";
 
 impl Accounting {
-    /// Accounting for the given route (upstream pool) names.
+    /// Accounting for the given route (upstream pool) names, on one worker thread.
     pub fn new<'a>(routes: impl IntoIterator<Item = &'a str>) -> Accounting {
-        let mut map: HashMap<String, RouteTotals> = routes
-            .into_iter()
-            .map(|r| (r.to_owned(), RouteTotals::default()))
+        let mut names: Vec<String> = routes.into_iter().map(str::to_owned).collect();
+        names.push(NO_ROUTE.to_owned());
+        names.sort();
+        names.dedup();
+        let route_index = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
             .collect();
-        map.entry(NO_ROUTE.to_owned()).or_default();
         Accounting {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            workers: vec![PerWorker::new(names.len())].into_boxed_slice(),
             hasher: std::collections::hash_map::RandomState::new(),
-            routes: map,
+            route_names: names,
+            route_index,
         }
     }
 
-    /// Counts one finished request.
+    /// The same accounting, empty, for `n` worker threads (see
+    /// [`crate::server::current_worker`]).
+    pub fn with_workers(mut self, n: usize) -> Accounting {
+        self.workers = (0..n.max(1))
+            .map(|_| PerWorker::new(self.route_names.len()))
+            .collect();
+        self
+    }
+
+    /// Counts one finished request, on the worker thread running this.
     pub fn record(
         &self,
         client: IpAddr,
@@ -168,13 +218,33 @@ impl Accounting {
         bytes_out: u64,
         blocked: bool,
     ) {
+        self.record_on(
+            crate::server::current_worker(),
+            client,
+            route,
+            bytes_in,
+            bytes_out,
+            blocked,
+        );
+    }
+
+    fn record_on(
+        &self,
+        worker: usize,
+        client: IpAddr,
+        route: &str,
+        bytes_in: u64,
+        bytes_out: u64,
+        blocked: bool,
+    ) {
+        let w = &self.workers[worker % self.workers.len()];
         let client = client.to_canonical();
         let mut h = self.hasher.build_hasher();
         match client {
             IpAddr::V4(a) => h.write(&a.octets()),
             IpAddr::V6(a) => h.write(&a.octets()),
         }
-        let shard = &self.shards[(h.finish() >> 60) as usize % SHARDS];
+        let shard = &w.shards[(h.finish() >> 60) as usize % SHARDS];
         {
             let mut s = shard.0.lock().unwrap_or_else(|e| e.into_inner());
             s[Dimension::Requests as usize].add(client, 1);
@@ -182,7 +252,11 @@ impl Accounting {
             s[Dimension::BytesOut as usize].add(client, bytes_out);
             s[Dimension::Blocks as usize].add(client, u64::from(blocked));
         }
-        if let Some(r) = self.routes.get(route).or_else(|| self.routes.get(NO_ROUTE)) {
+        let i = self
+            .route_index
+            .get(route)
+            .or_else(|| self.route_index.get(NO_ROUTE));
+        if let Some(r) = i.and_then(|&i| w.routes.get(i)) {
             r.requests.fetch_add(1, Ordering::Relaxed);
             r.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
             r.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
@@ -195,23 +269,70 @@ impl Accounting {
     pub fn top(&self, by: Dimension, n: usize) -> (Vec<TopEntry>, u64) {
         let mut all = Vec::new();
         let mut total = 0u64;
-        for shard in self.shards.iter() {
-            let s = shard.0.lock().unwrap_or_else(|e| e.into_inner());
-            let summary = &s[by as usize];
-            total = total.saturating_add(summary.total);
-            all.extend(summary.entries.iter().copied());
+        for shard in 0..SHARDS {
+            // Each worker's summary of this shard: its entries and the most an
+            // unlisted client can have there.
+            let mut parts = Vec::with_capacity(self.workers.len());
+            for w in self.workers.iter() {
+                let s = w.shards[shard].0.lock().unwrap_or_else(|e| e.into_inner());
+                let summary = &s[by as usize];
+                total = total.saturating_add(summary.total);
+                let unlisted = if summary.entries.len() < CAPACITY {
+                    0
+                } else {
+                    summary.entries.iter().map(|e| e.count).min().unwrap_or(0)
+                };
+                parts.push((summary.index.clone(), summary.entries.clone(), unlisted));
+            }
+            let mut clients: Vec<IpAddr> = parts
+                .iter()
+                .flat_map(|(_, entries, _)| entries.iter().map(|e| e.client))
+                .collect();
+            clients.sort();
+            clients.dedup();
+            for client in clients {
+                let mut e = TopEntry {
+                    client,
+                    count: 0,
+                    error: 0,
+                };
+                for (index, entries, unlisted) in &parts {
+                    match index.get(&client) {
+                        Some(&i) => {
+                            e.count = e.count.saturating_add(entries[i].count);
+                            e.error = e.error.saturating_add(entries[i].error);
+                        }
+                        None => {
+                            e.count = e.count.saturating_add(*unlisted);
+                            e.error = e.error.saturating_add(*unlisted);
+                        }
+                    }
+                }
+                all.push(e);
+            }
         }
         all.sort_by(|a, b| b.count.cmp(&a.count).then(a.client.cmp(&b.client)));
         all.truncate(n);
         (all, total)
     }
 
-    /// Every route's counters, by name.
-    pub fn routes(&self) -> Vec<(&str, &RouteTotals)> {
-        let mut v: Vec<(&str, &RouteTotals)> =
-            self.routes.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        v.sort_by_key(|(k, _)| *k);
-        v
+    /// Every route's counters, all workers together, by name.
+    pub fn routes(&self) -> Vec<(&str, RouteCounts)> {
+        self.route_names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let mut c = RouteCounts::default();
+                for w in self.workers.iter() {
+                    let t = &w.routes[i];
+                    c.requests += t.requests.load(Ordering::Relaxed);
+                    c.bytes_in += t.bytes_in.load(Ordering::Relaxed);
+                    c.bytes_out += t.bytes_out.load(Ordering::Relaxed);
+                    c.blocks += t.blocks.load(Ordering::Relaxed);
+                }
+                (name.as_str(), c)
+            })
+            .collect()
     }
 }
 
@@ -254,8 +375,8 @@ mod tests {
         assert!(bytes[0].count >= 2_000_000);
         let routes = a.routes();
         let app = routes.iter().find(|(n, _)| *n == "app").unwrap().1;
-        assert_eq!(app.requests.load(Ordering::Relaxed), 30_000);
-        assert_eq!(app.blocks.load(Ordering::Relaxed), 2_000);
+        assert_eq!(app.requests, 30_000);
+        assert_eq!(app.blocks, 2_000);
     }
 
     #[test]
@@ -264,7 +385,7 @@ mod tests {
         for i in 0..100_000 {
             a.record(ip(i), "unknown route", 1, 1, false);
         }
-        for shard in a.shards.iter() {
+        for shard in a.workers.iter().flat_map(|w| w.shards.iter()) {
             let s = shard.0.lock().unwrap();
             for summary in s.iter() {
                 assert!(summary.entries.len() <= CAPACITY);
@@ -278,6 +399,58 @@ mod tests {
             .find(|(n, _)| *n == NO_ROUTE)
             .unwrap()
             .1;
-        assert_eq!(dash.requests.load(Ordering::Relaxed), 100_000);
+        assert_eq!(dash.requests, 100_000);
+    }
+
+    #[test]
+    fn workers_are_merged_with_the_same_guarantees() {
+        let a = Accounting::new(["app"]).with_workers(3);
+        // Heavy clients spread unevenly over the workers, among 30,000 light ones
+        // that overflow every summary.
+        for round in 0..3_000u32 {
+            for heavy in 0..4u32 {
+                let worker = (round as usize + heavy as usize) % (1 + heavy as usize % 3);
+                a.record_on(worker, ip(2_000_000 + heavy), "app", 10, 10, false);
+            }
+            for k in 0..10 {
+                a.record_on(k as usize % 3, ip(round * 10 + k), "app", 1, 1, false);
+            }
+        }
+        let (top, total) = a.top(Dimension::Requests, 4);
+        assert_eq!(total, 3_000 * 14);
+        let mut clients: Vec<IpAddr> = top.iter().map(|e| e.client).collect();
+        clients.sort();
+        assert_eq!(
+            clients,
+            (0..4).map(|h| ip(2_000_000 + h)).collect::<Vec<_>>()
+        );
+        for e in &top {
+            assert!(e.count >= 3_000, "never below the true count: {e:?}");
+            assert!(e.count - e.error <= 3_000, "error bounds the excess: {e:?}");
+            assert!(e.error <= total / 128, "{e:?}");
+        }
+        // A client seen on one worker only, with summaries not full: exact.
+        let b = Accounting::new([]).with_workers(2);
+        for _ in 0..7 {
+            b.record_on(1, ip(5), "-", 1, 1, false);
+        }
+        b.record_on(0, ip(6), "-", 1, 1, false);
+        let (top, total) = b.top(Dimension::Requests, 1);
+        assert_eq!(total, 8);
+        assert_eq!(
+            top,
+            vec![TopEntry {
+                client: ip(5),
+                count: 7,
+                error: 0
+            }]
+        );
+        let dash = b
+            .routes()
+            .into_iter()
+            .find(|(n, _)| *n == NO_ROUTE)
+            .unwrap()
+            .1;
+        assert_eq!(dash.requests, 8, "route counters summed over the workers");
     }
 }

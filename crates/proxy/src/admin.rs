@@ -374,10 +374,10 @@ fn top_json(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
         .map(|(name, t)| {
             serde_json::json!({
                 "route": name,
-                "requests": t.requests.load(Ordering::Relaxed),
-                "bytes_in": t.bytes_in.load(Ordering::Relaxed),
-                "bytes_out": t.bytes_out.load(Ordering::Relaxed),
-                "blocks": t.blocks.load(Ordering::Relaxed),
+                "requests": t.requests,
+                "bytes_in": t.bytes_in,
+                "bytes_out": t.bytes_out,
+                "blocks": t.blocks,
             })
         })
         .collect();
@@ -552,6 +552,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         ),
     ];
     let mut out = shared.metrics.render(&dropped, &extra);
+    shared.workers.render(&mut out);
     if let Some(store) = shared.store() {
         crate::metrics::render_store(&mut out, &store.stats(), store.map_usage());
     }
@@ -559,6 +560,8 @@ pub fn metrics_text(shared: &Shared) -> String {
         crate::metrics::render_sync(&mut out, &sync.stats());
     }
     crate::metrics::render_rate_limits(&mut out, shared.rate_limits());
+    crate::metrics::render_shapes(&mut out, shared.shapes());
+    crate::metrics::render_upstreams(&mut out, &shared.upstreams.server_states());
     if let Some(dns) = shared.dns() {
         crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
     }

@@ -26,7 +26,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         }
     }
     let access = load_access(&cfg)?;
-    upstream::Upstreams::new(&cfg, &Arc::new(crate::metrics::Metrics::new()))
+    upstream::Upstreams::new(&cfg, &Arc::new(crate::metrics::Metrics::new()), None)
         .with_context(|| format!("{}", path.display()))?;
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
@@ -324,12 +324,12 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         store_config(&cfg.store).path.display(),
         cfg.store.map_size
     );
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.enable_all().thread_name("palisade-worker");
-    if cfg.server.worker_threads > 0 {
-        rt.worker_threads(cfg.server.worker_threads);
-    }
-    let rt = rt.build().context("starting the runtime")?;
+    // The main thread's runtime carries the signals, the admin API, reloads and
+    // housekeeping; client connections run on the worker threads started in `serve`.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     let result = rt.block_on(serve(
         cfg,
         waf,
@@ -368,9 +368,10 @@ async fn serve(
         None => None,
     };
 
+    let workers = server::worker_count(cfg.server.worker_threads);
     let mut bound = Vec::new();
     for l in &cfg.listeners {
-        bound.push(server::bind(l).await?);
+        bound.push(server::bind(l, workers)?);
     }
     let admin_listener = match &cfg.admin {
         Some(a) => Some(
@@ -380,8 +381,8 @@ async fn serve(
         ),
         None => None,
     };
-    let metrics = Arc::new(metrics::Metrics::new());
-    let upstreams = upstream::Upstreams::new(&cfg, &metrics)
+    let metrics = Arc::new(metrics::Metrics::for_workers(workers));
+    let upstreams = upstream::Upstreams::new(&cfg, &metrics, dns.clone())
         .with_context(|| format!("{}", cfg.path.display()))?;
     let shared = Arc::new(
         exchange::Shared::new(
@@ -406,7 +407,15 @@ async fn serve(
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
         )
-        .with_dns(dns),
+        .with_shapes(
+            cfg.shapes
+                .iter()
+                .map(crate::shaping::Shaper::new)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        )
+        .with_dns(dns)
+        .with_workers(workers),
     );
     let access = load_access(&cfg)?;
     if let Some(a) = &access {
@@ -418,12 +427,14 @@ async fn serve(
     }
     shared.replace_access(access);
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (exit_tx, exit_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let limit = Arc::new(Semaphore::new(cfg.limits.connections));
-    let mut accept_tasks = Vec::new();
+    let mut per_worker: Vec<Vec<server::WorkerListener>> =
+        (0..workers).map(|_| Vec::new()).collect();
     for b in bound {
         tracing::info!(
-            "listening on {} ({})",
+            "listening on {} ({}, {workers} worker thread(s))",
             b.address,
             if cfg
                 .listeners
@@ -435,14 +446,31 @@ async fn serve(
                 "http"
             }
         );
-        accept_tasks.push(tokio::spawn(server::accept_loop(
-            b,
-            shared.clone(),
-            limit.clone(),
-            stop_rx.clone(),
-            alive_tx.clone(),
-        )));
+        for (w, l) in b.split().into_iter().enumerate() {
+            per_worker[w].push(l);
+        }
     }
+    let ctx = server::WorkerContext {
+        shared: shared.clone(),
+        limit,
+        shutdown: stop_rx.clone(),
+        exit: exit_rx,
+        alive: alive_tx.clone(),
+    };
+    let mut threads = Vec::new();
+    for (w, listeners) in per_worker.into_iter().enumerate() {
+        // Built here so that a runtime that cannot start stops Palisade at once.
+        let rt = server::worker_runtime()?;
+        let ctx = ctx.clone();
+        // Thread names are cut at 15 bytes: this one stays whole in /proc and
+        // `ps -L` (bench/cores.py pins each worker by it).
+        let t = std::thread::Builder::new()
+            .name(format!("palisade-w{w}"))
+            .spawn(move || server::run_worker(w, rt, listeners, ctx))
+            .context("starting a worker thread")?;
+        threads.push(t);
+    }
+    drop(ctx);
     if let (Some(l), Some(a)) = (admin_listener, &cfg.admin) {
         tracing::info!("admin API on {}", l.local_addr()?);
         if !token.current().is_set() {
@@ -479,9 +507,6 @@ async fn serve(
         cfg.server.grace_period
     );
     let _ = stop_tx.send(true);
-    for t in accept_tasks {
-        let _ = t.await;
-    }
     drop(alive_tx);
     let drained = tokio::time::timeout(cfg.server.grace_period, alive_rx.recv()).await;
     match drained {
@@ -493,6 +518,12 @@ async fn serve(
                 .connections_open
                 .load(std::sync::atomic::Ordering::Relaxed)
         ),
+    }
+    let _ = exit_tx.send(true);
+    for t in threads {
+        if t.join().is_err() {
+            tracing::error!("a worker thread panicked");
+        }
     }
     Ok(())
 }

@@ -79,6 +79,9 @@ pub struct Config {
     /// Request rate limits (`[[rate_limit]]`), each with its own key.
     #[serde(default, rename = "rate_limit")]
     pub rate_limits: Vec<RateLimitSection>,
+    /// Bandwidth shaping classes for response bodies (`[[shape]]`), tried in order.
+    #[serde(default, rename = "shape")]
+    pub shapes: Vec<ShapeSection>,
     /// DNS block-list lookups (`@rbl`): resolvers, timeout, cache, limit.
     #[serde(default)]
     pub dns: DnsSection,
@@ -229,6 +232,18 @@ pub struct TlsConfig {
     pub cert: PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+    /// Resume sessions from tickets the server encrypts and the client keeps
+    /// (TLS 1.2 and 1.3), with keys made at start and rotated every 6 hours.
+    #[serde(default = "yes")]
+    pub session_tickets: bool,
+    /// Sessions kept in memory for resumption by session ID (TLS 1.2 clients
+    /// without tickets; all clients when `session_tickets` is off); 0: none.
+    #[serde(default = "default_session_cache")]
+    pub session_cache: usize,
+}
+
+fn default_session_cache() -> usize {
+    10_000
 }
 
 /// `[[upstream]]`: a named pool of servers.
@@ -269,9 +284,131 @@ pub struct UpstreamConfig {
     /// certificate: the connection is encrypted but not authenticated.
     #[serde(default = "yes")]
     pub tls_verify: bool,
+    /// How a server is chosen for a request.
+    #[serde(default)]
+    pub balance: Balance,
+    /// What `balance = "hash"` hashes: `client_ip`, `header:NAME` or `cookie:NAME`.
+    pub hash_key: Option<String>,
+    /// Failures (no connection, no response head) within `fail_timeout` that take a
+    /// server out for `fail_timeout`; `0`: never taken out on failures.
+    #[serde(default = "default_max_fails")]
+    pub max_fails: u32,
+    /// The window in which `max_fails` failures are counted, and how long the
+    /// server is then left out.
+    #[serde(with = "duration", default = "default_fail_timeout")]
+    pub fail_timeout: Duration,
+    /// Most times an idempotent request is sent again to another server after one
+    /// failed before its response head.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// Retries allowed per request sent (a fraction), so that retries cannot
+    /// multiply the load of an outage; the budget holds at most 10 retries.
+    #[serde(default = "default_retry_budget")]
+    pub retry_budget: f64,
+    /// Shortest time a resolved server name is kept (answers with a shorter TTL are
+    /// kept this long; a name resolved by the system resolver, which gives no TTL,
+    /// is kept exactly this long).
+    #[serde(with = "duration", default = "default_resolve_min_ttl")]
+    pub resolve_min_ttl: Duration,
+    /// Active health checks of the pool's servers.
+    pub health_check: Option<HealthCheckConfig>,
+}
+
+/// `balance` of an `[[upstream]]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// In turn.
+    #[default]
+    RoundRobin,
+    /// The server with the fewest requests in flight.
+    LeastConn,
+    /// Rendezvous hashing of `hash_key`.
+    Hash,
+}
+
+/// The kind of an active health check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthCheckKind {
+    /// A GET of `path`, answered with an expected status.
+    #[default]
+    Http,
+    /// A TCP connection accepted.
+    Tcp,
+}
+
+/// `[upstream.health_check]`: checks run in the background on every server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheckConfig {
+    /// `http` or `tcp`.
+    #[serde(rename = "type", default)]
+    pub kind: HealthCheckKind,
+    /// Path (and query) an HTTP check asks for.
+    #[serde(default = "default_health_path")]
+    pub path: String,
+    /// Host header of an HTTP check; absent: the server's `HOST:PORT`.
+    pub host: Option<String>,
+    /// Statuses that pass an HTTP check; empty: 200 to 399.
+    #[serde(default)]
+    pub expect_status: Vec<u16>,
+    /// Time between two checks of a server.
+    #[serde(with = "duration", default = "default_health_interval")]
+    pub interval: Duration,
+    /// Time one check may take.
+    #[serde(with = "duration", default = "default_health_timeout")]
+    pub timeout: Duration,
+    /// Passed checks in a row that bring a server that is out back in.
+    #[serde(default = "default_health_rise")]
+    pub rise: u32,
+    /// Failed checks in a row that take a server out.
+    #[serde(default = "default_health_fall")]
+    pub fall: u32,
+}
+
+/// What a `hash` pool hashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    /// The client's address (the last X-Forwarded-For entry, which Palisade sets).
+    ClientIp,
+    /// A request header's value.
+    Header(http::HeaderName),
+    /// A cookie's value.
+    Cookie(String),
+}
+
+impl HashKey {
+    /// Parses `client_ip`, `header:NAME` or `cookie:NAME`.
+    pub fn parse(text: &str) -> Result<HashKey, String> {
+        if text == "client_ip" {
+            return Ok(HashKey::ClientIp);
+        }
+        if let Some(h) = text.strip_prefix("header:") {
+            return http::HeaderName::from_bytes(h.as_bytes())
+                .map(HashKey::Header)
+                .map_err(|_| format!("{h:?} is not a header name"));
+        }
+        if let Some(c) = text.strip_prefix("cookie:")
+            && !c.is_empty()
+            && !c.contains([';', '=', ' '])
+        {
+            return Ok(HashKey::Cookie(c.to_owned()));
+        }
+        Err(format!(
+            "{text:?}: expected client_ip, header:NAME or cookie:NAME"
+        ))
+    }
 }
 
 impl UpstreamConfig {
+    /// The key of a `hash` pool (checked by validation).
+    pub fn hash_key(&self) -> Option<HashKey> {
+        self.hash_key
+            .as_deref()
+            .and_then(|k| HashKey::parse(k).ok())
+    }
+
     /// Whether any server of the pool speaks TLS.
     pub fn uses_tls(&self) -> bool {
         self.tls
@@ -501,6 +638,41 @@ pub struct RateLimitSection {
     pub max_keys: usize,
 }
 
+/// `[[shape]]`: a bandwidth class. A response whose request the class selects is
+/// sent at most at `rate` bytes per second per key (after `burst` bytes at once),
+/// all the key's responses together.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShapeSection {
+    /// The class's name (metrics label).
+    pub name: String,
+    /// Whose bucket a response draws on: `client_ip`, `path`, `header:NAME`,
+    /// `cookie:NAME`, `tx:NAME`, or a list of them (joined).
+    pub key: RateLimitKey,
+    /// Bytes per second per key: `256KiB/s`, `2Mbit/s`, `1MB/s`.
+    pub rate: String,
+    /// Bytes a key may be sent at once beyond the steady rate (`64KiB`).
+    #[serde(default = "default_shape_burst")]
+    pub burst: String,
+    /// The class applies only to requests that have this key part (`header:NAME`,
+    /// `cookie:NAME`, `tx:NAME`, ...); with `equals`, only when its value is that.
+    #[serde(default)]
+    pub when: Option<String>,
+    /// The value `when` must have.
+    #[serde(default)]
+    pub equals: Option<String>,
+    /// Only requests whose path starts with this are shaped.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Most keys tracked at once (memory: about 20 bytes each).
+    #[serde(default = "default_rate_limit_keys")]
+    pub max_keys: usize,
+}
+
+fn default_shape_burst() -> String {
+    "16KiB".to_owned()
+}
+
 /// A rate limit's key: one part or several.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -589,6 +761,36 @@ fn default_snapshot_interval() -> Duration {
 
 fn yes() -> bool {
     true
+}
+fn default_max_fails() -> u32 {
+    1
+}
+fn default_fail_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_retries() -> u32 {
+    1
+}
+fn default_retry_budget() -> f64 {
+    0.2
+}
+fn default_resolve_min_ttl() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_health_path() -> String {
+    "/".to_owned()
+}
+fn default_health_interval() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_health_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_health_rise() -> u32 {
+    2
+}
+fn default_health_fall() -> u32 {
+    3
 }
 fn default_keepalive() -> usize {
     32
@@ -705,6 +907,12 @@ impl Config {
             }
             crate::ratelimit::RateLimiter::new(r)?;
         }
+        for (i, c) in self.shapes.iter().enumerate() {
+            if self.shapes[..i].iter().any(|o| o.name == c.name) {
+                return Err(format!("shape {:?} is defined twice", c.name));
+            }
+            crate::shaping::Shaper::new(c)?;
+        }
         if let Some(a) = &self.access
             && a.default != "allow"
             && a.default != "deny"
@@ -760,6 +968,7 @@ impl Config {
                     u.name
                 ));
             }
+            validate_balancing(u)?;
             if let Some(sni) = &u.tls_sni
                 && rustls::pki_types::ServerName::try_from(sni.as_str()).is_err()
             {
@@ -894,6 +1103,71 @@ pub fn check_host_id(h: &str) -> Result<(), &'static str> {
     }
     if !h.bytes().all(|b| b.is_ascii_graphic() && b != b'@') {
         return Err("must be printable ASCII without spaces or '@'");
+    }
+    Ok(())
+}
+
+/// Checks the balancing, retry and health keys of a pool.
+fn validate_balancing(u: &UpstreamConfig) -> Result<(), String> {
+    let name = &u.name;
+    match (&u.balance, &u.hash_key) {
+        (Balance::Hash, None) => {
+            return Err(format!(
+                "upstream {name:?}: balance = \"hash\" needs hash_key (client_ip, header:NAME or cookie:NAME)"
+            ));
+        }
+        (Balance::Hash, Some(k)) => {
+            HashKey::parse(k).map_err(|m| format!("upstream {name:?}: hash_key {m}"))?;
+        }
+        (_, Some(_)) => {
+            return Err(format!(
+                "upstream {name:?}: hash_key needs balance = \"hash\""
+            ));
+        }
+        (_, None) => {}
+    }
+    if !(0.0..=1.0).contains(&u.retry_budget) {
+        return Err(format!(
+            "upstream {name:?}: retry_budget must be between 0 and 1, got {}",
+            u.retry_budget
+        ));
+    }
+    if u.max_fails > 0 && u.fail_timeout.is_zero() {
+        return Err(format!(
+            "upstream {name:?}: fail_timeout must be more than 0 when max_fails is set"
+        ));
+    }
+    if let Some(h) = &u.health_check {
+        if h.interval.is_zero() || h.timeout.is_zero() {
+            return Err(format!(
+                "upstream {name:?}: health_check.interval and health_check.timeout must be more than 0"
+            ));
+        }
+        if h.rise == 0 || h.fall == 0 {
+            return Err(format!(
+                "upstream {name:?}: health_check.rise and health_check.fall must be at least 1"
+            ));
+        }
+        if h.kind == HealthCheckKind::Http {
+            if !h.path.starts_with('/') || http::Uri::try_from(h.path.as_str()).is_err() {
+                return Err(format!(
+                    "upstream {name:?}: health_check.path {:?} must be a path starting with /",
+                    h.path
+                ));
+            }
+            if let Some(host) = &h.host
+                && http::HeaderValue::from_str(host).is_err()
+            {
+                return Err(format!(
+                    "upstream {name:?}: health_check.host {host:?} is not a header value"
+                ));
+            }
+            if let Some(s) = h.expect_status.iter().find(|s| !(100..=599).contains(*s)) {
+                return Err(format!(
+                    "upstream {name:?}: health_check.expect_status {s} is not an HTTP status"
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -1068,6 +1342,48 @@ servers = ["127.0.0.1:9000"]
         .unwrap_err()
         .to_string();
         assert!(err.contains("exactly one"), "{err}");
+    }
+
+    #[test]
+    fn balancing_health_and_retry_keys() {
+        let c = parse(MINIMAL).unwrap();
+        let u = &c.upstreams[0];
+        assert_eq!(u.balance, Balance::RoundRobin);
+        assert_eq!((u.max_fails, u.fail_timeout), (1, Duration::from_secs(10)));
+        assert_eq!((u.retries, u.retry_budget), (1, 0.2));
+        assert!(u.health_check.is_none());
+        let c = parse(&format!(
+            "{MINIMAL}balance = \"hash\"\nhash_key = \"cookie:sid\"\nretries = 3\n[upstream.health_check]\ntype = \"tcp\"\ninterval = \"1s\"\n"
+        ))
+        .unwrap();
+        let u = &c.upstreams[0];
+        assert_eq!(u.hash_key(), Some(HashKey::Cookie("sid".into())));
+        let h = u.health_check.as_ref().unwrap();
+        assert_eq!(h.kind, HealthCheckKind::Tcp);
+        assert_eq!((h.interval, h.rise, h.fall), (Duration::from_secs(1), 2, 3));
+        for (extra, needle) in [
+            ("balance = \"hash\"\n", "needs hash_key"),
+            ("hash_key = \"client_ip\"\n", "needs balance"),
+            (
+                "balance = \"hash\"\nhash_key = \"uri\"\n",
+                "hash_key \"uri\"",
+            ),
+            ("balance = \"random\"\n", "unknown variant"),
+            ("retry_budget = 1.5\n", "retry_budget"),
+            ("[upstream.health_check]\nrise = 0\n", "rise"),
+            (
+                "[upstream.health_check]\npath = \"health\"\n",
+                "health_check.path",
+            ),
+            (
+                "[upstream.health_check]\nexpect_status = [42]\n",
+                "expect_status 42",
+            ),
+            ("[upstream.health_check]\ninterval = \"0s\"\n", "interval"),
+        ] {
+            let err = parse(&format!("{MINIMAL}{extra}")).unwrap_err().to_string();
+            assert!(err.contains(needle), "{extra}: {err}");
+        }
     }
 
     #[test]

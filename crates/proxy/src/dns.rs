@@ -1,7 +1,10 @@
-//! DNS block-list lookups for `@rbl` rules: an asynchronous resolver (hickory) on
-//! the name servers of `[dns]` (or `/etc/resolv.conf`), a bounded cache that keeps
-//! answers for their TTL (negative answers and failures too), and the engine's
-//! synchronous hook over both.
+//! DNS for the proxy: an asynchronous resolver (hickory) on the name servers of
+//! `[dns]` (or `/etc/resolv.conf`), asked in turn so that a dead one is passed
+//! over. It serves two users:
+//! - `@rbl` rules: a bounded cache that keeps answers for their TTL (negative
+//!   answers and failures too), and the engine's synchronous hook over both;
+//! - upstream server names ([`Dns::lookup_host`]): the addresses and their TTL,
+//!   which the upstream pools keep (and keep using when a later lookup fails).
 //!
 //! Rule evaluation is synchronous and must never hold a worker thread while a
 //! name server answers. So:
@@ -19,12 +22,14 @@ use crate::config::DnsSection;
 use engine::{RblAnswer, RblResolver};
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{
-    ConnectionConfig, NameServerConfig, ProtocolConfig, ResolveHosts, ResolverConfig,
+    ConnectionConfig, LookupIpStrategy, NameServerConfig, ProtocolConfig, ResolveHosts,
+    ResolverConfig,
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::net::{DnsError, NetError};
 use hickory_resolver::proto::rr::RData;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -121,6 +126,9 @@ impl moka::Expiry<String, Cached> for PerEntryTtl {
 /// The resolver, its cache and counters; one per process (a rule reload keeps it).
 pub struct Dns {
     resolver: TokioResolver,
+    /// For upstream names: the hosts file first, then the name servers, with the
+    /// system's search domains; A and AAAA records.
+    hosts_resolver: TokioResolver,
     cache: moka::sync::Cache<String, Cached>,
     runtime: tokio::runtime::Handle,
     timeout: Duration,
@@ -148,6 +156,18 @@ impl Dns {
     pub fn start(section: &DnsSection, config: ResolverConfig) -> Result<Dns, DnsSetupError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| DnsSetupError::Build(e.to_string()))?;
+        let mut hosts_builder =
+            TokioResolver::builder_with_config(config.clone(), TokioRuntimeProvider::default());
+        let opts = hosts_builder.options_mut();
+        opts.timeout = section.timeout;
+        opts.attempts = 1;
+        // The pools keep the answers (and the last good one when a lookup fails).
+        opts.cache_size = 0;
+        opts.use_hosts_file = ResolveHosts::Always;
+        opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+        let hosts_resolver = hosts_builder
+            .build()
+            .map_err(|e| DnsSetupError::Build(e.to_string()))?;
         let mut builder =
             TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
         let opts = builder.options_mut();
@@ -162,6 +182,7 @@ impl Dns {
             .map_err(|e| DnsSetupError::Build(e.to_string()))?;
         Ok(Dns {
             resolver,
+            hosts_resolver,
             cache: moka::sync::Cache::builder()
                 .max_capacity(section.cache_entries)
                 .expire_after(PerEntryTtl)
@@ -174,6 +195,43 @@ impl Dns {
             max_lookups: section.max_lookups_per_transaction,
             stats: DnsStats::default(),
         })
+    }
+
+    /// The addresses of an upstream server's `host` (the hosts file, then the
+    /// name servers in turn, within `dns.timeout`) and how long they may be kept
+    /// (the smallest TTL of the records). Not cached here: the pools keep answers.
+    pub async fn lookup_host(&self, host: &str) -> Result<(Vec<IpAddr>, Duration), String> {
+        let found = tokio::time::timeout(self.timeout, self.hosts_resolver.lookup_ip(host))
+            .await
+            .map_err(|_| format!("no answer within {:?}", self.timeout))?
+            .map_err(|e| e.to_string())?;
+        let mut ttl = u32::MAX;
+        let mut addrs = Vec::new();
+        for r in found.as_lookup().answers() {
+            let ip = match &r.data {
+                RData::A(a) => IpAddr::V4(a.0),
+                RData::AAAA(a) => IpAddr::V6(a.0),
+                _ => continue,
+            };
+            ttl = ttl.min(r.ttl);
+            if !addrs.contains(&ip) {
+                addrs.push(ip);
+            }
+        }
+        if addrs.is_empty() {
+            return Err("no address in the answer".into());
+        }
+        Ok((addrs, Duration::from_secs(u64::from(ttl))))
+    }
+
+    /// Longest time an answer is kept (`dns.max_ttl`).
+    pub fn max_ttl(&self) -> Duration {
+        self.max_ttl
+    }
+
+    /// How long a failed lookup is remembered (`dns.failure_ttl`).
+    pub fn failure_ttl(&self) -> Duration {
+        self.failure_ttl
     }
 
     /// Answers in the cache now.

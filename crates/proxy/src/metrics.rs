@@ -1,8 +1,10 @@
 //! Counters and histograms, exported in the Prometheus text format.
 //!
 //! Request-path updates are relaxed atomic adds on fixed arrays: no lock, no
-//! allocation. Only rule hits, which happen on matching requests, go through a
-//! mutex-protected map.
+//! allocation. The per-request counters and histograms are kept per worker thread
+//! (each worker's on cache lines of its own, summed when rendered), so workers never
+//! write to the same memory. Only rule hits, which happen on matching requests, go
+//! through a mutex-protected map, one per worker too.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -115,12 +117,32 @@ impl Histogram {
 /// One counter per status code 0-599 (0: no answer, a dropped connection).
 const STATUS_SLOTS: usize = 600;
 
+/// What one worker thread counts for every request; only that worker writes here.
+#[derive(Debug)]
+#[repr(align(128))]
+struct WorkerMetrics {
+    requests: Box<[AtomicU64]>,
+    timers: [Histogram; 9],
+    rule_hits: Mutex<HashMap<i64, u64>>,
+}
+
+impl WorkerMetrics {
+    fn new() -> WorkerMetrics {
+        WorkerMetrics {
+            requests: (0..STATUS_SLOTS * Action::ALL.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            timers: Default::default(),
+            rule_hits: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
 /// All of the proxy's metrics.
 #[derive(Debug)]
 pub struct Metrics {
-    requests: Vec<AtomicU64>,
-    timers: [Histogram; 9],
-    rule_hits: Mutex<HashMap<i64, u64>>,
+    /// Per worker thread ([`crate::server::current_worker`]).
+    workers: Box<[WorkerMetrics]>,
     /// Client connections accepted.
     pub connections_total: AtomicU64,
     /// Client connections open now.
@@ -131,6 +153,29 @@ pub struct Metrics {
     pub upstream_connects: AtomicU64,
     /// Upstream connection attempts that failed.
     pub upstream_connect_errors: AtomicU64,
+    /// Upstream server names looked up.
+    pub upstream_dns_queries: AtomicU64,
+    /// Upstream server name lookups that failed.
+    pub upstream_dns_failures: AtomicU64,
+    /// Failed lookups answered with the last good answer (stale).
+    pub upstream_dns_stale: AtomicU64,
+    /// Lookups whose addresses differ from the previous answer.
+    pub upstream_dns_changes: AtomicU64,
+    /// Requests that failed on an upstream server (no connection, no response
+    /// head): the passive health checks count these.
+    pub upstream_server_failures: AtomicU64,
+    /// Times a server was taken out (passive or active checks).
+    pub upstream_servers_out: AtomicU64,
+    /// Times the active checks brought a server back.
+    pub upstream_servers_back: AtomicU64,
+    /// Active health checks run.
+    pub upstream_health_checks: AtomicU64,
+    /// Active health checks that failed.
+    pub upstream_health_check_failures: AtomicU64,
+    /// Idempotent requests sent again to another server.
+    pub upstream_retries: AtomicU64,
+    /// Retries not made because the pool's retry budget was spent.
+    pub upstream_retries_over_budget: AtomicU64,
     /// Transactions that failed inside the rule engine.
     pub engine_errors: AtomicU64,
     /// Connections closed at once because their address had
@@ -160,19 +205,31 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Zeroed metrics.
+    /// Zeroed metrics, for one worker thread.
     pub fn new() -> Self {
+        Self::for_workers(1)
+    }
+
+    /// Zeroed metrics, for `n` worker threads.
+    pub fn for_workers(n: usize) -> Self {
         Self {
-            requests: (0..STATUS_SLOTS * Action::ALL.len())
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            timers: Default::default(),
-            rule_hits: Mutex::new(HashMap::new()),
+            workers: (0..n.max(1)).map(|_| WorkerMetrics::new()).collect(),
             connections_total: AtomicU64::new(0),
             connections_open: AtomicU64::new(0),
             malformed_requests: AtomicU64::new(0),
             upstream_connects: AtomicU64::new(0),
             upstream_connect_errors: AtomicU64::new(0),
+            upstream_dns_queries: AtomicU64::new(0),
+            upstream_dns_failures: AtomicU64::new(0),
+            upstream_dns_stale: AtomicU64::new(0),
+            upstream_dns_changes: AtomicU64::new(0),
+            upstream_server_failures: AtomicU64::new(0),
+            upstream_servers_out: AtomicU64::new(0),
+            upstream_servers_back: AtomicU64::new(0),
+            upstream_health_checks: AtomicU64::new(0),
+            upstream_health_check_failures: AtomicU64::new(0),
+            upstream_retries: AtomicU64::new(0),
+            upstream_retries_over_budget: AtomicU64::new(0),
             engine_errors: AtomicU64::new(0),
             connections_refused_per_ip: AtomicU64::new(0),
             connections_denied: AtomicU64::new(0),
@@ -184,16 +241,21 @@ impl Metrics {
         }
     }
 
+    /// The counters of the worker thread running this.
+    fn worker(&self) -> &WorkerMetrics {
+        &self.workers[crate::server::current_worker() % self.workers.len()]
+    }
+
     /// Counts a finished request.
     pub fn request(&self, status: u16, action: Action) {
         let slot = usize::from(status).min(STATUS_SLOTS - 1);
         let a = Action::ALL.iter().position(|&x| x == action).unwrap_or(0);
-        self.requests[a * STATUS_SLOTS + slot].fetch_add(1, Ordering::Relaxed);
+        self.worker().requests[a * STATUS_SLOTS + slot].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records a duration in microseconds.
     pub fn observe(&self, timer: Timer, us: u64) {
-        self.timers[timer as usize].observe(us);
+        self.worker().timers[timer as usize].observe(us);
     }
 
     /// Counts a request whose rule evaluation went over its CPU budget.
@@ -211,7 +273,11 @@ impl Metrics {
         if ids.is_empty() {
             return;
         }
-        let mut m = self.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self
+            .worker()
+            .rule_hits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         for id in ids {
             *m.entry(*id).or_insert(0) += 1;
         }
@@ -225,7 +291,11 @@ impl Metrics {
         out.push_str("# TYPE palisade_requests_total counter\n");
         for (a, action) in Action::ALL.iter().enumerate() {
             for slot in 0..STATUS_SLOTS {
-                let n = self.requests[a * STATUS_SLOTS + slot].load(Ordering::Relaxed);
+                let n: u64 = self
+                    .workers
+                    .iter()
+                    .map(|w| w.requests[a * STATUS_SLOTS + slot].load(Ordering::Relaxed))
+                    .sum();
                 if n > 0 {
                     let _ = writeln!(
                         out,
@@ -239,7 +309,13 @@ impl Metrics {
         out.push_str("# HELP palisade_rule_hits_total Rule matches, by rule id.\n");
         out.push_str("# TYPE palisade_rule_hits_total counter\n");
         {
-            let m = self.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+            let mut m: HashMap<i64, u64> = HashMap::new();
+            for w in self.workers.iter() {
+                let hits = w.rule_hits.lock().unwrap_or_else(|e| e.into_inner());
+                for (id, n) in hits.iter() {
+                    *m.entry(*id).or_insert(0) += n;
+                }
+            }
             let mut ids: Vec<_> = m.iter().collect();
             ids.sort();
             for (id, n) in ids {
@@ -260,18 +336,23 @@ impl Metrics {
                 let _ = writeln!(out, "# TYPE {name} histogram");
                 last_name = name;
             }
-            let h = &self.timers[i];
+            let sum = |f: &dyn Fn(&Histogram) -> &AtomicU64| -> u64 {
+                self.workers
+                    .iter()
+                    .map(|w| f(&w.timers[i]).load(Ordering::Relaxed))
+                    .sum()
+            };
             let sep = if label.is_empty() { "" } else { "," };
             let mut cumulative = 0;
             for (b, bound) in BUCKETS_US.iter().enumerate() {
-                cumulative += h.buckets[b].load(Ordering::Relaxed);
+                cumulative += sum(&|h| &h.buckets[b]);
                 let _ = writeln!(
                     out,
                     "{name}_bucket{{{label}{sep}le=\"{}\"}} {cumulative}",
                     *bound as f64 / 1e6
                 );
             }
-            let count = h.count.load(Ordering::Relaxed);
+            let count = sum(&|h| &h.count);
             let _ = writeln!(out, "{name}_bucket{{{label}{sep}le=\"+Inf\"}} {count}");
             let braces = |l: &str| {
                 if l.is_empty() {
@@ -284,7 +365,7 @@ impl Metrics {
                 out,
                 "{name}_sum{} {}",
                 braces(label),
-                h.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+                sum(&|h| &h.sum_us) as f64 / 1e6
             );
             let _ = writeln!(out, "{name}_count{} {count}", braces(label));
         }
@@ -313,6 +394,61 @@ impl Metrics {
                 "palisade_upstream_connect_errors_total",
                 "Upstream connection attempts that failed.",
                 &self.upstream_connect_errors,
+            ),
+            (
+                "palisade_upstream_dns_queries_total",
+                "Upstream server names looked up.",
+                &self.upstream_dns_queries,
+            ),
+            (
+                "palisade_upstream_dns_failures_total",
+                "Upstream server name lookups that failed.",
+                &self.upstream_dns_failures,
+            ),
+            (
+                "palisade_upstream_dns_stale_total",
+                "Failed upstream name lookups answered with the last good answer.",
+                &self.upstream_dns_stale,
+            ),
+            (
+                "palisade_upstream_dns_changes_total",
+                "Upstream name lookups whose addresses differ from the previous answer.",
+                &self.upstream_dns_changes,
+            ),
+            (
+                "palisade_upstream_server_failures_total",
+                "Requests that failed on an upstream server before its response head.",
+                &self.upstream_server_failures,
+            ),
+            (
+                "palisade_upstream_servers_out_total",
+                "Times an upstream server was taken out (failures or health checks).",
+                &self.upstream_servers_out,
+            ),
+            (
+                "palisade_upstream_servers_back_total",
+                "Times the health checks brought an upstream server back.",
+                &self.upstream_servers_back,
+            ),
+            (
+                "palisade_upstream_health_checks_total",
+                "Active upstream health checks run.",
+                &self.upstream_health_checks,
+            ),
+            (
+                "palisade_upstream_health_check_failures_total",
+                "Active upstream health checks that failed.",
+                &self.upstream_health_check_failures,
+            ),
+            (
+                "palisade_upstream_retries_total",
+                "Idempotent requests sent again to another upstream server.",
+                &self.upstream_retries,
+            ),
+            (
+                "palisade_upstream_retries_over_budget_total",
+                "Retries not made because the pool's retry budget was spent.",
+                &self.upstream_retries_over_budget,
             ),
             (
                 "palisade_engine_errors_total",
@@ -384,6 +520,51 @@ fn write_plain(out: &mut String, rows: &[(&str, &str, f64)]) {
     }
 }
 
+/// The state of one upstream server, for `/metrics`.
+#[derive(Debug, Clone)]
+pub struct UpstreamServerState {
+    /// Its pool.
+    pub pool: std::sync::Arc<str>,
+    /// Its address as written in the configuration.
+    pub server: std::sync::Arc<str>,
+    /// In service (neither taken out by failures nor by the health checks).
+    pub up: bool,
+    /// Requests sent to it whose response is not over.
+    pub in_flight: usize,
+}
+
+/// Appends the state of every upstream server: `palisade_upstream_server_up` and
+/// `palisade_upstream_server_in_flight`, labelled by pool and server.
+pub fn render_upstreams(out: &mut String, servers: &[UpstreamServerState]) {
+    let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    type Value = fn(&UpstreamServerState) -> usize;
+    let series: [(&str, &str, Value); 2] = [
+        (
+            "palisade_upstream_server_up",
+            "1 when the upstream server is in service, 0 when failures or health checks took it out.",
+            |s| usize::from(s.up),
+        ),
+        (
+            "palisade_upstream_server_in_flight",
+            "Requests sent to the upstream server whose response is not over.",
+            |s| s.in_flight,
+        ),
+    ];
+    for (name, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for s in servers {
+            let _ = writeln!(
+                out,
+                "{name}{{pool=\"{}\",server=\"{}\"}} {}",
+                esc(&s.pool),
+                esc(&s.server),
+                value(s)
+            );
+        }
+    }
+}
+
 /// Appends the `[[rate_limit]]` counters, labelled by limit.
 pub fn render_rate_limits(out: &mut String, limits: &[crate::ratelimit::RateLimiter]) {
     if limits.is_empty() {
@@ -415,6 +596,54 @@ pub fn render_rate_limits(out: &mut String, limits: &[crate::ratelimit::RateLimi
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for l in limits {
             let _ = writeln!(out, "{name}{{limit=\"{}\"}} {}", l.name, value(l));
+        }
+    }
+}
+
+/// Appends the `[[shape]]` counters, labelled by class.
+pub fn render_shapes(out: &mut String, classes: &[std::sync::Arc<crate::shaping::Shaper>]) {
+    if classes.is_empty() {
+        return;
+    }
+    let stats: Vec<_> = classes.iter().map(|c| (c, c.stats())).collect();
+    type Value = fn(&crate::shaping::Shaper, &crate::shaping::ShapeStats) -> f64;
+    let series: [(&str, &str, &str, Value); 5] = [
+        (
+            "palisade_shaped_responses_total",
+            "counter",
+            "Responses a bandwidth class shaped.",
+            |_, s| s.responses as f64,
+        ),
+        (
+            "palisade_shaped_bytes_total",
+            "counter",
+            "Response body bytes sent through a bandwidth class's buckets.",
+            |_, s| s.bytes as f64,
+        ),
+        (
+            "palisade_shaping_delay_seconds_total",
+            "counter",
+            "Time response body pieces were held back by a bandwidth class, summed over responses.",
+            |_, s| s.delayed_ns as f64 / 1e9,
+        ),
+        (
+            "palisade_shaping_overflow_total",
+            "counter",
+            "Pieces whose key found no room (max_keys) and drew on a shared spare bucket.",
+            |_, s| s.overflow as f64,
+        ),
+        (
+            "palisade_shaping_keys",
+            "gauge",
+            "Keys a bandwidth class tracks now.",
+            |c, _| c.keys() as f64,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (c, s) in &stats {
+            let _ = writeln!(out, "{name}{{class=\"{}\"}} {}", c.name, value(c, s));
         }
     }
 }
@@ -620,6 +849,46 @@ pub fn render_dns(out: &mut String, s: &crate::dns::DnsStats, cached: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_count_apart_and_render_summed() {
+        let m = Metrics::for_workers(2);
+        for w in 0..2 {
+            crate::server::as_worker(w, || {
+                m.request(200, Action::Pass);
+                m.observe(Timer::Total, 40 + w as u64 * 1000);
+                m.rule_hits(&[942100]);
+            });
+        }
+        // Each worker wrote only its own counters.
+        for w in m.workers.iter() {
+            assert_eq!(
+                w.requests
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .sum::<u64>(),
+                1
+            );
+        }
+        let out = m.render(&[], &[]);
+        assert!(
+            out.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"),
+            "{out}"
+        );
+        assert!(out.contains("palisade_request_seconds_count 2\n"), "{out}");
+        assert!(
+            out.contains("palisade_request_seconds_bucket{le=\"0.00005\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("palisade_request_seconds_bucket{le=\"0.0025\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn store_and_sync_counters() {

@@ -19,9 +19,11 @@ pub async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await.is_ok();
 }
 
-/// A bound listener, ready to accept.
+/// A configured listener, bound: one listening socket per worker thread, all on
+/// the same address with `SO_REUSEPORT`, so the kernel spreads new connections over
+/// the workers and each worker accepts from its own queue.
 pub struct Bound {
-    listener: TcpListener,
+    sockets: Vec<std::net::TcpListener>,
     tls: Option<TlsAcceptor>,
     /// The address actually bound.
     pub address: SocketAddr,
@@ -31,13 +33,187 @@ impl std::fmt::Debug for Bound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bound")
             .field("address", &self.address)
+            .field("sockets", &self.sockets.len())
             .field("tls", &self.tls.is_some())
             .finish()
     }
 }
 
+impl Bound {
+    /// Splits the listener into its per-worker parts, worker 0 first.
+    pub fn split(self) -> Vec<WorkerListener> {
+        let Bound {
+            sockets,
+            tls,
+            address,
+        } = self;
+        sockets
+            .into_iter()
+            .map(|socket| WorkerListener {
+                socket,
+                tls: tls.clone(),
+                address,
+            })
+            .collect()
+    }
+}
+
+/// The socket of one listener that one worker thread accepts from.
+pub struct WorkerListener {
+    socket: std::net::TcpListener,
+    tls: Option<TlsAcceptor>,
+    address: SocketAddr,
+}
+
+impl std::fmt::Debug for WorkerListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerListener")
+            .field("address", &self.address)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// Connections accepted by each worker thread, each counter on its own cache line
+/// so that workers never write to a line another worker writes to.
+#[derive(Debug)]
+pub struct Workers {
+    connections: Box<[WorkerCounter]>,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct WorkerCounter(std::sync::atomic::AtomicU64);
+
+impl Workers {
+    /// Counters for `n` worker threads (at least one).
+    pub fn new(n: usize) -> Workers {
+        Workers {
+            connections: (0..n.max(1)).map(|_| WorkerCounter::default()).collect(),
+        }
+    }
+
+    /// The number of worker threads.
+    pub fn len(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Always false: there is at least one worker.
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty()
+    }
+
+    fn count_connection(&self, worker: usize) {
+        if let Some(c) = self.connections.get(worker) {
+            c.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Connections accepted so far by each worker, worker 0 first.
+    pub fn connections(&self) -> Vec<u64> {
+        self.connections
+            .iter()
+            .map(|c| c.0.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Appends `palisade_worker_connections_total{worker="N"}` in the Prometheus
+    /// text format.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push_str(
+            "# HELP palisade_worker_connections_total Client connections accepted, by worker thread.\n",
+        );
+        out.push_str("# TYPE palisade_worker_connections_total counter\n");
+        for (i, n) in self.connections().iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "palisade_worker_connections_total{{worker=\"{i}\"}} {n}"
+            );
+        }
+    }
+}
+
+thread_local! {
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The index of the worker thread running this (0 on any other thread), for
+/// state kept per worker so that workers never share a lock or a cache line.
+pub fn current_worker() -> usize {
+    WORKER.with(std::cell::Cell::get)
+}
+
+/// Runs `f` as if on worker thread `index` (unit tests of per-worker state).
+#[cfg(test)]
+pub(crate) fn as_worker<T>(index: usize, f: impl FnOnce() -> T) -> T {
+    let before = WORKER.with(|w| w.replace(index));
+    let out = f();
+    WORKER.with(|w| w.set(before));
+    out
+}
+
+/// A value each worker thread reads from its own copy, on a cache line of its own,
+/// so that reading it never writes memory another worker reads (a shared lock's
+/// reader count would); replacing it writes every copy. For state read on every
+/// request and replaced rarely (the rules in force, the access lists).
+#[derive(Debug)]
+pub struct PerWorker<T> {
+    slots: Box<[Slot<T>]>,
+}
+
+#[derive(Debug)]
+#[repr(align(128))]
+struct Slot<T>(std::sync::RwLock<T>);
+
+impl<T: Clone> PerWorker<T> {
+    /// `value` for `n` worker threads (at least one).
+    pub fn new(value: T, n: usize) -> PerWorker<T> {
+        PerWorker {
+            slots: (0..n.max(1))
+                .map(|_| Slot(std::sync::RwLock::new(value.clone())))
+                .collect(),
+        }
+    }
+
+    /// The same value for `n` worker threads.
+    pub fn resized(&self, n: usize) -> PerWorker<T> {
+        PerWorker::new(self.get(), n)
+    }
+
+    /// The value, as seen by the worker thread running this.
+    pub fn get(&self) -> T {
+        let slot = &self.slots[current_worker() % self.slots.len()];
+        slot.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Calls `f` with the value the worker thread running this sees, without
+    /// cloning it.
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        let slot = &self.slots[current_worker() % self.slots.len()];
+        f(&slot.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the value for every worker.
+    pub fn set(&self, value: T) {
+        for slot in self.slots.iter() {
+            *slot.0.write().unwrap_or_else(|e| e.into_inner()) = value.clone();
+        }
+    }
+}
+
+/// The number of worker threads `server.worker_threads` asks for: `0` means one
+/// per CPU this process may run on.
+pub fn worker_count(configured: usize) -> usize {
+    if configured > 0 {
+        return configured;
+    }
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// Loads a certificate chain and key and builds a rustls server configuration
-/// offering `h2` (when enabled) and `http/1.1`.
+/// offering `h2` (when enabled) and `http/1.1`, with session tickets and a session
+/// cache as `tls` asks.
 pub fn tls_config(tls: &TlsConfig, http2: bool) -> anyhow::Result<rustls::ServerConfig> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.cert)
         .with_context(|| format!("reading certificate {}", tls.cert.display()))?
@@ -61,6 +237,14 @@ pub fn tls_config(tls: &TlsConfig, http2: bool) -> anyhow::Result<rustls::Server
                 tls.key.display()
             )
         })?;
+    if tls.session_tickets {
+        cfg.ticketer = rustls::crypto::ring::Ticketer::new().context("TLS session tickets")?;
+    }
+    cfg.session_storage = if tls.session_cache > 0 {
+        rustls::server::ServerSessionMemoryCache::new(tls.session_cache)
+    } else {
+        Arc::new(rustls::server::NoServerSessionStorage {})
+    };
     cfg.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
@@ -69,37 +253,135 @@ pub fn tls_config(tls: &TlsConfig, http2: bool) -> anyhow::Result<rustls::Server
     Ok(cfg)
 }
 
-/// Binds a listener (and loads its TLS files).
-pub async fn bind(cfg: &ListenerConfig) -> anyhow::Result<Bound> {
+/// One listening socket on `address`, non-blocking; with `reuse_port`, other
+/// sockets with the option may share the address.
+fn listen_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    // Like the standard library and tokio: rebinding right after a restart works
+    // while old connections are in TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// Binds a listener (and loads its TLS files): one socket per worker thread.
+///
+/// The address is first bound once without `SO_REUSEPORT`, which fails when any
+/// other socket holds it, another Palisade's included, so two instances never
+/// share a port by accident; that probe is then closed and the `workers` sockets
+/// are bound with `SO_REUSEPORT` (on the port the probe got, for port 0).
+pub fn bind(cfg: &ListenerConfig, workers: usize) -> anyhow::Result<Bound> {
     let tls = match &cfg.tls {
         Some(t) => Some(TlsAcceptor::from(Arc::new(tls_config(t, cfg.http2)?))),
         None => None,
     };
-    let listener = TcpListener::bind(cfg.address)
-        .await
-        .with_context(|| format!("cannot listen on {}", cfg.address))?;
-    let address = listener.local_addr()?;
+    let cannot = || format!("cannot listen on {}", cfg.address);
+    let probe = listen_socket(cfg.address, false).with_context(cannot)?;
+    let address = probe.local_addr().with_context(cannot)?;
+    drop(probe);
+    let sockets = (0..workers.max(1))
+        .map(|_| listen_socket(address, true))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(cannot)?;
     Ok(Bound {
-        listener,
+        sockets,
         tls,
         address,
     })
 }
 
-/// Accepts connections until shutdown begins. Each connection task holds a clone of
-/// `alive`, so the caller knows when all of them have ended.
+/// What every worker thread shares with the main thread.
+#[derive(Debug, Clone)]
+pub struct WorkerContext {
+    /// Shared request state.
+    pub shared: Arc<Shared>,
+    /// `limits.connections`, over all workers.
+    pub limit: Arc<Semaphore>,
+    /// Set when shutdown begins: accepting stops.
+    pub shutdown: watch::Receiver<bool>,
+    /// Set when the worker threads are to end (the grace period is over or every
+    /// connection has closed).
+    pub exit: watch::Receiver<bool>,
+    /// Held by every accept loop and connection, so the main thread knows when
+    /// all of them have ended.
+    pub alive: mpsc::Sender<()>,
+}
+
+/// The single-threaded runtime of one worker thread.
+pub fn worker_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a worker runtime")
+}
+
+/// Body of worker thread `index`: accepts on its own socket of every listener and
+/// serves those connections on its own runtime, until `ctx.exit` is set; then the
+/// connections still open are closed.
+pub fn run_worker(
+    index: usize,
+    rt: tokio::runtime::Runtime,
+    listeners: Vec<WorkerListener>,
+    ctx: WorkerContext,
+) {
+    WORKER.with(|w| w.set(index));
+    rt.block_on(async move {
+        let WorkerContext {
+            shared,
+            limit,
+            shutdown,
+            mut exit,
+            alive,
+        } = ctx;
+        for l in listeners {
+            tokio::spawn(accept_loop(
+                l,
+                index,
+                shared.clone(),
+                limit.clone(),
+                shutdown.clone(),
+                alive.clone(),
+            ));
+        }
+        drop(alive);
+        stopped(&mut exit).await;
+    });
+    rt.shutdown_timeout(Duration::from_millis(500));
+}
+
+/// Accepts connections on one worker's socket until shutdown begins. Each
+/// connection runs on this worker's runtime and holds a clone of `alive`, so the
+/// main thread knows when all of them have ended.
 pub async fn accept_loop(
-    bound: Bound,
+    listener: WorkerListener,
+    worker: usize,
     shared: Arc<Shared>,
     limit: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
-    let Bound {
-        listener,
+    let WorkerListener {
+        socket,
         tls,
         address,
-    } = bound;
+    } = listener;
+    let listener = match TcpListener::from_std(socket) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("worker {worker}: cannot accept on {address}: {e}");
+            return;
+        }
+    };
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p {
@@ -120,6 +402,7 @@ pub async fn accept_loop(
             },
             () = crate::server::stopped(&mut shutdown) => return,
         };
+        shared.workers.count_connection(worker);
         if !shared.access_allows(peer.ip()) {
             // Refused by the [access] lists: closed at once, before any read.
             shared
@@ -274,6 +557,18 @@ async fn serve_conn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_worker_values_are_replaced_everywhere() {
+        let v = PerWorker::new(1u32, 3).resized(4);
+        assert_eq!(v.slots.len(), 4);
+        v.set(7);
+        for w in 0..4 {
+            assert_eq!(as_worker(w, || v.get()), 7);
+        }
+        // A thread that is no worker reads worker 0's copy.
+        assert_eq!(v.get(), 7);
+    }
 
     #[test]
     fn per_ip_limit_counts_open_connections() {

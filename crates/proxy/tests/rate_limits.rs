@@ -140,20 +140,6 @@ fn bad_limits_are_refused_naming_them() {
             "4xx or 5xx",
         ),
     ] {
-        let dir = TempDir::new("rate-limit-check");
-        let cfg = dir.path("palisade.toml");
-        std::fs::write(
-            &cfg,
-            basic_config(
-                loopback(1),
-                loopback(2),
-                &format!("[[rate_limit]]\n{limit}\n"),
-            ),
-        )
-        .unwrap();
-        let out = palisade_check("--config", &cfg);
-        let text = output_text(&out);
-        assert!(!out.status.success(), "{limit}: {text}");
-        assert!(text.contains(want), "{limit}: {text}");
+        assert_check_refuses(&format!("[[rate_limit]]\n{limit}\n"), want);
     }
 }

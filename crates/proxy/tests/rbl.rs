@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 struct Dnsmasq {
@@ -20,45 +20,18 @@ struct Dnsmasq {
 
 impl Dnsmasq {
     fn start(dir: &TempDir) -> Dnsmasq {
-        let port = free_port();
         let log = dir.path("dnsmasq.log");
-        let bin = ["/usr/sbin/dnsmasq", "/usr/bin/dnsmasq"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .unwrap_or("dnsmasq");
-        let child = Command::new(bin)
-            .args([
-                "--no-daemon",
-                "--conf-file=/dev/null",
-                "--no-resolv",
-                "--no-hosts",
-                "--pid-file",
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--log-queries",
-                // Listed: the test client, and one domain.
-                "--address=/1.0.0.127.bl.test/127.0.0.2",
-                "--address=/evil.example.uribl.test/127.0.0.2",
-                // Authoritative for these zones: anything else in them is NXDOMAIN.
-                "--local=/bl.test/",
-                "--local=/clean.test/",
-                "--local=/uribl.test/",
-            ])
-            .arg(format!("--port={port}"))
-            .arg(format!("--log-facility={}", log.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot run dnsmasq ({e}): apt-get install dnsmasq-base (.ci/run does)")
-            });
-        let addr = loopback(port);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        // dnsmasq serves TCP on the same port: accepting means it is up.
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "dnsmasq did not start on {addr}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (child, addr) = start_dnsmasq(&[
+            "--log-queries".into(),
+            // Listed: the test client, and one domain.
+            "--address=/1.0.0.127.bl.test/127.0.0.2".into(),
+            "--address=/evil.example.uribl.test/127.0.0.2".into(),
+            // Authoritative for these zones: anything else in them is NXDOMAIN.
+            "--local=/bl.test/".into(),
+            "--local=/clean.test/".into(),
+            "--local=/uribl.test/".into(),
+            format!("--log-facility={}", log.display()),
+        ]);
         Dnsmasq { child, addr, log }
     }
 

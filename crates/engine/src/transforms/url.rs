@@ -36,8 +36,17 @@ fn decode<'a>(input: &'a [u8], uni: bool, map: Option<&UnicodeMap>) -> Cow<'a, [
     let n = input.len();
     let mut out = Out::new(input);
     let mut i = 0;
-    while let Some(off) = memchr::memchr2(b'%', b'+', &input[i..]) {
-        let p = i + off;
+    loop {
+        // Escapes often follow one another (`%25%32…`): look at the next byte before
+        // paying for a vector search.
+        let p = match input.get(i) {
+            Some(b'%' | b'+') => i,
+            Some(_) => match memchr::memchr2(b'%', b'+', &input[i..]) {
+                Some(off) => i + off,
+                None => break,
+            },
+            None => break,
+        };
         out.copy_input(i, p);
         if input[p] == b'+' {
             out.push(b' ');

@@ -9,7 +9,8 @@ use super::ConnInfo;
 use super::{BodyStop, Exchange, ForwardParts, Reply, Shared};
 use crate::config::ServerConfig;
 use crate::metrics::Action;
-use crate::ratelimit::{KeyPart, RateLimiter, Verdict};
+use crate::ratelimit::{RateLimiter, Verdict};
+use crate::shaping::Shaper;
 use bytes::Bytes;
 use std::future::Future;
 use std::sync::Arc;
@@ -127,6 +128,8 @@ where
     // Rate limits whose key the request head gives: decided before the rules run.
     let limits = shared.rate_limits();
     let uri = head.uri.clone();
+    // The request's header lines, for choosing a `[[shape]]` class at the end.
+    let shape_headers = head.headers.clone();
     let over = if limits.is_empty() {
         None
     } else {
@@ -223,7 +226,18 @@ where
         }
     };
     let again = || plan().ok();
-    let reply = ex.forward_again(parts, Some(&again)).await;
+    let mut reply = ex.forward_again(parts, Some(&again)).await;
+    let shapes = shared.shapes();
+    if !shapes.is_empty() && reply.body.is_forwarded() {
+        // Chosen after phases 3 and 4, so any rule may set a `tx:` selector.
+        let body = &mut reply.body;
+        let pacer = Shaper::select(shapes, conn.peer.ip(), &uri, shape_headers, |n| {
+            body.tx_var(n)
+        });
+        if let Some(p) = pacer {
+            reply.body.shape(p);
+        }
+    }
     Driven::answer(reply, true)
 }
 
@@ -242,43 +256,17 @@ fn over_limit<'l, 'h, I>(
 where
     I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
 {
-    let path = uri.split(|&b| b == b'?').next().unwrap_or(uri);
+    let path = crate::keyed::path_of(uri);
     let now = Instant::now();
     for limit in limits {
         if limit.after_phase1() != after_phase1 || !limit.applies(path) {
             continue;
         }
-        let mut key = Vec::with_capacity(64);
-        let mut complete = true;
-        for (i, part) in limit.parts.iter().enumerate() {
-            if i > 0 {
-                key.push(0);
-            }
-            let value: Option<Vec<u8>> = match part {
-                KeyPart::ClientIp => Some(conn.peer.ip().to_canonical().to_string().into_bytes()),
-                KeyPart::Path => Some(path.to_vec()),
-                KeyPart::Header(name) => headers
-                    .clone()
-                    .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-                    .map(|(_, v)| v.to_vec()),
-                KeyPart::Cookie(name) => headers
-                    .clone()
-                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
-                    .find_map(|(_, v)| crate::ratelimit::cookie_value(v, name))
-                    .map(<[u8]>::to_vec),
-                KeyPart::Tx(name) => tx(name),
-            };
-            match value {
-                Some(v) => key.extend_from_slice(&v),
-                None => {
-                    complete = false;
-                    break;
-                }
-            }
-        }
-        if !complete {
+        let Some(key) =
+            crate::keyed::request_key(&limit.parts, conn.peer.ip(), path, headers.clone(), &mut tx)
+        else {
             continue;
-        }
+        };
         if let Verdict::Limited {
             status,
             retry_after,

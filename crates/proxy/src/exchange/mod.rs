@@ -520,6 +520,7 @@ impl Exchange {
             body: ReplyBody {
                 kind: body,
                 rec: Some(self.rec),
+                pace: None,
             },
             close: false,
             drop: false,

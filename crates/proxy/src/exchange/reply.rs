@@ -7,8 +7,10 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
+use tokio::time::Sleep;
 
 /// What a reply body is made of.
 pub(super) enum BodyKind {
@@ -73,6 +75,7 @@ impl Reply {
             body: ReplyBody {
                 kind: BodyKind::Full(Some(body)),
                 rec: Some(rec),
+                pace: None,
             },
             close: false,
             drop: false,
@@ -86,6 +89,86 @@ impl Reply {
 pub struct ReplyBody {
     pub(super) kind: BodyKind,
     pub(super) rec: Option<Box<Record>>,
+    /// With a `[[shape]]` class: the body goes out in paced pieces.
+    pub(super) pace: Option<Box<Pace>>,
+}
+
+/// A shaped body's pacing: the key's bucket, the rest of the frame being cut into
+/// pieces, and the piece waiting for its time.
+pub(super) struct Pace {
+    pacer: crate::shaping::Pacer,
+    rest: Bytes,
+    due: Option<Bytes>,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl Pace {
+    /// The next piece of the body, when its time has come.
+    fn poll_piece(
+        &mut self,
+        kind: &mut BodyKind,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ReplyBodyError>>> {
+        loop {
+            if self.due.is_some() {
+                ready!(self.timer.as_mut().poll(cx));
+                return Poll::Ready(self.due.take().map(|d| Ok(Frame::data(d))));
+            }
+            if !self.rest.is_empty() {
+                let piece = self
+                    .rest
+                    .split_to(self.rest.len().min(crate::shaping::PIECE));
+                let wait = self.pacer.reserve(piece.len());
+                if wait.is_zero() {
+                    return Poll::Ready(Some(Ok(Frame::data(piece))));
+                }
+                self.timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + wait);
+                self.due = Some(piece);
+                continue;
+            }
+            match ready!(poll_kind(kind, cx)) {
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => self.rest = d,
+                    Err(f) => return Poll::Ready(Some(Ok(f))),
+                },
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.rest.is_empty() && self.due.is_none()
+    }
+}
+
+/// The next frame of a reply body, unpaced.
+fn poll_kind(
+    kind: &mut BodyKind,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, ReplyBodyError>>> {
+    Poll::Ready(match kind {
+        BodyKind::Full(b) => match b.take() {
+            Some(data) if !data.is_empty() => Some(Ok(Frame::data(data))),
+            _ => None,
+        },
+        BodyKind::Stream { prefix, rest } => {
+            if let Some(p) = prefix.take() {
+                Some(Ok(Frame::data(p)))
+            } else {
+                match ready!(Pin::new(rest).poll_frame(cx)) {
+                    None => None,
+                    Some(Ok(f)) => match f.into_data() {
+                        Ok(d) => Some(Ok(Frame::data(d))),
+                        // Trailers are not forwarded.
+                        Err(_) => None,
+                    },
+                    Some(Err(e)) => Some(Err(ReplyBodyError(e.to_string()))),
+                }
+            }
+        }
+    })
 }
 
 impl std::fmt::Debug for ReplyBody {
@@ -132,6 +215,38 @@ impl ReplyBody {
         }
     }
 
+    /// Sends the body paced by `pacer` (a `[[shape]]` class's bucket of this
+    /// request's key).
+    pub fn shape(&mut self, pacer: crate::shaping::Pacer) {
+        self.pace = Some(Box::new(Pace {
+            pacer,
+            rest: Bytes::new(),
+            due: None,
+            timer: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+        }));
+    }
+
+    /// True when the body is sent paced by a `[[shape]]` class.
+    pub fn is_paced(&self) -> bool {
+        self.pace.is_some()
+    }
+
+    /// True when the body carries an upstream's response (not an answer of the
+    /// proxy's own: a refusal, an error): the bodies `[[shape]]` applies to.
+    pub fn is_forwarded(&self) -> bool {
+        self.rec
+            .as_ref()
+            .is_some_and(|r| r.action == crate::metrics::Action::Pass && r.upstream.is_some())
+    }
+
+    /// A TX variable of the request's transaction (none without one).
+    pub fn tx_var(&mut self, name: &str) -> Option<Vec<u8>> {
+        self.rec
+            .as_mut()
+            .and_then(|r| r.tx.as_mut())
+            .and_then(|t| t.tx_var(name))
+    }
+
     /// Length of the body when it is fully known.
     pub fn known_len(&self) -> Option<u64> {
         match &self.kind {
@@ -163,27 +278,9 @@ impl Body for ReplyBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ReplyBodyError>>> {
         let this = &mut *self;
-        let out = match &mut this.kind {
-            BodyKind::Full(b) => match b.take() {
-                Some(data) if !data.is_empty() => Some(Ok(Frame::data(data))),
-                _ => None,
-            },
-            BodyKind::Stream { prefix, rest } => {
-                if let Some(p) = prefix.take() {
-                    Some(Ok(Frame::data(p)))
-                } else {
-                    match Pin::new(rest).poll_frame(cx) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(None) => None,
-                        Poll::Ready(Some(Ok(f))) => match f.into_data() {
-                            Ok(d) => Some(Ok(Frame::data(d))),
-                            // Trailers are not forwarded.
-                            Err(_) => None,
-                        },
-                        Poll::Ready(Some(Err(e))) => Some(Err(ReplyBodyError(e.to_string()))),
-                    }
-                }
-            }
+        let out = match &mut this.pace {
+            Some(pace) => ready!(pace.poll_piece(&mut this.kind, cx)),
+            None => ready!(poll_kind(&mut this.kind, cx)),
         };
         match &out {
             Some(Ok(f)) => {
@@ -212,6 +309,9 @@ impl Body for ReplyBody {
     }
 
     fn is_end_stream(&self) -> bool {
+        if self.pace.as_ref().is_some_and(|p| !p.is_idle()) {
+            return false;
+        }
         match &self.kind {
             BodyKind::Full(b) => b.as_ref().is_none_or(Bytes::is_empty),
             BodyKind::Stream { prefix, rest } => prefix.is_none() && rest.is_end_stream(),
@@ -219,6 +319,20 @@ impl Body for ReplyBody {
     }
 
     fn size_hint(&self) -> SizeHint {
+        let held = self.pace.as_ref().map_or(0, |p| {
+            (p.rest.len() + p.due.as_ref().map_or(0, Bytes::len)) as u64
+        });
+        let mut s = self.kind_size_hint();
+        s.set_lower(s.lower() + held);
+        if let Some(u) = s.upper() {
+            s.set_upper(u + held);
+        }
+        s
+    }
+}
+
+impl ReplyBody {
+    fn kind_size_hint(&self) -> SizeHint {
         match &self.kind {
             BodyKind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             BodyKind::Stream { prefix, rest } => {

@@ -10,8 +10,8 @@ use crate::upstream::Upstreams;
 use crate::waf::Waf;
 use engine::CollectionReader;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Instant;
 use store::Store;
 
@@ -19,7 +19,7 @@ use store::Store;
 #[derive(Debug)]
 pub struct Shared {
     /// The rules in force; SIGHUP swaps in a newly loaded set.
-    waf: RwLock<Arc<Waf>>,
+    waf: crate::server::PerWorker<Arc<Waf>>,
     /// Pools and routes.
     pub upstreams: Upstreams,
     /// The log channel.
@@ -36,6 +36,8 @@ pub struct Shared {
     pub inspector: Inspector,
     /// Open connections per client address (`limits.connections_per_ip`).
     pub per_ip: Arc<PerIp>,
+    /// Connections accepted by each worker thread.
+    pub workers: crate::server::Workers,
     /// The store of persistent collections. It lives here, beside the rules and
     /// not inside them, so a rule reload keeps it open with its data. `None` only
     /// where no store was opened (fuzz targets): collections then last one
@@ -49,14 +51,24 @@ pub struct Shared {
     pub accounting: crate::accounting::Accounting,
     /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
+    /// The `[[shape]]` classes, with their per-key buckets.
+    shapes: Vec<Arc<crate::shaping::Shaper>>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
-    access: RwLock<Option<Arc<crate::access::AccessList>>>,
+    access: crate::server::PerWorker<Option<Arc<crate::access::AccessList>>>,
     /// The DNS resolver of `@rbl` rules, with its cache; like the store it
     /// outlives rule reloads.
     dns: Option<Arc<crate::dns::Dns>>,
     id_seed: u64,
-    id_counter: AtomicU64,
+    /// Transaction counters, one per worker thread: worker `w` of `W` numbers its
+    /// transactions `w`, `w + W`, `w + 2W`, ..., so numbers never repeat across
+    /// workers and no worker writes another's counter.
+    id_counters: Box<[IdCounter]>,
 }
+
+/// One worker's transaction counter, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct IdCounter(AtomicU64);
 
 impl Shared {
     /// Bundles the shared state.
@@ -74,8 +86,9 @@ impl Shared {
         h.write_u32(std::process::id());
         Shared {
             per_ip: PerIp::new(limits.connections_per_ip),
+            workers: crate::server::Workers::new(1),
             inspector,
-            waf: RwLock::new(waf),
+            waf: crate::server::PerWorker::new(waf, 1),
             upstreams,
             logs,
             metrics,
@@ -85,13 +98,24 @@ impl Shared {
             store: None,
             reader: None,
             sync: None,
-            access: RwLock::new(None),
+            access: crate::server::PerWorker::new(None, 1),
             rate_limits: Vec::new(),
+            shapes: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
             dns: None,
             id_seed: h.finish(),
-            id_counter: AtomicU64::new(0),
+            id_counters: vec![IdCounter::default()].into_boxed_slice(),
         }
+    }
+
+    /// Counts connections for `n` worker threads.
+    pub fn with_workers(mut self, n: usize) -> Self {
+        self.workers = crate::server::Workers::new(n);
+        self.accounting = self.accounting.with_workers(n);
+        self.waf = self.waf.resized(n);
+        self.access = self.access.resized(n);
+        self.id_counters = (0..n.max(1)).map(|_| IdCounter::default()).collect();
+        self
     }
 
     /// Gives requests the store of persistent collections.
@@ -124,18 +148,26 @@ impl Shared {
         &self.rate_limits
     }
 
+    /// Gives responses the `[[shape]]` classes, tried in order.
+    pub fn with_shapes(mut self, shapes: Vec<crate::shaping::Shaper>) -> Self {
+        self.shapes = shapes.into_iter().map(Arc::new).collect();
+        self
+    }
+
+    /// The `[[shape]]` classes.
+    pub fn shapes(&self) -> &[Arc<crate::shaping::Shaper>] {
+        &self.shapes
+    }
+
     /// Puts `[access]` lists in force (`None`: every address may connect).
     pub fn replace_access(&self, access: Option<Arc<crate::access::AccessList>>) {
-        *self.access.write().unwrap_or_else(|e| e.into_inner()) = access;
+        self.access.set(access);
     }
 
     /// Whether the `[access]` lists let a client at `ip` connect.
     pub fn access_allows(&self, ip: std::net::IpAddr) -> bool {
         self.access
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_none_or(|a| a.allows(ip))
+            .with(|a| a.as_ref().is_none_or(|a| a.allows(ip)))
     }
 
     /// Gives `@rbl` rules their resolver.
@@ -177,18 +209,21 @@ impl Shared {
 
     /// The rules in force now.
     pub fn waf(&self) -> Arc<Waf> {
-        self.waf.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.waf.get()
     }
 
     /// Puts a newly loaded rule set in force; requests already started keep theirs.
     pub fn replace_waf(&self, waf: Arc<Waf>) {
-        *self.waf.write().unwrap_or_else(|e| e.into_inner()) = waf;
+        self.waf.set(waf);
     }
 
     /// A new transaction id: 20 hex digits from the start time and a per-process
     /// random counter, unique across requests and restarts.
     pub(super) fn unique_id(&self, now_us: i64) -> String {
-        let n = self.id_counter.fetch_add(1, Ordering::Relaxed);
+        let workers = self.id_counters.len();
+        let w = crate::server::current_worker() % workers;
+        let k = self.id_counters[w].0.fetch_add(1, Ordering::Relaxed);
+        let n = k.wrapping_mul(workers as u64).wrapping_add(w as u64);
         let tail = self
             .id_seed
             .wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -243,5 +278,47 @@ impl IpText {
 impl std::fmt::Debug for IpText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_ids_stay_unique_across_workers() {
+        let cfg = crate::config::Config::parse(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n",
+            std::path::Path::new("/test/palisade.toml"),
+        )
+        .unwrap();
+        let waf = Waf::load(&cfg.rules, &cfg.path, &cfg.server, None).unwrap();
+        let (logs, writer) = crate::logs::LogWriter::start(
+            &crate::logs::LogTargets::default(),
+            cfg.logs.channel_capacity,
+        )
+        .unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let upstreams = Upstreams::new(&cfg, &metrics, None).unwrap();
+        let inspector = Inspector::new(1, cfg.server.inspect_inline_bytes).unwrap();
+        let shared = Shared::new(
+            Arc::new(waf),
+            upstreams,
+            logs,
+            metrics,
+            cfg.limits.clone(),
+            cfg.server.clone(),
+            inspector,
+        )
+        .with_workers(3);
+        // Every id made in the same microsecond, spread over three workers.
+        let mut ids = std::collections::HashSet::new();
+        for i in 0..3000 {
+            let id = crate::server::as_worker(i % 3, || shared.unique_id(1_700_000_000_000_000));
+            assert_eq!(id.len(), 20, "{id}");
+            assert!(ids.insert(id.clone()), "{id} made twice");
+        }
+        drop(shared);
+        writer.finish();
     }
 }

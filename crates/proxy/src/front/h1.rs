@@ -569,8 +569,17 @@ where
         reply.body.finish();
         return write_all(io, &head, send_timeout).await.is_ok() && keepalive;
     }
-    // Small complete bodies go out with the head in one write.
+    // Small complete bodies go out with the head in one write; a shaped body's head
+    // goes at once, not when its first piece's turn comes.
     let mut pending_head = Some(head);
+    if reply.body.is_paced()
+        && let Some(h) = pending_head.take()
+        && let Err(e) = write_all(io, &h, send_timeout).await
+    {
+        reply.body.set_error(&format!("writing to the client: {e}"));
+        reply.body.finish();
+        return false;
+    }
     loop {
         let frame = match reply.body.frame().await {
             None => break,

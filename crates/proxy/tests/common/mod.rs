@@ -580,3 +580,53 @@ pub fn output_text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Asserts that `palisade check` refuses a configuration with `extra` TOML after a
+/// listener and an upstream, with an error that contains `want`.
+pub fn assert_check_refuses(extra: &str, want: &str) {
+    let dir = TempDir::new("check-refuses");
+    let cfg = dir.path("palisade.toml");
+    std::fs::write(&cfg, basic_config(loopback(1), loopback(2), extra)).unwrap();
+    let out = palisade_check("--config", &cfg);
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{extra}: {text}");
+    assert!(text.contains(want), "{extra}: {text}");
+}
+
+/// Starts Debian's dnsmasq (package dnsmasq-base, which CI installs; a missing one
+/// is a failure) in the foreground on a free loopback port, with no configuration
+/// file, no upstream name server and no /etc/hosts, plus `args`; waits until it
+/// accepts connections and returns it (to kill by PID) and its address.
+pub fn start_dnsmasq(args: &[String]) -> (Child, SocketAddr) {
+    let port = free_port();
+    let bin = ["/usr/sbin/dnsmasq", "/usr/bin/dnsmasq"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("dnsmasq");
+    let child = Command::new(bin)
+        .args([
+            "--no-daemon",
+            "--conf-file=/dev/null",
+            "--no-resolv",
+            "--no-hosts",
+            "--pid-file",
+            "--listen-address=127.0.0.1",
+            "--bind-interfaces",
+        ])
+        .args(args)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run dnsmasq ({e}): apt-get install dnsmasq-base (.ci/run does)")
+        });
+    let addr = loopback(port);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // dnsmasq serves TCP on the same port: accepting means it is up.
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "dnsmasq did not start on {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, addr)
+}

@@ -1,13 +1,25 @@
-//! Upstream pools: routing, pooled HTTP/1.1 connections, failover, timeouts, timing.
+//! Upstream pools: routing, balancing, pooled HTTP/1.1 connections, failover,
+//! retries, health, name resolution, timeouts, timing.
 //!
 //! Each server keeps a stack of idle hyper HTTP/1.1 connections (at most
 //! `keepalive`). A connection goes back to its stack only once its response body
-//! has been read to the end. Names are resolved on every new connection, so a
-//! server that moves is found again. A server that refuses connections is skipped
-//! in favour of the next one, then the backups; the request itself is sent once
-//! (a reused connection that turns out to be closed is retried on a fresh one).
+//! has been read to the end. Server names are resolved asynchronously and kept for
+//! their TTL ([`resolve`]); when the addresses change, pooled connections to the
+//! old ones are not reused. The servers are tried in the order of [`balance`]: a
+//! server that refuses the connection is skipped for the next one, then the
+//! backups. A request that is safe to repeat (GET, HEAD, OPTIONS, TRACE, PUT,
+//! DELETE) whose server failed before the response head (reset, closed, timed out)
+//! is sent again to the next server, at most `retries` times and within the pool's
+//! retry budget; other requests are sent once (a reused connection that turns out
+//! to be closed is retried on a fresh one). Failures feed the passive health of
+//! [`health`], which also runs the active checks.
 
-use crate::config::{Config, UpstreamConfig};
+mod balance;
+mod health;
+mod resolve;
+
+use crate::config::{Balance, Config, HashKey, UpstreamConfig};
+use crate::dns::Dns;
 use crate::metrics::Metrics;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
@@ -18,8 +30,9 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
@@ -123,6 +136,8 @@ pub struct UpstreamResponse {
 struct IdleConn {
     sender: Sender,
     since: Instant,
+    /// The generation of the server's addresses it was opened on.
+    generation: u64,
 }
 
 struct Server {
@@ -130,7 +145,116 @@ struct Server {
     addr: Arc<str>,
     /// How to speak TLS to it; `None`: plain TCP.
     tls: Option<TlsTarget>,
-    idle: Mutex<Vec<IdleConn>>,
+    /// Idle connections per worker thread ([`crate::server::current_worker`]): a
+    /// connection's I/O task runs on the worker that opened it, so each worker
+    /// reuses its own, and workers never take the same lock.
+    idle: Box<[IdleSlot]>,
+    /// Its addresses (looked up when a name).
+    addresses: resolve::Addresses,
+    health: health::Health,
+    /// Requests sent to it whose response is not over yet (`least_conn`).
+    in_flight: AtomicUsize,
+    /// Its seed in rendezvous hashing.
+    seed: u64,
+}
+
+/// One worker's idle connections to one server, on a cache line of its own.
+#[derive(Default)]
+#[repr(align(128))]
+struct IdleSlot(Mutex<Vec<IdleConn>>);
+
+/// Idle stacks per server: worker threads beyond this share them (index modulo).
+const IDLE_SLOTS: usize = 64;
+
+/// The idle stacks of a new server.
+fn idle_slots() -> Box<[IdleSlot]> {
+    (0..IDLE_SLOTS).map(|_| IdleSlot::default()).collect()
+}
+
+impl Server {
+    /// The calling worker's idle connections to this server.
+    fn idle(&self) -> &Mutex<Vec<IdleConn>> {
+        &self.idle[crate::server::current_worker() % self.idle.len()].0
+    }
+
+    /// A server without TLS.
+    fn plain(addr: &str) -> Server {
+        Server {
+            addr: Arc::from(addr),
+            tls: None,
+            idle: idle_slots(),
+            addresses: resolve::Addresses::new(addr),
+            health: health::Health::default(),
+            in_flight: AtomicUsize::new(0),
+            seed: balance::server_seed(addr),
+        }
+    }
+}
+
+/// Counts a request in flight on a server until dropped.
+struct InFlight(Arc<Server>);
+
+impl InFlight {
+    fn new(server: &Arc<Server>) -> InFlight {
+        server.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(server.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Retries a pool may still make, in thousandths: each request adds
+/// `retry_budget` of a retry, each retry takes one; it holds at most
+/// [`RetryBudget::CAP`] and starts full.
+#[derive(Debug)]
+struct RetryBudget {
+    per_request: i64,
+    balance: AtomicI64,
+}
+
+impl RetryBudget {
+    const ONE: i64 = 1000;
+    const CAP: i64 = 10 * Self::ONE;
+
+    fn new(ratio: f64) -> RetryBudget {
+        RetryBudget {
+            // Checked to lie in 0..=1 by the configuration.
+            per_request: (ratio.clamp(0.0, 1.0) * Self::ONE as f64).round() as i64,
+            balance: AtomicI64::new(Self::CAP),
+        }
+    }
+
+    fn deposit(&self) {
+        if self.per_request > 0 && self.balance.load(Ordering::Relaxed) < Self::CAP {
+            let _ = self
+                .balance
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                    Some((b + self.per_request).min(Self::CAP))
+                });
+        }
+    }
+
+    fn withdraw(&self) -> bool {
+        self.balance
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                (b >= Self::ONE).then_some(b - Self::ONE)
+            })
+            .is_ok()
+    }
+}
+
+/// Why one attempt on one server failed.
+struct Failure {
+    error: UpstreamError,
+    /// The request, when it was not sent (another server may take it as it is).
+    unsent: Option<UpstreamRequest>,
+    /// Whether the failure counts against the server's health (a reused
+    /// connection closed by the server is not its fault).
+    server_fault: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -170,6 +294,14 @@ pub struct Pool {
     servers: Vec<Arc<Server>>,
     backups: Vec<Arc<Server>>,
     next: AtomicUsize,
+    balance: Balance,
+    hash_key: Option<HashKey>,
+    max_fails: u32,
+    fail_timeout: Duration,
+    retries: u32,
+    budget: RetryBudget,
+    resolver: resolve::Resolver,
+    resolve_min_ttl: Duration,
     keepalive: usize,
     connect_timeout: Duration,
     read_timeout: Duration,
@@ -195,6 +327,15 @@ pub struct Upstreams {
     routes: Vec<Route>,
 }
 
+impl std::fmt::Debug for resolve::Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            resolve::Resolver::Dns(_) => "dns",
+            resolve::Resolver::System { .. } => "system",
+        })
+    }
+}
+
 impl std::fmt::Debug for Upstreams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstreams")
@@ -206,14 +347,42 @@ impl std::fmt::Debug for Upstreams {
 
 impl Upstreams {
     /// Builds the pools and routes of a checked configuration (reading the trust
-    /// roots of pools that speak TLS).
-    pub fn new(cfg: &Config, metrics: &Arc<Metrics>) -> Result<Self, UpstreamSetupError> {
+    /// roots of pools that speak TLS). Server names are looked up with `dns` (the
+    /// resolver of `[dns]`), or the system resolver when it is off. Inside a
+    /// runtime, the names are looked up at once and the active health checks start
+    /// (they stop when the pools are dropped).
+    pub fn new(
+        cfg: &Config,
+        metrics: &Arc<Metrics>,
+        dns: Option<Arc<Dns>>,
+    ) -> Result<Self, UpstreamSetupError> {
         let mut system_roots = None;
+        let resolver = match dns {
+            Some(d) => resolve::Resolver::Dns(d),
+            None => resolve::Resolver::System {
+                timeout: cfg.dns.timeout,
+            },
+        };
         let pools: Vec<Arc<Pool>> = cfg
             .upstreams
             .iter()
-            .map(|u| Pool::new(u, metrics.clone(), &mut system_roots).map(Arc::new))
+            .map(|u| {
+                Pool::new(u, metrics.clone(), &mut system_roots, resolver.clone()).map(Arc::new)
+            })
             .collect::<Result<_, _>>()?;
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            for (pool, u) in pools.iter().zip(&cfg.upstreams) {
+                if let Some(check) = &u.health_check {
+                    health::spawn_checks(pool, check.clone());
+                }
+                let pool = pool.clone();
+                rt.spawn(async move {
+                    for s in pool.servers.iter().chain(&pool.backups) {
+                        let _ = pool.resolve(s).await;
+                    }
+                });
+            }
+        }
         let mut routes: Vec<Route> = cfg
             .routes
             .iter()
@@ -263,12 +432,38 @@ impl Upstreams {
             .map(|r| &self.pools[r.pool])
     }
 
+    /// Every server of every pool: its pool, its address as written, whether it
+    /// is in service, and its requests in flight (for `/metrics`).
+    pub fn server_states(&self) -> Vec<crate::metrics::UpstreamServerState> {
+        self.pools
+            .iter()
+            .flat_map(|p| {
+                p.servers
+                    .iter()
+                    .chain(&p.backups)
+                    .map(|s| crate::metrics::UpstreamServerState {
+                        pool: p.name.clone(),
+                        server: s.addr.clone(),
+                        up: s.health.is_up(),
+                        in_flight: s.in_flight.load(Ordering::Relaxed),
+                    })
+            })
+            .collect()
+    }
+
     /// Drops idle connections that have outlived their pool's idle timeout.
     pub fn reap_idle(&self) {
         for p in &self.pools {
             for s in p.servers.iter().chain(&p.backups) {
-                let mut idle = s.idle.lock().unwrap_or_else(|e| e.into_inner());
-                idle.retain(|c| c.since.elapsed() < p.idle_timeout && !c.sender.is_closed());
+                let generation = s.addresses.generation();
+                for slot in s.idle.iter() {
+                    let mut idle = slot.0.lock().unwrap_or_else(|e| e.into_inner());
+                    idle.retain(|c| {
+                        c.since.elapsed() < p.idle_timeout
+                            && !c.sender.is_closed()
+                            && c.generation == generation
+                    });
+                }
             }
         }
     }
@@ -418,6 +613,7 @@ impl Pool {
         cfg: &UpstreamConfig,
         metrics: Arc<Metrics>,
         system_roots: &mut Option<Arc<rustls::RootCertStore>>,
+        resolver: resolve::Resolver,
     ) -> Result<Self, UpstreamSetupError> {
         let fail = |message: String| UpstreamSetupError::Tls {
             pool: cfg.name.clone(),
@@ -442,9 +638,8 @@ impl Pool {
                 _ => None,
             };
             Ok(Arc::new(Server {
-                addr: Arc::from(addr),
                 tls,
-                idle: Mutex::new(Vec::new()),
+                ..Server::plain(addr)
             }))
         };
         Ok(Pool {
@@ -452,6 +647,14 @@ impl Pool {
             servers: cfg.servers.iter().map(server).collect::<Result<_, _>>()?,
             backups: cfg.backup.iter().map(server).collect::<Result<_, _>>()?,
             next: AtomicUsize::new(0),
+            balance: cfg.balance,
+            hash_key: cfg.hash_key(),
+            max_fails: cfg.max_fails,
+            fail_timeout: cfg.fail_timeout,
+            retries: cfg.retries,
+            budget: RetryBudget::new(cfg.retry_budget),
+            resolver,
+            resolve_min_ttl: cfg.resolve_min_ttl,
             keepalive: cfg.keepalive,
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
@@ -460,148 +663,116 @@ impl Pool {
         })
     }
 
-    /// Sends a request and waits for the response head, choosing a server
-    /// round-robin and failing over on connection errors. `again` (when given)
-    /// makes the same request once more: it is called only when a request that is
-    /// safe to repeat must be sent again (a reused connection failed after taking
-    /// it); without it, a copy of such a request is kept for that case.
+    /// Sends a request and waits for the response head, choosing the servers in
+    /// the pool's balancing order, failing over on connection errors, and sending
+    /// a request that is safe to repeat to the next server when one fails before
+    /// the response head (within `retries` and the retry budget). `again` (when
+    /// given) makes the same request once more: it is called only when a request
+    /// that is safe to repeat must be sent again; without it, a copy of such a
+    /// request is kept for that case.
     pub async fn send(
         self: &Arc<Self>,
         req: UpstreamRequest,
         timing: &mut UpstreamTiming,
         again: Option<&(dyn Fn() -> Option<UpstreamRequest> + Sync)>,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let n = self.servers.len();
-        let order = (0..n)
-            .map(|i| &self.servers[(start + i) % n])
-            .chain(self.backups.iter());
-        let mut last_err: Option<UpstreamError> = None;
-        let mut req = req;
+        let rotation = self.next.fetch_add(1, Ordering::Relaxed);
+        let key = self
+            .hash_key
+            .as_ref()
+            .and_then(|k| balance::key_of(k, &req.headers));
+        let order = balance::order(self.balance, &self.servers, &self.backups, rotation, key);
+        self.budget.deposit();
+        let idempotent = matches!(
+            req.method,
+            Method::GET
+                | Method::HEAD
+                | Method::OPTIONS
+                | Method::TRACE
+                | Method::PUT
+                | Method::DELETE
+        );
         // A request without Host (HTTP/1.0) gets the server's address, as RFC 9110
         // §7.2 asks of a proxy.
         let add_host = !req.headers.contains_key(http::header::HOST);
         // A connection that may be upgraded is new, and never goes back to the pool.
         let upgrade = req.headers.contains_key(http::header::UPGRADE);
-        for server in order {
-            if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
-                req.headers.insert(http::header::HOST, v);
+        let copy = (idempotent && again.is_none()).then(|| req.clone());
+        let remake = || -> Option<UpstreamRequest> {
+            if !idempotent {
+                return None;
             }
-            // A pooled connection first.
-            let pooled = if upgrade {
-                None
-            } else {
-                self.take_idle(server).await
+            match &copy {
+                Some(c) => Some(c.clone()),
+                None => again.and_then(|f| f()),
+            }
+        };
+        let mut next_req = Some(req);
+        let mut retries_left = self.retries;
+        let mut last_err: Option<UpstreamError> = None;
+        for (i, server) in order.iter().enumerate() {
+            let last = i + 1 == order.len();
+            let Some(req) = next_req.take().or_else(remake) else {
+                break;
             };
-            if let Some(mut sender) = pooled {
-                let idempotent = matches!(
-                    req.method,
-                    Method::GET
-                        | Method::HEAD
-                        | Method::OPTIONS
-                        | Method::TRACE
-                        | Method::PUT
-                        | Method::DELETE
-                );
-                let retry_copy = (idempotent && again.is_none()).then(|| req.clone());
-                let body_copy = req.body.clone();
-                let t0 = Instant::now();
-                let sent =
-                    tokio::time::timeout(self.read_timeout, sender.try_send_request(req.build()))
-                        .await;
-                let Ok(sent) = sent else {
-                    // The request went out on a live connection and no answer came:
-                    // the same 504 as on a new connection (the connection is dropped).
-                    timing.first_byte_us = micros(t0.elapsed());
-                    timing.reused = true;
-                    return Err(UpstreamError::ResponseTimeout {
-                        server: server.addr.to_string(),
-                        timeout: self.read_timeout,
-                    });
-                };
-                match sent {
-                    Ok(resp) => {
-                        timing.first_byte_us = micros(t0.elapsed());
-                        timing.reused = true;
-                        return Ok(self.response(resp, sender, server));
-                    }
-                    Err(mut e) => {
-                        // The connection was stale. Retry on a fresh one when the
-                        // request is known unsent, or is safe to repeat.
-                        req = match (e.take_message(), retry_copy) {
-                            (Some(back), _) => {
-                                let (parts, _) = back.into_parts();
-                                UpstreamRequest {
-                                    method: parts.method,
-                                    uri: parts.uri,
-                                    headers: parts.headers,
-                                    body: body_copy,
-                                }
-                            }
-                            (None, Some(copy)) => copy,
-                            (None, None) => match again.filter(|_| idempotent).and_then(|f| f()) {
-                                Some(mut made) => {
-                                    if add_host
-                                        && let Ok(v) = http::HeaderValue::from_str(&server.addr)
-                                    {
-                                        made.headers.insert(http::header::HOST, v);
-                                    }
-                                    made
-                                }
-                                None => {
-                                    return Err(UpstreamError::Protocol {
-                                        server: server.addr.to_string(),
-                                        reason: e.into_error().to_string(),
-                                    });
-                                }
-                            },
-                        };
-                    }
+            let failure = match self
+                .attempt(server, req, timing, add_host, upgrade, &remake)
+                .await
+            {
+                Ok(resp) => {
+                    server.health.succeeded();
+                    return Ok(resp);
+                }
+                Err(f) => f,
+            };
+            if failure.server_fault {
+                self.metrics
+                    .upstream_server_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                if server.health.failed(self.max_fails, self.fail_timeout) {
+                    self.metrics
+                        .upstream_servers_out
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        "upstream {}: server {} is out for {:?} after {} failure(s): {}",
+                        self.name,
+                        server.addr,
+                        self.fail_timeout,
+                        self.max_fails,
+                        failure.error
+                    );
                 }
             }
-            let t0 = Instant::now();
-            let conn = tokio::time::timeout(self.connect_timeout, self.connect(server)).await;
-            timing.connect_us += micros(t0.elapsed());
-            let mut sender = match conn {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
+            match failure.unsent {
+                // Not sent: the next server takes it, whatever the method.
+                Some(r) => next_req = Some(r),
+                None => {
+                    if !idempotent || upgrade || retries_left == 0 || last {
+                        return Err(failure.error);
+                    }
+                    if !self.budget.withdraw() {
+                        self.metrics
+                            .upstream_retries_over_budget
+                            .fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            "upstream {}: not retrying after {}: the retry budget is spent",
+                            self.name,
+                            failure.error
+                        );
+                        return Err(failure.error);
+                    }
+                    retries_left -= 1;
                     self.metrics
-                        .upstream_connect_errors
+                        .upstream_retries
                         .fetch_add(1, Ordering::Relaxed);
-                    last_err = Some(UpstreamError::Connect {
-                        pool: self.name.to_string(),
-                        reason: format!("{}: {e}", server.addr),
-                    });
-                    continue;
+                    tracing::warn!(
+                        "upstream {}: {}; sending the request to the next server",
+                        self.name,
+                        failure.error
+                    );
                 }
-                Err(_) => {
-                    self.metrics
-                        .upstream_connect_errors
-                        .fetch_add(1, Ordering::Relaxed);
-                    last_err = Some(UpstreamError::ConnectTimeout {
-                        pool: self.name.to_string(),
-                    });
-                    continue;
-                }
-            };
-            self.metrics
-                .upstream_connects
-                .fetch_add(1, Ordering::Relaxed);
-            let t0 = Instant::now();
-            let sent =
-                tokio::time::timeout(self.read_timeout, sender.send_request(req.build())).await;
-            timing.first_byte_us = micros(t0.elapsed());
-            return match sent {
-                Ok(Ok(resp)) => Ok(self.response(resp, sender, server)),
-                Ok(Err(e)) => Err(UpstreamError::Protocol {
-                    server: server.addr.to_string(),
-                    reason: e.to_string(),
-                }),
-                Err(_) => Err(UpstreamError::ResponseTimeout {
-                    server: server.addr.to_string(),
-                    timeout: self.read_timeout,
-                }),
-            };
+            }
+            last_err = Some(failure.error);
         }
         Err(last_err.unwrap_or_else(|| UpstreamError::Connect {
             pool: self.name.to_string(),
@@ -609,11 +780,153 @@ impl Pool {
         }))
     }
 
+    /// Sends `req` to one server: on a pooled connection when there is one (a
+    /// pooled connection found closed is replaced by a new one), else on a new one.
+    async fn attempt(
+        self: &Arc<Self>,
+        server: &Arc<Server>,
+        mut req: UpstreamRequest,
+        timing: &mut UpstreamTiming,
+        add_host: bool,
+        upgrade: bool,
+        remake: &(dyn Fn() -> Option<UpstreamRequest> + Sync),
+    ) -> Result<UpstreamResponse, Failure> {
+        let in_flight = InFlight::new(server);
+        let set_host = |r: &mut UpstreamRequest| {
+            if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
+                r.headers.insert(http::header::HOST, v);
+            }
+        };
+        set_host(&mut req);
+        // A pooled connection first, if it was opened on the addresses in force
+        // (looked up again once their TTL is over).
+        let pooled = if upgrade {
+            None
+        } else {
+            let _ = tokio::time::timeout(self.connect_timeout, self.resolve(server)).await;
+            self.take_idle(server).await
+        };
+        if let Some(mut sender) = pooled {
+            let body_copy = req.body.clone();
+            let t0 = Instant::now();
+            let sent =
+                tokio::time::timeout(self.read_timeout, sender.try_send_request(req.build())).await;
+            let Ok(sent) = sent else {
+                // The request went out on a live connection and no answer came:
+                // the same 504 as on a new connection (the connection is dropped).
+                timing.first_byte_us = micros(t0.elapsed());
+                timing.reused = true;
+                return Err(Failure {
+                    error: UpstreamError::ResponseTimeout {
+                        server: server.addr.to_string(),
+                        timeout: self.read_timeout,
+                    },
+                    unsent: None,
+                    server_fault: true,
+                });
+            };
+            match sent {
+                Ok(resp) => {
+                    timing.first_byte_us = micros(t0.elapsed());
+                    timing.reused = true;
+                    let generation = server.addresses.generation();
+                    return Ok(self.response(resp, sender, server, in_flight, generation));
+                }
+                Err(mut e) => {
+                    // The connection was stale. Retry on a fresh one when the
+                    // request is known unsent, or is safe to repeat.
+                    req = match e.take_message() {
+                        Some(back) => {
+                            let (parts, _) = back.into_parts();
+                            UpstreamRequest {
+                                method: parts.method,
+                                uri: parts.uri,
+                                headers: parts.headers,
+                                body: body_copy,
+                            }
+                        }
+                        None => match remake() {
+                            Some(mut made) => {
+                                set_host(&mut made);
+                                made
+                            }
+                            None => {
+                                return Err(Failure {
+                                    error: UpstreamError::Protocol {
+                                        server: server.addr.to_string(),
+                                        reason: e.into_error().to_string(),
+                                    },
+                                    unsent: None,
+                                    server_fault: false,
+                                });
+                            }
+                        },
+                    };
+                }
+            }
+        }
+        let t0 = Instant::now();
+        let conn = tokio::time::timeout(self.connect_timeout, self.connect(server)).await;
+        timing.connect_us += micros(t0.elapsed());
+        let (mut sender, generation) = match conn {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                self.metrics
+                    .upstream_connect_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(Failure {
+                    error: UpstreamError::Connect {
+                        pool: self.name.to_string(),
+                        reason: format!("{}: {e}", server.addr),
+                    },
+                    unsent: Some(req),
+                    server_fault: true,
+                });
+            }
+            Err(_) => {
+                self.metrics
+                    .upstream_connect_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(Failure {
+                    error: UpstreamError::ConnectTimeout {
+                        pool: self.name.to_string(),
+                    },
+                    unsent: Some(req),
+                    server_fault: true,
+                });
+            }
+        };
+        self.metrics
+            .upstream_connects
+            .fetch_add(1, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let sent = tokio::time::timeout(self.read_timeout, sender.send_request(req.build())).await;
+        timing.first_byte_us = micros(t0.elapsed());
+        let error = match sent {
+            Ok(Ok(resp)) => return Ok(self.response(resp, sender, server, in_flight, generation)),
+            Ok(Err(e)) => UpstreamError::Protocol {
+                server: server.addr.to_string(),
+                reason: e.to_string(),
+            },
+            Err(_) => UpstreamError::ResponseTimeout {
+                server: server.addr.to_string(),
+                timeout: self.read_timeout,
+            },
+        };
+        Err(Failure {
+            error,
+            unsent: None,
+            server_fault: true,
+        })
+    }
+
     fn response(
         self: &Arc<Self>,
         resp: Response<Incoming>,
         sender: Sender,
         server: &Arc<Server>,
+        in_flight: InFlight,
+        generation: u64,
     ) -> UpstreamResponse {
         let (parts, body) = resp.into_parts();
         let done = body.is_end_stream();
@@ -621,7 +934,8 @@ impl Pool {
         let switched = parts.status == http::StatusCode::SWITCHING_PROTOCOLS;
         let mut ub = UpstreamBody {
             inner: body,
-            conn: (!switched).then(|| (sender, server.clone(), self.clone())),
+            conn: (!switched).then(|| (sender, server.clone(), self.clone(), generation)),
+            in_flight: Some(in_flight),
             read_timeout: self.read_timeout,
             sleep: None,
             done: false,
@@ -637,12 +951,16 @@ impl Pool {
     }
 
     async fn take_idle(&self, server: &Server) -> Option<Sender> {
+        let generation = server.addresses.generation();
         loop {
             let candidate = {
-                let mut idle = server.idle.lock().unwrap_or_else(|e| e.into_inner());
+                let mut idle = server.idle().lock().unwrap_or_else(|e| e.into_inner());
                 idle.pop()
             }?;
-            if candidate.sender.is_closed() || candidate.since.elapsed() >= self.idle_timeout {
+            if candidate.sender.is_closed()
+                || candidate.since.elapsed() >= self.idle_timeout
+                || candidate.generation != generation
+            {
                 continue;
             }
             let mut sender = candidate.sender;
@@ -658,35 +976,77 @@ impl Pool {
         }
     }
 
-    fn put_idle(&self, server: &Server, sender: Sender) {
+    fn put_idle(&self, server: &Server, sender: Sender, generation: u64) {
         if sender.is_closed() || self.keepalive == 0 {
             return;
         }
-        let mut idle = server.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if generation != server.addresses.generation() {
+            // Opened on addresses that have changed since.
+            return;
+        }
+        let mut idle = server.idle().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.keepalive {
             idle.push(IdleConn {
                 sender,
                 since: Instant::now(),
+                generation,
             });
         }
     }
 
-    async fn connect(&self, server: &Server) -> Result<Sender, String> {
-        let stream = TcpStream::connect(&*server.addr)
+    /// The addresses of `server` now (looked up, or the last good answer).
+    async fn resolve(&self, server: &Server) -> Result<resolve::Resolved, String> {
+        server
+            .addresses
+            .get(
+                &self.resolver,
+                self.resolve_min_ttl,
+                &self.name,
+                &self.metrics,
+            )
             .await
-            .map_err(|e| e.to_string())?;
-        let _ = stream.set_nodelay(true);
-        match &server.tls {
-            None => handshake(stream).await,
+    }
+
+    /// A TCP connection to one of `server`'s addresses (tried in turn), and the
+    /// generation of those addresses.
+    async fn connect_tcp(&self, server: &Server) -> Result<(TcpStream, u64), String> {
+        let resolved = self.resolve(server).await?;
+        let mut last = String::from("no address");
+        for a in resolved.addrs.iter() {
+            match TcpStream::connect(a).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok((s, resolved.generation));
+                }
+                Err(e) => last = connect_error(a, &e, resolved.addrs.len()),
+            }
+        }
+        Err(last)
+    }
+
+    async fn connect(&self, server: &Server) -> Result<(Sender, u64), String> {
+        let (stream, generation) = self.connect_tcp(server).await?;
+        let sender = match &server.tls {
+            None => handshake(stream).await?,
             Some(t) => {
                 let tls = t
                     .connector
                     .connect(t.name.clone(), stream)
                     .await
                     .map_err(|e| format!("TLS handshake failed: {e}"))?;
-                handshake(tls).await
+                handshake(tls).await?
             }
-        }
+        };
+        Ok((sender, generation))
+    }
+}
+
+/// A connection error, naming the address when a name had several.
+fn connect_error(addr: &SocketAddr, e: &std::io::Error, count: usize) -> String {
+    if count > 1 {
+        format!("{addr}: {e}")
+    } else {
+        e.to_string()
     }
 }
 
@@ -727,7 +1087,9 @@ pub enum UpstreamBodyError {
 /// to the pool; dropping it early closes the connection.
 pub struct UpstreamBody {
     inner: Incoming,
-    conn: Option<(Sender, Arc<Server>, Arc<Pool>)>,
+    conn: Option<(Sender, Arc<Server>, Arc<Pool>, u64)>,
+    /// Counts the request in flight on its server until the body is over.
+    in_flight: Option<InFlight>,
     read_timeout: Duration,
     sleep: Option<Pin<Box<Sleep>>>,
     done: bool,
@@ -744,8 +1106,9 @@ impl std::fmt::Debug for UpstreamBody {
 impl UpstreamBody {
     fn finish(&mut self) {
         self.done = true;
-        if let Some((sender, server, pool)) = self.conn.take() {
-            pool.put_idle(&server, sender);
+        self.in_flight = None;
+        if let Some((sender, server, pool, generation)) = self.conn.take() {
+            pool.put_idle(&server, sender, generation);
         }
     }
 }
@@ -809,12 +1172,37 @@ impl Body for UpstreamBody {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_retry_budget_starts_full_and_refills_per_request() {
+        let b = RetryBudget::new(0.25);
+        for _ in 0..10 {
+            assert!(b.withdraw());
+        }
+        assert!(!b.withdraw());
+        for _ in 0..3 {
+            b.deposit();
+        }
+        assert!(!b.withdraw(), "3 requests pay 0.75 of a retry");
+        b.deposit();
+        assert!(b.withdraw());
+        // Never more than 10 in store.
+        for _ in 0..1000 {
+            b.deposit();
+        }
+        assert_eq!(b.balance.load(Ordering::Relaxed), RetryBudget::CAP);
+        let none = RetryBudget::new(0.0);
+        for _ in 0..1000 {
+            none.deposit();
+        }
+        assert_eq!(none.balance.load(Ordering::Relaxed), RetryBudget::CAP);
+    }
+
     fn upstreams(extra: &str) -> Upstreams {
         let text = format!(
             "[[listener]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n[[upstream]]\nname = \"b\"\nservers = [\"127.0.0.1:3\"]\n[[upstream]]\nname = \"c\"\nservers = [\"127.0.0.1:4\"]\n{extra}"
         );
         let cfg = Config::parse(&text, std::path::Path::new("/x.toml")).unwrap();
-        Upstreams::new(&cfg, &Arc::new(Metrics::new())).unwrap()
+        Upstreams::new(&cfg, &Arc::new(Metrics::new()), None).unwrap()
     }
 
     #[test]

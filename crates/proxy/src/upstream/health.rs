@@ -1,0 +1,256 @@
+//! Server health. Passive: `max_fails` failures (no connection, no response head)
+//! within `fail_timeout` take a server out for `fail_timeout`. Active: a background
+//! task checks every server of a pool each `interval` (an HTTP GET expecting a
+//! status, or a TCP connection); `fall` failed checks in a row take it out, `rise`
+//! passed ones bring it back. A server that is out is tried only after every server
+//! that is in, so a pool whose servers are all out still tries them.
+
+use super::{Pool, Server};
+use crate::config::{HealthCheckConfig, HealthCheckKind};
+use bytes::Bytes;
+use http_body_util::Full;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+/// Milliseconds on a clock shared by every pool (never 0).
+fn now_ms() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    let base = *BASE.get_or_init(Instant::now);
+    u64::try_from(base.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(1)
+}
+
+/// The health of one server.
+#[derive(Debug)]
+pub(super) struct Health {
+    /// Failures counted, and when the first of them happened (ms).
+    fails: Mutex<(u32, u64)>,
+    /// Out until then (ms); 0: in.
+    down_until: AtomicU64,
+    /// What the active checks say (true until they say otherwise).
+    checked_up: AtomicBool,
+    /// Passed and failed checks in a row.
+    passes: AtomicU32,
+    failures: AtomicU32,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            fails: Mutex::new((0, 0)),
+            down_until: AtomicU64::new(0),
+            checked_up: AtomicBool::new(true),
+            passes: AtomicU32::new(0),
+            failures: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Health {
+    /// Whether the server takes requests now.
+    pub fn is_up(&self) -> bool {
+        self.checked_up.load(Ordering::Relaxed)
+            && self.down_until.load(Ordering::Relaxed) <= now_ms()
+    }
+
+    /// A request failed on the server. True when this failure took it out.
+    pub fn failed(&self, max_fails: u32, fail_timeout: Duration) -> bool {
+        if max_fails == 0 {
+            return false;
+        }
+        let now = now_ms();
+        let window = u64::try_from(fail_timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut f = self.fails.lock().unwrap_or_else(|e| e.into_inner());
+        if f.0 == 0 || now.saturating_sub(f.1) >= window {
+            *f = (0, now);
+        }
+        f.0 += 1;
+        if f.0 >= max_fails {
+            *f = (0, 0);
+            self.down_until
+                .store(now.saturating_add(window), Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// A request got its response head from the server: earlier failures are
+    /// forgotten.
+    pub fn succeeded(&self) {
+        let mut f = self.fails.lock().unwrap_or_else(|e| e.into_inner());
+        f.0 = 0;
+    }
+
+    /// Records one active check. `Some(up)` when the server changed state.
+    fn checked(&self, passed: bool, rise: u32, fall: u32) -> Option<bool> {
+        let up = self.checked_up.load(Ordering::Relaxed);
+        if passed {
+            self.failures.store(0, Ordering::Relaxed);
+            let n = self.passes.fetch_add(1, Ordering::Relaxed) + 1;
+            if !up && n >= rise {
+                self.checked_up.store(true, Ordering::Relaxed);
+                // Back in: the passive state starts afresh too.
+                self.down_until.store(0, Ordering::Relaxed);
+                return Some(true);
+            }
+        } else {
+            self.passes.store(0, Ordering::Relaxed);
+            let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+            if up && n >= fall {
+                self.checked_up.store(false, Ordering::Relaxed);
+                return Some(false);
+            }
+        }
+        None
+    }
+}
+
+/// Starts the active checks of `pool` on the current runtime; they stop when the
+/// pool is dropped.
+pub(super) fn spawn_checks(pool: &Arc<Pool>, check: HealthCheckConfig) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let weak: Weak<Pool> = Arc::downgrade(pool);
+    rt.spawn(async move {
+        let mut tick = tokio::time::interval(check.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let check = Arc::new(check);
+        loop {
+            tick.tick().await;
+            let Some(pool) = weak.upgrade() else {
+                return;
+            };
+            let mut set = tokio::task::JoinSet::new();
+            for server in pool.servers.iter().chain(&pool.backups) {
+                let (pool, server, check) = (pool.clone(), server.clone(), check.clone());
+                set.spawn(async move {
+                    let result =
+                        tokio::time::timeout(check.timeout, probe(&pool, &server, &check)).await;
+                    let outcome = match result {
+                        Ok(r) => r,
+                        Err(_) => Err(format!("no answer within {:?}", check.timeout)),
+                    };
+                    pool.record_check(&server, outcome, check.rise, check.fall);
+                });
+            }
+            while set.join_next().await.is_some() {}
+        }
+    });
+}
+
+impl Pool {
+    fn record_check(&self, server: &Server, outcome: Result<(), String>, rise: u32, fall: u32) {
+        let m = &self.metrics;
+        m.upstream_health_checks.fetch_add(1, Ordering::Relaxed);
+        if outcome.is_err() {
+            m.upstream_health_check_failures
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        match (server.health.checked(outcome.is_ok(), rise, fall), &outcome) {
+            (Some(false), Err(e)) => {
+                m.upstream_servers_out.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    "upstream {}: server {} is out after {fall} failed health check(s): {e}",
+                    self.name,
+                    server.addr
+                );
+            }
+            (Some(true), _) => {
+                m.upstream_servers_back.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "upstream {}: server {} is back after {rise} passed health check(s)",
+                    self.name,
+                    server.addr
+                );
+            }
+            (None, Err(e)) => tracing::debug!(
+                "upstream {}: health check of {} failed: {e}",
+                self.name,
+                server.addr
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// One check of one server.
+async fn probe(pool: &Pool, server: &Server, check: &HealthCheckConfig) -> Result<(), String> {
+    match check.kind {
+        HealthCheckKind::Tcp => pool.connect_tcp(server).await.map(|_| ()),
+        HealthCheckKind::Http => {
+            let (mut sender, _) = pool.connect(server).await?;
+            let host = check.host.as_deref().unwrap_or(&server.addr);
+            let req = http::Request::get(check.path.as_str())
+                .header(http::header::HOST, host)
+                .header(http::header::USER_AGENT, "palisade-health-check")
+                .header(http::header::CONNECTION, "close")
+                .body(Full::new(Bytes::new()))
+                .map_err(|e| e.to_string())?;
+            let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+            let status = resp.status().as_u16();
+            let ok = if check.expect_status.is_empty() {
+                (200..400).contains(&status)
+            } else {
+                check.expect_status.contains(&status)
+            };
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("{} answered {status}", check.path))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passive_failures_within_the_window() {
+        let h = Health::default();
+        assert!(h.is_up());
+        assert!(!h.failed(2, Duration::from_secs(10)));
+        assert!(h.is_up());
+        // A success in between forgets the first failure.
+        h.succeeded();
+        assert!(!h.failed(2, Duration::from_secs(10)));
+        assert!(h.failed(2, Duration::from_secs(10)));
+        assert!(!h.is_up());
+        // max_fails = 0: never out.
+        let h = Health::default();
+        for _ in 0..10 {
+            assert!(!h.failed(0, Duration::from_secs(10)));
+        }
+        assert!(h.is_up());
+    }
+
+    #[test]
+    fn out_for_fail_timeout_only() {
+        let h = Health::default();
+        assert!(h.failed(1, Duration::from_millis(30)));
+        assert!(!h.is_up());
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(h.is_up());
+    }
+
+    #[test]
+    fn rise_and_fall() {
+        let h = Health::default();
+        assert_eq!(h.checked(false, 2, 3), None);
+        assert_eq!(h.checked(false, 2, 3), None);
+        // A pass resets the run of failures.
+        assert_eq!(h.checked(true, 2, 3), None);
+        assert_eq!(h.checked(false, 2, 3), None);
+        assert_eq!(h.checked(false, 2, 3), None);
+        assert_eq!(h.checked(false, 2, 3), Some(false));
+        assert!(!h.is_up());
+        assert_eq!(h.checked(true, 2, 3), None);
+        assert!(!h.is_up());
+        assert_eq!(h.checked(true, 2, 3), Some(true));
+        assert!(h.is_up());
+    }
+}
