@@ -25,7 +25,7 @@
 //!   names the costliest requests;
 //! - `PALISADE_BENCH_BREAKDOWN=1` prints what each CRS v4 rule file costs on its own;
 //! - `PALISADE_BENCH_MEM=1` prints the resident memory CRS v4 takes, loaded and after
-//!   traffic;
+//!   traffic (the fixed requests, then the varying sample) and its peak;
 //! - `PALISADE_BENCH_CPU=SECONDS` prints CPU time per transaction (the thread's own CPU
 //!   clock, which a busy machine does not inflate), SECONDS per row;
 //! - `PALISADE_BENCH_BUDGET=SECONDS` prints what metering the CPU budget costs: each
@@ -421,11 +421,21 @@ fn cpu_table(secs: f64) {
 
 /// The process's resident set size, in KiB (VmRSS).
 fn rss_kib() -> u64 {
+    status_kib("VmRSS:")
+}
+
+/// The process's peak resident set size, in KiB (VmHWM).
+fn hwm_kib() -> u64 {
+    status_kib("VmHWM:")
+}
+
+/// A figure in KiB from /proc/self/status (`key` with its colon), 0 when unknown.
+fn status_kib(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
@@ -463,6 +473,33 @@ fn memory() {
         );
         last = now;
     }
+    // Then the varying sample, whose distinct values make the lazily built automata
+    // grow where the repeated requests above do not. Reading it takes memory of its
+    // own (the whole corpus is read, then sampled), counted apart; what that reading
+    // frees may be reused by the engine, so the growth below is a lower bound.
+    LazyLock::force(&VARYING);
+    let now = rss_kib();
+    println!(
+        "RSS after reading the varying sample (not the engine's): {:.1} MiB (+{:.1} MiB)",
+        mib(now),
+        mib(now.saturating_sub(last))
+    );
+    last = now;
+    for &name in VARYING_ROWS {
+        let reqs = varying_rows(name);
+        for req in reqs {
+            std::hint::black_box(common::run(&rs, req, Some(&RESPONSE)));
+        }
+        let now = rss_kib();
+        println!(
+            "RSS after {} x {name}: {:.1} MiB (+{:.1} MiB)",
+            reqs.len(),
+            mib(now),
+            mib(now.saturating_sub(last))
+        );
+        last = now;
+    }
+    println!("peak RSS (VmHWM): {:.1} MiB", mib(hwm_kib()));
 }
 
 /// With `PALISADE_BENCH_BUDGET=SECONDS`: the cost of the CPU budget's metering. The

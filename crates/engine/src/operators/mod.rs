@@ -9,6 +9,7 @@ pub mod ip;
 pub mod pm;
 pub mod rx;
 mod rx_compat;
+mod rx_factors;
 pub mod rx_set;
 pub mod strings;
 pub mod validate;

@@ -33,6 +33,25 @@ use super::rx::fill_captures;
 /// tenth of that and answers the same.
 pub const MAX_DFA_BYTES: usize = 256 * 1024;
 
+/// An Aho-Corasick automaton over `phrases` that matches them ASCII
+/// case-insensitively with standard (overlapping-capable) semantics: a DFA when it
+/// stays within [`MAX_DFA_BYTES`], a contiguous NFA otherwise.
+pub(crate) fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, String> {
+    let build = |kind: Option<AhoCorasickKind>| {
+        AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(kind)
+            .build(phrases)
+            .map_err(|e| format!("cannot build the phrase matcher: {e}"))
+    };
+    let automaton = build(None)?;
+    if automaton.kind() == AhoCorasickKind::DFA && automaton.memory_usage() > MAX_DFA_BYTES {
+        return build(Some(AhoCorasickKind::ContiguousNFA));
+    }
+    Ok(automaton)
+}
+
 /// A compiled phrase matcher. Clones share the automaton and the phrases.
 #[derive(Debug, Clone)]
 pub struct Pm {
@@ -44,18 +63,7 @@ impl Pm {
     /// Builds the automaton over `phrases` (which must not be empty strings). No
     /// phrases means the operator never matches.
     pub fn new(phrases: Vec<Vec<u8>>) -> Result<Pm, String> {
-        let build = |kind: Option<AhoCorasickKind>| {
-            AhoCorasickBuilder::new()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::Standard)
-                .kind(kind)
-                .build(&phrases)
-                .map_err(|e| format!("cannot build the phrase matcher: {e}"))
-        };
-        let mut automaton = build(None)?;
-        if automaton.kind() == AhoCorasickKind::DFA && automaton.memory_usage() > MAX_DFA_BYTES {
-            automaton = build(Some(AhoCorasickKind::ContiguousNFA))?;
-        }
+        let automaton = phrase_automaton(&phrases)?;
         Ok(Pm {
             automaton,
             phrases: phrases.into(),

@@ -1,8 +1,21 @@
 //! A set of translated `@rx` patterns that answers "which patterns match somewhere in
 //! this value", for the prefilter (`crate::ruleset::prefilter`).
 //!
-//! The set only ever runs forward, unanchored searches without captures, so it is built
-//! from one forward NFA without capture states, run by a lazy DFA.
+//! One lazy DFA over a whole set of CRS patterns meets a new combination of partly
+//! matched patterns at nearly every byte of a value it has not seen: on traffic that
+//! varies (new User-Agents, cookies, referers) it spent nearly all its time building
+//! states and filling its cache. So the set is split by what the patterns require:
+//!
+//! - A pattern with required factors (`rx_factors`: strings one of which every match
+//!   contains) that are unlikely in ordinary text is gated: one Aho-Corasick pass over
+//!   the value finds the factors present, and only the patterns they belong to are
+//!   checked, each with its own regex (the rule's, shared), whose states stay few.
+//! - The other patterns (no factors, or only common ones such as single letters) run
+//!   together in one forward lazy DFA without captures. CRS v4 leaves six there.
+//!
+//! Answers are exact either way. Each thread also keeps a bounded memo of the answers
+//! for the values it met lately ([`MEMO_CAPACITY`] bytes per set), since request values
+//! repeat across transactions.
 //!
 //! When the lazy DFA gives up on a value (its cache cleared too often: a long value
 //! that walks a large set through many states), the set answers "every pattern may
@@ -11,32 +24,120 @@
 //! time in proportion to the value's length times the set's thousands of states, and
 //! took seconds on a 256 KiB argument.
 
+use aho_corasick::AhoCorasick;
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
+use regex_automata::meta::Regex;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::pool::Pool;
 use regex_automata::util::prefilter::Prefilter;
 use regex_automata::{Input, MatchKind, PatternID, PatternSet};
 use regex_syntax::hir::{Hir, Properties};
 
-use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, parse_hir};
+use super::pm::phrase_automaton;
+use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, compile_hir, parse_hir};
+use super::rx_factors::{required_factors, set_chance};
+
+/// Values longer than this run through the lazy DFA of every pattern instead of the
+/// gate (see [`RxSet::full`]).
+const FULL_SET_MIN_LEN: usize = 1024;
+
+/// Patterns whose factors are likely enough in ordinary text (see
+/// [`set_chance`]) to occur in most values stay in the lazy DFA: checking them one
+/// by one on nearly every value would cost more than running them together.
+const MAX_GATE_CHANCE: f64 = 0.05;
 
 type CacheFn =
     Box<dyn Fn() -> DfaCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
 
+type MemoFn =
+    Box<dyn Fn() -> Memo + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
+
+/// Most bytes of values (and their answers) one thread's memo of one set keeps; when
+/// full it is emptied and refilled.
+pub const MEMO_CAPACITY: usize = 256 * 1024;
+/// Longest value the memo keeps: longer ones are rarely repeated verbatim.
+const MEMO_MAX_VALUE: usize = 1024;
+
+/// The exact answers of one set for the values one thread met lately: request
+/// values repeat across transactions (a browser's headers, a session's cookies), and
+/// a repeated value is answered without a search.
+#[derive(Default)]
+struct Memo {
+    /// Value -> the patterns that match it (`None`: the lazy DFA gave up).
+    answers: rustc_hash::FxHashMap<Box<[u8]>, Option<Box<[u32]>>>,
+    bytes: usize,
+}
+
 /// A compiled set of translated patterns (see the module documentation).
 pub struct RxSet {
-    dfa: DFA,
-    caches: Pool<DfaCache, CacheFn>,
+    memo: Pool<Memo, MemoFn>,
+    /// The patterns without required factors, in one lazy DFA.
+    rest: Option<Lazy>,
+    /// The patterns with required factors.
+    gate: Option<Gate>,
+    /// Every pattern in one lazy DFA, for long values (bodies, attack payloads): on
+    /// them one pass costs less than the gate's pass plus a pass per candidate
+    /// pattern, and its states get reused within the value. `None` without a gate.
+    full: Option<Lazy>,
     len: usize,
     /// The shortest match of any pattern: shorter values cannot match.
     min_len: usize,
+}
+
+/// A lazy DFA over some of a set's patterns.
+struct Lazy {
+    dfa: DFA,
+    caches: Pool<DfaCache, CacheFn>,
+    /// For each of its patterns, the pattern's index in the set.
+    ids: Vec<u32>,
+}
+
+/// The patterns that have required factors (see `rx_factors`): one Aho-Corasick pass
+/// over a value finds the candidates, each then checked with its own regex.
+struct Gate {
+    automaton: AhoCorasick,
+    /// For each factor of the automaton, the set's patterns that require it.
+    owners: Vec<Box<[u32]>>,
+    /// For each pattern of the set, its own regex when it is gated.
+    singles: Vec<Option<Regex>>,
+}
+
+impl Gate {
+    /// The gated patterns one of whose factors occurs in `input`, each once.
+    fn candidates(&self, input: &[u8]) -> Vec<u32> {
+        let mut seen: Vec<u64> = Vec::new();
+        let mut out = Vec::new();
+        for m in self.automaton.find_overlapping_iter(input) {
+            for &p in self.owners[m.pattern().as_usize()].iter() {
+                let i = p as usize;
+                if seen.is_empty() {
+                    seen = vec![0; self.singles.len().div_ceil(64)];
+                }
+                if seen[i / 64] >> (i % 64) & 1 == 0 {
+                    seen[i / 64] |= 1 << (i % 64);
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
 }
 
 impl std::fmt::Debug for RxSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RxSet")
             .field("patterns", &self.len)
-            .field("nfa_states", &self.dfa.get_nfa().states().len())
+            .field(
+                "gated",
+                &(self.len - self.rest.as_ref().map_or(0, |r| r.ids.len())),
+            )
+            .field(
+                "nfa_states",
+                &self
+                    .rest
+                    .as_ref()
+                    .map_or(0, |r| r.dfa.get_nfa().states().len()),
+            )
             .finish()
     }
 }
@@ -60,12 +161,254 @@ impl RxSet {
 
     /// [`RxSet::new`] from parsed patterns (see [`parse_hir`]).
     pub(crate) fn from_hirs(hirs: &[Hir]) -> Result<RxSet, String> {
-        RxSet::build(hirs, SET_CACHE_CAPACITY)
+        RxSet::build(hirs, None, SET_CACHE_CAPACITY)
     }
 
-    /// [`RxSet::from_hirs`] with a lazy DFA cache of `capacity` bytes (at least the
-    /// minimum the set needs).
-    fn build(hirs: &[Hir], capacity: usize) -> Result<RxSet, String> {
+    /// [`RxSet::new`] for the patterns of compiled `@rx` operators, whose regexes
+    /// check the set's gated patterns (shared, not compiled again).
+    pub fn from_rxs(rxs: &[super::rx::Rx]) -> Result<RxSet, String> {
+        let hirs = rxs
+            .iter()
+            .map(|r| parse_hir(r.pattern()))
+            .collect::<Result<Vec<Hir>, String>>()?;
+        let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
+        RxSet::build(&hirs, Some(regexes), SET_CACHE_CAPACITY)
+    }
+
+    /// The set of `hirs`, whose compiled regexes are `regexes` when given (compiled
+    /// here otherwise, for the gated patterns); the lazy DFA of the patterns without
+    /// required factors gets a cache of `capacity` bytes (at least the minimum it
+    /// needs).
+    fn build(hirs: &[Hir], regexes: Option<Vec<Regex>>, capacity: usize) -> Result<RxSet, String> {
+        let mut regexes = regexes.map(|v| v.into_iter().map(Some).collect::<Vec<_>>());
+        let mut factors: Vec<Vec<u8>> = Vec::new();
+        let mut owners: Vec<Vec<u32>> = Vec::new();
+        let mut at: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+        let mut singles: Vec<Option<Regex>> = Vec::with_capacity(hirs.len());
+        let mut rest: Vec<u32> = Vec::new();
+        for (i, hir) in hirs.iter().enumerate() {
+            let single = match required_factors(hir) {
+                Some(fs) if set_chance(&fs) <= MAX_GATE_CHANCE => {
+                    let re = match regexes.as_mut() {
+                        Some(v) => v[i].take(),
+                        None => Some(compile_hir(hir)?),
+                    };
+                    if re.is_some() {
+                        for f in fs {
+                            let k = *at.entry(f.clone()).or_insert_with(|| {
+                                factors.push(f);
+                                owners.push(Vec::new());
+                                factors.len() - 1
+                            });
+                            owners[k].push(i as u32);
+                        }
+                    }
+                    re
+                }
+                _ => None,
+            };
+            if single.is_none() {
+                rest.push(i as u32);
+            }
+            singles.push(single);
+        }
+        let gate = if factors.is_empty() {
+            None
+        } else {
+            let automaton = phrase_automaton(&factors)?;
+            Some(Gate {
+                automaton,
+                owners: owners.into_iter().map(Vec::into_boxed_slice).collect(),
+                singles,
+            })
+        };
+        let rest = if rest.is_empty() {
+            None
+        } else {
+            let rest_hirs: Vec<Hir> = rest.iter().map(|&i| hirs[i as usize].clone()).collect();
+            Some(Lazy::build(&rest_hirs, rest, capacity)?)
+        };
+        let full = match &gate {
+            Some(_) => Some(Lazy::build(
+                hirs,
+                (0..hirs.len() as u32).collect(),
+                capacity,
+            )?),
+            None => None,
+        };
+        let props = Properties::union(hirs.iter().map(Hir::properties));
+        Ok(RxSet {
+            full,
+            memo: Pool::new(Box::new(Memo::default)),
+            rest,
+            gate,
+            len: hirs.len(),
+            min_len: props.minimum_len().unwrap_or(0),
+        })
+    }
+
+    /// The number of patterns.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the set has no patterns.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// No pattern can match a value this short.
+    fn impossible(&self, input: &[u8]) -> bool {
+        input.len() < self.min_len
+    }
+
+    /// Whether some pattern may match somewhere in `input`: `false` proves that none
+    /// does; `true` is exact unless the lazy DFA gave up (see the module
+    /// documentation).
+    pub fn is_match(&self, input: &[u8]) -> bool {
+        if self.impossible(input) {
+            return false;
+        }
+        if let Some(full) = self.full_for(input) {
+            return full.is_match(input);
+        }
+        let candidates = self.gate.as_ref().map(|g| g.candidates(input));
+        if let (Some(gate), Some(c)) = (&self.gate, &candidates)
+            && c.iter().any(|&p| {
+                gate.singles[p as usize]
+                    .as_ref()
+                    .is_some_and(|re| re.is_match(input))
+            })
+        {
+            return true;
+        }
+        self.rest.as_ref().is_some_and(|rest| rest.is_match(input))
+    }
+
+    /// The lazy DFA of every pattern when `input` is long (see [`RxSet::full`]).
+    fn full_for(&self, input: &[u8]) -> Option<&Lazy> {
+        (input.len() > FULL_SET_MIN_LEN)
+            .then_some(self.full.as_ref())
+            .flatten()
+    }
+
+    /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
+    /// have room for [`RxSet::len`] patterns): exactly those that do, or every
+    /// pattern when the lazy DFA gave up.
+    pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
+        if !self.try_which_match(input, hits) {
+            for p in 0..self.len {
+                if let Ok(id) = PatternID::new(p) {
+                    let _ = hits.try_insert(id);
+                }
+            }
+        }
+    }
+
+    /// Adds to `hits` exactly the patterns that match somewhere in `input`, and
+    /// returns true; returns false when the lazy DFA gave up, leaving in `hits` only
+    /// some of them (the caller must then not rely on `hits`).
+    pub fn try_which_match(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        if self.impossible(input) {
+            return true;
+        }
+        if input.len() > MEMO_MAX_VALUE {
+            return self.search_which(input, hits);
+        }
+        let mut memo = self.memo.get();
+        if let Some(known) = memo.answers.get(input) {
+            let Some(ids) = known else {
+                return false;
+            };
+            for &p in ids.iter() {
+                let _ = hits.try_insert(PatternID::new_unchecked(p as usize));
+            }
+            return true;
+        }
+        let mut own = PatternSet::new(self.len);
+        let answer = self
+            .search_which(input, &mut own)
+            .then(|| own.iter().map(|p| p.as_u32()).collect::<Box<[u32]>>());
+        if let Some(ids) = &answer {
+            for &p in ids.iter() {
+                let _ = hits.try_insert(PatternID::new_unchecked(p as usize));
+            }
+        }
+        let ok = answer.is_some();
+        let size = input.len() + answer.as_ref().map_or(0, |a| 4 * a.len()) + 64;
+        if memo.bytes + size > MEMO_CAPACITY {
+            memo.answers.clear();
+            memo.bytes = 0;
+        }
+        memo.bytes += size;
+        memo.answers.insert(input.into(), answer);
+        ok
+    }
+
+    /// [`RxSet::try_which_match`] without the memo.
+    fn search_which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        if let Some(full) = self.full_for(input) {
+            return full.which(input, hits);
+        }
+        let candidates = self.gate.as_ref().map(|g| g.candidates(input));
+        if let Some(rest) = &self.rest
+            && !rest.which(input, hits)
+        {
+            return false;
+        }
+        if let (Some(gate), Some(c)) = (&self.gate, &candidates) {
+            for &p in c {
+                let id = PatternID::new_unchecked(p as usize);
+                if !hits.contains(id)
+                    && gate.singles[p as usize]
+                        .as_ref()
+                        .is_some_and(|re| re.is_match(input))
+                {
+                    let _ = hits.try_insert(id);
+                }
+            }
+        }
+        true
+    }
+
+    /// The patterns that match somewhere in `input`, in order.
+    pub fn matches(&self, input: &[u8]) -> Vec<usize> {
+        let mut hits = PatternSet::new(self.len);
+        self.which_match(input, &mut hits);
+        hits.iter().map(|p| p.as_usize()).collect()
+    }
+}
+
+impl Lazy {
+    /// Whether one of its patterns matches in `input`; true when it gives up.
+    fn is_match(&self, input: &[u8]) -> bool {
+        let input = Input::new(input).earliest(true);
+        let mut cache = self.caches.get();
+        self.dfa
+            .try_search_fwd(&mut cache, &input)
+            .map_or(true, |m| m.is_some())
+    }
+
+    /// Adds its patterns that match in `input` to `hits` (as the set's patterns);
+    /// false when it gives up.
+    fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        let mut own = PatternSet::new(self.ids.len());
+        let mut cache = self.caches.get();
+        if self
+            .dfa
+            .try_which_overlapping_matches(&mut cache, &Input::new(input), &mut own)
+            .is_err()
+        {
+            return false;
+        }
+        for p in own.iter() {
+            let _ = hits.try_insert(PatternID::new_unchecked(self.ids[p.as_usize()] as usize));
+        }
+        true
+    }
+
+    /// The lazy DFA of `hirs`, the set's patterns `ids` (see [`RxSet::build`]).
+    fn build(hirs: &[Hir], ids: Vec<u32>, capacity: usize) -> Result<Lazy, String> {
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -99,76 +442,11 @@ impl RxSet {
             .build_from_nfa(nfa)
             .map_err(|e| format!("cannot build the automaton: {e}"))?;
         let for_cache = dfa.clone();
-        let props = Properties::union(hirs.iter().map(Hir::properties));
-        Ok(RxSet {
+        Ok(Lazy {
             dfa,
             caches: Pool::new(Box::new(move || for_cache.create_cache())),
-            len: hirs.len(),
-            min_len: props.minimum_len().unwrap_or(0),
+            ids,
         })
-    }
-
-    /// The number of patterns.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the set has no patterns.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// No pattern can match a value this short.
-    fn impossible(&self, input: &[u8]) -> bool {
-        input.len() < self.min_len
-    }
-
-    /// Whether some pattern may match somewhere in `input`: `false` proves that none
-    /// does; `true` is exact unless the lazy DFA gave up (see the module
-    /// documentation).
-    pub fn is_match(&self, input: &[u8]) -> bool {
-        if self.impossible(input) {
-            return false;
-        }
-        let input = Input::new(input).earliest(true);
-        let mut cache = self.caches.get();
-        self.dfa
-            .try_search_fwd(&mut cache, &input)
-            .map_or(true, |m| m.is_some())
-    }
-
-    /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
-    /// have room for [`RxSet::len`] patterns): exactly those that do, or every
-    /// pattern when the lazy DFA gave up.
-    pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
-        if !self.try_which_match(input, hits) {
-            for p in 0..self.len {
-                if let Ok(id) = PatternID::new(p) {
-                    let _ = hits.try_insert(id);
-                }
-            }
-        }
-    }
-
-    /// Adds to `hits` exactly the patterns that match somewhere in `input`, and
-    /// returns true; returns false when the lazy DFA gave up, leaving in `hits` only
-    /// some of them (the caller must then not rely on `hits`).
-    pub fn try_which_match(&self, input: &[u8], hits: &mut PatternSet) -> bool {
-        if self.impossible(input) {
-            return true;
-        }
-        let input = Input::new(input);
-        let mut cache = self.caches.get();
-        self.dfa
-            .try_which_overlapping_matches(&mut cache, &input, hits)
-            .is_ok()
-    }
-
-    /// The patterns that match somewhere in `input`, in order.
-    pub fn matches(&self, input: &[u8]) -> Vec<usize> {
-        let mut hits = PatternSet::new(self.len);
-        self.which_match(input, &mut hits);
-        hits.iter().map(|p| p.as_usize()).collect()
     }
 }
 
@@ -206,6 +484,95 @@ mod tests {
         }
     }
 
+    /// Gated patterns (with selective factors), patterns whose factors are common
+    /// and patterns without any, in one set: the set's answers are the single
+    /// patterns' answers, built from patterns or from compiled `@rx` operators.
+    #[test]
+    fn gated_and_lazy_patterns_agree_with_the_single_patterns() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)\bon[a-z]{3,}\s*=",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"\w+=\d{2}",
+            r"[a-e]x",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+            r"^[^;]*;\s*$",
+            r"\$\{[^}]*\}",
+            // Without selective factors: in the lazy DFA.
+            r"[a-z]+[0-9]",
+            r"[a-z]{2}[^a-z]{2}",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let from_patterns = RxSet::new(rxs.iter().map(Rx::pattern)).expect("set");
+        let from_rxs = RxSet::from_rxs(&rxs).expect("set");
+        let gated = from_rxs
+            .gate
+            .as_ref()
+            .map_or(0, |g| g.singles.iter().filter(|s| s.is_some()).count());
+        let lazy = from_rxs.rest.as_ref().map_or(0, |r| r.ids.len());
+        assert!(
+            gated >= 4 && lazy >= 2,
+            "{gated} gated, {lazy} in the lazy DFA"
+        );
+        let tokens: &[&[u8]] = &[
+            b"<SCRIPT", b">", b" onload", b"=", b"Union", b" ", b"all", b"SELECT", b"x", b"a",
+            b"12", b"etc/", b"PASSWD", b";", b"\n", b"${", b"}", b"id", b"q",
+        ];
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            let mut input = Vec::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            for j in 0..(seed % 7) {
+                input.extend_from_slice(
+                    tokens[((seed >> (j * 5 + 3)) % tokens.len() as u64) as usize],
+                );
+            }
+            let expect: Vec<usize> = (0..rxs.len())
+                .filter(|&i| rxs[i].regex().is_match(&input))
+                .collect();
+            assert_eq!(from_patterns.matches(&input), expect, "{input:?}");
+            assert_eq!(from_rxs.matches(&input), expect, "{input:?}");
+            assert_eq!(from_rxs.is_match(&input), !expect.is_empty(), "{input:?}");
+        }
+        // Values over FULL_SET_MIN_LEN take the lazy DFA of every pattern.
+        for k in 0..tokens.len() {
+            let mut input = Vec::new();
+            while input.len() <= FULL_SET_MIN_LEN {
+                input.extend_from_slice(tokens[(input.len() + k) % tokens.len()]);
+                input.extend_from_slice(b"-");
+            }
+            let expect: Vec<usize> = (0..rxs.len())
+                .filter(|&i| rxs[i].regex().is_match(&input))
+                .collect();
+            assert_eq!(from_rxs.matches(&input), expect, "long value {k}");
+            assert_eq!(from_rxs.is_match(&input), !expect.is_empty());
+        }
+    }
+
+    /// Repeated values are answered from the memo, which empties itself when full
+    /// and keeps giving the searched answers.
+    #[test]
+    fn the_memo_gives_the_searched_answers() {
+        let set = RxSet::new([r"abc", r"[a-z]{2}[^a-z]{2}", r"x\d"]).expect("set");
+        let values: Vec<Vec<u8>> = (0..4_000u32)
+            .map(|i| format!("v{i:05} abc x{} zz--", i % 3).into_bytes())
+            .collect();
+        for round in 0..3 {
+            for v in &values {
+                let mut hits = PatternSet::new(set.len());
+                assert!(set.try_which_match(v, &mut hits));
+                let mut fresh = PatternSet::new(set.len());
+                assert!(set.search_which(v, &mut fresh));
+                assert_eq!(hits, fresh, "round {round}: {v:?}");
+            }
+        }
+        let memo = set.memo.get();
+        assert!(memo.bytes <= MEMO_CAPACITY);
+        assert!(!memo.answers.is_empty());
+    }
+
     #[test]
     fn short_values_are_ruled_out() {
         let set = RxSet::new([r"abcd", r"x{5}"]).expect("set");
@@ -221,13 +588,18 @@ mod tests {
     /// it a superset of the real matches.
     #[test]
     fn a_lazy_dfa_that_gives_up_answers_every_pattern() {
-        let pcre = [r"(?i)a[^x]{0,40}b[0-9]{3}c", r"(?i)z{2}q", r"never\x00here"];
+        // Patterns without required factors, which the lazy DFA runs.
+        let pcre = [
+            r"(?i)[a-m][^x]{0,40}[b-q][0-9a-f]{3}[c-z]",
+            r"(?i)[k-z]{2}[q-z]",
+            r"[\x00-\x0f][\x00-\x0f]",
+        ];
         let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
         let hirs: Vec<Hir> = rxs
             .iter()
             .map(|r| parse_hir(r.pattern()).expect("hir"))
             .collect();
-        let set = RxSet::build(&hirs, 0).expect("set");
+        let set = RxSet::build(&hirs, None, 0).expect("set");
         // Varied bytes keep creating new DFA states.
         let mut input = Vec::new();
         let mut x: u32 = 12345;
@@ -243,12 +615,14 @@ mod tests {
                 assert!(hits.contains(&i));
             }
         }
-        // With the usual cache, the same input gets the exact answer.
+        // With the usual cache, a shorter input gets the exact answer.
         let exact = RxSet::from_hirs(&hirs).expect("set");
+        let input = &input[..2_000];
         let expect: Vec<usize> = (0..rxs.len())
-            .filter(|&i| rxs[i].matches(&input, None))
+            .filter(|&i| rxs[i].matches(input, None))
             .collect();
-        assert_eq!(exact.matches(&input), expect);
+        assert_eq!(expect, vec![0, 1]);
+        assert_eq!(exact.matches(input), expect);
     }
 
     #[test]

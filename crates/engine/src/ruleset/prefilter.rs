@@ -18,6 +18,7 @@
 //! differs from the one before), not only on the last.
 
 use crate::operators::Operator;
+use crate::operators::rx::Rx;
 use crate::operators::rx_set::RxSet;
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::transforms::Transform;
@@ -239,7 +240,7 @@ fn sample_values(text: &str) -> Vec<&[u8]> {
         .collect()
 }
 
-fn eligible(r: &Rule) -> Option<&str> {
+fn eligible(r: &Rule) -> Option<&Rx> {
     if r.negated || r.targets.is_empty() {
         return None;
     }
@@ -250,7 +251,7 @@ fn eligible(r: &Rule) -> Option<&str> {
         RuleOperator::Static(op) => match op.as_ref() {
             // Checked with search state that is dropped right after, so that loading
             // leaves no cache per regex behind in the loading thread.
-            Operator::Rx(rx) if !rx.matches_any_transient(ordinary()) => Some(rx.pattern()),
+            Operator::Rx(rx) if !rx.matches_any_transient(ordinary()) => Some(rx),
             _ => None,
         },
         _ => None,
@@ -258,7 +259,7 @@ fn eligible(r: &Rule) -> Option<&str> {
 }
 
 struct Building {
-    patterns: Vec<String>,
+    patterns: Vec<Rx>,
     transforms: Vec<Transform>,
     prefix_ids: Vec<u32>,
     multi: bool,
@@ -284,7 +285,7 @@ impl Prefilter {
             }
         };
         for_each_link(&mut |r: &mut Rule| {
-            let Some(pattern) = eligible(r).map(str::to_string) else {
+            let Some(pattern) = eligible(r).cloned() else {
                 return;
             };
             let key = (r.prefix_ids.last().copied(), r.multi_match);
@@ -299,7 +300,11 @@ impl Prefilter {
                 building.len() - 1
             });
             let b = &mut building[g];
-            let index = match b.patterns.iter().position(|p| *p == pattern) {
+            let index = match b
+                .patterns
+                .iter()
+                .position(|p| p.pattern() == pattern.pattern())
+            {
                 Some(i) => i,
                 None => {
                     b.patterns.push(pattern);
@@ -321,12 +326,12 @@ impl Prefilter {
         let mut groups = Vec::new();
         let mut final_index: Vec<Option<u32>> = Vec::new();
         let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, k.0)).collect();
-        let mut all: Vec<String> = Vec::new();
+        let mut all: Vec<Rx> = Vec::new();
         let mut all_pos: HashMap<String, u32> = HashMap::new();
         for b in &building {
             for p in &b.patterns {
-                if !all_pos.contains_key(p) {
-                    all_pos.insert(p.clone(), all.len() as u32);
+                if !all_pos.contains_key(p.pattern()) {
+                    all_pos.insert(p.pattern().to_string(), all.len() as u32);
                     all.push(p.clone());
                 }
             }
@@ -334,16 +339,16 @@ impl Prefilter {
         let raw = if all.is_empty() {
             None
         } else {
-            RxSet::new(&all).ok()
+            RxSet::from_rxs(&all).ok()
         };
         for (g, b) in building.into_iter().enumerate() {
-            match RxSet::new(&b.patterns) {
+            match RxSet::from_rxs(&b.patterns) {
                 Ok(set) => {
                     final_index.push(Some(groups.len() as u32));
                     let all_index = b
                         .patterns
                         .iter()
-                        .map(|p| all_pos.get(p).copied().unwrap_or(0))
+                        .map(|p| all_pos.get(p.pattern()).copied().unwrap_or(0))
                         .collect();
                     groups.push(Group {
                         all_index,
@@ -385,11 +390,17 @@ pub(crate) struct Union {
 impl Union {
     /// Adds the patterns that match `input`; false when none does.
     pub(crate) fn add(&mut self, set: &RxSet, input: &[u8]) -> bool {
-        if !set.is_match(input) {
+        // One pass for every pattern: checking for any match first would scan the
+        // value twice whenever one does.
+        let mut found = PatternSet::new(set.len());
+        set.which_match(input, &mut found);
+        if found.is_empty() {
             return false;
         }
         let hits = self.hits.get_or_insert_with(|| PatternSet::new(set.len()));
-        set.which_match(input, hits);
+        for p in found.iter() {
+            let _ = hits.try_insert(p);
+        }
         true
     }
 

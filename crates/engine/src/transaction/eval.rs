@@ -245,15 +245,15 @@ fn all_answer(
         1 => raw,
         k => &cache.forms[(k - 2) as usize].0,
     };
-    let answer = if !all.is_match(input) {
+    // One pass finds every pattern (a check for any match first would scan the
+    // value twice whenever one does).
+    let mut hits = PatternSet::new(all.len());
+    let answer = if !all.try_which_match(input, &mut hits) {
+        AllAnswer::GaveUp
+    } else if hits.is_empty() {
         AllAnswer::Quiet
     } else {
-        let mut hits = PatternSet::new(all.len());
-        if all.try_which_match(input, &mut hits) {
-            AllAnswer::Hits(hits)
-        } else {
-            AllAnswer::GaveUp
-        }
+        AllAnswer::Hits(hits)
     };
     let out = Answer::of(&answer);
     if cell == 1 {
