@@ -83,7 +83,7 @@ fn shared() -> &'static Arc<Shared> {
         // The writer thread lives as long as the process.
         std::mem::forget(writer);
         let metrics = Arc::new(Metrics::new());
-        let upstreams = Upstreams::new(&cfg, &metrics).expect("the fuzz upstreams are valid");
+        let upstreams = Upstreams::new(&cfg, &metrics, None).expect("the fuzz upstreams are valid");
         let inspector = Inspector::new(
             cfg.server.inspection_threads,
             cfg.server.inspect_inline_bytes,
