@@ -7,16 +7,6 @@ mod common;
 use common::*;
 use std::net::SocketAddr;
 
-async fn get(listen: SocketAddr, path: &str, headers: &str) -> RawResponse {
-    send_raw(
-        listen,
-        format!("GET {path} HTTP/1.1\r\nHost: example.com\r\n{headers}Connection: close\r\n\r\n")
-            .as_bytes(),
-    )
-    .await
-    .unwrap()
-}
-
 const LIMITS: &str = r#"
 [[rate_limit]]
 name = "per-ip"

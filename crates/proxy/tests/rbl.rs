@@ -83,19 +83,6 @@ async fn get(addr: SocketAddr, path: &str) -> u16 {
     send_raw(addr, req.as_bytes()).await.unwrap().status
 }
 
-async fn metric(admin: SocketAddr, name: &str) -> f64 {
-    let m = send_raw(
-        admin,
-        b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
-    )
-    .await
-    .unwrap()
-    .text();
-    m.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {m}"))
-}
-
 /// A listed client is refused, an unlisted one passes; a domain taken from the
 /// request is looked up too; a repeated name is answered from the cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,6 @@ use bytes::Bytes;
 use common::*;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const MIB: usize = 1024 * 1024;
@@ -29,24 +28,6 @@ key = "client_ip"
 rate = "256KiB/s"
 burst = "16KiB"
 "#;
-
-async fn get(listen: SocketAddr, path: &str, headers: &str) -> RawResponse {
-    send_raw(
-        listen,
-        format!("GET {path} HTTP/1.1\r\nHost: example.com\r\n{headers}Connection: close\r\n\r\n")
-            .as_bytes(),
-    )
-    .await
-    .unwrap()
-}
-
-/// A metric's value on the admin listener, for one label set.
-async fn metric(admin: SocketAddr, series: &str) -> f64 {
-    let m = get(admin, "/metrics", "").await.text();
-    m.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{series} not in {m}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shaped_client_gets_its_rate_and_others_are_not_slowed() {

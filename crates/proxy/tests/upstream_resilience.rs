@@ -188,19 +188,6 @@ impl Drop for Dnsmasq {
     }
 }
 
-async fn metric(admin: SocketAddr, name: &str) -> f64 {
-    let m = send_raw(
-        admin,
-        b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
-    )
-    .await
-    .unwrap()
-    .text();
-    m.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {m}"))
-}
-
 /// Who served a request: status and `X-Served-By`.
 async fn served_by(listen: SocketAddr, path: &str, extra: &str) -> (u16, String) {
     let req = format!("GET {path} HTTP/1.1\r\nHost: app\r\n{extra}Connection: close\r\n\r\n");

@@ -322,6 +322,33 @@ pub async fn send_raw(addr: SocketAddr, request: &[u8]) -> std::io::Result<RawRe
     read_response(&mut s).await
 }
 
+/// A GET of `path` for `example.com` on its own connection, with `headers` (each line
+/// ending in CRLF) added; panics when the exchange fails.
+pub async fn get(listen: SocketAddr, path: &str, headers: &str) -> RawResponse {
+    send_raw(
+        listen,
+        format!("GET {path} HTTP/1.1\r\nHost: example.com\r\n{headers}Connection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap()
+}
+
+/// The value of one metric series (`name` with its labels, as `/metrics` prints it)
+/// on the admin listener; panics when it is missing.
+pub async fn metric(admin: SocketAddr, series: &str) -> f64 {
+    let m = send_raw(
+        admin,
+        b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap()
+    .text();
+    m.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {m}"))
+}
+
 /// Reads one response from a connection (Content-Length, chunked, or until close).
 ///
 /// It reads exactly the bytes of that response and no further, so the next
