@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::net::SocketAddr;
 
 const LIMITS: &str = r#"
 [[rate_limit]]
