@@ -86,12 +86,14 @@ impl TlsBackend {
     }
 }
 
-/// Starts palisade in front of `backend` with `upstream` as the pool's extra keys.
+/// Starts palisade in front of `backend` with `upstream` as the pool's extra keys, with
+/// one worker thread (idle upstream connections are kept per worker, and a test
+/// checks that a second request reuses the first one's connection).
 fn proxy(dir: &TempDir, backend: &TlsBackend, server: &str, upstream: &str) -> Palisade {
     std::fs::write(dir.path("ca.pem"), &backend.cert_pem).unwrap();
     let listen = loopback(free_port());
     let cfg = format!(
-        "[[listener]]\naddress = \"{listen}\"\n\n[[upstream]]\nname = \"secure\"\nservers = [\"{server}\"]\nconnect_timeout = \"2s\"\nread_timeout = \"5s\"\n{upstream}\n\n[logs]\nerror_log = \"error.log\"\n"
+        "[server]\nworker_threads = 1\n\n[[listener]]\naddress = \"{listen}\"\n\n[[upstream]]\nname = \"secure\"\nservers = [\"{server}\"]\nconnect_timeout = \"2s\"\nread_timeout = \"5s\"\n{upstream}\n\n[logs]\nerror_log = \"error.log\"\n"
     );
     Palisade::start(dir, &cfg, listen)
 }
