@@ -108,19 +108,6 @@ impl PmUnion {
     /// Gives each static `@pm` rule link its list's index and builds the union;
     /// `None` (and no rule marked) when there are none or too many lists.
     fn build(phases: &mut [Vec<Entry>; 5]) -> Option<PmUnion> {
-        fn each_link(phases: &mut [Vec<Entry>; 5], f: &mut dyn FnMut(&mut Rule)) {
-            for phase in phases.iter_mut() {
-                for e in phase.iter_mut() {
-                    if let Entry::Rule(r) = e {
-                        let mut link = Some(r.as_mut());
-                        while let Some(l) = link {
-                            f(l);
-                            link = l.chain.as_deref_mut();
-                        }
-                    }
-                }
-            }
-        }
         let mut lists: Vec<Arc<[Vec<u8>]>> = Vec::new();
         each_link(phases, &mut |r: &mut Rule| {
             r.pm_list = match &r.operator {
@@ -271,20 +258,7 @@ impl Prefilter {
     pub(crate) fn build(phases: &mut [Vec<Entry>; 5]) -> Prefilter {
         let mut building: Vec<Building> = Vec::new();
         let mut by_key: HashMap<(Option<u32>, bool), usize> = HashMap::new();
-        let mut for_each_link = |f: &mut dyn FnMut(&mut Rule)| {
-            for phase in phases.iter_mut() {
-                for e in phase.iter_mut() {
-                    if let Entry::Rule(r) = e {
-                        let mut link = Some(r.as_mut());
-                        while let Some(l) = link {
-                            f(l);
-                            link = l.chain.as_deref_mut();
-                        }
-                    }
-                }
-            }
-        };
-        for_each_link(&mut |r: &mut Rule| {
+        each_link(phases, &mut |r: &mut Rule| {
             let Some(pattern) = eligible(r).cloned() else {
                 return;
             };
@@ -363,7 +337,7 @@ impl Prefilter {
                 Err(_) => final_index.push(None),
             }
         }
-        for_each_link(&mut |r: &mut Rule| {
+        each_link(phases, &mut |r: &mut Rule| {
             if let Some(slot) = r.prefilter {
                 match final_index[slot.group as usize] {
                     Some(g) => {
@@ -431,6 +405,21 @@ impl Union {
         self.hits
             .as_ref()
             .is_some_and(|h| PatternID::new(index as usize).is_ok_and(|p| h.contains(p)))
+    }
+}
+
+/// Calls `f` on every rule link of every phase: each rule and the rules chained to it.
+fn each_link(phases: &mut [Vec<Entry>; 5], f: &mut dyn FnMut(&mut Rule)) {
+    for phase in phases.iter_mut() {
+        for e in phase.iter_mut() {
+            if let Entry::Rule(r) = e {
+                let mut link = Some(r.as_mut());
+                while let Some(l) = link {
+                    f(l);
+                    link = l.chain.as_deref_mut();
+                }
+            }
+        }
     }
 }
 
