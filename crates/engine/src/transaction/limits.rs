@@ -196,13 +196,15 @@ impl Transaction {
             if !m.log || m.rule_id.is_none() || m.phase > phase {
                 return false;
             }
-            let name = m.var_name.to_ascii_uppercase();
+            let name = m.var_name.as_str();
             match phase {
-                1 => name == "TX:MSC_ARGUMENTS_LIMIT_EXCEEDED",
+                1 => name.eq_ignore_ascii_case("TX:MSC_ARGUMENTS_LIMIT_EXCEEDED"),
                 _ => {
-                    name == "REQBODY_ERROR"
-                        || name == "REQBODY_PROCESSOR_ERROR"
-                        || name.starts_with("TX:MSC_")
+                    name.eq_ignore_ascii_case("REQBODY_ERROR")
+                        || name.eq_ignore_ascii_case("REQBODY_PROCESSOR_ERROR")
+                        || name
+                            .get(..7)
+                            .is_some_and(|p| p.eq_ignore_ascii_case("TX:MSC_"))
                 }
             }
         })
