@@ -16,7 +16,17 @@ figure that stays meaningful: a ratio near 1.0 means the second worker does as m
 work per CPU-second as the first (no lock or shared cache line slowing both down),
 so throughput scales with the cores the proxy is given.
 
-Usage: python3 bench/cores.py [--duration S] [--rounds N] [--configs bd] [--out FILE]
+Each setting runs the fixed requests named by --requests (GET, 2 KiB form, 20 KiB JSON)
+without and with a rate limit that every request passes (--rate-limit), and gets as
+many inspection threads as workers (large bodies are evaluated there).
+
+Scheduling: with autogroups on, run it in a group of its own at a high weight
+(`setsid bash -c 'echo -15 > /proc/self/autogroup; python3 bench/cores.py'` as root);
+the processes it starts share that weight (bench/run.py, share_scheduling_group), so
+other jobs on the machine take little from the measurement.
+
+Usage: python3 bench/cores.py [--duration S] [--rounds N] [--configs bd]
+       [--requests get,form,json] [--rate-limit off|on|both] [--out-md FILE]
 Needs target/release/palisade and target/release/albedo, wrk, taskset. Every run is
 bounded in time; every process started is stopped at the end.
 """
@@ -34,13 +44,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as R  # noqa: E402  (bench/run.py: processes, ports, CPU, wrk)
 
 
-def write_config(key, workers, work, port, backend_port):
+# A limit every request of the benchmark passes through (one client, 127.0.0.1, far
+# below its rate): the limit's check and its shard's lock are paid on each request.
+RATE_LIMIT = """
+[[rate_limit]]
+name = "bench"
+key = "client_ip"
+rate = "10000000/s"
+burst = 1000000
+"""
+
+
+def write_config(key, workers, work, port, backend_port, rate_limit):
     """bench/run.py's configuration for `key` with `workers` worker threads."""
     path = R.write_palisade_config(key, work, port, backend_port)
     with open(path) as f:
         text = f.read()
-    text = text.replace("worker_threads = 1", f"worker_threads = {workers}", 1)
-    path = os.path.join(work, f"palisade-{key}-{workers}w.toml")
+    # As many inspection threads as workers: large bodies (the 20 KiB JSON) are
+    # evaluated there, and the default (half the CPUs) would cap both settings at one.
+    text = text.replace("worker_threads = 1",
+                        f"worker_threads = {workers}\ninspection_threads = {workers}", 1)
+    if rate_limit:
+        text += RATE_LIMIT
+    path = os.path.join(work, f"palisade-{key}-{workers}w{'-rl' if rate_limit else ''}.toml")
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -65,11 +91,11 @@ def worker_tids(pid, n, timeout=10):
     raise RuntimeError(f"palisade {pid}: {n} worker threads not found")
 
 
-def start_palisade(key, workers, args, work, backend_port):
+def start_palisade(key, workers, rate_limit, work, backend_port, palisade):
     port = R.free_port()
-    cfg = write_config(key, workers, work, port, backend_port)
+    cfg = write_config(key, workers, work, port, backend_port, rate_limit)
     cpus = ",".join(str(i) for i in range(workers))
-    proc = R.Proc(f"palisade-{key}-{workers}w", [args.palisade, "run", "--config", cfg],
+    proc = R.Proc(f"palisade-{key}-{workers}w{'-rl' if rate_limit else ''}", [palisade, "run", "--config", cfg],
                   work, cpu=cpus)
     R.wait_port(port, proc)
     for i, tid in enumerate(worker_tids(proc.pid, workers)):
@@ -105,6 +131,11 @@ def main():
     ap.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
     ap.add_argument("--rounds", type=int, default=3, help="1-worker/2-worker pairs per config")
     ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--requests", default="get,form,json",
+                    help="comma-separated fixed requests of bench/corpus (get, form, json)")
+    ap.add_argument("--rate-limit", choices=["off", "on", "both"], default="both",
+                    help="with a [[rate_limit]] keyed by client IP that every request passes "
+                         "(on), without (off), or each in turn (both)")
     ap.add_argument("--palisade", default=os.path.join(R.REPO, "target", "release", "palisade"))
     ap.add_argument("--albedo", default=os.path.join(R.REPO, "target", "release", "albedo"))
     ap.add_argument("--out-md", default=None,
@@ -113,61 +144,78 @@ def main():
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("cores: needs at least 2 CPUs")
     lua = os.path.join(R.BENCH, "wrk", "corpus.lua")
-    files = [R.corpus_path("get")]
+    requests = [r.strip() for r in args.requests.split(",") if r.strip()]
+    for r in requests:
+        if not os.path.exists(R.corpus_path(r)):
+            raise SystemExit(f"cores: --requests: no request {r!r} in {R.CORPUS}")
+    limits = {"off": [False], "on": [True], "both": [False, True]}[args.rate_limit]
     work = tempfile.mkdtemp(prefix="palisade-cores-")
     rows = []
     try:
         backend, backend_port = R.start_albedo(args.albedo, work, None, who="cores")
         for key in args.configs:
-            systems = {w: start_palisade(key, w, args, work, backend_port) for w in (1, 2)}
-            # Warm-up: CRS's first requests fill caches; both settings alike.
-            for w, s in systems.items():
-                run_wrk(s.port, files, 2, args.connections, lua, w, "1" if w == 1 else None)
-            got = {1: [], 2: []}
-            for _ in range(args.rounds):
-                for w in (1, 2):
-                    s = systems[w]
-                    # 1 worker: wrk and albedo on CPU 1. 2 workers: both CPUs for all.
-                    subprocess.run(["taskset", "-p", "-a", "-c", "1" if w == 1 else "0,1",
-                                    str(backend.pid)], check=True, capture_output=True)
-                    R.settle(s)
-                    c0 = R.cpu_seconds(s.pids())
-                    n, secs, bad = run_wrk(s.port, files, args.duration, args.connections, lua,
-                                           w, "1" if w == 1 else None)
-                    cpu = R.cpu_seconds(s.pids()) - c0
-                    if bad:
-                        raise RuntimeError(f"({key}, {w} workers): {bad} non-2xx answers")
-                    got[w].append((n / secs, n / cpu if cpu > 0 else 0.0, cpu / secs))
-                    R.log(f"cores: ({key}) {w} worker(s): {n / secs:,.0f} req/s, "
-                          f"{n / cpu:,.0f} req/proxy-cpu-s, proxy {cpu / secs:.2f} CPUs")
-            for s in systems.values():
-                s.stop()
-            med = {w: tuple(statistics.median(x[i] for x in got[w]) for i in range(3))
-                   for w in (1, 2)}
-            rows.append((key, med))
+            for limit in limits:
+                systems = {w: start_palisade(key, w, limit, work, backend_port, args.palisade)
+                           for w in (1, 2)}
+                for request in requests:
+                    files = [R.corpus_path(request)]
+                    name = f"{R.CONFIGS[key]}{' + rate limit' if limit else ''}, {request}"
+                    rows.append((name, measure(key, name, systems, files, args, lua, backend)))
+                for s in systems.values():
+                    s.stop()
     finally:
         R.stop_all()
+    report(rows, args)
+
+
+def measure(key, name, systems, files, args, lua, backend):
+    """Medians over the rounds of (req/s, req per proxy CPU-s, proxy CPUs) per worker count."""
+    # Warm-up: CRS's first requests fill caches; both settings alike.
+    for w, s in systems.items():
+        run_wrk(s.port, files, 2, args.connections, lua, w, "1" if w == 1 else None)
+    got = {1: [], 2: []}
+    for _ in range(args.rounds):
+        for w in (1, 2):
+            s = systems[w]
+            # 1 worker: wrk and albedo on CPU 1. 2 workers: both CPUs for all.
+            subprocess.run(["taskset", "-p", "-a", "-c", "1" if w == 1 else "0,1",
+                            str(backend.pid)], check=True, capture_output=True)
+            R.settle(s)
+            c0 = R.cpu_seconds(s.pids())
+            n, secs, bad = run_wrk(s.port, files, args.duration, args.connections, lua,
+                                   w, "1" if w == 1 else None)
+            cpu = R.cpu_seconds(s.pids()) - c0
+            if bad:
+                raise RuntimeError(f"({key}, {w} workers): {bad} non-2xx answers")
+            got[w].append((n / secs, n / cpu if cpu > 0 else 0.0, cpu / secs))
+            R.log(f"cores: ({name}) {w} worker(s): {n / secs:,.0f} req/s, "
+                  f"{n / cpu:,.0f} req/proxy-cpu-s, proxy {cpu / secs:.2f} CPUs")
+    return {w: tuple(statistics.median(x[i] for x in got[w]) for i in range(3)) for w in (1, 2)}
+
+
+def report(rows, args):
     lines = [
         "| configuration | workers | req/s | req per proxy CPU-s | proxy CPUs busy |",
         "|---|---|---|---|---|",
     ]
-    for key, med in rows:
+    for name, med in rows:
         for w in (1, 2):
             rps, per_cpu, busy = med[w]
-            lines.append(f"| {R.CONFIGS[key]} | {w} | {rps:,.0f} | {per_cpu:,.0f} | {busy:.2f} |")
-        lines.append(f"| {R.CONFIGS[key]} | **2 / 1** | **{med[2][0] / med[1][0]:.2f}x** | "
+            lines.append(f"| {name} | {w} | {rps:,.0f} | {per_cpu:,.0f} | {busy:.2f} |")
+        lines.append(f"| {name} | **2 / 1** | **{med[2][0] / med[1][0]:.2f}x** | "
                      f"**{med[2][1] / med[1][1]:.2f}x** | {med[2][2] / med[1][2]:.2f}x |")
     table = "\n".join(lines)
     print(table)
-    summary = [f"cores: ({key}) 2/1 workers: req/s {med[2][0] / med[1][0]:.2f}x, "
-               f"req per proxy CPU-s {med[2][1] / med[1][1]:.2f}x" for key, med in rows]
+    summary = [f"cores: ({name}) 2/1 workers: req/s {med[2][0] / med[1][0]:.2f}x, "
+               f"req per proxy CPU-s {med[2][1] / med[1][1]:.2f}x" for name, med in rows]
     for line in summary:
         print(line)
     if args.out_md:
         with open(args.out_md, "w") as f:
             f.write(SECTION.format(
                 command=f"python3 bench/cores.py --duration {args.duration} --rounds "
-                        f"{args.rounds} --configs {args.configs}",
+                        f"{args.rounds} --configs {args.configs} --requests {args.requests} "
+                        f"--rate-limit {args.rate_limit}",
                 date=time.strftime("%Y-%m-%d", time.gmtime()), table=table,
                 summary="\n".join(summary)))
 
@@ -176,8 +224,11 @@ SECTION = """## Worker threads: 1 against 2 (issue 12)
 
 `{command}` (also run by `scripts/bench`): palisade with `worker_threads = 1` and
 `= 2`, each worker thread pinned to its own CPU (`taskset` on the `palisade-wN`
-threads), benign GET through wrk (32 connections) to albedo, the two settings
-interleaved in one run; medians of the rounds. Requests per proxy CPU-second is
+threads, as many inspection threads as workers), the fixed benign GET, 2 KiB form and
+20 KiB JSON through wrk (32 connections) to albedo, without and with a rate limit
+keyed by client IP that every request passes, the two settings interleaved in one
+run; medians of the rounds; the benchmark's processes in one scheduling group at
+autogroup nice -15 (other jobs shared the machine). Requests per proxy CPU-second is
 utime + stime of the palisade process over the run. With 1 worker, wrk and albedo
 run on CPU 1; with 2 workers, on both CPUs, beside the proxy: on this 2-CPU machine
 the load generator and the backend compete with the proxy for its cores, so the

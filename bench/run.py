@@ -138,6 +138,27 @@ def log(msg):
 # Processes
 
 
+def share_scheduling_group(pid):
+    """Gives a child started in its own session the benchmark's scheduling weight.
+
+    With autogroup scheduling on (/proc/sys/kernel/sched_autogroup_enabled), every
+    session is a group that gets an equal share of the CPUs whatever its processes'
+    nice values. A child started with start_new_session=True would compete as a group
+    of its own at the default weight against any other job on the machine; copying the
+    benchmark's own group weight (set it with `echo -10 > /proc/self/autogroup` before
+    starting, as root) keeps the proxy, the backend and the load generator at the
+    priority the benchmark was started with. Best effort: without autogroups or the
+    right to set them nothing changes.
+    """
+    try:
+        with open("/proc/self/autogroup") as f:
+            nice = f.read().split()[-1]
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(nice)
+    except (OSError, IndexError):
+        pass
+
+
 class Proc:
     """A child process started by the benchmark; stopped by stop() or at exit."""
 
@@ -154,6 +175,7 @@ class Proc:
         self.p = subprocess.Popen(
             argv, stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL,
             env=env, start_new_session=True)
+        share_scheduling_group(self.p.pid)
         Proc.live.append(self)
 
     @property
