@@ -221,7 +221,8 @@ class Writer:
             if due > now:
                 time.sleep(due - now)
             r = subprocess.run(
-                ["taskset", "-c", bench.LOAD_CPU, "nice", "-n", "19", self.args.palisade, "ctx",
+                ["taskset", "-c", bench.LOAD_CPU] + WRITER_PRIORITY[self.args.writer_priority]
+                + [self.args.palisade, "ctx",
                  "--store",
                  self.store, "import", self.files[k % len(self.files)]],
                 capture_output=True, timeout=60)
@@ -325,6 +326,12 @@ def crs3_rules(work):
     return files[:at] + [dos] + files[at:]
 
 
+# How the outside writer's processes are started (--writer-priority).
+WRITER_PRIORITY = {"nice": ["nice", "-n", "19"], "idle": ["chrt", "-i", "0"]}
+WRITER_WORDS = {"nice": "at nice 19, a background service",
+                "idle": "in SCHED_IDLE, `--writer-priority idle`: CPU only when nothing else runs"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=int, default=10)
@@ -333,6 +340,10 @@ def main():
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--writer-rate", type=float, default=5000)
     ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--writer-priority", choices=sorted(WRITER_PRIORITY), default="nice",
+                    help="the outside writer at nice 19 (nice) or in SCHED_IDLE (idle: "
+                         "it runs only when the CPU has nothing else to do, which tells "
+                         "the store's effect on latency from the writer's CPU use)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="runs without and with the writer, alternating (medians reported)")
     ap.add_argument("--palisade", default=os.path.join(bench.REPO, "target/release/palisade"))
@@ -533,7 +544,7 @@ def render(args, results, baseline=None, fixed=None, crs=None):
               "record reads and two counter writes per request (the GLOBAL record written by "
               "every request).")
     md.append(f"- {args.clients} client keys (query argument `client`). Outside writer: another "
-              f"process (at nice 19, a background service) running `palisade ctx import` on "
+              f"process ({WRITER_WORDS[args.writer_priority]}) running `palisade ctx import` on "
               f"files of {args.batch} write lines "
               f"(`score` set on client records, `alert_level` on GLOBAL), paced for "
               f"{args.writer_rate:g} updates/s, through the same LMDB store for the whole run.")
