@@ -126,6 +126,10 @@ mod tests {
         assert_eq!(&*firsts[0], "10.0.0.0:80");
         assert_eq!(&*firsts[1], "10.0.0.1:80");
         assert_eq!(&*firsts[2], "10.0.0.2:80");
+        // Up to 8 servers, the order is kept without a heap allocation.
+        let eight = servers(8);
+        assert!(!order(Balance::RoundRobin, &eight, &[], 0, None).spilled());
+        assert!(order(Balance::RoundRobin, &eight, &s, 0, None).spilled());
     }
 
     #[test]

@@ -1435,6 +1435,120 @@ mod tests {
         Upstreams::new(&cfg, &Arc::new(Metrics::new()), None).unwrap()
     }
 
+    fn config(text: &str) -> Config {
+        let text = format!("[[listener]]\naddress = \"127.0.0.1:1\"\n{text}");
+        Config::parse(&text, std::path::Path::new("/x.toml")).unwrap()
+    }
+
+    fn find<'a>(u: &'a Upstreams, pool: &str, addr: &str) -> &'a Arc<Server> {
+        let p = u.pools.iter().find(|p| &*p.name == pool).unwrap();
+        p.servers
+            .iter()
+            .chain(&p.backups)
+            .find(|s| &*s.addr == addr)
+            .unwrap()
+    }
+
+    /// A reload carries over the servers that stay in a pool of the same name,
+    /// with their state; the others are new, and retiring the old pools drops the
+    /// idle connections of the servers left behind only.
+    #[test]
+    fn a_reload_carries_over_the_servers_that_stay() {
+        let before = Upstreams::new(
+            &config(
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\", \"127.0.0.1:3\"]\n[[upstream]]\nname = \"b\"\nservers = [\"127.0.0.1:4\"]\n",
+            ),
+            &Arc::new(Metrics::new()),
+            None,
+        )
+        .unwrap();
+        let kept = find(&before, "a", "127.0.0.1:3").clone();
+        kept.health.failed(1, Duration::from_secs(60));
+        kept.in_flight.store(2, Ordering::Relaxed);
+        let after = before
+            .reload(&config(
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:5\"]\nbackup = [\"127.0.0.1:3\"]\nbalance = \"least_conn\"\n[[upstream]]\nname = \"c\"\nservers = [\"127.0.0.1:4\"]\n",
+            ))
+            .unwrap();
+        // Moved to the backups of the same pool: the same server, still out.
+        assert!(Arc::ptr_eq(find(&after, "a", "127.0.0.1:3"), &kept));
+        assert!(!kept.health.is_up());
+        assert_eq!(kept.in_flight.load(Ordering::Relaxed), 2);
+        assert_eq!(after.pools[0].balance, Balance::LeastConn);
+        // Same address in a pool of another name: a new server.
+        assert!(!Arc::ptr_eq(
+            find(&after, "c", "127.0.0.1:4"),
+            find(&before, "b", "127.0.0.1:4")
+        ));
+        before.retire(&after);
+        assert!(!kept.retired.load(Ordering::Relaxed));
+        assert!(
+            find(&before, "a", "127.0.0.1:2")
+                .retired
+                .load(Ordering::Relaxed)
+        );
+        assert!(
+            find(&before, "b", "127.0.0.1:4")
+                .retired
+                .load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn a_server_whose_tls_settings_change_is_a_new_one() {
+        let plain = Upstreams::new(
+            &config("[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n"),
+            &Arc::new(Metrics::new()),
+            None,
+        )
+        .unwrap();
+        let tls = "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\ntls = true\ntls_verify = false\n";
+        let secure = plain.reload(&config(tls)).unwrap();
+        assert!(!Arc::ptr_eq(
+            find(&plain, "a", "127.0.0.1:2"),
+            find(&secure, "a", "127.0.0.1:2")
+        ));
+        // The same TLS settings again: carried over.
+        let again = secure.reload(&config(tls)).unwrap();
+        assert!(Arc::ptr_eq(
+            find(&secure, "a", "127.0.0.1:2"),
+            find(&again, "a", "127.0.0.1:2")
+        ));
+        let sni = format!("{tls}tls_sni = \"app.example\"\n");
+        let named = again.reload(&config(&sni)).unwrap();
+        assert!(!Arc::ptr_eq(
+            find(&again, "a", "127.0.0.1:2"),
+            find(&named, "a", "127.0.0.1:2")
+        ));
+    }
+
+    /// The health checks of pools stop when they are retired, and a server carried
+    /// into a pool without checks is no longer held out by them.
+    #[tokio::test]
+    async fn retired_pools_stop_their_health_checks() {
+        let checked = config(
+            "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n[upstream.health_check]\ntype = \"tcp\"\ninterval = \"1h\"\nfall = 1\n",
+        );
+        let before = Upstreams::new(&checked, &Arc::new(Metrics::new()), None).unwrap();
+        assert!(before.running_tasks() >= 1);
+        let server = find(&before, "a", "127.0.0.1:2").clone();
+        // Nothing listens there: the first check takes it out.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.health.is_up() {
+            assert!(Instant::now() < deadline, "the check never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let after = before
+            .reload(&config(
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n",
+            ))
+            .unwrap();
+        before.retire(&after);
+        assert_eq!(before.running_tasks(), 0);
+        after.start();
+        assert!(server.health.is_up());
+    }
+
     #[test]
     fn routes_by_host_and_prefix() {
         let u = upstreams(

@@ -270,9 +270,14 @@ mod tests {
         let a = Addresses::new("127.0.0.1:80");
         assert_eq!(&*a.fixed.unwrap(), &["127.0.0.1:80".parse().unwrap()]);
         let a = Addresses::new("[::1]:8080");
-        assert_eq!(&*a.fixed.unwrap(), &["[::1]:8080".parse().unwrap()]);
+        assert_eq!(
+            &**a.fixed.as_ref().unwrap(),
+            &["[::1]:8080".parse().unwrap()]
+        );
+        assert!(a.is_fresh());
         let a = Addresses::new("app.internal:80");
         assert!(a.fixed.is_none());
+        assert!(!a.is_fresh(), "never looked up");
         assert_eq!(&*a.host, "app.internal");
         assert_eq!(a.port, 80);
     }
@@ -313,6 +318,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&*got.addrs, &["10.0.0.7:80".parse().unwrap()]);
+        // The stale answer is in use until the retry delay: fresh, no lookup.
+        assert!(a.is_fresh());
         assert_eq!(metrics.upstream_dns_stale.load(Ordering::Relaxed), 1);
         assert_eq!(metrics.upstream_dns_failures.load(Ordering::Relaxed), 2);
         // Not asked again before the retry delay: no new failure.
