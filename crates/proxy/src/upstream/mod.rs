@@ -280,6 +280,18 @@ impl RetryBudget {
     }
 }
 
+/// How each attempt treats a request (decided once by [`Pool::send`]).
+#[derive(Clone, Copy)]
+struct Handling {
+    /// Send the server's address as Host (the request has none).
+    add_host: bool,
+    /// It asks for an upgrade: a new connection, never pooled afterwards.
+    upgrade: bool,
+    /// Keep a copy when it goes out on a pooled connection, to send it again on a
+    /// new one should that connection turn out closed (nothing else can remake it).
+    spare: bool,
+}
+
 /// Why one attempt on one server failed.
 struct Failure {
     error: UpstreamError,
@@ -920,7 +932,11 @@ impl Pool {
         let copy = (may_retry && again.is_none()).then(|| req.clone());
         // Without either, a request that went out on a pooled connection found
         // closed is copied just before it is sent there (see `attempt`).
-        let spare = idempotent && copy.is_none() && again.is_none();
+        let how = Handling {
+            add_host,
+            upgrade,
+            spare: idempotent && copy.is_none() && again.is_none(),
+        };
         let remake = || -> Option<UpstreamRequest> {
             if !idempotent {
                 return None;
@@ -938,10 +954,7 @@ impl Pool {
             let Some(req) = next_req.take().or_else(remake) else {
                 break;
             };
-            let failure = match self
-                .attempt(server, req, timing, add_host, upgrade, spare, &remake)
-                .await
-            {
+            let failure = match self.attempt(server, req, timing, how, &remake).await {
                 Ok(resp) => {
                     server.health.succeeded();
                     return Ok(resp);
@@ -1012,11 +1025,14 @@ impl Pool {
         server: &Arc<Server>,
         mut req: UpstreamRequest,
         timing: &mut UpstreamTiming,
-        add_host: bool,
-        upgrade: bool,
-        spare: bool,
+        how: Handling,
         remake: &(dyn Fn() -> Option<UpstreamRequest> + Sync),
     ) -> Result<UpstreamResponse, Failure> {
+        let Handling {
+            add_host,
+            upgrade,
+            spare,
+        } = how;
         let in_flight = InFlight::new(server);
         let set_host = |r: &mut UpstreamRequest| {
             if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
