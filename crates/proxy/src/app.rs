@@ -567,9 +567,15 @@ fn restart_only(cfg: &Config) -> [(&'static str, String); 10] {
 /// The sections that differ between the configuration in force and one read again
 /// (see [`restart_only`]).
 fn changed_restart_only(running: &Config, read: &Config) -> Vec<&'static str> {
+    // The [server] keys the rules are loaded with are applied with them.
+    let mut read = read.clone();
+    read.server.engine_failure = running.server.engine_failure;
+    read.server.waf_cpu_budget = running.server.waf_cpu_budget;
+    read.server.waf_cpu_budget_action = running.server.waf_cpu_budget_action;
+    read.server.waf_cpu_budget_status = running.server.waf_cpu_budget_status;
     restart_only(running)
         .into_iter()
-        .zip(restart_only(read))
+        .zip(restart_only(&read))
         .filter(|(a, b)| a.1 != b.1)
         .map(|(a, _)| a.0)
         .collect()
@@ -643,11 +649,6 @@ async fn wait_for_stop(
                         old.retire(&pools);
                         pools.start();
                         drop(old);
-                        tracing::info!(
-                            "reloaded {} upstream pool(s) and {} route(s)",
-                            cfg.upstreams.len(),
-                            cfg.routes.len().max(1)
-                        );
                         let ignored = changed_restart_only(&running, &cfg);
                         if !ignored.is_empty() {
                             tracing::warn!(
@@ -666,10 +667,12 @@ async fn wait_for_stop(
                             None => {}
                         }
                         tracing::info!(
-                            "reloaded {} rules from {} files (sha256 {})",
+                            "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s)",
                             w.rule_count(),
                             w.files().len(),
-                            w.hash()
+                            w.hash(),
+                            cfg.upstreams.len(),
+                            cfg.routes.len().max(1)
                         );
                         shared.replace_waf(Arc::new(w));
                     }
@@ -678,5 +681,35 @@ async fn wait_for_stop(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            "[[listener]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n{extra}"
+        );
+        Config::parse(&text, Path::new("/x.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_reload_names_the_sections_it_does_not_apply() {
+        let running = config("");
+        let same_but_upstreams = config("[[route]]\nupstream = \"a\"\n");
+        assert!(changed_restart_only(&running, &same_but_upstreams).is_empty());
+        // Loaded with the rules: applied by a reload.
+        let engine = config("[server]\nengine_failure = \"open\"\n");
+        assert!(changed_restart_only(&running, &engine).is_empty());
+        let threads = config("[server]\nworker_threads = 3\n[dns]\nmin_ttl = \"2s\"\n");
+        assert_eq!(
+            changed_restart_only(&running, &threads),
+            ["[server]", "[dns]"]
+        );
+        let admin = config("[admin]\naddress = \"127.0.0.1:9\"\n");
+        let token = config("[admin]\naddress = \"127.0.0.1:9\"\ntoken_file = \"t\"\n");
+        assert!(changed_restart_only(&admin, &token).is_empty());
     }
 }

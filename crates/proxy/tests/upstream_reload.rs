@@ -128,7 +128,7 @@ async fn a_server_that_stays_keeps_its_connection_and_old_health_checks_stop() {
     write_config(&dir, &unchecked);
     p.sighup();
     wait_for_line(&p.stderr, Duration::from_secs(10), |l| {
-        l.contains("reloaded 1 upstream pool(s)")
+        l.contains("reloaded") && l.contains("1 upstream pool(s)")
     })
     .expect("the reload was not logged");
     // Any check under way when the reload came has finished by now.
