@@ -561,7 +561,7 @@ pub fn metrics_text(shared: &Shared) -> String {
     }
     crate::metrics::render_rate_limits(&mut out, shared.rate_limits());
     crate::metrics::render_shapes(&mut out, shared.shapes());
-    crate::metrics::render_upstreams(&mut out, &shared.upstreams.server_states());
+    crate::metrics::render_upstreams(&mut out, &shared.upstreams().server_states());
     if let Some(dns) = shared.dns() {
         crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
     }

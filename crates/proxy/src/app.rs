@@ -382,8 +382,9 @@ async fn serve(
         None => None,
     };
     let metrics = Arc::new(metrics::Metrics::for_workers(workers));
-    let upstreams = upstream::Upstreams::new(&cfg, &metrics, dns.clone())
+    let upstreams = upstream::Upstreams::build(&cfg, &metrics, dns.clone(), Some(log_tx.clone()))
         .with_context(|| format!("{}", cfg.path.display()))?;
+    upstreams.start();
     let shared = Arc::new(
         exchange::Shared::new(
             waf,
@@ -494,14 +495,14 @@ async fn serve(
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tokio::select! {
-                    _ = tick.tick() => shared.upstreams.reap_idle(),
+                    _ = tick.tick() => shared.upstreams().reap_idle(),
                     () = crate::server::stopped(&mut stop) => return,
                 }
             }
         });
     }
 
-    wait_for_stop(&cfg.path, &shared, &token).await?;
+    wait_for_stop(&cfg, &shared, &token).await?;
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
         cfg.server.grace_period
@@ -537,15 +538,80 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
         .with_context(|| format!("loading the [access] lists of {}", cfg.path.display()))
 }
 
-/// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reloads the rules (the rule set in
-/// force stays when the new one fails to load), rereads the admin token (the token in
-/// force stays when the new one cannot be read) and reopens the log files.
+/// The sections of a configuration that a SIGHUP reload does not apply, as they are
+/// named in the file, with what they hold (compared to tell a changed one).
+fn restart_only(cfg: &Config) -> [(&'static str, String); 10] {
+    [
+        ("[server]", format!("{:?}", cfg.server)),
+        ("[[listener]]", format!("{:?}", cfg.listeners)),
+        ("[limits]", format!("{:?}", cfg.limits)),
+        ("[logs]", format!("{:?}", cfg.logs)),
+        (
+            "[admin] (other than token_file)",
+            format!(
+                "{:?}",
+                cfg.admin.as_ref().map(|a| crate::config::AdminConfig {
+                    token_file: None,
+                    ..a.clone()
+                })
+            ),
+        ),
+        ("[store]", format!("{:?}", cfg.store)),
+        ("[sync]", format!("{:?}", cfg.sync)),
+        ("[dns]", format!("{:?}", cfg.dns)),
+        ("[[rate_limit]]", format!("{:?}", cfg.rate_limits)),
+        ("[[shape]]", format!("{:?}", cfg.shapes)),
+    ]
+}
+
+/// The sections that differ between the configuration in force and one read again
+/// (see [`restart_only`]).
+fn changed_restart_only(running: &Config, read: &Config) -> Vec<&'static str> {
+    // The [server] keys the rules are loaded with are applied with them.
+    let mut read = read.clone();
+    read.server.engine_failure = running.server.engine_failure;
+    read.server.waf_cpu_budget = running.server.waf_cpu_budget;
+    read.server.waf_cpu_budget_action = running.server.waf_cpu_budget_action;
+    read.server.waf_cpu_budget_status = running.server.waf_cpu_budget_status;
+    restart_only(running)
+        .into_iter()
+        .zip(restart_only(&read))
+        .filter(|(a, b)| a.1 != b.1)
+        .map(|(a, _)| a.0)
+        .collect()
+}
+
+/// Reports a reload that failed (everything in force stays) in the operator log and
+/// the error log.
+fn reload_failed(shared: &exchange::Shared, why: &str) {
+    let text = format!("reload failed, the rules, access lists and upstreams in force stay: {why}");
+    tracing::error!("{text}");
+    shared.logs.event("error", &text);
+}
+
+/// What a reload reads: the configuration again, its rules, access lists and pools.
+type Reloaded = (
+    waf::Waf,
+    Option<Arc<access::AccessList>>,
+    upstream::Upstreams,
+    Config,
+);
+
+/// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reads the configuration file again
+/// and puts its rules, access lists and upstream pools and routes in force, all or
+/// none: when any of them fails to load, the error (naming the file and the key or
+/// line) is logged and everything in force stays. It also rereads the admin token
+/// (the token in force stays when the new one cannot be read) and reopens the log
+/// files. Changes to sections a reload does not apply are logged as needing a
+/// restart.
 async fn wait_for_stop(
-    path: &Path,
+    cfg: &Config,
     shared: &Arc<exchange::Shared>,
     token: &admin::TokenCell,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    let path = cfg.path.as_path();
+    let mut running = cfg.clone();
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
@@ -560,20 +626,38 @@ async fn wait_for_stop(
                 return Ok(());
             }
             _ = hup.recv() => {
-                tracing::info!("SIGHUP received: reloading rules from {} and reopening logs", path.display());
+                tracing::info!("SIGHUP received: reloading {} and reopening logs", path.display());
                 shared.logs.request_reopen();
                 let path = path.to_owned();
                 // [dns] is read at start: the resolver in force answers the new rules.
                 let rbl_limit = shared.dns().map(|d| d.max_lookups);
-                type Loaded = (waf::Waf, Option<Arc<access::AccessList>>, Config);
-                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Loaded> {
+                let upstreams = shared.upstreams();
+                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
                     let cfg = Config::load(&path)?;
                     let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
-                    Ok((waf, load_access(&cfg)?, cfg))
+                    let access = load_access(&cfg)?;
+                    let pools = upstreams
+                        .reload(&cfg)
+                        .with_context(|| format!("{}", cfg.path.display()))?;
+                    Ok((waf, access, pools, cfg))
                 })
                 .await;
                 match loaded {
-                    Ok(Ok((w, access, cfg))) => {
+                    Ok(Ok((w, access, pools, cfg))) => {
+                        let pools = Arc::new(pools);
+                        let old = shared.replace_upstreams(pools.clone());
+                        old.retire(&pools);
+                        pools.start();
+                        drop(old);
+                        let ignored = changed_restart_only(&running, &cfg);
+                        if !ignored.is_empty() {
+                            tracing::warn!(
+                                "reload: {} changed in {}; a reload does not apply them, they take effect on restart",
+                                ignored.join(", "),
+                                cfg.path.display()
+                            );
+                        }
+                        running = cfg.clone();
                         shared.replace_access(access);
                         match cfg.admin.as_ref().map(admin::AdminToken::load) {
                             Some(Ok(t)) => token.replace(t),
@@ -583,17 +667,49 @@ async fn wait_for_stop(
                             None => {}
                         }
                         tracing::info!(
-                            "reloaded {} rules from {} files (sha256 {})",
+                            "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s)",
                             w.rule_count(),
                             w.files().len(),
-                            w.hash()
+                            w.hash(),
+                            cfg.upstreams.len(),
+                            cfg.routes.len().max(1)
                         );
                         shared.replace_waf(Arc::new(w));
                     }
-                    Ok(Err(e)) => tracing::error!("reload failed, the rules in force stay: {e:#}"),
-                    Err(e) => tracing::error!("reload failed, the rules in force stay: {e}"),
+                    Ok(Err(e)) => reload_failed(shared, &format!("{e:#}")),
+                    Err(e) => reload_failed(shared, &e.to_string()),
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            "[[listener]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n{extra}"
+        );
+        Config::parse(&text, Path::new("/x.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_reload_names_the_sections_it_does_not_apply() {
+        let running = config("");
+        let same_but_upstreams = config("[[route]]\nupstream = \"a\"\n");
+        assert!(changed_restart_only(&running, &same_but_upstreams).is_empty());
+        // Loaded with the rules: applied by a reload.
+        let engine = config("[server]\nengine_failure = \"open\"\n");
+        assert!(changed_restart_only(&running, &engine).is_empty());
+        let threads = config("[server]\nworker_threads = 3\n[dns]\nmin_ttl = \"2s\"\n");
+        assert_eq!(
+            changed_restart_only(&running, &threads),
+            ["[server]", "[dns]"]
+        );
+        let admin = config("[admin]\naddress = \"127.0.0.1:9\"\n");
+        let token = config("[admin]\naddress = \"127.0.0.1:9\"\ntoken_file = \"t\"\n");
+        assert!(changed_restart_only(&admin, &token).is_empty());
     }
 }

@@ -94,6 +94,8 @@ pub struct LogSender {
     drops: Arc<DropCounters>,
     reopen: Arc<AtomicBool>,
     error_ack: bool,
+    /// The error log goes to a file (`logs.error_log`), not standard error.
+    error_file: bool,
 }
 
 impl LogSender {
@@ -158,6 +160,28 @@ impl LogSender {
     /// True when this log has a destination.
     pub fn enabled(&self, kind: LogKind) -> bool {
         self.enabled[kind as usize]
+    }
+
+    /// True when the error log is a file (`logs.error_log`); false when it goes to
+    /// standard error, where the operator log already is.
+    pub fn error_to_file(&self) -> bool {
+        self.error_file
+    }
+
+    /// Queues an event of the proxy itself (not of one request) for the error log,
+    /// as `TIME [LEVEL] palisade: TEXT`, when the error log is a file; on standard
+    /// error the operator log already has it. Never blocks.
+    pub fn event(&self, level: &str, text: &str) {
+        if self.error_file {
+            self.send(
+                LogKind::Error,
+                format!(
+                    "{} [{level}] palisade: {}",
+                    rfc3339_micros(now_unix_micros()),
+                    one_line(text)
+                ),
+            );
+        }
     }
 
     /// Asks the writer to close and reopen the log files (after log rotation).
@@ -230,6 +254,7 @@ impl LogWriter {
                 drops: Arc::new(DropCounters::default()),
                 reopen,
                 error_ack: false,
+                error_file: targets.error.is_some(),
             },
             LogWriter {
                 handle: Some(handle),

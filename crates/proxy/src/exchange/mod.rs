@@ -346,11 +346,7 @@ impl Exchange {
             .uri
             .path_and_query()
             .map_or(&b"/"[..], |p| p.as_str().as_bytes());
-        let Some(pool) = shared
-            .upstreams
-            .route(self.rec.host.as_deref(), path)
-            .cloned()
-        else {
+        let Some(pool) = shared.route(self.rec.host.as_deref(), path) else {
             return self.reply_error(
                 404,
                 Action::BadRequest,

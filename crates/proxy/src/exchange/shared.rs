@@ -20,8 +20,8 @@ use store::Store;
 pub struct Shared {
     /// The rules in force; SIGHUP swaps in a newly loaded set.
     waf: crate::server::PerWorker<Arc<Waf>>,
-    /// Pools and routes.
-    pub upstreams: Upstreams,
+    /// Pools and routes in force; SIGHUP swaps in newly built ones.
+    upstreams: crate::server::PerWorker<Arc<Upstreams>>,
     /// The log channel.
     pub logs: LogSender,
     /// Metrics.
@@ -89,7 +89,7 @@ impl Shared {
             workers: crate::server::Workers::new(1),
             inspector,
             waf: crate::server::PerWorker::new(waf, 1),
-            upstreams,
+            upstreams: crate::server::PerWorker::new(Arc::new(upstreams), 1),
             logs,
             metrics,
             limits,
@@ -114,6 +114,7 @@ impl Shared {
         self.accounting = self.accounting.with_workers(n);
         self.waf = self.waf.resized(n);
         self.access = self.access.resized(n);
+        self.upstreams = self.upstreams.resized(n);
         self.id_counters = (0..n.max(1)).map(|_| IdCounter::default()).collect();
         self
     }
@@ -205,6 +206,25 @@ impl Shared {
         if let Some(s) = &self.store {
             s.submit(writes);
         }
+    }
+
+    /// The pools and routes in force now.
+    pub fn upstreams(&self) -> Arc<Upstreams> {
+        self.upstreams.get()
+    }
+
+    /// The pool that serves a request for `host` and `path` (see
+    /// [`Upstreams::route`]), without taking a reference to all the pools.
+    pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<Arc<crate::upstream::Pool>> {
+        self.upstreams.with(|u| u.route(host, path).cloned())
+    }
+
+    /// Puts newly built pools in force for every worker and returns those they
+    /// replace; requests already sent keep theirs.
+    pub fn replace_upstreams(&self, upstreams: Arc<Upstreams>) -> Arc<Upstreams> {
+        let old = self.upstreams.get();
+        self.upstreams.set(upstreams);
+        old
     }
 
     /// The rules in force now.

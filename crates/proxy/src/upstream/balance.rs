@@ -15,6 +15,7 @@
 use super::Server;
 use crate::config::{Balance, HashKey};
 use http::HeaderMap;
+use smallvec::SmallVec;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
@@ -52,17 +53,24 @@ pub(super) fn key_of<'h>(key: &HashKey, headers: &'h HeaderMap) -> Option<&'h [u
     }
 }
 
+/// The servers one request tries, in order: inline up to this many (a pool with
+/// more servers allocates).
+const INLINE: usize = 8;
+
+/// The servers to try, in order, borrowed from the pool.
+pub(super) type Order<'a> = SmallVec<[&'a Arc<Server>; INLINE]>;
+
 /// The servers to try, in order (see the module documentation).
-pub(super) fn order(
+pub(super) fn order<'a>(
     method: Balance,
-    servers: &[Arc<Server>],
-    backups: &[Arc<Server>],
+    servers: &'a [Arc<Server>],
+    backups: &'a [Arc<Server>],
     rotation: usize,
     key: Option<&[u8]>,
-) -> Vec<Arc<Server>> {
+) -> Order<'a> {
     let n = servers.len();
-    let mut up: Vec<&Arc<Server>> = Vec::with_capacity(n);
-    let mut out_of_service: Vec<&Arc<Server>> = Vec::new();
+    let mut up: Order<'a> = SmallVec::new();
+    let mut out_of_service: Order<'a> = SmallVec::new();
     for i in 0..n {
         let s = &servers[(rotation + i) % n];
         if s.health.is_up() {
@@ -81,16 +89,15 @@ pub(super) fn order(
         }
         _ => {}
     }
-    let mut order: Vec<Arc<Server>> = Vec::with_capacity(n + backups.len());
-    order.extend(up.into_iter().cloned());
+    let mut order = up;
     for b in backups {
         if b.health.is_up() {
-            order.push(b.clone());
+            order.push(b);
         } else {
             out_of_service.push(b);
         }
     }
-    order.extend(out_of_service.into_iter().cloned());
+    order.extend(out_of_service);
     order
 }
 
@@ -119,6 +126,10 @@ mod tests {
         assert_eq!(&*firsts[0], "10.0.0.0:80");
         assert_eq!(&*firsts[1], "10.0.0.1:80");
         assert_eq!(&*firsts[2], "10.0.0.2:80");
+        // Up to 8 servers, the order is kept without a heap allocation.
+        let eight = servers(8);
+        assert!(!order(Balance::RoundRobin, &eight, &[], 0, None).spilled());
+        assert!(order(Balance::RoundRobin, &eight, &s, 0, None).spilled());
     }
 
     #[test]

@@ -5,22 +5,14 @@
 //! passed ones bring it back. A server that is out is tried only after every server
 //! that is in, so a pool whose servers are all out still tries them.
 
+use super::now_ms;
 use super::{Pool, Server};
 use crate::config::{HealthCheckConfig, HealthCheckKind};
 use bytes::Bytes;
 use http_body_util::Full;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
-
-/// Milliseconds on a clock shared by every pool (never 0).
-fn now_ms() -> u64 {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    let base = *BASE.get_or_init(Instant::now);
-    u64::try_from(base.elapsed().as_millis())
-        .unwrap_or(u64::MAX)
-        .saturating_add(1)
-}
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 /// The health of one server.
 #[derive(Debug)]
@@ -83,6 +75,19 @@ impl Health {
         f.0 = 0;
     }
 
+    /// Forgets what active checks said (the pool has none any more): the server is
+    /// in unless its passive state says otherwise.
+    pub fn forget_checks(&self) {
+        self.checked_up.store(true, Ordering::Relaxed);
+        self.passes.store(0, Ordering::Relaxed);
+        self.failures.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether active checks have it out.
+    fn checked_out(&self) -> bool {
+        !self.checked_up.load(Ordering::Relaxed)
+    }
+
     /// Records one active check. `Some(up)` when the server changed state.
     fn checked(&self, passed: bool, rise: u32, fall: u32) -> Option<bool> {
         let up = self.checked_up.load(Ordering::Relaxed);
@@ -107,12 +112,13 @@ impl Health {
     }
 }
 
-/// Starts the active checks of `pool` on the current runtime; they stop when the
-/// pool is dropped.
-pub(super) fn spawn_checks(pool: &Arc<Pool>, check: HealthCheckConfig) {
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
+/// Starts the active checks of `pool` on `rt`; they stop when the returned task is
+/// aborted (a reload retires the pools) or when the pool is dropped.
+pub(super) fn spawn_checks(
+    rt: &tokio::runtime::Handle,
+    pool: &Arc<Pool>,
+    check: HealthCheckConfig,
+) -> tokio::task::AbortHandle {
     let weak: Weak<Pool> = Arc::downgrade(pool);
     rt.spawn(async move {
         let mut tick = tokio::time::interval(check.interval);
@@ -138,7 +144,8 @@ pub(super) fn spawn_checks(pool: &Arc<Pool>, check: HealthCheckConfig) {
             }
             while set.join_next().await.is_some() {}
         }
-    });
+    })
+    .abort_handle()
 }
 
 impl Pool {
@@ -149,23 +156,29 @@ impl Pool {
             m.upstream_health_check_failures
                 .fetch_add(1, Ordering::Relaxed);
         }
+        let was_out = server.health.checked_out();
         match (server.health.checked(outcome.is_ok(), rise, fall), &outcome) {
             (Some(false), Err(e)) => {
                 m.upstream_servers_out.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(
+                self.events.error(format_args!(
                     "upstream {}: server {} is out after {fall} failed health check(s): {e}",
-                    self.name,
-                    server.addr
-                );
+                    self.name, server.addr
+                ));
             }
             (Some(true), _) => {
                 m.upstream_servers_back.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
+                self.events.warn(format_args!(
                     "upstream {}: server {} is back after {rise} passed health check(s)",
-                    self.name,
-                    server.addr
-                );
+                    self.name, server.addr
+                ));
             }
+            // A server in service failing a check is worth a line; one that is out
+            // fails every check until it comes back, and only the operator log's
+            // debug level tells each of them.
+            (None, Err(e)) if !was_out => self.events.warn(format_args!(
+                "upstream {}: health check of {} failed: {e}",
+                self.name, server.addr
+            )),
             (None, Err(e)) => tracing::debug!(
                 "upstream {}: health check of {} failed: {e}",
                 self.name,

@@ -12,14 +12,24 @@
 //! is sent again to the next server, at most `retries` times and within the pool's
 //! retry budget; other requests are sent once (a reused connection that turns out
 //! to be closed is retried on a fresh one). Failures feed the passive health of
-//! [`health`], which also runs the active checks.
+//! [`health`], which also runs the active checks. Events worth an operator's
+//! attention go to the error log ([`events`]).
+//!
+//! A SIGHUP reload builds new pools from the configuration read again
+//! ([`Upstreams::reload`]): a server that stays (same pool, same address, same TLS
+//! settings) is carried over with its health, its resolved addresses and its idle
+//! connections; the others are new. Once the new pools are in force the old ones
+//! are retired ([`Upstreams::retire`]): their health checks stop, and the servers
+//! that were dropped lose their idle connections and take no more.
 
 mod balance;
+mod events;
 mod health;
 mod resolve;
 
-use crate::config::{Balance, Config, HashKey, UpstreamConfig};
+use crate::config::{Balance, Config, HashKey, HealthCheckConfig, UpstreamConfig};
 use crate::dns::Dns;
+use crate::logs::LogSender;
 use crate::metrics::Metrics;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
@@ -32,14 +42,23 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 type Sender = SendRequest<Full<Bytes>>;
+
+/// Milliseconds on a clock shared by every pool (never 0).
+fn now_ms() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    let base = *BASE.get_or_init(Instant::now);
+    u64::try_from(base.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(1)
+}
 
 /// A request ready to go upstream (hop-by-hop headers already removed).
 #[derive(Debug, Clone)]
@@ -145,6 +164,11 @@ struct Server {
     addr: Arc<str>,
     /// How to speak TLS to it; `None`: plain TCP.
     tls: Option<TlsTarget>,
+    /// What its TLS settings are (see [`tls_identity`]); a reload carries the
+    /// server over only when they stay the same.
+    tls_id: Option<Arc<str>>,
+    /// Set when a reload dropped it: its connections are not kept any more.
+    retired: AtomicBool,
     /// Idle connections per worker thread ([`crate::server::current_worker`]): a
     /// connection's I/O task runs on the worker that opened it, so each worker
     /// reuses its own, and workers never take the same lock.
@@ -177,11 +201,20 @@ impl Server {
         &self.idle[crate::server::current_worker() % self.idle.len()].0
     }
 
+    /// Drops every idle connection, on every worker.
+    fn drop_idle(&self) {
+        for slot in self.idle.iter() {
+            slot.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+    }
+
     /// A server without TLS.
     fn plain(addr: &str) -> Server {
         Server {
             addr: Arc::from(addr),
             tls: None,
+            tls_id: None,
+            retired: AtomicBool::new(false),
             idle: idle_slots(),
             addresses: resolve::Addresses::new(addr),
             health: health::Health::default(),
@@ -247,6 +280,18 @@ impl RetryBudget {
     }
 }
 
+/// How each attempt treats a request (decided once by [`Pool::send`]).
+#[derive(Clone, Copy)]
+struct Handling {
+    /// Send the server's address as Host (the request has none).
+    add_host: bool,
+    /// It asks for an upgrade: a new connection, never pooled afterwards.
+    upgrade: bool,
+    /// Keep a copy when it goes out on a pooled connection, to send it again on a
+    /// new one should that connection turn out closed (nothing else can remake it).
+    spare: bool,
+}
+
 /// Why one attempt on one server failed.
 struct Failure {
     error: UpstreamError,
@@ -306,7 +351,10 @@ pub struct Pool {
     connect_timeout: Duration,
     read_timeout: Duration,
     idle_timeout: Duration,
+    /// The active health checks, if any.
+    check: Option<HealthCheckConfig>,
     metrics: Arc<Metrics>,
+    events: Events,
 }
 
 enum HostMatch {
@@ -325,7 +373,22 @@ struct Route {
 pub struct Upstreams {
     pools: Vec<Arc<Pool>>,
     routes: Vec<Route>,
+    /// What the pools share, kept for a reload.
+    env: Env,
+    /// The background tasks of [`Upstreams::start`] (health checks, first
+    /// lookups), stopped by [`Upstreams::retire`] or when dropped.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
+
+/// What every pool is given: metrics, the resolver, the error log.
+#[derive(Clone)]
+struct Env {
+    metrics: Arc<Metrics>,
+    resolver: resolve::Resolver,
+    events: Events,
+}
+
+use events::Events;
 
 impl std::fmt::Debug for resolve::Resolver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -345,44 +408,72 @@ impl std::fmt::Debug for Upstreams {
     }
 }
 
+impl Drop for Upstreams {
+    fn drop(&mut self) {
+        self.stop_tasks();
+    }
+}
+
 impl Upstreams {
     /// Builds the pools and routes of a checked configuration (reading the trust
-    /// roots of pools that speak TLS). Server names are looked up with `dns` (the
-    /// resolver of `[dns]`), or the system resolver when it is off. Inside a
-    /// runtime, the names are looked up at once and the active health checks start
-    /// (they stop when the pools are dropped).
+    /// roots of pools that speak TLS) and starts them ([`Upstreams::start`]).
+    /// Server names are looked up with `dns` (the resolver of `[dns]`), or the
+    /// system resolver when it is off. Events go to the operator log only.
     pub fn new(
         cfg: &Config,
         metrics: &Arc<Metrics>,
         dns: Option<Arc<Dns>>,
     ) -> Result<Self, UpstreamSetupError> {
-        let mut system_roots = None;
-        let resolver = match dns {
-            Some(d) => resolve::Resolver::Dns(d),
-            None => resolve::Resolver::System {
-                timeout: cfg.dns.timeout,
+        let u = Self::build(cfg, metrics, dns, None)?;
+        u.start();
+        Ok(u)
+    }
+
+    /// Builds the pools and routes of a checked configuration like
+    /// [`Upstreams::new`], without starting anything; upstream events also go to
+    /// the error log of `log` when it is a file.
+    pub fn build(
+        cfg: &Config,
+        metrics: &Arc<Metrics>,
+        dns: Option<Arc<Dns>>,
+        log: Option<LogSender>,
+    ) -> Result<Self, UpstreamSetupError> {
+        let env = Env {
+            metrics: metrics.clone(),
+            resolver: match dns {
+                Some(d) => resolve::Resolver::Dns(d),
+                None => resolve::Resolver::System {
+                    timeout: cfg.dns.timeout,
+                },
             },
+            events: Events::new(log),
         };
+        Self::assemble(cfg, env, None)
+    }
+
+    /// The pools and routes of `cfg`, read again on a reload, with the metrics,
+    /// resolver and error log of these. A server that stays in a pool of the same
+    /// name, at the same address and with the same TLS settings is carried over
+    /// (health, addresses, idle connections, requests in flight); nothing is
+    /// started or stopped (see [`Upstreams::start`] and [`Upstreams::retire`]).
+    pub fn reload(&self, cfg: &Config) -> Result<Upstreams, UpstreamSetupError> {
+        Self::assemble(cfg, self.env.clone(), Some(self))
+    }
+
+    fn assemble(
+        cfg: &Config,
+        env: Env,
+        previous: Option<&Upstreams>,
+    ) -> Result<Self, UpstreamSetupError> {
+        let mut system_roots = None;
         let pools: Vec<Arc<Pool>> = cfg
             .upstreams
             .iter()
             .map(|u| {
-                Pool::new(u, metrics.clone(), &mut system_roots, resolver.clone()).map(Arc::new)
+                let before = previous.and_then(|p| p.pools.iter().find(|p| *p.name == u.name));
+                Pool::new(u, &env, &mut system_roots, before.map(|p| &**p)).map(Arc::new)
             })
             .collect::<Result<_, _>>()?;
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            for (pool, u) in pools.iter().zip(&cfg.upstreams) {
-                if let Some(check) = &u.health_check {
-                    health::spawn_checks(pool, check.clone());
-                }
-                let pool = pool.clone();
-                rt.spawn(async move {
-                    for s in pool.servers.iter().chain(&pool.backups) {
-                        let _ = pool.resolve(s).await;
-                    }
-                });
-            }
-        }
         let mut routes: Vec<Route> = cfg
             .routes
             .iter()
@@ -409,7 +500,88 @@ impl Upstreams {
                 pool: 0,
             });
         }
-        Ok(Upstreams { pools, routes })
+        Ok(Upstreams {
+            pools,
+            routes,
+            env,
+            tasks: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Starts the pools on the current runtime (nothing outside one): the server
+    /// names are looked up at once and the active health checks begin. A server
+    /// carried over into a pool that has no health checks any more is in service
+    /// again as far as checks go.
+    pub fn start(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        for pool in &self.pools {
+            match &pool.check {
+                Some(check) => tasks.push(health::spawn_checks(&rt, pool, check.clone())),
+                None => {
+                    for s in pool.servers.iter().chain(&pool.backups) {
+                        s.health.forget_checks();
+                    }
+                }
+            }
+            let pool = pool.clone();
+            let first_lookups = rt.spawn(async move {
+                for s in pool.servers.iter().chain(&pool.backups) {
+                    if !s.addresses.is_fresh() {
+                        let _ = pool.resolve(s).await;
+                    }
+                }
+            });
+            tasks.push(first_lookups.abort_handle());
+        }
+    }
+
+    /// Takes these pools out of service once `successor` is in force: their
+    /// background tasks stop, and their servers that `successor` did not carry over
+    /// drop their idle connections and keep none of the connections still in use.
+    /// Requests in flight on them finish.
+    pub fn retire(&self, successor: &Upstreams) {
+        self.stop_tasks();
+        let kept = |s: &Arc<Server>| {
+            successor
+                .pools
+                .iter()
+                .flat_map(|p| p.servers.iter().chain(&p.backups))
+                .any(|n| Arc::ptr_eq(n, s))
+        };
+        for s in self
+            .pools
+            .iter()
+            .flat_map(|p| p.servers.iter().chain(&p.backups))
+        {
+            if !kept(s) {
+                s.retired.store(true, Ordering::Relaxed);
+                s.drop_idle();
+            }
+        }
+    }
+
+    /// Background tasks still running (health checks, first lookups).
+    pub fn running_tasks(&self) -> usize {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|t| !t.is_finished())
+            .count()
+    }
+
+    fn stop_tasks(&self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
     }
 
     /// The pool for a request: the first route whose host and path prefix match.
@@ -482,12 +654,14 @@ fn strip_port(h: &[u8]) -> &[u8] {
     }
 }
 
-/// The rustls client configuration of a pool that speaks TLS. `system_roots`
-/// caches the system's trust roots across pools (read once, when first needed).
+/// The rustls client configuration of a pool that speaks TLS, and what identifies
+/// its settings (see [`tls_identity`]). `system_roots` caches the system's trust
+/// roots across pools (read once, when first needed).
 fn tls_client_config(
     cfg: &UpstreamConfig,
     system_roots: &mut Option<Arc<rustls::RootCertStore>>,
-) -> Result<Arc<rustls::ClientConfig>, String> {
+) -> Result<(Arc<rustls::ClientConfig>, Arc<str>), String> {
+    let mut ca_digest = None;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -501,8 +675,11 @@ fn tls_client_config(
         let roots = match &cfg.tls_ca_file {
             Some(path) => {
                 let mut store = rustls::RootCertStore::empty();
-                let certs = CertificateDer::pem_file_iter(path)
-                    .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                let pem = std::fs::read(path)
+                    .map_err(|e| format!("tls_ca_file {}: {e}", path.display()))?;
+                ca_digest = Some(<sha2::Sha256 as sha2::Digest>::digest(&pem));
+                let certs = CertificateDer::pem_slice_iter(&pem)
+                    .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| format!("tls_ca_file {}: {e}", path.display()))?;
                 if certs.is_empty() {
                     return Err(format!(
@@ -542,7 +719,26 @@ fn tls_client_config(
     };
     // The pool speaks HTTP/1.1 to its servers.
     client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(client))
+    Ok((Arc::new(client), tls_identity(cfg, ca_digest.as_deref())))
+}
+
+/// What decides how a pool's servers are spoken to over TLS: `tls_verify`,
+/// `tls_sni`, and the trust roots (`ca_digest`: the SHA-256 of `tls_ca_file`'s
+/// content; none: the system's). A reload keeps a server's connections only when
+/// this stays the same, so a changed CA file is never trusted through old
+/// connections.
+fn tls_identity(cfg: &UpstreamConfig, ca_digest: Option<&[u8]>) -> Arc<str> {
+    use std::fmt::Write as _;
+    let mut id = format!("verify={} sni={:?} ca=", cfg.tls_verify, cfg.tls_sni);
+    match ca_digest {
+        Some(d) => {
+            for b in d {
+                let _ = write!(id, "{b:02x}");
+            }
+        }
+        None => id.push_str("system"),
+    }
+    Arc::from(id)
 }
 
 /// The name a server's certificate must carry: `tls_sni` when set, else the host
@@ -609,11 +805,13 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
 }
 
 impl Pool {
+    /// The pool of `cfg`, carrying over the servers of `previous` (the pool of
+    /// the same name before a reload) that stay as they were.
     fn new(
         cfg: &UpstreamConfig,
-        metrics: Arc<Metrics>,
+        env: &Env,
         system_roots: &mut Option<Arc<rustls::RootCertStore>>,
-        resolver: resolve::Resolver,
+        previous: Option<&Pool>,
     ) -> Result<Self, UpstreamSetupError> {
         let fail = |message: String| UpstreamSetupError::Tls {
             pool: cfg.name.clone(),
@@ -624,28 +822,54 @@ impl Pool {
         } else {
             None
         };
-        let server = |a: &String| -> Result<Arc<Server>, UpstreamSetupError> {
+        // Servers of `previous` already carried over (a server listed twice is
+        // carried over once, the second entry made anew, as at start).
+        let mut taken: Vec<Arc<Server>> = Vec::new();
+        let mut server = |a: &String| -> Result<Arc<Server>, UpstreamSetupError> {
             let (addr, https) = match a.strip_prefix("https://") {
                 Some(rest) => (rest, true),
                 None => (a.as_str(), false),
             };
-            let tls = match &client {
-                Some(c) if cfg.tls || https => Some(TlsTarget {
-                    connector: tokio_rustls::TlsConnector::from(c.clone()),
-                    name: server_name(addr, cfg.tls_sni.as_deref())
-                        .map_err(|m| fail(format!("server {a:?}: {m}")))?,
-                }),
-                _ => None,
+            let (tls, tls_id) = match &client {
+                Some((c, id)) if cfg.tls || https => (
+                    Some(TlsTarget {
+                        connector: tokio_rustls::TlsConnector::from(c.clone()),
+                        name: server_name(addr, cfg.tls_sni.as_deref())
+                            .map_err(|m| fail(format!("server {a:?}: {m}")))?,
+                    }),
+                    Some(id.clone()),
+                ),
+                _ => (None, None),
             };
+            let same = previous.and_then(|p| {
+                p.servers.iter().chain(&p.backups).find(|s| {
+                    *s.addr == *addr
+                        && s.tls_id == tls_id
+                        && !taken.iter().any(|t| Arc::ptr_eq(t, s))
+                })
+            });
+            if let Some(s) = same {
+                taken.push(s.clone());
+                return Ok(s.clone());
+            }
             Ok(Arc::new(Server {
                 tls,
+                tls_id,
                 ..Server::plain(addr)
             }))
         };
         Ok(Pool {
             name: Arc::from(cfg.name.as_str()),
-            servers: cfg.servers.iter().map(server).collect::<Result<_, _>>()?,
-            backups: cfg.backup.iter().map(server).collect::<Result<_, _>>()?,
+            servers: cfg
+                .servers
+                .iter()
+                .map(&mut server)
+                .collect::<Result<_, _>>()?,
+            backups: cfg
+                .backup
+                .iter()
+                .map(&mut server)
+                .collect::<Result<_, _>>()?,
             next: AtomicUsize::new(0),
             balance: cfg.balance,
             hash_key: cfg.hash_key(),
@@ -653,13 +877,15 @@ impl Pool {
             fail_timeout: cfg.fail_timeout,
             retries: cfg.retries,
             budget: RetryBudget::new(cfg.retry_budget),
-            resolver,
+            resolver: env.resolver.clone(),
             resolve_min_ttl: cfg.resolve_min_ttl,
             keepalive: cfg.keepalive,
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
             idle_timeout: cfg.idle_timeout,
-            metrics,
+            check: cfg.health_check.clone(),
+            metrics: env.metrics.clone(),
+            events: env.events.clone(),
         })
     }
 
@@ -697,7 +923,20 @@ impl Pool {
         let add_host = !req.headers.contains_key(http::header::HOST);
         // A connection that may be upgraded is new, and never goes back to the pool.
         let upgrade = req.headers.contains_key(http::header::UPGRADE);
-        let copy = (idempotent && again.is_none()).then(|| req.clone());
+        // A copy is kept (without `again`) only when the request may go to a second
+        // server: safe to repeat, retries allowed, another server there.
+        let may_retry = idempotent
+            && !upgrade
+            && self.retries > 0
+            && self.servers.len() + self.backups.len() > 1;
+        let copy = (may_retry && again.is_none()).then(|| req.clone());
+        // Without either, a request that went out on a pooled connection found
+        // closed is copied just before it is sent there (see `attempt`).
+        let how = Handling {
+            add_host,
+            upgrade,
+            spare: idempotent && copy.is_none() && again.is_none(),
+        };
         let remake = || -> Option<UpstreamRequest> {
             if !idempotent {
                 return None;
@@ -715,10 +954,7 @@ impl Pool {
             let Some(req) = next_req.take().or_else(remake) else {
                 break;
             };
-            let failure = match self
-                .attempt(server, req, timing, add_host, upgrade, &remake)
-                .await
-            {
+            let failure = match self.attempt(server, req, timing, how, &remake).await {
                 Ok(resp) => {
                     server.health.succeeded();
                     return Ok(resp);
@@ -733,19 +969,23 @@ impl Pool {
                     self.metrics
                         .upstream_servers_out
                         .fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(
+                    self.events.error(format_args!(
                         "upstream {}: server {} is out for {:?} after {} failure(s): {}",
-                        self.name,
-                        server.addr,
-                        self.fail_timeout,
-                        self.max_fails,
-                        failure.error
-                    );
+                        self.name, server.addr, self.fail_timeout, self.max_fails, failure.error
+                    ));
                 }
             }
             match failure.unsent {
                 // Not sent: the next server takes it, whatever the method.
-                Some(r) => next_req = Some(r),
+                Some(r) => {
+                    if !last {
+                        self.events.warn(format_args!(
+                            "upstream {}: {}; trying the next server",
+                            self.name, failure.error
+                        ));
+                    }
+                    next_req = Some(r);
+                }
                 None => {
                     if !idempotent || upgrade || retries_left == 0 || last {
                         return Err(failure.error);
@@ -754,22 +994,20 @@ impl Pool {
                         self.metrics
                             .upstream_retries_over_budget
                             .fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(
+                        self.events.warn(format_args!(
                             "upstream {}: not retrying after {}: the retry budget is spent",
-                            self.name,
-                            failure.error
-                        );
+                            self.name, failure.error
+                        ));
                         return Err(failure.error);
                     }
                     retries_left -= 1;
                     self.metrics
                         .upstream_retries
                         .fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
+                    self.events.warn(format_args!(
                         "upstream {}: {}; sending the request to the next server",
-                        self.name,
-                        failure.error
-                    );
+                        self.name, failure.error
+                    ));
                 }
             }
             last_err = Some(failure.error);
@@ -787,10 +1025,14 @@ impl Pool {
         server: &Arc<Server>,
         mut req: UpstreamRequest,
         timing: &mut UpstreamTiming,
-        add_host: bool,
-        upgrade: bool,
+        how: Handling,
         remake: &(dyn Fn() -> Option<UpstreamRequest> + Sync),
     ) -> Result<UpstreamResponse, Failure> {
+        let Handling {
+            add_host,
+            upgrade,
+            spare,
+        } = how;
         let in_flight = InFlight::new(server);
         let set_host = |r: &mut UpstreamRequest| {
             if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
@@ -799,15 +1041,18 @@ impl Pool {
         };
         set_host(&mut req);
         // A pooled connection first, if it was opened on the addresses in force
-        // (looked up again once their TTL is over).
+        // (looked up again once their TTL is over; no lock while they are fresh).
         let pooled = if upgrade {
             None
         } else {
-            let _ = tokio::time::timeout(self.connect_timeout, self.resolve(server)).await;
+            if !server.addresses.is_fresh() {
+                let _ = tokio::time::timeout(self.connect_timeout, self.resolve(server)).await;
+            }
             self.take_idle(server).await
         };
         if let Some(mut sender) = pooled {
             let body_copy = req.body.clone();
+            let mut spare = spare.then(|| req.clone());
             let t0 = Instant::now();
             let sent =
                 tokio::time::timeout(self.read_timeout, sender.try_send_request(req.build())).await;
@@ -845,7 +1090,7 @@ impl Pool {
                                 body: body_copy,
                             }
                         }
-                        None => match remake() {
+                        None => match remake().or_else(|| spare.take()) {
                             Some(mut made) => {
                                 set_host(&mut made);
                                 made
@@ -977,7 +1222,7 @@ impl Pool {
     }
 
     fn put_idle(&self, server: &Server, sender: Sender, generation: u64) {
-        if sender.is_closed() || self.keepalive == 0 {
+        if sender.is_closed() || self.keepalive == 0 || server.retired.load(Ordering::Relaxed) {
             return;
         }
         if generation != server.addresses.generation() {
@@ -1003,6 +1248,7 @@ impl Pool {
                 self.resolve_min_ttl,
                 &self.name,
                 &self.metrics,
+                &self.events,
             )
             .await
     }
@@ -1203,6 +1449,120 @@ mod tests {
         );
         let cfg = Config::parse(&text, std::path::Path::new("/x.toml")).unwrap();
         Upstreams::new(&cfg, &Arc::new(Metrics::new()), None).unwrap()
+    }
+
+    fn config(text: &str) -> Config {
+        let text = format!("[[listener]]\naddress = \"127.0.0.1:1\"\n{text}");
+        Config::parse(&text, std::path::Path::new("/x.toml")).unwrap()
+    }
+
+    fn find<'a>(u: &'a Upstreams, pool: &str, addr: &str) -> &'a Arc<Server> {
+        let p = u.pools.iter().find(|p| &*p.name == pool).unwrap();
+        p.servers
+            .iter()
+            .chain(&p.backups)
+            .find(|s| &*s.addr == addr)
+            .unwrap()
+    }
+
+    /// A reload carries over the servers that stay in a pool of the same name,
+    /// with their state; the others are new, and retiring the old pools drops the
+    /// idle connections of the servers left behind only.
+    #[test]
+    fn a_reload_carries_over_the_servers_that_stay() {
+        let before = Upstreams::new(
+            &config(
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\", \"127.0.0.1:3\"]\n[[upstream]]\nname = \"b\"\nservers = [\"127.0.0.1:4\"]\n",
+            ),
+            &Arc::new(Metrics::new()),
+            None,
+        )
+        .unwrap();
+        let kept = find(&before, "a", "127.0.0.1:3").clone();
+        kept.health.failed(1, Duration::from_secs(60));
+        kept.in_flight.store(2, Ordering::Relaxed);
+        let after = before
+            .reload(&config(
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:5\"]\nbackup = [\"127.0.0.1:3\"]\nbalance = \"least_conn\"\n[[upstream]]\nname = \"c\"\nservers = [\"127.0.0.1:4\"]\n",
+            ))
+            .unwrap();
+        // Moved to the backups of the same pool: the same server, still out.
+        assert!(Arc::ptr_eq(find(&after, "a", "127.0.0.1:3"), &kept));
+        assert!(!kept.health.is_up());
+        assert_eq!(kept.in_flight.load(Ordering::Relaxed), 2);
+        assert_eq!(after.pools[0].balance, Balance::LeastConn);
+        // Same address in a pool of another name: a new server.
+        assert!(!Arc::ptr_eq(
+            find(&after, "c", "127.0.0.1:4"),
+            find(&before, "b", "127.0.0.1:4")
+        ));
+        before.retire(&after);
+        assert!(!kept.retired.load(Ordering::Relaxed));
+        assert!(
+            find(&before, "a", "127.0.0.1:2")
+                .retired
+                .load(Ordering::Relaxed)
+        );
+        assert!(
+            find(&before, "b", "127.0.0.1:4")
+                .retired
+                .load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn a_server_whose_tls_settings_change_is_a_new_one() {
+        let plain = Upstreams::new(
+            &config("[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n"),
+            &Arc::new(Metrics::new()),
+            None,
+        )
+        .unwrap();
+        let tls = "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\ntls = true\ntls_verify = false\n";
+        let secure = plain.reload(&config(tls)).unwrap();
+        assert!(!Arc::ptr_eq(
+            find(&plain, "a", "127.0.0.1:2"),
+            find(&secure, "a", "127.0.0.1:2")
+        ));
+        // The same TLS settings again: carried over.
+        let again = secure.reload(&config(tls)).unwrap();
+        assert!(Arc::ptr_eq(
+            find(&secure, "a", "127.0.0.1:2"),
+            find(&again, "a", "127.0.0.1:2")
+        ));
+        let sni = format!("{tls}tls_sni = \"app.example\"\n");
+        let named = again.reload(&config(&sni)).unwrap();
+        assert!(!Arc::ptr_eq(
+            find(&again, "a", "127.0.0.1:2"),
+            find(&named, "a", "127.0.0.1:2")
+        ));
+    }
+
+    /// The health checks of pools stop when they are retired, and a server carried
+    /// into a pool without checks is no longer held out by them.
+    #[tokio::test]
+    async fn retired_pools_stop_their_health_checks() {
+        let checked = config(
+            "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n[upstream.health_check]\ntype = \"tcp\"\ninterval = \"1h\"\nfall = 1\n",
+        );
+        let before = Upstreams::new(&checked, &Arc::new(Metrics::new()), None).unwrap();
+        assert!(before.running_tasks() >= 1);
+        let server = find(&before, "a", "127.0.0.1:2").clone();
+        // Nothing listens there: the first check takes it out.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.health.is_up() {
+            assert!(Instant::now() < deadline, "the check never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let after = before
+            .reload(&config(
+                "[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n",
+            ))
+            .unwrap();
+        before.retire(&after);
+        assert_eq!(before.running_tasks(), 0);
+        after.start();
+        assert!(server.health.is_up());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! answer stays in use (stale) and the name is asked again after `dns.failure_ttl`;
 //! every lookup failure, stale use and change of address is logged and counted.
 
+use super::events::Events;
 use crate::dns::Dns;
 use crate::metrics::Metrics;
 use std::net::{IpAddr, SocketAddr};
@@ -77,6 +78,9 @@ pub(super) struct Addresses {
     /// An IP literal: never looked up.
     fixed: Option<Arc<[SocketAddr]>>,
     current: Mutex<Option<Answer>>,
+    /// When the answer in use is due to be asked again, in ms of
+    /// [`super::now_ms`] (0: none yet): read without the lock on the request path.
+    refresh_ms: AtomicU64,
     /// One lookup at a time per name; the others wait for its answer.
     lookup: tokio::sync::Mutex<()>,
     /// Bumped when the addresses change: pooled connections of an older
@@ -110,6 +114,7 @@ impl Addresses {
             port,
             fixed,
             current: Mutex::new(None),
+            refresh_ms: AtomicU64::new(0),
             lookup: tokio::sync::Mutex::new(()),
             generation: AtomicU64::new(0),
         }
@@ -118,6 +123,21 @@ impl Addresses {
     /// The generation of the addresses in use now.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether the addresses in use may be used without asking again (always for
+    /// an IP literal). Takes no lock.
+    pub fn is_fresh(&self) -> bool {
+        self.fixed.is_some() || self.refresh_ms.load(Ordering::Acquire) > super::now_ms()
+    }
+
+    /// Puts `answer` in use (the lock on `current` held).
+    fn keep(&self, cur: &mut Option<Answer>, answer: Answer) {
+        let left = answer.refresh_at.saturating_duration_since(Instant::now());
+        let ms =
+            super::now_ms().saturating_add(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+        *cur = Some(answer);
+        self.refresh_ms.store(ms, Ordering::Release);
     }
 
     fn fresh(&self) -> Option<Answer> {
@@ -135,6 +155,7 @@ impl Addresses {
         min_ttl: Duration,
         label: &str,
         metrics: &Metrics,
+        events: &Events,
     ) -> Result<Resolved, String> {
         if let Some(f) = &self.fixed {
             return Ok(Resolved {
@@ -168,12 +189,12 @@ impl Addresses {
                 let changed = cur.as_ref().is_some_and(|old| old.addrs != addrs);
                 if changed {
                     metrics.upstream_dns_changes.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
+                    events.warn(format_args!(
                         "upstream {label}: {} now resolves to {} (was {})",
                         self.host,
                         list(&addrs),
                         cur.as_ref().map(|o| list(&o.addrs)).unwrap_or_default()
-                    );
+                    ));
                     self.generation.fetch_add(1, Ordering::AcqRel);
                 } else if cur.is_none() {
                     tracing::debug!(
@@ -182,10 +203,13 @@ impl Addresses {
                         list(&addrs)
                     );
                 }
-                *cur = Some(Answer {
-                    addrs: addrs.clone(),
-                    refresh_at: Instant::now() + keep,
-                });
+                self.keep(
+                    &mut cur,
+                    Answer {
+                        addrs: addrs.clone(),
+                        refresh_at: Instant::now() + keep,
+                    },
+                );
                 Ok(Resolved {
                     addrs,
                     generation: self.generation(),
@@ -195,26 +219,32 @@ impl Addresses {
                 metrics
                     .upstream_dns_failures
                     .fetch_add(1, Ordering::Relaxed);
-                match cur.as_mut() {
+                match cur.as_ref().map(|last| last.addrs.clone()) {
                     Some(last) => {
                         metrics.upstream_dns_stale.fetch_add(1, Ordering::Relaxed);
                         let again = resolver.retry_after();
-                        tracing::error!(
+                        events.error(format_args!(
                             "upstream {label}: resolving {} failed ({e}); using the last good answer {} (stale), asking again in {again:?}",
                             self.host,
-                            list(&last.addrs)
+                            list(&last)
+                        ));
+                        self.keep(
+                            &mut cur,
+                            Answer {
+                                addrs: last.clone(),
+                                refresh_at: Instant::now() + again,
+                            },
                         );
-                        last.refresh_at = Instant::now() + again;
                         Ok(Resolved {
-                            addrs: last.addrs.clone(),
+                            addrs: last,
                             generation: self.generation(),
                         })
                     }
                     None => {
-                        tracing::error!(
+                        events.error(format_args!(
                             "upstream {label}: resolving {} failed ({e}), and there is no earlier answer",
                             self.host
-                        );
+                        ));
                         Err(format!("resolving {}: {e}", self.host))
                     }
                 }
@@ -240,9 +270,14 @@ mod tests {
         let a = Addresses::new("127.0.0.1:80");
         assert_eq!(&*a.fixed.unwrap(), &["127.0.0.1:80".parse().unwrap()]);
         let a = Addresses::new("[::1]:8080");
-        assert_eq!(&*a.fixed.unwrap(), &["[::1]:8080".parse().unwrap()]);
+        assert_eq!(
+            &**a.fixed.as_ref().unwrap(),
+            &["[::1]:8080".parse().unwrap()]
+        );
+        assert!(a.is_fresh());
         let a = Addresses::new("app.internal:80");
         assert!(a.fixed.is_none());
+        assert!(!a.is_fresh(), "never looked up");
         assert_eq!(&*a.host, "app.internal");
         assert_eq!(a.port, 80);
     }
@@ -257,9 +292,15 @@ mod tests {
         };
         let a = Addresses::new("name.invalid:80");
         assert!(
-            a.get(&resolver, Duration::from_secs(1), "t", &metrics)
-                .await
-                .is_err()
+            a.get(
+                &resolver,
+                Duration::from_secs(1),
+                "t",
+                &metrics,
+                &Events::default()
+            )
+            .await
+            .is_err()
         );
         // As if an earlier lookup had answered, now expired.
         *a.current.lock().unwrap() = Some(Answer {
@@ -267,16 +308,30 @@ mod tests {
             refresh_at: Instant::now(),
         });
         let got = a
-            .get(&resolver, Duration::from_secs(1), "t", &metrics)
+            .get(
+                &resolver,
+                Duration::from_secs(1),
+                "t",
+                &metrics,
+                &Events::default(),
+            )
             .await
             .unwrap();
         assert_eq!(&*got.addrs, &["10.0.0.7:80".parse().unwrap()]);
+        // The stale answer is in use until the retry delay: fresh, no lookup.
+        assert!(a.is_fresh());
         assert_eq!(metrics.upstream_dns_stale.load(Ordering::Relaxed), 1);
         assert_eq!(metrics.upstream_dns_failures.load(Ordering::Relaxed), 2);
         // Not asked again before the retry delay: no new failure.
-        a.get(&resolver, Duration::from_secs(1), "t", &metrics)
-            .await
-            .unwrap();
+        a.get(
+            &resolver,
+            Duration::from_secs(1),
+            "t",
+            &metrics,
+            &Events::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(metrics.upstream_dns_failures.load(Ordering::Relaxed), 2);
     }
 }
