@@ -246,15 +246,21 @@ fn all_answer(
         k => &cache.forms[(k - 2) as usize].0,
     };
     // One pass finds every pattern (a check for any match first would scan the
-    // value twice whenever one does).
-    let mut hits = PatternSet::new(all.len());
+    // value twice whenever one does). The pattern set is the cache's own, cleared
+    // after use; it is copied only for a value that matches.
+    let mut hits = match cache.all_scratch.take() {
+        Some(h) if h.capacity() == all.len() => h,
+        _ => PatternSet::new(all.len()),
+    };
     let answer = if !all.try_which_match(input, &mut hits) {
         AllAnswer::GaveUp
     } else if hits.is_empty() {
         AllAnswer::Quiet
     } else {
-        AllAnswer::Hits(hits)
+        AllAnswer::Hits(hits.clone())
     };
+    hits.clear();
+    cache.all_scratch = Some(hits);
     let out = Answer::of(&answer);
     if cell == 1 {
         cache.cells[row + raw_cell] = if out == Answer::Quiet { 1 } else { 2 };
@@ -726,6 +732,7 @@ impl Transaction {
             cache,
             ctx,
             budget,
+            scratch,
             ..
         } = self;
         let groups = &ruleset.prefilter.groups;
@@ -742,7 +749,8 @@ impl Transaction {
                 ctx,
                 rule: None,
             };
-            let mut values = Vec::with_capacity(32);
+            // The buffer that serves every rule's targets serves the group's values too.
+            let mut values = recycle(std::mem::take(scratch));
             for &var in &group.vars {
                 view.collect_superset(var, &mut values);
             }
@@ -750,11 +758,13 @@ impl Transaction {
             let raw_cell = nodes.len() + 1;
             let quiet_cell = nodes.len() + 2 + g / 32;
             let quiet_bit = 1u32 << (g % 32);
+            let mut out_of_budget = false;
             for v in &values {
                 if budget.charge(VALUE_WORK + v.value.len() as u64) {
                     // Out of CPU budget: the group's answer stays unknown, and the
                     // phase stops at this rule.
-                    return false;
+                    out_of_budget = true;
+                    break;
                 }
                 let Some(id) = v.id else {
                     if group.multi {
@@ -830,6 +840,10 @@ impl Transaction {
                 if !union.add(&group.set, &input) {
                     cache.cells[row + quiet_cell] |= quiet_bit;
                 }
+            }
+            *scratch = recycle(values);
+            if out_of_budget {
+                return false;
             }
             cache.unions[g] = Some(union);
         }

@@ -252,6 +252,10 @@ pub(crate) struct TransformCache {
     /// The `@pm` lists (of the prefilter's union, one bit each) that have a phrase in
     /// a form of a value, keyed by (row start, cell).
     pub pm_lists: rustc_hash::FxHashMap<(u32, u32), u64>,
+    /// A pattern set kept between runs of the prefilter's set of all patterns, so
+    /// that the usual answer ("nothing matches") allocates nothing; only a value that
+    /// matches keeps a copy (in `all_hits`).
+    pub all_scratch: Option<regex_automata::PatternSet>,
     /// Per prefilter group, which patterns matched some value in the current phase
     /// (`None` until the group's first rule is reached in the phase).
     pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
