@@ -271,6 +271,36 @@ fn all_answer(
     out
 }
 
+/// Adds to `union` the patterns of `group` that match the form in `cell` of the value
+/// whose row starts at `row` (raw bytes `raw`): read off the set of all patterns' answer
+/// for that cell when there is one (`all`), else by the group's own set. False when
+/// none matches.
+#[allow(clippy::too_many_arguments)]
+fn group_answer(
+    cache: &mut TransformCache,
+    row: usize,
+    raw_cell: usize,
+    cell: u32,
+    all: Option<&RxSet>,
+    group: &crate::ruleset::prefilter::Group,
+    union: &mut Union,
+    raw: &[u8],
+) -> bool {
+    if let Some(all) = all {
+        match all_answer(cache, row, raw_cell, cell, all, raw) {
+            Answer::Quiet => return false,
+            Answer::Hits => {
+                if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, cell)) {
+                    return union.add_from(group.set.len(), &group.all_index, h);
+                }
+            }
+            Answer::GaveUp => {}
+        }
+    }
+    let input = cached_input(cache, cell, raw);
+    union.add(&group.set, &input)
+}
+
 /// [`AllAnswer`] without its patterns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -784,31 +814,23 @@ impl Transaction {
                 }
                 let all = ruleset.prefilter.raw.as_ref();
                 if group.multi {
-                    // Every form the rules inspect: the raw value first, which the set
-                    // of all patterns answers for.
+                    // Every form the rules inspect (the raw value and each cell a
+                    // prefix of the pipeline leads to), each answered through the set
+                    // of all patterns, whose answer per cell every group shares.
                     let mut any = false;
-                    let mut skip_raw = false;
-                    if let Some(all) = all {
-                        match all_answer(cache, row, raw_cell, 1, all, &v.value) {
-                            Answer::Quiet => skip_raw = true,
-                            Answer::Hits => {
-                                if let Some(AllAnswer::Hits(h)) =
-                                    cache.all_hits.get(&(row as u32, 1))
-                                {
-                                    any |= union.add_from(group.set.len(), &group.all_index, h);
-                                    skip_raw = true;
-                                }
-                            }
-                            Answer::GaveUp => {}
+                    let mut last = 0;
+                    let cells = std::iter::once(None).chain(group.prefix_ids.iter().map(Some));
+                    for node in cells {
+                        let cell = match node {
+                            None => 1,
+                            Some(&n) => form(cache, nodes, row, Some(n), &v.value).0,
+                        };
+                        if cell == last {
+                            continue;
                         }
+                        last = cell;
+                        any |= group_answer(cache, row, raw_cell, cell, all, group, &mut union, &v.value);
                     }
-                    let (ts, ids) = (&group.transforms, &group.prefix_ids);
-                    for_each_form(cache, nodes, ts, ids, v, |input| {
-                        if std::mem::take(&mut skip_raw) {
-                            return;
-                        }
-                        any |= union.add(&group.set, input);
-                    });
                     if !any {
                         cache.cells[row + quiet_cell] |= quiet_bit;
                     }
@@ -818,26 +840,7 @@ impl Transaction {
                     Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
                     None => 1,
                 };
-                if let Some(all) = all {
-                    let any = match all_answer(cache, row, raw_cell, cell, all, &v.value) {
-                        Answer::Quiet => Some(false),
-                        Answer::Hits => match cache.all_hits.get(&(row as u32, cell)) {
-                            Some(AllAnswer::Hits(h)) => {
-                                Some(union.add_from(group.set.len(), &group.all_index, h))
-                            }
-                            _ => None,
-                        },
-                        Answer::GaveUp => None,
-                    };
-                    if let Some(any) = any {
-                        if !any {
-                            cache.cells[row + quiet_cell] |= quiet_bit;
-                        }
-                        continue;
-                    }
-                }
-                let input = cached_input(cache, cell, &v.value);
-                if !union.add(&group.set, &input) {
+                if !group_answer(cache, row, raw_cell, cell, all, group, &mut union, &v.value) {
                     cache.cells[row + quiet_cell] |= quiet_bit;
                 }
             }
