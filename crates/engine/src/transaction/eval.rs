@@ -124,8 +124,11 @@ const KNOWN: u32 = 1 << 31;
 
 /// The start of value `id`'s row in the transformation cache, made on first use.
 fn cache_row(cache: &mut TransformCache, id: u32) -> usize {
-    if let Some(&r) = cache.rows.get(&id) {
-        return r as usize;
+    let (source, index) = ((id >> 24) as usize, (id & 0xff_ffff) as usize);
+    if let Some(&r) = cache.rows.get(source).and_then(|s| s.get(index))
+        && r != 0
+    {
+        return r as usize - 1;
     }
     if cache.cells.capacity() == 0 {
         // A CRS transaction has a few dozen values: skip the early regrowth.
@@ -133,7 +136,15 @@ fn cache_row(cache: &mut TransformCache, id: u32) -> usize {
     }
     let r = cache.cells.len();
     cache.cells.resize(r + cache.width, 0);
-    cache.rows.insert(id, r as u32);
+    if cache.rows.len() <= source {
+        cache.rows.resize_with(source + 1, Vec::new);
+    }
+    let slots = &mut cache.rows[source];
+    if slots.len() <= index {
+        // Identities are dense within a source (the value's position).
+        slots.resize(index + 1, 0);
+    }
+    slots[index] = r as u32 + 1;
     r
 }
 
@@ -829,7 +840,9 @@ impl Transaction {
                             continue;
                         }
                         last = cell;
-                        any |= group_answer(cache, row, raw_cell, cell, all, group, &mut union, &v.value);
+                        any |= group_answer(
+                            cache, row, raw_cell, cell, all, group, &mut union, &v.value,
+                        );
                     }
                     if !any {
                         cache.cells[row + quiet_cell] |= quiet_bit;
@@ -1450,6 +1463,26 @@ mod tests {
         }
         out.reverse();
         out
+    }
+
+    /// Each value identity (source in the top byte, position below) gets its own row,
+    /// the same one every time, and rows do not overlap.
+    #[test]
+    fn cache_rows_are_distinct_and_stable() {
+        let mut cache = TransformCache {
+            width: 5,
+            ..Default::default()
+        };
+        let ids = [0u32, 7, 3 << 24, (3 << 24) | 2, (13 << 24) | 40, 1 << 24, 2];
+        let rows: Vec<usize> = ids.iter().map(|&id| cache_row(&mut cache, id)).collect();
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r % 5, 0);
+            assert!(rows[..i].iter().all(|o| o != r), "row {r} given twice");
+        }
+        for (&id, &r) in ids.iter().zip(&rows).rev() {
+            assert_eq!(cache_row(&mut cache, id), r);
+        }
+        assert_eq!(cache.cells.len(), 5 * ids.len());
     }
 
     /// Every cached form of a value is what applying its prefix's steps one by one
