@@ -310,8 +310,9 @@ SecRule ARGS "@rx ^abc$" "id:3,phase:2,pass,t:none,t:urlDecode,t:lowercase""#,
 fn multi_match_groups_that_share_forms_answer_each_form() {
     // Two `multiMatch` groups whose pipelines reach the same forms (the prefilter
     // answers a form once, by cache cell, for every group that inspects it) and a
-    // plain rule on the decoded form. `%2541BC` decodes to `%41BC`, then `%41bc`;
-    // `%41BC` decodes to `ABC`, then `abc`.
+    // plain rule on the decoded form. The query string is decoded once into ARGS, so
+    // `q=%252541BC` gives `%2541BC`, which `t:urlDecode` makes `%41BC`, then `%41bc`;
+    // `q=%2541BC` gives `%41BC`, then `ABC`, then `abc`.
     let rs = ruleset(
         r#"SecRule ARGS "@rx ^ABC$" "id:1,phase:2,pass,t:none,t:urlDecode,multiMatch"
 SecRule ARGS "@rx ^abc$" "id:2,phase:2,pass,t:none,t:urlDecode,t:lowercase,multiMatch"
@@ -322,11 +323,11 @@ SecRule ARGS "@rx ^%41BC$" "id:4,phase:2,pass,t:none,t:urlDecode,t:lowercase,mul
         let (_, tx) = get(&rs, uri);
         tx.matched_rule_ids()
     };
-    assert_eq!(ids("/?q=%2541BC"), vec![4]);
-    assert_eq!(ids("/?q=%41BC"), vec![1, 2, 3, 4]);
+    assert_eq!(ids("/?q=%252541BC"), vec![4]);
+    assert_eq!(ids("/?q=%2541BC"), vec![1, 2, 3, 4]);
     assert_eq!(ids("/?q=ABC"), vec![1, 2, 3]);
     assert_eq!(ids("/?q=abc"), vec![2]);
-    assert_eq!(ids("/?a=abc&q=%2541BC"), vec![2, 4]);
+    assert_eq!(ids("/?a=abc&q=%252541BC"), vec![2, 4]);
     assert_eq!(ids("/?q=xyz"), Vec::<i64>::new());
 }
 
