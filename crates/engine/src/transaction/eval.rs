@@ -825,25 +825,34 @@ impl Transaction {
                 }
                 let all = ruleset.prefilter.raw.as_ref();
                 if group.multi {
-                    // Every form the rules inspect (the raw value and each cell a
-                    // prefix of the pipeline leads to), each answered through the set
-                    // of all patterns, whose answer per cell every group shares.
+                    // Every form the rules inspect: the raw value first, which the set
+                    // of all patterns answers for; the other forms by the group's own
+                    // set (answering them through the set of all patterns too was
+                    // tried: it overflows that set's memo on varying forms, 1.85x the
+                    // instructions per varying urlencoded form).
                     let mut any = false;
-                    let mut last = 0;
-                    let cells = std::iter::once(None).chain(group.prefix_ids.iter().map(Some));
-                    for node in cells {
-                        let cell = match node {
-                            None => 1,
-                            Some(&n) => form(cache, nodes, row, Some(n), &v.value).0,
-                        };
-                        if cell == last {
-                            continue;
+                    let mut skip_raw = false;
+                    if let Some(all) = all {
+                        match all_answer(cache, row, raw_cell, 1, all, &v.value) {
+                            Answer::Quiet => skip_raw = true,
+                            Answer::Hits => {
+                                if let Some(AllAnswer::Hits(h)) =
+                                    cache.all_hits.get(&(row as u32, 1))
+                                {
+                                    any |= union.add_from(group.set.len(), &group.all_index, h);
+                                    skip_raw = true;
+                                }
+                            }
+                            Answer::GaveUp => {}
                         }
-                        last = cell;
-                        any |= group_answer(
-                            cache, row, raw_cell, cell, all, group, &mut union, &v.value,
-                        );
                     }
+                    let (ts, ids) = (&group.transforms, &group.prefix_ids);
+                    for_each_form(cache, nodes, ts, ids, v, |input| {
+                        if std::mem::take(&mut skip_raw) {
+                            return;
+                        }
+                        any |= union.add(&group.set, input);
+                    });
                     if !any {
                         cache.cells[row + quiet_cell] |= quiet_bit;
                     }
