@@ -307,6 +307,31 @@ SecRule ARGS "@rx ^abc$" "id:3,phase:2,pass,t:none,t:urlDecode,t:lowercase""#,
 }
 
 #[test]
+fn multi_match_groups_that_share_forms_answer_each_form() {
+    // Two `multiMatch` groups whose pipelines reach the same forms (the prefilter
+    // answers a form once, by cache cell, for every group that inspects it) and a
+    // plain rule on the decoded form. The query string is decoded once into ARGS, so
+    // `q=%252541BC` gives `%2541BC`, which `t:urlDecode` makes `%41BC`, then `%41bc`;
+    // `q=%2541BC` gives `%41BC`, then `ABC`, then `abc`.
+    let rs = ruleset(
+        r#"SecRule ARGS "@rx ^ABC$" "id:1,phase:2,pass,t:none,t:urlDecode,multiMatch"
+SecRule ARGS "@rx ^abc$" "id:2,phase:2,pass,t:none,t:urlDecode,t:lowercase,multiMatch"
+SecRule ARGS "@rx ^ABC$" "id:3,phase:2,pass,t:none,t:urlDecode"
+SecRule ARGS "@rx ^%41BC$" "id:4,phase:2,pass,t:none,t:urlDecode,t:lowercase,multiMatch""#,
+    );
+    let ids = |uri: &str| {
+        let (_, tx) = get(&rs, uri);
+        tx.matched_rule_ids()
+    };
+    assert_eq!(ids("/?q=%252541BC"), vec![4]);
+    assert_eq!(ids("/?q=%2541BC"), vec![1, 2, 3, 4]);
+    assert_eq!(ids("/?q=ABC"), vec![1, 2, 3]);
+    assert_eq!(ids("/?q=abc"), vec![2]);
+    assert_eq!(ids("/?a=abc&q=%252541BC"), vec![2, 4]);
+    assert_eq!(ids("/?q=xyz"), Vec::<i64>::new());
+}
+
+#[test]
 fn lookups_without_a_resolver_or_database_warn_at_load() {
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
     b.add_text(

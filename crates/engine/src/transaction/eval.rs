@@ -124,8 +124,11 @@ const KNOWN: u32 = 1 << 31;
 
 /// The start of value `id`'s row in the transformation cache, made on first use.
 fn cache_row(cache: &mut TransformCache, id: u32) -> usize {
-    if let Some(&r) = cache.rows.get(&id) {
-        return r as usize;
+    let (source, index) = ((id >> 24) as usize, (id & 0xff_ffff) as usize);
+    if let Some(&r) = cache.rows.get(source).and_then(|s| s.get(index))
+        && r != 0
+    {
+        return r as usize - 1;
     }
     if cache.cells.capacity() == 0 {
         // A CRS transaction has a few dozen values: skip the early regrowth.
@@ -133,7 +136,15 @@ fn cache_row(cache: &mut TransformCache, id: u32) -> usize {
     }
     let r = cache.cells.len();
     cache.cells.resize(r + cache.width, 0);
-    cache.rows.insert(id, r as u32);
+    if cache.rows.len() <= source {
+        cache.rows.resize_with(source + 1, Vec::new);
+    }
+    let slots = &mut cache.rows[source];
+    if slots.len() <= index {
+        // Identities are dense within a source (the value's position).
+        slots.resize(index + 1, 0);
+    }
+    slots[index] = r as u32 + 1;
     r
 }
 
@@ -246,15 +257,21 @@ fn all_answer(
         k => &cache.forms[(k - 2) as usize].0,
     };
     // One pass finds every pattern (a check for any match first would scan the
-    // value twice whenever one does).
-    let mut hits = PatternSet::new(all.len());
+    // value twice whenever one does). The pattern set is the cache's own, cleared
+    // after use; it is copied only for a value that matches.
+    let mut hits = match cache.all_scratch.take() {
+        Some(h) if h.capacity() == all.len() => h,
+        _ => PatternSet::new(all.len()),
+    };
     let answer = if !all.try_which_match(input, &mut hits) {
         AllAnswer::GaveUp
     } else if hits.is_empty() {
         AllAnswer::Quiet
     } else {
-        AllAnswer::Hits(hits)
+        AllAnswer::Hits(hits.clone())
     };
+    hits.clear();
+    cache.all_scratch = Some(hits);
     let out = Answer::of(&answer);
     if cell == 1 {
         cache.cells[row + raw_cell] = if out == Answer::Quiet { 1 } else { 2 };
@@ -263,6 +280,36 @@ fn all_answer(
         cache.all_hits.insert(key, answer);
     }
     out
+}
+
+/// Adds to `union` the patterns of `group` that match the form in `cell` of the value
+/// whose row starts at `row` (raw bytes `raw`): read off the set of all patterns' answer
+/// for that cell when there is one (`all`), else by the group's own set. False when
+/// none matches.
+#[allow(clippy::too_many_arguments)]
+fn group_answer(
+    cache: &mut TransformCache,
+    row: usize,
+    raw_cell: usize,
+    cell: u32,
+    all: Option<&RxSet>,
+    group: &crate::ruleset::prefilter::Group,
+    union: &mut Union,
+    raw: &[u8],
+) -> bool {
+    if let Some(all) = all {
+        match all_answer(cache, row, raw_cell, cell, all, raw) {
+            Answer::Quiet => return false,
+            Answer::Hits => {
+                if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, cell)) {
+                    return union.add_from(group.set.len(), &group.all_index, h);
+                }
+            }
+            Answer::GaveUp => {}
+        }
+    }
+    let input = cached_input(cache, cell, raw);
+    union.add(&group.set, &input)
 }
 
 /// [`AllAnswer`] without its patterns.
@@ -726,6 +773,7 @@ impl Transaction {
             cache,
             ctx,
             budget,
+            scratch,
             ..
         } = self;
         let groups = &ruleset.prefilter.groups;
@@ -742,7 +790,8 @@ impl Transaction {
                 ctx,
                 rule: None,
             };
-            let mut values = Vec::with_capacity(32);
+            // The buffer that serves every rule's targets serves the group's values too.
+            let mut values = recycle(std::mem::take(scratch));
             for &var in &group.vars {
                 view.collect_superset(var, &mut values);
             }
@@ -750,11 +799,13 @@ impl Transaction {
             let raw_cell = nodes.len() + 1;
             let quiet_cell = nodes.len() + 2 + g / 32;
             let quiet_bit = 1u32 << (g % 32);
+            let mut out_of_budget = false;
             for v in &values {
                 if budget.charge(VALUE_WORK + v.value.len() as u64) {
                     // Out of CPU budget: the group's answer stays unknown, and the
                     // phase stops at this rule.
-                    return false;
+                    out_of_budget = true;
+                    break;
                 }
                 let Some(id) = v.id else {
                     if group.multi {
@@ -775,7 +826,10 @@ impl Transaction {
                 let all = ruleset.prefilter.raw.as_ref();
                 if group.multi {
                     // Every form the rules inspect: the raw value first, which the set
-                    // of all patterns answers for.
+                    // of all patterns answers for; the other forms by the group's own
+                    // set (answering them through the set of all patterns too was
+                    // tried: it overflows that set's memo on varying forms, 1.85x the
+                    // instructions per varying urlencoded form).
                     let mut any = false;
                     let mut skip_raw = false;
                     if let Some(all) = all {
@@ -808,28 +862,13 @@ impl Transaction {
                     Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
                     None => 1,
                 };
-                if let Some(all) = all {
-                    let any = match all_answer(cache, row, raw_cell, cell, all, &v.value) {
-                        Answer::Quiet => Some(false),
-                        Answer::Hits => match cache.all_hits.get(&(row as u32, cell)) {
-                            Some(AllAnswer::Hits(h)) => {
-                                Some(union.add_from(group.set.len(), &group.all_index, h))
-                            }
-                            _ => None,
-                        },
-                        Answer::GaveUp => None,
-                    };
-                    if let Some(any) = any {
-                        if !any {
-                            cache.cells[row + quiet_cell] |= quiet_bit;
-                        }
-                        continue;
-                    }
-                }
-                let input = cached_input(cache, cell, &v.value);
-                if !union.add(&group.set, &input) {
+                if !group_answer(cache, row, raw_cell, cell, all, group, &mut union, &v.value) {
                     cache.cells[row + quiet_cell] |= quiet_bit;
                 }
+            }
+            *scratch = recycle(values);
+            if out_of_budget {
+                return false;
             }
             cache.unions[g] = Some(union);
         }
@@ -1433,6 +1472,26 @@ mod tests {
         }
         out.reverse();
         out
+    }
+
+    /// Each value identity (source in the top byte, position below) gets its own row,
+    /// the same one every time, and rows do not overlap.
+    #[test]
+    fn cache_rows_are_distinct_and_stable() {
+        let mut cache = TransformCache {
+            width: 5,
+            ..Default::default()
+        };
+        let ids = [0u32, 7, 3 << 24, (3 << 24) | 2, (13 << 24) | 40, 1 << 24, 2];
+        let rows: Vec<usize> = ids.iter().map(|&id| cache_row(&mut cache, id)).collect();
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r % 5, 0);
+            assert!(rows[..i].iter().all(|o| o != r), "row {r} given twice");
+        }
+        for (&id, &r) in ids.iter().zip(&rows).rev() {
+            assert_eq!(cache_row(&mut cache, id), r);
+        }
+        assert_eq!(cache.cells.len(), 5 * ids.len());
     }
 
     /// Every cached form of a value is what applying its prefix's steps one by one

@@ -232,8 +232,9 @@ pub(crate) struct State {
 /// not a hash, once the value's row is found.
 #[derive(Debug, Default)]
 pub(crate) struct TransformCache {
-    /// Row start in `cells`, by value identity.
-    pub rows: rustc_hash::FxHashMap<u32, u32>,
+    /// Row start in `cells` plus one (0: no row yet), by value identity: indexed by
+    /// the identity's source (its top byte), then by its index within the source.
+    pub rows: Vec<Vec<u32>>,
     /// Rows of `width` cells: one per prefix (0: not computed yet, 1: the value is
     /// unchanged, k >= 2: `forms[k - 2]`), then the raw value's byte classes with
     /// `KNOWN` set once computed, then the quiet bits.
@@ -252,6 +253,10 @@ pub(crate) struct TransformCache {
     /// The `@pm` lists (of the prefilter's union, one bit each) that have a phrase in
     /// a form of a value, keyed by (row start, cell).
     pub pm_lists: rustc_hash::FxHashMap<(u32, u32), u64>,
+    /// A pattern set kept between runs of the prefilter's set of all patterns, so
+    /// that the usual answer ("nothing matches") allocates nothing; only a value that
+    /// matches keeps a copy (in `all_hits`).
+    pub all_scratch: Option<regex_automata::PatternSet>,
     /// Per prefilter group, which patterns matched some value in the current phase
     /// (`None` until the group's first rule is reached in the phase).
     pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
