@@ -52,6 +52,69 @@ pub(crate) fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, Strin
     Ok(automaton)
 }
 
+/// Phrases that each belong to some of up to 64 lists, matched ASCII
+/// case-insensitively in one pass that tells which lists have a phrase in a value
+/// (the `@pm` union of the prefilter).
+///
+/// The pass walks a contiguous Aho-Corasick NFA itself instead of iterating over the
+/// overlapping matches: that iterator stops at every match, once per phrase ending
+/// there, which on attack payloads (a phrase every few bytes) cost more than the walk.
+/// Here a match state adds its phrases' lists when it is entered, skipped when the
+/// walk stays in it, and the walk ends once every list is found.
+#[derive(Debug, Clone)]
+pub(crate) struct PhraseLists {
+    nfa: aho_corasick::nfa::contiguous::NFA,
+    /// For each phrase, the lists it belongs to, one bit each.
+    lists_of: Vec<u64>,
+    /// Every list's bit.
+    every: u64,
+}
+
+impl PhraseLists {
+    /// The matcher of `phrases`, the `i`-th of which belongs to the lists of bit mask
+    /// `lists_of[i]`; the error is a human-readable reason.
+    pub(crate) fn new(phrases: &[Vec<u8>], lists_of: Vec<u64>) -> Result<PhraseLists, String> {
+        let nfa = aho_corasick::nfa::contiguous::Builder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .prefilter(false)
+            .build(phrases)
+            .map_err(|e| format!("cannot build the phrase matcher: {e}"))?;
+        let every = lists_of.iter().fold(0, |a, b| a | b);
+        Ok(PhraseLists {
+            nfa,
+            lists_of,
+            every,
+        })
+    }
+
+    /// The lists (bit `i` for list `i`) that have a phrase in `input`.
+    pub(crate) fn lists_in(&self, input: &[u8]) -> u64 {
+        use aho_corasick::Anchored;
+        use aho_corasick::automaton::Automaton;
+        let nfa = &self.nfa;
+        let Ok(mut sid) = nfa.start_state(Anchored::No) else {
+            // Unreachable: the NFA is built with unanchored searches (its default).
+            return self.every;
+        };
+        let mut found = 0;
+        let mut last = sid;
+        for &b in input {
+            sid = nfa.next_state(Anchored::No, sid, b);
+            if sid != last && nfa.is_special(sid) && nfa.is_match(sid) {
+                for i in 0..nfa.match_len(sid) {
+                    found |= self.lists_of[nfa.match_pattern(sid, i).as_usize()];
+                }
+                if found == self.every {
+                    break;
+                }
+            }
+            last = sid;
+        }
+        found
+    }
+}
+
 /// A compiled phrase matcher. Clones share the automaton and the phrases.
 #[derive(Debug, Clone)]
 pub struct Pm {

@@ -25,6 +25,7 @@
 //! took seconds on a 256 KiB argument.
 
 use aho_corasick::AhoCorasick;
+use regex_automata::hybrid::LazyStateID;
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
 use regex_automata::meta::Regex;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
@@ -394,11 +395,7 @@ impl Lazy {
     fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         let mut own = PatternSet::new(self.ids.len());
         let mut cache = self.caches.get();
-        if self
-            .dfa
-            .try_which_overlapping_matches(&mut cache, &Input::new(input), &mut own)
-            .is_err()
-        {
+        if which_patterns(&self.dfa, &mut cache, input, &mut own).is_none() {
             return false;
         }
         for p in own.iter() {
@@ -448,6 +445,77 @@ impl Lazy {
             ids,
         })
     }
+}
+
+/// Adds to `found` every pattern of `dfa` that matches somewhere in `haystack`, in one
+/// forward pass; `None` when the lazy DFA gives up (or meets a byte it cannot handle).
+///
+/// The answer is that of `try_which_overlapping_matches`, without its cost per match:
+/// that search stops at every match and every pattern of a match state, one call each,
+/// which on attack payloads (a match every few bytes, several patterns each) cost more
+/// than the pass itself. Here a match state's patterns are read the first time the state
+/// is met and skipped afterwards (a state's patterns never change; state ids are only
+/// reused after the cache is cleared, which empties the list of states read).
+fn which_patterns(
+    dfa: &DFA,
+    cache: &mut DfaCache,
+    haystack: &[u8],
+    found: &mut PatternSet,
+) -> Option<()> {
+    let input = Input::new(haystack);
+    let mut sid = dfa.start_state_forward(cache, &input).ok()?;
+    let mut read: rustc_hash::FxHashSet<LazyStateID> = rustc_hash::FxHashSet::default();
+    let mut clears = cache.clear_count();
+    let mut last = None;
+    let mut note = |cache: &mut DfaCache, sid: LazyStateID| {
+        if cache.clear_count() != clears {
+            clears = cache.clear_count();
+            read.clear();
+            last = None;
+        }
+        if last != Some(sid) {
+            last = Some(sid);
+            if read.insert(sid) {
+                for i in 0..dfa.match_len(cache, sid) {
+                    let _ = found.try_insert(dfa.match_pattern(cache, sid, i));
+                }
+            }
+        }
+        found.is_full()
+    };
+    cache.search_start(0);
+    let mut at = 0;
+    while at < haystack.len() {
+        sid = match dfa.next_state(cache, sid, haystack[at]) {
+            Ok(s) => s,
+            Err(_) => {
+                cache.search_finish(at);
+                return None;
+            }
+        };
+        at += 1;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                if note(cache, sid) {
+                    break;
+                }
+            } else if sid.is_dead() {
+                break;
+            } else if sid.is_quit() {
+                cache.search_finish(at);
+                return None;
+            }
+        }
+        cache.search_update(at);
+    }
+    cache.search_finish(at);
+    if at == haystack.len() {
+        sid = dfa.next_eoi_state(cache, sid).ok()?;
+        if sid.is_match() {
+            note(cache, sid);
+        }
+    }
+    Some(())
 }
 
 #[cfg(test)]
