@@ -52,37 +52,72 @@ pub(crate) fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, Strin
     Ok(automaton)
 }
 
+/// Largest DFA kept for [`PhraseLists`]: one automaton per rule set, shared by every
+/// thread. Over it the union is a contiguous NFA, which follows failure links.
+pub const MAX_LISTS_DFA_BYTES: usize = 16 * 1024 * 1024;
+
 /// Phrases that each belong to some of up to 64 lists, matched ASCII
 /// case-insensitively in one pass that tells which lists have a phrase in a value
 /// (the `@pm` union of the prefilter).
 ///
-/// The pass walks a contiguous Aho-Corasick NFA itself instead of iterating over the
+/// The pass walks an Aho-Corasick automaton itself instead of iterating over the
 /// overlapping matches: that iterator stops at every match, once per phrase ending
 /// there, which on attack payloads (a phrase every few bytes) cost more than the walk.
 /// Here a match state adds its phrases' lists when it is entered, skipped when the
-/// walk stays in it, and the walk ends once every list is found.
+/// walk stays in it, and the walk ends once every list is found. The automaton is a
+/// DFA (one table look-up per byte) when it stays within [`MAX_LISTS_DFA_BYTES`].
 #[derive(Debug, Clone)]
 pub(crate) struct PhraseLists {
-    nfa: aho_corasick::nfa::contiguous::NFA,
+    automaton: ListsAutomaton,
     /// For each phrase, the lists it belongs to, one bit each.
     lists_of: Vec<u64>,
     /// Every list's bit.
     every: u64,
 }
 
+/// The automaton of [`PhraseLists`].
+#[derive(Debug, Clone)]
+enum ListsAutomaton {
+    Dfa(aho_corasick::dfa::DFA),
+    Nfa(aho_corasick::nfa::contiguous::NFA),
+}
+
 impl PhraseLists {
     /// The matcher of `phrases`, the `i`-th of which belongs to the lists of bit mask
     /// `lists_of[i]`; the error is a human-readable reason.
     pub(crate) fn new(phrases: &[Vec<u8>], lists_of: Vec<u64>) -> Result<PhraseLists, String> {
-        let nfa = aho_corasick::nfa::contiguous::Builder::new()
+        PhraseLists::with_dfa_limit(phrases, lists_of, MAX_LISTS_DFA_BYTES)
+    }
+
+    /// [`PhraseLists::new`] with a DFA of at most `limit` bytes.
+    fn with_dfa_limit(
+        phrases: &[Vec<u8>],
+        lists_of: Vec<u64>,
+        limit: usize,
+    ) -> Result<PhraseLists, String> {
+        let error = |e: aho_corasick::BuildError| format!("cannot build the phrase matcher: {e}");
+        let dfa = aho_corasick::dfa::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .prefilter(false)
+            .start_kind(aho_corasick::StartKind::Unanchored)
             .build(phrases)
-            .map_err(|e| format!("cannot build the phrase matcher: {e}"))?;
+            .map_err(error)?;
+        let automaton = if aho_corasick::automaton::Automaton::memory_usage(&dfa) <= limit {
+            ListsAutomaton::Dfa(dfa)
+        } else {
+            ListsAutomaton::Nfa(
+                aho_corasick::nfa::contiguous::Builder::new()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::Standard)
+                    .prefilter(false)
+                    .build(phrases)
+                    .map_err(error)?,
+            )
+        };
         let every = lists_of.iter().fold(0, |a, b| a | b);
         Ok(PhraseLists {
-            nfa,
+            automaton,
             lists_of,
             every,
         })
@@ -90,20 +125,26 @@ impl PhraseLists {
 
     /// The lists (bit `i` for list `i`) that have a phrase in `input`.
     pub(crate) fn lists_in(&self, input: &[u8]) -> u64 {
+        match &self.automaton {
+            ListsAutomaton::Dfa(a) => self.walk(a, input),
+            ListsAutomaton::Nfa(a) => self.walk(a, input),
+        }
+    }
+
+    /// [`PhraseLists::lists_in`] over one automaton.
+    fn walk<A: aho_corasick::automaton::Automaton>(&self, aut: &A, input: &[u8]) -> u64 {
         use aho_corasick::Anchored;
-        use aho_corasick::automaton::Automaton;
-        let nfa = &self.nfa;
-        let Ok(mut sid) = nfa.start_state(Anchored::No) else {
-            // Unreachable: the NFA is built with unanchored searches (its default).
+        let Ok(mut sid) = aut.start_state(Anchored::No) else {
+            // Unreachable: the automata are built for unanchored searches.
             return self.every;
         };
         let mut found = 0;
         let mut last = sid;
         for &b in input {
-            sid = nfa.next_state(Anchored::No, sid, b);
-            if sid != last && nfa.is_special(sid) && nfa.is_match(sid) {
-                for i in 0..nfa.match_len(sid) {
-                    found |= self.lists_of[nfa.match_pattern(sid, i).as_usize()];
+            sid = aut.next_state(Anchored::No, sid, b);
+            if sid != last && aut.is_special(sid) && aut.is_match(sid) {
+                for i in 0..aut.match_len(sid) {
+                    found |= self.lists_of[aut.match_pattern(sid, i).as_usize()];
                 }
                 if found == self.every {
                     break;
@@ -257,6 +298,53 @@ mod tests {
 
     fn pm(arg: &str) -> Pm {
         Pm::new(parse_inline(arg)).expect("pm")
+    }
+
+    #[test]
+    fn phrase_lists_dfa_and_nfa_agree_with_each_list() {
+        let lists: [&[&[u8]]; 4] = [
+            &[b"cat", b"etc/passwd"],
+            &[b"at", b"Tc/"],
+            &[b"zz", b"CAT"],
+            &[b"/e", b"a"],
+        ];
+        let mut phrases: Vec<Vec<u8>> = Vec::new();
+        let mut lists_of: Vec<u64> = Vec::new();
+        for (i, list) in lists.iter().enumerate() {
+            for p in list.iter() {
+                match phrases.iter().position(|q| q.eq_ignore_ascii_case(p)) {
+                    Some(k) if phrases[k] == *p => lists_of[k] |= 1 << i,
+                    _ => {
+                        phrases.push(p.to_vec());
+                        lists_of.push(1 << i);
+                    }
+                }
+            }
+        }
+        let dfa = PhraseLists::new(&phrases, lists_of.clone()).expect("dfa");
+        let nfa = PhraseLists::with_dfa_limit(&phrases, lists_of, 0).expect("nfa");
+        assert!(matches!(dfa.automaton, ListsAutomaton::Dfa(_)));
+        assert!(matches!(nfa.automaton, ListsAutomaton::Nfa(_)));
+        let pms: Vec<Pm> = lists
+            .iter()
+            .map(|l| Pm::new(l.iter().map(|p| p.to_vec()).collect()).expect("pm"))
+            .collect();
+        let alphabet: &[u8] = b"acCtT/ezps";
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..10_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 14) as usize;
+            let input: Vec<u8> = (0..len)
+                .map(|j| alphabet[((seed >> (j * 4)) % alphabet.len() as u64) as usize])
+                .collect();
+            let expect = pms.iter().enumerate().fold(0u64, |a, (i, pm)| {
+                a | (u64::from(pm.matches(&input, None)) << i)
+            });
+            assert_eq!(dfa.lists_in(&input), expect, "{input:?}");
+            assert_eq!(nfa.lists_in(&input), expect, "{input:?}");
+        }
     }
 
     #[test]
