@@ -52,72 +52,38 @@ pub(crate) fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, Strin
     Ok(automaton)
 }
 
-/// Largest DFA kept for [`PhraseLists`]: one automaton per rule set, shared by every
-/// thread. Over it the union is a contiguous NFA, which follows failure links.
-pub const MAX_LISTS_DFA_BYTES: usize = 16 * 1024 * 1024;
-
 /// Phrases that each belong to some of up to 64 lists, matched ASCII
 /// case-insensitively in one pass that tells which lists have a phrase in a value
 /// (the `@pm` union of the prefilter).
 ///
-/// The pass walks an Aho-Corasick automaton itself instead of iterating over the
+/// The pass walks a contiguous Aho-Corasick NFA itself instead of iterating over the
 /// overlapping matches: that iterator stops at every match, once per phrase ending
 /// there, which on attack payloads (a phrase every few bytes) cost more than the walk.
 /// Here a match state adds its phrases' lists when it is entered, skipped when the
-/// walk stays in it, and the walk ends once every list is found. The automaton is a
-/// DFA (one table look-up per byte) when it stays within [`MAX_LISTS_DFA_BYTES`].
+/// walk stays in it, and the walk ends once every list is found. (A DFA of the CRS v4
+/// union exceeds 16 MiB, and building one only to drop it slowed loading.)
 #[derive(Debug, Clone)]
 pub(crate) struct PhraseLists {
-    automaton: ListsAutomaton,
+    nfa: aho_corasick::nfa::contiguous::NFA,
     /// For each phrase, the lists it belongs to, one bit each.
     lists_of: Vec<u64>,
     /// Every list's bit.
     every: u64,
 }
 
-/// The automaton of [`PhraseLists`].
-#[derive(Debug, Clone)]
-enum ListsAutomaton {
-    Dfa(aho_corasick::dfa::DFA),
-    Nfa(aho_corasick::nfa::contiguous::NFA),
-}
-
 impl PhraseLists {
     /// The matcher of `phrases`, the `i`-th of which belongs to the lists of bit mask
     /// `lists_of[i]`; the error is a human-readable reason.
     pub(crate) fn new(phrases: &[Vec<u8>], lists_of: Vec<u64>) -> Result<PhraseLists, String> {
-        PhraseLists::with_dfa_limit(phrases, lists_of, MAX_LISTS_DFA_BYTES)
-    }
-
-    /// [`PhraseLists::new`] with a DFA of at most `limit` bytes.
-    fn with_dfa_limit(
-        phrases: &[Vec<u8>],
-        lists_of: Vec<u64>,
-        limit: usize,
-    ) -> Result<PhraseLists, String> {
-        let error = |e: aho_corasick::BuildError| format!("cannot build the phrase matcher: {e}");
-        let dfa = aho_corasick::dfa::Builder::new()
+        let nfa = aho_corasick::nfa::contiguous::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .prefilter(false)
-            .start_kind(aho_corasick::StartKind::Unanchored)
             .build(phrases)
-            .map_err(error)?;
-        let automaton = if aho_corasick::automaton::Automaton::memory_usage(&dfa) <= limit {
-            ListsAutomaton::Dfa(dfa)
-        } else {
-            ListsAutomaton::Nfa(
-                aho_corasick::nfa::contiguous::Builder::new()
-                    .ascii_case_insensitive(true)
-                    .match_kind(MatchKind::Standard)
-                    .prefilter(false)
-                    .build(phrases)
-                    .map_err(error)?,
-            )
-        };
+            .map_err(|e| format!("cannot build the phrase matcher: {e}"))?;
         let every = lists_of.iter().fold(0, |a, b| a | b);
         Ok(PhraseLists {
-            automaton,
+            nfa,
             lists_of,
             every,
         })
@@ -125,26 +91,20 @@ impl PhraseLists {
 
     /// The lists (bit `i` for list `i`) that have a phrase in `input`.
     pub(crate) fn lists_in(&self, input: &[u8]) -> u64 {
-        match &self.automaton {
-            ListsAutomaton::Dfa(a) => self.walk(a, input),
-            ListsAutomaton::Nfa(a) => self.walk(a, input),
-        }
-    }
-
-    /// [`PhraseLists::lists_in`] over one automaton.
-    fn walk<A: aho_corasick::automaton::Automaton>(&self, aut: &A, input: &[u8]) -> u64 {
         use aho_corasick::Anchored;
-        let Ok(mut sid) = aut.start_state(Anchored::No) else {
-            // Unreachable: the automata are built for unanchored searches.
+        use aho_corasick::automaton::Automaton;
+        let nfa = &self.nfa;
+        let Ok(mut sid) = nfa.start_state(Anchored::No) else {
+            // Unreachable: the NFA is built for unanchored searches (its default).
             return self.every;
         };
         let mut found = 0;
         let mut last = sid;
         for &b in input {
-            sid = aut.next_state(Anchored::No, sid, b);
-            if sid != last && aut.is_special(sid) && aut.is_match(sid) {
-                for i in 0..aut.match_len(sid) {
-                    found |= self.lists_of[aut.match_pattern(sid, i).as_usize()];
+            sid = nfa.next_state(Anchored::No, sid, b);
+            if sid != last && nfa.is_special(sid) && nfa.is_match(sid) {
+                for i in 0..nfa.match_len(sid) {
+                    found |= self.lists_of[nfa.match_pattern(sid, i).as_usize()];
                 }
                 if found == self.every {
                     break;
@@ -301,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn phrase_lists_dfa_and_nfa_agree_with_each_list() {
+    fn phrase_lists_agree_with_each_list() {
         let lists: [&[&[u8]]; 4] = [
             &[b"cat", b"etc/passwd"],
             &[b"at", b"Tc/"],
@@ -321,10 +281,7 @@ mod tests {
                 }
             }
         }
-        let dfa = PhraseLists::new(&phrases, lists_of.clone()).expect("dfa");
-        let nfa = PhraseLists::with_dfa_limit(&phrases, lists_of, 0).expect("nfa");
-        assert!(matches!(dfa.automaton, ListsAutomaton::Dfa(_)));
-        assert!(matches!(nfa.automaton, ListsAutomaton::Nfa(_)));
+        let union = PhraseLists::new(&phrases, lists_of).expect("union");
         let pms: Vec<Pm> = lists
             .iter()
             .map(|l| Pm::new(l.iter().map(|p| p.to_vec()).collect()).expect("pm"))
@@ -342,8 +299,7 @@ mod tests {
             let expect = pms.iter().enumerate().fold(0u64, |a, (i, pm)| {
                 a | (u64::from(pm.matches(&input, None)) << i)
             });
-            assert_eq!(dfa.lists_in(&input), expect, "{input:?}");
-            assert_eq!(nfa.lists_in(&input), expect, "{input:?}");
+            assert_eq!(union.lists_in(&input), expect, "{input:?}");
         }
     }
 

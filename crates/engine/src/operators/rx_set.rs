@@ -448,7 +448,7 @@ impl Lazy {
 }
 
 /// Slots of the table of match states read in [`which_patterns`].
-const READ_SLOTS: usize = 64;
+const READ_SLOTS: usize = 1024;
 
 /// Adds to `found` every pattern of `dfa` that matches somewhere in `haystack`, in one
 /// forward pass; `None` when the lazy DFA gives up (or meets a byte it cannot handle).
@@ -480,7 +480,7 @@ fn which_patterns(
         let mut h = rustc_hash::FxHasher::default();
         std::hash::Hash::hash(&sid, &mut h);
         let mixed = std::hash::Hasher::finish(&h).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = &mut read[(mixed >> 58) as usize % READ_SLOTS];
+        let slot = &mut read[(mixed >> 54) as usize % READ_SLOTS];
         if *slot != Some(sid) {
             *slot = Some(sid);
             for i in 0..dfa.match_len(cache, sid) {
