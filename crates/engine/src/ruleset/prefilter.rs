@@ -78,8 +78,8 @@ pub struct Prefilter {
 /// One pass over a value tells which lists have a phrase in it, the answer of every
 /// `@pm` rule that inspects the same bytes; without it each rule scans the value
 /// with its own list. The answer is exact: a list matches exactly when one of its
-/// phrases occurs, and an overlapping search reports every occurrence of every
-/// phrase.
+/// phrases occurs, and the walk over the automaton (`PhraseLists`) enters a match
+/// state at every occurrence of every phrase.
 #[derive(Debug)]
 pub struct PmUnion {
     lists: PhraseLists,
