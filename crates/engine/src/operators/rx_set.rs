@@ -25,6 +25,7 @@
 //! took seconds on a 256 KiB argument.
 
 use aho_corasick::AhoCorasick;
+use regex_automata::hybrid::LazyStateID;
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
 use regex_automata::meta::Regex;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
@@ -394,11 +395,7 @@ impl Lazy {
     fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         let mut own = PatternSet::new(self.ids.len());
         let mut cache = self.caches.get();
-        if self
-            .dfa
-            .try_which_overlapping_matches(&mut cache, &Input::new(input), &mut own)
-            .is_err()
-        {
+        if which_patterns(&self.dfa, &mut cache, input, &mut own).is_none() {
             return false;
         }
         for p in own.iter() {
@@ -448,6 +445,83 @@ impl Lazy {
             ids,
         })
     }
+}
+
+/// Slots of the table of match states read in [`which_patterns`].
+const READ_SLOTS: usize = 1024;
+
+/// Adds to `found` every pattern of `dfa` that matches somewhere in `haystack`, in one
+/// forward pass; `None` when the lazy DFA gives up (or meets a byte it cannot handle).
+///
+/// The answer is that of `try_which_overlapping_matches`, without its cost per match:
+/// that search stops at every match and every pattern of a match state, one call each,
+/// which on attack payloads (a match every few bytes, several patterns each) cost more
+/// than the pass itself. Here a match state's patterns are read when the state is met
+/// and skipped when it is met again while still in a small table of states read (a
+/// state's patterns never change; state ids are only reused after the cache is
+/// cleared, which empties the table).
+fn which_patterns(
+    dfa: &DFA,
+    cache: &mut DfaCache,
+    haystack: &[u8],
+    found: &mut PatternSet,
+) -> Option<()> {
+    let input = Input::new(haystack);
+    let mut sid = dfa.start_state_forward(cache, &input).ok()?;
+    // The match states read lately, by a hash of their ids (a state that finds its
+    // slot taken is read again, which adds nothing new: the table only saves work).
+    let mut read = [None::<LazyStateID>; READ_SLOTS];
+    let mut clears = cache.clear_count();
+    let mut note = |cache: &mut DfaCache, sid: LazyStateID| {
+        if cache.clear_count() != clears {
+            clears = cache.clear_count();
+            read = [None; READ_SLOTS];
+        }
+        let mut h = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash(&sid, &mut h);
+        let mixed = std::hash::Hasher::finish(&h).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = &mut read[(mixed >> 54) as usize % READ_SLOTS];
+        if *slot != Some(sid) {
+            *slot = Some(sid);
+            for i in 0..dfa.match_len(cache, sid) {
+                let _ = found.try_insert(dfa.match_pattern(cache, sid, i));
+            }
+        }
+        found.is_full()
+    };
+    cache.search_start(0);
+    let mut at = 0;
+    while at < haystack.len() {
+        sid = match dfa.next_state(cache, sid, haystack[at]) {
+            Ok(s) => s,
+            Err(_) => {
+                cache.search_finish(at);
+                return None;
+            }
+        };
+        at += 1;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                if note(cache, sid) {
+                    break;
+                }
+            } else if sid.is_dead() {
+                break;
+            } else if sid.is_quit() {
+                cache.search_finish(at);
+                return None;
+            }
+        }
+        cache.search_update(at);
+    }
+    cache.search_finish(at);
+    if at == haystack.len() {
+        sid = dfa.next_eoi_state(cache, sid).ok()?;
+        if sid.is_match() {
+            note(cache, sid);
+        }
+    }
+    Some(())
 }
 
 #[cfg(test)]
@@ -553,6 +627,65 @@ mod tests {
 
     /// Repeated values are answered from the memo, which empties itself when full
     /// and keeps giving the searched answers.
+    #[test]
+    fn the_one_pass_walk_finds_what_the_overlapping_search_finds() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)\bon[a-z]{3,}\s*=",
+            r"^[^;]*;\s*$",
+            r"a\b",
+            r"[a-z]{2}[^a-z]{2}",
+            r"x$",
+            r"\$\{[^}]*\}",
+            r";",
+        ];
+        let hirs: Vec<Hir> = pcre
+            .iter()
+            .map(|p| parse_hir(Rx::new(p).expect("rx").pattern()).expect("hir"))
+            .collect();
+        let ids: Vec<u32> = (0..hirs.len() as u32).collect();
+        // The smallest cache, so that long values clear it (and reuse state ids).
+        for capacity in [SET_CACHE_CAPACITY, 0] {
+            let lazy = Lazy::build(&hirs, ids.clone(), capacity).expect("lazy");
+            let tokens: &[&[u8]] = &[
+                b"<SCRIPT", b">", b" onload", b"=", b"a", b" ", b"x", b";", b"\n", b"${", b"}",
+                b"q", b"\xff", b"12",
+            ];
+            let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+            let mut compared = 0;
+            for n in 0..3_000 {
+                let mut input = Vec::new();
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let count = if n % 100 == 0 { 5_000 } else { seed % 9 };
+                let mut r = seed;
+                for _ in 0..count {
+                    r ^= r << 13;
+                    r ^= r >> 7;
+                    r ^= r << 17;
+                    input.extend_from_slice(tokens[(r % tokens.len() as u64) as usize]);
+                }
+                let mut expect = PatternSet::new(hirs.len());
+                let mut cache = lazy.dfa.create_cache();
+                let searched = lazy
+                    .dfa
+                    .try_which_overlapping_matches(&mut cache, &Input::new(&input), &mut expect)
+                    .is_ok();
+                let mut got = PatternSet::new(hirs.len());
+                let mut cache = lazy.dfa.create_cache();
+                let walked = which_patterns(&lazy.dfa, &mut cache, &input, &mut got).is_some();
+                if searched && walked {
+                    compared += 1;
+                    let e: Vec<_> = expect.iter().collect();
+                    let g: Vec<_> = got.iter().collect();
+                    assert_eq!(g, e, "{input:?}");
+                }
+            }
+            assert!(compared > 2_900, "{compared} compared");
+        }
+    }
+
     #[test]
     fn the_memo_gives_the_searched_answers() {
         let set = RxSet::new([r"abc", r"[a-z]{2}[^a-z]{2}", r"x\d"]).expect("set");

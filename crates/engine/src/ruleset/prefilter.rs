@@ -18,12 +18,12 @@
 //! differs from the one before), not only on the last.
 
 use crate::operators::Operator;
+use crate::operators::pm::PhraseLists;
 use crate::operators::rx::Rx;
 use crate::operators::rx_set::RxSet;
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::transforms::Transform;
 use crate::variables::Var;
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex_automata::{PatternID, PatternSet};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -78,15 +78,11 @@ pub struct Prefilter {
 /// One pass over a value tells which lists have a phrase in it, the answer of every
 /// `@pm` rule that inspects the same bytes; without it each rule scans the value
 /// with its own list. The answer is exact: a list matches exactly when one of its
-/// phrases occurs, and an overlapping search reports every occurrence of every
-/// phrase.
+/// phrases occurs, and the walk over the automaton (`PhraseLists`) enters a match
+/// state at every occurrence of every phrase.
 #[derive(Debug)]
 pub struct PmUnion {
-    automaton: AhoCorasick,
-    /// For each phrase of the automaton, the lists it belongs to, one bit each.
-    lists_of: Vec<u64>,
-    /// Every list's bit.
-    every: u64,
+    lists: PhraseLists,
 }
 
 impl PmUnion {
@@ -95,14 +91,7 @@ impl PmUnion {
 
     /// The lists (bit `i` for list `i`) that have a phrase in `input`.
     pub fn lists_in(&self, input: &[u8]) -> u64 {
-        let mut found = 0;
-        for m in self.automaton.find_overlapping_iter(input) {
-            found |= self.lists_of[m.pattern().as_usize()];
-            if found == self.every {
-                break;
-            }
-        }
-        found
+        self.lists.lists_in(input)
     }
 
     /// Gives each static `@pm` rule link its list's index and builds the union;
@@ -155,18 +144,8 @@ impl PmUnion {
         }
         // The same matching as `Pm` (ASCII case-insensitive); a contiguous NFA, as for
         // large single lists, keeps the union small.
-        let automaton = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::ContiguousNFA))
-            .build(&phrases)
-            .ok()?;
-        let every = lists_of.iter().fold(0, |a, b| a | b);
-        Some(PmUnion {
-            automaton,
-            lists_of,
-            every,
-        })
+        let lists = PhraseLists::new(&phrases, lists_of).ok()?;
+        Some(PmUnion { lists })
     }
 }
 
