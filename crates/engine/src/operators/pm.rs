@@ -287,11 +287,9 @@ mod tests {
             .map(|l| Pm::new(l.iter().map(|p| p.to_vec()).collect()).expect("pm"))
             .collect();
         let alphabet: &[u8] = b"acCtT/ezps";
-        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rng = crate::body::fuzz::XorShift(0x9E37_79B9_7F4A_7C15);
         for _ in 0..10_000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+            let seed = rng.next();
             let len = (seed % 14) as usize;
             let input: Vec<u8> = (0..len)
                 .map(|j| alphabet[((seed >> (j * 4)) % alphabet.len() as u64) as usize])

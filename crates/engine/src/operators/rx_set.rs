@@ -527,6 +527,7 @@ fn which_patterns(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::body::fuzz::XorShift;
     use crate::operators::rx::Rx;
 
     #[test]
@@ -651,20 +652,15 @@ mod tests {
                 b"<SCRIPT", b">", b" onload", b"=", b"a", b" ", b"x", b";", b"\n", b"${", b"}",
                 b"q", b"\xff", b"12",
             ];
-            let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+            let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
             let mut compared = 0;
             for n in 0..3_000 {
                 let mut input = Vec::new();
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
+                let seed = rng.next();
                 let count = if n % 100 == 0 { 5_000 } else { seed % 9 };
-                let mut r = seed;
+                let mut r = XorShift(seed);
                 for _ in 0..count {
-                    r ^= r << 13;
-                    r ^= r >> 7;
-                    r ^= r << 17;
-                    input.extend_from_slice(tokens[(r % tokens.len() as u64) as usize]);
+                    input.extend_from_slice(tokens[r.below(tokens.len())]);
                 }
                 let mut expect = PatternSet::new(hirs.len());
                 let mut cache = lazy.dfa.create_cache();

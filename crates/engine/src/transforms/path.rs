@@ -213,11 +213,9 @@ mod tests {
     #[test]
     fn copying_segments_at_once_changes_nothing() {
         let alphabet: &[u8] = b"/\\.ab";
-        let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut rng = crate::body::fuzz::XorShift(0x2545_F491_4F6C_DD1D);
         for _ in 0..20_000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+            let seed = rng.next();
             let len = 1 + (seed % 14) as usize;
             let input: Vec<u8> = (0..len)
                 .map(|j| alphabet[((seed >> (j * 4)) % alphabet.len() as u64) as usize])
