@@ -877,10 +877,12 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
         md.append("")
     if engine_md:
         md.append(engine_md)
-    profile = os.path.join(BENCH, "PROFILE.md")
-    if os.path.exists(profile):
-        with open(profile) as f:
-            md.append(f.read())
+    # Hand-written sections, copied unchanged: the profiles, then readings of earlier runs.
+    for name in ("PROFILE.md", "NOTES.md"):
+        path = os.path.join(BENCH, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                md.append(f.read())
     return "\n".join(md) + "\n"
 
 
