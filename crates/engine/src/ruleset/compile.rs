@@ -441,6 +441,7 @@ impl RulesetBuilder {
             def: def.cloned(),
             prefilter: None,
             pm_list: None,
+            folded: None,
         };
 
         // The log flags as libmodsecurity v3 reads them (see below).
@@ -853,6 +854,7 @@ impl RulesetBuilder {
                 }
             }
         }
+        super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
         let prefilter = super::prefilter::Prefilter::build(&mut phases);
         let mut chain_nodes = vec![
             super::ChainNode {

@@ -14,6 +14,7 @@ use crate::operators::rx_set::RxSet;
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::ruleset::ChainNode;
+use crate::ruleset::fold::Folded;
 use crate::ruleset::prefilter::{Slot, Union};
 use crate::transforms::{Transform, byte_classes};
 use crate::variables::Exclusion;
@@ -330,7 +331,8 @@ impl Answer {
     }
 }
 
-fn apply_all<'v>(
+/// Applies a pipeline to one value, without the cache.
+pub(crate) fn apply_all<'v>(
     transforms: &[Transform],
     raw: &'v [u8],
     map: Option<&crate::transforms::UnicodeMap>,
@@ -573,6 +575,8 @@ impl Transaction {
         }
         let ruleset = self.ruleset().clone();
         let entries = &ruleset.phases[usize::from(phase - 1)];
+        // The load-time folds assume every earlier phase ran to its end.
+        self.state.folds_valid = self.state.fold_phase == phase - 1;
         let mut skip_after: Option<&str> = None;
         let mut skip = 0u32;
         for entry in entries {
@@ -695,11 +699,22 @@ impl Transaction {
                 if enforce {
                     self.state.allow = Some(scope);
                     self.state.allow_phase = phase;
+                    if scope == AllowScope::Phase {
+                        self.phase_ended(phase);
+                    }
                     return None;
                 }
             }
         }
+        self.phase_ended(phase);
         None
+    }
+
+    /// Records that `phase`'s walk reached its end (or an `allow:phase`).
+    fn phase_ended(&mut self, phase: u8) {
+        if self.state.folds_valid {
+            self.state.fold_phase = phase;
+        }
     }
 
     pub(crate) fn view<'a>(&'a self, rule: Option<&'a Rule>) -> View<'a> {
@@ -743,6 +758,8 @@ impl Transaction {
             // SecAction: matches once, with no value.
             self.run_match_actions(rule);
             true
+        } else if let (Some(folded), true) = (&rule.folded, self.state.folds_valid) {
+            self.replay(rule, folded)
         } else {
             self.eval_targets(rule)
         };
@@ -877,6 +894,52 @@ impl Transaction {
             .is_some_and(|u| u.may_match(slot.index))
     }
 
+    /// Evaluates a link folded at load time: its known matches, without collecting,
+    /// transforming or running the operator.
+    fn replay(&mut self, rule: &Rule, folded: &Folded) -> bool {
+        let Folded::Always(hits) = folded else {
+            if self.debug_on(9) {
+                let msg = format!("{}: never matches (folded at load time).", rule_label(rule));
+                self.debug_line(9, &msg);
+            }
+            return false;
+        };
+        for (_, value) in hits {
+            if self.budget.charge(VALUE_WORK + value.len() as u64) {
+                // Out of CPU budget: the rule is abandoned, as when evaluated.
+                return false;
+            }
+        }
+        for (name, value) in hits {
+            self.apply_hit(rule, name, value);
+        }
+        true
+    }
+
+    /// Makes one matched value MATCHED_VAR (and its name MATCHED_VAR_NAME, and one of
+    /// MATCHED_VARS), then runs the rule's per-value actions.
+    fn apply_hit(&mut self, rule: &Rule, name: &[u8], value: &[u8]) {
+        let st = &mut self.state;
+        // MATCHED_VAR and MATCHED_VAR_NAME keep their buffers from match to match.
+        st.matched_var.clear();
+        st.matched_var.extend_from_slice(value);
+        st.matched_var_name.clear();
+        st.matched_var_name.extend_from_slice(name);
+        st.matched_vars.push(name, value);
+        if self.debug_on(9) {
+            let msg = format!(
+                "{}: operator @{} {} matched {}: `{}'.",
+                rule_label(rule),
+                rule.operator_text.0,
+                rule.operator_text.1,
+                String::from_utf8_lossy(name),
+                crate::log::cut(&String::from_utf8_lossy(value), 200)
+            );
+            self.debug_line(9, &msg);
+        }
+        self.run_match_actions(rule);
+    }
+
     fn eval_targets(&mut self, rule: &Rule) -> bool {
         if let Some(slot) = rule.prefilter {
             if !self.prefilter_may_match(slot) {
@@ -988,25 +1051,7 @@ impl Transaction {
                     }
                 }
             }
-            let st = &mut self.state;
-            // MATCHED_VAR and MATCHED_VAR_NAME keep their buffers from match to match.
-            st.matched_var.clear();
-            st.matched_var.extend_from_slice(&h.value);
-            st.matched_var_name.clear();
-            st.matched_var_name.extend_from_slice(&h.name);
-            st.matched_vars.push(&h.name, &h.value);
-            if self.debug_on(9) {
-                let msg = format!(
-                    "{}: operator @{} {} matched {}: `{}'.",
-                    rule_label(rule),
-                    rule.operator_text.0,
-                    rule.operator_text.1,
-                    String::from_utf8_lossy(&h.name),
-                    crate::log::cut(&String::from_utf8_lossy(&h.value), 200)
-                );
-                self.debug_line(9, &msg);
-            }
-            self.run_match_actions(rule);
+            self.apply_hit(rule, &h.name, &h.value);
         }
         self.hits = hits;
         n > 0
@@ -1365,6 +1410,19 @@ impl Transaction {
 
     fn run_ctl(&mut self, ctl: &Ctl) {
         let s = &mut self.state;
+        if matches!(
+            ctl,
+            Ctl::RuleRemoveById(_)
+                | Ctl::RuleRemoveByTag(_)
+                | Ctl::RuleRemoveByMsg(_)
+                | Ctl::RuleRemoveTargetById(..)
+                | Ctl::RuleRemoveTargetByTag(..)
+                | Ctl::RuleRemoveTargetByMsg(..)
+        ) {
+            // The folds assumed no rule and no target is removed: from here on every
+            // link is evaluated as written.
+            s.folds_valid = false;
+        }
         match ctl {
             Ctl::RuleEngine(m) => s.mode = *m,
             Ctl::RuleRemoveById(r) => s.removed_ids.extend(r.iter().copied()),

@@ -7,8 +7,8 @@
 //! ([`Transaction::take_collection_writes`]), time comes through [`TxContext`].
 
 pub mod budget;
-mod collect;
-mod eval;
+pub(crate) mod collect;
+pub(crate) mod eval;
 mod limits;
 mod request;
 
@@ -220,6 +220,13 @@ pub(crate) struct State {
     pub audit_parts: String,
     pub allow: Option<AllowScope>,
     pub allow_phase: u8,
+    /// The last phase that ran to its end (or to an `allow:phase`) with the rule
+    /// set's load-time folds valid, every phase before it likewise (0: none yet).
+    pub fold_phase: u8,
+    /// Whether the links folded at load time (`Rule::folded`) may stand for the
+    /// written ones in the phase running: the phases before it all ran in order to
+    /// their end, and no `ctl:ruleRemove*` ran (see `ruleset::fold`).
+    pub folds_valid: bool,
     pub highest_severity: u8,
     pub intervention: Option<Intervention>,
     pub phases_done: u8,
@@ -344,6 +351,8 @@ impl Transaction {
             audit_parts: cfg.audit.parts.clone(),
             allow: None,
             allow_phase: 0,
+            fold_phase: 0,
+            folds_valid: false,
             highest_severity: 255,
             intervention: None,
             phases_done: 0,
