@@ -52,7 +52,9 @@ fn crs_v4_paranoia_checks_fold_at_pl1() {
     for p in 1..=5 {
         for r in rs.rules(p) {
             let [t] = r.targets.as_slice() else { continue };
-            let pl = t.written.eq_ignore_ascii_case("TX:DETECTION_PARANOIA_LEVEL")
+            let pl = t
+                .written
+                .eq_ignore_ascii_case("TX:DETECTION_PARANOIA_LEVEL")
                 || t.written.eq_ignore_ascii_case("TX:BLOCKING_PARANOIA_LEVEL");
             if !pl || !r.operator_text.0.eq_ignore_ascii_case("lt") {
                 continue;

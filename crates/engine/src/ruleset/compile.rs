@@ -854,8 +854,9 @@ impl RulesetBuilder {
                 }
             }
         }
-        super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
-        let prefilter = super::prefilter::Prefilter::build(&mut phases);
+        let reached = super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
+        let mut prefilter = super::prefilter::Prefilter::build(&mut phases);
+        prefilter.set_eager(&phases, &reached);
         let mut chain_nodes = vec![
             super::ChainNode {
                 parent: None,

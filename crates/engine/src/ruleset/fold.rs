@@ -301,11 +301,7 @@ fn apply_actions_unknown(link: &Rule, tx: &AbsTx) -> AbsTx {
 /// Outcome of a chain from `link` on: whether the whole rest matched, and the states
 /// after a full match and after a chain that stopped (with the actions of the links
 /// that matched applied). Folds each link it can decide.
-fn chain(
-    link: &mut Rule,
-    tx: AbsTx,
-    map: Option<&UnicodeMap>,
-) -> (Option<AbsTx>, Option<AbsTx>) {
+fn chain(link: &mut Rule, tx: AbsTx, map: Option<&UnicodeMap>) -> (Option<AbsTx>, Option<AbsTx>) {
     let outcome = eval(link, &tx, map);
     let (after, unmatched) = match &outcome {
         Outcome::Never => {
@@ -341,20 +337,29 @@ fn chain(
     }
 }
 
-/// Folds what can be folded in `phases` (see the module documentation).
-pub(crate) fn fold(phases: &mut [Vec<Entry>; 5], map: Option<&UnicodeMap>) {
+/// Folds what can be folded in `phases` (see the module documentation). Returns,
+/// per phase, which entries the load-time flow reaches.
+pub(crate) fn fold(phases: &mut [Vec<Entry>; 5], map: Option<&UnicodeMap>) -> [Vec<bool>; 5] {
+    let mut reached: [Vec<bool>; 5] = Default::default();
     let mut state = Some(AbsTx::default());
-    for entries in phases.iter_mut() {
+    for (p, entries) in phases.iter_mut().enumerate() {
+        reached[p] = vec![false; entries.len()];
         state = match state {
-            Some(s) => walk(entries, s, map),
+            Some(s) => walk(entries, s, map, &mut reached[p]),
             None => None,
         };
     }
+    reached
 }
 
 /// The abstract run of one phase from `entry`; returns the state at its normal end
 /// (`None` when no path reaches it).
-fn walk(entries: &mut [Entry], entry: AbsTx, map: Option<&UnicodeMap>) -> Option<AbsTx> {
+fn walk(
+    entries: &mut [Entry],
+    entry: AbsTx,
+    map: Option<&UnicodeMap>,
+    reached: &mut [bool],
+) -> Option<AbsTx> {
     let n = entries.len();
     let mut incoming: Vec<Option<AbsTx>> = vec![None; n + 1];
     incoming[0] = Some(entry);
@@ -363,6 +368,7 @@ fn walk(entries: &mut [Entry], entry: AbsTx, map: Option<&UnicodeMap>) -> Option
         let Some(s) = incoming[i].take() else {
             continue;
         };
+        reached[i] = true;
         let rule = match &mut entries[i] {
             Entry::Marker(_) => {
                 incoming[i + 1] = join_opt(incoming[i + 1].take(), Some(s));
@@ -371,7 +377,9 @@ fn walk(entries: &mut [Entry], entry: AbsTx, map: Option<&UnicodeMap>) -> Option
             Entry::Rule(r) => r,
         };
         if rule.skip > 0 && rule.skip_after.is_some() {
-            // Both on one rule: the flow is not modelled; nothing after is folded.
+            // Both on one rule: the flow is not modelled; nothing after is folded,
+            // and all of it may be reached.
+            reached[i..].iter_mut().for_each(|r| *r = true);
             for e in entries[i..].iter_mut() {
                 if let Entry::Rule(r) = e {
                     let mut link = Some(r.as_mut());
@@ -522,7 +530,8 @@ SecRule ARGS:n "@rx ^(\w+)$" "id:6,phase:1,pass,nolog,capture,setvar:'tx.other_%
     fn a_rule_removal_at_run_time_falls_back_to_the_written_rules() {
         // Removing the writer at run time leaves detect unset: the written checks
         // then do not skip, and the folded ones must not be used.
-        let remove = r#"SecRule ARGS:off "@streq 1" "id:4,phase:1,pass,nolog,ctl:ruleRemoveById=1-3""#;
+        let remove =
+            r#"SecRule ARGS:off "@streq 1" "id:4,phase:1,pass,nolog,ctl:ruleRemoveById=1-3""#;
         let rs = build(&format!("SecRuleEngine On\n{remove}\n{SETUP}{CHECKS}"));
         assert!(folded(&rs, 12).is_some());
         assert_eq!(status(&rs, "/?a=paranoid"), None);

@@ -17,7 +17,7 @@ use crate::ruleset::ChainNode;
 use crate::ruleset::fold::Folded;
 use crate::ruleset::prefilter::{Slot, Union};
 use crate::transforms::{Transform, byte_classes};
-use crate::variables::Exclusion;
+use crate::variables::{Exclusion, Var};
 use regex_automata::PatternSet;
 use seclang::IdRange;
 use std::borrow::Cow;
@@ -491,6 +491,83 @@ fn run_operator(
     matched != rule.negated
 }
 
+/// Adds to `union` the patterns of prefilter group `g` that value `v` matches (in
+/// the forms the group's rules inspect), marking the value quiet for the group when
+/// none does. False when the CPU budget ran out first.
+fn scan_value(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    prefilter: &crate::ruleset::prefilter::Prefilter,
+    g: usize,
+    union: &mut Union,
+    budget: &mut super::budget::BudgetState,
+    v: &Value<'_>,
+) -> bool {
+    let group = &prefilter.groups[g];
+    let raw_cell = nodes.len() + 1;
+    let quiet_cell = nodes.len() + 2 + g / 32;
+    let quiet_bit = 1u32 << (g % 32);
+    if budget.charge(VALUE_WORK + v.value.len() as u64) {
+        return false;
+    }
+    let Some(id) = v.id else {
+        if group.multi {
+            let (ts, ids) = (&group.transforms, &group.prefix_ids);
+            for_each_form(cache, nodes, ts, ids, v, |input| {
+                union.add(&group.set, input);
+            });
+        } else {
+            let input = transform(cache, nodes, &group.transforms, group.chain_key, v);
+            union.add(&group.set, &input);
+        }
+        return true;
+    };
+    let row = cache_row(cache, id);
+    if cache.cells[row + quiet_cell] & quiet_bit != 0 {
+        return true;
+    }
+    let all = prefilter.raw.as_ref();
+    if group.multi {
+        // Every form the rules inspect: the raw value first, which the set of all
+        // patterns answers for; the other forms by the group's own set (answering
+        // them through the set of all patterns too was tried: it overflows that set's
+        // memo on varying forms, 1.85x the instructions per varying urlencoded form).
+        let mut any = false;
+        let mut skip_raw = false;
+        if let Some(all) = all {
+            match all_answer(cache, row, raw_cell, 1, all, &v.value) {
+                Answer::Quiet => skip_raw = true,
+                Answer::Hits => {
+                    if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, 1)) {
+                        any |= union.add_from(group.set.len(), &group.all_index, h);
+                        skip_raw = true;
+                    }
+                }
+                Answer::GaveUp => {}
+            }
+        }
+        let (ts, ids) = (&group.transforms, &group.prefix_ids);
+        for_each_form(cache, nodes, ts, ids, v, |input| {
+            if std::mem::take(&mut skip_raw) {
+                return;
+            }
+            any |= union.add(&group.set, input);
+        });
+        if !any {
+            cache.cells[row + quiet_cell] |= quiet_bit;
+        }
+        return true;
+    }
+    let cell = match group.chain_key {
+        Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
+        None => 1,
+    };
+    if !group_answer(cache, row, raw_cell, cell, all, group, union, &v.value) {
+        cache.cells[row + quiet_cell] |= quiet_bit;
+    }
+    true
+}
+
 impl Transaction {
     pub(crate) fn run_phase(&mut self, phase: u8) -> Option<Intervention> {
         if phase < 5 && self.state.intervention.is_some() {
@@ -508,6 +585,7 @@ impl Transaction {
         self.state.phases_done = self.state.phases_done.max(phase - 1);
         // Values change between phases: prefilter answers are per phase.
         self.cache.unions.iter_mut().for_each(|u| *u = None);
+        self.cache.eager_done = false;
         self.budget.open();
         let result = self.run_phase_rules(phase);
         self.budget.close();
@@ -776,7 +854,10 @@ impl Transaction {
     }
 
     /// True when the prefilter leaves open that `slot`'s pattern matches some value
-    /// in this phase; computes the group's answer on first use in the phase.
+    /// in this phase; computes the group's answer on first use in the phase. The
+    /// first time in a phase that a group the load-time flow reaches is needed, the
+    /// answers of all of them are computed together from one collection of their
+    /// variables (`Prefilter::eager`); any other group is computed on its own.
     fn prefilter_may_match(&mut self, slot: Slot) -> bool {
         let g = slot.group as usize;
         if let Some(Some(u)) = self.cache.unions.get(g) {
@@ -793,101 +874,81 @@ impl Transaction {
             scratch,
             ..
         } = self;
-        let groups = &ruleset.prefilter.groups;
+        let prefilter = &ruleset.prefilter;
+        let groups = &prefilter.groups;
         let nodes = &ruleset.chain_nodes;
         if cache.unions.len() != groups.len() {
             cache.unions = vec![None; groups.len()];
         }
-        {
+        let view = View {
+            req,
+            resp,
+            state,
+            ctx,
+            rule: None,
+        };
+        // The buffer that serves every rule's targets serves the groups' values too.
+        let mut values = recycle(std::mem::take(scratch));
+        let phase = usize::from(state.phases_done.clamp(0, 4));
+        let eager = &prefilter.eager[phase];
+        let mut out_of_budget = false;
+        if state.folds_valid && !cache.eager_done && eager.groups.contains(&(g as u32)) {
+            cache.eager_done = true;
+            // Each variable once, for every group that reads it.
+            let mut ranges: Vec<(Var, std::ops::Range<usize>)> =
+                Vec::with_capacity(eager.vars.len());
+            for &var in &eager.vars {
+                let at = values.len();
+                view.collect_superset(var, &mut values);
+                ranges.push((var, at..values.len()));
+            }
+            for &h in &eager.groups {
+                let h = h as usize;
+                if cache.unions[h].is_some() {
+                    continue;
+                }
+                let group = &groups[h];
+                let mut union = Union::default();
+                for &var in &group.vars {
+                    let Some((_, r)) = ranges.iter().find(|(v, _)| *v == var) else {
+                        continue;
+                    };
+                    for v in &values[r.clone()] {
+                        if !scan_value(cache, nodes, prefilter, h, &mut union, budget, v) {
+                            out_of_budget = true;
+                            break;
+                        }
+                    }
+                    if out_of_budget {
+                        break;
+                    }
+                }
+                if out_of_budget {
+                    break;
+                }
+                cache.unions[h] = Some(union);
+            }
+        } else {
             let group = &groups[g];
-            let view = View {
-                req,
-                resp,
-                state,
-                ctx,
-                rule: None,
-            };
-            // The buffer that serves every rule's targets serves the group's values too.
-            let mut values = recycle(std::mem::take(scratch));
             for &var in &group.vars {
                 view.collect_superset(var, &mut values);
             }
             let mut union = Union::default();
-            let raw_cell = nodes.len() + 1;
-            let quiet_cell = nodes.len() + 2 + g / 32;
-            let quiet_bit = 1u32 << (g % 32);
-            let mut out_of_budget = false;
             for v in &values {
-                if budget.charge(VALUE_WORK + v.value.len() as u64) {
-                    // Out of CPU budget: the group's answer stays unknown, and the
-                    // phase stops at this rule.
+                if !scan_value(cache, nodes, prefilter, g, &mut union, budget, v) {
                     out_of_budget = true;
                     break;
                 }
-                let Some(id) = v.id else {
-                    if group.multi {
-                        let (ts, ids) = (&group.transforms, &group.prefix_ids);
-                        for_each_form(cache, nodes, ts, ids, v, |input| {
-                            union.add(&group.set, input);
-                        });
-                    } else {
-                        let input = transform(cache, nodes, &group.transforms, group.chain_key, v);
-                        union.add(&group.set, &input);
-                    }
-                    continue;
-                };
-                let row = cache_row(cache, id);
-                if cache.cells[row + quiet_cell] & quiet_bit != 0 {
-                    continue;
-                }
-                let all = ruleset.prefilter.raw.as_ref();
-                if group.multi {
-                    // Every form the rules inspect: the raw value first, which the set
-                    // of all patterns answers for; the other forms by the group's own
-                    // set (answering them through the set of all patterns too was
-                    // tried: it overflows that set's memo on varying forms, 1.85x the
-                    // instructions per varying urlencoded form).
-                    let mut any = false;
-                    let mut skip_raw = false;
-                    if let Some(all) = all {
-                        match all_answer(cache, row, raw_cell, 1, all, &v.value) {
-                            Answer::Quiet => skip_raw = true,
-                            Answer::Hits => {
-                                if let Some(AllAnswer::Hits(h)) =
-                                    cache.all_hits.get(&(row as u32, 1))
-                                {
-                                    any |= union.add_from(group.set.len(), &group.all_index, h);
-                                    skip_raw = true;
-                                }
-                            }
-                            Answer::GaveUp => {}
-                        }
-                    }
-                    let (ts, ids) = (&group.transforms, &group.prefix_ids);
-                    for_each_form(cache, nodes, ts, ids, v, |input| {
-                        if std::mem::take(&mut skip_raw) {
-                            return;
-                        }
-                        any |= union.add(&group.set, input);
-                    });
-                    if !any {
-                        cache.cells[row + quiet_cell] |= quiet_bit;
-                    }
-                    continue;
-                }
-                let cell = match group.chain_key {
-                    Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
-                    None => 1,
-                };
-                if !group_answer(cache, row, raw_cell, cell, all, group, &mut union, &v.value) {
-                    cache.cells[row + quiet_cell] |= quiet_bit;
-                }
             }
-            *scratch = recycle(values);
-            if out_of_budget {
-                return false;
+            if !out_of_budget {
+                cache.unions[g] = Some(union);
             }
-            cache.unions[g] = Some(union);
+        }
+        *scratch = recycle(values);
+        if out_of_budget {
+            // Out of CPU budget: the group's answer stays unknown, and the phase
+            // stops at this rule.
+            return false;
         }
         self.cache.unions[g]
             .as_ref()

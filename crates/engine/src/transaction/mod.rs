@@ -267,6 +267,8 @@ pub(crate) struct TransformCache {
     /// Per prefilter group, which patterns matched some value in the current phase
     /// (`None` until the group's first rule is reached in the phase).
     pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
+    /// Whether the phase's eager groups (`Prefilter::eager`) were computed together.
+    pub eager_done: bool,
     /// Cells per row: one per pipeline prefix, one for the raw value's byte classes,
     /// one for the prefilter's set of all patterns on the raw value (0: not run, 1: no
     /// pattern matched, 2: some did, see `all_hits`),
