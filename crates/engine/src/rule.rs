@@ -126,6 +126,9 @@ pub struct Rule {
     /// This link's outcome when the rule set decides it at load time
     /// ([`crate::ruleset::fold`]); used while the transaction keeps the folds valid.
     pub folded: Option<crate::ruleset::fold::Folded>,
+    /// This link runs a `ctl:ruleRemove*` that may remove what the load-time folds
+    /// depend on: the transaction stops using them when it runs.
+    pub breaks_folds: bool,
     /// The action string as written, kept for `SecRuleUpdateActionById`.
     pub(crate) action_defs: Vec<seclang::ActionDef>,
     /// The rule as written, kept so updates can recompile it.

@@ -442,6 +442,7 @@ impl RulesetBuilder {
             prefilter: None,
             pm_list: None,
             folded: None,
+            breaks_folds: false,
         };
 
         // The log flags as libmodsecurity v3 reads them (see below).

@@ -18,10 +18,13 @@
 //! whose name holds a macro). Captures make TX:0 to TX:9 unknown.
 //!
 //! The abstract run assumes what every ordinary transaction does: the phases run in
-//! order, each to its end (or to an `allow:phase`), and no `ctl:ruleRemove*` ran. The
-//! transaction checks those assumptions as it goes (`State::folds_valid`) and, when
-//! one fails, evaluates every link as written for the rest of the transaction; so a
-//! folded link is used only where its outcome is the one the written link would have.
+//! order, each to its end (or to an `allow:phase`), and no `ctl:ruleRemove*` removed
+//! a rule or target the folds depend on (a rule whose first link always matches, or a
+//! TX target of a folded link; the links whose `ctl`s may are marked
+//! `Rule::breaks_folds`). The transaction checks those assumptions as it goes
+//! (`State::folds_valid`) and, when one fails, evaluates every link as written for
+//! the rest of the transaction; so a folded link is used only where its outcome is
+//! the one the written link would have.
 
 use crate::actions::{Action, AllowScope, CollectionKind, Disruptive, SetOp};
 use crate::macros::{Macro, MacroContext};
@@ -349,7 +352,80 @@ pub(crate) fn fold(phases: &mut [Vec<Entry>; 5], map: Option<&UnicodeMap>) -> [V
             None => None,
         };
     }
+    mark_breaking_ctls(phases);
     reached
+}
+
+/// Marks the links that run a `ctl:ruleRemove*` the folds did not account for
+/// (`Rule::breaks_folds`). Removing a rule is the path on which it does not match,
+/// which the abstract run covers unless the rule's first link always matches;
+/// removing a target changes nothing folded unless it is a TX target of a folded
+/// link. Any other removal ends the folds for the transaction when it runs.
+fn mark_breaking_ctls(phases: &mut [Vec<Entry>; 5]) {
+    use crate::actions::Ctl;
+    let starters: Vec<&Rule> = phases
+        .iter()
+        .flatten()
+        .filter_map(|e| match e {
+            Entry::Rule(r) => Some(r.as_ref()),
+            Entry::Marker(_) => None,
+        })
+        .collect();
+    let always = |r: &Rule| r.targets.is_empty() || matches!(r.folded, Some(Folded::Always(_)));
+    let by_tag =
+        |r: &Rule, re: &regex::bytes::Regex| r.meta.tags.iter().any(|t| re.is_match(t.as_bytes()));
+    let by_msg = |r: &Rule, m: &str| r.meta.msg.as_ref().is_some_and(|x| x.text() == m);
+    let breaks = |ctl: &Ctl| -> bool {
+        match ctl {
+            Ctl::RuleRemoveById(ranges) => starters
+                .iter()
+                .any(|r| always(r) && r.id.is_some_and(|id| ranges.iter().any(|x| x.contains(id)))),
+            Ctl::RuleRemoveByTag(re) => starters.iter().any(|r| always(r) && by_tag(r, re)),
+            Ctl::RuleRemoveByMsg(m) => starters.iter().any(|r| always(r) && by_msg(r, m)),
+            Ctl::RuleRemoveTargetById(_, e)
+            | Ctl::RuleRemoveTargetByTag(_, e)
+            | Ctl::RuleRemoveTargetByMsg(_, e)
+                if e.var != Var::Tx =>
+            {
+                false
+            }
+            Ctl::RuleRemoveTargetById(ranges, _) => {
+                starters.iter().flat_map(|r| r.links()).any(|l| {
+                    l.folded.is_some()
+                        && l.chain_id
+                            .is_some_and(|id| ranges.iter().any(|x| x.contains(id)))
+                })
+            }
+            Ctl::RuleRemoveTargetByTag(re, _) => starters
+                .iter()
+                .flat_map(|r| r.links())
+                .any(|l| l.folded.is_some() && by_tag(l, re)),
+            Ctl::RuleRemoveTargetByMsg(m, _) => starters
+                .iter()
+                .flat_map(|r| r.links())
+                .any(|l| l.folded.is_some() && by_msg(l, m)),
+            _ => false,
+        }
+    };
+    let mut marks: Vec<bool> = Vec::new();
+    for r in &starters {
+        for l in r.links() {
+            marks.push(l.full_match_actions.iter().any(|a| match a {
+                Action::Ctl(c) => breaks(c),
+                _ => false,
+            }));
+        }
+    }
+    let mut marks = marks.into_iter();
+    for e in phases.iter_mut().flatten() {
+        if let Entry::Rule(r) = e {
+            let mut link = Some(r.as_mut());
+            while let Some(l) = link {
+                l.breaks_folds = marks.next().unwrap_or(true);
+                link = l.chain.as_deref_mut();
+            }
+        }
+    }
 }
 
 /// The abstract run of one phase from `entry`; returns the state at its normal end
@@ -534,9 +610,23 @@ SecRule ARGS:n "@rx ^(\w+)$" "id:6,phase:1,pass,nolog,capture,setvar:'tx.other_%
             r#"SecRule ARGS:off "@streq 1" "id:4,phase:1,pass,nolog,ctl:ruleRemoveById=1-3""#;
         let rs = build(&format!("SecRuleEngine On\n{remove}\n{SETUP}{CHECKS}"));
         assert!(folded(&rs, 12).is_some());
+        assert!(rs.rule_by_id(4).unwrap().breaks_folds);
         assert_eq!(status(&rs, "/?a=paranoid"), None);
         assert_eq!(status(&rs, "/?a=paranoid&off=1"), Some(406));
         assert_eq!(status(&rs, "/?a=attack&off=1"), Some(403));
+    }
+
+    #[test]
+    fn removing_a_rule_that_may_not_match_keeps_the_folds() {
+        // Removing rule 11 (it reads the request) is the path where it does not
+        // match, which the folds cover: the ctl does not end them.
+        let remove =
+            r#"SecRule ARGS:off "@streq 1" "id:4,phase:1,pass,nolog,ctl:ruleRemoveById=11""#;
+        let rs = build(&format!("SecRuleEngine On\n{remove}\n{SETUP}{CHECKS}"));
+        assert!(!rs.rule_by_id(4).unwrap().breaks_folds);
+        assert_eq!(status(&rs, "/?a=attack"), Some(403));
+        assert_eq!(status(&rs, "/?a=attack&off=1"), None);
+        assert_eq!(status(&rs, "/?a=paranoid&off=1"), None);
     }
 
     #[test]

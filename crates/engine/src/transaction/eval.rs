@@ -1229,7 +1229,14 @@ impl Transaction {
                 let key = m.expand(&self.view(Some(rule))).into_owned();
                 self.init_collection(CollectionKind::Session, key);
             }
-            Action::Ctl(ctl) => self.run_ctl(ctl),
+            Action::Ctl(ctl) => {
+                if rule.breaks_folds {
+                    // A removal the folds did not account for: from here on every
+                    // link is evaluated as written.
+                    self.state.folds_valid = false;
+                }
+                self.run_ctl(ctl)
+            }
         }
     }
 
@@ -1471,19 +1478,6 @@ impl Transaction {
 
     fn run_ctl(&mut self, ctl: &Ctl) {
         let s = &mut self.state;
-        if matches!(
-            ctl,
-            Ctl::RuleRemoveById(_)
-                | Ctl::RuleRemoveByTag(_)
-                | Ctl::RuleRemoveByMsg(_)
-                | Ctl::RuleRemoveTargetById(..)
-                | Ctl::RuleRemoveTargetByTag(..)
-                | Ctl::RuleRemoveTargetByMsg(..)
-        ) {
-            // The folds assumed no rule and no target is removed: from here on every
-            // link is evaluated as written.
-            s.folds_valid = false;
-        }
         match ctl {
             Ctl::RuleEngine(m) => s.mode = *m,
             Ctl::RuleRemoveById(r) => s.removed_ids.extend(r.iter().copied()),
