@@ -81,6 +81,14 @@ impl Macro {
         }
     }
 
+    /// The literal text before the first macro (all of it when there is none).
+    pub fn literal_prefix(&self) -> &[u8] {
+        match self.parts.first() {
+            Some(Part::Literal(l)) => l,
+            Some(Part::Var { .. }) | None => &[],
+        }
+    }
+
     /// True when the text has no macro in it.
     pub fn is_literal(&self) -> bool {
         self.parts.iter().all(|p| matches!(p, Part::Literal(_)))

@@ -123,6 +123,12 @@ pub struct Rule {
     /// This rule's `@pm` phrase list in the prefilter's union of all lists
     /// ([`crate::ruleset::prefilter::PmUnion`]), if it has one.
     pub pm_list: Option<u32>,
+    /// This link's outcome when the rule set decides it at load time
+    /// ([`crate::ruleset::fold`]); used while the transaction keeps the folds valid.
+    pub folded: Option<crate::ruleset::fold::Folded>,
+    /// This link runs a `ctl:ruleRemove*` that may remove what the load-time folds
+    /// depend on: the transaction stops using them when it runs.
+    pub breaks_folds: bool,
     /// The action string as written, kept for `SecRuleUpdateActionById`.
     pub(crate) action_defs: Vec<seclang::ActionDef>,
     /// The rule as written, kept so updates can recompile it.

@@ -441,6 +441,8 @@ impl RulesetBuilder {
             def: def.cloned(),
             prefilter: None,
             pm_list: None,
+            folded: None,
+            breaks_folds: false,
         };
 
         // The log flags as libmodsecurity v3 reads them (see below).
@@ -853,7 +855,9 @@ impl RulesetBuilder {
                 }
             }
         }
-        let prefilter = super::prefilter::Prefilter::build(&mut phases);
+        let reached = super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
+        let mut prefilter = super::prefilter::Prefilter::build(&mut phases);
+        prefilter.set_eager(&phases, &reached);
         let mut chain_nodes = vec![
             super::ChainNode {
                 parent: None,

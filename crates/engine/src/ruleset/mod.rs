@@ -1,6 +1,7 @@
 //! Rule sets: SecLang directives compiled into per-phase rule lists.
 
 mod compile;
+pub mod fold;
 pub mod prefilter;
 
 pub use compile::RulesetBuilder;

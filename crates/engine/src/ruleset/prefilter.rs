@@ -72,6 +72,19 @@ pub struct Prefilter {
     /// Every `@pm` phrase list in one automaton (`None` without lists, or with more
     /// than [`PmUnion::MAX_LISTS`]).
     pub pm: Option<PmUnion>,
+    /// Per phase (index 0 is phase 1), the groups of the rules the load-time flow
+    /// reaches ([`crate::ruleset::fold`]), computed together on the first need.
+    pub eager: [EagerGroups; 5],
+}
+
+/// Groups whose answers are computed together in a phase, from one collection of
+/// the variables they read.
+#[derive(Debug, Default)]
+pub struct EagerGroups {
+    /// The groups, ascending.
+    pub groups: Vec<u32>,
+    /// Every variable one of them reads, once.
+    pub vars: Vec<Var>,
 }
 
 /// The phrases of every `@pm` list of the rule set in one Aho-Corasick automaton.
@@ -330,7 +343,41 @@ impl Prefilter {
             }
         });
         let pm = PmUnion::build(phases);
-        Prefilter { groups, raw, pm }
+        Prefilter {
+            groups,
+            raw,
+            pm,
+            eager: Default::default(),
+        }
+    }
+
+    /// Fills [`Prefilter::eager`]: the groups of the rules `reached` marks (one flag
+    /// per entry of each phase).
+    pub(crate) fn set_eager(&mut self, phases: &[Vec<Entry>; 5], reached: &[Vec<bool>; 5]) {
+        for (p, entries) in phases.iter().enumerate() {
+            let mut groups: Vec<u32> = Vec::new();
+            for (e, &r) in entries.iter().zip(&reached[p]) {
+                let (Entry::Rule(rule), true) = (e, r) else {
+                    continue;
+                };
+                for l in rule.links() {
+                    if let Some(slot) = l.prefilter {
+                        groups.push(slot.group);
+                    }
+                }
+            }
+            groups.sort_unstable();
+            groups.dedup();
+            let mut vars: Vec<Var> = Vec::new();
+            for &g in &groups {
+                for &v in &self.groups[g as usize].vars {
+                    if !vars.contains(&v) {
+                        vars.push(v);
+                    }
+                }
+            }
+            self.eager[p] = EagerGroups { groups, vars };
+        }
     }
 }
 

@@ -14,9 +14,10 @@ use crate::operators::rx_set::RxSet;
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::ruleset::ChainNode;
+use crate::ruleset::fold::Folded;
 use crate::ruleset::prefilter::{Slot, Union};
 use crate::transforms::{Transform, byte_classes};
-use crate::variables::Exclusion;
+use crate::variables::{Exclusion, Var};
 use regex_automata::PatternSet;
 use seclang::IdRange;
 use std::borrow::Cow;
@@ -330,7 +331,8 @@ impl Answer {
     }
 }
 
-fn apply_all<'v>(
+/// Applies a pipeline to one value, without the cache.
+pub(crate) fn apply_all<'v>(
     transforms: &[Transform],
     raw: &'v [u8],
     map: Option<&crate::transforms::UnicodeMap>,
@@ -489,6 +491,83 @@ fn run_operator(
     matched != rule.negated
 }
 
+/// Adds to `union` the patterns of prefilter group `g` that value `v` matches (in
+/// the forms the group's rules inspect), marking the value quiet for the group when
+/// none does. False when the CPU budget ran out first.
+fn scan_value(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    prefilter: &crate::ruleset::prefilter::Prefilter,
+    g: usize,
+    union: &mut Union,
+    budget: &mut super::budget::BudgetState,
+    v: &Value<'_>,
+) -> bool {
+    let group = &prefilter.groups[g];
+    let raw_cell = nodes.len() + 1;
+    let quiet_cell = nodes.len() + 2 + g / 32;
+    let quiet_bit = 1u32 << (g % 32);
+    if budget.charge(VALUE_WORK + v.value.len() as u64) {
+        return false;
+    }
+    let Some(id) = v.id else {
+        if group.multi {
+            let (ts, ids) = (&group.transforms, &group.prefix_ids);
+            for_each_form(cache, nodes, ts, ids, v, |input| {
+                union.add(&group.set, input);
+            });
+        } else {
+            let input = transform(cache, nodes, &group.transforms, group.chain_key, v);
+            union.add(&group.set, &input);
+        }
+        return true;
+    };
+    let row = cache_row(cache, id);
+    if cache.cells[row + quiet_cell] & quiet_bit != 0 {
+        return true;
+    }
+    let all = prefilter.raw.as_ref();
+    if group.multi {
+        // Every form the rules inspect: the raw value first, which the set of all
+        // patterns answers for; the other forms by the group's own set (answering
+        // them through the set of all patterns too was tried: it overflows that set's
+        // memo on varying forms, 1.85x the instructions per varying urlencoded form).
+        let mut any = false;
+        let mut skip_raw = false;
+        if let Some(all) = all {
+            match all_answer(cache, row, raw_cell, 1, all, &v.value) {
+                Answer::Quiet => skip_raw = true,
+                Answer::Hits => {
+                    if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, 1)) {
+                        any |= union.add_from(group.set.len(), &group.all_index, h);
+                        skip_raw = true;
+                    }
+                }
+                Answer::GaveUp => {}
+            }
+        }
+        let (ts, ids) = (&group.transforms, &group.prefix_ids);
+        for_each_form(cache, nodes, ts, ids, v, |input| {
+            if std::mem::take(&mut skip_raw) {
+                return;
+            }
+            any |= union.add(&group.set, input);
+        });
+        if !any {
+            cache.cells[row + quiet_cell] |= quiet_bit;
+        }
+        return true;
+    }
+    let cell = match group.chain_key {
+        Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
+        None => 1,
+    };
+    if !group_answer(cache, row, raw_cell, cell, all, group, union, &v.value) {
+        cache.cells[row + quiet_cell] |= quiet_bit;
+    }
+    true
+}
+
 impl Transaction {
     pub(crate) fn run_phase(&mut self, phase: u8) -> Option<Intervention> {
         if phase < 5 && self.state.intervention.is_some() {
@@ -506,6 +585,7 @@ impl Transaction {
         self.state.phases_done = self.state.phases_done.max(phase - 1);
         // Values change between phases: prefilter answers are per phase.
         self.cache.unions.iter_mut().for_each(|u| *u = None);
+        self.cache.eager_done = false;
         self.budget.open();
         let result = self.run_phase_rules(phase);
         self.budget.close();
@@ -573,6 +653,8 @@ impl Transaction {
         }
         let ruleset = self.ruleset().clone();
         let entries = &ruleset.phases[usize::from(phase - 1)];
+        // The load-time folds assume every earlier phase ran to its end.
+        self.state.folds_valid = self.state.fold_phase == phase - 1;
         let mut skip_after: Option<&str> = None;
         let mut skip = 0u32;
         for entry in entries {
@@ -695,11 +777,22 @@ impl Transaction {
                 if enforce {
                     self.state.allow = Some(scope);
                     self.state.allow_phase = phase;
+                    if scope == AllowScope::Phase {
+                        self.phase_ended(phase);
+                    }
                     return None;
                 }
             }
         }
+        self.phase_ended(phase);
         None
+    }
+
+    /// Records that `phase`'s walk reached its end (or an `allow:phase`).
+    fn phase_ended(&mut self, phase: u8) {
+        if self.state.folds_valid {
+            self.state.fold_phase = phase;
+        }
     }
 
     pub(crate) fn view<'a>(&'a self, rule: Option<&'a Rule>) -> View<'a> {
@@ -743,6 +836,8 @@ impl Transaction {
             // SecAction: matches once, with no value.
             self.run_match_actions(rule);
             true
+        } else if let (Some(folded), true) = (&rule.folded, self.state.folds_valid) {
+            self.replay(rule, folded)
         } else {
             self.eval_targets(rule)
         };
@@ -759,7 +854,10 @@ impl Transaction {
     }
 
     /// True when the prefilter leaves open that `slot`'s pattern matches some value
-    /// in this phase; computes the group's answer on first use in the phase.
+    /// in this phase; computes the group's answer on first use in the phase. The
+    /// first time in a phase that a group the load-time flow reaches is needed, the
+    /// answers of all of them are computed together from one collection of their
+    /// variables (`Prefilter::eager`); any other group is computed on its own.
     fn prefilter_may_match(&mut self, slot: Slot) -> bool {
         let g = slot.group as usize;
         if let Some(Some(u)) = self.cache.unions.get(g) {
@@ -776,105 +874,131 @@ impl Transaction {
             scratch,
             ..
         } = self;
-        let groups = &ruleset.prefilter.groups;
+        let prefilter = &ruleset.prefilter;
+        let groups = &prefilter.groups;
         let nodes = &ruleset.chain_nodes;
         if cache.unions.len() != groups.len() {
             cache.unions = vec![None; groups.len()];
         }
-        {
+        let view = View {
+            req,
+            resp,
+            state,
+            ctx,
+            rule: None,
+        };
+        // The buffer that serves every rule's targets serves the groups' values too.
+        let mut values = recycle(std::mem::take(scratch));
+        let phase = usize::from(state.phases_done.clamp(0, 4));
+        let eager = &prefilter.eager[phase];
+        let mut out_of_budget = false;
+        if state.folds_valid && !cache.eager_done && eager.groups.contains(&(g as u32)) {
+            cache.eager_done = true;
+            // Each variable once, for every group that reads it.
+            let mut ranges: Vec<(Var, std::ops::Range<usize>)> =
+                Vec::with_capacity(eager.vars.len());
+            for &var in &eager.vars {
+                let at = values.len();
+                view.collect_superset(var, &mut values);
+                ranges.push((var, at..values.len()));
+            }
+            for &h in &eager.groups {
+                let h = h as usize;
+                if cache.unions[h].is_some() {
+                    continue;
+                }
+                let group = &groups[h];
+                let mut union = Union::default();
+                for &var in &group.vars {
+                    let Some((_, r)) = ranges.iter().find(|(v, _)| *v == var) else {
+                        continue;
+                    };
+                    for v in &values[r.clone()] {
+                        if !scan_value(cache, nodes, prefilter, h, &mut union, budget, v) {
+                            out_of_budget = true;
+                            break;
+                        }
+                    }
+                    if out_of_budget {
+                        break;
+                    }
+                }
+                if out_of_budget {
+                    break;
+                }
+                cache.unions[h] = Some(union);
+            }
+        } else {
             let group = &groups[g];
-            let view = View {
-                req,
-                resp,
-                state,
-                ctx,
-                rule: None,
-            };
-            // The buffer that serves every rule's targets serves the group's values too.
-            let mut values = recycle(std::mem::take(scratch));
             for &var in &group.vars {
                 view.collect_superset(var, &mut values);
             }
             let mut union = Union::default();
-            let raw_cell = nodes.len() + 1;
-            let quiet_cell = nodes.len() + 2 + g / 32;
-            let quiet_bit = 1u32 << (g % 32);
-            let mut out_of_budget = false;
             for v in &values {
-                if budget.charge(VALUE_WORK + v.value.len() as u64) {
-                    // Out of CPU budget: the group's answer stays unknown, and the
-                    // phase stops at this rule.
+                if !scan_value(cache, nodes, prefilter, g, &mut union, budget, v) {
                     out_of_budget = true;
                     break;
                 }
-                let Some(id) = v.id else {
-                    if group.multi {
-                        let (ts, ids) = (&group.transforms, &group.prefix_ids);
-                        for_each_form(cache, nodes, ts, ids, v, |input| {
-                            union.add(&group.set, input);
-                        });
-                    } else {
-                        let input = transform(cache, nodes, &group.transforms, group.chain_key, v);
-                        union.add(&group.set, &input);
-                    }
-                    continue;
-                };
-                let row = cache_row(cache, id);
-                if cache.cells[row + quiet_cell] & quiet_bit != 0 {
-                    continue;
-                }
-                let all = ruleset.prefilter.raw.as_ref();
-                if group.multi {
-                    // Every form the rules inspect: the raw value first, which the set
-                    // of all patterns answers for; the other forms by the group's own
-                    // set (answering them through the set of all patterns too was
-                    // tried: it overflows that set's memo on varying forms, 1.85x the
-                    // instructions per varying urlencoded form).
-                    let mut any = false;
-                    let mut skip_raw = false;
-                    if let Some(all) = all {
-                        match all_answer(cache, row, raw_cell, 1, all, &v.value) {
-                            Answer::Quiet => skip_raw = true,
-                            Answer::Hits => {
-                                if let Some(AllAnswer::Hits(h)) =
-                                    cache.all_hits.get(&(row as u32, 1))
-                                {
-                                    any |= union.add_from(group.set.len(), &group.all_index, h);
-                                    skip_raw = true;
-                                }
-                            }
-                            Answer::GaveUp => {}
-                        }
-                    }
-                    let (ts, ids) = (&group.transforms, &group.prefix_ids);
-                    for_each_form(cache, nodes, ts, ids, v, |input| {
-                        if std::mem::take(&mut skip_raw) {
-                            return;
-                        }
-                        any |= union.add(&group.set, input);
-                    });
-                    if !any {
-                        cache.cells[row + quiet_cell] |= quiet_bit;
-                    }
-                    continue;
-                }
-                let cell = match group.chain_key {
-                    Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
-                    None => 1,
-                };
-                if !group_answer(cache, row, raw_cell, cell, all, group, &mut union, &v.value) {
-                    cache.cells[row + quiet_cell] |= quiet_bit;
-                }
             }
-            *scratch = recycle(values);
-            if out_of_budget {
-                return false;
+            if !out_of_budget {
+                cache.unions[g] = Some(union);
             }
-            cache.unions[g] = Some(union);
+        }
+        *scratch = recycle(values);
+        if out_of_budget {
+            // Out of CPU budget: the group's answer stays unknown, and the phase
+            // stops at this rule.
+            return false;
         }
         self.cache.unions[g]
             .as_ref()
             .is_some_and(|u| u.may_match(slot.index))
+    }
+
+    /// Evaluates a link folded at load time: its known matches, without collecting,
+    /// transforming or running the operator.
+    fn replay(&mut self, rule: &Rule, folded: &Folded) -> bool {
+        let Folded::Always(hits) = folded else {
+            if self.debug_on(9) {
+                let msg = format!("{}: never matches (folded at load time).", rule_label(rule));
+                self.debug_line(9, &msg);
+            }
+            return false;
+        };
+        for (_, value) in hits {
+            if self.budget.charge(VALUE_WORK + value.len() as u64) {
+                // Out of CPU budget: the rule is abandoned, as when evaluated.
+                return false;
+            }
+        }
+        for (name, value) in hits {
+            self.apply_hit(rule, name, value);
+        }
+        true
+    }
+
+    /// Makes one matched value MATCHED_VAR (and its name MATCHED_VAR_NAME, and one of
+    /// MATCHED_VARS), then runs the rule's per-value actions.
+    fn apply_hit(&mut self, rule: &Rule, name: &[u8], value: &[u8]) {
+        let st = &mut self.state;
+        // MATCHED_VAR and MATCHED_VAR_NAME keep their buffers from match to match.
+        st.matched_var.clear();
+        st.matched_var.extend_from_slice(value);
+        st.matched_var_name.clear();
+        st.matched_var_name.extend_from_slice(name);
+        st.matched_vars.push(name, value);
+        if self.debug_on(9) {
+            let msg = format!(
+                "{}: operator @{} {} matched {}: `{}'.",
+                rule_label(rule),
+                rule.operator_text.0,
+                rule.operator_text.1,
+                String::from_utf8_lossy(name),
+                crate::log::cut(&String::from_utf8_lossy(value), 200)
+            );
+            self.debug_line(9, &msg);
+        }
+        self.run_match_actions(rule);
     }
 
     fn eval_targets(&mut self, rule: &Rule) -> bool {
@@ -988,25 +1112,7 @@ impl Transaction {
                     }
                 }
             }
-            let st = &mut self.state;
-            // MATCHED_VAR and MATCHED_VAR_NAME keep their buffers from match to match.
-            st.matched_var.clear();
-            st.matched_var.extend_from_slice(&h.value);
-            st.matched_var_name.clear();
-            st.matched_var_name.extend_from_slice(&h.name);
-            st.matched_vars.push(&h.name, &h.value);
-            if self.debug_on(9) {
-                let msg = format!(
-                    "{}: operator @{} {} matched {}: `{}'.",
-                    rule_label(rule),
-                    rule.operator_text.0,
-                    rule.operator_text.1,
-                    String::from_utf8_lossy(&h.name),
-                    crate::log::cut(&String::from_utf8_lossy(&h.value), 200)
-                );
-                self.debug_line(9, &msg);
-            }
-            self.run_match_actions(rule);
+            self.apply_hit(rule, &h.name, &h.value);
         }
         self.hits = hits;
         n > 0
@@ -1123,7 +1229,14 @@ impl Transaction {
                 let key = m.expand(&self.view(Some(rule))).into_owned();
                 self.init_collection(CollectionKind::Session, key);
             }
-            Action::Ctl(ctl) => self.run_ctl(ctl),
+            Action::Ctl(ctl) => {
+                if rule.breaks_folds {
+                    // A removal the folds did not account for: from here on every
+                    // link is evaluated as written.
+                    self.state.folds_valid = false;
+                }
+                self.run_ctl(ctl)
+            }
         }
     }
 

@@ -7,8 +7,8 @@
 //! ([`Transaction::take_collection_writes`]), time comes through [`TxContext`].
 
 pub mod budget;
-mod collect;
-mod eval;
+pub(crate) mod collect;
+pub(crate) mod eval;
 mod limits;
 mod request;
 
@@ -220,6 +220,13 @@ pub(crate) struct State {
     pub audit_parts: String,
     pub allow: Option<AllowScope>,
     pub allow_phase: u8,
+    /// The last phase that ran to its end (or to an `allow:phase`) with the rule
+    /// set's load-time folds valid, every phase before it likewise (0: none yet).
+    pub fold_phase: u8,
+    /// Whether the links folded at load time (`Rule::folded`) may stand for the
+    /// written ones in the phase running: the phases before it all ran in order to
+    /// their end, and no `ctl:ruleRemove*` ran (see `ruleset::fold`).
+    pub folds_valid: bool,
     pub highest_severity: u8,
     pub intervention: Option<Intervention>,
     pub phases_done: u8,
@@ -260,6 +267,8 @@ pub(crate) struct TransformCache {
     /// Per prefilter group, which patterns matched some value in the current phase
     /// (`None` until the group's first rule is reached in the phase).
     pub unions: Vec<Option<crate::ruleset::prefilter::Union>>,
+    /// Whether the phase's eager groups (`Prefilter::eager`) were computed together.
+    pub eager_done: bool,
     /// Cells per row: one per pipeline prefix, one for the raw value's byte classes,
     /// one for the prefilter's set of all patterns on the raw value (0: not run, 1: no
     /// pattern matched, 2: some did, see `all_hits`),
@@ -344,6 +353,8 @@ impl Transaction {
             audit_parts: cfg.audit.parts.clone(),
             allow: None,
             allow_phase: 0,
+            fold_phase: 0,
+            folds_valid: false,
             highest_severity: 255,
             intervention: None,
             phases_done: 0,
