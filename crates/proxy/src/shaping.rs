@@ -213,8 +213,8 @@ impl Shaper {
     pub fn pacer_at(class: &Arc<Shaper>, key: &[u8], now: Instant) -> Pacer {
         let hash = class.table.hash(key);
         let now_ns = crate::keyed::nanos_since(class.epoch, now);
-        // A bucket no response holds and that is full again: forgetting it is exact.
-        // (The table's `Slot` for a shared bucket says so; a handle keeps it.)
+        // A bucket no response holds and that is full again is idle (the table's
+        // `Slot` for shared buckets): forgetting it is exact; a handle keeps it.
         let (bucket, tracked) = class.table.with(
             hash,
             now_ns,
