@@ -1,21 +1,27 @@
 //! What per-key traffic control shares: the parts a key is made of (client
 //! address, a header, a cookie, the path, a TX variable), building a request's key
-//! from them, and [`KeyTable`], the sharded table of per-key state with bounded
-//! memory that `[[rate_limit]]` and `[[shape]]` keep their buckets in.
+//! from them, [`Gcra`], the one-word bucket that rate limits and shaping take from
+//! with a compare-and-swap, and [`KeyTable`], the table of per-key state with
+//! bounded memory that `[[rate_limit]]` and `[[shape]]` keep their buckets in.
 //!
-//! The table has 64 shards, each with its own lock on cache lines of its own, so
-//! workers on different keys rarely wait on one another and no lock is shared by
-//! all requests. Keys are hashed with a per-process random SipHash key, so a client
-//! cannot choose keys that collide. Each shard holds at most `max_keys / 64` keys:
-//! a full shard first forgets its idle keys (the caller says which are idle: those
-//! whose state is back to what a new key gets, so forgetting them changes nothing),
-//! at most once per millisecond; a key that still finds no room gets the shard's
-//! spare entry instead, and is told so.
+//! The table has 64 shards, each a concurrent map whose lookups take no lock
+//! (papaya) and a lock that only inserting a new key and sweeping take: a request of
+//! a key already tracked reads the map and updates its bucket with atomics, so
+//! workers on different keys share no written cache line and workers on one key
+//! share only its bucket. Keys are hashed with a per-process random SipHash key, so a
+//! client cannot choose keys that collide. Each shard holds at most `max_keys / 64`
+//! keys: a full shard first forgets its idle keys (the caller's [`Slot`] says which:
+//! those whose state is back to what a new key gets, so forgetting them changes
+//! nothing), at most once per millisecond; a key that still finds no room gets the
+//! shard's spare entry instead, and is told so. A sweep retires an idle bucket with
+//! a compare-and-swap before removing it, so a request that found it just before
+//! either updated it first (then it is not idle and stays) or sees it retired and
+//! looks the key up again: forgetting stays exact without a lock on lookups.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex};
 
 /// Shards of a [`KeyTable`].
 pub const SHARDS: usize = 64;
@@ -148,43 +154,202 @@ pub fn cookie_value<'a>(header: &'a [u8], name: &str) -> Option<&'a [u8]> {
     })
 }
 
+/// The value a retired bucket holds: no bucket is full again this late.
+const RETIRED: u64 = u64::MAX;
+
+/// A key's bucket for the generic cell rate algorithm, in one atomic word: the time
+/// (ns on its owner's clock, see [`nanos_since`]) at which the bucket is full again.
+/// Rate limits and shaping both take from it with a compare-and-swap, without a
+/// lock. A [`KeyTable`] sweep may retire an idle bucket (its time is not after now):
+/// from then on every take sees [`Taken::Retired`] and looks the key up again.
+#[derive(Debug)]
+pub struct Gcra(AtomicU64);
+
+/// What [`Gcra::take`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// Took the cost: the bucket is now full again at this time.
+    Took {
+        /// The bucket's new full-again time.
+        full_at: u64,
+    },
+    /// Took nothing: the bucket is already further behind now than the limit, by
+    /// this many ns.
+    Refused {
+        /// How long until the bucket is within the limit again.
+        wait_ns: u64,
+    },
+    /// The bucket was retired by a sweep: the caller looks its key up again.
+    Retired,
+}
+
+impl Gcra {
+    /// A bucket that is full again at `full_at` (a new key's: now).
+    pub fn new(full_at: u64) -> Gcra {
+        Gcra(AtomicU64::new(full_at.min(RETIRED - 1)))
+    }
+
+    /// Takes `cost` ns from the bucket at `now_ns`, unless its full-again time is
+    /// already more than `limit_ns` after now (then it takes nothing). A limit of
+    /// `u64::MAX` always takes. Lock-free: one compare-and-swap, retried while other
+    /// threads take from the same bucket.
+    pub fn take(&self, now_ns: u64, cost: u64, limit_ns: u64) -> Taken {
+        let mut seen = self.0.load(Ordering::Relaxed);
+        loop {
+            if seen == RETIRED {
+                return Taken::Retired;
+            }
+            let start = seen.max(now_ns);
+            let behind = start - now_ns;
+            if behind > limit_ns {
+                return Taken::Refused {
+                    wait_ns: behind - limit_ns,
+                };
+            }
+            let full_at = start.saturating_add(cost).min(RETIRED - 1);
+            match self
+                .0
+                .compare_exchange_weak(seen, full_at, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Taken::Took { full_at },
+                Err(now_seen) => seen = now_seen,
+            }
+        }
+    }
+
+    /// Takes `cost` ns from the bucket at `now_ns` whatever its state, as shaping
+    /// does: the bucket's new full-again time, or `None` when it was retired.
+    pub fn reserve(&self, now_ns: u64, cost: u64) -> Option<u64> {
+        match self.take(now_ns, cost, u64::MAX) {
+            Taken::Took { full_at } => Some(full_at),
+            // Nothing is further behind now than u64::MAX: only Retired comes here.
+            Taken::Refused { .. } | Taken::Retired => None,
+        }
+    }
+
+    /// The time at which the bucket is full again.
+    pub fn full_at(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// True when a sweep retired the bucket.
+    pub fn is_retired(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == RETIRED
+    }
+
+    /// Retires the bucket if it is idle at `now_ns` (full again by then): its
+    /// full-again time before, or `None` when it is busy (or already retired). A
+    /// take that raced with this either landed first (and the bucket is busy) or
+    /// sees it retired.
+    fn retire(&self, now_ns: u64) -> Option<u64> {
+        let mut seen = self.0.load(Ordering::SeqCst);
+        loop {
+            if seen == RETIRED || seen > now_ns {
+                return None;
+            }
+            match self
+                .0
+                .compare_exchange(seen, RETIRED, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return Some(seen),
+                Err(now_seen) => seen = now_seen,
+            }
+        }
+    }
+}
+
+/// What a [`KeyTable`] keeps per key: state that a sweep can retire when it is idle,
+/// so that a lookup racing with its removal notices and looks again.
+pub trait Slot {
+    /// Retires the slot if it is idle at `now_ns` (forgetting it changes nothing):
+    /// true when it did; every use after that sees it retired.
+    fn retire_if_idle(&self, now_ns: u64) -> bool;
+}
+
+impl Slot for Gcra {
+    fn retire_if_idle(&self, now_ns: u64) -> bool {
+        self.retire(now_ns).is_some()
+    }
+}
+
+/// A bucket that handles ([`hold`]) may keep after the lookup: idle when it is full
+/// again and no handle holds it.
+impl Slot for Arc<Gcra> {
+    fn retire_if_idle(&self, now_ns: u64) -> bool {
+        if Arc::strong_count(self) != 1 {
+            return false;
+        }
+        let Some(before) = self.retire(now_ns) else {
+            return false;
+        };
+        // Pairs with the fence in `hold`: either that handle's count is seen here (and
+        // the bucket is given back), or the handle sees the bucket retired.
+        fence(Ordering::SeqCst);
+        if Arc::strong_count(self) != 1 {
+            self.0.store(before, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+}
+
+/// A handle on a table's shared bucket, to take from it after the lookup; `None`
+/// when a sweep retired it meanwhile (look the key up again). A handle that was
+/// given is never retired while it is held (sweeps see it in the count; a sweep
+/// racing with this call gives the bucket back).
+pub fn hold(bucket: &Arc<Gcra>) -> Option<Arc<Gcra>> {
+    let held = bucket.clone();
+    // Pairs with the fence in `retire_if_idle` (see there).
+    fence(Ordering::SeqCst);
+    (!held.is_retired()).then_some(held)
+}
+
 /// Per-key state of type `V`, in [`SHARDS`] shards with bounded memory (see the
 /// module documentation).
 #[derive(Debug)]
-pub struct KeyTable<V> {
+pub struct KeyTable<V: 'static> {
     hasher: std::collections::hash_map::RandomState,
     per_shard: usize,
     shards: Box<[Shard<V>]>,
 }
 
-/// One shard: its lock and map on cache lines of their own, so that two workers
-/// on different shards do not slow each other down by sharing a line.
+/// One shard: its map, read without a lock, its spare entry, and the lock that
+/// inserts and sweeps take, on cache lines of its own so that taking it does not
+/// disturb readers of the map.
 #[derive(Debug)]
 #[repr(align(128))]
-struct Shard<V>(Mutex<ShardState<V>>);
-
-#[derive(Debug)]
-struct ShardState<V> {
-    map: HashMap<u64, V, PassThrough>,
+struct Shard<V: 'static> {
+    map: papaya::HashMap<u64, V, Mix>,
     /// The entry of keys that found no room.
     spare: V,
+    lock: Locked,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Locked(Mutex<Writers>);
+
+/// What inserts and sweeps keep, under the shard's lock.
+#[derive(Debug, Default)]
+struct Writers {
+    /// Keys in the map (only inserts and sweeps change it, both under the lock).
+    len: usize,
     /// When the map was last swept for idle keys (ns on the caller's clock).
     swept_at: u64,
 }
 
-impl<V: Default> KeyTable<V> {
-    /// A table for at most `max_keys` keys (at least one per shard).
-    pub fn new(max_keys: usize) -> KeyTable<V> {
+impl<V: Slot + Send + Sync + 'static> KeyTable<V> {
+    /// A table for at most `max_keys` keys (at least one per shard); each shard's
+    /// spare entry is made by `spare()`.
+    pub fn new(max_keys: usize, spare: impl Fn() -> V) -> KeyTable<V> {
         KeyTable {
             hasher: std::collections::hash_map::RandomState::new(),
             per_shard: max_keys.div_ceil(SHARDS).max(1),
             shards: (0..SHARDS)
-                .map(|_| {
-                    Shard(Mutex::new(ShardState {
-                        map: HashMap::default(),
-                        spare: V::default(),
-                        swept_at: 0,
-                    }))
+                .map(|_| Shard {
+                    map: papaya::HashMap::builder().hasher(Mix).build(),
+                    spare: spare(),
+                    lock: Locked::default(),
                 })
                 .collect(),
         }
@@ -197,12 +362,14 @@ impl<V: Default> KeyTable<V> {
         h.finish()
     }
 
+    /// The shard of a key's hash (its top bits), `0..SHARDS`.
+    pub fn shard_of(hash: u64) -> usize {
+        (hash >> 58) as usize % SHARDS
+    }
+
     /// Keys held now.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).map.len())
-            .sum()
+        self.shards.iter().map(|s| s.lock.writers().len).sum()
     }
 
     /// True when no key is held.
@@ -210,53 +377,101 @@ impl<V: Default> KeyTable<V> {
         self.len() == 0
     }
 
-    /// Runs `f` on the entry of the key whose [`KeyTable::hash`] is `hash`, under
-    /// its shard's lock; a new key's entry starts as `fresh()` makes it. `now_ns` is the
-    /// caller's clock, for pacing sweeps. When the shard is full, entries for which
-    /// `idle` holds are forgotten first (at most once per millisecond per shard);
-    /// if there is still no room, `f` gets the shard's spare entry, shared by every
-    /// key that found no room there, and `false`.
+    /// Waits until a sweep of the shard of `hash` that is under way has finished
+    /// (one that may have retired a bucket for a moment and given it back).
+    pub fn settle(&self, hash: u64) {
+        drop(self.shards[Self::shard_of(hash)].lock.writers());
+    }
+
+    /// Runs `f` on the entry of the key whose [`KeyTable::hash`] is `hash`; `f`
+    /// answers `None` when it finds the entry retired by a sweep, and then runs again
+    /// on the key's new entry. An existing key is found without a lock. A new key
+    /// takes its shard's lock and starts as `fresh()` makes it; `now_ns` is the
+    /// caller's clock, for pacing sweeps. When the shard is full, the entries that
+    /// are idle ([`Slot::retire_if_idle`]) are forgotten first (at most once per
+    /// millisecond per shard); if there is still no room, `f` gets the shard's spare
+    /// entry, shared by every key that found no room there (never retired), and
+    /// `false`.
     pub fn with<R>(
         &self,
         hash: u64,
         now_ns: u64,
-        fresh: impl FnOnce() -> V,
-        mut idle: impl FnMut(&V) -> bool,
-        f: impl FnOnce(&mut V, bool) -> R,
+        fresh: impl Fn() -> V,
+        mut f: impl FnMut(&V, bool) -> Option<R>,
     ) -> R {
-        let shard = &self.shards[(hash >> 58) as usize % SHARDS];
-        let mut guard = shard.0.lock().unwrap_or_else(|e| e.into_inner());
-        let st = &mut *guard;
-        if st.map.len() >= self.per_shard && !st.map.contains_key(&hash) {
-            if now_ns.saturating_sub(st.swept_at) >= SWEEP_EVERY_NS || st.swept_at == 0 {
-                st.swept_at = now_ns.max(1);
-                st.map.retain(|_, v| !idle(v));
-            }
-            if st.map.len() >= self.per_shard {
-                return f(&mut st.spare, false);
-            }
+        let shard = &self.shards[Self::shard_of(hash)];
+        if let Some(r) = shard.map.pin().get(&hash).and_then(|v| f(v, true)) {
+            return r;
         }
-        f(st.map.entry(hash).or_insert_with(fresh), true)
+        // A new key, or one a sweep retired since: under the shard's lock, where
+        // sweeps retire and remove entries in one go.
+        let mut writers = shard.lock.writers();
+        let map = shard.map.pin();
+        loop {
+            if let Some(v) = map.get(&hash) {
+                if let Some(r) = f(v, true) {
+                    return r;
+                }
+                // Retired and still there: not left so by sweeps, but harmless.
+                map.remove(&hash);
+                writers.len -= 1;
+                continue;
+            }
+            if writers.len >= self.per_shard {
+                if now_ns.saturating_sub(writers.swept_at) >= SWEEP_EVERY_NS
+                    || writers.swept_at == 0
+                {
+                    writers.swept_at = now_ns.max(1);
+                    let mut forgotten = 0;
+                    map.retain(|_, v| {
+                        let idle = v.retire_if_idle(now_ns);
+                        forgotten += usize::from(idle);
+                        !idle
+                    });
+                    writers.len -= forgotten;
+                }
+                if writers.len >= self.per_shard {
+                    if let Some(r) = f(&shard.spare, false) {
+                        return r;
+                    }
+                    // The spare entry is never retired: `f` answers it.
+                    continue;
+                }
+            }
+            map.insert(hash, fresh());
+            writers.len += 1;
+        }
     }
 }
 
-/// The keys are already SipHash values: the map uses them as they are.
-#[derive(Debug, Clone, Copy, Default)]
-struct PassThrough;
-
-impl BuildHasher for PassThrough {
-    type Hasher = PassThroughHasher;
-    fn build_hasher(&self) -> PassThroughHasher {
-        PassThroughHasher(0)
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct PassThroughHasher(u64);
-
-impl Hasher for PassThroughHasher {
-    fn finish(&self) -> u64 {
+impl Locked {
+    fn writers(&self) -> std::sync::MutexGuard<'_, Writers> {
         self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The keys are already SipHash values: the maps only spread them again, since
+/// within one shard the top bits (which the map reads for its tags) are the same.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mix;
+
+impl BuildHasher for Mix {
+    type Hasher = MixHasher;
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher(0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        // An odd multiplier: the low bits stay as random as they were, the top
+        // bits take all the bits in.
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
@@ -321,27 +536,259 @@ mod tests {
 
     #[test]
     fn bounded_with_a_spare_entry_and_idle_sweeps() {
-        let t: KeyTable<u64> = KeyTable::new(640);
+        let t: KeyTable<Gcra> = KeyTable::new(640, || Gcra::new(0));
         let mut spare = 0;
+        let now = 1_000_000_000;
         for i in 0..10_000u32 {
             let h = t.hash(&i.to_le_bytes());
-            t.with(
+            let tracked = t.with(
                 h,
-                1_000_000_000,
-                || 0,
-                |v| *v <= 1_000_000_000,
-                |v, tracked| {
-                    *v = 2_000_000_000;
-                    spare += usize::from(!tracked);
+                now,
+                || Gcra::new(now),
+                |g, tracked| match g.take(now, 1_000_000_000, u64::MAX) {
+                    Taken::Retired => None,
+                    _ => Some(tracked),
                 },
             );
+            spare += usize::from(!tracked);
         }
         assert!(t.len() <= 640, "{}", t.len());
         assert!(spare >= 10_000 - 640);
         // Later, every key is idle: a new key finds room and the table shrank.
         let h = t.hash(b"new");
         let later = 3_000_000_000;
-        assert!(t.with(h, later, || 0, |v| *v <= later, |_, tracked| tracked));
+        let fresh = || Gcra::new(later);
+        assert!(t.with(h, later, fresh, |_, tracked| Some(tracked)));
         assert!(t.len() < 640);
+    }
+
+    #[test]
+    fn takes_are_refused_past_the_limit_and_retired_buckets_say_so() {
+        let g = Gcra::new(100);
+        assert_eq!(g.take(100, 10, 15), Taken::Took { full_at: 110 });
+        assert_eq!(g.take(100, 10, 15), Taken::Took { full_at: 120 });
+        assert_eq!(g.take(100, 10, 15), Taken::Refused { wait_ns: 5 });
+        assert_eq!(g.full_at(), 120);
+        // Busy: not retired; idle: retired, and every take then says so.
+        assert!(!g.retire_if_idle(119));
+        assert!(g.retire_if_idle(120));
+        assert_eq!(g.take(200, 10, u64::MAX), Taken::Retired);
+        assert!(!g.retire_if_idle(500));
+    }
+
+    #[test]
+    fn a_held_bucket_is_never_retired() {
+        let b = Arc::new(Gcra::new(0));
+        let held = hold(&b).expect("live");
+        assert!(!b.retire_if_idle(10));
+        drop(held);
+        assert!(b.retire_if_idle(10));
+        assert!(hold(&b).is_none());
+    }
+
+    /// A take and a sweep's retire race on one idle bucket, many times over:
+    /// exactly one of them wins (the take lands first and the bucket is busy, or
+    /// the bucket is retired and the take sees it), never both.
+    #[test]
+    fn a_take_and_a_retire_never_both_win() {
+        let barrier = std::sync::Barrier::new(2);
+        let mut both = 0;
+        let mut takes_won = 0;
+        for _ in 0..5_000 {
+            let g = Gcra::new(0);
+            let (took, retired) = std::thread::scope(|s| {
+                let taker = s.spawn(|| {
+                    barrier.wait();
+                    matches!(g.take(1, 10, u64::MAX), Taken::Took { .. })
+                });
+                barrier.wait();
+                let retired = g.retire_if_idle(5);
+                (taker.join().unwrap(), retired)
+            });
+            both += usize::from(took && retired);
+            takes_won += usize::from(took);
+            assert!(took || retired);
+        }
+        assert_eq!(both, 0, "a take landed on a retired bucket");
+        assert!(takes_won > 0);
+    }
+
+    /// A handle and a sweep race on one idle shared bucket, many times over: when
+    /// the handle is given, the bucket stays live while it is held.
+    #[test]
+    fn a_hold_and_a_retire_never_both_win() {
+        let barrier = std::sync::Barrier::new(2);
+        for _ in 0..5_000 {
+            let b = Arc::new(Gcra::new(0));
+            let (held, retired) = std::thread::scope(|s| {
+                let holder = s.spawn(|| {
+                    barrier.wait();
+                    hold(&b)
+                });
+                barrier.wait();
+                let retired = b.retire_if_idle(5);
+                (holder.join().unwrap(), retired)
+            });
+            if let Some(h) = held {
+                assert!(!retired && !h.is_retired(), "a held bucket was retired");
+            } else {
+                assert!(retired);
+            }
+        }
+    }
+
+    /// Two threads hammer one key with no lock: together they never take more than
+    /// the bucket allows (the burst plus what the time passed refills).
+    #[test]
+    fn two_threads_on_one_bucket_never_take_more_than_it_allows() {
+        let t: KeyTable<Gcra> = KeyTable::new(1_000, || Gcra::new(0));
+        let h = t.hash(b"one");
+        // 1 ms per take, a burst of 100: over a clock that moves 1 ms every 100
+        // attempts, at most 101 + elapsed ms takes succeed.
+        let (interval, tolerance) = (1_000_000u64, 100_000_000u64);
+        let clock = AtomicU64::new(1);
+        let took: usize = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut took = 0;
+                        for i in 0..50_000u64 {
+                            let now = if i % 100 == 0 {
+                                clock.fetch_add(interval, Ordering::Relaxed) + interval
+                            } else {
+                                clock.load(Ordering::Relaxed)
+                            };
+                            let taken = t.with(
+                                h,
+                                now,
+                                || Gcra::new(now),
+                                |g, _| match g.take(now, interval, tolerance) {
+                                    Taken::Retired => None,
+                                    taken => Some(taken),
+                                },
+                            );
+                            took += usize::from(matches!(taken, Taken::Took { .. }));
+                        }
+                        took
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).sum()
+        });
+        let elapsed_ms = (clock.load(Ordering::Relaxed) / interval) as usize;
+        assert!(took <= 101 + elapsed_ms, "{took} > 101 + {elapsed_ms}");
+        // And the bucket was not starved: the clock moved 1,000 ms.
+        assert!(took >= elapsed_ms, "{took} < {elapsed_ms}");
+        assert_eq!(t.len(), 1);
+    }
+
+    /// One thread keeps sweeping (new keys into full shards, the clock a
+    /// millisecond further each time) while another takes from its own keys: a
+    /// bucket taken from is busy for good, so no sweep may forget it, and each take
+    /// on a key must land on the bucket of the key's previous take.
+    #[test]
+    fn sweeps_racing_with_takes_lose_no_take() {
+        let t: KeyTable<Gcra> = KeyTable::new(4 * SHARDS, || Gcra::new(0));
+        let keys: Vec<u64> = (0..2 * SHARDS as u32)
+            .map(|i| t.hash(&i.to_le_bytes()))
+            .collect();
+        let cost = 1_000_000_000_000_000;
+        let clock = AtomicU64::new(SWEEP_EVERY_NS);
+        let last: Vec<u64> = std::thread::scope(|s| {
+            s.spawn(|| {
+                for round in 0..20_000u64 {
+                    let at = clock.fetch_add(SWEEP_EVERY_NS, Ordering::Relaxed);
+                    let h = t.hash(&round.to_be_bytes());
+                    t.with(h, at, || Gcra::new(at), |_, _| Some(()));
+                }
+            });
+            s.spawn(|| {
+                let mut last = vec![0u64; keys.len()];
+                for round in 0..100_000 {
+                    let k = round % keys.len();
+                    let at = clock.load(Ordering::Relaxed);
+                    let (taken, tracked) = t.with(
+                        keys[k],
+                        at,
+                        || Gcra::new(at),
+                        |g, tracked| match g.take(at, cost, u64::MAX) {
+                            Taken::Retired => None,
+                            taken => Some((taken, tracked)),
+                        },
+                    );
+                    let Taken::Took { full_at } = taken else {
+                        panic!("{taken:?}");
+                    };
+                    if tracked {
+                        if last[k] != 0 {
+                            assert_eq!(full_at, last[k] + cost, "a take was lost on key {k}");
+                        }
+                        last[k] = full_at;
+                    }
+                }
+                last
+            })
+            .join()
+            .unwrap()
+        });
+        let mut checked = 0;
+        for (k, &full_at) in last.iter().enumerate().filter(|(_, l)| **l != 0) {
+            let now = clock.load(Ordering::Relaxed);
+            let found = t.with(
+                keys[k],
+                now,
+                || Gcra::new(now),
+                |g, tracked| Some(tracked.then(|| g.full_at())),
+            );
+            assert_eq!(found, Some(full_at), "a busy key was forgotten");
+            checked += 1;
+        }
+        assert!(checked > SHARDS, "{checked}");
+        assert!(t.len() <= 4 * SHARDS);
+    }
+
+    /// A handle taken on a shared bucket keeps it: sweeps racing with the handle
+    /// may retire it only for a moment and give it back, and after `settle` the
+    /// handle's takes land on the table's bucket.
+    #[test]
+    fn held_buckets_survive_racing_sweeps() {
+        let t: KeyTable<Arc<Gcra>> = KeyTable::new(2 * SHARDS, || Arc::new(Gcra::new(0)));
+        let h = t.hash(b"held");
+        let clock = AtomicU64::new(SWEEP_EVERY_NS);
+        let tracked_rounds = std::thread::scope(|s| {
+            s.spawn(|| {
+                for round in 0..20_000u64 {
+                    let at = clock.fetch_add(SWEEP_EVERY_NS, Ordering::Relaxed);
+                    let k = t.hash(&round.to_be_bytes());
+                    t.with(k, at, || Arc::new(Gcra::new(at)), |b, _| hold(b).map(drop));
+                }
+            });
+            s.spawn(|| {
+                let mut tracked_rounds = 0;
+                for _ in 0..20_000 {
+                    let at = clock.load(Ordering::Relaxed);
+                    let fresh = || Arc::new(Gcra::new(at));
+                    let (b, tracked) =
+                        t.with(h, at, fresh, |b, tracked| hold(b).map(|b| (b, tracked)));
+                    // Cost 0: the bucket stays idle by its time; only the handle
+                    // keeps it.
+                    let mut taken = b.take(at, 0, u64::MAX);
+                    if taken == Taken::Retired {
+                        t.settle(h);
+                        taken = b.take(at, 0, u64::MAX);
+                    }
+                    assert!(matches!(taken, Taken::Took { .. }), "{taken:?}");
+                    if tracked {
+                        let same = t.with(h, at, fresh, |now, _| Some(Arc::ptr_eq(now, &b)));
+                        assert!(same, "the table forgot a held bucket");
+                        tracked_rounds += 1;
+                    }
+                }
+                tracked_rounds
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(tracked_rounds > 0);
     }
 }

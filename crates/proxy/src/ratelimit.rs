@@ -3,15 +3,17 @@
 //! `Retry-After` when over.
 //!
 //! Each limit is a generic cell rate algorithm (GCRA, a token bucket kept as one
-//! number per key: the time at which the key's bucket is full again). A key's state
-//! is 8 bytes in a [`KeyTable`] (64 shards, each with its own lock: no lock is shared
-//! by all requests). Memory is bounded by `max_keys`: a full shard first drops its
+//! number per key: the time at which the key's bucket is full again, a [`Gcra`]). A
+//! key's state is one atomic word in a [`KeyTable`]: a request of a key already
+//! tracked finds it without a lock and counts itself with a compare-and-swap; only a
+//! new key takes its shard's lock (64 shards), so no lock is shared by all requests
+//! and none is taken by most. Memory is bounded by `max_keys`: a full shard first drops its
 //! idle keys (whose bucket is full again, so forgetting them changes nothing); a key
 //! that still finds no room is let through uncounted, and counted in
 //! `palisade_rate_limit_untracked_total`.
 
 use crate::config::RateLimitSection;
-use crate::keyed::{KeyPart, KeyTable};
+use crate::keyed::{Gcra, KeyPart, KeyTable, Taken};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -62,7 +64,7 @@ pub struct RateLimiter {
     interval_ns: u64,
     tolerance_ns: u64,
     epoch: Instant,
-    table: KeyTable<u64>,
+    table: KeyTable<Gcra>,
     /// Requests answered with the limit's status.
     pub limited: AtomicU64,
     /// Requests let through because their key found no room.
@@ -85,7 +87,7 @@ impl RateLimiter {
             interval_ns,
             tolerance_ns: interval_ns.saturating_mul(u64::from(cfg.burst)),
             epoch: Instant::now(),
-            table: KeyTable::new(cfg.max_keys),
+            table: KeyTable::new(cfg.max_keys, || Gcra::new(0)),
             limited: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
         })
@@ -112,25 +114,24 @@ impl RateLimiter {
     pub fn check(&self, key: &[u8], now: Instant) -> Verdict {
         let hash = self.table.hash(key);
         let now_ns = crate::keyed::nanos_since(self.epoch, now);
-        // Idle keys' buckets are full again: forgetting them is exact.
+        // Idle keys' buckets are full again: forgetting them is exact (the table
+        // retires them first, and a take on a retired bucket looks again).
         let verdict = self.table.with(
             hash,
             now_ns,
-            || now_ns,
-            |&t| t <= now_ns,
-            |stored, tracked| {
+            || Gcra::new(now_ns),
+            |bucket, tracked| {
                 if !tracked {
-                    return None;
+                    return Some(None);
                 }
-                let tat = (*stored).max(now_ns);
-                if tat - now_ns > self.tolerance_ns {
-                    return Some(Verdict::Limited {
+                match bucket.take(now_ns, self.interval_ns, self.tolerance_ns) {
+                    Taken::Took { .. } => Some(Some(Verdict::Pass)),
+                    Taken::Refused { wait_ns } => Some(Some(Verdict::Limited {
                         status: self.status,
-                        retry_after: Duration::from_nanos(tat - now_ns - self.tolerance_ns),
-                    });
+                        retry_after: Duration::from_nanos(wait_ns),
+                    })),
+                    Taken::Retired => None,
                 }
-                *stored = tat + self.interval_ns;
-                Some(Verdict::Pass)
             },
         );
         match verdict {

@@ -11,10 +11,11 @@
 //! waits on a tokio timer in between). So a response holds at most the upstream
 //! frame it is cutting into pieces: pacing never buffers.
 //!
-//! The buckets live in a [`KeyTable`] (64 shards, each with its own lock, memory
-//! bounded by `max_keys`), as the rate limits' do. A response looks its key up
-//! once, when it starts, and keeps a handle on the bucket: each piece then costs
-//! one compare-and-swap on the bucket, no lock and no lookup. The counters are per
+//! The buckets ([`Gcra`], as the rate limits' are) live in a [`KeyTable`] (64
+//! shards, lookups without a lock, memory bounded by `max_keys`), as the rate
+//! limits' do. A response looks its key up once, when it starts, and keeps a handle
+//! on the bucket: each piece then costs one compare-and-swap on the bucket, no lock
+//! and no lookup. The counters are per
 //! shard, so nothing is shared by all responses. A bucket is forgotten only when
 //! no response holds it and it is full again (so forgetting it is exact). A key
 //! that finds its shard full of busy keys shares the shard's spare bucket with the
@@ -22,7 +23,7 @@
 //! `palisade_shaping_overflow_total`).
 
 use crate::config::ShapeSection;
-use crate::keyed::{KeyPart, KeyTable, SHARDS, path_of, request_key};
+use crate::keyed::{Gcra, KeyPart, KeyTable, SHARDS, hold, path_of, request_key};
 use byte_unit::Byte;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -87,8 +88,9 @@ pub struct Shaper {
     stats: Box<[Stats]>,
 }
 
-/// A key's bucket: the time (ns since the class's epoch) at which it is full again.
-type Bucket = Arc<AtomicU64>;
+/// A key's bucket: the time (ns since the class's epoch) at which it is full again,
+/// shared by the responses that hold it.
+type Bucket = Arc<Gcra>;
 
 /// What a class has done so far (summed over its shards).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -133,7 +135,7 @@ impl Shaper {
             rate,
             tolerance_ns: u64::try_from(tolerance).unwrap_or(u64::MAX),
             epoch: Instant::now(),
-            table: KeyTable::new(cfg.max_keys),
+            table: KeyTable::new(cfg.max_keys, || Arc::new(Gcra::new(0))),
             stats: (0..SHARDS).map(|_| Stats::default()).collect(),
         })
     }
@@ -161,7 +163,7 @@ impl Shaper {
     }
 
     fn stats_of(&self, hash: u64) -> &Stats {
-        &self.stats[(hash >> 58) as usize % SHARDS]
+        &self.stats[KeyTable::<Bucket>::shard_of(hash)]
     }
 
     /// The pacer of a response whose request has this client, target, header lines
@@ -211,13 +213,13 @@ impl Shaper {
     pub fn pacer_at(class: &Arc<Shaper>, key: &[u8], now: Instant) -> Pacer {
         let hash = class.table.hash(key);
         let now_ns = crate::keyed::nanos_since(class.epoch, now);
-        // A bucket no response holds and that is full again: forgetting it is exact.
+        // A bucket no response holds and that is full again is idle (the table's
+        // `Slot` for shared buckets): forgetting it is exact; a handle keeps it.
         let (bucket, tracked) = class.table.with(
             hash,
             now_ns,
-            Bucket::default,
-            |b| Arc::strong_count(b) == 1 && b.load(Ordering::Relaxed) <= now_ns,
-            |b, tracked| (b.clone(), tracked),
+            || Arc::new(Gcra::new(0)),
+            |b, tracked| hold(b).map(|b| (b, tracked)),
         );
         class
             .stats_of(hash)
@@ -233,23 +235,16 @@ impl Shaper {
 
     /// Takes `n` bytes from `bucket` (of the key whose hash is `hash`) at `now`:
     /// how long to wait before sending them.
-    fn reserve(
-        &self,
-        bucket: &AtomicU64,
-        hash: u64,
-        tracked: bool,
-        n: usize,
-        now: Instant,
-    ) -> Duration {
+    fn reserve(&self, bucket: &Gcra, hash: u64, tracked: bool, n: usize, now: Instant) -> Duration {
         let now_ns = crate::keyed::nanos_since(self.epoch, now);
         let cost = u128::try_from(n).unwrap_or(u128::MAX) * NANOS / u128::from(self.rate);
         let cost = u64::try_from(cost).unwrap_or(u64::MAX);
-        let mut full_at = bucket.load(Ordering::Relaxed);
         let end = loop {
-            let end = full_at.max(now_ns).saturating_add(cost);
-            match bucket.compare_exchange_weak(full_at, end, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break end,
-                Err(seen) => full_at = seen,
+            match bucket.reserve(now_ns, cost) {
+                Some(end) => break end,
+                // A sweep found the bucket idle as this response took its handle,
+                // and is giving it back (a held bucket is never forgotten).
+                None => self.table.settle(hash),
             }
         };
         let wait = end.saturating_sub(self.tolerance_ns).saturating_sub(now_ns);
