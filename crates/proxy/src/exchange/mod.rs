@@ -329,18 +329,7 @@ impl Exchange {
     }
 
     /// Sends the request upstream and runs phases 3 and 4 on the response.
-    pub async fn forward(self, parts: ForwardParts) -> Reply {
-        self.forward_again(parts, None).await
-    }
-
-    /// [`Exchange::forward`], where `again` (when given) builds the same parts once
-    /// more, for the rare request that must be sent a second time (see
-    /// [`crate::upstream::Pool::send`]); without it a copy is kept.
-    pub async fn forward_again(
-        mut self,
-        parts: ForwardParts,
-        again: Option<&(dyn Fn() -> Option<ForwardParts> + Sync)>,
-    ) -> Reply {
+    pub async fn forward(mut self, parts: ForwardParts) -> Reply {
         let shared = self.rec.shared.clone();
         let path = parts
             .uri
@@ -366,17 +355,10 @@ impl Exchange {
         };
         let is_head = parts.method == Method::HEAD;
         let asks_upgrade = parts.headers.contains_key(header::UPGRADE);
-        let again_req = again.map(|f| {
-            let body = body.clone();
-            move || f().map(|p| upstream_request(p, body.clone()))
-        });
         let req = upstream_request(parts, body);
         let mut timing = UpstreamTiming::default();
         self.rec.upstream = Some((pool.name.clone(), None));
-        let again_dyn = again_req
-            .as_ref()
-            .map(|f| f as &(dyn Fn() -> Option<UpstreamRequest> + Sync));
-        let sent = pool.send(req, &mut timing, again_dyn).await;
+        let sent = pool.send(req, &mut timing).await;
         self.rec.up_timing = Some(timing);
         let resp = match sent {
             Ok(r) => r,
@@ -388,6 +370,7 @@ impl Exchange {
         self.rec.upstream = Some((pool.name.clone(), Some(resp.server.clone())));
         let mut parts = resp.parts;
         let mut upstream_body = resp.body;
+        let upgraded = resp.upgraded;
 
         // Phase 3.
         let status = parts.status;
@@ -402,8 +385,7 @@ impl Exchange {
         }
         let upgrade = if status == StatusCode::SWITCHING_PROTOCOLS {
             let protocol = parts.headers.get(header::UPGRADE).cloned();
-            let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
-            match (asks_upgrade, protocol, on) {
+            match (asks_upgrade, protocol, upgraded) {
                 (true, Some(protocol), Some(upstream)) => {
                     Some(reply::Upgrade { protocol, upstream })
                 }

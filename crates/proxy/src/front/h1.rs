@@ -388,13 +388,7 @@ where
     // The exchange is logged as it stands at the switch; what the tunnel carries
     // is not inspected.
     reply.body.finish();
-    let upstream = match upgrade.upstream.await {
-        Ok(u) => u,
-        Err(e) => {
-            tracing::debug!("upgrade for {}: upstream side lost: {e}", conn.peer);
-            return false;
-        }
-    };
+    let upstream = upgrade.upstream;
     let early = buf.split().freeze();
     match tunnel::splice(io, &early, upstream, shared.server.tunnel_idle_timeout).await {
         Ok(end) => tracing::debug!("tunnel for {} ended: {end:?}", conn.peer),
