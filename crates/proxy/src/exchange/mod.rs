@@ -14,7 +14,10 @@ mod record;
 pub mod reply;
 pub mod shared;
 
-pub use headers::{forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers};
+pub use headers::{
+    HeaderLines, forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers,
+    valid_value,
+};
 pub use reply::{Reply, ReplyBody, Upgrade};
 pub use shared::{ConnInfo, IpText, Shared};
 
@@ -23,7 +26,7 @@ use crate::upstream::{UpstreamRequest, UpstreamTiming};
 use crate::waf::{BodyFeed, Verdict, VerdictKind, WafTx};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
-use http::{HeaderMap, Method, StatusCode, Uri};
+use http::{Method, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::BodyExt;
 use record::{Record, micros_since};
@@ -48,7 +51,7 @@ pub struct ForwardParts {
     /// Origin-form (or `*`, or authority-form for CONNECT) target.
     pub uri: Uri,
     /// Headers for the upstream: hop-by-hop removed, X-Forwarded-* added.
-    pub headers: HeaderMap,
+    pub headers: HeaderLines,
 }
 
 /// A request on its way through the proxy.
@@ -354,7 +357,7 @@ impl Exchange {
             }
         };
         let is_head = parts.method == Method::HEAD;
-        let asks_upgrade = parts.headers.contains_key(header::UPGRADE);
+        let asks_upgrade = parts.headers.contains(b"upgrade");
         let req = upstream_request(parts, body);
         let mut timing = UpstreamTiming::default();
         self.rec.upstream = Some((pool.name.clone(), None));
@@ -625,7 +628,13 @@ fn length_value(n: usize) -> HeaderValue {
 fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
     let mut headers = parts.headers;
     if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
-        headers.insert(header::CONTENT_LENGTH, length_value(body.len()));
+        // `upstream_headers` left no Content-Length line.
+        let n = if body.is_empty() {
+            Bytes::from_static(b"0")
+        } else {
+            Bytes::copy_from_slice(itoa::Buffer::new().format(body.len()).as_bytes())
+        };
+        headers.push(Bytes::from_static(b"content-length"), n);
     }
     UpstreamRequest {
         method: parts.method,

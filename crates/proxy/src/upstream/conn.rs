@@ -265,10 +265,10 @@ impl Conn {
             _ => out.push(b'/'),
         }
         out.extend_from_slice(b" HTTP/1.1\r\n");
-        for (name, value) in &req.headers {
-            out.extend_from_slice(name.as_str().as_bytes());
+        for (name, value) in req.headers.iter() {
+            out.extend_from_slice(name);
             out.extend_from_slice(b": ");
-            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(value);
             out.extend_from_slice(b"\r\n");
         }
         if let Some(h) = host {

@@ -195,16 +195,21 @@ async fn probe(pool: &Pool, server: &Server, check: &HealthCheckConfig) -> Resul
         HealthCheckKind::Http => {
             let (mut conn, _) = pool.connect(server).await?;
             let host = check.host.as_deref().unwrap_or(&server.addr);
-            let mut headers = http::HeaderMap::with_capacity(3);
-            let value = |v: &str| http::HeaderValue::from_str(v).map_err(|e| e.to_string());
-            headers.insert(http::header::HOST, value(host)?);
-            headers.insert(
-                http::header::USER_AGENT,
-                http::HeaderValue::from_static("palisade-health-check"),
+            if !crate::exchange::valid_value(host.as_bytes()) {
+                return Err(format!("health check host {host:?} cannot be sent"));
+            }
+            let mut headers = crate::exchange::HeaderLines::with_capacity(3);
+            headers.push(
+                Bytes::from_static(b"host"),
+                Bytes::copy_from_slice(host.as_bytes()),
             );
-            headers.insert(
-                http::header::CONNECTION,
-                http::HeaderValue::from_static("close"),
+            headers.push(
+                Bytes::from_static(b"user-agent"),
+                Bytes::from_static(b"palisade-health-check"),
+            );
+            headers.push(
+                Bytes::from_static(b"connection"),
+                Bytes::from_static(b"close"),
             );
             let req = UpstreamRequest {
                 method: http::Method::GET,

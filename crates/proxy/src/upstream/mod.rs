@@ -31,12 +31,13 @@ mod resolve;
 
 use crate::config::{Balance, Config, HashKey, HealthCheckConfig, UpstreamConfig};
 use crate::dns::Dns;
+use crate::exchange::HeaderLines;
 use crate::http1::Decoded;
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
 use bytes::Bytes;
 use conn::{BodyEnd, Conn, ExchangeError, ResponseHead, Stream};
-use http::{HeaderMap, Method, Uri};
+use http::{Method, Uri};
 use http_body::{Body, Frame, SizeHint};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -68,7 +69,7 @@ pub struct UpstreamRequest {
     /// Origin-form target (path and query).
     pub uri: Uri,
     /// Headers to send, Host included.
-    pub headers: HeaderMap,
+    pub headers: HeaderLines,
     /// The whole body.
     pub body: Bytes,
 }
@@ -909,10 +910,10 @@ impl Pool {
         let how = Handling {
             // A request without Host (HTTP/1.0) gets the server's address, as RFC
             // 9110 §7.2 asks of a proxy.
-            add_host: !req.headers.contains_key(http::header::HOST),
+            add_host: !req.headers.contains(b"host"),
             // A connection that may be upgraded is new, and never goes back to the
             // pool.
-            upgrade: req.headers.contains_key(http::header::UPGRADE),
+            upgrade: req.headers.contains(b"upgrade"),
             idempotent,
         };
         let mut retries_left = self.retries;
@@ -1615,7 +1616,7 @@ mod tests {
                 UpstreamRequest {
                     method: Method::GET,
                     uri: Uri::from_static("/"),
-                    headers: HeaderMap::new(),
+                    headers: HeaderLines::default(),
                     body: Bytes::new(),
                 },
                 &mut timing,
