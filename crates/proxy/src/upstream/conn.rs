@@ -226,9 +226,7 @@ impl Conn {
                     return Ok(head);
                 }
                 if self.buf.len() >= MAX_HEAD_BYTES {
-                    return Err(ExchangeError::Malformed(format!(
-                        "response head larger than {MAX_HEAD_BYTES} bytes"
-                    )));
+                    return Err(too_large());
                 }
             }
             match self.fill().await {
@@ -293,7 +291,8 @@ impl Conn {
         let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut slots);
         let len = match resp.parse(&self.buf) {
-            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD_BYTES => n,
+            Ok(httparse::Status::Complete(_)) => return Err(too_large()),
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(httparse::Error::TooManyHeaders) => {
                 return Err(ExchangeError::Malformed(format!(
@@ -384,6 +383,10 @@ impl Conn {
             early: self.buf.freeze(),
         }
     }
+}
+
+fn too_large() -> ExchangeError {
+    ExchangeError::Malformed(format!("response head larger than {MAX_HEAD_BYTES} bytes"))
 }
 
 /// Whether `Connection` values hold `close`, and `keep-alive`.
