@@ -112,7 +112,50 @@ impl HeaderLines {
 /// Whether `v` can be sent as a field value: no control byte other than tab (the
 /// rule `http::HeaderValue` applies).
 pub fn valid_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| b == b'\t' || (b >= b' ' && b != 0x7f))
+    v.iter().all(|&b| VALUE[usize::from(b)])
+}
+
+/// Which bytes a field value may hold (a look-up per byte).
+static VALUE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i == 0x09 || (i >= 0x20 && i != 0x7f);
+        i += 1;
+    }
+    t
+};
+
+/// What becomes of a request header line on its way upstream.
+#[derive(Debug, PartialEq, Eq)]
+enum LineFate {
+    /// Sent as it is.
+    Keep,
+    /// Not sent: hop-by-hop, or Content-Length and Expect (the proxy frames the
+    /// buffered body itself).
+    Drop,
+    /// Joined into the X-Forwarded-For the proxy sends.
+    ForwardedFor,
+    /// Joined into the X-Forwarded-Proto the proxy sends.
+    ForwardedProto,
+}
+
+/// The fate of a line by its name: one length test for most names, a
+/// comparison only with the names of that length.
+fn line_fate(n: &[u8]) -> LineFate {
+    let is = |s: &str| n.eq_ignore_ascii_case(s.as_bytes());
+    match n.len() {
+        2 if is("te") => LineFate::Drop,
+        6 if is("expect") => LineFate::Drop,
+        7 if is("trailer") || is("upgrade") => LineFate::Drop,
+        10 if is("connection") || is("keep-alive") => LineFate::Drop,
+        14 if is("content-length") => LineFate::Drop,
+        15 if is("x-forwarded-for") => LineFate::ForwardedFor,
+        16 if is("proxy-connection") => LineFate::Drop,
+        17 if is("transfer-encoding") => LineFate::Drop,
+        17 if is("x-forwarded-proto") => LineFate::ForwardedProto,
+        _ => LineFate::Keep,
+    }
 }
 
 /// Builds the headers sent upstream from the client's header lines: hop-by-hop
@@ -147,20 +190,14 @@ pub fn upstream_headers(
         if !crate::http1::is_token(n) {
             return Err("invalid header name");
         }
-        let is = |name: &str| n.eq_ignore_ascii_case(name.as_bytes());
-        if HOP_BY_HOP.iter().any(|h| is(h))
-            || is("content-length")
-            || is("expect")
-            || named.iter().any(|x| n.eq_ignore_ascii_case(x))
-        {
-            continue;
-        }
-        if is("x-forwarded-for") || is("x-forwarded-proto") {
-            let acc = if is("x-forwarded-for") {
-                &mut xff
-            } else {
-                &mut xfp
-            };
+        let acc = match line_fate(n) {
+            LineFate::Drop => continue,
+            _ if named.iter().any(|x| n.eq_ignore_ascii_case(x)) => continue,
+            LineFate::Keep => None,
+            LineFate::ForwardedFor => Some(&mut xff),
+            LineFate::ForwardedProto => Some(&mut xfp),
+        };
+        if let Some(acc) = acc {
             let acc = acc.get_or_insert_with(Vec::new);
             if !acc.is_empty() {
                 acc.extend_from_slice(b", ");
@@ -348,6 +385,19 @@ mod tests {
         assert_eq!(h.get_all(b"accept").count(), 2);
         assert_eq!(val(&h, "x-forwarded-for"), "10.0.0.1, 192.168.1.2");
         assert_eq!(val(&h, "x-forwarded-proto"), "https");
+    }
+
+    #[test]
+    fn every_hop_by_hop_name_is_dropped_whatever_its_case() {
+        for n in HOP_BY_HOP.iter().chain(&["content-length", "expect"]) {
+            assert_eq!(line_fate(n.as_bytes()), LineFate::Drop, "{n}");
+            let upper = n.to_ascii_uppercase();
+            assert_eq!(line_fate(upper.as_bytes()), LineFate::Drop, "{upper}");
+        }
+        assert_eq!(line_fate(b"X-Forwarded-For"), LineFate::ForwardedFor);
+        assert_eq!(line_fate(b"x-forwarded-proto"), LineFate::ForwardedProto);
+        assert_eq!(line_fate(b"accept"), LineFate::Keep);
+        assert_eq!(line_fate(b"trailers"), LineFate::Keep);
     }
 
     #[test]
