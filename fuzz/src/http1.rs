@@ -110,19 +110,16 @@ pub fn fuzz_http1_head(data: &[u8]) {
 /// origin-form target is forwarded so that it decodes to the bytes the rules saw.
 fn clean_head_forwards_what_was_inspected(head: &RequestHead) {
     let client = IpText::new([192, 0, 2, 7].into());
-    let lines = head.headers.iter().map(|(n, v)| (&n[..], v.clone()));
-    if let Ok(sent) = upstream_headers(lines, &client, false) {
-        for (name, value) in &sent {
+    if let Ok(sent) = upstream_headers(&head.headers, &client, false) {
+        for (name, value) in sent.iter() {
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
             let name = name.as_str();
             if name == "x-forwarded-for" {
-                assert!(
-                    value.as_bytes().ends_with(client.as_bytes()),
-                    "X-Forwarded-For"
-                );
+                assert!(value.ends_with(client.as_bytes()), "X-Forwarded-For");
                 continue;
             }
             if name == "x-forwarded-proto" {
-                assert!(value.as_bytes().ends_with(b"http"), "X-Forwarded-Proto");
+                assert!(value.ends_with(b"http"), "X-Forwarded-Proto");
                 continue;
             }
             assert!(
@@ -132,16 +129,15 @@ fn clean_head_forwards_what_was_inspected(head: &RequestHead) {
             assert!(
                 head.headers
                     .iter()
-                    .any(|(n, v)| n.eq_ignore_ascii_case(name.as_bytes())
-                        && v[..] == *value.as_bytes()),
+                    .any(|(n, v)| n.eq_ignore_ascii_case(name.as_bytes()) && v == value),
                 "{name}: {value:?} was forwarded but is no header line of the request"
             );
         }
         let hosts: Vec<&Bytes> = head.values(b"host").collect();
         if let [host] = hosts[..] {
             assert_eq!(
-                sent.get(http::header::HOST).map(|v| v.as_bytes()),
-                Some(&host[..]),
+                sent.get(b"host"),
+                Some(host),
                 "the Host header the rules saw is not the one forwarded"
             );
         }

@@ -367,10 +367,37 @@ impl Iterator for LineIter<'_> {
 
 /// RFC 9110 token characters.
 pub fn is_token(s: &[u8]) -> bool {
-    !s.is_empty()
-        && s.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty() && s.iter().all(|&b| TOKEN[usize::from(b)])
 }
+
+/// Which bytes are RFC 9110 token characters (a look-up per byte).
+static TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 /// Checks made on every head, whichever parser read it: what an origin server
 /// such as Apache would answer with 400.
@@ -479,47 +506,61 @@ impl RequestHead {
 
     /// How the body is framed.
     pub fn framing(&self) -> Framing {
-        let mut te_seen = false;
-        let mut chunked_last = false;
-        for v in self.values(b"transfer-encoding") {
-            te_seen = true;
-            for coding in v.split(|&b| b == b',') {
-                let c = trim_ws(coding);
-                if c.is_empty() {
-                    continue;
+        body_framing(self.headers.iter().map(|(n, v)| (&n[..], &v[..])))
+    }
+}
+
+/// How a message with these header lines frames its body, from its
+/// Transfer-Encoding and Content-Length lines (RFC 9112 §6.3): chunked when the
+/// last transfer coding is chunked; `Invalid` for another last coding, a length
+/// that is not a number, or lengths that disagree.
+pub fn body_framing<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> Framing {
+    let values = |name: &'static [u8]| {
+        headers
+            .clone()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    };
+    let mut te_seen = false;
+    let mut chunked_last = false;
+    for v in values(b"transfer-encoding") {
+        te_seen = true;
+        for coding in v.split(|&b| b == b',') {
+            let c = trim_ws(coding);
+            if c.is_empty() {
+                continue;
+            }
+            chunked_last = c.eq_ignore_ascii_case(b"chunked");
+        }
+    }
+    if te_seen {
+        return if chunked_last {
+            Framing::Chunked
+        } else {
+            Framing::Invalid("Transfer-Encoding does not end in chunked")
+        };
+    }
+    let mut length: Option<u64> = None;
+    for v in values(b"content-length") {
+        for part in v.split(|&b| b == b',') {
+            let part = trim_ws(part);
+            if part.is_empty() || part.len() > 18 || !part.iter().all(u8::is_ascii_digit) {
+                return Framing::Invalid("Content-Length is not a number");
+            }
+            let n = part
+                .iter()
+                .fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
+            match length {
+                Some(prev) if prev != n => {
+                    return Framing::Invalid("conflicting Content-Length values");
                 }
-                chunked_last = c.eq_ignore_ascii_case(b"chunked");
+                _ => length = Some(n),
             }
         }
-        if te_seen {
-            return if chunked_last {
-                Framing::Chunked
-            } else {
-                Framing::Invalid("Transfer-Encoding does not end in chunked")
-            };
-        }
-        let mut length: Option<u64> = None;
-        for v in self.values(b"content-length") {
-            for part in v.split(|&b| b == b',') {
-                let part = trim_ws(part);
-                if part.is_empty() || part.len() > 18 || !part.iter().all(u8::is_ascii_digit) {
-                    return Framing::Invalid("Content-Length is not a number");
-                }
-                let n = part
-                    .iter()
-                    .fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
-                match length {
-                    Some(prev) if prev != n => {
-                        return Framing::Invalid("conflicting Content-Length values");
-                    }
-                    _ => length = Some(n),
-                }
-            }
-        }
-        match length {
-            Some(0) | None => Framing::None,
-            Some(n) => Framing::Length(n),
-        }
+    }
+    match length {
+        Some(0) | None => Framing::None,
+        Some(n) => Framing::Length(n),
     }
 }
 
@@ -606,6 +647,21 @@ impl BodyDecoder {
             max_trailer_bytes,
             raw_bytes: 0,
         }
+    }
+
+    /// Whether the body has been read to its end (trailers included).
+    pub fn is_done(&self) -> bool {
+        if self.chunked {
+            self.state == ChunkState::Done
+        } else {
+            self.remaining == 0
+        }
+    }
+
+    /// Bytes still to come of a body framed by Content-Length (`None` when
+    /// chunked).
+    pub fn remaining(&self) -> Option<u64> {
+        (!self.chunked).then_some(self.remaining)
     }
 
     /// Takes the next piece of body from the front of `buf`.

@@ -83,8 +83,7 @@ pub trait BodySource: Send {
 #[derive(Debug, Clone)]
 pub struct Refusal(pub String);
 
-/// After phase 2: the request as it goes upstream. Called a second time in the
-/// rare case that a request must be sent again on a new upstream connection.
+/// After phase 2: the request as it goes upstream.
 pub trait Plan: Fn() -> Result<ForwardParts, Refusal> + Sync {}
 impl<F: Fn() -> Result<ForwardParts, Refusal> + Sync> Plan for F {}
 
@@ -225,8 +224,7 @@ where
             };
         }
     };
-    let again = || plan().ok();
-    let mut reply = ex.forward_again(parts, Some(&again)).await;
+    let mut reply = ex.forward(parts).await;
     let shapes = shared.shapes();
     if !shapes.is_empty() && reply.body.is_forwarded() {
         // Chosen after phases 3 and 4, so any rule may set a `tx:` selector.

@@ -2,7 +2,7 @@
 //! X-Forwarded-* headers, and the request target sent upstream.
 
 use bytes::Bytes;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderName};
 use http::{HeaderMap, Method, Uri};
 
 use super::IpText;
@@ -48,97 +48,199 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// The header lines sent upstream, in order: each name as the client sent it
+/// (lower-case for the lines the proxy adds), each value as sent. No hash map is
+/// built: the upstream connection writes the lines as they are, and the few
+/// lookups the proxy makes (Host, Upgrade, a balancing key) scan a dozen lines.
+#[derive(Debug, Clone, Default)]
+pub struct HeaderLines(Vec<(Bytes, Bytes)>);
+
+impl HeaderLines {
+    /// No lines yet, with room for `n`.
+    pub fn with_capacity(n: usize) -> HeaderLines {
+        HeaderLines(Vec::with_capacity(n))
+    }
+
+    /// Adds a line. The name must be a token and the value a valid field value
+    /// (see [`valid_value`]); the callers check them.
+    pub fn push(&mut self, name: Bytes, value: Bytes) {
+        self.0.push((name, value));
+    }
+
+    /// Every value of the lines named `name` (ASCII case ignored), in order.
+    pub fn get_all<'a>(&'a self, name: &'a [u8]) -> impl DoubleEndedIterator<Item = &'a Bytes> {
+        self.0
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// The first value named `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&Bytes> {
+        self.0
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// Whether a line is named `name`.
+    pub fn contains(&self, name: &[u8]) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Removes every line named `name`.
+    pub fn remove(&mut self, name: &[u8]) {
+        self.0.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
+
+    /// The lines, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
+        self.0.iter().map(|(n, v)| (n, v))
+    }
+
+    /// Number of lines.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there is no line.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Whether `v` can be sent as a field value: no control byte other than tab (the
+/// rule `http::HeaderValue` applies).
+pub fn valid_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| VALUE[usize::from(b)])
+}
+
+/// Which bytes a field value may hold (a look-up per byte).
+static VALUE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i == 0x09 || (i >= 0x20 && i != 0x7f);
+        i += 1;
+    }
+    t
+};
+
+/// What becomes of a request header line on its way upstream.
+#[derive(Debug, PartialEq, Eq)]
+enum LineFate {
+    /// Sent as it is.
+    Keep,
+    /// Not sent: hop-by-hop, or Content-Length and Expect (the proxy frames the
+    /// buffered body itself).
+    Drop,
+    /// Joined into the X-Forwarded-For the proxy sends.
+    ForwardedFor,
+    /// Joined into the X-Forwarded-Proto the proxy sends.
+    ForwardedProto,
+}
+
+/// The fate of a line by its name: one length test for most names, a
+/// comparison only with the names of that length.
+fn line_fate(n: &[u8]) -> LineFate {
+    let is = |s: &str| n.eq_ignore_ascii_case(s.as_bytes());
+    match n.len() {
+        2 if is("te") => LineFate::Drop,
+        6 if is("expect") => LineFate::Drop,
+        7 if is("trailer") || is("upgrade") => LineFate::Drop,
+        10 if is("connection") || is("keep-alive") => LineFate::Drop,
+        14 if is("content-length") => LineFate::Drop,
+        15 if is("x-forwarded-for") => LineFate::ForwardedFor,
+        16 if is("proxy-connection") => LineFate::Drop,
+        17 if is("transfer-encoding") => LineFate::Drop,
+        17 if is("x-forwarded-proto") => LineFate::ForwardedProto,
+        _ => LineFate::Keep,
+    }
+}
+
 /// Builds the headers sent upstream from the client's header lines: hop-by-hop
 /// headers, Content-Length and Expect removed (the proxy sets the length of the
 /// buffered body), X-Forwarded-For and X-Forwarded-Proto appended. Fails on a
 /// header line that cannot be sent as it is.
-pub fn upstream_headers<'h>(
-    lines: impl Iterator<Item = (&'h [u8], Bytes)> + Clone,
+pub fn upstream_headers(
+    lines: &[(Bytes, Bytes)],
     client: &IpText,
     tls: bool,
-) -> Result<HeaderMap, &'static str> {
-    let mut named: Vec<Vec<u8>> = Vec::new();
-    let mut count = 0;
-    for (n, v) in lines.clone() {
-        count += 1;
+) -> Result<HeaderLines, &'static str> {
+    // The names the Connection lines list (rare): a borrowed token each.
+    let mut named: Vec<&[u8]> = Vec::new();
+    for (n, v) in lines {
         if n.eq_ignore_ascii_case(b"connection") {
             for t in v.split(|&b| b == b',') {
                 let t = t.trim_ascii();
-                let t = t.to_ascii_lowercase();
-                if !t.is_empty() && !NEVER_HOP_BY_HOP.iter().any(|p| p.as_bytes() == t) {
+                if !t.is_empty()
+                    && !NEVER_HOP_BY_HOP
+                        .iter()
+                        .any(|p| p.as_bytes().eq_ignore_ascii_case(t))
+                {
                     named.push(t);
                 }
             }
         }
     }
-    // Room for every line and the two X-Forwarded-* headers, and no more: a map
-    // sets up (and later frees) every slot it has room for.
-    let mut out = HeaderMap::with_capacity(count + 2);
+    let mut out = HeaderLines::with_capacity(lines.len() + 2);
     let mut xff: Option<Vec<u8>> = None;
     let mut xfp: Option<Vec<u8>> = None;
     for (n, v) in lines {
-        let name = HeaderName::from_bytes(n).map_err(|_| "invalid header name")?;
-        let s = name.as_str();
-        if HOP_BY_HOP.contains(&s)
-            || s == "content-length"
-            || s == "expect"
-            || named.iter().any(|x| x.as_slice() == s.as_bytes())
-        {
-            continue;
+        if !crate::http1::is_token(n) {
+            return Err("invalid header name");
         }
-        if s == "x-forwarded-for" || s == "x-forwarded-proto" {
-            let acc = if s == "x-forwarded-for" {
-                &mut xff
-            } else {
-                &mut xfp
-            };
+        let acc = match line_fate(n) {
+            LineFate::Drop => continue,
+            _ if named.iter().any(|x| n.eq_ignore_ascii_case(x)) => continue,
+            LineFate::Keep => None,
+            LineFate::ForwardedFor => Some(&mut xff),
+            LineFate::ForwardedProto => Some(&mut xfp),
+        };
+        if let Some(acc) = acc {
             let acc = acc.get_or_insert_with(Vec::new);
             if !acc.is_empty() {
                 acc.extend_from_slice(b", ");
             }
-            acc.extend_from_slice(&v);
+            acc.extend_from_slice(v);
             continue;
         }
-        // Shares the client's buffer instead of copying the value.
-        let value = HeaderValue::from_maybe_shared(v).map_err(|_| "invalid header value")?;
-        out.append(name, value);
+        if !valid_value(v) {
+            return Err("invalid header value");
+        }
+        // Shares the client's buffer instead of copying the line.
+        out.push(n.clone(), v.clone());
     }
     // Without earlier values, the client's address and the scheme alone: no
     // buffer to build (and a static value for the scheme).
     let scheme: &'static str = if tls { "https" } else { "http" };
     let xff = match xff {
-        None => HeaderValue::from_bytes(client.as_bytes()),
+        None => Bytes::copy_from_slice(client.as_bytes()),
         Some(acc) => list_with(acc, client.as_bytes()),
     };
     let xfp = match xfp {
-        None => Ok(HeaderValue::from_static(scheme)),
+        None => Bytes::from_static(scheme.as_bytes()),
         Some(acc) => list_with(acc, scheme.as_bytes()),
     };
-    out.insert(
-        X_FORWARDED_FOR,
-        xff.map_err(|_| "invalid X-Forwarded-For value")?,
-    );
-    out.insert(
-        X_FORWARDED_PROTO,
-        xfp.map_err(|_| "invalid X-Forwarded-Proto value")?,
-    );
+    if !valid_value(&xff) {
+        return Err("invalid X-Forwarded-For value");
+    }
+    if !valid_value(&xfp) {
+        return Err("invalid X-Forwarded-Proto value");
+    }
+    out.push(Bytes::from_static(b"x-forwarded-for"), xff);
+    out.push(Bytes::from_static(b"x-forwarded-proto"), xfp);
     Ok(out)
 }
 
-/// The comma-separated list `earlier` with `last` appended, as a header value.
-fn list_with(
-    mut earlier: Vec<u8>,
-    last: &[u8],
-) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+/// The comma-separated list `earlier` with `last` appended.
+fn list_with(mut earlier: Vec<u8>, last: &[u8]) -> Bytes {
     if !earlier.is_empty() {
         earlier.extend_from_slice(b", ");
     }
     earlier.extend_from_slice(last);
-    HeaderValue::from_bytes(&earlier)
+    Bytes::from(earlier)
 }
-
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// [`forward_target`] for a target held in a shared buffer: an origin-form target
 /// that can travel as it is shares the buffer instead of being copied.
@@ -229,11 +331,22 @@ fn percent_encode_odd(raw: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
-    fn lines(raw: &[(&'static str, &'static str)]) -> Vec<(&'static [u8], Bytes)> {
+    fn lines(raw: &[(&'static str, &'static str)]) -> Vec<(Bytes, Bytes)> {
         raw.iter()
-            .map(|(n, v)| (n.as_bytes(), Bytes::from_static(v.as_bytes())))
+            .map(|(n, v)| {
+                (
+                    Bytes::from_static(n.as_bytes()),
+                    Bytes::from_static(v.as_bytes()),
+                )
+            })
             .collect()
+    }
+
+    /// The first value named `n`, as text.
+    fn val<'a>(h: &'a HeaderLines, n: &str) -> &'a str {
+        std::str::from_utf8(h.get(n.as_bytes()).expect(n)).unwrap()
     }
 
     #[test]
@@ -253,65 +366,59 @@ mod tests {
             ("Accept", "a"),
             ("accept", "b"),
         ]);
-        let h = upstream_headers(
-            l.iter().map(|(n, v)| (*n, v.clone())),
-            &IpText::new("192.168.1.2".parse().unwrap()),
-            true,
-        )
-        .unwrap();
-        let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        let h = upstream_headers(&l, &IpText::new("192.168.1.2".parse().unwrap()), true).unwrap();
+        let names: Vec<String> = h
+            .iter()
+            .map(|(n, _)| String::from_utf8_lossy(n).to_ascii_lowercase())
+            .collect();
         assert_eq!(
             names,
-            vec!["host", "accept", "x-forwarded-for", "x-forwarded-proto"]
+            vec![
+                "host",
+                "accept",
+                "accept",
+                "x-forwarded-for",
+                "x-forwarded-proto"
+            ]
         );
-        assert_eq!(h["host"], "example.com");
-        assert_eq!(h.get_all("accept").iter().count(), 2);
-        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.168.1.2");
-        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(val(&h, "host"), "example.com");
+        assert_eq!(h.get_all(b"accept").count(), 2);
+        assert_eq!(val(&h, "x-forwarded-for"), "10.0.0.1, 192.168.1.2");
+        assert_eq!(val(&h, "x-forwarded-proto"), "https");
+    }
+
+    #[test]
+    fn every_hop_by_hop_name_is_dropped_whatever_its_case() {
+        for n in HOP_BY_HOP.iter().chain(&["content-length", "expect"]) {
+            assert_eq!(line_fate(n.as_bytes()), LineFate::Drop, "{n}");
+            let upper = n.to_ascii_uppercase();
+            assert_eq!(line_fate(upper.as_bytes()), LineFate::Drop, "{upper}");
+        }
+        assert_eq!(line_fate(b"X-Forwarded-For"), LineFate::ForwardedFor);
+        assert_eq!(line_fate(b"x-forwarded-proto"), LineFate::ForwardedProto);
+        assert_eq!(line_fate(b"accept"), LineFate::Keep);
+        assert_eq!(line_fate(b"trailers"), LineFate::Keep);
     }
 
     #[test]
     fn forwarded_headers_without_earlier_values() {
         let l = lines(&[("Host", "a")]);
-        let h = upstream_headers(
-            l.iter().map(|(n, v)| (*n, v.clone())),
-            &IpText::new("::ffff:10.1.2.3".parse().unwrap()),
-            false,
-        )
-        .unwrap();
-        assert_eq!(h["x-forwarded-for"], "10.1.2.3");
-        assert_eq!(h["x-forwarded-proto"], "http");
+        let h =
+            upstream_headers(&l, &IpText::new("::ffff:10.1.2.3".parse().unwrap()), false).unwrap();
+        assert_eq!(val(&h, "x-forwarded-for"), "10.1.2.3");
+        assert_eq!(val(&h, "x-forwarded-proto"), "http");
         let l = lines(&[("X-Forwarded-For", ""), ("X-Forwarded-Proto", "https")]);
-        let h = upstream_headers(
-            l.iter().map(|(n, v)| (*n, v.clone())),
-            &IpText::new("::1".parse().unwrap()),
-            true,
-        )
-        .unwrap();
-        assert_eq!(h["x-forwarded-for"], "::1");
-        assert_eq!(h["x-forwarded-proto"], "https, https");
+        let h = upstream_headers(&l, &IpText::new("::1".parse().unwrap()), true).unwrap();
+        assert_eq!(val(&h, "x-forwarded-for"), "::1");
+        assert_eq!(val(&h, "x-forwarded-proto"), "https, https");
     }
 
     #[test]
     fn unforwardable_header_lines_are_refused() {
         let l = lines(&[("Bad Name", "x")]);
-        assert!(
-            upstream_headers(
-                l.iter().map(|(n, v)| (*n, v.clone())),
-                &IpText::new("::1".parse().unwrap()),
-                false
-            )
-            .is_err()
-        );
+        assert!(upstream_headers(&l, &IpText::new("::1".parse().unwrap()), false).is_err());
         let l = lines(&[("X", "a\rb")]);
-        assert!(
-            upstream_headers(
-                l.iter().map(|(n, v)| (*n, v.clone())),
-                &IpText::new("::1".parse().unwrap()),
-                false
-            )
-            .is_err()
-        );
+        assert!(upstream_headers(&l, &IpText::new("::1".parse().unwrap()), false).is_err());
     }
 
     #[test]
@@ -324,14 +431,9 @@ mod tests {
             ),
             ("X-Drop", "1"),
         ]);
-        let h = upstream_headers(
-            l.iter().map(|(n, v)| (*n, v.clone())),
-            &IpText::new("::1".parse().unwrap()),
-            false,
-        )
-        .unwrap();
-        assert_eq!(h["host"], "site.example");
-        assert!(!h.contains_key("x-drop"));
+        let h = upstream_headers(&l, &IpText::new("::1".parse().unwrap()), false).unwrap();
+        assert_eq!(val(&h, "host"), "site.example");
+        assert!(!h.contains(b"x-drop"));
 
         let mut h = HeaderMap::new();
         h.insert(

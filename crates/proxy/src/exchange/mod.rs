@@ -14,7 +14,10 @@ mod record;
 pub mod reply;
 pub mod shared;
 
-pub use headers::{forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers};
+pub use headers::{
+    HeaderLines, forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers,
+    valid_value,
+};
 pub use reply::{Reply, ReplyBody, Upgrade};
 pub use shared::{ConnInfo, IpText, Shared};
 
@@ -23,7 +26,7 @@ use crate::upstream::{UpstreamRequest, UpstreamTiming};
 use crate::waf::{BodyFeed, Verdict, VerdictKind, WafTx};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
-use http::{HeaderMap, Method, StatusCode, Uri};
+use http::{Method, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::BodyExt;
 use record::{Record, micros_since};
@@ -48,7 +51,7 @@ pub struct ForwardParts {
     /// Origin-form (or `*`, or authority-form for CONNECT) target.
     pub uri: Uri,
     /// Headers for the upstream: hop-by-hop removed, X-Forwarded-* added.
-    pub headers: HeaderMap,
+    pub headers: HeaderLines,
 }
 
 /// A request on its way through the proxy.
@@ -329,18 +332,7 @@ impl Exchange {
     }
 
     /// Sends the request upstream and runs phases 3 and 4 on the response.
-    pub async fn forward(self, parts: ForwardParts) -> Reply {
-        self.forward_again(parts, None).await
-    }
-
-    /// [`Exchange::forward`], where `again` (when given) builds the same parts once
-    /// more, for the rare request that must be sent a second time (see
-    /// [`crate::upstream::Pool::send`]); without it a copy is kept.
-    pub async fn forward_again(
-        mut self,
-        parts: ForwardParts,
-        again: Option<&(dyn Fn() -> Option<ForwardParts> + Sync)>,
-    ) -> Reply {
+    pub async fn forward(mut self, parts: ForwardParts) -> Reply {
         let shared = self.rec.shared.clone();
         let path = parts
             .uri
@@ -365,18 +357,11 @@ impl Exchange {
             }
         };
         let is_head = parts.method == Method::HEAD;
-        let asks_upgrade = parts.headers.contains_key(header::UPGRADE);
-        let again_req = again.map(|f| {
-            let body = body.clone();
-            move || f().map(|p| upstream_request(p, body.clone()))
-        });
+        let asks_upgrade = parts.headers.contains(b"upgrade");
         let req = upstream_request(parts, body);
         let mut timing = UpstreamTiming::default();
         self.rec.upstream = Some((pool.name.clone(), None));
-        let again_dyn = again_req
-            .as_ref()
-            .map(|f| f as &(dyn Fn() -> Option<UpstreamRequest> + Sync));
-        let sent = pool.send(req, &mut timing, again_dyn).await;
+        let sent = pool.send(req, &mut timing).await;
         self.rec.up_timing = Some(timing);
         let resp = match sent {
             Ok(r) => r,
@@ -388,6 +373,7 @@ impl Exchange {
         self.rec.upstream = Some((pool.name.clone(), Some(resp.server.clone())));
         let mut parts = resp.parts;
         let mut upstream_body = resp.body;
+        let upgraded = resp.upgraded;
 
         // Phase 3.
         let status = parts.status;
@@ -402,8 +388,7 @@ impl Exchange {
         }
         let upgrade = if status == StatusCode::SWITCHING_PROTOCOLS {
             let protocol = parts.headers.get(header::UPGRADE).cloned();
-            let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
-            match (asks_upgrade, protocol, on) {
+            match (asks_upgrade, protocol, upgraded) {
                 (true, Some(protocol), Some(upstream)) => {
                     Some(reply::Upgrade { protocol, upstream })
                 }
@@ -643,7 +628,13 @@ fn length_value(n: usize) -> HeaderValue {
 fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
     let mut headers = parts.headers;
     if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
-        headers.insert(header::CONTENT_LENGTH, length_value(body.len()));
+        // `upstream_headers` left no Content-Length line.
+        let n = if body.is_empty() {
+            Bytes::from_static(b"0")
+        } else {
+            Bytes::copy_from_slice(itoa::Buffer::new().format(body.len()).as_bytes())
+        };
+        headers.push(Bytes::from_static(b"content-length"), n);
     }
     UpstreamRequest {
         method: parts.method,

@@ -43,8 +43,8 @@ pub struct Reply {
 pub struct Upgrade {
     /// The `Upgrade` header the upstream answered with.
     pub protocol: HeaderValue,
-    /// Resolves to the upstream connection once hyper has handed it over.
-    pub upstream: hyper::upgrade::OnUpgrade,
+    /// The upstream connection, switched to that protocol.
+    pub upstream: crate::upstream::Upgraded,
 }
 
 impl std::fmt::Debug for Upgrade {

@@ -4,7 +4,7 @@
 use super::tunnel;
 use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Driven, Head, Refusal, drive};
 use crate::exchange::{
-    ConnInfo, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers,
+    ConnInfo, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers, valid_value,
 };
 use crate::http1::{
     BodyDecoder, Decoded, Framing, HeadError, RequestHead, Version, find_head_end, parse_head,
@@ -12,7 +12,7 @@ use crate::http1::{
 use crate::logs::{LogKind, Written, now_unix_micros, one_line, rfc3339_micros};
 use crate::metrics::Action;
 use bytes::{Buf, Bytes, BytesMut};
-use http::{HeaderValue, Method, StatusCode};
+use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use std::future::Future;
 use std::sync::Arc;
@@ -388,13 +388,7 @@ where
     // The exchange is logged as it stands at the switch; what the tunnel carries
     // is not inspected.
     reply.body.finish();
-    let upstream = match upgrade.upstream.await {
-        Ok(u) => u,
-        Err(e) => {
-            tracing::debug!("upgrade for {}: upstream side lost: {e}", conn.peer);
-            return false;
-        }
-    };
+    let upstream = upgrade.upstream;
     let early = buf.split().freeze();
     match tunnel::splice(io, &early, upstream, shared.server.tunnel_idle_timeout).await {
         Ok(end) => tracing::debug!("tunnel for {} ended: {end:?}", conn.peer),
@@ -460,21 +454,18 @@ fn forward_parts(
 ) -> Result<ForwardParts, &'static str> {
     let method = Method::from_bytes(&head.method).map_err(|_| "method cannot be forwarded")?;
     let uri = forward_target_shared(&method, &head.uri)?;
-    let mut headers = upstream_headers(
-        head.headers.iter().map(|(n, v)| (&n[..], v.clone())),
-        &conn.peer_text,
-        conn.tls,
-    )?;
+    let mut headers = upstream_headers(&head.headers, &conn.peer_text, conn.tls)?;
     if upgrade {
         // The one hop-by-hop exchange that must reach the upstream.
         for v in head.values(b"upgrade") {
-            let v = HeaderValue::from_maybe_shared(v.clone())
-                .map_err(|_| "invalid Upgrade header value")?;
-            headers.append(http::header::UPGRADE, v);
+            if !valid_value(v) {
+                return Err("invalid Upgrade header value");
+            }
+            headers.push(Bytes::from_static(b"upgrade"), v.clone());
         }
-        headers.insert(
-            http::header::CONNECTION,
-            HeaderValue::from_static("upgrade"),
+        headers.push(
+            Bytes::from_static(b"connection"),
+            Bytes::from_static(b"upgrade"),
         );
     }
     Ok(ForwardParts {

@@ -216,12 +216,12 @@ async fn handle(
         body: plan,
     };
     let forward = || {
-        let headers = upstream_headers(
-            lines.iter().map(|(n, v)| (*n, Bytes::copy_from_slice(v))),
-            &conn.peer_text,
-            conn.tls,
-        )
-        .map_err(|why| Refusal(why.into()))?;
+        let owned: Vec<(Bytes, Bytes)> = lines
+            .iter()
+            .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
+            .collect();
+        let headers = upstream_headers(&owned, &conn.peer_text, conn.tls)
+            .map_err(|why| Refusal(why.into()))?;
         let uri = parts
             .uri
             .path_and_query()

@@ -3,7 +3,6 @@
 //! between the client and the upstream, uninspected, until either side closes or
 //! no byte has moved for the idle timeout.
 
-use hyper_util::rt::TokioIo;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,13 +24,12 @@ pub enum TunnelEnd {
 pub async fn splice<C>(
     client: &mut C,
     early: &[u8],
-    upstream: hyper::upgrade::Upgraded,
+    mut upstream: crate::upstream::Upgraded,
     idle: Duration,
 ) -> io::Result<TunnelEnd>
 where
     C: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let mut upstream = TokioIo::new(upstream);
     if !early.is_empty() {
         upstream.write_all(early).await?;
     }

@@ -14,7 +14,7 @@
 
 use super::Server;
 use crate::config::{Balance, HashKey};
-use http::HeaderMap;
+use crate::exchange::HeaderLines;
 use smallvec::SmallVec;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,23 +26,21 @@ pub(super) fn server_seed(addr: &str) -> u64 {
 }
 
 /// The bytes a `hash` pool hashes for a request, if the request has them.
-pub(super) fn key_of<'h>(key: &HashKey, headers: &'h HeaderMap) -> Option<&'h [u8]> {
+pub(super) fn key_of<'h>(key: &HashKey, headers: &'h HeaderLines) -> Option<&'h [u8]> {
     match key {
         HashKey::ClientIp => {
             // Palisade appends the client's address last.
-            let xff = headers.get_all("x-forwarded-for").iter().next_back()?;
-            let v = xff.as_bytes();
+            let v = headers.get_all(b"x-forwarded-for").next_back()?;
             let last = v.rsplit(|&b| b == b',').next()?.trim_ascii();
             (!last.is_empty()).then_some(last)
         }
         HashKey::Header(name) => {
-            let v = headers.get(name)?.as_bytes();
+            let v = headers.get(name.as_str().as_bytes())?;
             (!v.is_empty()).then_some(v)
         }
         HashKey::Cookie(name) => headers
-            .get_all(http::header::COOKIE)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b';'))
+            .get_all(b"cookie")
+            .flat_map(|v| v.split(|&b| b == b';'))
             .find_map(|pair| {
                 let pair = pair.trim_ascii();
                 let eq = memchr::memchr(b'=', pair)?;
@@ -104,6 +102,7 @@ pub(super) fn order<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     fn servers(n: usize) -> Vec<Arc<Server>> {
         (0..n)
@@ -184,13 +183,16 @@ mod tests {
 
     #[test]
     fn hash_keys_from_the_request() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            "x-forwarded-for",
-            "203.0.113.9, 198.51.100.4".parse().unwrap(),
-        );
-        h.insert("x-user", "alice".parse().unwrap());
-        h.append("cookie", "a=1; sid=xyz ; b=2".parse().unwrap());
+        let mut h = HeaderLines::default();
+        let mut add = |n: &'static str, v: &'static str| {
+            h.push(
+                Bytes::from_static(n.as_bytes()),
+                Bytes::from_static(v.as_bytes()),
+            );
+        };
+        add("X-Forwarded-For", "203.0.113.9, 198.51.100.4");
+        add("x-user", "alice");
+        add("Cookie", "a=1; sid=xyz ; b=2");
         assert_eq!(key_of(&HashKey::ClientIp, &h), Some(&b"198.51.100.4"[..]));
         let header = HashKey::parse("header:X-User").unwrap();
         assert_eq!(key_of(&header, &h), Some(&b"alice"[..]));

@@ -6,10 +6,9 @@
 //! that is in, so a pool whose servers are all out still tries them.
 
 use super::now_ms;
-use super::{Pool, Server};
+use super::{Pool, Server, UpstreamRequest};
 use crate::config::{HealthCheckConfig, HealthCheckKind};
 use bytes::Bytes;
-use http_body_util::Full;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -194,16 +193,32 @@ async fn probe(pool: &Pool, server: &Server, check: &HealthCheckConfig) -> Resul
     match check.kind {
         HealthCheckKind::Tcp => pool.connect_tcp(server).await.map(|_| ()),
         HealthCheckKind::Http => {
-            let (mut sender, _) = pool.connect(server).await?;
+            let (mut conn, _) = pool.connect(server).await?;
             let host = check.host.as_deref().unwrap_or(&server.addr);
-            let req = http::Request::get(check.path.as_str())
-                .header(http::header::HOST, host)
-                .header(http::header::USER_AGENT, "palisade-health-check")
-                .header(http::header::CONNECTION, "close")
-                .body(Full::new(Bytes::new()))
-                .map_err(|e| e.to_string())?;
-            let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-            let status = resp.status().as_u16();
+            if !crate::exchange::valid_value(host.as_bytes()) {
+                return Err(format!("health check host {host:?} cannot be sent"));
+            }
+            let mut headers = crate::exchange::HeaderLines::with_capacity(3);
+            headers.push(
+                Bytes::from_static(b"host"),
+                Bytes::copy_from_slice(host.as_bytes()),
+            );
+            headers.push(
+                Bytes::from_static(b"user-agent"),
+                Bytes::from_static(b"palisade-health-check"),
+            );
+            headers.push(
+                Bytes::from_static(b"connection"),
+                Bytes::from_static(b"close"),
+            );
+            let req = UpstreamRequest {
+                method: http::Method::GET,
+                uri: http::Uri::try_from(check.path.as_str()).map_err(|e| e.to_string())?,
+                headers,
+                body: Bytes::new(),
+            };
+            let head = conn.exchange(&req, None).await.map_err(|e| e.to_string())?;
+            let status = head.status.as_u16();
             let ok = if check.expect_status.is_empty() {
                 (200..400).contains(&status)
             } else {

@@ -1,9 +1,10 @@
 //! Upstream pools: routing, balancing, pooled HTTP/1.1 connections, failover,
 //! retries, health, name resolution, timeouts, timing.
 //!
-//! Each server keeps a stack of idle hyper HTTP/1.1 connections (at most
-//! `keepalive`). A connection goes back to its stack only once its response body
-//! has been read to the end. Server names are resolved asynchronously and kept for
+//! Each server keeps a stack of idle HTTP/1.1 connections (at most `keepalive`),
+//! spoken by the proxy itself ([`conn`]). A connection goes back to its stack
+//! only once its response body has been read to the end of its framing and the
+//! server did not ask to close it. Server names are resolved asynchronously and kept for
 //! their TTL ([`resolve`]); when the addresses change, pooled connections to the
 //! old ones are not reused. The servers are tried in the order of [`balance`]: a
 //! server that refuses the connection is skipped for the next one, then the
@@ -23,21 +24,21 @@
 //! that were dropped lose their idle connections and take no more.
 
 mod balance;
+mod conn;
 mod events;
 mod health;
 mod resolve;
 
 use crate::config::{Balance, Config, HashKey, HealthCheckConfig, UpstreamConfig};
 use crate::dns::Dns;
+use crate::exchange::HeaderLines;
+use crate::http1::Decoded;
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response, Uri};
+use conn::{BodyEnd, Conn, ExchangeError, ResponseHead, Stream};
+use http::{Method, Uri};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::SocketAddr;
@@ -49,7 +50,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-type Sender = SendRequest<Full<Bytes>>;
+pub use conn::Upgraded;
 
 /// Milliseconds on a clock shared by every pool (never 0).
 fn now_ms() -> u64 {
@@ -68,19 +69,9 @@ pub struct UpstreamRequest {
     /// Origin-form target (path and query).
     pub uri: Uri,
     /// Headers to send, Host included.
-    pub headers: HeaderMap,
+    pub headers: HeaderLines,
     /// The whole body.
     pub body: Bytes,
-}
-
-impl UpstreamRequest {
-    fn build(self) -> Request<Full<Bytes>> {
-        let mut r = Request::new(Full::new(self.body));
-        *r.method_mut() = self.method;
-        *r.uri_mut() = self.uri;
-        *r.headers_mut() = self.headers;
-        r
-    }
 }
 
 /// Why the upstream could not answer.
@@ -113,7 +104,7 @@ pub enum UpstreamError {
     Protocol {
         /// Server address.
         server: String,
-        /// hyper's description.
+        /// What went wrong.
         reason: String,
     },
 }
@@ -149,11 +140,14 @@ pub struct UpstreamResponse {
     pub body: UpstreamBody,
     /// The server that answered.
     pub server: Arc<str>,
+    /// After a `101 Switching Protocols`: the connection, now the upgraded
+    /// protocol's.
+    pub upgraded: Option<Upgraded>,
 }
 
 #[derive(Debug)]
 struct IdleConn {
-    sender: Sender,
+    conn: Box<Conn>,
     since: Instant,
     /// The generation of the server's addresses it was opened on.
     generation: u64,
@@ -170,8 +164,9 @@ struct Server {
     /// Set when a reload dropped it: its connections are not kept any more.
     retired: AtomicBool,
     /// Idle connections per worker thread ([`crate::server::current_worker`]): a
-    /// connection's I/O task runs on the worker that opened it, so each worker
-    /// reuses its own, and workers never take the same lock.
+    /// connection's socket is registered with the I/O driver of the worker that
+    /// opened it, so each worker reuses its own, and workers never take the same
+    /// lock.
     idle: Box<[IdleSlot]>,
     /// Its addresses (looked up when a name).
     addresses: resolve::Addresses,
@@ -287,16 +282,15 @@ struct Handling {
     add_host: bool,
     /// It asks for an upgrade: a new connection, never pooled afterwards.
     upgrade: bool,
-    /// Keep a copy when it goes out on a pooled connection, to send it again on a
-    /// new one should that connection turn out closed (nothing else can remake it).
-    spare: bool,
+    /// It is safe to send again after a connection failed under it.
+    idempotent: bool,
 }
 
 /// Why one attempt on one server failed.
 struct Failure {
     error: UpstreamError,
-    /// The request, when it was not sent (another server may take it as it is).
-    unsent: Option<UpstreamRequest>,
+    /// The request was not sent (another server may take it, whatever the method).
+    unsent: bool,
     /// Whether the failure counts against the server's health (a reused
     /// connection closed by the server is not its fault).
     server_fault: bool,
@@ -631,9 +625,7 @@ impl Upstreams {
                 for slot in s.idle.iter() {
                     let mut idle = slot.0.lock().unwrap_or_else(|e| e.into_inner());
                     idle.retain(|c| {
-                        c.since.elapsed() < p.idle_timeout
-                            && !c.sender.is_closed()
-                            && c.generation == generation
+                        c.since.elapsed() < p.idle_timeout && c.generation == generation
                     });
                 }
             }
@@ -892,15 +884,12 @@ impl Pool {
     /// Sends a request and waits for the response head, choosing the servers in
     /// the pool's balancing order, failing over on connection errors, and sending
     /// a request that is safe to repeat to the next server when one fails before
-    /// the response head (within `retries` and the retry budget). `again` (when
-    /// given) makes the same request once more: it is called only when a request
-    /// that is safe to repeat must be sent again; without it, a copy of such a
-    /// request is kept for that case.
+    /// the response head (within `retries` and the retry budget). The request is
+    /// only read, so sending it again needs no copy.
     pub async fn send(
         self: &Arc<Self>,
         req: UpstreamRequest,
         timing: &mut UpstreamTiming,
-        again: Option<&(dyn Fn() -> Option<UpstreamRequest> + Sync)>,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let rotation = self.next.fetch_add(1, Ordering::Relaxed);
         let key = self
@@ -918,43 +907,20 @@ impl Pool {
                 | Method::PUT
                 | Method::DELETE
         );
-        // A request without Host (HTTP/1.0) gets the server's address, as RFC 9110
-        // §7.2 asks of a proxy.
-        let add_host = !req.headers.contains_key(http::header::HOST);
-        // A connection that may be upgraded is new, and never goes back to the pool.
-        let upgrade = req.headers.contains_key(http::header::UPGRADE);
-        // A copy is kept (without `again`) only when the request may go to a second
-        // server: safe to repeat, retries allowed, another server there.
-        let may_retry = idempotent
-            && !upgrade
-            && self.retries > 0
-            && self.servers.len() + self.backups.len() > 1;
-        let copy = (may_retry && again.is_none()).then(|| req.clone());
-        // Without either, a request that went out on a pooled connection found
-        // closed is copied just before it is sent there (see `attempt`).
         let how = Handling {
-            add_host,
-            upgrade,
-            spare: idempotent && copy.is_none() && again.is_none(),
+            // A request without Host (HTTP/1.0) gets the server's address, as RFC
+            // 9110 §7.2 asks of a proxy.
+            add_host: !req.headers.contains(b"host"),
+            // A connection that may be upgraded is new, and never goes back to the
+            // pool.
+            upgrade: req.headers.contains(b"upgrade"),
+            idempotent,
         };
-        let remake = || -> Option<UpstreamRequest> {
-            if !idempotent {
-                return None;
-            }
-            match &copy {
-                Some(c) => Some(c.clone()),
-                None => again.and_then(|f| f()),
-            }
-        };
-        let mut next_req = Some(req);
         let mut retries_left = self.retries;
         let mut last_err: Option<UpstreamError> = None;
         for (i, server) in order.iter().enumerate() {
             let last = i + 1 == order.len();
-            let Some(req) = next_req.take().or_else(remake) else {
-                break;
-            };
-            let failure = match self.attempt(server, req, timing, how, &remake).await {
+            let failure = match self.attempt(server, &req, timing, how).await {
                 Ok(resp) => {
                     server.health.succeeded();
                     return Ok(resp);
@@ -975,40 +941,36 @@ impl Pool {
                     ));
                 }
             }
-            match failure.unsent {
+            if failure.unsent {
                 // Not sent: the next server takes it, whatever the method.
-                Some(r) => {
-                    if !last {
-                        self.events.warn(format_args!(
-                            "upstream {}: {}; trying the next server",
-                            self.name, failure.error
-                        ));
-                    }
-                    next_req = Some(r);
-                }
-                None => {
-                    if !idempotent || upgrade || retries_left == 0 || last {
-                        return Err(failure.error);
-                    }
-                    if !self.budget.withdraw() {
-                        self.metrics
-                            .upstream_retries_over_budget
-                            .fetch_add(1, Ordering::Relaxed);
-                        self.events.warn(format_args!(
-                            "upstream {}: not retrying after {}: the retry budget is spent",
-                            self.name, failure.error
-                        ));
-                        return Err(failure.error);
-                    }
-                    retries_left -= 1;
-                    self.metrics
-                        .upstream_retries
-                        .fetch_add(1, Ordering::Relaxed);
+                if !last {
                     self.events.warn(format_args!(
-                        "upstream {}: {}; sending the request to the next server",
+                        "upstream {}: {}; trying the next server",
                         self.name, failure.error
                     ));
                 }
+            } else {
+                if !idempotent || how.upgrade || retries_left == 0 || last {
+                    return Err(failure.error);
+                }
+                if !self.budget.withdraw() {
+                    self.metrics
+                        .upstream_retries_over_budget
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.events.warn(format_args!(
+                        "upstream {}: not retrying after {}: the retry budget is spent",
+                        self.name, failure.error
+                    ));
+                    return Err(failure.error);
+                }
+                retries_left -= 1;
+                self.metrics
+                    .upstream_retries
+                    .fetch_add(1, Ordering::Relaxed);
+                self.events.warn(format_args!(
+                    "upstream {}: {}; sending the request to the next server",
+                    self.name, failure.error
+                ));
             }
             last_err = Some(failure.error);
         }
@@ -1023,97 +985,67 @@ impl Pool {
     async fn attempt(
         self: &Arc<Self>,
         server: &Arc<Server>,
-        mut req: UpstreamRequest,
+        req: &UpstreamRequest,
         timing: &mut UpstreamTiming,
         how: Handling,
-        remake: &(dyn Fn() -> Option<UpstreamRequest> + Sync),
     ) -> Result<UpstreamResponse, Failure> {
-        let Handling {
-            add_host,
-            upgrade,
-            spare,
-        } = how;
         let in_flight = InFlight::new(server);
-        let set_host = |r: &mut UpstreamRequest| {
-            if add_host && let Ok(v) = http::HeaderValue::from_str(&server.addr) {
-                r.headers.insert(http::header::HOST, v);
-            }
-        };
-        set_host(&mut req);
+        let host = how.add_host.then_some(&*server.addr);
         // A pooled connection first, if it was opened on the addresses in force
         // (looked up again once their TTL is over; no lock while they are fresh).
-        let pooled = if upgrade {
+        let pooled = if how.upgrade {
             None
         } else {
             if !server.addresses.is_fresh() {
                 let _ = tokio::time::timeout(self.connect_timeout, self.resolve(server)).await;
             }
-            self.take_idle(server).await
+            self.take_idle(server)
         };
-        if let Some(mut sender) = pooled {
-            let body_copy = req.body.clone();
-            let mut spare = spare.then(|| req.clone());
+        if let Some((mut conn, generation)) = pooled {
             let t0 = Instant::now();
-            let sent =
-                tokio::time::timeout(self.read_timeout, sender.try_send_request(req.build())).await;
-            let Ok(sent) = sent else {
-                // The request went out on a live connection and no answer came:
-                // the same 504 as on a new connection (the connection is dropped).
-                timing.first_byte_us = micros(t0.elapsed());
-                timing.reused = true;
-                return Err(Failure {
-                    error: UpstreamError::ResponseTimeout {
-                        server: server.addr.to_string(),
-                        timeout: self.read_timeout,
-                    },
-                    unsent: None,
-                    server_fault: true,
-                });
-            };
+            let sent = tokio::time::timeout(self.read_timeout, conn.exchange(req, host)).await;
+            timing.first_byte_us = micros(t0.elapsed());
+            timing.reused = true;
             match sent {
-                Ok(resp) => {
-                    timing.first_byte_us = micros(t0.elapsed());
-                    timing.reused = true;
-                    let generation = server.addresses.generation();
-                    return Ok(self.response(resp, sender, server, in_flight, generation));
-                }
-                Err(mut e) => {
-                    // The connection was stale. Retry on a fresh one when the
-                    // request is known unsent, or is safe to repeat.
-                    req = match e.take_message() {
-                        Some(back) => {
-                            let (parts, _) = back.into_parts();
-                            UpstreamRequest {
-                                method: parts.method,
-                                uri: parts.uri,
-                                headers: parts.headers,
-                                body: body_copy,
-                            }
-                        }
-                        None => match remake().or_else(|| spare.take()) {
-                            Some(mut made) => {
-                                set_host(&mut made);
-                                made
-                            }
-                            None => {
-                                return Err(Failure {
-                                    error: UpstreamError::Protocol {
-                                        server: server.addr.to_string(),
-                                        reason: e.into_error().to_string(),
-                                    },
-                                    unsent: None,
-                                    server_fault: false,
-                                });
-                            }
+                // The request went out on a live connection and no answer came: the
+                // same 504 as on a new connection (the connection is dropped).
+                Err(_) => {
+                    return Err(Failure {
+                        error: UpstreamError::ResponseTimeout {
+                            server: server.addr.to_string(),
+                            timeout: self.read_timeout,
                         },
-                    };
+                        unsent: false,
+                        server_fault: true,
+                    });
+                }
+                Ok(Ok(head)) => {
+                    return Ok(self.response(head, conn, server, in_flight, generation));
+                }
+                // The connection was stale: a new one takes the request when it is
+                // known unsent (the write failed), or is safe to repeat.
+                Ok(Err(e)) if e.stale() => {
+                    if !how.idempotent && !matches!(e, ExchangeError::Write(_)) {
+                        return Err(Failure {
+                            error: self.protocol_error(server, &e),
+                            unsent: false,
+                            server_fault: false,
+                        });
+                    }
+                }
+                Ok(Err(e)) => {
+                    return Err(Failure {
+                        error: self.protocol_error(server, &e),
+                        unsent: false,
+                        server_fault: true,
+                    });
                 }
             }
         }
         let t0 = Instant::now();
-        let conn = tokio::time::timeout(self.connect_timeout, self.connect(server)).await;
+        let opened = tokio::time::timeout(self.connect_timeout, self.connect(server)).await;
         timing.connect_us += micros(t0.elapsed());
-        let (mut sender, generation) = match conn {
+        let (mut conn, generation) = match opened {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 self.metrics
@@ -1124,7 +1056,7 @@ impl Pool {
                         pool: self.name.to_string(),
                         reason: format!("{}: {e}", server.addr),
                     },
-                    unsent: Some(req),
+                    unsent: true,
                     server_fault: true,
                 });
             }
@@ -1136,7 +1068,7 @@ impl Pool {
                     error: UpstreamError::ConnectTimeout {
                         pool: self.name.to_string(),
                     },
-                    unsent: Some(req),
+                    unsent: true,
                     server_fault: true,
                 });
             }
@@ -1145,14 +1077,11 @@ impl Pool {
             .upstream_connects
             .fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
-        let sent = tokio::time::timeout(self.read_timeout, sender.send_request(req.build())).await;
+        let sent = tokio::time::timeout(self.read_timeout, conn.exchange(req, host)).await;
         timing.first_byte_us = micros(t0.elapsed());
         let error = match sent {
-            Ok(Ok(resp)) => return Ok(self.response(resp, sender, server, in_flight, generation)),
-            Ok(Err(e)) => UpstreamError::Protocol {
-                server: server.addr.to_string(),
-                reason: e.to_string(),
-            },
+            Ok(Ok(head)) => return Ok(self.response(head, conn, server, in_flight, generation)),
+            Ok(Err(e)) => self.protocol_error(server, &e),
             Err(_) => UpstreamError::ResponseTimeout {
                 server: server.addr.to_string(),
                 timeout: self.read_timeout,
@@ -1160,69 +1089,97 @@ impl Pool {
         };
         Err(Failure {
             error,
-            unsent: None,
+            unsent: false,
             server_fault: true,
         })
     }
 
+    /// A failed exchange as the error the client's answer and the logs give; a
+    /// response that cannot be read is also logged with what is wrong with it.
+    fn protocol_error(&self, server: &Server, e: &ExchangeError) -> UpstreamError {
+        if matches!(e, ExchangeError::Malformed(_)) {
+            self.events.warn(format_args!(
+                "upstream {}: server {} sent a {e}",
+                self.name, server.addr
+            ));
+        }
+        UpstreamError::Protocol {
+            server: server.addr.to_string(),
+            reason: e.to_string(),
+        }
+    }
+
     fn response(
         self: &Arc<Self>,
-        resp: Response<Incoming>,
-        sender: Sender,
+        head: ResponseHead,
+        conn: Box<Conn>,
         server: &Arc<Server>,
         in_flight: InFlight,
         generation: u64,
     ) -> UpstreamResponse {
-        let (parts, body) = resp.into_parts();
-        let done = body.is_end_stream();
+        let ResponseHead {
+            status,
+            minor,
+            headers,
+            body,
+            keepalive,
+        } = head;
+        let mut parts = http::Response::new(()).into_parts().0;
+        parts.status = status;
+        parts.version = if minor == 0 {
+            http::Version::HTTP_10
+        } else {
+            http::Version::HTTP_11
+        };
+        parts.headers = headers;
         // After a 101 the connection belongs to the upgraded protocol.
-        let switched = parts.status == http::StatusCode::SWITCHING_PROTOCOLS;
+        let (conn, upgraded) = if status == http::StatusCode::SWITCHING_PROTOCOLS {
+            (None, Some((*conn).upgraded()))
+        } else {
+            (Some(conn), None)
+        };
         let mut ub = UpstreamBody {
-            inner: body,
-            conn: (!switched).then(|| (sender, server.clone(), self.clone(), generation)),
+            conn,
+            end: body,
+            pending: None,
+            home: keepalive.then(|| (server.clone(), self.clone(), generation)),
             in_flight: Some(in_flight),
             read_timeout: self.read_timeout,
             sleep: None,
             done: false,
         };
-        if done {
+        if matches!(ub.end, BodyEnd::Empty) {
             ub.finish();
         }
         UpstreamResponse {
             parts,
             body: ub,
             server: server.addr.clone(),
+            upgraded,
         }
     }
 
-    async fn take_idle(&self, server: &Server) -> Option<Sender> {
+    /// A pooled connection to `server` that is still open, and the generation of
+    /// the addresses it was opened on.
+    fn take_idle(&self, server: &Server) -> Option<(Box<Conn>, u64)> {
         let generation = server.addresses.generation();
         loop {
-            let candidate = {
+            let mut candidate = {
                 let mut idle = server.idle().lock().unwrap_or_else(|e| e.into_inner());
                 idle.pop()
             }?;
-            if candidate.sender.is_closed()
-                || candidate.since.elapsed() >= self.idle_timeout
+            if candidate.since.elapsed() >= self.idle_timeout
                 || candidate.generation != generation
+                || !candidate.conn.usable()
             {
                 continue;
             }
-            let mut sender = candidate.sender;
-            if sender.is_ready() {
-                return Some(sender);
-            }
-            // Not ready while the connection is still winding down the previous
-            // exchange; give it a moment, then treat it as unusable.
-            match tokio::time::timeout(Duration::from_millis(50), sender.ready()).await {
-                Ok(Ok(())) => return Some(sender),
-                _ => continue,
-            }
+            return Some((candidate.conn, generation));
         }
     }
 
-    fn put_idle(&self, server: &Server, sender: Sender, generation: u64) {
-        if sender.is_closed() || self.keepalive == 0 || server.retired.load(Ordering::Relaxed) {
+    fn put_idle(&self, server: &Server, conn: Box<Conn>, generation: u64) {
+        if !conn.clean() || self.keepalive == 0 || server.retired.load(Ordering::Relaxed) {
             return;
         }
         if generation != server.addresses.generation() {
@@ -1232,7 +1189,7 @@ impl Pool {
         let mut idle = server.idle().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.keepalive {
             idle.push(IdleConn {
-                sender,
+                conn,
                 since: Instant::now(),
                 generation,
             });
@@ -1270,20 +1227,20 @@ impl Pool {
         Err(last)
     }
 
-    async fn connect(&self, server: &Server) -> Result<(Sender, u64), String> {
+    async fn connect(&self, server: &Server) -> Result<(Box<Conn>, u64), String> {
         let (stream, generation) = self.connect_tcp(server).await?;
-        let sender = match &server.tls {
-            None => handshake(stream).await?,
+        let io = match &server.tls {
+            None => Stream::Plain(stream),
             Some(t) => {
                 let tls = t
                     .connector
                     .connect(t.name.clone(), stream)
                     .await
                     .map_err(|e| format!("TLS handshake failed: {e}"))?;
-                handshake(tls).await?
+                Stream::Tls(Box::new(tls))
             }
         };
-        Ok((sender, generation))
+        Ok((Box::new(Conn::new(io)), generation))
     }
 }
 
@@ -1296,24 +1253,6 @@ fn connect_error(addr: &SocketAddr, e: &std::io::Error, count: usize) -> String 
     }
 }
 
-/// Starts HTTP/1.1 on a connected stream; the connection runs on its own task.
-async fn handshake<S>(stream: S) -> Result<Sender, String>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
-{
-    let (sender, conn) = hyper::client::conn::http1::Builder::new()
-        .max_buf_size(1024 * 1024)
-        .handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.with_upgrades().await {
-            tracing::debug!("upstream connection ended: {e}");
-        }
-    });
-    Ok(sender)
-}
-
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
@@ -1324,16 +1263,28 @@ pub enum UpstreamBodyError {
     /// No data arrived within the read timeout.
     #[error("upstream body read timed out")]
     Timeout,
-    /// hyper reported an error (connection reset, bad chunk, short body).
+    /// Reading from the connection failed (reset, TLS error).
     #[error("upstream body: {0}")]
-    Hyper(#[from] hyper::Error),
+    Io(#[from] std::io::Error),
+    /// The server closed the connection before the end of the body.
+    #[error("upstream closed the connection before the end of the body")]
+    Short,
+    /// The chunked framing is broken.
+    #[error("upstream body: {0}")]
+    Framing(#[from] crate::http1::BodyError),
 }
 
 /// A response body from the upstream. Reading it to the end returns its connection
-/// to the pool; dropping it early closes the connection.
+/// to the pool (when the server let it stay open); dropping it early closes the
+/// connection.
 pub struct UpstreamBody {
-    inner: Incoming,
-    conn: Option<(Sender, Arc<Server>, Arc<Pool>, u64)>,
+    /// The connection the body is read from (`None` once over).
+    conn: Option<Box<Conn>>,
+    end: BodyEnd,
+    /// A piece decoded ahead, to learn whether the body ended with the last one.
+    pending: Option<Bytes>,
+    /// Where the connection goes back once the body is over, when it may.
+    home: Option<(Arc<Server>, Arc<Pool>, u64)>,
     /// Counts the request in flight on its server until the body is over.
     in_flight: Option<InFlight>,
     read_timeout: Duration,
@@ -1349,13 +1300,40 @@ impl std::fmt::Debug for UpstreamBody {
     }
 }
 
+type BodyPoll = Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>>;
+
 impl UpstreamBody {
     fn finish(&mut self) {
         self.done = true;
         self.in_flight = None;
-        if let Some((sender, server, pool, generation)) = self.conn.take() {
-            pool.put_idle(&server, sender, generation);
+        if let (Some(conn), Some((server, pool, generation))) = (self.conn.take(), self.home.take())
+        {
+            pool.put_idle(&server, conn, generation);
         }
+    }
+
+    /// Ends the body on an error: the connection is dropped.
+    fn fail(&mut self, e: UpstreamBodyError) -> BodyPoll {
+        self.done = true;
+        self.conn = None;
+        self.home = None;
+        self.in_flight = None;
+        Poll::Ready(Some(Err(e)))
+    }
+
+    /// A decoded piece going out: decodes ahead so that the end of the body is
+    /// known with its last piece (the connection then goes back at once).
+    fn deliver(&mut self, data: Bytes) -> BodyPoll {
+        self.sleep = None;
+        if let (BodyEnd::Framed(dec), Some(conn)) = (&mut self.end, self.conn.as_mut()) {
+            match dec.decode(conn.buf()) {
+                Ok(Decoded::Done) => self.finish(),
+                Ok(Decoded::Data(more)) => self.pending = Some(more),
+                // An error is met again (and reported) on the next poll.
+                Ok(Decoded::NeedMore) | Err(_) => {}
+            }
+        }
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 }
 
@@ -1363,53 +1341,84 @@ impl Body for UpstreamBody {
     type Data = Bytes;
     type Error = UpstreamBodyError;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> BodyPoll {
         let this = &mut *self;
-        if this.done {
-            return Poll::Ready(None);
+        if let Some(p) = this.pending.take() {
+            return this.deliver(p);
         }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                this.sleep = None;
-                if this.inner.is_end_stream() {
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            let Some(conn) = this.conn.as_mut() else {
+                this.done = true;
+                return Poll::Ready(None);
+            };
+            match &mut this.end {
+                BodyEnd::Empty => {
                     this.finish();
+                    return Poll::Ready(None);
                 }
-                Poll::Ready(Some(Ok(frame)))
+                BodyEnd::Framed(dec) => match dec.decode(conn.buf()) {
+                    Ok(Decoded::Data(d)) => return this.deliver(d),
+                    Ok(Decoded::Done) => {
+                        this.finish();
+                        return Poll::Ready(None);
+                    }
+                    Ok(Decoded::NeedMore) => {}
+                    Err(e) => return this.fail(e.into()),
+                },
+                BodyEnd::Close => {
+                    if !conn.buf().is_empty() {
+                        let d = conn.buf().split().freeze();
+                        return this.deliver(d);
+                    }
+                }
             }
-            Poll::Ready(Some(Err(e))) => {
-                this.done = true;
-                this.conn = None;
-                Poll::Ready(Some(Err(e.into())))
-            }
-            Poll::Ready(None) => {
-                this.finish();
-                Poll::Ready(None)
-            }
-            Poll::Pending => {
-                let timeout = this.read_timeout;
-                let sleep = this
-                    .sleep
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-                ready!(sleep.as_mut().poll(cx));
-                this.done = true;
-                this.conn = None;
-                Poll::Ready(Some(Err(UpstreamBodyError::Timeout)))
+            match conn.poll_fill(cx) {
+                Poll::Ready(Ok(0)) => {
+                    if matches!(this.end, BodyEnd::Close) {
+                        this.home = None;
+                        this.finish();
+                        return Poll::Ready(None);
+                    }
+                    return this.fail(UpstreamBodyError::Short);
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => return this.fail(e.into()),
+                Poll::Pending => {
+                    let timeout = this.read_timeout;
+                    let sleep = this
+                        .sleep
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                    ready!(sleep.as_mut().poll(cx));
+                    return this.fail(UpstreamBodyError::Timeout);
+                }
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done || self.inner.is_end_stream()
+        self.done && self.pending.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.done {
-            SizeHint::with_exact(0)
-        } else {
-            self.inner.size_hint()
+        let pending = self.pending.as_ref().map_or(0, |p| p.len() as u64);
+        match &self.end {
+            BodyEnd::Framed(dec) if !self.done => match dec.remaining() {
+                Some(n) => SizeHint::with_exact(n + pending),
+                None => {
+                    let mut h = SizeHint::new();
+                    h.set_lower(pending);
+                    h
+                }
+            },
+            BodyEnd::Close if !self.done => {
+                let mut h = SizeHint::new();
+                h.set_lower(pending);
+                h
+            }
+            _ => SizeHint::with_exact(pending),
         }
     }
 }
@@ -1607,11 +1616,10 @@ mod tests {
                 UpstreamRequest {
                     method: Method::GET,
                     uri: Uri::from_static("/"),
-                    headers: HeaderMap::new(),
+                    headers: HeaderLines::default(),
                     body: Bytes::new(),
                 },
                 &mut timing,
-                None,
             )
             .await
             .unwrap_err();
