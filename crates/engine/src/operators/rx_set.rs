@@ -79,10 +79,56 @@ pub struct RxSet {
     /// Every pattern in one lazy DFA, for long values (bodies, attack payloads): on
     /// them one pass costs less than the gate's pass plus a pass per candidate
     /// pattern, and its states get reused within the value. `None` without a gate.
-    full: Option<Lazy>,
+    /// Possibly a larger set's DFA, shared (see [`RxSet::from_rxs_sharing`]).
+    full: Option<Full>,
     len: usize,
     /// The shortest match of any pattern: shorter values cannot match.
     min_len: usize,
+}
+
+/// The lazy DFA a set runs on long values: its own over all its patterns, or that of
+/// a larger set (the prefilter's set of all patterns), whose answers are mapped back
+/// to the set's patterns. Sharing saves an NFA and a cache per thread for each set,
+/// and the shared DFA's states serve every set.
+struct Full {
+    lazy: std::sync::Arc<Lazy>,
+    /// For a shared DFA: for each of its patterns, the set's pattern
+    /// ([`NOT_IN_SET`] when the set does not have it).
+    map: Option<Box<[u32]>>,
+}
+
+/// In [`Full::map`]: a pattern of the shared DFA that the set does not have.
+const NOT_IN_SET: u32 = u32::MAX;
+
+impl Full {
+    /// Whether one of the set's patterns matches in `input`; true when it gives up.
+    fn is_match(&self, input: &[u8], len: usize) -> bool {
+        if self.map.is_none() {
+            return self.lazy.is_match(input);
+        }
+        let mut hits = PatternSet::new(len);
+        !self.which(input, &mut hits) || !hits.is_empty()
+    }
+
+    /// [`Lazy::which`] for the set's patterns.
+    fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        match &self.map {
+            None => self.lazy.which(input, hits),
+            Some(map) => {
+                let mut all = PatternSet::new(self.lazy.ids.len());
+                if !self.lazy.which(input, &mut all) {
+                    return false;
+                }
+                for p in all.iter() {
+                    let mine = map[p.as_usize()];
+                    if mine != NOT_IN_SET {
+                        let _ = hits.try_insert(PatternID::new_unchecked(mine as usize));
+                    }
+                }
+                true
+            }
+        }
+    }
 }
 
 /// A lazy DFA over some of a set's patterns.
@@ -162,7 +208,7 @@ impl RxSet {
 
     /// [`RxSet::new`] from parsed patterns (see [`parse_hir`]).
     pub(crate) fn from_hirs(hirs: &[Hir]) -> Result<RxSet, String> {
-        RxSet::build(hirs, None, SET_CACHE_CAPACITY)
+        RxSet::build(hirs, None, SET_CACHE_CAPACITY, None)
     }
 
     /// [`RxSet::new`] for the patterns of compiled `@rx` operators, whose regexes
@@ -173,14 +219,53 @@ impl RxSet {
             .map(|r| parse_hir(r.pattern()))
             .collect::<Result<Vec<Hir>, String>>()?;
         let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
-        RxSet::build(&hirs, Some(regexes), SET_CACHE_CAPACITY)
+        RxSet::build(&hirs, Some(regexes), SET_CACHE_CAPACITY, None)
+    }
+
+    /// [`RxSet::from_rxs`] for patterns that are all in `larger` (the `i`-th is
+    /// `larger`'s pattern `in_larger[i]`): for long values the set runs `larger`'s
+    /// lazy DFA of every pattern instead of one of its own (same answers, one NFA and
+    /// one cache per thread fewer). Without such a DFA in `larger` the set builds
+    /// its own.
+    pub fn from_rxs_sharing(
+        rxs: &[super::rx::Rx],
+        larger: &RxSet,
+        in_larger: &[u32],
+    ) -> Result<RxSet, String> {
+        let hirs = rxs
+            .iter()
+            .map(|r| parse_hir(r.pattern()))
+            .collect::<Result<Vec<Hir>, String>>()?;
+        let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
+        let shared = match &larger.full {
+            Some(full) if full.map.is_none() && in_larger.len() == rxs.len() => {
+                let mut map = vec![NOT_IN_SET; full.lazy.ids.len()];
+                for (i, &a) in in_larger.iter().enumerate() {
+                    match map.get_mut(a as usize) {
+                        Some(slot) => *slot = i as u32,
+                        None => return Err(format!("pattern {i} is not in the larger set")),
+                    }
+                }
+                Some(Full {
+                    lazy: full.lazy.clone(),
+                    map: Some(map.into_boxed_slice()),
+                })
+            }
+            _ => None,
+        };
+        RxSet::build(&hirs, Some(regexes), SET_CACHE_CAPACITY, shared)
     }
 
     /// The set of `hirs`, whose compiled regexes are `regexes` when given (compiled
     /// here otherwise, for the gated patterns); the lazy DFA of the patterns without
     /// required factors gets a cache of `capacity` bytes (at least the minimum it
-    /// needs).
-    fn build(hirs: &[Hir], regexes: Option<Vec<Regex>>, capacity: usize) -> Result<RxSet, String> {
+    /// needs). `shared` is the DFA for long values when it is another set's.
+    fn build(
+        hirs: &[Hir],
+        regexes: Option<Vec<Regex>>,
+        capacity: usize,
+        shared: Option<Full>,
+    ) -> Result<RxSet, String> {
         let mut regexes = regexes.map(|v| v.into_iter().map(Some).collect::<Vec<_>>());
         let mut factors: Vec<Vec<u8>> = Vec::new();
         let mut owners: Vec<Vec<u32>> = Vec::new();
@@ -229,13 +314,17 @@ impl RxSet {
             let rest_hirs: Vec<Hir> = rest.iter().map(|&i| hirs[i as usize].clone()).collect();
             Some(Lazy::build(&rest_hirs, rest, capacity)?)
         };
-        let full = match &gate {
-            Some(_) => Some(Lazy::build(
-                hirs,
-                (0..hirs.len() as u32).collect(),
-                capacity,
-            )?),
-            None => None,
+        let full = match (&gate, shared) {
+            (None, _) => None,
+            (Some(_), Some(shared)) => Some(shared),
+            (Some(_), None) => Some(Full {
+                lazy: std::sync::Arc::new(Lazy::build(
+                    hirs,
+                    (0..hirs.len() as u32).collect(),
+                    capacity,
+                )?),
+                map: None,
+            }),
         };
         let props = Properties::union(hirs.iter().map(Hir::properties));
         Ok(RxSet {
@@ -271,7 +360,7 @@ impl RxSet {
             return false;
         }
         if let Some(full) = self.full_for(input) {
-            return full.is_match(input);
+            return full.is_match(input, self.len);
         }
         let candidates = self.gate.as_ref().map(|g| g.candidates(input));
         if let (Some(gate), Some(c)) = (&self.gate, &candidates)
@@ -287,7 +376,7 @@ impl RxSet {
     }
 
     /// The lazy DFA of every pattern when `input` is long (see [`RxSet::full`]).
-    fn full_for(&self, input: &[u8]) -> Option<&Lazy> {
+    fn full_for(&self, input: &[u8]) -> Option<&Full> {
         (input.len() > FULL_SET_MIN_LEN)
             .then_some(self.full.as_ref())
             .flatten()
@@ -626,6 +715,46 @@ mod tests {
         }
     }
 
+    /// A set that runs a larger set's lazy DFA on long values gives its own
+    /// patterns' answers, on short and long values.
+    #[test]
+    fn a_set_sharing_the_larger_sets_dfa_agrees_with_its_patterns() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)\bon[a-z]{3,}\s*=",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"[a-z]+[0-9]",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+            r"\$\{[^}]*\}",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let larger = RxSet::from_rxs(&rxs).expect("set");
+        // Patterns 4, 1 and 3 of the larger set, in that order.
+        let picked = [4u32, 1, 3];
+        let mine: Vec<Rx> = picked.iter().map(|&i| rxs[i as usize].clone()).collect();
+        let set = RxSet::from_rxs_sharing(&mine, &larger, &picked).expect("set");
+        assert!(set.full.as_ref().is_some_and(|f| f.map.is_some()));
+        let tokens: &[&[u8]] = &[
+            b"<script>", b" onload=", b"union select", b"abc1", b"etc/passwd", b"${x}", b"-",
+        ];
+        let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+        for n in 0..400 {
+            let mut input = Vec::new();
+            let count = if n % 4 == 0 { 400 } else { rng.below(6) };
+            let mut r = XorShift(rng.next());
+            for _ in 0..count {
+                input.extend_from_slice(tokens[r.below(tokens.len())]);
+            }
+            let expect: Vec<usize> = (0..mine.len())
+                .filter(|&i| mine[i].regex().is_match(&input))
+                .collect();
+            assert_eq!(set.matches(&input), expect, "{} bytes", input.len());
+            assert_eq!(set.is_match(&input), !expect.is_empty());
+        }
+        let e = RxSet::from_rxs_sharing(&mine, &larger, &[0, 1, 99]).expect_err("bad index");
+        assert!(e.contains("not in the larger set"), "{e}");
+    }
+
     /// Repeated values are answered from the memo, which empties itself when full
     /// and keeps giving the searched answers.
     #[test]
@@ -728,7 +857,7 @@ mod tests {
             .iter()
             .map(|r| parse_hir(r.pattern()).expect("hir"))
             .collect();
-        let set = RxSet::build(&hirs, None, 0).expect("set");
+        let set = RxSet::build(&hirs, None, 0, None).expect("set");
         // Varied bytes keep creating new DFA states.
         let mut input = Vec::new();
         let mut x: u32 = 12345;
