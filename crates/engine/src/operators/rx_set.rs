@@ -13,6 +13,11 @@
 //! - The other patterns (no factors, or only common ones such as single letters) run
 //!   together in one forward lazy DFA without captures. CRS v4 leaves six there.
 //!
+//! Long values (over 1 KiB) run instead one lazy DFA of every pattern, which the
+//! prefilter's groups share with its set of all patterns (see
+//! [`RxSet::from_rxs_sharing`]); its NFA is joined from each pattern's own (see
+//! `Lazy::build_joined`), which keeps the load's peak memory low.
+//!
 //! Answers are exact either way. Each thread also keeps a bounded memo of the answers
 //! for the values it met lately ([`MEMO_CAPACITY`] bytes per set), since request values
 //! repeat across transactions.
@@ -240,7 +245,7 @@ impl RxSet {
     /// `larger`'s pattern `in_larger[i]`): for long values the set runs `larger`'s
     /// lazy DFA of every pattern instead of one of its own (same answers, one NFA and
     /// one cache per thread fewer). Without such a DFA in `larger` the set builds
-    /// its own.
+    /// its own. An index out of `larger`, or given twice, is an error.
     pub fn from_rxs_sharing(
         rxs: &[super::rx::Rx],
         larger: &RxSet,
@@ -252,7 +257,13 @@ impl RxSet {
                 let mut map = vec![NOT_IN_SET; full.lazy.ids.len()];
                 for (i, &a) in in_larger.iter().enumerate() {
                     match map.get_mut(a as usize) {
-                        Some(slot) => *slot = i as u32,
+                        Some(slot) if *slot == NOT_IN_SET => *slot = i as u32,
+                        Some(slot) => {
+                            return Err(format!(
+                                "patterns {} and {i} are the same pattern of the larger set",
+                                *slot
+                            ));
+                        }
                         None => return Err(format!("pattern {i} is not in the larger set")),
                     }
                 }
@@ -553,7 +564,7 @@ impl Lazy {
             if i == 0 {
                 joined.set_look_matcher(nfa.look_matcher().clone());
             }
-            starts.push(append_pattern(&mut joined, &nfa).map_err(nfa_error)?);
+            starts.push(append_pattern(&mut joined, &nfa)?);
         }
         // The unanchored start: any bytes, as few as possible, then a pattern (the
         // prefix the compiler gives a set).
@@ -630,13 +641,10 @@ fn nfa_error(e: thompson::BuildError) -> String {
 /// `nfa`'s order after an empty state that leads to the first, so state `s` of
 /// `nfa` becomes state `base + 1 + s` (its unanchored prefix is copied too, and is
 /// unreachable).
-fn append_pattern(
-    joined: &mut thompson::Builder,
-    nfa: &thompson::NFA,
-) -> Result<StateID, thompson::BuildError> {
+fn append_pattern(joined: &mut thompson::Builder, nfa: &thompson::NFA) -> Result<StateID, String> {
     use thompson::{State, Transition};
-    joined.start_pattern()?;
-    let base = joined.add_empty()?.as_usize() + 1;
+    joined.start_pattern().map_err(nfa_error)?;
+    let base = joined.add_empty().map_err(nfa_error)?.as_usize() + 1;
     let at = |id: StateID| StateID::new_unchecked(base + id.as_usize());
     let moved = |t: &Transition| Transition {
         start: t.start,
@@ -645,10 +653,10 @@ fn append_pattern(
     };
     for state in nfa.states() {
         match state {
-            State::ByteRange { trans } => joined.add_range(moved(trans))?,
-            State::Sparse(sparse) => {
-                joined.add_sparse(sparse.transitions.iter().map(moved).collect())?
-            }
+            State::ByteRange { trans } => joined.add_range(moved(trans)).map_err(nfa_error)?,
+            State::Sparse(sparse) => joined
+                .add_sparse(sparse.transitions.iter().map(moved).collect())
+                .map_err(nfa_error)?,
             State::Dense(dense) => {
                 let mut ranges: Vec<Transition> = Vec::new();
                 for (b, &next) in dense.transitions.iter().enumerate() {
@@ -667,25 +675,29 @@ fn append_pattern(
                         }),
                     }
                 }
-                joined.add_sparse(ranges)?
+                joined.add_sparse(ranges).map_err(nfa_error)?
             }
-            State::Look { look, next } => joined.add_look(at(*next), *look)?,
-            State::Union { alternates } => {
-                joined.add_union(alternates.iter().map(|&a| at(a)).collect())?
-            }
-            State::BinaryUnion { alt1, alt2 } => joined.add_union(vec![at(*alt1), at(*alt2)])?,
+            State::Look { look, next } => joined.add_look(at(*next), *look).map_err(nfa_error)?,
+            State::Union { alternates } => joined
+                .add_union(alternates.iter().map(|&a| at(a)).collect())
+                .map_err(nfa_error)?,
+            State::BinaryUnion { alt1, alt2 } => joined
+                .add_union(vec![at(*alt1), at(*alt2)])
+                .map_err(nfa_error)?,
             State::Capture { next, .. } => {
-                let empty = joined.add_empty()?;
-                joined.patch(empty, at(*next))?;
+                let empty = joined.add_empty().map_err(nfa_error)?;
+                joined.patch(empty, at(*next)).map_err(nfa_error)?;
                 empty
             }
-            State::Fail => joined.add_fail()?,
-            State::Match { .. } => joined.add_match()?,
+            State::Fail => joined.add_fail().map_err(nfa_error)?,
+            State::Match { .. } => joined.add_match().map_err(nfa_error)?,
         };
     }
     let start = at(nfa.start_anchored());
-    joined.patch(StateID::new_unchecked(base - 1), start)?;
-    joined.finish_pattern(start)?;
+    joined
+        .patch(StateID::new_unchecked(base - 1), start)
+        .map_err(nfa_error)?;
+    joined.finish_pattern(start).map_err(nfa_error)?;
     Ok(start)
 }
 
@@ -888,7 +900,13 @@ mod tests {
         let set = RxSet::from_rxs_sharing(&mine, &larger, &picked).expect("set");
         assert!(set.full.as_ref().is_some_and(|f| f.map.is_some()));
         let tokens: &[&[u8]] = &[
-            b"<script>", b" onload=", b"union select", b"abc1", b"etc/passwd", b"${x}", b"-",
+            b"<script>",
+            b" onload=",
+            b"union select",
+            b"abc1",
+            b"etc/passwd",
+            b"${x}",
+            b"-",
         ];
         let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
         for n in 0..400 {
@@ -906,6 +924,8 @@ mod tests {
         }
         let e = RxSet::from_rxs_sharing(&mine, &larger, &[0, 1, 99]).expect_err("bad index");
         assert!(e.contains("not in the larger set"), "{e}");
+        let e = RxSet::from_rxs_sharing(&mine, &larger, &[4, 1, 4]).expect_err("twice");
+        assert!(e.contains("same pattern"), "{e}");
     }
 
     /// Repeated values are answered from the memo, which empties itself when full
@@ -986,12 +1006,11 @@ mod tests {
             .collect();
         let ids: Vec<u32> = (0..hirs.len() as u32).collect();
         let compiled = Lazy::build(&hirs, ids, SET_CACHE_CAPACITY).expect("lazy");
-        let joined =
-            Lazy::build_joined(hirs.len(), &|i| Ok(hirs[i].clone()), SET_CACHE_CAPACITY)
-                .expect("joined");
+        let joined = Lazy::build_joined(hirs.len(), &|i| Ok(hirs[i].clone()), SET_CACHE_CAPACITY)
+            .expect("joined");
         let tokens: &[&[u8]] = &[
-            b"<SCRIPT", b">", b" onload", b"=", b"a", b"b", b"c", b" ", b"x", b"y", b";",
-            b"\n", b"${", b"}", b"q", b"\xff", b"12",
+            b"<SCRIPT", b">", b" onload", b"=", b"a", b"b", b"c", b" ", b"x", b"y", b";", b"\n",
+            b"${", b"}", b"q", b"\xff", b"12",
         ];
         let mut rng = XorShift(0x1234_5678_9ABC_DEF1);
         for _ in 0..3_000 {
