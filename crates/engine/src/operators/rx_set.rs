@@ -13,6 +13,11 @@
 //! - The other patterns (no factors, or only common ones such as single letters) run
 //!   together in one forward lazy DFA without captures. CRS v4 leaves six there.
 //!
+//! Long values (over 1 KiB) run instead one lazy DFA of every pattern, which the
+//! prefilter's groups share with its set of all patterns (see
+//! [`RxSet::from_rxs_sharing`]); its NFA is joined from each pattern's own (see
+//! `Lazy::build_joined`), which keeps the load's peak memory low.
+//!
 //! Answers are exact either way. Each thread also keeps a bounded memo of the answers
 //! for the values it met lately ([`MEMO_CAPACITY`] bytes per set), since request values
 //! repeat across transactions.
@@ -31,8 +36,9 @@ use regex_automata::meta::Regex;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::pool::Pool;
 use regex_automata::util::prefilter::Prefilter;
+use regex_automata::util::primitives::StateID;
 use regex_automata::{Input, MatchKind, PatternID, PatternSet};
-use regex_syntax::hir::{Hir, Properties};
+use regex_syntax::hir::Hir;
 
 use super::pm::phrase_automaton;
 use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, compile_hir, parse_hir};
@@ -79,10 +85,56 @@ pub struct RxSet {
     /// Every pattern in one lazy DFA, for long values (bodies, attack payloads): on
     /// them one pass costs less than the gate's pass plus a pass per candidate
     /// pattern, and its states get reused within the value. `None` without a gate.
-    full: Option<Lazy>,
+    /// Possibly a larger set's DFA, shared (see [`RxSet::from_rxs_sharing`]).
+    full: Option<Full>,
     len: usize,
     /// The shortest match of any pattern: shorter values cannot match.
     min_len: usize,
+}
+
+/// The lazy DFA a set runs on long values: its own over all its patterns, or that of
+/// a larger set (the prefilter's set of all patterns), whose answers are mapped back
+/// to the set's patterns. Sharing saves an NFA and a cache per thread for each set,
+/// and the shared DFA's states serve every set.
+struct Full {
+    lazy: std::sync::Arc<Lazy>,
+    /// For a shared DFA: for each of its patterns, the set's pattern
+    /// ([`NOT_IN_SET`] when the set does not have it).
+    map: Option<Box<[u32]>>,
+}
+
+/// In [`Full::map`]: a pattern of the shared DFA that the set does not have.
+const NOT_IN_SET: u32 = u32::MAX;
+
+impl Full {
+    /// Whether one of the set's patterns matches in `input`; true when it gives up.
+    fn is_match(&self, input: &[u8], len: usize) -> bool {
+        if self.map.is_none() {
+            return self.lazy.is_match(input);
+        }
+        let mut hits = PatternSet::new(len);
+        !self.which(input, &mut hits) || !hits.is_empty()
+    }
+
+    /// [`Lazy::which`] for the set's patterns.
+    fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        match &self.map {
+            None => self.lazy.which(input, hits),
+            Some(map) => {
+                let mut all = PatternSet::new(self.lazy.ids.len());
+                if !self.lazy.which(input, &mut all) {
+                    return false;
+                }
+                for p in all.iter() {
+                    let mine = map[p.as_usize()];
+                    if mine != NOT_IN_SET {
+                        let _ = hits.try_insert(PatternID::new_unchecked(mine as usize));
+                    }
+                }
+                true
+            }
+        }
+    }
 }
 
 /// A lazy DFA over some of a set's patterns.
@@ -146,53 +198,127 @@ impl std::fmt::Debug for RxSet {
 impl RxSet {
     /// Compiles translated patterns (from [`Rx::pattern`](super::rx::Rx::pattern)),
     /// with the settings of [`Rx`](super::rx::Rx): Unicode off, `.` matches `\n`,
-    /// multi-line anchors. Each pattern is parsed on its own, so only one pattern's
-    /// syntax tree is alive at a time. The error is a human-readable reason.
+    /// multi-line anchors. Each pattern is parsed when needed, so only a few
+    /// patterns' syntax trees are alive at a time. The error is a human-readable
+    /// reason.
     pub fn new<I, S>(patterns: I) -> Result<RxSet, String>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let hirs = patterns
-            .into_iter()
-            .map(|p| parse_hir(p.as_ref()))
-            .collect::<Result<Vec<Hir>, String>>()?;
-        RxSet::from_hirs(&hirs)
+        let patterns: Vec<S> = patterns.into_iter().collect();
+        RxSet::build(
+            patterns.len(),
+            &|i| parse_hir(patterns[i].as_ref()),
+            None,
+            SET_CACHE_CAPACITY,
+            None,
+        )
     }
 
     /// [`RxSet::new`] from parsed patterns (see [`parse_hir`]).
+    #[cfg(test)]
     pub(crate) fn from_hirs(hirs: &[Hir]) -> Result<RxSet, String> {
-        RxSet::build(hirs, None, SET_CACHE_CAPACITY)
+        RxSet::build(
+            hirs.len(),
+            &|i| Ok(hirs[i].clone()),
+            None,
+            SET_CACHE_CAPACITY,
+            None,
+        )
     }
 
     /// [`RxSet::new`] for the patterns of compiled `@rx` operators, whose regexes
     /// check the set's gated patterns (shared, not compiled again).
     pub fn from_rxs(rxs: &[super::rx::Rx]) -> Result<RxSet, String> {
-        let hirs = rxs
-            .iter()
-            .map(|r| parse_hir(r.pattern()))
-            .collect::<Result<Vec<Hir>, String>>()?;
         let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
-        RxSet::build(&hirs, Some(regexes), SET_CACHE_CAPACITY)
+        RxSet::build(
+            rxs.len(),
+            &|i| parse_hir(rxs[i].pattern()),
+            Some(regexes),
+            SET_CACHE_CAPACITY,
+            None,
+        )
     }
 
-    /// The set of `hirs`, whose compiled regexes are `regexes` when given (compiled
-    /// here otherwise, for the gated patterns); the lazy DFA of the patterns without
-    /// required factors gets a cache of `capacity` bytes (at least the minimum it
-    /// needs).
-    fn build(hirs: &[Hir], regexes: Option<Vec<Regex>>, capacity: usize) -> Result<RxSet, String> {
+    /// [`RxSet::from_rxs`] for patterns that are all in `larger` (the `i`-th is
+    /// `larger`'s pattern `in_larger[i]`): for long values the set runs `larger`'s
+    /// lazy DFA of every pattern instead of one of its own (same answers, one NFA and
+    /// one cache per thread fewer). Without such a DFA in `larger` the set builds
+    /// its own. An index out of `larger`, or given twice, is an error.
+    pub fn from_rxs_sharing(
+        rxs: &[super::rx::Rx],
+        larger: &RxSet,
+        in_larger: &[u32],
+    ) -> Result<RxSet, String> {
+        let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
+        let shared = match &larger.full {
+            Some(full) if full.map.is_none() && in_larger.len() == rxs.len() => {
+                let mut map = vec![NOT_IN_SET; full.lazy.ids.len()];
+                for (i, &a) in in_larger.iter().enumerate() {
+                    match map.get_mut(a as usize) {
+                        Some(slot) if *slot == NOT_IN_SET => *slot = i as u32,
+                        Some(slot) => {
+                            return Err(format!(
+                                "patterns {} and {i} are the same pattern of the larger set",
+                                *slot
+                            ));
+                        }
+                        None => return Err(format!("pattern {i} is not in the larger set")),
+                    }
+                }
+                Some(Full {
+                    lazy: full.lazy.clone(),
+                    map: Some(map.into_boxed_slice()),
+                })
+            }
+            _ => None,
+        };
+        RxSet::build(
+            rxs.len(),
+            &|i| parse_hir(rxs[i].pattern()),
+            Some(regexes),
+            SET_CACHE_CAPACITY,
+            shared,
+        )
+    }
+
+    /// The set of `len` patterns, the `i`-th parsed by `hir_of(i)` (called once or
+    /// twice per pattern, so that only one pattern's syntax tree is alive at a time
+    /// apart from the few without selective factors: the trees of a large set took
+    /// more memory than its automata), whose compiled regexes are `regexes` when
+    /// given (compiled here otherwise, for the gated patterns); each lazy DFA gets a
+    /// cache of `capacity` bytes (at least the minimum it needs). `shared` is the DFA
+    /// for long values when it is another set's.
+    fn build(
+        len: usize,
+        hir_of: &dyn Fn(usize) -> Result<Hir, String>,
+        regexes: Option<Vec<Regex>>,
+        capacity: usize,
+        shared: Option<Full>,
+    ) -> Result<RxSet, String> {
         let mut regexes = regexes.map(|v| v.into_iter().map(Some).collect::<Vec<_>>());
         let mut factors: Vec<Vec<u8>> = Vec::new();
         let mut owners: Vec<Vec<u32>> = Vec::new();
         let mut at: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
-        let mut singles: Vec<Option<Regex>> = Vec::with_capacity(hirs.len());
+        let mut singles: Vec<Option<Regex>> = Vec::with_capacity(len);
         let mut rest: Vec<u32> = Vec::new();
-        for (i, hir) in hirs.iter().enumerate() {
-            let single = match required_factors(hir) {
+        let mut rest_hirs: Vec<Hir> = Vec::new();
+        // The shortest match of any pattern (`None`: some pattern has none).
+        let mut min_len: Option<usize> = None;
+        for i in 0..len {
+            let hir = hir_of(i)?;
+            let shortest = hir.properties().minimum_len();
+            min_len = match (i, min_len, shortest) {
+                (0, _, s) => s,
+                (_, Some(m), Some(s)) => Some(m.min(s)),
+                _ => None,
+            };
+            let single = match required_factors(&hir) {
                 Some(fs) if set_chance(&fs) <= MAX_GATE_CHANCE => {
                     let re = match regexes.as_mut() {
                         Some(v) => v[i].take(),
-                        None => Some(compile_hir(hir)?),
+                        None => Some(compile_hir(&hir)?),
                     };
                     if re.is_some() {
                         for f in fs {
@@ -210,6 +336,7 @@ impl RxSet {
             };
             if single.is_none() {
                 rest.push(i as u32);
+                rest_hirs.push(hir);
             }
             singles.push(single);
         }
@@ -226,25 +353,24 @@ impl RxSet {
         let rest = if rest.is_empty() {
             None
         } else {
-            let rest_hirs: Vec<Hir> = rest.iter().map(|&i| hirs[i as usize].clone()).collect();
             Some(Lazy::build(&rest_hirs, rest, capacity)?)
         };
-        let full = match &gate {
-            Some(_) => Some(Lazy::build(
-                hirs,
-                (0..hirs.len() as u32).collect(),
-                capacity,
-            )?),
-            None => None,
+        drop(rest_hirs);
+        let full = match (&gate, shared) {
+            (None, _) => None,
+            (Some(_), Some(shared)) => Some(shared),
+            (Some(_), None) => Some(Full {
+                lazy: std::sync::Arc::new(Lazy::build_joined(len, hir_of, capacity)?),
+                map: None,
+            }),
         };
-        let props = Properties::union(hirs.iter().map(Hir::properties));
         Ok(RxSet {
             full,
             memo: Pool::new(Box::new(Memo::default)),
             rest,
             gate,
-            len: hirs.len(),
-            min_len: props.minimum_len().unwrap_or(0),
+            len,
+            min_len: min_len.unwrap_or(0),
         })
     }
 
@@ -271,7 +397,7 @@ impl RxSet {
             return false;
         }
         if let Some(full) = self.full_for(input) {
-            return full.is_match(input);
+            return full.is_match(input, self.len);
         }
         let candidates = self.gate.as_ref().map(|g| g.candidates(input));
         if let (Some(gate), Some(c)) = (&self.gate, &candidates)
@@ -287,7 +413,7 @@ impl RxSet {
     }
 
     /// The lazy DFA of every pattern when `input` is long (see [`RxSet::full`]).
-    fn full_for(&self, input: &[u8]) -> Option<&Lazy> {
+    fn full_for(&self, input: &[u8]) -> Option<&Full> {
         (input.len() > FULL_SET_MIN_LEN)
             .then_some(self.full.as_ref())
             .flatten()
@@ -406,23 +532,65 @@ impl Lazy {
 
     /// The lazy DFA of `hirs`, the set's patterns `ids` (see [`RxSet::build`]).
     fn build(hirs: &[Hir], ids: Vec<u32>, capacity: usize) -> Result<Lazy, String> {
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .utf8(false)
-                    .shrink(false)
-                    .which_captures(WhichCaptures::None)
-                    .nfa_size_limit(Some(REGEX_SIZE_LIMIT)),
-            )
+        let nfa = set_compiler()
             .build_many_from_hir(hirs)
-            .map_err(|e| match e.size_limit() {
-                Some(limit) => {
-                    format!("pattern set too large: its compiled form exceeds {limit} bytes")
-                }
-                None => format!("invalid regular expression: {e}"),
-            })?;
+            .map_err(nfa_error)?;
         // The same prefilter and lazy DFA settings as `regex`'s sets.
         let pre = Prefilter::from_hirs_prefix(MatchKind::All, hirs);
+        Lazy::from_nfa(nfa, pre, ids, capacity)
+    }
+
+    /// The lazy DFA of all `len` patterns of a set, the `i`-th parsed by `hir_of(i)`:
+    /// each pattern is compiled on its own and the NFAs are joined, so that only one
+    /// pattern's syntax tree is alive at a time (compiling the whole set at once
+    /// holds every tree: for CRS v4's 180 prefilter patterns they took 10 MiB, more
+    /// than the set's NFA, at the peak of the rule set's loading). The DFA gets no
+    /// literal prefilter: a large set's patterns never all start with literals.
+    fn build_joined(
+        len: usize,
+        hir_of: &dyn Fn(usize) -> Result<Hir, String>,
+        capacity: usize,
+    ) -> Result<Lazy, String> {
+        let compiler = set_compiler();
+        let mut joined = thompson::Builder::new();
+        joined.set_utf8(false);
+        joined.set_reverse(false);
+        joined
+            .set_size_limit(Some(REGEX_SIZE_LIMIT))
+            .map_err(nfa_error)?;
+        let mut starts = Vec::with_capacity(len);
+        for i in 0..len {
+            let nfa = compiler.build_from_hir(&hir_of(i)?).map_err(nfa_error)?;
+            if i == 0 {
+                joined.set_look_matcher(nfa.look_matcher().clone());
+            }
+            starts.push(append_pattern(&mut joined, &nfa)?);
+        }
+        // The unanchored start: any bytes, as few as possible, then a pattern (the
+        // prefix the compiler gives a set).
+        let anchored = joined.add_union(starts).map_err(nfa_error)?;
+        let unanchored = joined.add_union_reverse(Vec::new()).map_err(nfa_error)?;
+        let any = joined
+            .add_range(thompson::Transition {
+                start: 0,
+                end: 255,
+                next: unanchored,
+            })
+            .map_err(nfa_error)?;
+        joined.patch(unanchored, any).map_err(nfa_error)?;
+        joined.patch(unanchored, anchored).map_err(nfa_error)?;
+        let nfa = joined.build(anchored, unanchored).map_err(nfa_error)?;
+        drop(joined);
+        Lazy::from_nfa(nfa, None, (0..len as u32).collect(), capacity)
+    }
+
+    /// The lazy DFA of `nfa` with the prefilter `pre`, for the set's patterns `ids`.
+    fn from_nfa(
+        nfa: thompson::NFA,
+        pre: Option<Prefilter>,
+        ids: Vec<u32>,
+        capacity: usize,
+    ) -> Result<Lazy, String> {
         let config = DFA::config()
             .match_kind(MatchKind::All)
             .specialize_start_states(pre.is_some())
@@ -445,6 +613,92 @@ impl Lazy {
             ids,
         })
     }
+}
+
+/// The NFA compiler of the sets: forward, no captures, bytes (not UTF-8).
+fn set_compiler() -> thompson::Compiler {
+    let mut compiler = thompson::Compiler::new();
+    compiler.configure(
+        thompson::Config::new()
+            .utf8(false)
+            .shrink(false)
+            .which_captures(WhichCaptures::None)
+            .nfa_size_limit(Some(REGEX_SIZE_LIMIT)),
+    );
+    compiler
+}
+
+/// The reason an NFA of a set could not be built.
+fn nfa_error(e: thompson::BuildError) -> String {
+    match e.size_limit() {
+        Some(limit) => format!("pattern set too large: its compiled form exceeds {limit} bytes"),
+        None => format!("invalid regular expression: {e}"),
+    }
+}
+
+/// Copies the one pattern of `nfa` (forward, without captures) into `joined` as
+/// its next pattern, and returns the copy's anchored start. The states are added in
+/// `nfa`'s order after an empty state that leads to the first, so state `s` of
+/// `nfa` becomes state `base + 1 + s` (its unanchored prefix is copied too, and is
+/// unreachable).
+fn append_pattern(joined: &mut thompson::Builder, nfa: &thompson::NFA) -> Result<StateID, String> {
+    use thompson::{State, Transition};
+    joined.start_pattern().map_err(nfa_error)?;
+    let base = joined.add_empty().map_err(nfa_error)?.as_usize() + 1;
+    let at = |id: StateID| StateID::new_unchecked(base + id.as_usize());
+    let moved = |t: &Transition| Transition {
+        start: t.start,
+        end: t.end,
+        next: at(t.next),
+    };
+    for state in nfa.states() {
+        match state {
+            State::ByteRange { trans } => joined.add_range(moved(trans)).map_err(nfa_error)?,
+            State::Sparse(sparse) => joined
+                .add_sparse(sparse.transitions.iter().map(moved).collect())
+                .map_err(nfa_error)?,
+            State::Dense(dense) => {
+                let mut ranges: Vec<Transition> = Vec::new();
+                for (b, &next) in dense.transitions.iter().enumerate() {
+                    if next == StateID::ZERO {
+                        continue;
+                    }
+                    let b = b as u8;
+                    match ranges.last_mut() {
+                        Some(r) if r.next == at(next) && r.end.checked_add(1) == Some(b) => {
+                            r.end = b
+                        }
+                        _ => ranges.push(Transition {
+                            start: b,
+                            end: b,
+                            next: at(next),
+                        }),
+                    }
+                }
+                joined.add_sparse(ranges).map_err(nfa_error)?
+            }
+            State::Look { look, next } => joined.add_look(at(*next), *look).map_err(nfa_error)?,
+            State::Union { alternates } => joined
+                .add_union(alternates.iter().map(|&a| at(a)).collect())
+                .map_err(nfa_error)?,
+            State::BinaryUnion { alt1, alt2 } => joined
+                .add_union(vec![at(*alt1), at(*alt2)])
+                .map_err(nfa_error)?,
+            State::Capture { next, .. } => {
+                let empty = joined.add_empty().map_err(nfa_error)?;
+                joined.patch(empty, at(*next)).map_err(nfa_error)?;
+                empty
+            }
+            State::Fail => joined.add_fail().map_err(nfa_error)?,
+            State::Match { .. } => joined.add_match().map_err(nfa_error)?,
+        };
+    }
+    let start = at(nfa.start_anchored());
+    joined
+        .patch(StateID::new_unchecked(base - 1), start)
+        .map_err(nfa_error)?;
+    joined.finish_pattern(start).map_err(nfa_error)?;
+    Ok(start)
 }
 
 /// Slots of the table of match states read in [`which_patterns`].
@@ -626,6 +880,54 @@ mod tests {
         }
     }
 
+    /// A set that runs a larger set's lazy DFA on long values gives its own
+    /// patterns' answers, on short and long values.
+    #[test]
+    fn a_set_sharing_the_larger_sets_dfa_agrees_with_its_patterns() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)\bon[a-z]{3,}\s*=",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"[a-z]+[0-9]",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+            r"\$\{[^}]*\}",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let larger = RxSet::from_rxs(&rxs).expect("set");
+        // Patterns 4, 1 and 3 of the larger set, in that order.
+        let picked = [4u32, 1, 3];
+        let mine: Vec<Rx> = picked.iter().map(|&i| rxs[i as usize].clone()).collect();
+        let set = RxSet::from_rxs_sharing(&mine, &larger, &picked).expect("set");
+        assert!(set.full.as_ref().is_some_and(|f| f.map.is_some()));
+        let tokens: &[&[u8]] = &[
+            b"<script>",
+            b" onload=",
+            b"union select",
+            b"abc1",
+            b"etc/passwd",
+            b"${x}",
+            b"-",
+        ];
+        let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+        for n in 0..400 {
+            let mut input = Vec::new();
+            let count = if n % 4 == 0 { 400 } else { rng.below(6) };
+            let mut r = XorShift(rng.next());
+            for _ in 0..count {
+                input.extend_from_slice(tokens[r.below(tokens.len())]);
+            }
+            let expect: Vec<usize> = (0..mine.len())
+                .filter(|&i| mine[i].regex().is_match(&input))
+                .collect();
+            assert_eq!(set.matches(&input), expect, "{} bytes", input.len());
+            assert_eq!(set.is_match(&input), !expect.is_empty());
+        }
+        let e = RxSet::from_rxs_sharing(&mine, &larger, &[0, 1, 99]).expect_err("bad index");
+        assert!(e.contains("not in the larger set"), "{e}");
+        let e = RxSet::from_rxs_sharing(&mine, &larger, &[4, 1, 4]).expect_err("twice");
+        assert!(e.contains("same pattern"), "{e}");
+    }
+
     /// Repeated values are answered from the memo, which empties itself when full
     /// and keeps giving the searched answers.
     #[test]
@@ -682,6 +984,50 @@ mod tests {
         }
     }
 
+    /// The lazy DFA built from the patterns' own NFAs, joined, finds what the one
+    /// compiled from all patterns at once finds.
+    #[test]
+    fn the_joined_nfa_agrees_with_the_compiled_set() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)\bon[a-z]{3,}\s*=",
+            r"^[^;]*;\s*$",
+            r"a\b",
+            r"(a)(b)?c|(?P<n>x)y",
+            r"[a-z]{2}[^a-z]{2}",
+            r"x$",
+            r"\A\$\{[^}]*\}",
+            r"(?m)^q",
+            r"",
+        ];
+        let hirs: Vec<Hir> = pcre
+            .iter()
+            .map(|p| parse_hir(Rx::new(p).expect("rx").pattern()).expect("hir"))
+            .collect();
+        let ids: Vec<u32> = (0..hirs.len() as u32).collect();
+        let compiled = Lazy::build(&hirs, ids, SET_CACHE_CAPACITY).expect("lazy");
+        let joined = Lazy::build_joined(hirs.len(), &|i| Ok(hirs[i].clone()), SET_CACHE_CAPACITY)
+            .expect("joined");
+        let tokens: &[&[u8]] = &[
+            b"<SCRIPT", b">", b" onload", b"=", b"a", b"b", b"c", b" ", b"x", b"y", b";", b"\n",
+            b"${", b"}", b"q", b"\xff", b"12",
+        ];
+        let mut rng = XorShift(0x1234_5678_9ABC_DEF1);
+        for _ in 0..3_000 {
+            let mut input = Vec::new();
+            let mut r = XorShift(rng.next());
+            for _ in 0..r.below(12) {
+                input.extend_from_slice(tokens[r.below(tokens.len())]);
+            }
+            let mut expect = PatternSet::new(hirs.len());
+            let mut got = PatternSet::new(hirs.len());
+            assert!(compiled.which(&input, &mut expect));
+            assert!(joined.which(&input, &mut got));
+            assert_eq!(got, expect, "{input:?}");
+            assert_eq!(joined.is_match(&input), !expect.is_empty(), "{input:?}");
+        }
+    }
+
     #[test]
     fn the_memo_gives_the_searched_answers() {
         let set = RxSet::new([r"abc", r"[a-z]{2}[^a-z]{2}", r"x\d"]).expect("set");
@@ -728,7 +1074,7 @@ mod tests {
             .iter()
             .map(|r| parse_hir(r.pattern()).expect("hir"))
             .collect();
-        let set = RxSet::build(&hirs, None, 0).expect("set");
+        let set = RxSet::build(hirs.len(), &|i| Ok(hirs[i].clone()), None, 0, None).expect("set");
         // Varied bytes keep creating new DFA states.
         let mut input = Vec::new();
         let mut x: u32 = 12345;

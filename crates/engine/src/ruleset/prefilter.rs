@@ -308,14 +308,19 @@ impl Prefilter {
             RxSet::from_rxs(&all).ok()
         };
         for (g, b) in building.into_iter().enumerate() {
-            match RxSet::from_rxs(&b.patterns) {
+            let all_index: Vec<u32> = b
+                .patterns
+                .iter()
+                .map(|p| all_pos.get(p.pattern()).copied().unwrap_or(0))
+                .collect();
+            // Long values run the set of all patterns' lazy DFA (one, shared).
+            let set = match &raw {
+                Some(raw) => RxSet::from_rxs_sharing(&b.patterns, raw, &all_index),
+                None => RxSet::from_rxs(&b.patterns),
+            };
+            match set {
                 Ok(set) => {
                     final_index.push(Some(groups.len() as u32));
-                    let all_index = b
-                        .patterns
-                        .iter()
-                        .map(|p| all_pos.get(p.pattern()).copied().unwrap_or(0))
-                        .collect();
                     groups.push(Group {
                         all_index,
                         set,
