@@ -113,6 +113,15 @@ async fn serve(mut s: TcpStream, conn: usize, seen: Log) {
         let method = parts.next().unwrap_or_default().to_owned();
         let path = parts.next().unwrap_or_default().to_owned();
         seen.lock().unwrap().push((conn, method, path.clone()));
+        if path == "/refuse-upload" {
+            // Refuses the upload at once and never reads its body, keeping the
+            // connection open (as a server that answers early may).
+            let _ = s
+                .write_all(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 7\r\n\r\nrefused")
+                .await;
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return;
+        }
         let (answer, close) = script(&path);
         if s.write_all(&answer).await.is_err() || close {
             return;
@@ -282,4 +291,41 @@ async fn malformed_responses_are_502_and_never_pooled() {
     let case_conn = conn_of(&backend, "/bad-chunk");
     next_is_correct(listen, "/bad-chunk").await;
     assert_ne!(conn_of(&backend, "/next"), case_conn);
+}
+
+/// A server that answers before reading a large request body (and then reads no
+/// more of it) gets its answer through at once, not after the read timeout, and
+/// its connection is not used again (the body's rest never went out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_answer_to_a_large_body_is_passed_on() {
+    let backend = RawBackend::start().await;
+    let dir = TempDir::new("framing-early");
+    let listen = loopback(free_port());
+    // A body larger than the loopback socket buffers can hold, so the proxy's
+    // writes stop while the server is not reading; read_timeout 5 s: waiting for
+    // the whole body to go out would end in 504.
+    let cfg = format!(
+        "{}[limits]\nrequest_body_bytes = 33554432\n",
+        config(listen, backend.addr)
+    );
+    let _p = Palisade::start(&dir, &cfg, listen);
+    next_is_correct(listen, "the start").await;
+
+    let body = vec![b'x'; 24 * 1024 * 1024];
+    let mut req = format!(
+        "POST /refuse-upload HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    let r = send_raw(listen, &req).await.unwrap();
+    assert_eq!(r.status, 413, "the server's early answer");
+    assert_eq!(r.text(), "refused");
+    let refused_on = conn_of(&backend, "/refuse-upload");
+    next_is_correct(listen, "/refuse-upload").await;
+    assert_ne!(
+        conn_of(&backend, "/next"),
+        refused_on,
+        "a connection whose request body was cut short went back to the pool"
+    );
 }

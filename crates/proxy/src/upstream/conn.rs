@@ -141,6 +141,9 @@ pub(super) struct ResponseHead {
 pub(super) struct Conn {
     io: Stream,
     buf: BytesMut,
+    /// The server answered before it had read the whole request body, so the rest
+    /// was never sent: the connection cannot carry another request.
+    cut_short: bool,
 }
 
 impl std::fmt::Debug for Conn {
@@ -157,6 +160,7 @@ impl Conn {
         Conn {
             io,
             buf: BytesMut::new(),
+            cut_short: false,
         }
     }
 
@@ -172,9 +176,10 @@ impl Conn {
         matches!(read.poll(&mut cx), Poll::Pending)
     }
 
-    /// Whether it may go back to the pool: nothing read beyond the last response.
+    /// Whether it may go back to the pool: the whole request went out and nothing
+    /// was read beyond the last response.
     pub(super) fn clean(&self) -> bool {
-        self.buf.is_empty()
+        self.buf.is_empty() && !self.cut_short
     }
 
     fn reserve(&mut self) {
@@ -280,9 +285,48 @@ impl Conn {
             self.io.write_all(&out).await?;
         } else {
             self.io.write_all(&out).await?;
-            self.io.write_all(&req.body).await?;
+            self.write_body_watching(&req.body).await?;
+            if self.cut_short {
+                // The server answered and stopped reading: nothing more goes out
+                // (a flush could wait on it for good).
+                return Ok(());
+            }
         }
         self.io.flush().await
+    }
+
+    /// Writes a large request body while watching for an early answer: when the
+    /// server stops reading (the write would wait) and bytes of a response have
+    /// arrived, the rest of the body is not sent and the response is read as usual
+    /// (a server may refuse an upload, say with 413, before reading it). The
+    /// connection is then not reused.
+    async fn write_body_watching(&mut self, body: &[u8]) -> io::Result<()> {
+        let mut sent = 0;
+        std::future::poll_fn(|cx| {
+            while sent < body.len() {
+                match Pin::new(&mut self.io).poll_write(cx, &body[sent..]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => sent += n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => {
+                        // The server is not taking the body now: has it answered?
+                        match self.poll_fill(cx) {
+                            Poll::Ready(Ok(0)) => {
+                                return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+                            }
+                            Poll::Ready(Ok(_)) => {
+                                self.cut_short = true;
+                                return Poll::Ready(Ok(()));
+                            }
+                            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                            Poll::Pending => return Poll::Pending,
+                        }
+                    }
+                }
+            }
+            Poll::Ready(Ok(()))
+        })
+        .await
     }
 
     /// Reads one response head from the front of the buffer (`Ok(None)`: more
