@@ -42,6 +42,12 @@ async fn connections_are_spread_over_every_worker() {
         &format!("[server]\nworker_threads = {WORKERS}\n\n[admin]\naddress = \"{admin}\"\n"),
     );
     let p = Palisade::start(&dir, &config, listen);
+    // The port accepts as soon as it is bound; the line saying so may come a moment
+    // later on a busy machine.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.stderr_text().contains("4 worker thread(s)") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         p.stderr_text().contains("4 worker thread(s)"),
         "{}",
