@@ -14,6 +14,7 @@
 
 use crate::config::RateLimitSection;
 use crate::keyed::{Gcra, KeyPart, KeyTable, Taken};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -112,7 +113,32 @@ impl RateLimiter {
 
     /// Counts one request of `key` at `now`.
     pub fn check(&self, key: &[u8], now: Instant) -> Verdict {
-        let hash = self.table.hash(key);
+        self.check_hash(self.table.hash(key), now)
+    }
+
+    /// Counts one request at `now` under the key this limit's parts make for it
+    /// (the client `peer`, the `path` without the query, the header lines, `tx` to
+    /// read TX variables): `None` when the request has no such key and so is not
+    /// limited by this limit.
+    pub fn check_request<'h, I>(
+        &self,
+        peer: IpAddr,
+        path: &[u8],
+        headers: I,
+        tx: impl FnMut(&str) -> Option<Vec<u8>>,
+        now: Instant,
+    ) -> Option<Verdict>
+    where
+        I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
+    {
+        let hash = self
+            .table
+            .hash_request(&self.parts, peer, path, headers, tx)?;
+        Some(self.check_hash(hash, now))
+    }
+
+    /// Counts one request of the key whose table hash is `hash`, at `now`.
+    fn check_hash(&self, hash: u64, now: Instant) -> Verdict {
         let now_ns = crate::keyed::nanos_since(self.epoch, now);
         // Idle keys' buckets are full again: forgetting them is exact (the table
         // retires them first, and a take on a retired bucket looks again).

@@ -23,7 +23,7 @@
 //! `palisade_shaping_overflow_total`).
 
 use crate::config::ShapeSection;
-use crate::keyed::{Gcra, KeyPart, KeyTable, SHARDS, hold, path_of, request_key};
+use crate::keyed::{Gcra, KeyPart, KeyTable, SHARDS, hold, path_of};
 use byte_unit::Byte;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -195,10 +195,14 @@ impl Shaper {
                     Some(_) => {}
                 }
             }
-            let Some(key) = request_key(&class.parts, peer, path, headers.clone(), &mut tx) else {
+            let Some(hash) =
+                class
+                    .table
+                    .hash_request(&class.parts, peer, path, headers.clone(), &mut tx)
+            else {
                 continue;
             };
-            return Some(Shaper::pacer(class, &key));
+            return Some(Shaper::pacer_of_hash(class, hash, Instant::now()));
         }
         None
     }
@@ -211,7 +215,11 @@ impl Shaper {
 
     /// [`Shaper::pacer`] at `now`.
     pub fn pacer_at(class: &Arc<Shaper>, key: &[u8], now: Instant) -> Pacer {
-        let hash = class.table.hash(key);
+        Shaper::pacer_of_hash(class, class.table.hash(key), now)
+    }
+
+    /// [`Shaper::pacer_at`] for the key whose table hash is `hash`.
+    fn pacer_of_hash(class: &Arc<Shaper>, hash: u64, now: Instant) -> Pacer {
         let now_ns = crate::keyed::nanos_since(class.epoch, now);
         // A bucket no response holds and that is full again is idle (the table's
         // `Slot` for shared buckets): forgetting it is exact; a handle keeps it.

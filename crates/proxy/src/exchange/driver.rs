@@ -260,15 +260,10 @@ where
         if limit.after_phase1() != after_phase1 || !limit.applies(path) {
             continue;
         }
-        let Some(key) =
-            crate::keyed::request_key(&limit.parts, conn.peer.ip(), path, headers.clone(), &mut tx)
-        else {
-            continue;
-        };
-        if let Verdict::Limited {
+        if let Some(Verdict::Limited {
             status,
             retry_after,
-        } = limit.check(&key, now)
+        }) = limit.check_request(conn.peer.ip(), path, headers.clone(), &mut tx, now)
         {
             return Some((&limit.name, status, retry_after));
         }
