@@ -6,19 +6,22 @@
 //! - shared keys: both threads check every key (from different starting points),
 //!   the worst case, where two workers keep updating the same buckets.
 //!
-//! Keys are client addresses as text, drawn from a fixed seed, cycled in a shuffled
-//! order; the limit (100,000,000/s, a burst of 1,000,000: 10 ms) lets every check
+//! Keys are client addresses, drawn from a fixed seed, cycled in a shuffled order and
+//! checked as the proxy checks a request (`RateLimiter::check_request`: the key's
+//! hash taken from the address, then the table); the limit (100,000,000/s, a burst of 1,000,000: 10 ms) lets every check
 //! through, so each check updates its key's bucket: the measure is the bookkeeping. Reported: ns per
 //! check on one thread, that cost as a share of the proxy's own per-request CPU cost
-//! without rules (taken as an argument, `--proxy-us US`, default 40 µs: about
-//! 25,000 requests per CPU-second, BENCHMARKS.md row (b)), and checks per second on
+//! without rules (taken as an argument, `--proxy-us US`, default 23 µs: about
+//! 43,000 requests per CPU-second, BENCHMARKS.md row (b), fixed GET, on the
+//! 2026-11-24 run), and checks per second on
 //! two threads against one. Target (traffic-control issue): at most 2%, flat across
 //! key counts; two threads at least 1.8x one.
 //!
-//! Run: `cargo bench -p proxy --bench rate_limit [-- --smoke] [--proxy-us 40]`.
+//! Run: `cargo bench -p proxy --bench rate_limit [-- --smoke] [--proxy-us 23]`.
 
 use proxy::config::{RateLimitKey, RateLimitSection};
 use proxy::ratelimit::RateLimiter;
+use std::net::IpAddr;
 use std::time::Instant;
 
 /// The allocator of the `palisade` binary: where the table's entries land (each
@@ -39,7 +42,7 @@ fn limiter(rate: &str, max_keys: usize) -> RateLimiter {
     .expect("limiter")
 }
 
-fn keys(n: usize, seed: u64) -> Vec<Vec<u8>> {
+fn keys(n: usize, seed: u64) -> Vec<IpAddr> {
     let mut s = seed;
     let mut next = move || {
         s ^= s << 13;
@@ -47,10 +50,10 @@ fn keys(n: usize, seed: u64) -> Vec<Vec<u8>> {
         s ^= s << 17;
         s
     };
-    let mut v: Vec<Vec<u8>> = (0..n)
+    let mut v: Vec<IpAddr> = (0..n)
         .map(|i| {
             let x = (i as u32).wrapping_mul(2_654_435_761) ^ (next() as u32 & 0xff00_0000);
-            std::net::Ipv4Addr::from(x).to_string().into_bytes()
+            IpAddr::V4(std::net::Ipv4Addr::from(x))
         })
         .collect();
     // Fisher-Yates with the same generator: a shuffled order.
@@ -74,7 +77,7 @@ enum Series {
 /// and how many checks passed.
 fn run(
     l: &RateLimiter,
-    keys: &[Vec<u8>],
+    keys: &[IpAddr],
     checks: usize,
     threads: usize,
     series: Series,
@@ -96,10 +99,10 @@ fn run(
                 sc.spawn(move || {
                     let mut passed = 0usize;
                     for i in 0..checks / threads {
-                        let k = &part[(start + i) % part.len()];
+                        let k = part[(start + i) % part.len()];
                         passed += usize::from(matches!(
-                            l.check(k, Instant::now()),
-                            proxy::ratelimit::Verdict::Pass
+                            l.check_request(k, b"/", std::iter::empty(), |_| None, Instant::now()),
+                            Some(proxy::ratelimit::Verdict::Pass)
                         ));
                     }
                     passed
@@ -122,7 +125,7 @@ fn main() {
         .position(|a| a == "--proxy-us")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(40.0);
+        .unwrap_or(23.0);
     let sizes: &[usize] = if smoke {
         &[1_000, 100_000]
     } else {
@@ -130,7 +133,7 @@ fn main() {
     };
     let checks = if smoke { 400_000 } else { 4_000_000 };
     // Memory per key, first (the allocator keeps what later runs free): resident
-    // memory before and after a limiter took 1,000,000 keys (the keys' text is made
+    // memory before and after a limiter took 1,000,000 keys (the addresses are made
     // first, so only the table counts; a slow rate keeps every key busy, so none is
     // forgotten).
     {
