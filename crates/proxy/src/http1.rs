@@ -168,15 +168,18 @@ pub fn parse_head(head: Bytes, max_headers: usize) -> Result<RequestHead, HeadEr
 
 /// httparse's reading of a well-formed head. `Ok(None)` when httparse refuses it.
 fn parse_strict(head: &Bytes, max_headers: usize) -> Result<Option<RequestHead>, HeadError> {
-    let mut small = [httparse::EMPTY_HEADER; 64];
+    // Uninitialised slots: httparse writes the ones it fills (zeroing 64 of them
+    // for every request cost about as much as parsing a short head).
+    let mut small = [const { std::mem::MaybeUninit::uninit() }; 64];
     let mut large;
-    let headers: &mut [httparse::Header<'_>] = if max_headers <= small.len() {
+    let headers: &mut [std::mem::MaybeUninit<httparse::Header<'_>>] = if max_headers <= small.len()
+    {
         &mut small[..max_headers]
     } else {
         &mut small
     };
-    let mut req = httparse::Request::new(headers);
-    let status = match req.parse(head) {
+    let mut req = httparse::Request::new(&mut []);
+    let status = match req.parse_with_uninit_headers(head, headers) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) if max_headers > 64 => {
             large = vec![httparse::EMPTY_HEADER; max_headers];

@@ -332,9 +332,13 @@ impl Conn {
     /// Reads one response head from the front of the buffer (`Ok(None)`: more
     /// bytes needed), taking it off the buffer.
     fn parse_head(&mut self, is_head: bool) -> Result<Option<ResponseHead>, ExchangeError> {
-        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut slots);
-        let len = match resp.parse(&self.buf) {
+        // Uninitialised slots: httparse writes the ones it fills, and zeroing 100 of
+        // them for every response cost more than parsing a short head.
+        let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
+        let parsed = httparse::ParserConfig::default()
+            .parse_response_with_uninit_headers(&mut resp, &self.buf, &mut slots);
+        let len = match parsed {
             Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD_BYTES => n,
             Ok(httparse::Status::Complete(_)) => return Err(too_large()),
             Ok(httparse::Status::Partial) => return Ok(None),
