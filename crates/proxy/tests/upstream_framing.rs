@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Requests the backend received: (connection number, method, path).
 type Log = Arc<Mutex<Vec<(usize, String, String)>>>;
@@ -70,20 +70,9 @@ struct RawBackend {
 
 impl RawBackend {
     async fn start() -> RawBackend {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let seen: Log = Arc::default();
         let rec = seen.clone();
-        tokio::spawn(async move {
-            let mut n = 0;
-            loop {
-                let Ok((s, _)) = listener.accept().await else {
-                    return;
-                };
-                n += 1;
-                tokio::spawn(serve(s, n, rec.clone()));
-            }
-        });
+        let addr = raw_backend(move |s, n| serve(s, n, rec.clone())).await;
         RawBackend { addr, seen }
     }
 

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Requests a backend received: (connection number, request head and body).
 type Log = Arc<Mutex<Vec<(usize, Vec<u8>)>>>;
@@ -35,20 +35,9 @@ struct RawBackend {
 
 impl RawBackend {
     async fn start(second: Second) -> RawBackend {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let seen: Log = Arc::default();
         let rec = seen.clone();
-        tokio::spawn(async move {
-            let mut n = 0;
-            loop {
-                let Ok((s, _)) = listener.accept().await else {
-                    return;
-                };
-                n += 1;
-                tokio::spawn(serve_raw(s, n, rec.clone(), second));
-            }
-        });
+        let addr = raw_backend(move |s, n| serve_raw(s, n, rec.clone(), second)).await;
         RawBackend { addr, seen }
     }
 

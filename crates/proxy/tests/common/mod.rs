@@ -315,6 +315,25 @@ impl RawResponse {
     }
 }
 
+/// A raw TCP backend on a free loopback port: every accepted connection is handed
+/// to `serve` with its number (1, 2, ...) in a task of its own. Returns the address.
+pub async fn raw_backend<F, Fut>(serve: F) -> SocketAddr
+where
+    F: Fn(TcpStream, usize) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Ok((s, _)) = listener.accept().await {
+            n += 1;
+            tokio::spawn(serve(s, n));
+        }
+    });
+    addr
+}
+
 /// Sends raw bytes on a new connection and reads one response.
 pub async fn send_raw(addr: SocketAddr, request: &[u8]) -> std::io::Result<RawResponse> {
     let mut s = TcpStream::connect(addr).await?;
