@@ -21,7 +21,7 @@
 //! Routes (the upstream pool a request went to, `-` when none) are few and known from
 //! the configuration: exact counters per worker, without a lock, summed when read.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -79,10 +79,16 @@ pub struct TopEntry {
 }
 
 /// A weighted Space-Saving summary of at most [`CAPACITY`] keys.
+///
+/// Its index uses FxHash, not a keyed hash: the index never holds more than
+/// [`CAPACITY`] addresses, so addresses chosen to collide can make a lookup walk at
+/// most that many entries, the bound the smallest-entry scan of a full summary has
+/// anyway; the shard a client lands in is still chosen by a keyed hash. Four keyed
+/// hashes per request cost about 1.5% of a proxied GET.
 #[derive(Debug, Default)]
 struct SpaceSaving {
     entries: Vec<TopEntry>,
-    index: HashMap<IpAddr, usize>,
+    index: FxHashMap<IpAddr, usize>,
     total: u64,
 }
 
@@ -174,7 +180,7 @@ pub struct Accounting {
     hasher: std::collections::hash_map::RandomState,
     /// Route names, sorted; [`NO_ROUTE`] among them.
     route_names: Vec<String>,
-    route_index: HashMap<String, usize>,
+    route_index: FxHashMap<String, usize>,
 }
 
 /// The route name of a request that reached no upstream pool.
