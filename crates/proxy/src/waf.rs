@@ -259,7 +259,7 @@ impl Waf {
             rbl,
         };
         match catch_unwind(AssertUnwindSafe(|| {
-            let mut tx = Transaction::new(self.ruleset.clone(), ctx);
+            let mut tx = Box::new(Transaction::new(self.ruleset.clone(), ctx));
             if let Some(limit) = self.rbl_limit {
                 tx.set_rbl_lookup_limit(limit);
             }
@@ -402,7 +402,9 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 /// ([`WafTx::take_collection_errors`]), never taken for an empty record.
 #[derive(Debug)]
 pub struct WafTx {
-    tx: Option<Transaction>,
+    /// Boxed: the engine's transaction is nearly 3 KiB, and a `WafTx` moves into
+    /// the exchange's record and in and out of every phase's evaluation.
+    tx: Option<Box<Transaction>>,
     failure: Option<String>,
     fail_closed: bool,
     /// Collection errors not yet taken by the caller.
@@ -501,7 +503,7 @@ impl WafTx {
     /// True when the engine wants the request body.
     pub fn wants_request_body(&self) -> bool {
         self.tx
-            .as_ref()
+            .as_deref()
             .is_some_and(Transaction::request_body_wanted)
     }
 
@@ -533,7 +535,7 @@ impl WafTx {
     /// True when the engine wants the response body (access on, type inspected).
     pub fn wants_response_body(&self) -> bool {
         self.tx
-            .as_ref()
+            .as_deref()
             .is_some_and(Transaction::response_body_wanted)
     }
 
