@@ -16,8 +16,8 @@
 use std::time::Duration;
 
 /// How often each worker and inspection thread gives back the memory it freed. A
-/// forced collection visits the thread's pages once (tens of microseconds with CRS
-/// v4 loaded): once a second is far below the noise of a request's cost.
+/// forced collection walks the thread's allocator pages once and returns what is
+/// free with `madvise`; it runs between requests, never inside one.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
 /// Gives back to the system the memory the calling thread's allocator heap holds
