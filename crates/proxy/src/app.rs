@@ -265,6 +265,8 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         &cfg.server,
         rbl_limit,
     )?);
+    // The compiler's temporaries are freed; this thread now mostly waits.
+    crate::memory::collect();
     if let (Some(e), true) = (&dns_error, waf.has_rbl_rules()) {
         tracing::warn!("@rbl lookups are off: {e}");
     }
@@ -492,10 +494,15 @@ async fn serve(
         let shared = shared.clone();
         let mut stop = stop_rx.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            let mut tick = tokio::time::interval(crate::memory::INTERVAL);
             loop {
                 tokio::select! {
-                    _ = tick.tick() => shared.upstreams().reap_idle(),
+                    _ = tick.tick() => {
+                        shared.upstreams().reap_idle();
+                        // The workers give back their own (memory::collect_periodically).
+                        shared.inspector.release_memory();
+                        crate::memory::collect();
+                    }
                     () = crate::server::stopped(&mut stop) => return,
                 }
             }
@@ -635,6 +642,7 @@ async fn wait_for_stop(
                 let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
                     let cfg = Config::load(&path)?;
                     let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
+                    crate::memory::collect();
                     let access = load_access(&cfg)?;
                     let pools = upstreams
                         .reload(&cfg)

@@ -98,6 +98,12 @@ impl Inspector {
         })
     }
 
+    /// Has every pool thread give back the memory it freed ([`crate::memory::collect`]),
+    /// after the evaluations queued before; does not wait.
+    pub fn release_memory(&self) {
+        self.pool.spawn_broadcast(|_| crate::memory::collect());
+    }
+
     /// Whether an evaluation over `size` bytes of input runs inline.
     pub fn inline(&self, size: usize) -> bool {
         size <= self.inline_bytes

@@ -32,6 +32,7 @@ pub mod http1;
 pub mod inspect;
 pub mod keyed;
 pub mod logs;
+pub mod memory;
 pub mod metrics;
 pub mod ratelimit;
 pub mod server;

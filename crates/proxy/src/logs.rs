@@ -12,12 +12,12 @@
 //! the file after writing it and then resolves the [`Written`] the request waits on
 //! before its response goes out.
 
+use flume::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
@@ -89,7 +89,7 @@ impl Written {
 /// The request side of the log channel. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct LogSender {
-    tx: SyncSender<Msg>,
+    tx: Sender<Msg>,
     enabled: [bool; LOGS],
     drops: Arc<DropCounters>,
     reopen: Arc<AtomicBool>,
@@ -234,7 +234,7 @@ impl LogWriter {
             audit.is_some() || targets.audit_files,
             debug.is_some(),
         ];
-        let (tx, rx) = sync_channel(capacity);
+        let (tx, rx) = flume::bounded(capacity);
         let mut sinks = [
             Some(error),
             access.map(Sink::File),
@@ -341,8 +341,8 @@ fn writer_loop(
         }
         let msg = match next {
             Ok(x) => x,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
         };
         write_one(sinks, &mut failed, msg);
         // Drain what is queued, then flush once the channel is empty.

@@ -354,6 +354,8 @@ pub fn run_worker(
             ));
         }
         drop(alive);
+        // Dropped with the runtime's other tasks when the worker stops.
+        tokio::spawn(crate::memory::collect_periodically());
         stopped(&mut exit).await;
     });
     rt.shutdown_timeout(Duration::from_millis(500));

@@ -34,13 +34,13 @@ use engine::collections::{
     CollectionError, CollectionReader, NamedOp, RecordKey, RecordWrite, StoredRecord, VarOp,
     bytes_from_text, bytes_to_text,
 };
+use flume::TrySendError;
 use lmdb::{ReadView, WriteGate};
 use stats::Stats;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 use writer::{ImportItem, Msg, Writer};
 
@@ -197,13 +197,15 @@ impl From<(PathBuf, std::io::Error)> for StoreError {
     }
 }
 
-/// Capacity of the writer's queue, in messages (one per transaction that wrote).
+/// Capacity of the writer's queue, in messages (one per transaction that wrote). The
+/// queue takes memory only for the messages in it (a bounded `flume` channel), not
+/// for its capacity.
 const QUEUE: usize = 65_536;
 
 struct Inner {
     view: ReadView,
     stats: Arc<Stats>,
-    tx: SyncSender<Msg>,
+    tx: flume::Sender<Msg>,
     writer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     cfg: StoreConfig,
 }
@@ -325,7 +327,7 @@ impl Store {
         }
         let (view, gate): (ReadView, WriteGate) = lmdb::open(&cfg.path, cfg.map_size)?;
         let stats = Arc::new(Stats::default());
-        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let (tx, rx) = flume::bounded(QUEUE);
         let writer = Writer {
             gate,
             stats: stats.clone(),

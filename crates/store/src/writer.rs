@@ -8,12 +8,13 @@ use crate::lmdb::WriteGate;
 use crate::state::{self, Origin, RecState, Stamp, Touched};
 use crate::stats::Stats;
 use engine::collections::{RecordKey, RecordWrite, StoredRecord};
+use flume::{Receiver, RecvTimeoutError, TryRecvError};
 use heed::RwTxn;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 /// Most record writes one batch takes before it is committed early.
