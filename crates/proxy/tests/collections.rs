@@ -186,7 +186,21 @@ async fn ctx_set_blocks_a_running_proxy() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(status(listen).await, 200);
 
-    // Whole-record delete; then nothing is left to delete.
+    // Whole-record delete, once the three requests' counter writes are in the store
+    // (the proxy commits them after answering: a write still queued would bring the
+    // record back after the delete); then nothing is left to delete.
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while record(&dir, "IP", "127.0.0.1")
+        .and_then(|r| var(&r, "hits"))
+        .as_deref()
+        != Some("3")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the three hits never reached the store"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let out = ctx(&dir, &["del", "IP", "127.0.0.1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(record(&dir, "IP", "127.0.0.1").is_none());
