@@ -171,7 +171,13 @@ mod tests {
     #[test]
     fn utf8_lossy_is_the_standard_lossy_conversion() {
         let pieces: [&[u8]; 8] = [
-            b"abc", "é".as_bytes(), "€".as_bytes(), "😀".as_bytes(), b"\xff", b"\xc3", b"\xe2\x82",
+            b"abc",
+            "é".as_bytes(),
+            "€".as_bytes(),
+            "😀".as_bytes(),
+            b"\xff",
+            b"\xc3",
+            b"\xe2\x82",
             b"\xf0\x9f\x98",
         ];
         let mut rng = crate::body::fuzz::XorShift(0x5eed_cafe);

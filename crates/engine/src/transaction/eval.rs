@@ -526,7 +526,7 @@ fn scan_value(
     if cache.cells[row + quiet_cell] & quiet_bit != 0 {
         return true;
     }
-    let all = prefilter.raw.as_ref();
+    let all = prefilter.raw.as_ref().filter(|_| group.in_all);
     if group.multi {
         // Every form the rules inspect: the raw value first, which the set of all
         // patterns answers for; the other forms by the group's own set (answering
