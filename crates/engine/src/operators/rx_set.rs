@@ -46,7 +46,7 @@ use super::rx_factors::{required_factors, set_chance};
 
 /// Values longer than this run through the lazy DFA of every pattern instead of the
 /// gate (see [`RxSet::full`]).
-const FULL_SET_MIN_LEN: usize = 1024;
+pub(crate) const FULL_SET_MIN_LEN: usize = 1024;
 
 /// Patterns whose factors are likely enough in ordinary text (see
 /// [`set_chance`]) to occur in most values stay in the lazy DFA: checking them one
