@@ -332,6 +332,29 @@ SecRule ARGS "@rx ^%41BC$" "id:4,phase:2,pass,t:none,t:urlDecode,t:lowercase,mul
 }
 
 #[test]
+fn multi_match_forms_of_long_values_are_each_inspected() {
+    // Values over 1 KiB, whose long forms the prefilter answers through the set of all
+    // patterns per cache cell: the intermediate form alone matches rule 1, the last
+    // form rule 2, the raw value rule 4; rule 3 (not `multiMatch`) sees the last form.
+    let rs = ruleset(
+        r#"SecRule ARGS "@rx xABCx" "id:1,phase:2,pass,t:none,t:urlDecode,t:lowercase,multiMatch"
+SecRule ARGS "@rx xabcx" "id:2,phase:2,pass,t:none,t:urlDecode,t:lowercase,multiMatch"
+SecRule ARGS "@rx xABCx" "id:3,phase:2,pass,t:none,t:urlDecode,t:lowercase"
+SecRule ARGS "@rx x%41BCx" "id:4,phase:2,pass,t:none,t:urlDecode,t:lowercase,multiMatch""#,
+    );
+    let pad = "y".repeat(1500);
+    let ids = |v: &str| {
+        let (_, tx) = get(&rs, &format!("/?q={pad}{v}{pad}"));
+        tx.matched_rule_ids()
+    };
+    assert_eq!(ids("x%2541BCx"), vec![1, 2, 4]);
+    assert_eq!(ids("xABCx"), vec![1, 2]);
+    assert_eq!(ids("xabcx"), vec![2]);
+    assert_eq!(ids("x%252541BCx"), vec![4]);
+    assert_eq!(ids("xyzx"), Vec::<i64>::new());
+}
+
+#[test]
 fn lookups_without_a_resolver_or_database_warn_at_load() {
     let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
     b.add_text(

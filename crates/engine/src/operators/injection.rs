@@ -81,17 +81,84 @@ pub fn detect_xss(input: &[u8]) -> bool {
         && (libinjectionrs::detect_xss(input).is_injection() || event_prefix_xss(input))
 }
 
-/// A necessary condition for [`detect_xss`], checked in one vector pass before the five
-/// HTML contexts are tokenized: the value holds a `<` or a `=`.
+/// A necessary condition for [`detect_xss`], checked in one pass before the five
+/// HTML contexts are tokenized: the value holds a `<`, or a `=` after a run of bytes
+/// that may end in a suspicious attribute name.
 ///
 /// Why: libinjection reports XSS only on a doctype, a tag name, a comment, or an
 /// attribute value that directly follows a suspicious attribute name (the `on*` rule
 /// above included). Its HTML5 tokenizer reaches the first three only from the state it
 /// enters on `<`, and reaches an attribute value after a name only through `=` (the
-/// quoted contexts start inside a value, but no name precedes that one). Without
-/// either byte every context yields text, names and unnamed values only.
+/// quoted contexts start inside a value, but no name precedes that one). A name ends
+/// at white space (`\t \n \v \f \r` and space, the tokenizer's set), `/`, `=` or
+/// `>`, and only white space may stand between it and its `=`; so the name before a
+/// `=` is a suffix of the bytes between the last white space or `=` before it and the
+/// white space (and NULs) in front of it. (A name may start with `=`, but no such
+/// name is suspicious.) Names are compared ASCII case-insensitively with NULs
+/// skipped, so each such run, NULs removed, is checked for every suspicious name
+/// ending it, and for `on`, `xmlns` and `xlink` anywhere in it (the prefix rules).
+/// Each byte is looked at in at most one run: linear in the value's length.
 fn may_be_xss(input: &[u8]) -> bool {
-    memchr::memchr2(b'<', b'=', input).is_some()
+    if memchr::memchr(b'<', input).is_some() {
+        return true;
+    }
+    let white = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let mut start = 0;
+    for eq in memchr::memchr_iter(b'=', input) {
+        let mut end = eq;
+        while end > start && (white(input[end - 1]) || input[end - 1] == 0) {
+            end -= 1;
+        }
+        let mut begin = end;
+        while begin > start && !white(input[begin - 1]) && input[begin - 1] != b'=' {
+            begin -= 1;
+        }
+        if may_end_in_suspicious_name(&input[begin..end]) {
+            return true;
+        }
+        start = eq + 1;
+    }
+    false
+}
+
+/// Attribute names libinjection treats as suspicious by their whole name (upper case).
+const SUSPICIOUS_NAMES: [&[u8]; 20] = [
+    b"ACTION",
+    b"ATTRIBUTENAME",
+    b"BY",
+    b"BACKGROUND",
+    b"DATAFORMATAS",
+    b"DATASRC",
+    b"DYNSRC",
+    b"FILTER",
+    b"FORMACTION",
+    b"FOLDER",
+    b"FROM",
+    b"HANDLER",
+    b"HREF",
+    b"LOWSRC",
+    b"POSTER",
+    b"SRC",
+    b"STYLE",
+    b"TO",
+    b"VALUES",
+    b"XLINK:HREF",
+];
+
+/// Whether some suffix of `run` (NULs removed, ASCII case ignored) may be a suspicious
+/// attribute name: one of [`SUSPICIOUS_NAMES`], or a name starting with `on`, `xmlns`
+/// or `xlink` (tested as: the run holds one of them anywhere).
+fn may_end_in_suspicious_name(run: &[u8]) -> bool {
+    let name: Vec<u8> = run
+        .iter()
+        .filter(|&&b| b != 0)
+        .map(u8::to_ascii_uppercase)
+        .collect();
+    let holds = |p: &[u8]| name.windows(p.len()).any(|w| w == p);
+    holds(b"ON")
+        || holds(b"XMLNS")
+        || holds(b"XLINK")
+        || SUSPICIOUS_NAMES.iter().any(|n| name.ends_with(n))
 }
 
 /// What the last attribute name makes of the next attribute value.
@@ -369,6 +436,73 @@ mod tests {
         }
         assert!(may_be_xss(b"\" onload=x"));
         assert!(may_be_xss(b"<svg"));
+    }
+
+    /// [`may_be_xss`] against the full detection on values with `=` (and no `<`):
+    /// every value the crate or the `on*` walk reports as XSS passes the pre-check.
+    /// Values mix suspicious names (in both cases, cut by NULs, with white space before
+    /// the `=`), ordinary names, quotes, slashes and URLs, so that both answers occur.
+    #[test]
+    fn values_with_equals_that_are_xss_pass_the_pre_check() {
+        let pieces: [&[u8]; 28] = [
+            b"=",
+            b"=",
+            b" ",
+            b"\t",
+            b"\x0b",
+            b"\0",
+            b"\"",
+            b"'",
+            b"`",
+            b"/",
+            b">",
+            b"on",
+            b"ONload",
+            b"onmouseover8",
+            b"oN\0error",
+            b"style",
+            b"sTyLe",
+            b"s\0rc",
+            b"href",
+            b"xmlns:x",
+            b"xlink:href",
+            b"attributeName",
+            b"values",
+            b"javascript:alert(1)",
+            b"vbscript:x",
+            b"x",
+            b"1",
+            b"a",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x7a11_5eed);
+        let (mut flagged, mut passed) = (0, 0);
+        for _ in 0..60_000 {
+            let mut value = Vec::new();
+            for _ in 0..rng.below(10) {
+                if rng.below(6) == 0 {
+                    let b = rng.next() as u8;
+                    if b != b'<' {
+                        value.push(b);
+                    }
+                } else {
+                    value.extend_from_slice(pieces[rng.below(pieces.len())]);
+                }
+            }
+            let xss = libinjectionrs::detect_xss(&value).is_injection() || event_prefix_xss(&value);
+            if xss {
+                flagged += 1;
+                assert!(may_be_xss(&value), "{:?}", String::from_utf8_lossy(&value));
+            } else if !may_be_xss(&value) {
+                passed += 1;
+            }
+        }
+        // Both kinds occur: the pre-check is tested on XSS and rules values out.
+        assert!(flagged > 1_000 && passed > 1_000, "{flagged} {passed}");
+        assert!(!may_be_xss(
+            b"' or 1=1 union select 1 from dual where 'a' like '"
+        ));
+        assert!(may_be_xss(b"x onclick=1"));
+        assert!(may_be_xss(b"x STY\0LE = 1"));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! skipped. Other lines are phrases byte for byte (leading and trailing spaces kept).
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex_automata::util::pool::Pool;
 use std::sync::Arc;
 
 use super::Captures;
@@ -59,9 +60,15 @@ pub(crate) fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, Strin
 /// The pass walks a contiguous Aho-Corasick NFA itself instead of iterating over the
 /// overlapping matches: that iterator stops at every match, once per phrase ending
 /// there, which on attack payloads (a phrase every few bytes) cost more than the walk.
-/// Here a match state adds its phrases' lists when it is entered, skipped when the
-/// walk stays in it, and the walk ends once every list is found. (A DFA of the CRS v4
-/// union exceeds 16 MiB, and building one only to drop it slowed loading.)
+/// Here a match state adds its phrases' lists when it is entered, and the walk ends
+/// once every list is found. (A DFA of the CRS v4 union exceeds 16 MiB, and building
+/// one only to drop it slowed loading.)
+///
+/// On long values the NFA's transitions (which follow failure links, about 35
+/// instructions a byte) are remembered as they are taken: a per-thread table of rows,
+/// one per NFA state met, one column per byte class, filled on first use (a lazily
+/// built DFA, bounded: when it is full it is emptied and refilled). The answer is the
+/// NFA walk's, since every transition in the table is one the NFA gave.
 #[derive(Debug, Clone)]
 pub(crate) struct PhraseLists {
     nfa: aho_corasick::nfa::contiguous::NFA,
@@ -69,12 +76,75 @@ pub(crate) struct PhraseLists {
     lists_of: Vec<u64>,
     /// Every list's bit.
     every: u64,
+    /// Byte to column of the table: bytes that occur in no phrase (in either case)
+    /// share column 0, since no state has a transition of its own on them; a letter
+    /// and its other case share one, as the matching ignores ASCII case.
+    classes: Arc<[u8; 256]>,
+    /// Columns of a row: the number of byte classes, rounded up to a power of two.
+    width: usize,
+    /// `width`'s logarithm.
+    shift: u32,
+    /// The per-thread tables.
+    rows: Arc<Pool<Rows, RowsFn>>,
+    /// Most rows a table holds before it is emptied.
+    max_rows: usize,
 }
+
+type RowsFn =
+    Box<dyn Fn() -> Rows + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
+
+/// Values at least this long take the table; shorter ones walk the NFA (the table's
+/// per-call cost is not repaid on a few bytes).
+const ROWS_MIN_LEN: usize = 256;
+
+/// Default bound on a table's rows (with CRS v4's 50-odd columns, about 1 MiB).
+const MAX_ROWS: usize = 4096;
+
+/// In [`Rows::next`]: a transition not taken yet (it has [`MATCH`] set, so the walk
+/// tests one bit for both).
+const UNKNOWN: u32 = u32::MAX;
+
+/// One thread's table of transitions taken (see [`PhraseLists`]). Rows are
+/// `width` columns wide, a power of two, and named by their offset in [`Rows::next`]
+/// (row number times `width`).
+#[derive(Debug, Default)]
+struct Rows {
+    /// NFA state to its row's offset.
+    of_state: rustc_hash::FxHashMap<u32, u32>,
+    /// Per row: its NFA state.
+    state: Vec<aho_corasick::automaton::StateID>,
+    /// Per row: the lists of the phrases its state matches (0 for other states).
+    lists: Vec<u64>,
+    /// Per row, `width` columns: the next row's offset, with [`MATCH`] set when that
+    /// row's state is a match state; or [`UNKNOWN`].
+    next: Vec<u32>,
+}
+
+impl Rows {
+    fn clear(&mut self) {
+        self.of_state.clear();
+        self.state.clear();
+        self.lists.clear();
+        self.next.clear();
+    }
+}
+
+/// In [`Rows::next`]: the target row's state is a match state.
+const MATCH: u32 = 1 << 31;
 
 impl PhraseLists {
     /// The matcher of `phrases`, the `i`-th of which belongs to the lists of bit mask
     /// `lists_of[i]`; the error is a human-readable reason.
     pub(crate) fn new(phrases: &[Vec<u8>], lists_of: Vec<u64>) -> Result<PhraseLists, String> {
+        PhraseLists::with_max_rows(phrases, lists_of, MAX_ROWS)
+    }
+
+    /// As [`PhraseLists::new`], with tables of at most `max_rows` rows.
+    fn with_max_rows(
+        phrases: &[Vec<u8>],
+        lists_of: Vec<u64>,
+        max_rows: usize,
+    ) -> Result<PhraseLists, String> {
         let nfa = aho_corasick::nfa::contiguous::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -82,15 +152,43 @@ impl PhraseLists {
             .build(phrases)
             .map_err(|e| format!("cannot build the phrase matcher: {e}"))?;
         let every = lists_of.iter().fold(0, |a, b| a | b);
+        let mut classes = [0u8; 256];
+        let mut width = 1usize;
+        for b in phrases.iter().flatten().map(u8::to_ascii_lowercase) {
+            if classes[b as usize] == 0 {
+                if width > usize::from(u8::MAX) {
+                    return Err("too many distinct bytes in the phrases".into());
+                }
+                classes[b as usize] = width as u8;
+                classes[b.to_ascii_uppercase() as usize] = width as u8;
+                width += 1;
+            }
+        }
+        let make: RowsFn = Box::new(Rows::default);
+        let width = width.next_power_of_two();
         Ok(PhraseLists {
             nfa,
             lists_of,
             every,
+            classes: Arc::new(classes),
+            shift: width.trailing_zeros(),
+            width,
+            rows: Arc::new(Pool::new(make)),
+            max_rows: max_rows.max(1),
         })
     }
 
     /// The lists (bit `i` for list `i`) that have a phrase in `input`.
     pub(crate) fn lists_in(&self, input: &[u8]) -> u64 {
+        if input.len() >= ROWS_MIN_LEN {
+            self.lists_by_rows(input)
+        } else {
+            self.lists_by_nfa(input)
+        }
+    }
+
+    /// [`PhraseLists::lists_in`] by the NFA alone.
+    fn lists_by_nfa(&self, input: &[u8]) -> u64 {
         use aho_corasick::Anchored;
         use aho_corasick::automaton::Automaton;
         let nfa = &self.nfa;
@@ -103,14 +201,86 @@ impl PhraseLists {
         for &b in input {
             sid = nfa.next_state(Anchored::No, sid, b);
             if sid != last && nfa.is_special(sid) && nfa.is_match(sid) {
-                for i in 0..nfa.match_len(sid) {
-                    found |= self.lists_of[nfa.match_pattern(sid, i).as_usize()];
-                }
+                found |= self.state_lists(sid);
                 if found == self.every {
                     break;
                 }
             }
             last = sid;
+        }
+        found
+    }
+
+    /// The lists of the phrases NFA state `sid` matches (0 for a state that is not a
+    /// match state).
+    fn state_lists(&self, sid: aho_corasick::automaton::StateID) -> u64 {
+        use aho_corasick::automaton::Automaton;
+        let nfa = &self.nfa;
+        if !(nfa.is_special(sid) && nfa.is_match(sid)) {
+            return 0;
+        }
+        (0..nfa.match_len(sid)).fold(0, |a, i| {
+            a | self.lists_of[nfa.match_pattern(sid, i).as_usize()]
+        })
+    }
+
+    /// The offset of NFA state `sid`'s row, with [`MATCH`] set for a match state;
+    /// the row is added when new.
+    fn row_of(&self, rows: &mut Rows, sid: aho_corasick::automaton::StateID) -> u32 {
+        if let Some(&r) = rows.of_state.get(&sid.as_u32()) {
+            return r;
+        }
+        let lists = self.state_lists(sid);
+        let r = rows.next.len() as u32 | if lists != 0 { MATCH } else { 0 };
+        rows.of_state.insert(sid.as_u32(), r);
+        rows.state.push(sid);
+        rows.lists.push(lists);
+        rows.next.resize(rows.next.len() + self.width, UNKNOWN);
+        r
+    }
+
+    /// [`PhraseLists::lists_in`] through this thread's table of transitions.
+    fn lists_by_rows(&self, input: &[u8]) -> u64 {
+        use aho_corasick::Anchored;
+        use aho_corasick::automaton::Automaton;
+        let nfa = &self.nfa;
+        let Ok(start) = nfa.start_state(Anchored::No) else {
+            return self.every;
+        };
+        let mut rows = self.rows.get();
+        let rows = &mut *rows;
+        if rows.state.len() >= self.max_rows {
+            rows.clear();
+        }
+        // The walk's row offset; the start state matches nothing (no empty phrases).
+        let mut at = self.row_of(rows, start) & !MATCH;
+        let mut found = 0;
+        for &b in input {
+            let col = self.classes[b as usize] as usize;
+            let mut next = rows.next[at as usize + col];
+            if next & MATCH != 0 {
+                if next == UNKNOWN {
+                    let row = (at >> self.shift) as usize;
+                    let sid = nfa.next_state(Anchored::No, rows.state[row], b);
+                    if rows.state.len() >= self.max_rows
+                        && !rows.of_state.contains_key(&sid.as_u32())
+                    {
+                        // Full: start again with only the state the walk is in.
+                        rows.clear();
+                        next = self.row_of(rows, sid);
+                    } else {
+                        next = self.row_of(rows, sid);
+                        rows.next[at as usize + col] = next;
+                    }
+                }
+                if next & MATCH != 0 {
+                    found |= rows.lists[((next & !MATCH) >> self.shift) as usize];
+                    if found == self.every {
+                        break;
+                    }
+                }
+            }
+            at = next & !MATCH;
         }
         found
     }
@@ -298,6 +468,65 @@ mod tests {
                 a | (u64::from(pm.matches(&input, None)) << i)
             });
             assert_eq!(union.lists_in(&input), expect, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn the_table_of_transitions_answers_as_the_nfa() {
+        // Lists over a small alphabet with shared prefixes and suffixes, matched on
+        // long generated values (which take the table), with the default bound and
+        // with tables of 2 and 7 rows (emptied again and again within one value).
+        let lists: [&[&[u8]]; 5] = [
+            &[b"cat", b"etc/passwd", b"/bin/sh"],
+            &[b"At", b"tC/", b"\xff\x00"],
+            &[b"zz", b"CAT", b"catz"],
+            &[b"/e", b"-e "],
+            &[b"passwd|", b"s;", b"$("],
+        ];
+        let mut phrases: Vec<Vec<u8>> = Vec::new();
+        let mut lists_of: Vec<u64> = Vec::new();
+        for (i, list) in lists.iter().enumerate() {
+            for p in list.iter() {
+                match phrases.iter().position(|q| q == p) {
+                    Some(k) => lists_of[k] |= 1 << i,
+                    None => {
+                        phrases.push(p.to_vec());
+                        lists_of.push(1 << i);
+                    }
+                }
+            }
+        }
+        let pms: Vec<Pm> = lists
+            .iter()
+            .map(|l| Pm::new(l.iter().map(|p| p.to_vec()).collect()).expect("pm"))
+            .collect();
+        let unions: Vec<PhraseLists> = [MAX_ROWS, 2, 7]
+            .iter()
+            .map(|&n| PhraseLists::with_max_rows(&phrases, lists_of.clone(), n).expect("union"))
+            .collect();
+        let pieces: &[&[u8]] = &[
+            b"c", b"a", b"T", b"/", b"e", b"tc/", b"passw", b"d|", b"s", b";", b"$", b"(", b"-",
+            b" ", b"z", b"\xff", b"\x00", b"x", b"/bin/", b"CA",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x0dd_ba11);
+        for round in 0..3_000 {
+            let mut input = Vec::new();
+            let len = ROWS_MIN_LEN + rng.below(600);
+            while input.len() < len {
+                input.extend_from_slice(pieces[rng.below(pieces.len())]);
+            }
+            // Some values with a phrase only at the very end.
+            if round % 5 == 0 {
+                input.extend_from_slice(lists[round % lists.len()][0]);
+            }
+            let expect = pms.iter().enumerate().fold(0u64, |a, (i, pm)| {
+                a | (u64::from(pm.matches(&input, None)) << i)
+            });
+            for u in &unions {
+                assert_eq!(u.lists_by_nfa(&input), expect, "{input:?}");
+                assert_eq!(u.lists_by_rows(&input), expect, "{input:?}");
+                assert_eq!(u.lists_in(&input), expect, "{input:?}");
+            }
         }
     }
 

@@ -46,7 +46,7 @@ use super::rx_factors::{required_factors, set_chance};
 
 /// Values longer than this run through the lazy DFA of every pattern instead of the
 /// gate (see [`RxSet::full`]).
-const FULL_SET_MIN_LEN: usize = 1024;
+pub(crate) const FULL_SET_MIN_LEN: usize = 1024;
 
 /// Patterns whose factors are likely enough in ordinary text (see
 /// [`set_chance`]) to occur in most values stay in the lazy DFA: checking them one
@@ -746,11 +746,27 @@ fn which_patterns(
     cache.search_start(0);
     let mut at = 0;
     while at < haystack.len() {
-        sid = match dfa.next_state(cache, sid, haystack[at]) {
-            Ok(s) => s,
-            Err(_) => {
-                cache.search_finish(at);
-                return None;
+        let b = haystack[at];
+        // From an untagged state the transition is one table read; only a transition
+        // not computed yet (or one from a tagged state) goes through `next_state`,
+        // with the search's progress reported first, as the library's own forward
+        // search does (the cache's give-up rule reads it when it clears).
+        let known = if sid.is_tagged() {
+            None
+        } else {
+            Some(dfa.next_state_untagged(cache, sid, b)).filter(|n| !n.is_unknown())
+        };
+        sid = match known {
+            Some(n) => n,
+            None => {
+                cache.search_update(at);
+                match dfa.next_state(cache, sid, b) {
+                    Ok(s) => s,
+                    Err(_) => {
+                        cache.search_finish(at);
+                        return None;
+                    }
+                }
             }
         };
         at += 1;
@@ -766,8 +782,8 @@ fn which_patterns(
                 return None;
             }
         }
-        cache.search_update(at);
     }
+    cache.search_update(at);
     cache.search_finish(at);
     if at == haystack.len() {
         sid = dfa.next_eoi_state(cache, sid).ok()?;

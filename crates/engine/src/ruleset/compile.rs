@@ -856,7 +856,7 @@ impl RulesetBuilder {
             }
         }
         let reached = super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
-        let mut prefilter = super::prefilter::Prefilter::build(&mut phases);
+        let mut prefilter = super::prefilter::Prefilter::build(&mut phases, &reached);
         prefilter.set_eager(&phases, &reached);
         let mut chain_nodes = vec![
             super::ChainNode {

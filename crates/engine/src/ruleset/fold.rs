@@ -630,6 +630,45 @@ SecRule ARGS:n "@rx ^(\w+)$" "id:6,phase:1,pass,nolog,capture,setvar:'tx.other_%
     }
 
     #[test]
+    fn only_reached_rules_join_the_shared_prefilter_and_phrase_union() {
+        // 30 and 31 are reached; 32 and 33 sit behind a check that always skips them
+        // (detect is 1), so they run only when the folds are off (`off=1` removes the
+        // setup rules: detect stays unset, the check does not skip).
+        let remove =
+            r#"SecRule ARGS:off "@streq 1" "id:4,phase:1,pass,nolog,ctl:ruleRemoveById=1-3""#;
+        let rules = r#"
+SecRule ARGS "@rx attack[0-9]" "id:30,phase:1,deny,status:403"
+SecRule ARGS "@pm needle" "id:31,phase:1,deny,status:404"
+SecRule TX:DETECT "@lt 2" "id:12,phase:1,pass,nolog,skipAfter:END-1"
+SecRule ARGS "@rx paranoid[0-9]" "id:32,phase:1,deny,status:406"
+SecRule ARGS "@pm haystack" "id:33,phase:1,deny,status:407"
+SecMarker END-1
+"#;
+        let rs = build(&format!("SecRuleEngine On\n{remove}\n{SETUP}{rules}"));
+        let group = |id: i64| {
+            let slot = rs.rule_by_id(id).unwrap().prefilter.expect("in a group");
+            &rs.prefilter.groups[slot.group as usize]
+        };
+        assert!(group(30).in_all);
+        assert!(!group(32).in_all);
+        assert!(rs.rule_by_id(31).unwrap().pm_list.is_some());
+        assert_eq!(rs.rule_by_id(33).unwrap().pm_list, None);
+        // Short values and values over 1 KiB (which take the shared lazy DFAs).
+        let long = "x".repeat(3000);
+        for pad in ["", long.as_str()] {
+            let q = |a: &str| format!("/?a={pad}{a}{pad}");
+            assert_eq!(status(&rs, &q("attack1")), Some(403));
+            assert_eq!(status(&rs, &q("needle")), Some(404));
+            assert_eq!(status(&rs, &q("paranoid1")), None);
+            assert_eq!(status(&rs, &q("haystack")), None);
+            assert_eq!(status(&rs, &format!("{}&off=1", q("paranoid1"))), Some(406));
+            assert_eq!(status(&rs, &format!("{}&off=1", q("haystack"))), Some(407));
+            assert_eq!(status(&rs, &format!("{}&off=1", q("attack1"))), Some(403));
+            assert_eq!(status(&rs, &format!("{}&off=1", q("quiet"))), None);
+        }
+    }
+
+    #[test]
     fn a_skipped_writer_makes_the_value_unknown() {
         // A request-dependent skip over the writer: detect may be unset or 1.
         let skip = r#"SecRule ARGS:s "@streq 1" "id:4,phase:1,pass,nolog,skipAfter:AFTER-SETUP""#;

@@ -53,9 +53,15 @@ pub struct Group {
     /// Every variable a rule of the group inspects.
     pub vars: Vec<Var>,
     /// For each of the group's patterns, its index in [`Prefilter::raw`] (the set of
-    /// all patterns): one run of that set over a value answers for every group that
-    /// inspects the same bytes.
+    /// all patterns) when [`Group::in_all`], else in the set of the other groups'
+    /// patterns whose lazy DFA it shares for long values: one run of the set of all
+    /// patterns over a value answers for every group that inspects the same bytes.
     pub all_index: Vec<u32>,
+    /// The group's rules are reached by the load-time flow ([`crate::ruleset::fold`]),
+    /// and its patterns are in [`Prefilter::raw`], which answers for it. The other
+    /// groups' rules run only when the folds are off for a transaction; they scan with
+    /// their own sets.
+    pub in_all: bool,
 }
 
 /// The compiled groups.
@@ -63,14 +69,18 @@ pub struct Group {
 pub struct Prefilter {
     /// Groups, indexed by [`Slot::group`].
     pub groups: Vec<Group>,
-    /// Every group's patterns in one set. Run on a value (raw or transformed), it
-    /// answers for every group that would scan the same bytes: a value that matches
-    /// none of its patterns is quiet for all of them, and otherwise the patterns it
-    /// matches, found in one pass, are each group's answer. `None` when there are no
-    /// groups or the set does not compile.
+    /// The patterns of every group the load-time flow reaches ([`Group::in_all`]) in
+    /// one set. Run on a value (raw or transformed), it answers for every such group
+    /// that would scan the same bytes: a value that matches none of its patterns is
+    /// quiet for all of them, and otherwise the patterns it matches, found in one pass,
+    /// are each group's answer. Patterns of rules the flow does not reach (at PL1, those
+    /// of the PL2-4 sections) are left out, so that a long value does not pay, in every
+    /// form, for patterns whose rules do not run. `None` when there are no such groups
+    /// or the set does not compile.
     pub raw: Option<RxSet>,
-    /// Every `@pm` phrase list in one automaton (`None` without lists, or with more
-    /// than [`PmUnion::MAX_LISTS`]).
+    /// Every `@pm` phrase list of the rules the load-time flow reaches in one
+    /// automaton (`None` without lists, or with more than [`PmUnion::MAX_LISTS`]);
+    /// the other `@pm` rules run their own lists.
     pub pm: Option<PmUnion>,
     /// Per phase (index 0 is phase 1), the groups of the rules the load-time flow
     /// reaches ([`crate::ruleset::fold`]), computed together on the first need.
@@ -109,10 +119,11 @@ impl PmUnion {
 
     /// Gives each static `@pm` rule link its list's index and builds the union;
     /// `None` (and no rule marked) when there are none or too many lists.
-    fn build(phases: &mut [Vec<Entry>; 5]) -> Option<PmUnion> {
+    fn build(phases: &mut [Vec<Entry>; 5], reached: &[Vec<bool>; 5]) -> Option<PmUnion> {
         let mut lists: Vec<Arc<[Vec<u8>]>> = Vec::new();
-        each_link(phases, &mut |r: &mut Rule| {
+        each_link_reached(phases, reached, &mut |r: &mut Rule, reached: bool| {
             r.pm_list = match &r.operator {
+                RuleOperator::Static(_) if !reached => None,
                 RuleOperator::Static(op) => match op.as_ref() {
                     Operator::Pm { pm, .. } => {
                         let phrases = pm.shared_phrases();
@@ -243,18 +254,21 @@ struct Building {
     prefix_ids: Vec<u32>,
     multi: bool,
     vars: Vec<Var>,
+    reached: bool,
 }
 
 impl Prefilter {
-    /// Groups the eligible `@rx` rules of every phase and gives each its slot.
-    pub(crate) fn build(phases: &mut [Vec<Entry>; 5]) -> Prefilter {
+    /// Groups the eligible `@rx` rules of every phase and gives each its slot;
+    /// `reached` (per phase, per entry) marks the rules the load-time flow reaches,
+    /// whose groups are kept apart from the others'.
+    pub(crate) fn build(phases: &mut [Vec<Entry>; 5], reached: &[Vec<bool>; 5]) -> Prefilter {
         let mut building: Vec<Building> = Vec::new();
-        let mut by_key: HashMap<(Option<u32>, bool), usize> = HashMap::new();
-        each_link(phases, &mut |r: &mut Rule| {
+        let mut by_key: HashMap<(Option<u32>, bool, bool), usize> = HashMap::new();
+        each_link_reached(phases, reached, &mut |r: &mut Rule, reached: bool| {
             let Some(pattern) = eligible(r).cloned() else {
                 return;
             };
-            let key = (r.prefix_ids.last().copied(), r.multi_match);
+            let key = (r.prefix_ids.last().copied(), r.multi_match, reached);
             let g = *by_key.entry(key).or_insert_with(|| {
                 building.push(Building {
                     patterns: Vec::new(),
@@ -262,6 +276,7 @@ impl Prefilter {
                     prefix_ids: r.prefix_ids.clone(),
                     multi: r.multi_match,
                     vars: Vec::new(),
+                    reached,
                 });
                 building.len() - 1
             });
@@ -292,36 +307,44 @@ impl Prefilter {
         let mut groups = Vec::new();
         let mut final_index: Vec<Option<u32>> = Vec::new();
         let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, k.0)).collect();
-        let mut all: Vec<Rx> = Vec::new();
-        let mut all_pos: HashMap<String, u32> = HashMap::new();
+        // The patterns of the reached groups, and apart those of the others (only for
+        // their long values: one lazy DFA shared by them all).
+        let mut all: [Vec<Rx>; 2] = Default::default();
+        let mut all_pos: [HashMap<String, u32>; 2] = Default::default();
         for b in &building {
+            let k = usize::from(!b.reached);
             for p in &b.patterns {
-                if !all_pos.contains_key(p.pattern()) {
-                    all_pos.insert(p.pattern().to_string(), all.len() as u32);
-                    all.push(p.clone());
+                if !all_pos[k].contains_key(p.pattern()) {
+                    all_pos[k].insert(p.pattern().to_string(), all[k].len() as u32);
+                    all[k].push(p.clone());
                 }
             }
         }
-        let raw = if all.is_empty() {
-            None
-        } else {
-            RxSet::from_rxs(&all).ok()
-        };
+        let [raw, others] = all.map(|a| {
+            if a.is_empty() {
+                None
+            } else {
+                RxSet::from_rxs(&a).ok()
+            }
+        });
         for (g, b) in building.into_iter().enumerate() {
+            let k = usize::from(!b.reached);
             let all_index: Vec<u32> = b
                 .patterns
                 .iter()
-                .map(|p| all_pos.get(p.pattern()).copied().unwrap_or(0))
+                .map(|p| all_pos[k].get(p.pattern()).copied().unwrap_or(0))
                 .collect();
-            // Long values run the set of all patterns' lazy DFA (one, shared).
-            let set = match &raw {
-                Some(raw) => RxSet::from_rxs_sharing(&b.patterns, raw, &all_index),
+            let shared = if b.reached { &raw } else { &others };
+            // Long values run the lazy DFA of all patterns (one, shared).
+            let set = match shared {
+                Some(shared) => RxSet::from_rxs_sharing(&b.patterns, shared, &all_index),
                 None => RxSet::from_rxs(&b.patterns),
             };
             match set {
                 Ok(set) => {
                     final_index.push(Some(groups.len() as u32));
                     groups.push(Group {
+                        in_all: b.reached && raw.is_some(),
                         all_index,
                         set,
                         transforms: b.transforms,
@@ -347,7 +370,7 @@ impl Prefilter {
                 }
             }
         });
-        let pm = PmUnion::build(phases);
+        let pm = PmUnion::build(phases, reached);
         Prefilter {
             groups,
             raw,
@@ -436,6 +459,28 @@ impl Union {
         self.hits
             .as_ref()
             .is_some_and(|h| PatternID::new(index as usize).is_ok_and(|p| h.contains(p)))
+    }
+}
+
+/// Calls `f` on every rule link of every phase, with whether the load-time flow
+/// reaches its rule (`reached`, per phase and entry; an entry without a flag counts as
+/// reached).
+fn each_link_reached(
+    phases: &mut [Vec<Entry>; 5],
+    reached: &[Vec<bool>; 5],
+    f: &mut dyn FnMut(&mut Rule, bool),
+) {
+    for (phase, flags) in phases.iter_mut().zip(reached) {
+        for (i, e) in phase.iter_mut().enumerate() {
+            if let Entry::Rule(r) = e {
+                let on = flags.get(i).copied().unwrap_or(true);
+                let mut link = Some(r.as_mut());
+                while let Some(l) = link {
+                    f(l, on);
+                    link = l.chain.as_deref_mut();
+                }
+            }
+        }
     }
 }
 

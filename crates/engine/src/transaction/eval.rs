@@ -10,7 +10,7 @@ use crate::intervention::{Intervention, InterventionKind};
 use crate::log::MatchRecord;
 use crate::lookups::TxLookups;
 use crate::macros::MacroContext;
-use crate::operators::rx_set::RxSet;
+use crate::operators::rx_set::{FULL_SET_MIN_LEN, RxSet};
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::ruleset::ChainNode;
@@ -526,7 +526,7 @@ fn scan_value(
     if cache.cells[row + quiet_cell] & quiet_bit != 0 {
         return true;
     }
-    let all = prefilter.raw.as_ref();
+    let all = prefilter.raw.as_ref().filter(|_| group.in_all);
     if group.multi {
         // Every form the rules inspect: the raw value first, which the set of all
         // patterns answers for; the other forms by the group's own set (answering
@@ -546,13 +546,45 @@ fn scan_value(
                 Answer::GaveUp => {}
             }
         }
-        let (ts, ids) = (&group.transforms, &group.prefix_ids);
-        for_each_form(cache, nodes, ts, ids, v, |input| {
-            if std::mem::take(&mut skip_raw) {
-                return;
+        if !skip_raw {
+            any |= union.add(&group.set, &v.value);
+        }
+        // The other forms, each once: a long one (which the group's set would run
+        // through the lazy DFA of every pattern, the set of all patterns' own) is
+        // answered by the set of all patterns per cache cell, shared with every group
+        // that reads the same cell; a short one by the group's own set.
+        let raw: &[u8] = &v.value;
+        let mut last = 1;
+        for &node in &group.prefix_ids {
+            let (cell, _) = form(cache, nodes, row, Some(node), raw);
+            if cell == last {
+                continue;
             }
-            any |= union.add(&group.set, input);
-        });
+            let bytes = |c: u32| -> &[u8] {
+                match c {
+                    1 => raw,
+                    k => &cache.forms[(k - 2) as usize].0,
+                }
+            };
+            let (same, len) = (bytes(cell) == bytes(last), bytes(cell).len());
+            last = cell;
+            if same {
+                continue;
+            }
+            if let Some(all) = all.filter(|_| len > FULL_SET_MIN_LEN) {
+                match all_answer(cache, row, raw_cell, cell, all, raw) {
+                    Answer::Quiet => continue,
+                    Answer::Hits => {
+                        if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, cell)) {
+                            any |= union.add_from(group.set.len(), &group.all_index, h);
+                            continue;
+                        }
+                    }
+                    Answer::GaveUp => {}
+                }
+            }
+            any |= union.add(&group.set, &cached_input(cache, cell, raw));
+        }
         if !any {
             cache.cells[row + quiet_cell] |= quiet_bit;
         }
@@ -1545,8 +1577,8 @@ impl Transaction {
             accuracy: rule.meta.accuracy,
             operator: rule.operator_text.clone(),
             negated: rule.negated,
-            var_name: String::from_utf8_lossy(&self.state.matched_var_name).into_owned(),
-            var_value: String::from_utf8_lossy(&self.state.matched_var).into_owned(),
+            var_name: crate::macros::utf8_lossy(Cow::Borrowed(&self.state.matched_var_name)),
+            var_value: crate::macros::utf8_lossy(Cow::Borrowed(&self.state.matched_var)),
             log,
             auditlog,
             denied_with,
