@@ -3,7 +3,7 @@
 adds to the proxy's own cost, in the one figure this shared machine cannot blur.
 
     python3 bench/proxy_instr.py [--requests 3000] [--warmup 300] [--keys 1000]
-                                 [--out-md FILE] [--smoke]
+                                 [--out-md FILE] [--keep-dumps DIR] [--smoke]
 
 The release `palisade` runs under `valgrind --tool=callgrind` with instrumentation off;
 a client on one keep-alive connection sends the warm-up requests (which also make
@@ -134,6 +134,11 @@ def measure(args, work, backend_port, label, key, values):
         if not dumps:
             raise RuntimeError(f"proxy_instr: ({label}) callgrind wrote no dump")
         total = totals(os.path.join(work, dumps[-1]))
+        if args.keep_dumps:
+            os.makedirs(args.keep_dumps, exist_ok=True)
+            slug = "".join(c if c.isalnum() else "-" for c in label).strip("-")
+            shutil.copy(os.path.join(work, dumps[-1]),
+                        os.path.join(args.keep_dumps, f"callgrind.{slug}.out"))
     finally:
         proc.stop(timeout=30)
     if bad:
@@ -169,6 +174,8 @@ def main():
     ap.add_argument("--palisade", default=os.path.join(R.REPO, "target", "release", "palisade"))
     ap.add_argument("--albedo", default=os.path.join(R.REPO, "target", "release", "albedo"))
     ap.add_argument("--out-md", default=None)
+    ap.add_argument("--keep-dumps", default=None, metavar="DIR",
+                    help="keep each series' callgrind dump in DIR (for callgrind_annotate)")
     args = ap.parse_args()
     if args.smoke:
         args.requests, args.warmup, args.keys = 200, 50, 100

@@ -8,8 +8,11 @@
 //! (papaya) and a lock that only inserting a new key and sweeping take: a request of
 //! a key already tracked reads the map and updates its bucket with atomics, so
 //! workers on different keys share no written cache line and workers on one key
-//! share only its bucket. Keys are hashed with a per-process random SipHash key, so a
-//! client cannot choose keys that collide. Each shard holds at most `max_keys / 64`
+//! share only its bucket. Keys are hashed with per-process random secrets, so a
+//! client cannot choose keys that collide: a key of at most 7 bytes (a
+//! client's IPv4 address is 5) is packed into a word and put through a keyed
+//! permutation, so no two such keys can share a bucket at all; a longer key takes a
+//! SipHash with a random key. Each shard holds at most `max_keys / 64`
 //! keys: a full shard first forgets its idle keys (the caller's [`Slot`] says which:
 //! those whose state is back to what a new key gets, so forgetting them changes
 //! nothing), at most once per millisecond; a key that still finds no room gets the
@@ -160,14 +163,24 @@ impl KeyPart {
     {
         match self {
             KeyPart::Header(name) => headers
-                .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+                .find(|(n, _)| eq_lowercase(n, name.as_bytes()))
                 .map(|(_, v)| v),
             KeyPart::Cookie(name) => headers
-                .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
+                .filter(|(n, _)| eq_lowercase(n, b"cookie"))
                 .find_map(|(_, v)| cookie_value(v, name)),
             _ => None,
         }
     }
+}
+
+/// Whether `name` equals `lower`, which is in lowercase, ignoring ASCII case: a byte
+/// matches when it is the same, or when `lower`'s is a letter and setting the case
+/// bit of `name`'s makes it the same (then `name`'s is that letter in uppercase).
+fn eq_lowercase(name: &[u8], lower: &[u8]) -> bool {
+    name.len() == lower.len()
+        && name.iter().zip(lower).fold(true, |same, (&a, &b)| {
+            same & (a == b || ((a | 0x20) == b && b.is_ascii_lowercase()))
+        })
 }
 
 /// A request's key as bytes (see [`request_key`]): kept on the stack up to 64 bytes.
@@ -228,7 +241,7 @@ pub fn nanos_since(epoch: std::time::Instant, now: std::time::Instant) -> u64 {
 
 /// The path of a request target: the part before the query.
 pub fn path_of(uri: &[u8]) -> &[u8] {
-    uri.split(|&b| b == b'?').next().unwrap_or(uri)
+    memchr::memchr(b'?', uri).map_or(uri, |end| &uri[..end])
 }
 
 /// The value of a cookie in a `Cookie` header value.
@@ -397,7 +410,7 @@ pub fn hold(bucket: &Arc<Gcra>) -> Option<Arc<Gcra>> {
 /// module documentation).
 #[derive(Debug)]
 pub struct KeyTable<V: 'static> {
-    hasher: std::collections::hash_map::RandomState,
+    hasher: KeySecrets,
     per_shard: usize,
     shards: Box<[Shard<V>]>,
 }
@@ -432,7 +445,7 @@ impl<V: Slot + Send + Sync + 'static> KeyTable<V> {
     /// spare entry is made by `spare()`.
     pub fn new(max_keys: usize, spare: impl Fn() -> V) -> KeyTable<V> {
         KeyTable {
-            hasher: std::collections::hash_map::RandomState::new(),
+            hasher: KeySecrets::new(),
             per_shard: max_keys.div_ceil(SHARDS).max(1),
             shards: (0..SHARDS)
                 .map(|_| Shard {
@@ -444,9 +457,9 @@ impl<V: Slot + Send + Sync + 'static> KeyTable<V> {
         }
     }
 
-    /// The table's hash of a key (per process, random).
+    /// The table's hash of a key (per table, random; see the module documentation).
     pub fn hash(&self, key: &[u8]) -> u64 {
-        let mut h = self.hasher.build_hasher();
+        let mut h = self.hasher.hasher();
         h.write(key);
         h.finish()
     }
@@ -466,7 +479,7 @@ impl<V: Slot + Send + Sync + 'static> KeyTable<V> {
     where
         I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
     {
-        let mut h = self.hasher.build_hasher();
+        let mut h = self.hasher.hasher();
         write_key(parts, peer, path, headers, &mut tx, &mut |b: &[u8]| {
             h.write(b)
         })
@@ -563,7 +576,100 @@ impl Locked {
     }
 }
 
-/// The keys are already SipHash values: the maps only spread them again, since
+/// The random secrets of one table's key hash, drawn when the table is made.
+#[derive(Debug)]
+struct KeySecrets {
+    /// SipHash's key, for keys longer than [`SHORT_KEY`] bytes.
+    sip: std::collections::hash_map::RandomState,
+    /// The permutation's keys, for the short ones.
+    words: [u64; 2],
+}
+
+/// The longest key packed into a word instead of SipHashed: 7 bytes and the length.
+const SHORT_KEY: usize = 7;
+
+impl KeySecrets {
+    fn new() -> KeySecrets {
+        let sip = std::collections::hash_map::RandomState::new();
+        // Two words from the random SipHash key: as secret as the key itself.
+        let words = [sip.hash_one(1u64), sip.hash_one(2u64)];
+        KeySecrets { sip, words }
+    }
+}
+
+impl KeySecrets {
+    /// A hasher for one key, written in pieces.
+    fn hasher(&self) -> KeyHasher<'_> {
+        KeyHasher {
+            short: 0,
+            len: 0,
+            long: None,
+            secrets: self,
+        }
+    }
+}
+
+/// The hash of a key written in pieces (the hash of their concatenation). A key of at
+/// most [`SHORT_KEY`] bytes becomes its bytes and its length in one word, which a
+/// keyed permutation of 64-bit words maps to the hash: distinct short keys always
+/// get distinct hashes, and without the secrets a client cannot tell which shard a
+/// key lands in. A longer key is hashed with SipHash under a random key, as the
+/// standard library's maps do against chosen collisions.
+struct KeyHasher<'s> {
+    /// The key's bytes so far while it is short, little-endian.
+    short: u64,
+    len: usize,
+    /// The SipHash state once the key is longer than [`SHORT_KEY`].
+    long: Option<std::collections::hash_map::DefaultHasher>,
+    secrets: &'s KeySecrets,
+}
+
+impl KeyHasher<'_> {
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some(long) = &mut self.long {
+            long.write(bytes);
+            return;
+        }
+        if self.len + bytes.len() <= SHORT_KEY {
+            let mut word = [0u8; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            // `self.len` is at most 7 here: the shift stays below 64.
+            self.short |= u64::from_le_bytes(word) << (8 * self.len);
+            self.len += bytes.len();
+            return;
+        }
+        let mut long = self.secrets.sip.build_hasher();
+        if self.len > 0 {
+            long.write(&self.short.to_le_bytes()[..self.len]);
+        }
+        long.write(bytes);
+        self.long = Some(long);
+    }
+
+    fn finish(&self) -> u64 {
+        match &self.long {
+            Some(long) => long.finish(),
+            None => permute(self.short | ((self.len as u64) << 56), self.secrets.words),
+        }
+    }
+}
+
+/// A keyed permutation of 64-bit words: every step (xor with a key, xor with a
+/// shift of itself, multiplication by an odd constant) is a bijection, so distinct
+/// words stay distinct, and the multiplications carry every input bit into the top
+/// bits that choose a key's shard.
+fn permute(x: u64, k: [u64; 2]) -> u64 {
+    const M: u64 = 0xbf58_476d_1ce4_e5b9;
+    const N: u64 = 0x94d0_49bb_1331_11eb;
+    let mut x = x ^ k[0];
+    x = (x ^ (x >> 30)).wrapping_mul(M);
+    x = (x ^ (x >> 27)).wrapping_mul(N);
+    x ^= k[1];
+    x = (x ^ (x >> 31)).wrapping_mul(M);
+    x ^ (x >> 29)
+}
+
+/// The keys are already hashes (see `KeyHasher`): the maps only spread them again, since
 /// within one shard the top bits (which the map reads for its tags) are the same.
 #[derive(Debug, Clone, Copy, Default)]
 struct Mix;
@@ -930,5 +1036,69 @@ mod tests {
             .unwrap()
         });
         assert!(tracked_rounds > 0);
+    }
+
+    #[test]
+    fn a_key_hashes_the_same_whatever_its_pieces() {
+        let t: KeyTable<Gcra> = KeyTable::new(64, || Gcra::new(0));
+        let key: Vec<u8> = (0u8..40).collect();
+        for len in 0..key.len() {
+            let whole = t.hash(&key[..len]);
+            // Every split into two pieces and into single bytes.
+            for cut in 0..=len {
+                let mut h = t.hasher.hasher();
+                h.write(&key[..cut]);
+                h.write(&key[cut..len]);
+                assert_eq!(h.finish(), whole, "len {len}, cut {cut}");
+            }
+            let mut h = t.hasher.hasher();
+            for b in &key[..len] {
+                h.write(std::slice::from_ref(b));
+            }
+            assert_eq!(h.finish(), whole, "len {len}, byte by byte");
+        }
+    }
+
+    #[test]
+    fn short_keys_never_collide_and_spread_over_the_shards() {
+        let t: KeyTable<Gcra> = KeyTable::new(64, || Gcra::new(0));
+        let mut seen = std::collections::HashSet::new();
+        let mut per_shard = [0usize; SHARDS];
+        // Every key of 0, 1 and 2 bytes, and 1,000,000 IPv4 client keys.
+        let mut keys: Vec<Vec<u8>> = vec![vec![]];
+        keys.extend((0..=255u8).map(|a| vec![a]));
+        keys.extend((0..=u16::MAX).map(|a| a.to_le_bytes().to_vec()));
+        keys.extend((0..1_000_000u32).map(|i| {
+            let o = (i.wrapping_mul(2_654_435_761)).to_be_bytes();
+            vec![4, o[0], o[1], o[2], o[3]]
+        }));
+        for k in &keys {
+            let h = t.hash(k);
+            assert!(seen.insert(h), "{k:?} collides");
+            per_shard[KeyTable::<Gcra>::shard_of(h)] += 1;
+        }
+        let even = keys.len() / SHARDS;
+        for (i, n) in per_shard.iter().enumerate() {
+            assert!(
+                n.abs_diff(even) < even / 20,
+                "shard {i}: {n} keys, {even} expected"
+            );
+        }
+        // Another table draws other secrets.
+        let other: KeyTable<Gcra> = KeyTable::new(64, || Gcra::new(0));
+        assert_ne!(other.hash(b"\x04\x7f\0\0\x01"), t.hash(b"\x04\x7f\0\0\x01"));
+    }
+
+    #[test]
+    fn header_names_match_whatever_their_case() {
+        assert!(eq_lowercase(b"X-Api-Key", b"x-api-key"));
+        assert!(eq_lowercase(b"x-api-key", b"x-api-key"));
+        assert!(eq_lowercase(b"COOKIE", b"cookie"));
+        assert!(!eq_lowercase(b"x-api-kez", b"x-api-key"));
+        assert!(!eq_lowercase(b"x-api-ke", b"x-api-key"));
+        // Only letters fold: '^' | 0x20 is '~', and '\r' | 0x20 is '-'.
+        assert!(!eq_lowercase(b"a^b", b"a~b"));
+        assert!(!eq_lowercase(b"a\rb", b"a-b"));
+        assert!(!eq_lowercase(b"\xc1", b"\xe1"));
     }
 }

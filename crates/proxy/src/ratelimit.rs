@@ -62,6 +62,10 @@ pub struct RateLimiter {
     /// Only requests whose path starts with this are limited.
     pub path_prefix: Option<String>,
     status: u16,
+    /// A part of the key is a TX variable: the limit is checked after phase 1.
+    tx_keyed: bool,
+    /// The limit reads the request's path (a `path_prefix`, or a `path` key part).
+    reads_path: bool,
     interval_ns: u64,
     tolerance_ns: u64,
     epoch: Instant,
@@ -82,6 +86,8 @@ impl RateLimiter {
         let interval_ns = (1e9 / rate).max(1.0) as u64;
         Ok(RateLimiter {
             name: cfg.name.clone(),
+            tx_keyed: parts.iter().any(|p| matches!(p, KeyPart::Tx(_))),
+            reads_path: cfg.path_prefix.is_some() || parts.contains(&KeyPart::Path),
             parts,
             path_prefix: cfg.path_prefix.clone(),
             status: cfg.status,
@@ -96,7 +102,13 @@ impl RateLimiter {
 
     /// True when the key is read after phase 1 (it has a `tx:` part).
     pub fn after_phase1(&self) -> bool {
-        self.parts.iter().any(|p| matches!(p, KeyPart::Tx(_)))
+        self.tx_keyed
+    }
+
+    /// True when the limit reads the request's path: otherwise [`RateLimiter::applies`]
+    /// and [`RateLimiter::check_request`] may be given an empty one.
+    pub fn reads_path(&self) -> bool {
+        self.reads_path
     }
 
     /// True when the limit applies to a request for `path`.

@@ -127,6 +127,7 @@ where
     // Rate limits whose key the request head gives: decided before the rules run.
     let limits = shared.rate_limits();
     let uri = head.uri.clone();
+    let arrived = head.start;
     // The request's header lines, for choosing a `[[shape]]` class at the end.
     let shape_headers = head.headers.clone();
     let over = if limits.is_empty() {
@@ -139,6 +140,7 @@ where
             &head.uri,
             head.headers.clone(),
             |_| None,
+            head.start,
         )
     };
     let mut ex = Exchange::begin(
@@ -162,10 +164,15 @@ where
     }
     // Rate limits keyed by TX variables the rules set in phase 1.
     if limits.iter().any(RateLimiter::after_phase1)
-        && let Some((name, status, retry)) =
-            over_limit(limits, true, &conn, &uri, std::iter::empty(), |n| {
-                ex.tx_var(n)
-            })
+        && let Some((name, status, retry)) = over_limit(
+            limits,
+            true,
+            &conn,
+            &uri,
+            std::iter::empty(),
+            |n| ex.tx_var(n),
+            arrived,
+        )
     {
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
     }
@@ -242,7 +249,10 @@ where
 /// The first limit of `limits` (those read after phase 1 when `after_phase1`, the
 /// others otherwise) that refuses this request: its name, status and retry delay.
 /// A limit whose key the request does not have (no such header, cookie or TX
-/// variable) does not apply.
+/// variable) does not apply. The request counts at `now`, when it began to arrive
+/// (as nginx's `limit_req` counts at its event loop's cached time): a head that took
+/// long to arrive counts earlier, which only makes the limit stricter, and reading the
+/// clock again would cost more than the rest of the check.
 fn over_limit<'l, 'h, I>(
     limits: &'l [RateLimiter],
     after_phase1: bool,
@@ -250,14 +260,23 @@ fn over_limit<'l, 'h, I>(
     uri: &[u8],
     headers: I,
     mut tx: impl FnMut(&str) -> Option<Vec<u8>>,
+    now: Instant,
 ) -> Option<(&'l str, u16, std::time::Duration)>
 where
     I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
 {
-    let path = crate::keyed::path_of(uri);
-    let now = Instant::now();
+    // The path is found only for the limits that read it.
+    let mut path_of_uri: Option<&[u8]> = None;
     for limit in limits {
-        if limit.after_phase1() != after_phase1 || !limit.applies(path) {
+        if limit.after_phase1() != after_phase1 {
+            continue;
+        }
+        let path = if limit.reads_path() {
+            *path_of_uri.get_or_insert_with(|| crate::keyed::path_of(uri))
+        } else {
+            b""
+        };
+        if !limit.applies(path) {
             continue;
         }
         if let Some(Verdict::Limited {
