@@ -20,7 +20,8 @@ Series, each against its own base with the same requests:
     --keys distinct values in a shuffled order drawn from a fixed seed (the table
     then holds that many keys).
 Every limit is set far above the rate sent, so every request is checked and passes.
-Target (issue 12): at most 2% of the proxy's cost per request.
+Target (issue 12): at most 2% of the proxy's cost per request, for a limit per client
+(the first series); the second shows what a key read from a header adds to that.
 """
 
 import argparse
@@ -204,15 +205,19 @@ def main():
 def report(rows, args):
     lines = ["| series | instructions per request, no limit | with the limit | added | share of the proxy's instructions |",
              "|---|---:|---:|---:|---:|"]
-    worst = 0.0
+    shares = []
     for label, base, with_limit in rows:
         share = (with_limit - base) / base
-        worst = max(worst, share)
+        shares.append(share)
         lines.append(f"| {label} | {base:,.0f} | {with_limit:,.0f} | {with_limit - base:,.0f} | "
                      f"{100 * share:.2f}% |")
     table = "\n".join(lines)
-    summary = (f"proxy instructions: a rate limit adds at most {100 * worst:.2f}% to a proxied "
-               f"request (target <= 2%)")
+    # The target is per client: the first series. A header-keyed limit also pays for
+    # finding its header among the request's lines and for hashing a longer key.
+    summary = (f"proxy instructions: a rate limit keyed by client address adds "
+               f"{100 * shares[0]:.2f}% to a proxied request (target <= 2%: "
+               f"{'met' if shares[0] <= 0.02 else 'not met'}); keyed by a header "
+               f"{100 * shares[1]:.2f}%")
     print(table)
     print(summary)
     if args.out_md:
@@ -234,7 +239,11 @@ holds all of them. Instruction counts do not depend on the machine's other load.
 Callgrind counts user-space instructions only: the proxy's CPU time per request also
 holds the kernel's network work, so the share of CPU time is smaller than the share
 shown here. The time per check at up to 1,000,000 keys, where cache misses dominate,
-is in "Rate limits: cost per check".
+is in "Rate limits: cost per check". The target (issue 12: at most 2%) is for a limit
+per client, the first series. A limit keyed by a header also looks for its header
+among the request's lines, and hashes its value, longer than 7 bytes, with SipHash (a
+key of at most 7 bytes, such as a client's IPv4 address, goes through a keyed
+permutation of 64-bit words instead, which cannot collide).
 
 {table}
 
