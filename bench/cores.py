@@ -69,74 +69,6 @@ burst = 1000000
 """
 
 
-class CpuBudget:
-    """A cgroup that caps the CPU time of the processes put in it: `cpus` CPUs' worth per
-    period (cgroup v2 `cpu.max`, or cgroup v1's `cpu.cfs_quota_us`), at a high weight so
-    that other jobs on the machine do not take the budget away. Needs root."""
-
-    PERIOD_US = 20_000
-
-    def __init__(self, name, cpus):
-        quota = max(1000, int(cpus * self.PERIOD_US))
-        v2 = "/sys/fs/cgroup"
-        v1 = "/sys/fs/cgroup/cpu"
-        if os.path.exists(os.path.join(v2, "cgroup.controllers")):
-            with open(os.path.join(v2, "cgroup.controllers")) as f:
-                if "cpu" not in f.read().split():
-                    raise OSError("cgroup v2 without the cpu controller")
-            try:
-                self._write(os.path.join(v2, "cgroup.subtree_control"), "+cpu")
-            except OSError:
-                pass
-            self.path = os.path.join(v2, name)
-            os.makedirs(self.path, exist_ok=True)
-            self._write(os.path.join(self.path, "cpu.max"), f"{quota} {self.PERIOD_US}")
-            self._write(os.path.join(self.path, "cpu.weight"), "10000")
-            self.parent = v2
-        elif os.path.isdir(v1):
-            self.path = os.path.join(v1, name)
-            os.makedirs(self.path, exist_ok=True)
-            self._write(os.path.join(self.path, "cpu.cfs_period_us"), str(self.PERIOD_US))
-            self._write(os.path.join(self.path, "cpu.cfs_quota_us"), str(quota))
-            self._write(os.path.join(self.path, "cpu.shares"), "10240")
-            self.parent = v1
-        else:
-            raise OSError("no cgroup cpu controller mounted")
-        self.cpus = quota / self.PERIOD_US
-
-    @staticmethod
-    def _write(path, text):
-        with open(path, "w") as f:
-            f.write(text)
-
-    def add(self, pid):
-        """Moves process `pid` (all its threads) into the group."""
-        self._write(os.path.join(self.path, "cgroup.procs"), str(pid))
-
-    def throttled(self):
-        """Periods in which the group ran out of its budget, so far."""
-        with open(os.path.join(self.path, "cpu.stat")) as f:
-            for line in f:
-                k, _, v = line.partition(" ")
-                if k == "nr_throttled":
-                    return int(v)
-        return 0
-
-    def remove(self):
-        """Moves what is left back to the parent group and deletes the group."""
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                pids = f.read().split()
-            for pid in pids:
-                try:
-                    self._write(os.path.join(self.parent, "cgroup.procs"), pid)
-                except OSError:
-                    pass
-            os.rmdir(self.path)
-        except OSError:
-            pass
-
-
 def write_config(key, workers, work, port, backend_port, rate_limit):
     """bench/run.py's configuration for `key` with `workers` worker threads."""
     path = R.write_palisade_config(key, work, port, backend_port)
@@ -154,25 +86,6 @@ def write_config(key, workers, work, port, backend_port, rate_limit):
     return path
 
 
-def worker_tids(pid, n, timeout=10):
-    """The thread ids of palisade-w0 .. palisade-w{n-1}."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = {}
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                    m = re.fullmatch(r"palisade-w(\d+)", f.read().strip())
-            except OSError:
-                continue
-            if m:
-                found[int(m.group(1))] = int(tid)
-        if len(found) == n:
-            return [found[i] for i in range(n)]
-        time.sleep(0.05)
-    raise RuntimeError(f"palisade {pid}: {n} worker threads not found")
-
-
 def start_palisade(key, workers, rate_limit, work, backend_port, palisade, budget=None):
     """Starts palisade with its worker threads pinned; with `budget` (CPUs per worker),
     in a cgroup of its own capped at `budget * workers` CPUs (system.budget)."""
@@ -182,13 +95,11 @@ def start_palisade(key, workers, rate_limit, work, backend_port, palisade, budge
     proc = R.Proc(f"palisade-{key}-{workers}w{'-rl' if rate_limit else ''}", [palisade, "run", "--config", cfg],
                   work, cpu=cpus)
     R.wait_port(port, proc)
-    for i, tid in enumerate(worker_tids(proc.pid, workers)):
-        subprocess.run(["taskset", "-p", "-c", str(i), str(tid)], check=True,
-                       capture_output=True)
+    R.pin_workers(proc.pid, workers)
     system = R.System(key, port, proc, lambda: [proc.pid])
     system.budget = None
     if budget:
-        group = CpuBudget(f"palisade-cores-{proc.pid}", budget * workers)
+        group = R.CpuBudget(f"palisade-cores-{proc.pid}", budget * workers)
         group.add(proc.pid)
         system.budget = group
     problems = R.verify(system)
@@ -248,7 +159,7 @@ def main():
     budgets = {"shared": [None], "budget": [args.budget], "both": [None, args.budget]}[args.layout]
     if args.budget in budgets:
         try:
-            CpuBudget(f"palisade-cores-probe-{os.getpid()}", args.budget).remove()
+            R.CpuBudget(f"palisade-cores-probe-{os.getpid()}", args.budget).remove()
         except OSError as e:
             if args.layout == "budget":
                 raise SystemExit(f"cores: the CPU budget layout needs a cgroup: {e}")

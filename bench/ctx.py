@@ -250,8 +250,11 @@ def busy_cpu_seconds():
     return (sum(v) - v[3] - v[4]) / bench.CLK_TCK
 
 
-def one_run(args, port, admin_port, pid, files, lua, writer):
-    bench.run_wrk(port, files, 2, args.connections, lua)  # warm-up
+def one_run(args, port, admin_port, pid, files, lua, writer, spread=False):
+    """One closed-loop run. `spread`: wrk with 2 threads on any CPU (the CPU-budget
+    series) instead of 1 thread on the load CPU."""
+    where = {"cpu": None, "threads": 2} if spread else {}
+    bench.run_wrk(port, files, 2, args.connections, lua, **where)  # warm-up
     time.sleep(0.5)
     m0 = metrics(admin_port)
     c0 = bench.cpu_seconds([pid])
@@ -261,7 +264,7 @@ def one_run(args, port, admin_port, pid, files, lua, writer):
     if writer:
         writer.start()
         time.sleep(0.5)
-    r = bench.run_wrk(port, files, args.duration, args.connections, lua)
+    r = bench.run_wrk(port, files, args.duration, args.connections, lua, **where)
     rate = writer.stop() if writer else 0.0
     cpu = bench.cpu_seconds([pid]) - c0
     busy_cores = (busy_cpu_seconds() - b0) / max(time.monotonic() - t0, 1e-9)
@@ -355,6 +358,9 @@ def main():
                     help="the open-loop runs' rate in req/s (overrides --fixed-fraction)")
     ap.add_argument("--no-crs3", action="store_true",
                     help="skip the CRS 3.3.4 (DoS protection on) scaling runs")
+    ap.add_argument("--budget", type=float, default=0.4,
+                    help="the scaling series under a CPU budget: this many CPUs of time per "
+                         "worker from a cgroup's CPU quota (0: skip the series)")
     ap.add_argument("--out-md", default=None, help="also write the report section here")
     ap.add_argument("--smoke", action="store_true",
                     help="2 s runs, one worker count: checks that the benchmark works")
@@ -365,6 +371,7 @@ def main():
     lua = os.path.join(bench.BENCH, "wrk", "corpus.lua")
     results, fixed, crs = {}, {}, {}
     baseline = None
+    budgeted = {}
     try:
         bport = bench.free_port()
         backend = bench.Proc("albedo", [args.albedo, "--bind", f"127.0.0.1:{bport}"], work,
@@ -445,11 +452,13 @@ def main():
                                                     lua, None) for _ in range(args.rounds)])
                 finally:
                     proc.stop()
+        if args.budget > 0 and not args.smoke:
+            budgeted = budget_series(args, work, bport, backend, files, lua)
     finally:
         bench.stop_all()
         shutil.rmtree(work, ignore_errors=True)
 
-    md = render(args, results, baseline, fixed, crs)
+    md = render(args, results, baseline, fixed, crs, budgeted)
     print(md)
     if args.out_md:
         with open(args.out_md, "w") as fh:
@@ -473,6 +482,11 @@ def main():
             if r["lock_waits"]:
                 broken.append(f"open loop, {workers} worker(s) {label} the writer: "
                               f"{r['lock_waits']:.0f} write-lock waits on the request path")
+    for label, runs in budgeted.items():
+        for workers, r in runs.items():
+            if r["non2xx"] or r["socket_errors"]:
+                broken.append(f"{label}, {workers} worker(s) under the CPU budget: "
+                              f"{r['non2xx']} non-2xx answers, {r['socket_errors']} socket errors")
     for workers, r in crs.items():
         if r["non2xx"] or r["socket_errors"]:
             broken.append(f"CRS 3.3.4, {workers} worker(s): {r['non2xx']} non-2xx answers, "
@@ -483,6 +497,55 @@ def main():
     for b in broken:
         bench.log(f"ctx: BROKEN: {b}")
     return 1 if broken else 0
+
+
+def budget_series(args, work, bport, backend, files, lua):
+    """Worker scaling with the proxy's CPU time fixed per worker: palisade in a cgroup
+    whose CPU quota is `--budget` CPUs per worker, its worker threads pinned to CPUs 0
+    and 1, wrk (2 threads) and albedo on both CPUs in the time left, the same for 1 and
+    2 workers; no outside writer. On this 2-CPU machine the load generator and the
+    backend otherwise take the second worker's core (see bench/cores.py). Returns
+    {rule set: {workers: combined runs}}; empty when no cgroup can be made."""
+    try:
+        bench.CpuBudget(f"palisade-ctx-probe-{os.getpid()}", args.budget).remove()
+    except OSError as e:
+        bench.log(f"ctx: no CPU budget series ({e})")
+        return {}
+    sets = [("collection rules", RULES)]
+    if not args.no_crs3:
+        sets.append(("CRS 3.3.4 with DoS protection", crs3_rules(work)))
+    subprocess.run(["taskset", "-p", "-a", "-c", "0,1", str(backend.pid)], check=True,
+                   capture_output=True)
+    out = {}
+    try:
+        for label, rules in sets:
+            out[label] = {}
+            for workers in (1, 2):
+                name = f"budget-{len(out)}-w{workers}"
+                port, admin_port = bench.free_port(), bench.free_port()
+                cfg = write_config(work, name, port, admin_port, bport, workers,
+                                   os.path.join(work, f"store-{name}"), rules)
+                proc = bench.Proc(f"palisade-{name}", [args.palisade, "run", "--config", cfg],
+                                  work)
+                group = None
+                try:
+                    bench.wait_port(port, proc, timeout=60)
+                    bench.pin_workers(proc.pid, workers)
+                    group = bench.CpuBudget(f"palisade-ctx-{proc.pid}", args.budget * workers)
+                    group.add(proc.pid)
+                    bench.log(f"ctx: {label}, {workers} worker(s), CPU budget "
+                              f"{args.budget * workers:g} ...")
+                    out[label][workers] = combine([
+                        one_run(args, port, admin_port, proc.pid, files, lua, None,
+                                spread=True) for _ in range(args.rounds)])
+                finally:
+                    proc.stop()
+                    if group is not None:
+                        group.remove()
+    finally:
+        subprocess.run(["taskset", "-p", "-a", "-c", bench.LOAD_CPU, str(backend.pid)],
+                       capture_output=True)
+    return out
 
 
 def combine(runs):
@@ -519,7 +582,7 @@ def combine_fixed(runs):
     return out
 
 
-def render(args, results, baseline=None, fixed=None, crs=None):
+def render(args, results, baseline=None, fixed=None, crs=None, budgeted=None):
     """The BENCHMARKS.md section."""
     fixed, crs = fixed or {}, crs or {}
 
@@ -658,6 +721,20 @@ def render(args, results, baseline=None, fixed=None, crs=None):
                   "about as much per request as the load generator and the backend together, "
                   "which share the same two cores: the ratio is a floor, not the proxy's "
                   "scaling).")
+    for label, runs in (budgeted or {}).items():
+        if 1 in runs and 2 in runs:
+            a, b = runs[1], runs[2]
+            md.append(f"- 2 workers / 1 worker under a CPU budget of {args.budget:g} CPU per "
+                      f"worker ({label}, no writer; the proxy in a cgroup whose CPU quota is "
+                      f"{args.budget:g} and {2 * args.budget:g} CPUs, its workers pinned to CPUs 0 and "
+                      f"1, wrk and albedo on both CPUs in the time left, so that the harness "
+                      f"does not take the second worker's core): req/s "
+                      f"{ratio(b['rps'], a['rps']):.2f}x (target >= 1.8x; "
+                      f"{f(a['rps'], '{:,.0f}')} -> {f(b['rps'], '{:,.0f}')}), requests per "
+                      f"CPU-second {ratio(b['req_per_cpu_s'], a['req_per_cpu_s']):.2f}x, the "
+                      f"proxy busy {f(a['proxy_cores'], '{:.2f}')} and "
+                      f"{f(b['proxy_cores'], '{:.2f}')} CPUs; lock waits "
+                      f"{f(b['lock_waits'], '{:.0f}')}.")
     if baseline and 1 in results:
         a = results[1][0]
         md.append(f"- Persistent collections against the same rules on TX (1 worker, no writer): "

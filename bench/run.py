@@ -279,6 +279,100 @@ def vm_hwm_kib(pid):
 # Systems under test
 
 
+class CpuBudget:
+    """A cgroup that caps the CPU time of the processes put in it: `cpus` CPUs' worth per
+    period (cgroup v2 `cpu.max`, or cgroup v1's `cpu.cfs_quota_us`), at a high weight so
+    that other jobs on the machine do not take the budget away. Needs root."""
+
+    PERIOD_US = 20_000
+
+    def __init__(self, name, cpus):
+        quota = max(1000, int(cpus * self.PERIOD_US))
+        v2 = "/sys/fs/cgroup"
+        v1 = "/sys/fs/cgroup/cpu"
+        if os.path.exists(os.path.join(v2, "cgroup.controllers")):
+            with open(os.path.join(v2, "cgroup.controllers")) as f:
+                if "cpu" not in f.read().split():
+                    raise OSError("cgroup v2 without the cpu controller")
+            try:
+                self._write(os.path.join(v2, "cgroup.subtree_control"), "+cpu")
+            except OSError:
+                pass
+            self.path = os.path.join(v2, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write(os.path.join(self.path, "cpu.max"), f"{quota} {self.PERIOD_US}")
+            self._write(os.path.join(self.path, "cpu.weight"), "10000")
+            self.parent = v2
+        elif os.path.isdir(v1):
+            self.path = os.path.join(v1, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write(os.path.join(self.path, "cpu.cfs_period_us"), str(self.PERIOD_US))
+            self._write(os.path.join(self.path, "cpu.cfs_quota_us"), str(quota))
+            self._write(os.path.join(self.path, "cpu.shares"), "262144")
+            self.parent = v1
+        else:
+            raise OSError("no cgroup cpu controller mounted")
+        self.cpus = quota / self.PERIOD_US
+
+    @staticmethod
+    def _write(path, text):
+        with open(path, "w") as f:
+            f.write(text)
+
+    def add(self, pid):
+        """Moves process `pid` (all its threads) into the group."""
+        self._write(os.path.join(self.path, "cgroup.procs"), str(pid))
+
+    def throttled(self):
+        """Periods in which the group ran out of its budget, so far."""
+        with open(os.path.join(self.path, "cpu.stat")) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k == "nr_throttled":
+                    return int(v)
+        return 0
+
+    def remove(self):
+        """Moves what is left back to the parent group and deletes the group."""
+        try:
+            with open(os.path.join(self.path, "cgroup.procs")) as f:
+                pids = f.read().split()
+            for pid in pids:
+                try:
+                    self._write(os.path.join(self.parent, "cgroup.procs"), pid)
+                except OSError:
+                    pass
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def worker_tids(pid, n, timeout=10):
+    """The thread ids of palisade-w0 .. palisade-w{n-1}."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = {}
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    m = re.fullmatch(r"palisade-w(\d+)", f.read().strip())
+            except OSError:
+                continue
+            if m:
+                found[int(m.group(1))] = int(tid)
+        if len(found) == n:
+            return [found[i] for i in range(n)]
+        time.sleep(0.05)
+    raise RuntimeError(f"palisade {pid}: {n} worker threads not found")
+
+
+def pin_workers(pid, n):
+    """Pins palisade's worker thread N (`palisade-wN`) to CPU N, for N below `n`."""
+    for i, tid in enumerate(worker_tids(pid, n)):
+        subprocess.run(["taskset", "-p", "-c", str(i), str(tid)], check=True,
+                       capture_output=True)
+
+
 class System:
     """One configuration: started, measured (pids), stopped."""
 
@@ -496,7 +590,9 @@ def parse_duration_ms(s):
     return v * {"us": 1e-3, "ms": 1, "s": 1e3, "m": 60e3}[m.group(2)]
 
 
-def run_wrk(port, files, duration, connections, lua, count_status=False):
+def run_wrk(port, files, duration, connections, lua, count_status=False, cpu=LOAD_CPU,
+            threads=1):
+    """One wrk run; wrk pinned to `cpu` (None: any CPU) with `threads` threads."""
     if isinstance(files, Varying):
         env = dict(os.environ, BENCH_VARYING_DIR=VARYING_DIR,
                    BENCH_VARYING_KINDS=",".join(files.kinds), BENCH_SEED=str(VARYING_SEED))
@@ -504,8 +600,10 @@ def run_wrk(port, files, duration, connections, lua, count_status=False):
         env = dict(os.environ, BENCH_FILES=",".join(files))
     if count_status:
         env["BENCH_COUNT_STATUS"] = "1"
-    argv = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{connections}", f"-d{duration}s",
+    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s",
             "--timeout", "10s", "--latency", "-s", lua, f"http://127.0.0.1:{port}/"]
+    if cpu is not None:
+        argv = ["taskset", "-c", cpu] + argv
     r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=duration + 60)
     if r.returncode != 0:
         raise RuntimeError(f"wrk failed: {r.stderr.strip()}")
