@@ -237,9 +237,13 @@ def main():
                   "a `[[rate_limit]]` keyed by client address, 100,000,000/s with a burst of "
                   "1,000,000 so every check passes and updates its key's bucket; keys drawn from "
                   "a fixed seed and visited in a shuffled order; the share is of a 23 us no-rules "
-                  "proxy request (about 43,000 requests per CPU-second, row (b) GET). The two-thread columns "
+                  "proxy request (about 43,000 requests per CPU-second, row (b) GET). Costs are the "
+                  "threads' own CPU time (the machine is shared). The two-thread columns "
                   "run on both CPUs: disjoint keys (each thread its own half, as a client's "
-                  "requests stay on one worker) and shared keys (both threads every key). Targets: "
+                  "requests stay on one worker) and shared keys (both threads every key), each "
+                  "by CPU time (twice one thread's CPU per check over two threads' CPU per check: "
+                  "what two cores give when the threads do not slow each other down) and by "
+                  "wall clock (which also counts other jobs' time slices). Targets: "
                   "at most 2% of the proxy's cost, flat from 1,000 to 1,000,000 clients; two "
                   "threads at least 1.8x one.", package="proxy", pin=False)
     bench_section(md, failed, "Bandwidth shaping: cost per piece", "shaping",
