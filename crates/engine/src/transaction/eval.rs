@@ -190,6 +190,8 @@ fn form(
         return (1, classes);
     }
     let (base, classes) = form(cache, nodes, row, parent, raw);
+    // A step that acts as another on these bytes shares that one's result.
+    let step = step.same_on(classes);
     let map = cache.unicode_map.clone();
     let memo = (row as u32, base, step);
     let result = if classes & step.triggers() == 0 {

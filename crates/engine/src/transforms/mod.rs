@@ -353,6 +353,20 @@ impl Transform {
         }
     }
 
+    /// A transformation that gives the same result as this one on every value whose
+    /// [`byte_classes`] are `classes` (itself, mostly): `normalisePathWin` reads
+    /// backslashes as slashes and is otherwise `normalisePath`, so on a value without
+    /// `\` it is `normalisePath`. The engine keys its cache of results by the step this
+    /// returns, so that pipelines that differ only there share one result.
+    pub(crate) fn same_on(self, classes: u32) -> Transform {
+        match self {
+            Transform::NormalisePathWin if classes & class::BACKSLASH == 0 => {
+                Transform::NormalisePath
+            }
+            t => t,
+        }
+    }
+
     /// Applies the transformation. Returns `Cow::Borrowed` when the input is unchanged.
     ///
     /// `Cow::Borrowed` may also hold a strict sub-slice of the input when the result is one
@@ -440,6 +454,34 @@ mod tests {
                 assert_eq!(&*t.apply(&v), &v[..], "{t:?} changed {v:?}");
             }
         }
+    }
+
+    /// `same_on` names a transformation that gives the same result on values of
+    /// those classes.
+    #[test]
+    fn same_on_gives_the_same_results() {
+        let mut rng = crate::body::fuzz::XorShift(0x51ab_1e5e_ed00_0001);
+        let alphabet: &[u8] = b"/.\\ab%2e";
+        for &t in Transform::ALL {
+            for _ in 0..20_000 {
+                let len = rng.below(24);
+                let v: Vec<u8> = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                let same = t.same_on(byte_classes(&v));
+                if same != t {
+                    assert_eq!(same.apply(&v), t.apply(&v), "{t:?} and {same:?} on {v:?}");
+                }
+            }
+        }
+        assert_eq!(
+            Transform::NormalisePathWin.same_on(byte_classes(b"/a/../b")),
+            Transform::NormalisePath
+        );
+        assert_eq!(
+            Transform::NormalisePathWin.same_on(byte_classes(b"\\a\\..")),
+            Transform::NormalisePathWin
+        );
     }
 
     #[test]
