@@ -179,6 +179,12 @@ pub(crate) fn byte_classes(input: &[u8]) -> u32 {
         .fold(0, |m, &b| m | class::TABLE[usize::from(b)])
 }
 
+/// Values at least this long are first searched (with `memchr`'s vector searches)
+/// for what would make `compressWhitespace` or `removeCommentsChar` change them; a
+/// value without it is returned at once. Shorter values take the byte walk, which
+/// costs less than starting several searches.
+const SCAN_MIN_LEN: usize = 64;
+
 /// Every name `from_name` accepts (compared case-insensitively), with its transformation.
 /// The first entry for a variant is its canonical name.
 const NAMES: &[(&str, Transform)] = &[
