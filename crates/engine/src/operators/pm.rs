@@ -280,9 +280,7 @@ impl PhraseLists {
             if next == UNKNOWN {
                 let row = (at >> self.shift) as usize;
                 let sid = nfa.next_state(Anchored::No, rows.state[row], b);
-                if rows.state.len() >= self.max_rows
-                    && !rows.of_state.contains_key(&sid.as_u32())
-                {
+                if rows.state.len() >= self.max_rows && !rows.of_state.contains_key(&sid.as_u32()) {
                     // Full: start again with only the state the walk is in.
                     rows.clear();
                     next = self.row_of(rows, sid);

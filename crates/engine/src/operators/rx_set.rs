@@ -701,8 +701,18 @@ fn append_pattern(joined: &mut thompson::Builder, nfa: &thompson::NFA) -> Result
     Ok(start)
 }
 
-/// Slots of the table of match states read in [`which_patterns`].
+/// Slots of the table of match states read in [`which_patterns`] for values of more
+/// than [`SHORT_VALUE`] bytes.
 const READ_SLOTS: usize = 1024;
+
+/// Values up to this long are walked with a table of [`READ_SLOTS_SHORT`] slots: the
+/// table is zeroed for every walk, and the set's lazy DFA of the patterns without
+/// factors walks every value of a request (8 KiB zeroed 5,000 times cost more than the
+/// walks of 2,500 short arguments).
+const SHORT_VALUE: usize = 1024;
+
+/// Slots of the table for values up to [`SHORT_VALUE`] bytes.
+const READ_SLOTS_SHORT: usize = 64;
 
 /// A [`std::hash::Hasher`] that keeps the last integer written to it: the bits of a
 /// [`LazyStateID`] (its `Hash` writes one `u32`), which the library does not expose
@@ -724,16 +734,17 @@ impl std::hash::Hasher for IdBits {
     }
 }
 
-/// The slot of match state `sid` in the table of [`which_patterns`], and the
-/// non-zero key kept there (a state's id with its tags: a match state's is never 0).
+/// The slot of match state `sid` in a table of `SLOTS` slots (a power of two, at most
+/// 1,024) of [`which_patterns`], and the non-zero key kept there (a state's id with
+/// its tags: a match state's is never 0).
 #[inline]
-fn read_slot(sid: LazyStateID) -> (usize, u64) {
+fn read_slot<const SLOTS: usize>(sid: LazyStateID) -> (usize, u64) {
     let mut h = IdBits::default();
     std::hash::Hash::hash(&sid, &mut h);
     let bits = std::hash::Hasher::finish(&h);
     // Ids are offsets in the transition table, multiples of its row length: the
     // multiply brings the varying bits to the top.
-    let slot = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % READ_SLOTS;
+    let slot = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % SLOTS;
     (slot, bits | 1 << 63)
 }
 
@@ -766,19 +777,33 @@ fn which_patterns(
     haystack: &[u8],
     found: &mut PatternSet,
 ) -> Option<()> {
+    if haystack.len() <= SHORT_VALUE {
+        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found)
+    } else {
+        walk::<READ_SLOTS>(dfa, cache, haystack, found)
+    }
+}
+
+/// [`which_patterns`] with a table of `SLOTS` match states read.
+fn walk<const SLOTS: usize>(
+    dfa: &DFA,
+    cache: &mut DfaCache,
+    haystack: &[u8],
+    found: &mut PatternSet,
+) -> Option<()> {
     let input = Input::new(haystack);
     let mut sid = dfa.start_state_forward(cache, &input).ok()?;
     // The match states read lately, by their ids (a state that finds its slot taken
     // is read again, which adds nothing new: the table only saves work). Checked in
     // line: on attack payloads a match state comes every few bytes.
-    let mut read = [0u64; READ_SLOTS];
+    let mut read = [0u64; SLOTS];
     let mut clears = cache.clear_count();
     let mut note = |cache: &mut DfaCache, sid: LazyStateID| {
         if cache.clear_count() != clears {
             clears = cache.clear_count();
-            read = [0; READ_SLOTS];
+            read = [0; SLOTS];
         }
-        let (slot, key) = read_slot(sid);
+        let (slot, key) = read_slot::<SLOTS>(sid);
         read[slot] != key && {
             read[slot] = key;
             read_patterns(dfa, cache, sid, found)
