@@ -189,6 +189,22 @@ fn form(
         cache.cells[row + n as usize] = 1;
         return (1, classes);
     }
+    form_step(cache, nodes, row, n, parent, step, raw)
+}
+
+/// [`form`] for a prefix not computed yet (`n`, whose last step is `step` after the
+/// prefix `parent`): kept apart so that the usual call, a cell already known, stays
+/// short.
+#[inline(never)]
+fn form_step(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    row: usize,
+    n: u32,
+    parent: Option<u32>,
+    step: Transform,
+    raw: &[u8],
+) -> (u32, u32) {
     let (base, classes) = form(cache, nodes, row, parent, raw);
     // A step that acts as another on these bytes shares that one's result.
     let step = step.same_on(classes);
@@ -213,7 +229,10 @@ fn form(
             // A transformation may borrow a shorter piece of its input (`trim`), so only
             // a borrow of the whole value means "unchanged".
             Cow::Borrowed(b) if b.len() == input.len() => (base, classes),
-            out => match equal_form(cache, row, raw, &out) {
+            out => match (out.len() >= SHARED_FORM_MIN_LEN)
+                .then(|| equal_form(cache, row, raw, &out))
+                .flatten()
+            {
                 // Another step made the same bytes of this value: one cell serves
                 // both, so the automata and operators that read it run once.
                 Some(1) => (1, cache.cells[row + nodes.len()] & !KNOWN),
@@ -253,6 +272,7 @@ const SHARED_FORM_MIN_LEN: usize = 256;
 /// differ often give the same bytes (`t:cmdLine` and `t:jsDecode` both only drop the
 /// backslashes of a lower-case value; `t:normalisePathWin` is `t:normalisePath` on a
 /// value without `\`).
+#[cold]
 fn equal_form(cache: &TransformCache, row: usize, raw: &[u8], bytes: &[u8]) -> Option<u32> {
     if bytes.len() < SHARED_FORM_MIN_LEN {
         return None;
