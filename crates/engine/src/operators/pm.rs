@@ -255,29 +255,44 @@ impl PhraseLists {
         // The walk's row offset; the start state matches nothing (no empty phrases).
         let mut at = self.row_of(rows, start) & !MATCH;
         let mut found = 0;
-        for &b in input {
-            let col = self.classes[b as usize] as usize;
-            let mut next = rows.next[at as usize + col];
-            if next & MATCH != 0 {
-                if next == UNKNOWN {
-                    let row = (at >> self.shift) as usize;
-                    let sid = nfa.next_state(Anchored::No, rows.state[row], b);
-                    if rows.state.len() >= self.max_rows
-                        && !rows.of_state.contains_key(&sid.as_u32())
-                    {
-                        // Full: start again with only the state the walk is in.
-                        rows.clear();
-                        next = self.row_of(rows, sid);
-                    } else {
-                        next = self.row_of(rows, sid);
-                        rows.next[at as usize + col] = next;
-                    }
-                }
+        let classes: &[u8; 256] = &self.classes;
+        let mut i = 0;
+        while i < input.len() {
+            // Transitions already taken into states that match nothing: one table read
+            // a byte, through a shared borrow of the table (its address and length stay
+            // in registers).
+            let table: &[u32] = &rows.next;
+            let mut stop = None;
+            for (k, &b) in input[i..].iter().enumerate() {
+                let next = table[at as usize + classes[usize::from(b)] as usize];
                 if next & MATCH != 0 {
-                    found |= rows.lists[((next & !MATCH) >> self.shift) as usize];
-                    if found == self.every {
-                        break;
-                    }
+                    stop = Some((i + k, next));
+                    break;
+                }
+                at = next;
+            }
+            let Some((j, mut next)) = stop else {
+                break;
+            };
+            let b = input[j];
+            let col = classes[usize::from(b)] as usize;
+            i = j + 1;
+            if next == UNKNOWN {
+                let row = (at >> self.shift) as usize;
+                let sid = nfa.next_state(Anchored::No, rows.state[row], b);
+                if rows.state.len() >= self.max_rows && !rows.of_state.contains_key(&sid.as_u32()) {
+                    // Full: start again with only the state the walk is in.
+                    rows.clear();
+                    next = self.row_of(rows, sid);
+                } else {
+                    next = self.row_of(rows, sid);
+                    rows.next[at as usize + col] = next;
+                }
+            }
+            if next & MATCH != 0 {
+                found |= rows.lists[((next & !MATCH) >> self.shift) as usize];
+                if found == self.every {
+                    break;
                 }
             }
             at = next & !MATCH;

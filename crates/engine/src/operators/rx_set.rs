@@ -701,8 +701,61 @@ fn append_pattern(joined: &mut thompson::Builder, nfa: &thompson::NFA) -> Result
     Ok(start)
 }
 
-/// Slots of the table of match states read in [`which_patterns`].
+/// Slots of the table of match states read in [`which_patterns`] for values of more
+/// than [`SHORT_VALUE`] bytes.
 const READ_SLOTS: usize = 1024;
+
+/// Values up to this long are walked with a table of [`READ_SLOTS_SHORT`] slots: the
+/// table is zeroed for every walk, and the set's lazy DFA of the patterns without
+/// factors walks every value of a request (8 KiB zeroed 5,000 times cost more than the
+/// walks of 2,500 short arguments).
+const SHORT_VALUE: usize = 1024;
+
+/// Slots of the table for values up to [`SHORT_VALUE`] bytes.
+const READ_SLOTS_SHORT: usize = 64;
+
+/// A [`std::hash::Hasher`] that keeps the last integer written to it: the bits of a
+/// [`LazyStateID`] (its `Hash` writes one `u32`), which the library does not expose
+/// otherwise.
+#[derive(Default)]
+struct IdBits(u64);
+
+impl std::hash::Hasher for IdBits {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0 << 8 | u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.0 = u64::from(i);
+    }
+}
+
+/// The slot of match state `sid` in a table of `SLOTS` slots (a power of two, at most
+/// 1,024) of [`which_patterns`], and the non-zero key kept there (a state's id with
+/// its tags: a match state's is never 0).
+#[inline]
+fn read_slot<const SLOTS: usize>(sid: LazyStateID) -> (usize, u64) {
+    let mut h = IdBits::default();
+    std::hash::Hash::hash(&sid, &mut h);
+    let bits = std::hash::Hasher::finish(&h);
+    // Ids are offsets in the transition table, multiples of its row length: the
+    // multiply brings the varying bits to the top.
+    let slot = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % SLOTS;
+    (slot, bits | 1 << 63)
+}
+
+/// Adds match state `sid`'s patterns to `found`; true when `found` is then full.
+#[inline(never)]
+fn read_patterns(dfa: &DFA, cache: &DfaCache, sid: LazyStateID, found: &mut PatternSet) -> bool {
+    for i in 0..dfa.match_len(cache, sid) {
+        let _ = found.try_insert(dfa.match_pattern(cache, sid, i));
+    }
+    found.is_full()
+}
 
 /// Adds to `found` every pattern of `dfa` that matches somewhere in `haystack`, in one
 /// forward pass; `None` when the lazy DFA gives up (or meets a byte it cannot handle).
@@ -714,7 +767,25 @@ const READ_SLOTS: usize = 1024;
 /// and skipped when it is met again while still in a small table of states read (a
 /// state's patterns never change; state ids are only reused after the cache is
 /// cleared, which empties the table).
+///
+/// Between tagged states (match, start, dead, quit, or a transition not computed yet)
+/// the walk only reads the transition table, through a shared borrow of the cache, so
+/// that the table's address and length stay in registers.
 fn which_patterns(
+    dfa: &DFA,
+    cache: &mut DfaCache,
+    haystack: &[u8],
+    found: &mut PatternSet,
+) -> Option<()> {
+    if haystack.len() <= SHORT_VALUE {
+        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found)
+    } else {
+        walk::<READ_SLOTS>(dfa, cache, haystack, found)
+    }
+}
+
+/// [`which_patterns`] with a table of `SLOTS` match states read.
+fn walk<const SLOTS: usize>(
     dfa: &DFA,
     cache: &mut DfaCache,
     haystack: &[u8],
@@ -722,51 +793,58 @@ fn which_patterns(
 ) -> Option<()> {
     let input = Input::new(haystack);
     let mut sid = dfa.start_state_forward(cache, &input).ok()?;
-    // The match states read lately, by a hash of their ids (a state that finds its
-    // slot taken is read again, which adds nothing new: the table only saves work).
-    let mut read = [None::<LazyStateID>; READ_SLOTS];
+    // The match states read lately, by their ids (a state that finds its slot taken
+    // is read again, which adds nothing new: the table only saves work). Checked in
+    // line: on attack payloads a match state comes every few bytes.
+    let mut read = [0u64; SLOTS];
     let mut clears = cache.clear_count();
     let mut note = |cache: &mut DfaCache, sid: LazyStateID| {
         if cache.clear_count() != clears {
             clears = cache.clear_count();
-            read = [None; READ_SLOTS];
+            read = [0; SLOTS];
         }
-        let mut h = rustc_hash::FxHasher::default();
-        std::hash::Hash::hash(&sid, &mut h);
-        let mixed = std::hash::Hasher::finish(&h).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = &mut read[(mixed >> 54) as usize % READ_SLOTS];
-        if *slot != Some(sid) {
-            *slot = Some(sid);
-            for i in 0..dfa.match_len(cache, sid) {
-                let _ = found.try_insert(dfa.match_pattern(cache, sid, i));
-            }
+        let (slot, key) = read_slot::<SLOTS>(sid);
+        read[slot] != key && {
+            read[slot] = key;
+            read_patterns(dfa, cache, sid, found)
         }
-        found.is_full()
     };
     cache.search_start(0);
+    let len = haystack.len();
     let mut at = 0;
-    while at < haystack.len() {
-        let b = haystack[at];
-        // From an untagged state the transition is one table read; only a transition
-        // not computed yet (or one from a tagged state) goes through `next_state`,
-        // with the search's progress reported first, as the library's own forward
-        // search does (the cache's give-up rule reads it when it clears).
-        let known = if sid.is_tagged() {
-            None
+    'walk: while at < len {
+        let next = if sid.is_tagged() {
+            // From a tagged state the transition goes through `next_state`, with the
+            // search's progress reported first, as the library's own forward search
+            // does (the cache's give-up rule reads it when it clears).
+            cache.search_update(at);
+            dfa.next_state(cache, sid, haystack[at])
         } else {
-            Some(dfa.next_state_untagged(cache, sid, b)).filter(|n| !n.is_unknown())
-        };
-        sid = match known {
-            Some(n) => n,
-            None => {
-                cache.search_update(at);
-                match dfa.next_state(cache, sid, b) {
-                    Ok(s) => s,
-                    Err(_) => {
-                        cache.search_finish(at);
-                        return None;
-                    }
+            // From an untagged state: one table read a byte while the states met
+            // stay untagged.
+            let shared: &DfaCache = cache;
+            let mut next = dfa.next_state_untagged(shared, sid, haystack[at]);
+            while !next.is_tagged() {
+                sid = next;
+                at += 1;
+                if at == len {
+                    break 'walk;
                 }
+                next = dfa.next_state_untagged(shared, sid, haystack[at]);
+            }
+            if next.is_unknown() {
+                // Not computed yet.
+                cache.search_update(at);
+                dfa.next_state(cache, sid, haystack[at])
+            } else {
+                Ok(next)
+            }
+        };
+        sid = match next {
+            Ok(s) => s,
+            Err(_) => {
+                cache.search_finish(at);
+                return None;
             }
         };
         at += 1;
@@ -785,7 +863,7 @@ fn which_patterns(
     }
     cache.search_update(at);
     cache.search_finish(at);
-    if at == haystack.len() {
+    if at == len {
         sid = dfa.next_eoi_state(cache, sid).ok()?;
         if sid.is_match() {
             note(cache, sid);

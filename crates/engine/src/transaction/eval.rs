@@ -189,7 +189,25 @@ fn form(
         cache.cells[row + n as usize] = 1;
         return (1, classes);
     }
+    form_step(cache, nodes, row, n, parent, step, raw)
+}
+
+/// [`form`] for a prefix not computed yet (`n`, whose last step is `step` after the
+/// prefix `parent`): kept apart so that the usual call, a cell already known, stays
+/// short.
+#[inline(never)]
+fn form_step(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    row: usize,
+    n: u32,
+    parent: Option<u32>,
+    step: Transform,
+    raw: &[u8],
+) -> (u32, u32) {
     let (base, classes) = form(cache, nodes, row, parent, raw);
+    // A step that acts as another on these bytes shares that one's result.
+    let step = step.same_on(classes);
     let map = cache.unicode_map.clone();
     let memo = (row as u32, base, step);
     let result = if classes & step.triggers() == 0 {
@@ -211,18 +229,63 @@ fn form(
             // A transformation may borrow a shorter piece of its input (`trim`), so only
             // a borrow of the whole value means "unchanged".
             Cow::Borrowed(b) if b.len() == input.len() => (base, classes),
-            out => {
-                let bytes: Arc<[u8]> = Arc::from(&*out);
-                let classes = byte_classes(&bytes);
-                cache.forms.push((bytes, classes));
-                (cache.forms.len() as u32 + 1, classes)
-            }
+            out => match (out.len() >= SHARED_FORM_MIN_LEN)
+                .then(|| equal_form(cache, row, raw, &out))
+                .flatten()
+            {
+                // Another step made the same bytes of this value: one cell serves
+                // both, so the automata and operators that read it run once.
+                Some(1) => (1, cache.cells[row + nodes.len()] & !KNOWN),
+                Some(k) => (k, cache.forms[(k - 2) as usize].1),
+                None => {
+                    let bytes: Arc<[u8]> = Arc::from(&*out);
+                    let len = bytes.len();
+                    let classes = byte_classes(&bytes);
+                    cache.forms.push((bytes, classes));
+                    let cell = cache.forms.len() as u32 + 1;
+                    if len >= SHARED_FORM_MIN_LEN {
+                        cache
+                            .long_forms
+                            .entry((row as u32, len))
+                            .or_default()
+                            .push(cell);
+                    }
+                    (cell, classes)
+                }
+            },
         };
         cache.steps.insert(memo, done.0);
         done
     };
     cache.cells[row + n as usize] = result.0;
     result
+}
+
+/// Forms of at least this many bytes are compared with the value's other forms of
+/// the same length before they get a cell of their own (see [`equal_form`]). Shorter
+/// ones cost little to scan twice, and are many on ordinary traffic.
+const SHARED_FORM_MIN_LEN: usize = 256;
+
+/// The cell of the value whose row starts at `row` (raw bytes `raw`) that already
+/// holds `bytes`: 1 when they are the raw value, k when `forms[k - 2]`; `None` when no
+/// cell does, or when `bytes` is shorter than [`SHARED_FORM_MIN_LEN`]. Pipelines that
+/// differ often give the same bytes (`t:cmdLine` and `t:jsDecode` both only drop the
+/// backslashes of a lower-case value; `t:normalisePathWin` is `t:normalisePath` on a
+/// value without `\`).
+#[cold]
+fn equal_form(cache: &TransformCache, row: usize, raw: &[u8], bytes: &[u8]) -> Option<u32> {
+    if bytes.len() < SHARED_FORM_MIN_LEN {
+        return None;
+    }
+    if bytes == raw {
+        return Some(1);
+    }
+    cache
+        .long_forms
+        .get(&(row as u32, bytes.len()))?
+        .iter()
+        .copied()
+        .find(|&k| *cache.forms[(k - 2) as usize].0 == *bytes)
 }
 
 /// The raw value's byte classes, kept in its row's `cell` once computed.
@@ -1706,5 +1769,85 @@ mod tests {
                 assert_eq!(classes, crate::transforms::byte_classes(got));
             }
         }
+    }
+
+    /// Long forms (from `SHARED_FORM_MIN_LEN` bytes) that equal another form of the
+    /// same value, or the value itself, share its cell; every form is still what
+    /// applying its prefix's steps in order gives.
+    #[test]
+    fn equal_long_forms_share_a_cell() {
+        let pipelines = [
+            "t:cmdLine",
+            "t:jsDecode",
+            "t:lowercase,t:jsDecode",
+            "t:jsDecode,t:lowercase",
+            "t:normalizePath",
+            "t:normalizePathWin",
+            "t:urlDecodeUni,t:normalizePathWin",
+            "t:urlDecodeUni,t:normalizePath",
+            "t:urlDecodeUni,t:cmdLine",
+            "t:urlDecodeUni,t:jsDecode",
+            "t:removeNulls,t:replaceNulls",
+        ];
+        let text: String = pipelines
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                format!(
+                    "SecRule ARGS \"@rx x\" \"id:{},phase:2,pass,t:none,{p}\"\n",
+                    i + 1
+                )
+            })
+            .collect();
+        let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+        b.add_text(&text, "test.conf").expect("loads");
+        let rs = b.build().expect("builds");
+        let nodes = &rs.chain_nodes;
+        let pieces: &[&[u8]] = &[
+            b"../", b"a", b"\\", b"%2f", b"%5c", b"/", b".", b"A", b"\\.", b"x", b"\x00",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x0dd5_eed5_0f0f_0001);
+        let mut shared = 0;
+        for _ in 0..400 {
+            // Most values use a few pieces only, so that pipelines often agree.
+            let kinds: Vec<&[u8]> = (0..1 + rng.below(3))
+                .map(|_| pieces[rng.below(pieces.len())])
+                .collect();
+            let mut value = Vec::new();
+            while value.len() < 300 + rng.below(300) {
+                value.extend_from_slice(kinds[rng.below(kinds.len())]);
+            }
+            let mut cache = TransformCache {
+                width: nodes.len() + 2 + rs.prefilter.groups.len().div_ceil(32),
+                ..Default::default()
+            };
+            let row = cache_row(&mut cache, 0);
+            let mut cells: Vec<(u32, Vec<u8>)> = Vec::new();
+            for n in 0..nodes.len() as u32 {
+                let (cell, _) = form(&mut cache, nodes, row, Some(n), &value);
+                let got: Vec<u8> = match cell {
+                    1 => value.clone(),
+                    k => cache.forms[(k - 2) as usize].0.to_vec(),
+                };
+                let mut want: Cow<'_, [u8]> = Cow::Borrowed(&value);
+                for t in steps(nodes, n) {
+                    want = Cow::Owned(t.apply(&want).into_owned());
+                }
+                assert_eq!(got, &*want, "prefix {:?}", steps(nodes, n));
+                if got.len() >= super::SHARED_FORM_MIN_LEN {
+                    if got == value {
+                        assert_eq!(cell, 1, "a long form equal to the value");
+                    }
+                    for (c, bytes) in &cells {
+                        if *bytes == got {
+                            assert_eq!(*c, cell, "two cells hold the same long form");
+                            shared += 1;
+                        }
+                    }
+                }
+                cells.push((cell, got));
+            }
+        }
+        assert!(shared > 100, "only {shared} shared forms");
     }
 }

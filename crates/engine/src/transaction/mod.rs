@@ -253,6 +253,10 @@ pub(crate) struct TransformCache {
     /// prefixes (`t:urlDecodeUni,t:removeWhitespace` on a value `t:urlDecodeUni`
     /// leaves alone, and `t:removeWhitespace` alone) share one result, computed once.
     pub steps: rustc_hash::FxHashMap<(u32, u32, crate::transforms::Transform), u32>,
+    /// The cells of the forms of at least `SHARED_FORM_MIN_LEN` bytes (`eval.rs`),
+    /// keyed by (row start, length): a step whose result equals one of them shares
+    /// its cell instead of taking a new one.
+    pub long_forms: rustc_hash::FxHashMap<(u32, usize), Vec<u32>>,
     /// The prefilter's set of all patterns run on a form of a value, keyed by (row
     /// start, cell). (A raw value's answer is also marked in its row, so that the
     /// usual case, a raw value that matches nothing, needs no lookup here.)

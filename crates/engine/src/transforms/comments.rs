@@ -95,6 +95,14 @@ pub(super) fn replace_comments(input: &[u8]) -> Cow<'_, [u8]> {
 /// `t:removeCommentsChar`: removes the comment markers `/*`, `*/`, `<!--`, `-->`, `--` and
 /// `#`, keeping the text between them.
 pub(super) fn remove_comments_char(input: &[u8]) -> Cow<'_, [u8]> {
+    if input.len() >= super::SCAN_MIN_LEN && !has_comment_marker(input) {
+        return Cow::Borrowed(input);
+    }
+    remove_comments_char_walk(input)
+}
+
+/// [`remove_comments_char`] byte by byte (from one possible marker to the next).
+fn remove_comments_char_walk(input: &[u8]) -> Cow<'_, [u8]> {
     let n = input.len();
     let mut out = Out::new(input);
     let mut i = 0;
@@ -129,9 +137,52 @@ pub(super) fn remove_comments_char(input: &[u8]) -> Cow<'_, [u8]> {
     out.finish()
 }
 
+/// Whether `input` holds a marker `removeCommentsChar` removes: `#`, `/*`, `*/`, or
+/// `--` (which `<!--` and `-->` contain). Searched with the vector searches of
+/// `memchr`, so that a long value without one (where the byte walk above would only
+/// confirm that nothing changes) costs a fraction of a walk.
+fn has_comment_marker(input: &[u8]) -> bool {
+    memchr::memchr(b'#', input).is_some()
+        || memchr::memmem::find(input, b"/*").is_some()
+        || memchr::memmem::find(input, b"*/").is_some()
+        || memchr::memmem::find(input, b"--").is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The walk leaves a value unchanged exactly when it holds no marker, so long
+    /// values without one can be returned as they are.
+    #[test]
+    fn values_without_markers_are_unchanged() {
+        // The first six pieces never make a marker, whatever their order.
+        let pieces: &[&[u8]] = &[
+            b"a", b"/a", b"*b", b"-c", b"<!", b" ", b"#", b"/", b"*", b"-", b"<!-",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x0c0f_fee0_0000_0042);
+        let (mut plain, mut marked) = (0, 0);
+        for _ in 0..4_000 {
+            let kinds = if rng.below(2) == 0 { 6 } else { pieces.len() };
+            let mut v = Vec::new();
+            while v.len() < super::super::SCAN_MIN_LEN + rng.below(64) {
+                v.extend_from_slice(pieces[rng.below(kinds)]);
+            }
+            let walked = remove_comments_char_walk(&v);
+            let changed = !matches!(&walked, Cow::Borrowed(b) if b.len() == v.len());
+            assert_eq!(changed, has_comment_marker(&v), "{v:?}");
+            assert_eq!(remove_comments_char(&v), walked);
+            if changed {
+                marked += 1;
+            } else {
+                plain += 1;
+            }
+        }
+        assert!(
+            plain > 200 && marked > 200,
+            "{plain} plain, {marked} marked"
+        );
+    }
 
     fn borrowed(c: Cow<'_, [u8]>) -> bool {
         matches!(c, Cow::Borrowed(_))

@@ -179,6 +179,12 @@ pub(crate) fn byte_classes(input: &[u8]) -> u32 {
         .fold(0, |m, &b| m | class::TABLE[usize::from(b)])
 }
 
+/// Values at least this long are first searched (with `memchr`'s vector searches)
+/// for what would make `compressWhitespace` or `removeCommentsChar` change them; a
+/// value without it is returned at once. Shorter values take the byte walk, which
+/// costs less than starting several searches.
+const SCAN_MIN_LEN: usize = 64;
+
 /// Every name `from_name` accepts (compared case-insensitively), with its transformation.
 /// The first entry for a variant is its canonical name.
 const NAMES: &[(&str, Transform)] = &[
@@ -353,6 +359,20 @@ impl Transform {
         }
     }
 
+    /// A transformation that gives the same result as this one on every value whose
+    /// [`byte_classes`] are `classes` (itself, mostly): `normalisePathWin` reads
+    /// backslashes as slashes and is otherwise `normalisePath`, so on a value without
+    /// `\` it is `normalisePath`. The engine keys its cache of results by the step this
+    /// returns, so that pipelines that differ only there share one result.
+    pub(crate) fn same_on(self, classes: u32) -> Transform {
+        match self {
+            Transform::NormalisePathWin if classes & class::BACKSLASH == 0 => {
+                Transform::NormalisePath
+            }
+            t => t,
+        }
+    }
+
     /// Applies the transformation. Returns `Cow::Borrowed` when the input is unchanged.
     ///
     /// `Cow::Borrowed` may also hold a strict sub-slice of the input when the result is one
@@ -440,6 +460,34 @@ mod tests {
                 assert_eq!(&*t.apply(&v), &v[..], "{t:?} changed {v:?}");
             }
         }
+    }
+
+    /// `same_on` names a transformation that gives the same result on values of
+    /// those classes.
+    #[test]
+    fn same_on_gives_the_same_results() {
+        let mut rng = crate::body::fuzz::XorShift(0x51ab_1e5e_ed00_0001);
+        let alphabet: &[u8] = b"/.\\ab%2e";
+        for &t in Transform::ALL {
+            for _ in 0..20_000 {
+                let len = rng.below(24);
+                let v: Vec<u8> = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                let same = t.same_on(byte_classes(&v));
+                if same != t {
+                    assert_eq!(same.apply(&v), t.apply(&v), "{t:?} and {same:?} on {v:?}");
+                }
+            }
+        }
+        assert_eq!(
+            Transform::NormalisePathWin.same_on(byte_classes(b"/a/../b")),
+            Transform::NormalisePath
+        );
+        assert_eq!(
+            Transform::NormalisePathWin.same_on(byte_classes(b"\\a\\..")),
+            Transform::NormalisePathWin
+        );
     }
 
     #[test]

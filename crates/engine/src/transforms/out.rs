@@ -70,6 +70,29 @@ impl<'a> Out<'a> {
         }
     }
 
+    /// Appends `input[start..end]` with ASCII letters lowercased: free while the output
+    /// is still a prefix of the input, `start` is where it ends and the bytes have no
+    /// upper-case letter.
+    #[inline]
+    pub(super) fn copy_input_lowercase(&mut self, start: usize, end: usize) {
+        let input = self.input;
+        let mut from = start;
+        if self.owned.is_none() {
+            match input[start..end].iter().position(u8::is_ascii_uppercase) {
+                None => return self.copy_input(start, end),
+                Some(k) => {
+                    self.copy_input(start, start + k);
+                    from = start + k;
+                }
+            }
+        }
+        let v = match &mut self.owned {
+            Some(v) => v,
+            None => self.make_owned(),
+        };
+        v.extend(input[from..end].iter().map(u8::to_ascii_lowercase));
+    }
+
     /// Appends arbitrary bytes.
     #[inline]
     pub(super) fn extend(&mut self, bytes: &[u8]) {

@@ -78,6 +78,14 @@ pub(super) fn trim(input: &[u8]) -> Cow<'_, [u8]> {
 /// `t:compressWhitespace`: every run of C whitespace becomes one space. (ModSecurity v3 does
 /// not count the non-breaking space 0xA0 here, unlike v2.)
 pub(super) fn compress_whitespace(input: &[u8]) -> Cow<'_, [u8]> {
+    if input.len() >= super::SCAN_MIN_LEN && !has_other_space(input) {
+        return Cow::Borrowed(input);
+    }
+    compress_whitespace_walk(input)
+}
+
+/// [`compress_whitespace`] byte by byte.
+fn compress_whitespace_walk(input: &[u8]) -> Cow<'_, [u8]> {
     let mut out = Out::new(input);
     let mut in_space = false;
     let mut run_start = 0;
@@ -95,6 +103,15 @@ pub(super) fn compress_whitespace(input: &[u8]) -> Cow<'_, [u8]> {
     }
     out.copy_input(run_start, input.len());
     out.finish()
+}
+
+/// Whether `compressWhitespace` changes `input`: it holds C whitespace other than a
+/// space, or two spaces in a row. Searched with the vector searches of `memchr`: a
+/// long value that only holds single spaces costs a fraction of the byte walk.
+fn has_other_space(input: &[u8]) -> bool {
+    memchr::memchr3(b'\t', b'\n', b'\r', input).is_some()
+        || memchr::memchr2(0x0b, 0x0c, input).is_some()
+        || memchr::memmem::find(input, b"  ").is_some()
 }
 
 /// `t:removeWhitespace`: removes C whitespace, the non-breaking space 0xA0 and, as
@@ -134,12 +151,77 @@ pub(super) fn replace_nulls(input: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(v)
 }
 
+/// The bytes `t:cmdLine` does more with than lowercase: the ones it drops and the
+/// separators; with `/` and `(` (which drop a separator right before them) when
+/// `slash` is set.
+const fn cmd_line_special(slash: bool) -> [bool; 256] {
+    let mut t = [false; 256];
+    let special = b"\"'\\^ ,;\t\r\n";
+    let mut i = 0;
+    while i < special.len() {
+        t[special[i] as usize] = true;
+        i += 1;
+    }
+    t[b'/' as usize] = slash;
+    t[b'(' as usize] = slash;
+    t
+}
+
+/// [`cmd_line_special`] after a separator, and elsewhere (where `/` and `(` are
+/// copied as they are).
+static CMD_LINE_SPECIAL: [[bool; 256]; 2] = [cmd_line_special(false), cmd_line_special(true)];
+
 /// `t:cmdLine`, as ModSecurity v3 does it: drops `\ " ' ^`; turns each run of space, `,`,
 /// `;`, `\t`, `\r`, `\n` into one space; drops a space that precedes `/` or `(`; lowercases
-/// ASCII letters. (`\v` and `\f` are not separators in v3.)
+/// ASCII letters. (`\v` and `\f` are not separators in v3.) The bytes between two special
+/// ones are copied (lowercased) as one run; `/` and `(` are special only while the
+/// last byte written is a separator.
 pub(super) fn cmd_line(input: &[u8]) -> Cow<'_, [u8]> {
+    let n = input.len();
     let mut out = Out::new(input);
     // True when the last byte written is a separator space.
+    let mut space = false;
+    let mut i = 0;
+    while i < n {
+        let special = &CMD_LINE_SPECIAL[usize::from(space)];
+        let end = input[i..]
+            .iter()
+            .position(|&b| special[usize::from(b)])
+            .map_or(n, |k| i + k);
+        if end > i {
+            out.copy_input_lowercase(i, end);
+            space = false;
+            if end == n {
+                break;
+            }
+        }
+        let b = input[end];
+        match b {
+            b'"' | b'\'' | b'\\' | b'^' => {}
+            b'/' | b'(' => {
+                // Looked for only after a separator (a run may have come between).
+                if space {
+                    out.pop();
+                }
+                space = false;
+                out.push(b);
+            }
+            _ => {
+                if !space {
+                    out.push(b' ');
+                    space = true;
+                }
+            }
+        }
+        i = end + 1;
+    }
+    out.finish()
+}
+
+/// `t:cmdLine` one byte at a time: the reference [`cmd_line`] is tested against.
+#[cfg(test)]
+fn cmd_line_bytewise(input: &[u8]) -> Cow<'_, [u8]> {
+    let mut out = Out::new(input);
     let mut space = false;
     for &b in input {
         match b {
@@ -213,6 +295,62 @@ pub(super) fn length(input: &[u8]) -> Cow<'_, [u8]> {
 
 #[cfg(test)]
 mod tests {
+    /// The walk leaves a value unchanged exactly when `has_other_space` finds
+    /// nothing, so long values it clears can be returned as they are.
+    #[test]
+    fn compress_whitespace_fast_path_is_exact() {
+        // The first three pieces never make two spaces in a row.
+        let pieces: &[&[u8]] = &[
+            b"a", b" b", b"cd", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x5ace_5ace_0000_0001);
+        let (mut same, mut changed) = (0, 0);
+        for _ in 0..4_000 {
+            let kinds = if rng.below(2) == 0 { 3 } else { pieces.len() };
+            let mut v = Vec::new();
+            while v.len() < super::super::SCAN_MIN_LEN + rng.below(64) {
+                v.extend_from_slice(pieces[rng.below(kinds)]);
+            }
+            let walked = compress_whitespace_walk(&v);
+            let did = !matches!(&walked, Cow::Borrowed(b) if b.len() == v.len());
+            assert_eq!(did, has_other_space(&v), "{v:?}");
+            assert_eq!(compress_whitespace(&v), walked);
+            if did {
+                changed += 1;
+            } else {
+                same += 1;
+            }
+        }
+        assert!(
+            same > 200 && changed > 200,
+            "{same} same, {changed} changed"
+        );
+    }
+
+    /// The run-wise `cmdLine` gives the byte-wise one's result, borrowed exactly
+    /// when that one is.
+    #[test]
+    fn cmd_line_by_runs_agrees_with_the_bytewise_walk() {
+        let pieces: &[&[u8]] = &[
+            b"a", b"Z", b"cat", b"/ETC", b" ", b"  ", b",", b";", b"\t", b"\r\n", b"/", b"(",
+            b"\"", b"'", b"\\", b"^", b"\x0b", b"\xc3", b"x y", b" /", b" (",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x00c0_ffee_cafe_0001);
+        for _ in 0..50_000 {
+            let mut v = Vec::new();
+            for _ in 0..rng.below(16) {
+                v.extend_from_slice(pieces[rng.below(pieces.len())]);
+            }
+            let (got, want) = (cmd_line(&v), cmd_line_bytewise(&v));
+            assert_eq!(got, want, "{v:?}");
+            assert_eq!(
+                matches!(got, Cow::Borrowed(_)),
+                matches!(want, Cow::Borrowed(_)),
+                "{v:?}"
+            );
+        }
+    }
+
     use super::*;
 
     fn owned(c: Cow<'_, [u8]>) -> bool {
