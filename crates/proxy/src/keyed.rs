@@ -410,7 +410,7 @@ pub fn hold(bucket: &Arc<Gcra>) -> Option<Arc<Gcra>> {
 /// module documentation).
 #[derive(Debug)]
 pub struct KeyTable<V: 'static> {
-    hasher: KeySecrets,
+    secrets: KeySecrets,
     per_shard: usize,
     shards: Box<[Shard<V>]>,
 }
@@ -445,7 +445,7 @@ impl<V: Slot + Send + Sync + 'static> KeyTable<V> {
     /// spare entry is made by `spare()`.
     pub fn new(max_keys: usize, spare: impl Fn() -> V) -> KeyTable<V> {
         KeyTable {
-            hasher: KeySecrets::new(),
+            secrets: KeySecrets::new(),
             per_shard: max_keys.div_ceil(SHARDS).max(1),
             shards: (0..SHARDS)
                 .map(|_| Shard {
@@ -459,7 +459,7 @@ impl<V: Slot + Send + Sync + 'static> KeyTable<V> {
 
     /// The table's hash of a key (per table, random; see the module documentation).
     pub fn hash(&self, key: &[u8]) -> u64 {
-        let mut h = self.hasher.hasher();
+        let mut h = self.secrets.hasher();
         h.write(key);
         h.finish()
     }
@@ -479,7 +479,7 @@ impl<V: Slot + Send + Sync + 'static> KeyTable<V> {
     where
         I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
     {
-        let mut h = self.hasher.hasher();
+        let mut h = self.secrets.hasher();
         write_key(parts, peer, path, headers, &mut tx, &mut |b: &[u8]| {
             h.write(b)
         })
@@ -1046,12 +1046,12 @@ mod tests {
             let whole = t.hash(&key[..len]);
             // Every split into two pieces and into single bytes.
             for cut in 0..=len {
-                let mut h = t.hasher.hasher();
+                let mut h = t.secrets.hasher();
                 h.write(&key[..cut]);
                 h.write(&key[cut..len]);
                 assert_eq!(h.finish(), whole, "len {len}, cut {cut}");
             }
-            let mut h = t.hasher.hasher();
+            let mut h = t.secrets.hasher();
             for b in &key[..len] {
                 h.write(std::slice::from_ref(b));
             }

@@ -1665,8 +1665,8 @@ fn expand_for_test(tx: &Transaction, m: &crate::macros::Macro) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::{TransformCache, cache_row, form};
-    use crate::RulesetBuilder;
     use crate::transforms::Transform;
+    use crate::{Ruleset, RulesetBuilder};
     use std::borrow::Cow;
     use std::sync::Arc;
 
@@ -1705,18 +1705,8 @@ mod tests {
     /// Every cached form of a value is what applying its prefix's steps one by one
     /// gives, whichever prefixes were asked for before (the cache builds prefixes
     /// from their parents and skips prefixes whose triggers the value lacks).
-    #[test]
-    fn cached_forms_equal_the_steps_applied_in_order() {
-        let pipelines = [
-            "t:lowercase",
-            "t:urlDecodeUni",
-            "t:urlDecodeUni,t:lowercase",
-            "t:utf8toUnicode,t:urlDecodeUni,t:htmlEntityDecode,t:jsDecode,t:cssDecode,t:removeNulls",
-            "t:urlDecodeUni,t:jsDecode,t:removeWhitespace,t:base64Decode,t:urlDecodeUni,t:jsDecode",
-            "t:cmdLine,t:normalizePath",
-            "t:replaceComments,t:compressWhitespace,t:trim",
-            "t:hexDecode,t:lowercase,t:removeWhitespace",
-        ];
+    /// A rule set of one rule on ARGS per transformation pipeline, in order.
+    fn ruleset_of_pipelines(pipelines: &[&str]) -> Ruleset {
         let text: String = pipelines
             .iter()
             .enumerate()
@@ -1729,7 +1719,22 @@ mod tests {
             .collect();
         let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
         b.add_text(&text, "test.conf").expect("loads");
-        let rs = b.build().expect("builds");
+        b.build().expect("builds")
+    }
+
+    #[test]
+    fn cached_forms_equal_the_steps_applied_in_order() {
+        let pipelines = [
+            "t:lowercase",
+            "t:urlDecodeUni",
+            "t:urlDecodeUni,t:lowercase",
+            "t:utf8toUnicode,t:urlDecodeUni,t:htmlEntityDecode,t:jsDecode,t:cssDecode,t:removeNulls",
+            "t:urlDecodeUni,t:jsDecode,t:removeWhitespace,t:base64Decode,t:urlDecodeUni,t:jsDecode",
+            "t:cmdLine,t:normalizePath",
+            "t:replaceComments,t:compressWhitespace,t:trim",
+            "t:hexDecode,t:lowercase,t:removeWhitespace",
+        ];
+        let rs = ruleset_of_pipelines(&pipelines);
         let nodes = &rs.chain_nodes;
         assert!(nodes.len() > 20);
         let alphabet = b"aZ09 %+&;'\"<>/\\-_=()#*\t\n\x00\xc3\xa9AbCzQ&#x41;%41%u0041";
@@ -1789,19 +1794,7 @@ mod tests {
             "t:urlDecodeUni,t:jsDecode",
             "t:removeNulls,t:replaceNulls",
         ];
-        let text: String = pipelines
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                format!(
-                    "SecRule ARGS \"@rx x\" \"id:{},phase:2,pass,t:none,{p}\"\n",
-                    i + 1
-                )
-            })
-            .collect();
-        let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
-        b.add_text(&text, "test.conf").expect("loads");
-        let rs = b.build().expect("builds");
+        let rs = ruleset_of_pipelines(&pipelines);
         let nodes = &rs.chain_nodes;
         let pieces: &[&[u8]] = &[
             b"../", b"a", b"\\", b"%2f", b"%5c", b"/", b".", b"A", b"\\.", b"x", b"\x00",

@@ -160,27 +160,13 @@ mod tests {
         let pieces: &[&[u8]] = &[
             b"a", b"/a", b"*b", b"-c", b"<!", b" ", b"#", b"/", b"*", b"-", b"<!-",
         ];
-        let mut rng = crate::body::fuzz::XorShift(0x0c0f_fee0_0000_0042);
-        let (mut plain, mut marked) = (0, 0);
-        for _ in 0..4_000 {
-            let kinds = if rng.below(2) == 0 { 6 } else { pieces.len() };
-            let mut v = Vec::new();
-            while v.len() < super::super::SCAN_MIN_LEN + rng.below(64) {
-                v.extend_from_slice(pieces[rng.below(kinds)]);
-            }
-            let walked = remove_comments_char_walk(&v);
-            let changed = !matches!(&walked, Cow::Borrowed(b) if b.len() == v.len());
-            assert_eq!(changed, has_comment_marker(&v), "{v:?}");
-            assert_eq!(remove_comments_char(&v), walked);
-            if changed {
-                marked += 1;
-            } else {
-                plain += 1;
-            }
-        }
-        assert!(
-            plain > 200 && marked > 200,
-            "{plain} plain, {marked} marked"
+        super::super::check_fast_path_is_exact(
+            pieces,
+            6,
+            0x0c0f_fee0_0000_0042,
+            remove_comments_char_walk,
+            has_comment_marker,
+            remove_comments_char,
         );
     }
 

@@ -185,6 +185,47 @@ pub(crate) fn byte_classes(input: &[u8]) -> u32 {
 /// costs less than starting several searches.
 const SCAN_MIN_LEN: usize = 64;
 
+/// Checks a transformation's fast path on long values built from `pieces` (the first
+/// `safe` of which never make a change, whatever their order): `walk` leaves a value
+/// unchanged (borrowed, same length) exactly when `changes` finds nothing, and the
+/// transformation `full` gives what `walk` gives. Both kinds of value must occur.
+#[cfg(test)]
+pub(crate) fn check_fast_path_is_exact(
+    pieces: &[&[u8]],
+    safe: usize,
+    seed: u64,
+    walk: fn(&[u8]) -> Cow<'_, [u8]>,
+    changes: fn(&[u8]) -> bool,
+    full: fn(&[u8]) -> Cow<'_, [u8]>,
+) {
+    let mut rng = crate::body::fuzz::XorShift(seed);
+    let (mut same, mut changed) = (0, 0);
+    for _ in 0..4_000 {
+        let kinds = if rng.below(2) == 0 {
+            safe
+        } else {
+            pieces.len()
+        };
+        let mut v = Vec::new();
+        while v.len() < SCAN_MIN_LEN + rng.below(64) {
+            v.extend_from_slice(pieces[rng.below(kinds)]);
+        }
+        let walked = walk(&v);
+        let did = !matches!(&walked, Cow::Borrowed(b) if b.len() == v.len());
+        assert_eq!(did, changes(&v), "{v:?}");
+        assert_eq!(full(&v), walked);
+        if did {
+            changed += 1;
+        } else {
+            same += 1;
+        }
+    }
+    assert!(
+        same > 200 && changed > 200,
+        "{same} same, {changed} changed"
+    );
+}
+
 /// Every name `from_name` accepts (compared case-insensitively), with its transformation.
 /// The first entry for a variant is its canonical name.
 const NAMES: &[(&str, Transform)] = &[

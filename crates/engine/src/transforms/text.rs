@@ -303,27 +303,13 @@ mod tests {
         let pieces: &[&[u8]] = &[
             b"a", b" b", b"cd", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c",
         ];
-        let mut rng = crate::body::fuzz::XorShift(0x5ace_5ace_0000_0001);
-        let (mut same, mut changed) = (0, 0);
-        for _ in 0..4_000 {
-            let kinds = if rng.below(2) == 0 { 3 } else { pieces.len() };
-            let mut v = Vec::new();
-            while v.len() < super::super::SCAN_MIN_LEN + rng.below(64) {
-                v.extend_from_slice(pieces[rng.below(kinds)]);
-            }
-            let walked = compress_whitespace_walk(&v);
-            let did = !matches!(&walked, Cow::Borrowed(b) if b.len() == v.len());
-            assert_eq!(did, has_other_space(&v), "{v:?}");
-            assert_eq!(compress_whitespace(&v), walked);
-            if did {
-                changed += 1;
-            } else {
-                same += 1;
-            }
-        }
-        assert!(
-            same > 200 && changed > 200,
-            "{same} same, {changed} changed"
+        super::super::check_fast_path_is_exact(
+            pieces,
+            3,
+            0x5ace_5ace_0000_0001,
+            compress_whitespace_walk,
+            has_other_space,
+            compress_whitespace,
         );
     }
 
