@@ -39,7 +39,8 @@ pub struct MatchRecord {
     pub negated: bool,
     /// MATCHED_VAR_NAME at the time of the match.
     pub var_name: String,
-    /// MATCHED_VAR at the time of the match.
+    /// MATCHED_VAR at the time of the match, as the logs show it: its first
+    /// [`SHOWN_VALUE`] bytes of text (see [`shown_value`]).
     pub var_value: String,
     /// `log`/`nolog`.
     pub log: bool,
@@ -68,6 +69,23 @@ pub fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+/// How many bytes of a matched value the logs show (ModSecurity v3 shows as many).
+pub const SHOWN_VALUE: usize = 200;
+
+/// The part of a matched value the logs show: the value as text (invalid UTF-8
+/// replaced as [`String::from_utf8_lossy`] does) cut to [`SHOWN_VALUE`] bytes on a
+/// character boundary. Only the first bytes are converted, so a huge matched value
+/// costs no more than a short one. That is exact: a replaced byte grows the text,
+/// so the shown text comes from input bytes before `SHOWN_VALUE`, and a sequence
+/// starting there is decided by at most 3 more bytes.
+pub fn shown_value(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(SHOWN_VALUE + 3)];
+    let mut s = crate::macros::utf8_lossy(std::borrow::Cow::Borrowed(head));
+    let keep = cut(&s, SHOWN_VALUE).len();
+    s.truncate(keep);
+    s
 }
 
 /// Cuts a string to at most `max` bytes on a character boundary.
@@ -121,7 +139,7 @@ pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
             operator_display(&m.operator.0),
             escape(cut(&m.operator.1, 200)),
             escape(&m.var_name),
-            escape(cut(&m.var_value, 200)),
+            escape(&m.var_value),
         );
     }
     let _ = write!(s, " [file \"{}\"] [line \"{}\"]", escape(&m.file), m.line);
@@ -228,7 +246,7 @@ pub fn audit_record(tx: &Transaction) -> String {
                             format!("Palisade limit check: {} (`{}' is set)", m.operator.1, m.var_name)
                         } else {
                             format!("Matched \"Operator `{}' with parameter `{}' against variable `{}' (Value: `{}' )",
-                                operator_display(&m.operator.0), cut(&m.operator.1, 200), m.var_name, cut(&m.var_value, 200))
+                                operator_display(&m.operator.0), cut(&m.operator.1, 200), m.var_name, m.var_value)
                         },
                         "reference": "",
                         "ruleId": m.rule_id.map(|i| i.to_string()).unwrap_or_default(),
@@ -507,5 +525,33 @@ mod tests {
     fn escapes_to_one_line() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\x0ad");
         assert_eq!(cut("héllo", 2), "h");
+    }
+
+    /// The shown value, converted from the first bytes only, is the whole value's
+    /// lossy text cut to `SHOWN_VALUE` bytes, whatever sits at the cut.
+    #[test]
+    fn shown_value_is_the_cut_of_the_whole_text() {
+        let pieces: [&[u8]; 9] = [
+            b"a",
+            b"abcdefgh",
+            "é".as_bytes(),
+            "€".as_bytes(),
+            "😀".as_bytes(),
+            b"\xff",
+            b"\xc3",
+            b"\xe2\x82",
+            b"\xf0\x9f\x98",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x5107_a11e);
+        for _ in 0..20_000 {
+            let mut v = Vec::new();
+            let len = SHOWN_VALUE - 12 + rng.below(40);
+            while v.len() < len {
+                v.extend_from_slice(pieces[rng.below(pieces.len())]);
+            }
+            let whole = String::from_utf8_lossy(&v);
+            assert_eq!(shown_value(&v), cut(&whole, SHOWN_VALUE), "{v:?}");
+        }
+        assert_eq!(shown_value(b"short \xff"), "short \u{fffd}");
     }
 }

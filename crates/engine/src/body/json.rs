@@ -107,6 +107,20 @@ enum State {
     Done,
 }
 
+/// The bytes that end a run of plain string text: the closing quote, an escape and
+/// the control characters JSON forbids inside a string.
+static STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = true;
+        b += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
@@ -371,15 +385,15 @@ impl<'a> Parser<'a> {
     fn string(&mut self, out: &mut Vec<u8>) -> Result<(), JsonError> {
         loop {
             let rest = &self.s[self.i..];
-            let run = rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20);
+            let run = rest.iter().position(|&b| STRING_STOP[usize::from(b)]);
             let Some(run) = run else {
                 self.i = self.s.len();
                 return self.err("parse error: premature EOF");
             };
             let chunk = &rest[..run];
-            if std::str::from_utf8(chunk).is_err() {
+            // Text between escapes is mostly ASCII, checked a word at a time; only a
+            // run with other bytes needs the full UTF-8 check.
+            if !chunk.is_ascii() && std::str::from_utf8(chunk).is_err() {
                 return self.err("lexical error: invalid bytes in UTF8 string");
             }
             out.extend_from_slice(chunk);

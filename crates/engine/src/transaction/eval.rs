@@ -1641,7 +1641,7 @@ impl Transaction {
             operator: rule.operator_text.clone(),
             negated: rule.negated,
             var_name: crate::macros::utf8_lossy(Cow::Borrowed(&self.state.matched_var_name)),
-            var_value: crate::macros::utf8_lossy(Cow::Borrowed(&self.state.matched_var)),
+            var_value: crate::log::shown_value(&self.state.matched_var),
             log,
             auditlog,
             denied_with,
