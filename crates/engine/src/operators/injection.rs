@@ -81,9 +81,10 @@ pub fn detect_xss(input: &[u8]) -> bool {
         && (libinjectionrs::detect_xss(input).is_injection() || event_prefix_xss(input))
 }
 
-/// A necessary condition for [`detect_xss`], checked in one pass before the five
-/// HTML contexts are tokenized: the value holds a `<`, or a `=` after a run of bytes
-/// that may end in a suspicious attribute name.
+/// A necessary condition for [`detect_xss`], checked before the five HTML contexts
+/// are tokenized: a `<` that may open a dangerous markup token (see
+/// [`may_open_xss_markup`]), or a `=` after a run of bytes that may end in a
+/// suspicious attribute name.
 ///
 /// Why: libinjection reports XSS only on a doctype, a tag name, a comment, or an
 /// attribute value that directly follows a suspicious attribute name (the `on*` rule
@@ -99,7 +100,7 @@ pub fn detect_xss(input: &[u8]) -> bool {
 /// ending it, and for `on`, `xmlns` and `xlink` anywhere in it (the prefix rules).
 /// Each byte is looked at in at most one run: linear in the value's length.
 fn may_be_xss(input: &[u8]) -> bool {
-    if memchr::memchr(b'<', input).is_some() {
+    if may_open_xss_markup(input) {
         return true;
     }
     let white = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
@@ -119,6 +120,123 @@ fn may_be_xss(input: &[u8]) -> bool {
         start = eq + 1;
     }
     false
+}
+
+/// Tag names libinjection reports as XSS (upper case; compared ignoring NULs).
+const BLACK_TAG_NAMES: [&[u8]; 20] = [
+    b"APPLET",
+    b"BASE",
+    b"COMMENT",
+    b"EMBED",
+    b"FRAME",
+    b"FRAMESET",
+    b"HANDLER",
+    b"IFRAME",
+    b"IMPORT",
+    b"ISINDEX",
+    b"LINK",
+    b"LISTENER",
+    b"META",
+    b"NOSCRIPT",
+    b"OBJECT",
+    b"SCRIPT",
+    b"STYLE",
+    b"VMLFRAME",
+    b"XML",
+    b"XSS",
+];
+
+/// Whether some `<` of `input` may start one of the markup tokens libinjection reports
+/// whatever follows them: a doctype, a tag name on its list (or starting with `svg` or
+/// `xsl`), or a comment that holds a backtick or starts with `[if`, `xml`, `import` or
+/// `entity`.
+///
+/// Why it is a necessary condition: the crate's HTML5 tokenizer makes those tokens only
+/// in the states it enters from the data state on `<`, and each token's bytes are fixed
+/// by where that `<` is: a tag name runs from the byte after `<` (or after `</`) to
+/// white space, `/` or `>`; a comment starts 2 bytes after `<` (4 after `<!--`); a
+/// doctype is `<!` and `DOCTYPE`. So every `<` is checked as if the tokenizer stood in
+/// the data state there, which covers the `<`s it really reads that way, in all five
+/// contexts. Each check reads a bounded number of bytes past its `<` (a tag name is cut
+/// after 9 bytes that are not NUL: no listed name is that long), so the pass is linear.
+fn may_open_xss_markup(input: &[u8]) -> bool {
+    let mut lts = memchr::memchr_iter(b'<', input).peekable();
+    if lts.peek().is_none() {
+        return false;
+    }
+    let backtick = memchr::memchr(b'`', input).is_some();
+    let letter = |b: u8| b.is_ascii_alphabetic();
+    for lt in lts {
+        let at = |k: usize| input.get(lt + k).copied();
+        let comment_at = |k: &[usize]| {
+            k.iter()
+                .any(|&k| may_be_xss_comment(&input[(lt + k).min(input.len())..]))
+        };
+        let suspicious = match at(1) {
+            Some(b'!') => {
+                backtick
+                    || input
+                        .get(lt + 2..lt + 9)
+                        .is_some_and(|w| w.eq_ignore_ascii_case(b"DOCTYPE"))
+                    || comment_at(&[2, 4])
+            }
+            Some(b'?' | b'%') => backtick || comment_at(&[2]),
+            Some(b'/') => match at(2) {
+                Some(c) if letter(c) => may_be_black_tag(&input[lt + 2..]),
+                None | Some(b'>') => false,
+                Some(_) => backtick || comment_at(&[2]),
+            },
+            Some(c) if letter(c) || c == 0 => may_be_black_tag(&input[lt + 1..]),
+            _ => false,
+        };
+        if suspicious {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether the tag name at the start of `rest` (up to white space, `/` or `>`) may be
+/// one libinjection reports: starting with `svg` or `xsl`, or, NULs dropped and ASCII
+/// case ignored, one of [`BLACK_TAG_NAMES`].
+fn may_be_black_tag(rest: &[u8]) -> bool {
+    let ends = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b'/' | b'>');
+    if rest.len() >= 3
+        && !rest[..3].iter().any(|&b| ends(b))
+        && (rest[..3].eq_ignore_ascii_case(b"svg") || rest[..3].eq_ignore_ascii_case(b"xsl"))
+    {
+        return true;
+    }
+    let mut name = [0u8; 9];
+    let mut len = 0;
+    for &b in rest {
+        if ends(b) {
+            break;
+        }
+        if b == 0 {
+            continue;
+        }
+        if len == name.len() {
+            return false;
+        }
+        name[len] = b.to_ascii_uppercase();
+        len += 1;
+    }
+    BLACK_TAG_NAMES.contains(&&name[..len])
+}
+
+/// Whether a comment token whose bytes start `rest` may be one libinjection reports
+/// by its start: `[if` or `xml` (any case), or `import` or `entity` in its first 6
+/// bytes, NULs dropped (any NUL there counts as a possible match). The backtick rule
+/// is checked by the caller, over the whole value.
+fn may_be_xss_comment(rest: &[u8]) -> bool {
+    let three = rest.get(..3);
+    if three.is_some_and(|w| w.eq_ignore_ascii_case(b"[if") || w.eq_ignore_ascii_case(b"xml")) {
+        return true;
+    }
+    rest.get(..6).is_some_and(|w| {
+        w.contains(&0) || w.eq_ignore_ascii_case(b"import") || w.eq_ignore_ascii_case(b"entity")
+    })
 }
 
 /// Attribute names libinjection treats as suspicious by their whole name (upper case).
@@ -503,6 +621,92 @@ mod tests {
         ));
         assert!(may_be_xss(b"x onclick=1"));
         assert!(may_be_xss(b"x STY\0LE = 1"));
+    }
+
+    /// [`may_be_xss`] against the full detection on values with `<`: markup of every
+    /// kind libinjection reports (listed tags in both cases and cut by NULs, close
+    /// tags, `svg`/`xsl` prefixes, doctypes, comments of the four openings with the
+    /// reported starts and backticks) mixed with harmless tags, mail addresses and the
+    /// bytes that end names. Every value reported as XSS passes the pre-check, and
+    /// values with `<` are also ruled out.
+    #[test]
+    fn values_with_lt_that_are_xss_pass_the_pre_check() {
+        let pieces: [&[u8]; 40] = [
+            b"<",
+            b"<",
+            b"<",
+            b"</",
+            b"<!",
+            b"<!--",
+            b"<?",
+            b"<%",
+            b"%>",
+            b"-->",
+            b">",
+            b">",
+            b" ",
+            b"/",
+            b"\0",
+            b"`",
+            b"=",
+            b"\"",
+            b"script",
+            b"ScRiPt",
+            b"scr\0ipt",
+            b"iframe",
+            b"style",
+            b"xml",
+            b"XSS",
+            b"svgx",
+            b"xSlt",
+            b"frameset",
+            b"noscripts",
+            b"DOCTYPE",
+            b"doctype html",
+            b"[if",
+            b"import",
+            b"ENTITY",
+            b"b",
+            b"a",
+            b"joe@example.com",
+            b"\"Joe\" ",
+            b", ",
+            b"x",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x17_5eed);
+        let (mut flagged, mut passed) = (0, 0);
+        for _ in 0..100_000 {
+            let mut value = Vec::new();
+            for _ in 0..rng.below(9) {
+                if rng.below(8) == 0 {
+                    value.push(rng.next() as u8);
+                } else {
+                    value.extend_from_slice(pieces[rng.below(pieces.len())]);
+                }
+            }
+            let xss = libinjectionrs::detect_xss(&value).is_injection() || event_prefix_xss(&value);
+            if xss {
+                flagged += 1;
+                assert!(may_be_xss(&value), "{:?}", String::from_utf8_lossy(&value));
+            } else if !may_be_xss(&value) && memchr::memchr(b'<', &value).is_some() {
+                passed += 1;
+            }
+        }
+        assert!(flagged > 5_000 && passed > 5_000, "{flagged} {passed}");
+        let list = b"\"Joe\" <joe@example.com>, \"Ann B\" <ann.b@example.org>, <x@y.z>";
+        assert!(!may_be_xss(list));
+        for v in [
+            &b"<script>"[..],
+            b"</script x>",
+            b"<sc\0ript",
+            b"<svg/onload=1>",
+            b"<!DOCTYPE html>",
+            b"<!--[if IE]>",
+            b"<?import x>",
+            b"<!x`>",
+        ] {
+            assert!(may_be_xss(v), "{}", String::from_utf8_lossy(v));
+        }
     }
 
     #[test]
