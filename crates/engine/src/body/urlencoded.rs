@@ -279,7 +279,7 @@ mod tests {
             b"%%",
             b"\xff",
         ];
-        let mut rng = crate::body::fuzz::XorShift(0xdec0_de5);
+        let mut rng = crate::body::fuzz::XorShift(0x0dec_0de5);
         for _ in 0..30_000 {
             let mut v = Vec::new();
             for _ in 0..rng.below(14) {

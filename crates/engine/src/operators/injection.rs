@@ -673,7 +673,7 @@ mod tests {
             b", ",
             b"x",
         ];
-        let mut rng = crate::body::fuzz::XorShift(0x17_5eed);
+        let mut rng = crate::body::fuzz::XorShift(0x0017_5eed);
         let (mut flagged, mut passed) = (0, 0);
         for _ in 0..100_000 {
             let mut value = Vec::new();
