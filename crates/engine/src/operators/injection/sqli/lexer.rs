@@ -118,15 +118,45 @@ pub(super) fn lookup(word: &[u8]) -> u8 {
     for (k, &b) in key.iter_mut().zip(word) {
         *k = b.to_ascii_uppercase();
     }
-    KEYWORDS.get(&key[..word.len()]).copied().unwrap_or(0)
+    let key = &key[..word.len()];
+    let (shape, bit) = keyword_shape(key);
+    if KEYWORDS.shapes[shape] & bit == 0 {
+        return 0;
+    }
+    KEYWORDS.words.get(key).copied().unwrap_or(0)
 }
 
-/// [`SQL_KEYWORDS`] as a map from word to type.
-static KEYWORDS: LazyLock<FxHashMap<&'static [u8], u8>> = LazyLock::new(|| {
-    SQL_KEYWORDS
-        .iter()
-        .map(|k| (k.word.as_bytes(), k.token_type))
-        .collect()
+/// [`SQL_KEYWORDS`] as a map from word to type, and the shapes of its words.
+struct Keywords {
+    /// Word to type.
+    words: FxHashMap<&'static [u8], u8>,
+    /// A bit per (length, first byte, last byte) shape of the words, as
+    /// [`keyword_shape`] places it: a word whose bit is clear is not in the table, so
+    /// most words of a long value (`u0027`, `c0`) are ruled out without hashing.
+    shapes: Vec<u64>,
+}
+
+/// Where the shape of the (upper-case, non-empty, shorter than [`TOKEN_SIZE`]) `key`
+/// sits in [`Keywords::shapes`]: the word index from its length and the low 6 bits of
+/// its first byte, the bit from the low 6 bits of its last byte.
+fn keyword_shape(key: &[u8]) -> (usize, u64) {
+    let first = usize::from(key[0] & 0x3f);
+    let last = key[key.len() - 1] & 0x3f;
+    (key.len() * 64 + first, 1 << last)
+}
+
+static KEYWORDS: LazyLock<Keywords> = LazyLock::new(|| {
+    let mut shapes = vec![0u64; TOKEN_SIZE * 64];
+    let mut words = FxHashMap::default();
+    for k in SQL_KEYWORDS {
+        let word = k.word.as_bytes();
+        words.insert(word, k.token_type);
+        if !word.is_empty() && word.len() < TOKEN_SIZE {
+            let (shape, bit) = keyword_shape(word);
+            shapes[shape] |= bit;
+        }
+    }
+    Keywords { words, shapes }
 });
 
 /// C's `char_is_white`: the bytes that end a `--` comment opener or a number suffix.
@@ -707,6 +737,32 @@ mod tests {
             .into_iter()
             .map(|(k, _)| k)
             .collect()
+    }
+
+    /// The shape filter in front of the map never hides a word of the table: every
+    /// table word (in any case) and every generated word gets the map's own answer.
+    #[test]
+    fn lookup_agrees_with_the_map() {
+        let direct = |w: &[u8]| {
+            let upper = w.to_ascii_uppercase();
+            KEYWORDS.words.get(&upper[..]).copied().unwrap_or(0)
+        };
+        for k in SQL_KEYWORDS {
+            let w = k.word.as_bytes();
+            if !w.is_empty() && w.len() < TOKEN_SIZE {
+                assert_eq!(lookup(w), k.token_type, "{}", k.word);
+                assert_eq!(lookup(&w.to_ascii_lowercase()), k.token_type, "{}", k.word);
+            }
+        }
+        let alphabet = b"aeinorstuABCDU0127&|()-_. \x80\xff";
+        let mut rng = crate::body::fuzz::XorShift(0x5e1e_c7ed);
+        for _ in 0..200_000 {
+            let len = 1 + rng.below(9);
+            let w: Vec<u8> = (0..len)
+                .map(|_| alphabet[rng.below(alphabet.len())])
+                .collect();
+            assert_eq!(lookup(&w), direct(&w), "{w:?}");
+        }
     }
 
     #[test]
