@@ -41,27 +41,18 @@ pub(crate) fn run(
 ) -> (usize, usize, u32) {
     let step =
         |at: usize, b: u8| table[(at + usize::from(classes[usize::from(b)])) & (ENTRIES - 1)];
-    let mut chunks = bytes.chunks_exact(4);
+    // Eight bytes a round (the loop's own count and compare spread over them).
+    let mut chunks = bytes.chunks_exact(8);
     let mut done = 0;
     for c in &mut chunks {
-        let t = step(at, c[0]);
-        if t >= FLAG {
-            return (done, at, t);
+        for (k, &b) in c.iter().enumerate() {
+            let t = step(at, b);
+            if t >= FLAG {
+                return (done + k, at, t);
+            }
+            at = t as usize;
         }
-        let u = step(t as usize, c[1]);
-        if u >= FLAG {
-            return (done + 1, t as usize, u);
-        }
-        let v = step(u as usize, c[2]);
-        if v >= FLAG {
-            return (done + 2, u as usize, v);
-        }
-        let w = step(v as usize, c[3]);
-        if w >= FLAG {
-            return (done + 3, v as usize, w);
-        }
-        at = w as usize;
-        done += 4;
+        done += 8;
     }
     for &b in chunks.remainder() {
         let t = step(at, b);
