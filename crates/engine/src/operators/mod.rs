@@ -12,6 +12,7 @@ mod rx_compat;
 mod rx_factors;
 pub mod rx_set;
 pub mod strings;
+mod table_walk;
 pub mod validate;
 pub mod verify;
 
