@@ -70,29 +70,6 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Appends `input[start..end]` with ASCII letters lowercased: free while the output
-    /// is still a prefix of the input, `start` is where it ends and the bytes have no
-    /// upper-case letter.
-    #[inline]
-    pub(super) fn copy_input_lowercase(&mut self, start: usize, end: usize) {
-        let input = self.input;
-        let mut from = start;
-        if self.owned.is_none() {
-            match input[start..end].iter().position(u8::is_ascii_uppercase) {
-                None => return self.copy_input(start, end),
-                Some(k) => {
-                    self.copy_input(start, start + k);
-                    from = start + k;
-                }
-            }
-        }
-        let v = match &mut self.owned {
-            Some(v) => v,
-            None => self.make_owned(),
-        };
-        v.extend(input[from..end].iter().map(u8::to_ascii_lowercase));
-    }
-
     /// Appends arbitrary bytes.
     #[inline]
     pub(super) fn extend(&mut self, bytes: &[u8]) {
@@ -101,8 +78,8 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Removes the last byte written, if any.
-    #[inline]
+    /// Removes the last byte written, if any (for the byte-wise reference of `cmdLine`).
+    #[cfg(test)]
     pub(super) fn pop(&mut self) {
         match &mut self.owned {
             Some(v) => {
@@ -193,8 +170,7 @@ mod tests {
         let mut o = Out::new(input);
         o.copy_input(0, 2);
         o.push(b'X');
-        o.copy_input(3, 6);
-        o.pop();
+        o.copy_input(3, 5);
         let r = o.finish();
         assert!(matches!(r, Cow::Owned(_)));
         assert_eq!(&*r, b"abXde");

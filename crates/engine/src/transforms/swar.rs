@@ -8,6 +8,9 @@
 /// The low seven bits of every byte.
 const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 
+/// The top bit of every byte.
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
 /// `b` in every byte.
 #[inline(always)]
 const fn splat(b: u8) -> u64 {
@@ -34,6 +37,18 @@ pub(super) fn eq(v: u64, b: u8) -> u64 {
     zero(v ^ splat(b))
 }
 
+/// Top bit set in the bytes of `v` below `n` (`n <= 128`).
+#[inline(always)]
+pub(super) fn lt(v: u64, n: u8) -> u64 {
+    !((v & LOW7) + splat(0x80 - n)) & !v & HIGH
+}
+
+/// Top bit set in the bytes of `v` from `lo` to `hi` inclusive (`lo <= hi < 128`).
+#[inline(always)]
+pub(super) fn within(v: u64, lo: u8, hi: u8) -> u64 {
+    lt(v, hi + 1) & !lt(v, lo)
+}
+
 /// Index of the first byte marked in `mask` (8 when none is).
 #[inline(always)]
 pub(super) fn first(mask: u64) -> usize {
@@ -55,9 +70,17 @@ mod tests {
             bytes[(round % 8) as usize] = (round / 8 % 256) as u8;
             let v = u64::from_le_bytes(bytes);
             let c = (round / 7 % 256) as u8;
+            let n = (round / 5 % 129) as u8;
+            let (lo, hi) = ((round / 3 % 128) as u8, (round / 11 % 128) as u8);
+            let (lo, hi) = (lo.min(hi), lo.max(hi));
             for (k, &b) in bytes.iter().enumerate() {
                 let bit = |m: u64| m >> (8 * k) & 0xff;
                 assert_eq!(bit(eq(v, c)), if b == c { 0x80 } else { 0 });
+                assert_eq!(bit(lt(v, n)), if b < n { 0x80 } else { 0 });
+                assert_eq!(
+                    bit(within(v, lo, hi)),
+                    if (lo..=hi).contains(&b) { 0x80 } else { 0 }
+                );
             }
             let m = eq(v, c);
             assert_eq!(first(m), bytes.iter().position(|&b| b == c).unwrap_or(8));
