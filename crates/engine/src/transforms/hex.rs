@@ -14,7 +14,7 @@ pub(super) fn is_hex(b: u8) -> bool {
 /// for any other byte the same wrapped arithmetic (letters fold to upper case and count from
 /// `A` = 10, everything below `A` counts from `0`). Only `hexDecode` feeds it non-hex bytes.
 #[inline]
-pub(super) fn digit(b: u8) -> u8 {
+pub(super) const fn digit(b: u8) -> u8 {
     if b >= b'A' {
         (b & 0xdf).wrapping_sub(b'A').wrapping_add(10)
     } else {
@@ -26,6 +26,27 @@ pub(super) fn digit(b: u8) -> u8 {
 #[inline]
 pub(super) fn pair(hi: u8, lo: u8) -> u8 {
     digit(hi).wrapping_mul(16).wrapping_add(digit(lo))
+}
+
+/// The value of each byte as a hex digit (either case), 0xFF for a byte that is not one.
+pub(super) static HEX_VALUE: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        if b.is_ascii_hexdigit() {
+            t[i] = digit(b);
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The byte two hex digits spell, through [`HEX_VALUE`]; None unless both are hex digits.
+#[inline(always)]
+pub(super) fn hex_pair(hi: u8, lo: u8) -> Option<u8> {
+    let (h, l) = (HEX_VALUE[usize::from(hi)], HEX_VALUE[usize::from(lo)]);
+    ((h | l) < 16).then_some((h << 4) | l)
 }
 
 /// Lower-case hex digits.
@@ -99,6 +120,16 @@ mod tests {
         // Non-hex bytes: ModSecurity's arithmetic.
         assert_eq!(pair(b'z', b'z'), b'S');
         assert_eq!(pair(b'G', b'G'), 0x10);
+    }
+
+    #[test]
+    fn hex_pair_agrees_with_is_hex_and_pair() {
+        for hi in 0..=255u8 {
+            for lo in 0..=255u8 {
+                let want = (is_hex(hi) && is_hex(lo)).then(|| pair(hi, lo));
+                assert_eq!(hex_pair(hi, lo), want);
+            }
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod hex;
 mod html;
 mod out;
 mod path;
+mod swar;
 mod text;
 pub mod unicode_map;
 mod url;
@@ -224,6 +225,54 @@ pub(crate) fn check_fast_path_is_exact(
         same > 200 && changed > 200,
         "{same} same, {changed} changed"
     );
+}
+
+/// Checks a fast transformation against the byte-wise walk kept as its reference, on
+/// values built from `pieces` (the syntax that matters to it), on random bytes and on
+/// both mixed: every length from 0 to 300, then some of several KiB. The results must be
+/// the same bytes, and borrowed exactly when the reference's are.
+#[cfg(test)]
+pub(crate) fn check_against_reference(
+    pieces: &[&[u8]],
+    seed: u64,
+    reference: &dyn Fn(&[u8]) -> Cow<'_, [u8]>,
+    fast: &dyn Fn(&[u8]) -> Cow<'_, [u8]>,
+) {
+    let mut rng = crate::body::fuzz::XorShift(seed);
+    let value = |rng: &mut crate::body::fuzz::XorShift, len: usize| {
+        let kind = rng.below(4);
+        let mut v = Vec::with_capacity(len + 16);
+        while v.len() < len {
+            match kind {
+                0 => v.extend_from_slice(pieces[rng.below(pieces.len())]),
+                1 => v.push(rng.next() as u8),
+                // Mostly plain letters, some pieces: long runs between them.
+                2 if rng.below(8) != 0 => v.push(b'a' + rng.below(26) as u8),
+                _ => {
+                    if rng.below(3) == 0 {
+                        v.push(rng.next() as u8);
+                    } else {
+                        v.extend_from_slice(pieces[rng.below(pieces.len())]);
+                    }
+                }
+            }
+        }
+        v.truncate(len);
+        v
+    };
+    let lengths = (0..=300)
+        .flat_map(|l| [l; 40])
+        .chain([1000, 4096, 5000, 20_000].repeat(8));
+    for len in lengths {
+        let v = value(&mut rng, len);
+        let (want, got) = (reference(&v), fast(&v));
+        assert_eq!(got, want, "{v:?}");
+        assert_eq!(
+            matches!(got, Cow::Borrowed(_)),
+            matches!(want, Cow::Borrowed(_)),
+            "borrowed? {v:?}"
+        );
+    }
 }
 
 /// Every name `from_name` accepts (compared case-insensitively), with its transformation.

@@ -70,29 +70,6 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Appends `input[start..end]` with ASCII letters lowercased: free while the output
-    /// is still a prefix of the input, `start` is where it ends and the bytes have no
-    /// upper-case letter.
-    #[inline]
-    pub(super) fn copy_input_lowercase(&mut self, start: usize, end: usize) {
-        let input = self.input;
-        let mut from = start;
-        if self.owned.is_none() {
-            match input[start..end].iter().position(u8::is_ascii_uppercase) {
-                None => return self.copy_input(start, end),
-                Some(k) => {
-                    self.copy_input(start, start + k);
-                    from = start + k;
-                }
-            }
-        }
-        let v = match &mut self.owned {
-            Some(v) => v,
-            None => self.make_owned(),
-        };
-        v.extend(input[from..end].iter().map(u8::to_ascii_lowercase));
-    }
-
     /// Appends arbitrary bytes.
     #[inline]
     pub(super) fn extend(&mut self, bytes: &[u8]) {
@@ -101,8 +78,8 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Removes the last byte written, if any.
-    #[inline]
+    /// Removes the last byte written, if any (for the byte-wise reference of `cmdLine`).
+    #[cfg(test)]
     pub(super) fn pop(&mut self) {
         match &mut self.owned {
             Some(v) => {
@@ -119,6 +96,55 @@ impl<'a> Out<'a> {
             Some(v) => Cow::Owned(v),
             None => Cow::Borrowed(&self.input[..self.len]),
         }
+    }
+}
+
+/// Output under construction once it is known to differ from the input, for the walks
+/// over values dense with what a transformation changes: a buffer sized once for the
+/// whole output (`cap` bytes, never grown) and a write index, so a byte written is one
+/// store and one bounds check, not `Vec::push`'s capacity test nor [`Out`]'s prefix
+/// tracking.
+pub(super) struct Dense<'a> {
+    input: &'a [u8],
+    /// Length of the prefix copied from the input unchanged at the start.
+    from: usize,
+    buf: Vec<u8>,
+    w: usize,
+}
+
+impl<'a> Dense<'a> {
+    /// An output that starts with `input[..from]`, with room for `cap` bytes in all
+    /// (`cap >= from`; writing past `cap` panics).
+    #[inline]
+    pub(super) fn new(input: &'a [u8], from: usize, cap: usize) -> Self {
+        let mut buf = vec![0u8; cap];
+        buf[..from].copy_from_slice(&input[..from]);
+        Dense {
+            input,
+            from,
+            buf,
+            w: from,
+        }
+    }
+
+    /// The buffer and the write index, for a loop that writes bytes itself (it must
+    /// leave the index just past the last byte it wrote).
+    #[inline(always)]
+    pub(super) fn parts(&mut self) -> (&mut [u8], &mut usize) {
+        (&mut self.buf, &mut self.w)
+    }
+
+    /// Finishes as [`Out::finish`] would have: a borrowed prefix of the input when the
+    /// output is one (every byte written equals the input's at its place), else the
+    /// owned bytes.
+    pub(super) fn finish(mut self) -> Cow<'a, [u8]> {
+        let w = self.w;
+        if w <= self.input.len() && self.buf[self.from.min(w)..w] == self.input[self.from.min(w)..w]
+        {
+            return Cow::Borrowed(&self.input[..w]);
+        }
+        self.buf.truncate(w);
+        Cow::Owned(self.buf)
     }
 }
 
@@ -144,11 +170,25 @@ mod tests {
         let mut o = Out::new(input);
         o.copy_input(0, 2);
         o.push(b'X');
-        o.copy_input(3, 6);
-        o.pop();
+        o.copy_input(3, 5);
         let r = o.finish();
         assert!(matches!(r, Cow::Owned(_)));
         assert_eq!(&*r, b"abXde");
+    }
+
+    #[test]
+    fn dense_borrows_a_prefix_like_out() {
+        let input = b"abcdef";
+        let mut d = Dense::new(input, 2, input.len());
+        let (buf, w) = d.parts();
+        buf[2..5].copy_from_slice(b"cde");
+        *w = 5;
+        assert!(matches!(d.finish(), Cow::Borrowed(b"abcde")));
+        let mut d = Dense::new(input, 1, input.len());
+        let (buf, w) = d.parts();
+        buf[1..3].copy_from_slice(b"bY");
+        *w = 3;
+        assert_eq!(&*d.finish(), b"abY");
     }
 
     #[test]

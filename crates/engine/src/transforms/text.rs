@@ -3,7 +3,8 @@
 
 use std::borrow::Cow;
 
-use super::out::Out;
+use super::out::{Dense, Out};
+use super::swar;
 
 /// Whitespace as C's `isspace` sees it in the "C" locale: space, `\t`, `\n`, `\v`, `\f`, `\r`.
 #[inline]
@@ -116,7 +117,75 @@ fn has_other_space(input: &[u8]) -> bool {
 
 /// `t:removeWhitespace`: removes C whitespace, the non-breaking space 0xA0 and, as
 /// ModSecurity v3 does (to catch UTF-8 `C2 A0`), every 0xC2 byte.
+///
+/// Eight bytes at a time: up to the first byte removed the value is its own output;
+/// from there a word without any is copied whole, and a word with some is compacted
+/// byte by byte without branches.
 pub(super) fn remove_whitespace(input: &[u8]) -> Cow<'_, [u8]> {
+    let n = input.len();
+    let Some(first) = first_removed(input) else {
+        return Cow::Borrowed(input);
+    };
+    let mut out = Dense::new(input, first, n);
+    let (buf, w) = out.parts();
+    let mut i = first;
+    while i + 8 <= n {
+        let v = swar::load(input, i);
+        let m = removed_mask(v);
+        if m == 0 {
+            buf[*w..*w + 8].copy_from_slice(&v.to_le_bytes());
+            *w += 8;
+        } else {
+            // The output is never ahead of the input: every store is in bounds.
+            for (k, &b) in input[i..i + 8].iter().enumerate() {
+                buf[*w] = b;
+                *w += usize::from(m >> (8 * k + 7) & 1 == 0);
+            }
+        }
+        i += 8;
+    }
+    for &b in &input[i..] {
+        buf[*w] = b;
+        *w += usize::from(!is_removed(b));
+    }
+    out.finish()
+}
+
+/// The bytes `removeWhitespace` removes.
+#[inline(always)]
+fn is_removed(b: u8) -> bool {
+    is_c_space(b) || b == NBSP || b == NBSP_UTF8_LEAD
+}
+
+/// [`is_removed`] on the eight bytes of a word (see [`swar`]).
+#[inline(always)]
+fn removed_mask(v: u64) -> u64 {
+    swar::eq(v, b' ')
+        | swar::within(v, b'\t', b'\r')
+        | swar::eq(v, NBSP)
+        | swar::eq(v, NBSP_UTF8_LEAD)
+}
+
+/// The index of the first byte `removeWhitespace` removes.
+fn first_removed(input: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i + 8 <= input.len() {
+        let m = removed_mask(swar::load(input, i));
+        if m != 0 {
+            return Some(i + swar::first(m));
+        }
+        i += 8;
+    }
+    input[i..]
+        .iter()
+        .position(|&b| is_removed(b))
+        .map(|k| i + k)
+}
+
+/// `t:removeWhitespace` byte by byte: the reference [`remove_whitespace`] is tested
+/// against.
+#[cfg(test)]
+fn remove_whitespace_bytewise(input: &[u8]) -> Cow<'_, [u8]> {
     let mut out = Out::new(input);
     let mut run_start = 0;
     for (i, &b) in input.iter().enumerate() {
@@ -151,69 +220,139 @@ pub(super) fn replace_nulls(input: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(v)
 }
 
-/// The bytes `t:cmdLine` does more with than lowercase: the ones it drops and the
-/// separators; with `/` and `(` (which drop a separator right before them) when
-/// `slash` is set.
-const fn cmd_line_special(slash: bool) -> [bool; 256] {
-    let mut t = [false; 256];
-    let special = b"\"'\\^ ,;\t\r\n";
+/// A byte table: 1 for each byte in `bytes` (and each upper-case letter with
+/// `upper`), 0 for the others.
+const fn byte_set(bytes: &[u8], upper: bool) -> [u8; 256] {
+    let mut t = [0u8; 256];
     let mut i = 0;
-    while i < special.len() {
-        t[special[i] as usize] = true;
+    while i < bytes.len() {
+        t[bytes[i] as usize] = 1;
         i += 1;
     }
-    t[b'/' as usize] = slash;
-    t[b'(' as usize] = slash;
+    if upper {
+        let mut b = b'A';
+        while b <= b'Z' {
+            t[b as usize] = 1;
+            b += 1;
+        }
+    }
     t
 }
 
-/// [`cmd_line_special`] after a separator, and elsewhere (where `/` and `(` are
-/// copied as they are).
-static CMD_LINE_SPECIAL: [[bool; 256]; 2] = [cmd_line_special(false), cmd_line_special(true)];
+/// The bytes `t:cmdLine` drops or turns into a separator. Other bytes are copied,
+/// lowercased (`/` and `(` too, except right after a separator).
+const CMD_LINE_SPECIAL_BYTES: &[u8] = b"\"'\\^ ,;\t\r\n";
+
+/// [`CMD_LINE_SPECIAL_BYTES`] as a table.
+static CMD_LINE_SPECIAL: [u8; 256] = byte_set(CMD_LINE_SPECIAL_BYTES, false);
+
+/// [`CMD_LINE_SPECIAL_BYTES`] and the upper-case letters: the bytes `t:cmdLine` may
+/// write otherwise than they are.
+static CMD_LINE_CHANGED: [u8; 256] = byte_set(CMD_LINE_SPECIAL_BYTES, true);
+
+/// Whether any of the eight bytes at `input[at..]` is in `table`.
+#[inline(always)]
+fn word_has(table: &[u8; 256], input: &[u8], at: usize) -> bool {
+    let c: &[u8; 8] = input[at..at + 8].try_into().expect("eight bytes");
+    (table[usize::from(c[0])]
+        | table[usize::from(c[1])]
+        | table[usize::from(c[2])]
+        | table[usize::from(c[3])]
+        | table[usize::from(c[4])]
+        | table[usize::from(c[5])]
+        | table[usize::from(c[6])]
+        | table[usize::from(c[7])])
+        != 0
+}
+
+/// The index from which `t:cmdLine`'s output may differ from its input: the first
+/// upper-case letter or special byte, except a space followed by a byte that is
+/// copied as it is (not special, not upper case, not `/` or `(`).
+fn cmd_line_first_change(input: &[u8]) -> Option<usize> {
+    let n = input.len();
+    let mut i = 0;
+    loop {
+        while i + 8 <= n && !word_has(&CMD_LINE_CHANGED, input, i) {
+            i += 8;
+        }
+        let p = i + input[i..]
+            .iter()
+            .position(|&b| CMD_LINE_CHANGED[usize::from(b)] != 0)?;
+        if input[p] != b' ' {
+            return Some(p);
+        }
+        match input.get(p + 1) {
+            None => return None,
+            Some(&b) if CMD_LINE_CHANGED[usize::from(b)] == 0 && b != b'/' && b != b'(' => {
+                i = p + 2;
+            }
+            Some(_) => return Some(p),
+        }
+    }
+}
 
 /// `t:cmdLine`, as ModSecurity v3 does it: drops `\ " ' ^`; turns each run of space, `,`,
 /// `;`, `\t`, `\r`, `\n` into one space; drops a space that precedes `/` or `(`; lowercases
-/// ASCII letters. (`\v` and `\f` are not separators in v3.) The bytes between two special
-/// ones are copied (lowercased) as one run; `/` and `(` are special only while the
-/// last byte written is a separator.
+/// ASCII letters. (`\v` and `\f` are not separators in v3.)
+///
+/// Up to the first byte that may change, the value is its own output; from there, words
+/// of eight bytes without a special byte are copied lowercased at once, and the bytes up
+/// to and including the next special one go one by one.
 pub(super) fn cmd_line(input: &[u8]) -> Cow<'_, [u8]> {
     let n = input.len();
-    let mut out = Out::new(input);
+    let Some(first) = cmd_line_first_change(input) else {
+        return Cow::Borrowed(input);
+    };
+    // The output is never longer than the input.
+    let mut out = Dense::new(input, first, n);
+    let (buf, w) = out.parts();
     // True when the last byte written is a separator space.
     let mut space = false;
-    let mut i = 0;
+    let mut i = first;
     while i < n {
-        let special = &CMD_LINE_SPECIAL[usize::from(space)];
-        let end = input[i..]
-            .iter()
-            .position(|&b| special[usize::from(b)])
-            .map_or(n, |k| i + k);
-        if end > i {
-            out.copy_input_lowercase(i, end);
-            space = false;
-            if end == n {
+        if !space {
+            while i + 8 <= n && !word_has(&CMD_LINE_SPECIAL, input, i) {
+                let v = swar::load(input, i);
+                let lower = v | (swar::within(v, b'A', b'Z') >> 2);
+                buf[*w..*w + 8].copy_from_slice(&lower.to_le_bytes());
+                *w += 8;
+                i += 8;
+            }
+        }
+        // One by one, until a special byte has been dealt with and the last byte
+        // written is not a separator.
+        let mut special = false;
+        while i < n {
+            let b = input[i];
+            i += 1;
+            match b {
+                b'"' | b'\'' | b'\\' | b'^' => special = true,
+                b' ' | b',' | b';' | b'\t' | b'\r' | b'\n' => {
+                    if !space {
+                        buf[*w] = b' ';
+                        *w += 1;
+                        space = true;
+                    }
+                    special = true;
+                }
+                b'/' | b'(' => {
+                    if space {
+                        *w -= 1;
+                    }
+                    space = false;
+                    buf[*w] = b;
+                    *w += 1;
+                }
+                _ => {
+                    buf[*w] = b.to_ascii_lowercase();
+                    *w += 1;
+                    space = false;
+                }
+            }
+            if special && !space {
                 break;
             }
         }
-        let b = input[end];
-        match b {
-            b'"' | b'\'' | b'\\' | b'^' => {}
-            b'/' | b'(' => {
-                // Looked for only after a separator (a run may have come between).
-                if space {
-                    out.pop();
-                }
-                space = false;
-                out.push(b);
-            }
-            _ => {
-                if !space {
-                    out.push(b' ');
-                    space = true;
-                }
-            }
-        }
-        i = end + 1;
     }
     out.finish()
 }
@@ -338,6 +477,50 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn cmd_line_agrees_with_the_bytewise_walk_on_all_lengths() {
+        let pieces: &[&[u8]] = &[
+            b"a", b"Z", b"cat", b"/ETC", b" ", b"  ", b",", b";", b"\t", b"\r\n", b"/", b"(",
+            b"\"", b"'", b"\\", b"^", b"\x0b", b"\xc3", b"x y", b" /", b" (", b"..", b"%2f",
+        ];
+        crate::transforms::check_against_reference(
+            pieces,
+            0x00c0_ffee_cafe_0002,
+            &cmd_line_bytewise,
+            &cmd_line,
+        );
+    }
+
+    #[test]
+    fn remove_whitespace_agrees_with_the_bytewise_walk() {
+        let pieces: &[&[u8]] = &[
+            b"a",
+            b"bc",
+            b" ",
+            b"\t",
+            b"\n",
+            b"\r",
+            b"\x0b",
+            b"\x0c",
+            b"\xa0",
+            b"\xc2",
+            b"\xc2\xa0",
+            b"\x08",
+            b"\x0e",
+            b"\x1f",
+            b"!",
+            b"\xa1",
+            b"\xc3",
+            b"\x00",
+        ];
+        crate::transforms::check_against_reference(
+            pieces,
+            0x0123_4567_89ab_cdef,
+            &remove_whitespace_bytewise,
+            &remove_whitespace,
+        );
+    }
 
     fn owned(c: Cow<'_, [u8]>) -> bool {
         matches!(c, Cow::Owned(_))

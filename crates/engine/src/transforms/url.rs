@@ -2,8 +2,11 @@
 
 use std::borrow::Cow;
 
-use super::hex::{HEX_LOWER, is_hex, pair};
-use super::out::Out;
+use super::hex::{HEX_LOWER, hex_pair};
+#[cfg(test)]
+use super::hex::{is_hex, pair};
+use super::out::{Dense, Out};
+use super::swar;
 use super::unicode_map::UnicodeMap;
 
 /// Byte for a `%uHHHH`, `\uHHHH` or CSS escape when no Unicode map is configured, as
@@ -33,6 +36,118 @@ pub(super) fn url_decode_uni<'a>(input: &'a [u8], map: Option<&UnicodeMap>) -> C
 }
 
 fn decode<'a>(input: &'a [u8], uni: bool, map: Option<&UnicodeMap>) -> Cow<'a, [u8]> {
+    // Up to the first `+` or escape that decodes, the output is the input.
+    let Some(first) = first_decoded(input, uni) else {
+        return Cow::Borrowed(input);
+    };
+    let n = input.len();
+    // Every step writes at most as many bytes as it reads.
+    let mut out = Dense::new(input, first, n);
+    let (buf, w) = out.parts();
+    let mut i = first;
+    while i < n {
+        let b = input[i];
+        if b == b'%' {
+            if let Some(byte) = (i + 2 < n)
+                .then(|| hex_pair(input[i + 1], input[i + 2]))
+                .flatten()
+            {
+                buf[*w] = byte;
+                *w += 1;
+                i += 3;
+            } else if uni && i + 1 < n && (input[i + 1] | 0x20) == b'u' {
+                // (`u` is not a hex digit: the order of the two tests does not matter.)
+                if let Some((high, low)) = wide_escape(input, i) {
+                    let mapped = map.and_then(|m| m.get(u16::from_be_bytes([high, low])));
+                    buf[*w] = mapped.unwrap_or_else(|| wide_to_byte(high, low));
+                    *w += 1;
+                    i += 6;
+                } else {
+                    // Keep "%u" and go on after it.
+                    buf[*w] = b'%';
+                    buf[*w + 1] = input[i + 1];
+                    *w += 2;
+                    i += 2;
+                }
+            } else {
+                buf[*w] = b'%';
+                *w += 1;
+                i += 1;
+            }
+        } else if b == b'+' {
+            buf[*w] = b' ';
+            *w += 1;
+            i += 1;
+        } else {
+            // A run of plain bytes, a word at a time: the word is copied whole (the
+            // output is never ahead of the input, so there is room), then both indices
+            // move to its first `%` or `+`, or past it. After four whole words, the
+            // rest of a long run goes by a vector search.
+            let mut words = 0;
+            while i + 8 <= n {
+                let v = swar::load(input, i);
+                buf[*w..*w + 8].copy_from_slice(&v.to_le_bytes());
+                let k = swar::first(swar::eq(v, b'%') | swar::eq(v, b'+'));
+                i += k;
+                *w += k;
+                if k < 8 {
+                    break;
+                }
+                words += 1;
+                if words == 4 {
+                    break;
+                }
+            }
+            let end = if words == 4 {
+                memchr::memchr2(b'%', b'+', &input[i..]).map_or(n, |k| i + k)
+            } else if i + 8 > n {
+                input[i..]
+                    .iter()
+                    .position(|&b| matches!(b, b'%' | b'+'))
+                    .map_or(n, |k| i + k)
+            } else {
+                i
+            };
+            buf[*w..*w + end - i].copy_from_slice(&input[i..end]);
+            *w += end - i;
+            i = end;
+        }
+    }
+    out.finish()
+}
+
+/// The high and low bytes of a valid `%uHHHH` at `input[p..]`.
+#[inline]
+fn wide_escape(input: &[u8], p: usize) -> Option<(u8, u8)> {
+    let d = input.get(p + 2..p + 6)?;
+    Some((hex_pair(d[0], d[1])?, hex_pair(d[2], d[3])?))
+}
+
+/// Where the first `+` or escape that decodes is: before it, decoding leaves the
+/// input as it is.
+fn first_decoded(input: &[u8], uni: bool) -> Option<usize> {
+    let n = input.len();
+    let mut i = 0;
+    loop {
+        let p = i + memchr::memchr2(b'%', b'+', &input[i..])?;
+        if input[p] == b'+' {
+            return Some(p);
+        }
+        if uni && p + 1 < n && (input[p + 1] | 0x20) == b'u' {
+            if wide_escape(input, p).is_some() {
+                return Some(p);
+            }
+        } else if p + 2 < n && hex_pair(input[p + 1], input[p + 2]).is_some() {
+            return Some(p);
+        }
+        i = p + 1;
+    }
+}
+
+/// `urlDecode` and `urlDecodeUni` through [`Out`], escape by escape: the reference the
+/// decoder above is tested against.
+#[cfg(test)]
+fn decode_reference<'a>(input: &'a [u8], uni: bool, map: Option<&UnicodeMap>) -> Cow<'a, [u8]> {
     let n = input.len();
     let mut out = Out::new(input);
     let mut i = 0;
@@ -237,6 +352,34 @@ mod tests {
         assert_eq!(&*url_decode_uni(b"%u20ac", None), b"\xac");
         assert_eq!(&*url_decode_uni(b"%41%42", None), b"AB");
         assert!(borrowed(url_decode_uni(b"%u12", None)));
+    }
+
+    #[test]
+    fn decoding_agrees_with_the_reference() {
+        let pieces: &[&[u8]] = &[
+            b"%", b"%2", b"%25", b"%2f", b"%2F", b"%c0%af", b"%zz", b"+", b"%u", b"%U", b"%u0041",
+            b"%uff1c", b"%uFF1", b"%u004g", b"a", b"xyz", b"/", b"..", b"\\", b"%%", b"%+", b"2",
+            b"f",
+        ];
+        let map = UnicodeMap::parse("20127 (US-ASCII)\n2019:27 ff1c:3f\n", 20127).unwrap();
+        super::super::check_against_reference(
+            pieces,
+            0x0dec_0de0_0000_0001,
+            &|v| decode_reference(v, false, None),
+            &url_decode,
+        );
+        super::super::check_against_reference(
+            pieces,
+            0x0dec_0de0_0000_0002,
+            &|v| decode_reference(v, true, None),
+            &|v| url_decode_uni(v, None),
+        );
+        super::super::check_against_reference(
+            pieces,
+            0x0dec_0de0_0000_0003,
+            &|v| decode_reference(v, true, Some(&map)),
+            &|v| url_decode_uni(v, Some(&map)),
+        );
     }
 
     #[test]
