@@ -65,9 +65,10 @@ pub fn parse_bounded(input: &[u8], separator: u8, max_args: usize) -> Urlencoded
 /// Appends the lenient url-decoding of `src` to `out`; returns whether an invalid
 /// %-encoding was met (such a `%` is copied unchanged).
 ///
-/// Escapes often come one after another (an encoded address list is mostly `%XX`), so
-/// the bytes after each one are looked at in line, and a search for the next `%` or
-/// `+` is started only when a run of plain bytes is longer than a few bytes.
+/// Escapes often come one after another (an encoded address list is mostly `%XX`):
+/// each is decoded through the transformations' hex table, the bytes after it are
+/// looked at in line, and a search for the next `%` or `+` is started only when a run
+/// of plain bytes is longer than a few bytes.
 pub fn decode_into(src: &[u8], out: &mut Vec<u8>) -> bool {
     /// Plain bytes looked at in line before searching for the next `%` or `+`.
     const SHORT_RUN: usize = 8;
@@ -77,10 +78,12 @@ pub fn decode_into(src: &[u8], out: &mut Vec<u8>) -> bool {
     while i < src.len() {
         match src[i] {
             b'%' => {
-                let hi = src.get(i + 1).map_or(INVALID_HEX, |&b| HEX[usize::from(b)]);
-                let lo = src.get(i + 2).map_or(INVALID_HEX, |&b| HEX[usize::from(b)]);
-                if (hi | lo) & INVALID_HEX == 0 {
-                    out.push(hi << 4 | lo);
+                let pair = match (src.get(i + 1), src.get(i + 2)) {
+                    (Some(&hi), Some(&lo)) => crate::transforms::hex_pair(hi, lo),
+                    _ => None,
+                };
+                if let Some(byte) = pair {
+                    out.push(byte);
                     i += 3;
                 } else {
                     invalid = true;
@@ -108,25 +111,6 @@ pub fn decode_into(src: &[u8], out: &mut Vec<u8>) -> bool {
     }
     invalid
 }
-
-/// Marks a byte that is not a hex digit in [`HEX`].
-const INVALID_HEX: u8 = 0x80;
-
-/// Each byte's value as a hex digit, or [`INVALID_HEX`].
-static HEX: [u8; 256] = {
-    let mut t = [INVALID_HEX; 256];
-    let mut b = 0;
-    while b < 256 {
-        t[b] = match b as u8 {
-            c @ b'0'..=b'9' => c - b'0',
-            c @ b'a'..=b'f' => c - b'a' + 10,
-            c @ b'A'..=b'F' => c - b'A' + 10,
-            _ => INVALID_HEX,
-        };
-        b += 1;
-    }
-    t
-};
 
 #[cfg(test)]
 mod tests {

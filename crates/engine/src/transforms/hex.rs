@@ -43,8 +43,9 @@ pub(super) static HEX_VALUE: [u8; 256] = {
 };
 
 /// The byte two hex digits spell, through [`HEX_VALUE`]; None unless both are hex digits.
+/// (Also the body parsers' `%XX` decoding.)
 #[inline(always)]
-pub(super) fn hex_pair(hi: u8, lo: u8) -> Option<u8> {
+pub(crate) fn hex_pair(hi: u8, lo: u8) -> Option<u8> {
     let (h, l) = (HEX_VALUE[usize::from(hi)], HEX_VALUE[usize::from(lo)]);
     ((h | l) < 16).then_some((h << 4) | l)
 }

@@ -25,6 +25,8 @@ mod text;
 pub mod unicode_map;
 mod url;
 
+pub(crate) use hex::hex_pair;
+
 pub use unicode_map::UnicodeMap;
 
 /// One transformation, resolved from its name at load time.
