@@ -170,22 +170,9 @@ mod tests {
 
     #[test]
     fn utf8_lossy_is_the_standard_lossy_conversion() {
-        let pieces: [&[u8]; 8] = [
-            b"abc",
-            "é".as_bytes(),
-            "€".as_bytes(),
-            "😀".as_bytes(),
-            b"\xff",
-            b"\xc3",
-            b"\xe2\x82",
-            b"\xf0\x9f\x98",
-        ];
         let mut rng = crate::body::fuzz::XorShift(0x5eed_cafe);
         for _ in 0..5_000 {
-            let mut v = Vec::new();
-            for _ in 0..rng.below(12) {
-                v.extend_from_slice(pieces[rng.below(pieces.len())]);
-            }
+            let v = rng.value_of(&crate::body::fuzz::UTF8_PIECES, 12, 0);
             let want = String::from_utf8_lossy(&v).into_owned();
             assert_eq!(utf8_lossy(Cow::Borrowed(&v)), want, "{v:?}");
             assert_eq!(utf8_lossy(Cow::Owned(v.clone())), want, "{v:?}");

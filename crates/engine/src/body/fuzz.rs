@@ -18,7 +18,40 @@ impl XorShift {
     pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
+
+    /// A value of up to `items - 1` items, each one of `pieces` or, one time in
+    /// `byte_one_in` (never when 0), a random byte: the generated inputs of the tests
+    /// that hold a fast path to its reference.
+    pub(crate) fn value_of(
+        &mut self,
+        pieces: &[&[u8]],
+        items: usize,
+        byte_one_in: usize,
+    ) -> Vec<u8> {
+        let mut v = Vec::new();
+        for _ in 0..self.below(items) {
+            if byte_one_in > 0 && self.below(byte_one_in) == 0 {
+                v.push(self.next() as u8);
+            } else {
+                v.extend_from_slice(pieces[self.below(pieces.len())]);
+            }
+        }
+        v
+    }
 }
+
+/// Text pieces that put every kind of UTF-8 sequence, valid and cut short, next to
+/// each other: for tests of lossy conversions.
+pub(crate) const UTF8_PIECES: [&[u8]; 8] = [
+    b"abc",
+    "\u{e9}".as_bytes(),
+    "\u{20ac}".as_bytes(),
+    "\u{1f600}".as_bytes(),
+    b"\xff",
+    b"\xc3",
+    b"\xe2\x82",
+    b"\xf0\x9f\x98",
+];
 
 /// A copy of `seed` with one to six random edits: deletions, random bytes, inserted
 /// `pieces` (syntax that matters to the format), bit flips and duplicated runs.

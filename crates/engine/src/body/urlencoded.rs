@@ -265,10 +265,7 @@ mod tests {
         ];
         let mut rng = crate::body::fuzz::XorShift(0x0dec_0de5);
         for _ in 0..30_000 {
-            let mut v = Vec::new();
-            for _ in 0..rng.below(14) {
-                v.extend_from_slice(pieces[rng.below(pieces.len())]);
-            }
+            let v = rng.value_of(&pieces, 14, 0);
             let mut out = b"kept".to_vec();
             let invalid = decode_into(&v, &mut out);
             let (want, want_invalid) = reference(&v);

@@ -676,14 +676,7 @@ mod tests {
         let mut rng = crate::body::fuzz::XorShift(0x0017_5eed);
         let (mut flagged, mut passed) = (0, 0);
         for _ in 0..100_000 {
-            let mut value = Vec::new();
-            for _ in 0..rng.below(9) {
-                if rng.below(8) == 0 {
-                    value.push(rng.next() as u8);
-                } else {
-                    value.extend_from_slice(pieces[rng.below(pieces.len())]);
-                }
-            }
+            let value = rng.value_of(&pieces, 9, 8);
             let xss = libinjectionrs::detect_xss(&value).is_injection() || event_prefix_xss(&value);
             if xss {
                 flagged += 1;
