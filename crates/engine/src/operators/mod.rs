@@ -12,7 +12,6 @@ mod rx_compat;
 mod rx_factors;
 pub mod rx_set;
 pub mod strings;
-mod table_walk;
 pub mod validate;
 pub mod verify;
 

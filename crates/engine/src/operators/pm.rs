@@ -27,7 +27,6 @@ use std::sync::Arc;
 
 use super::Captures;
 use super::rx::fill_captures;
-use super::table_walk;
 
 /// Largest automaton kept as a DFA. The Aho-Corasick crate builds a DFA for phrase
 /// lists of up to 100 phrases; case-insensitive lists of long phrases make DFAs of
@@ -69,10 +68,7 @@ pub(crate) fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, Strin
 /// instructions a byte) are remembered as they are taken: a per-thread table of rows,
 /// one per NFA state met, one column per byte class, filled on first use (a lazily
 /// built DFA, bounded: when it is full it is emptied and refilled). The answer is the
-/// NFA walk's, since every transition in the table is one the NFA gave. The table has
-/// `table_walk`'s layout and inner loop (one read and one compare a byte); an entry
-/// into a match state whose lists the walk has loses its flag for the rest of the
-/// walk (see [`Rows`]).
+/// NFA walk's, since every transition in the table is one the NFA gave.
 #[derive(Debug, Clone)]
 pub(crate) struct PhraseLists {
     nfa: aho_corasick::nfa::contiguous::NFA,
@@ -101,24 +97,17 @@ type RowsFn =
 /// per-call cost is not repaid on a few bytes).
 const ROWS_MIN_LEN: usize = 256;
 
-/// Default bound on a table's rows (with CRS v4's 50-odd columns, 64 wide, 1 MiB of
-/// the table's 2 MiB, which are only touched for rows in use); never more than the
-/// table holds.
+/// Default bound on a table's rows (with CRS v4's 50-odd columns, about 1 MiB).
 const MAX_ROWS: usize = 4096;
 
 /// In [`Rows::next`]: a transition not taken yet (it has [`MATCH`] set, so the walk
 /// tests one bit for both).
-const UNKNOWN: u32 = table_walk::UNKNOWN;
+const UNKNOWN: u32 = u32::MAX;
 
 /// One thread's table of transitions taken (see [`PhraseLists`]). Rows are
 /// `width` columns wide, a power of two, and named by their offset in [`Rows::next`]
-/// (row number times `width`); the table's layout is `table_walk`'s.
-///
-/// Within a walk, an entry into a match state whose lists the walk already has loses
-/// its [`MATCH`] flag (the walk then goes through it like any other), and gets it back
-/// when the next walk starts: on attack payloads a match state every few bytes
-/// otherwise left the inner loop each time.
-#[derive(Debug)]
+/// (row number times `width`).
+#[derive(Debug, Default)]
 struct Rows {
     /// NFA state to its row's offset.
     of_state: rustc_hash::FxHashMap<u32, u32>,
@@ -127,26 +116,8 @@ struct Rows {
     /// Per row: the lists of the phrases its state matches (0 for other states).
     lists: Vec<u64>,
     /// Per row, `width` columns: the next row's offset, with [`MATCH`] set when that
-    /// row's state is a match state; or [`UNKNOWN`]. Entries past the rows in use are
-    /// meaningless.
-    next: Box<[u32; table_walk::ENTRIES]>,
-    /// Entries in use (rows times `width`).
-    used: usize,
-    /// Entries whose flag the current walk took off.
-    unflagged: Vec<usize>,
-}
-
-impl Default for Rows {
-    fn default() -> Rows {
-        Rows {
-            of_state: rustc_hash::FxHashMap::default(),
-            state: Vec::new(),
-            lists: Vec::new(),
-            next: table_walk::new_table(),
-            used: 0,
-            unflagged: Vec::new(),
-        }
-    }
+    /// row's state is a match state; or [`UNKNOWN`].
+    next: Vec<u32>,
 }
 
 impl Rows {
@@ -154,13 +125,12 @@ impl Rows {
         self.of_state.clear();
         self.state.clear();
         self.lists.clear();
-        self.used = 0;
-        self.unflagged.clear();
+        self.next.clear();
     }
 }
 
 /// In [`Rows::next`]: the target row's state is a match state.
-const MATCH: u32 = table_walk::FLAG;
+const MATCH: u32 = 1 << 31;
 
 impl PhraseLists {
     /// The matcher of `phrases`, the `i`-th of which belongs to the lists of bit mask
@@ -204,7 +174,7 @@ impl PhraseLists {
             shift: width.trailing_zeros(),
             width,
             rows: Arc::new(Pool::new(make)),
-            max_rows: max_rows.clamp(1, table_walk::ENTRIES / width),
+            max_rows: max_rows.max(1),
         })
     }
 
@@ -261,12 +231,11 @@ impl PhraseLists {
             return r;
         }
         let lists = self.state_lists(sid);
-        let r = rows.used as u32 | if lists != 0 { MATCH } else { 0 };
+        let r = rows.next.len() as u32 | if lists != 0 { MATCH } else { 0 };
         rows.of_state.insert(sid.as_u32(), r);
         rows.state.push(sid);
         rows.lists.push(lists);
-        rows.next[rows.used..rows.used + self.width].fill(UNKNOWN);
-        rows.used += self.width;
+        rows.next.resize(rows.next.len() + self.width, UNKNOWN);
         r
     }
 
@@ -280,58 +249,53 @@ impl PhraseLists {
         };
         let mut rows = self.rows.get();
         let rows = &mut *rows;
-        // The previous walk's entries get their flags back.
-        for &i in &rows.unflagged {
-            rows.next[i] |= MATCH;
-        }
-        rows.unflagged.clear();
         if rows.state.len() >= self.max_rows {
             rows.clear();
         }
         // The walk's row offset; the start state matches nothing (no empty phrases).
-        let mut at = (self.row_of(rows, start) & !MATCH) as usize;
+        let mut at = self.row_of(rows, start) & !MATCH;
         let mut found = 0;
         let classes: &[u8; 256] = &self.classes;
         let mut i = 0;
         while i < input.len() {
-            // Transitions already taken into states that match nothing (or whose lists
-            // the walk has): one table read a byte.
-            let (n, reached, mut next) = table_walk::run(&rows.next, classes, at, &input[i..]);
-            let j = i + n;
-            at = reached;
-            if j == input.len() {
-                break;
+            // Transitions already taken into states that match nothing: one table read
+            // a byte, through a shared borrow of the table (its address and length stay
+            // in registers).
+            let table: &[u32] = &rows.next;
+            let mut stop = None;
+            for (k, &b) in input[i..].iter().enumerate() {
+                let next = table[at as usize + classes[usize::from(b)] as usize];
+                if next & MATCH != 0 {
+                    stop = Some((i + k, next));
+                    break;
+                }
+                at = next;
             }
+            let Some((j, mut next)) = stop else {
+                break;
+            };
             let b = input[j];
-            // The entry's index, while the row `at` is still in the table.
-            let mut index = Some(at + classes[usize::from(b)] as usize);
+            let col = classes[usize::from(b)] as usize;
             i = j + 1;
             if next == UNKNOWN {
-                let row = at >> self.shift;
+                let row = (at >> self.shift) as usize;
                 let sid = nfa.next_state(Anchored::No, rows.state[row], b);
                 if rows.state.len() >= self.max_rows && !rows.of_state.contains_key(&sid.as_u32()) {
                     // Full: start again with only the state the walk is in.
                     rows.clear();
-                    index = None;
-                }
-                next = self.row_of(rows, sid);
-                if let Some(k) = index {
-                    rows.next[k] = next;
+                    next = self.row_of(rows, sid);
+                } else {
+                    next = self.row_of(rows, sid);
+                    rows.next[at as usize + col] = next;
                 }
             }
-            let offset = (next & !MATCH) as usize;
             if next & MATCH != 0 {
-                found |= rows.lists[offset >> self.shift];
+                found |= rows.lists[((next & !MATCH) >> self.shift) as usize];
                 if found == self.every {
                     break;
                 }
-                // The walk has this state's lists from now on.
-                if let Some(k) = index {
-                    rows.next[k] = offset as u32;
-                    rows.unflagged.push(k);
-                }
             }
-            at = offset;
+            at = next & !MATCH;
         }
         found
     }
@@ -526,8 +490,7 @@ mod tests {
     fn the_table_of_transitions_answers_as_the_nfa() {
         // Lists over a small alphabet with shared prefixes and suffixes, matched on
         // long generated values (which take the table), with the default bound and
-        // with tables of 2 and 7 rows (emptied again and again within one value); one
-        // table serves every value of a union, in turn.
+        // with tables of 2 and 7 rows (emptied again and again within one value).
         let lists: [&[&[u8]]; 5] = [
             &[b"cat", b"etc/passwd", b"/bin/sh"],
             &[b"At", b"tC/", b"\xff\x00"],
@@ -563,9 +526,7 @@ mod tests {
         let mut rng = crate::body::fuzz::XorShift(0x0dd_ba11);
         for round in 0..3_000 {
             let mut input = Vec::new();
-            // Some long values (a match state met many times: its entries lose their
-            // flag for the rest of the walk, and get it back for the next one).
-            let len = ROWS_MIN_LEN + rng.below(if round % 50 == 0 { 20_000 } else { 600 });
+            let len = ROWS_MIN_LEN + rng.below(600);
             while input.len() < len {
                 input.extend_from_slice(pieces[rng.below(pieces.len())]);
             }

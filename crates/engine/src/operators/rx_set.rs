@@ -18,9 +18,6 @@
 //! [`RxSet::from_rxs_sharing`]); its NFA is joined from each pattern's own (see
 //! `Lazy::build_joined`), which keeps the load's peak memory low.
 //!
-//! On those long values the lazy DFA is walked through each thread's own table of its
-//! transitions (see `Table`): one read and one compare a byte, match states included.
-//!
 //! Answers are exact either way. Each thread also keeps a bounded memo of the answers
 //! for the values it met lately ([`MEMO_CAPACITY`] bytes per set), since request values
 //! repeat across transactions.
@@ -46,7 +43,6 @@ use regex_syntax::hir::Hir;
 use super::pm::phrase_automaton;
 use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, compile_hir, parse_hir};
 use super::rx_factors::{required_factors, set_chance};
-use super::table_walk;
 
 /// Values longer than this run through the lazy DFA of every pattern instead of the
 /// gate (see [`RxSet::full`]).
@@ -58,7 +54,7 @@ pub(crate) const FULL_SET_MIN_LEN: usize = 1024;
 const MAX_GATE_CHANCE: f64 = 0.05;
 
 type CacheFn =
-    Box<dyn Fn() -> WalkCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
+    Box<dyn Fn() -> DfaCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
 
 type MemoFn =
     Box<dyn Fn() -> Memo + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
@@ -144,12 +140,7 @@ impl Full {
 /// A lazy DFA over some of a set's patterns.
 struct Lazy {
     dfa: DFA,
-    caches: Pool<WalkCache, CacheFn>,
-    /// Byte to column of a [`Table`]: the DFA's byte classes.
-    classes: Box<[u8; 256]>,
-    /// The logarithm of a [`Table`] row's width (the byte classes, without the end of
-    /// input, rounded up to a power of two).
-    shift: u32,
+    caches: Pool<DfaCache, CacheFn>,
     /// For each of its patterns, the pattern's index in the set.
     ids: Vec<u32>,
 }
@@ -521,7 +512,7 @@ impl Lazy {
         let input = Input::new(input).earliest(true);
         let mut cache = self.caches.get();
         self.dfa
-            .try_search_fwd(&mut cache.dfa, &input)
+            .try_search_fwd(&mut cache, &input)
             .map_or(true, |m| m.is_some())
     }
 
@@ -530,16 +521,7 @@ impl Lazy {
     fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         let mut own = PatternSet::new(self.ids.len());
         let mut cache = self.caches.get();
-        let cache = &mut *cache;
-        let walked = if input.len() >= TABLE_MIN_LEN {
-            let table = cache
-                .table
-                .get_or_insert_with(|| Box::new(Table::new(self.shift)));
-            table.which_patterns(self, &mut cache.dfa, input, &mut own)
-        } else {
-            which_patterns(&self.dfa, &mut cache.dfa, input, &mut own)
-        };
-        if walked.is_none() {
+        if which_patterns(&self.dfa, &mut cache, input, &mut own).is_none() {
             return false;
         }
         for p in own.iter() {
@@ -625,20 +607,9 @@ impl Lazy {
             .build_from_nfa(nfa)
             .map_err(|e| format!("cannot build the automaton: {e}"))?;
         let for_cache = dfa.clone();
-        let mut classes = Box::new([0u8; 256]);
-        for b in 0..=255u8 {
-            classes[usize::from(b)] = dfa.byte_classes().get(b);
-        }
-        // The end-of-input class takes no column.
-        let width = (dfa.byte_classes().alphabet_len() - 1).next_power_of_two();
         Ok(Lazy {
             dfa,
-            caches: Pool::new(Box::new(move || WalkCache {
-                dfa: for_cache.create_cache(),
-                table: None,
-            })),
-            classes,
-            shift: width.trailing_zeros(),
+            caches: Pool::new(Box::new(move || for_cache.create_cache())),
             ids,
         })
     }
@@ -821,22 +792,7 @@ fn walk<const SLOTS: usize>(
     found: &mut PatternSet,
 ) -> Option<()> {
     let input = Input::new(haystack);
-    let sid = dfa.start_state_forward(cache, &input).ok()?;
-    cache.search_start(0);
-    walk_from::<SLOTS>(dfa, cache, haystack, 0, sid, found)
-}
-
-/// The rest of [`walk`] from position `at` of `haystack` in state `sid` (the search's
-/// progress started): the current path, and the fallback of [`Table`]'s walk when its
-/// table is full.
-fn walk_from<const SLOTS: usize>(
-    dfa: &DFA,
-    cache: &mut DfaCache,
-    haystack: &[u8],
-    mut at: usize,
-    mut sid: LazyStateID,
-    found: &mut PatternSet,
-) -> Option<()> {
+    let mut sid = dfa.start_state_forward(cache, &input).ok()?;
     // The match states read lately, by their ids (a state that finds its slot taken
     // is read again, which adds nothing new: the table only saves work). Checked in
     // line: on attack payloads a match state comes every few bytes.
@@ -853,7 +809,9 @@ fn walk_from<const SLOTS: usize>(
             read_patterns(dfa, cache, sid, found)
         }
     };
+    cache.search_start(0);
     let len = haystack.len();
+    let mut at = 0;
     'walk: while at < len {
         let next = if sid.is_tagged() {
             // From a tagged state the transition goes through `next_state`, with the
@@ -912,249 +870,6 @@ fn walk_from<const SLOTS: usize>(
         }
     }
     Some(())
-}
-
-/// Values at least this long are walked through the thread's [`Table`] (shorter ones
-/// take [`which_patterns`]: the table's per-walk set-up is not repaid on a few bytes).
-const TABLE_MIN_LEN: usize = FULL_SET_MIN_LEN;
-
-/// One thread's cache of a [`Lazy`]: the lazy DFA's, and the table of transitions
-/// built from it (see [`Table`]), allocated on the first long value.
-struct WalkCache {
-    dfa: DfaCache,
-    table: Option<Box<Table>>,
-}
-
-/// A thread's own table of the lazy DFA's transitions, filled as the walks take them
-/// (see `table_walk` for its layout): one row per DFA state met, one column per byte
-/// class. The walk reads one entry a byte and tests one bit; transitions not taken
-/// yet, and those into match, dead or quit states, are flagged (see
-/// [`table_walk::FLAG`]), and only they leave the inner loop.
-///
-/// Each row remembers its lazy DFA state, whose transitions fill the row; the lazy
-/// DFA's state ids are only valid until its cache is cleared, so the table is emptied
-/// whenever the cache's clear count changed. Every entry is a transition the lazy DFA
-/// gave, so the walk's answer is [`which_patterns`]'s, and the lazy DFA computes the
-/// same transitions in the same order (progress reported before each), so it gives up
-/// in the same cases.
-///
-/// Bounded: at most [`table_walk::ENTRIES`] entries (2 MiB, rows of the byte classes
-/// rounded up to a power of two: 4,096 rows of 128 columns), touched only for rows
-/// used. A walk that needs a row more finishes on [`which_patterns`]' path from the
-/// state it is in, and the next walk starts with an empty table.
-///
-/// A match state's patterns are read once, when its row is added. Within a walk, an
-/// entry into a match state whose patterns the walk already has loses its flag (the
-/// walk then goes through it like any other), and gets it back when the next walk
-/// starts: on attack payloads, a match state every few bytes otherwise left the inner
-/// loop each time.
-struct Table {
-    next: Box<[u32; table_walk::ENTRIES]>,
-    /// A row's width's logarithm.
-    shift: u32,
-    /// Rows in use.
-    rows: usize,
-    /// Per row: its lazy DFA state.
-    lazy: Vec<LazyStateID>,
-    /// Per row: the range of its patterns in `patterns` (empty unless a match state).
-    pats: Vec<(u32, u32)>,
-    patterns: Vec<PatternID>,
-    /// Per row: the last walk that added its patterns.
-    noted: Vec<u32>,
-    /// The current walk's number.
-    walk: u32,
-    /// Lazy DFA state to its row's entry (offset, with the flag for match, dead and
-    /// quit states).
-    of_lazy: rustc_hash::FxHashMap<LazyStateID, u32>,
-    /// The lazy DFA cache's clear count the rows are valid for.
-    clears: usize,
-    /// Entries whose flag the current walk took off.
-    unflagged: Vec<usize>,
-    /// A walk found the table full: the next one empties it.
-    full: bool,
-    /// Most rows the table holds.
-    max_rows: usize,
-}
-
-impl Table {
-    fn new(shift: u32) -> Table {
-        Table {
-            next: table_walk::new_table(),
-            shift,
-            rows: 0,
-            lazy: Vec::new(),
-            pats: Vec::new(),
-            patterns: Vec::new(),
-            noted: Vec::new(),
-            walk: 0,
-            of_lazy: rustc_hash::FxHashMap::default(),
-            clears: 0,
-            unflagged: Vec::new(),
-            full: false,
-            max_rows: table_walk::ENTRIES >> shift,
-        }
-    }
-
-    /// Empties the table, for a lazy DFA cache cleared `clears` times.
-    fn clear(&mut self, clears: usize) {
-        self.rows = 0;
-        self.lazy.clear();
-        self.pats.clear();
-        self.patterns.clear();
-        self.noted.clear();
-        self.of_lazy.clear();
-        self.unflagged.clear();
-        self.clears = clears;
-        self.full = false;
-    }
-
-    /// The entry of lazy DFA state `sid`'s row, added when new; `None` when the table
-    /// is full.
-    fn row_of(&mut self, dfa: &DFA, cache: &DfaCache, sid: LazyStateID) -> Option<u32> {
-        if let Some(&r) = self.of_lazy.get(&sid) {
-            return Some(r);
-        }
-        let width = 1usize << self.shift;
-        let offset = self.rows << self.shift;
-        if self.rows >= self.max_rows {
-            return None;
-        }
-        self.rows += 1;
-        self.next[offset..offset + width].fill(table_walk::UNKNOWN);
-        self.lazy.push(sid);
-        self.noted.push(0);
-        let lo = self.patterns.len() as u32;
-        if sid.is_match() {
-            for i in 0..dfa.match_len(cache, sid) {
-                self.patterns.push(dfa.match_pattern(cache, sid, i));
-            }
-        }
-        self.pats.push((lo, self.patterns.len() as u32));
-        let flag = if sid.is_match() || sid.is_dead() || sid.is_quit() {
-            table_walk::FLAG
-        } else {
-            0
-        };
-        let entry = offset as u32 | flag;
-        self.of_lazy.insert(sid, entry);
-        Some(entry)
-    }
-
-    /// [`which_patterns`] of `lazy`'s DFA through the table; `cache` is the lazy DFA's
-    /// cache of the same thread.
-    fn which_patterns(
-        &mut self,
-        lazy: &Lazy,
-        cache: &mut DfaCache,
-        haystack: &[u8],
-        found: &mut PatternSet,
-    ) -> Option<()> {
-        let dfa = &lazy.dfa;
-        let classes: &[u8; 256] = &lazy.classes;
-        // The previous walk's entries get their flags back.
-        for &i in &self.unflagged {
-            self.next[i] |= table_walk::FLAG;
-        }
-        self.unflagged.clear();
-        if self.walk == u32::MAX {
-            self.clear(self.clears);
-            self.walk = 0;
-        }
-        self.walk += 1;
-        let input = Input::new(haystack);
-        let start = dfa.start_state_forward(cache, &input).ok()?;
-        if self.full || cache.clear_count() != self.clears {
-            self.clear(cache.clear_count());
-        }
-        cache.search_start(0);
-        let Some(entry) = self.row_of(dfa, cache, start) else {
-            return walk_from::<READ_SLOTS>(dfa, cache, haystack, 0, start, found);
-        };
-        // The start state is never a match state (matches come a byte late).
-        let mut at = (entry & !table_walk::FLAG) as usize;
-        let len = haystack.len();
-        let mut pos = 0;
-        let mut ended = true;
-        while pos < len {
-            let (n, reached, mut entry) =
-                table_walk::run(&self.next, classes, at, &haystack[pos..]);
-            pos += n;
-            at = reached;
-            if pos == len {
-                break;
-            }
-            let b = haystack[pos];
-            // The entry's index, while the row `at` is still in the table.
-            let mut index = Some(at + usize::from(classes[usize::from(b)]));
-            if entry == table_walk::UNKNOWN {
-                let from = self.lazy[at >> self.shift];
-                cache.search_update(pos);
-                let Ok(sid) = dfa.next_state(cache, from, b) else {
-                    cache.search_finish(pos);
-                    return None;
-                };
-                if cache.clear_count() != self.clears {
-                    // The lazy DFA's states were renamed: start again with `sid`.
-                    self.clear(cache.clear_count());
-                    index = None;
-                }
-                match self.row_of(dfa, cache, sid) {
-                    Some(e) => entry = e,
-                    None => {
-                        self.full = true;
-                        return walk_from::<READ_SLOTS>(dfa, cache, haystack, pos, from, found);
-                    }
-                }
-                if let Some(i) = index {
-                    self.next[i] = entry;
-                }
-            }
-            pos += 1;
-            let offset = (entry & !table_walk::FLAG) as usize;
-            if entry & table_walk::FLAG != 0 {
-                let row = offset >> self.shift;
-                let sid = self.lazy[row];
-                if sid.is_match() {
-                    if self.noted[row] != self.walk {
-                        self.noted[row] = self.walk;
-                        let (lo, hi) = self.pats[row];
-                        for &p in &self.patterns[lo as usize..hi as usize] {
-                            let _ = found.try_insert(p);
-                        }
-                        if found.is_full() {
-                            ended = false;
-                            break;
-                        }
-                    }
-                    if let Some(i) = index {
-                        self.next[i] = offset as u32;
-                        self.unflagged.push(i);
-                    }
-                } else if sid.is_dead() {
-                    ended = false;
-                    break;
-                } else {
-                    // A quit state.
-                    cache.search_finish(pos);
-                    return None;
-                }
-            }
-            at = offset;
-        }
-        cache.search_update(pos);
-        cache.search_finish(pos);
-        if ended && pos == len {
-            let sid = dfa
-                .next_eoi_state(cache, self.lazy[at >> self.shift])
-                .ok()?;
-            if sid.is_match() {
-                for i in 0..dfa.match_len(cache, sid) {
-                    let _ = found.try_insert(dfa.match_pattern(cache, sid, i));
-                }
-            }
-        }
-        Some(())
-    }
 }
 
 #[cfg(test)]
@@ -1404,122 +1119,6 @@ mod tests {
             assert!(joined.which(&input, &mut got));
             assert_eq!(got, expect, "{input:?}");
             assert_eq!(joined.is_match(&input), !expect.is_empty(), "{input:?}");
-        }
-    }
-
-    /// The walk through the thread's table of transitions gives the answers of
-    /// `which_patterns` (including when the lazy DFA gives up, since both ask it for
-    /// the same transitions in the same order), on generated values of CRS-like
-    /// tokens and random bytes, short and long, across walks that share the table
-    /// (flags taken off and given back), with the lazy DFA's cache cleared during
-    /// walks, and with tables too small for the values (the fallback).
-    #[test]
-    fn the_table_walk_agrees_with_which_patterns() {
-        let pcre = [
-            r"(?i)<script[^>]*>",
-            r"(?i)\bon[a-z]{3,}\s*=",
-            r"^[^;]*;\s*$",
-            r"a\b",
-            r"[a-z]{2}[^a-z]{2}",
-            r"x$",
-            r"\$\{[^}]*\}",
-            r";",
-            r"(?:\.\.[/\\]){2}",
-            r"(?i)(?:etc|proc)/(?:passwd|self)",
-            r"(?i)union\s+(?:all\s+)?select",
-            r"[\x{80}-\x{ff}]{3}",
-            r"(?i)[a-m][^x]{0,3}[b-q][0-9a-f]{3}",
-        ];
-        let hirs: Vec<Hir> = pcre
-            .iter()
-            .map(|p| parse_hir(Rx::new(p).expect("rx").pattern()).expect("hir"))
-            .collect();
-        let ids: Vec<u32> = (0..hirs.len() as u32).collect();
-        let tokens: &[&[u8]] = &[
-            b"<SCRIPT",
-            b">",
-            b" onload",
-            b"=",
-            b"a",
-            b" ",
-            b"x",
-            b";",
-            b"\n",
-            b"${",
-            b"}",
-            b"q",
-            b"\xff",
-            b"12",
-            b"../",
-            b"..\\",
-            b"etc/",
-            b"PASSWD",
-            b"union",
-            b"SELECT",
-            b"abc0f3",
-            b"/proc/self",
-        ];
-        let mut rng = XorShift(0xC0FF_EE12_3456_789B);
-        for (capacity, max_rows) in [
-            (SET_CACHE_CAPACITY, usize::MAX),
-            (SET_CACHE_CAPACITY, 3),
-            (SET_CACHE_CAPACITY, 40),
-            (1 << 17, usize::MAX),
-            (1 << 18, 25),
-            (1 << 20, usize::MAX),
-        ] {
-            let lazy = Lazy::build(&hirs, ids.clone(), capacity).expect("lazy");
-            let mut reference = lazy.dfa.create_cache();
-            let mut cache = lazy.dfa.create_cache();
-            let mut table = Table::new(lazy.shift);
-            table.max_rows = table.max_rows.min(max_rows);
-            let (mut compared, mut gave_up) = (0, 0);
-            for n in 0..600 {
-                let mut input = Vec::new();
-                let count = match n % 10 {
-                    0 => 5_000,
-                    1..=3 => 300,
-                    _ => rng.below(40),
-                };
-                let seed = rng.next();
-                let mut r = XorShift(seed);
-                for k in 0..count {
-                    // Long values repeat a run of 40 tokens (many bytes per state, so
-                    // that small caches get cleared without giving up).
-                    if k % 40 == 0 && count > 1_000 {
-                        r = XorShift(seed);
-                    }
-                    if r.below(8) == 0 {
-                        input.push(r.next() as u8);
-                    } else {
-                        input.extend_from_slice(tokens[r.below(tokens.len())]);
-                    }
-                }
-                let mut expect = PatternSet::new(hirs.len());
-                let searched = which_patterns(&lazy.dfa, &mut reference, &input, &mut expect);
-                let mut got = PatternSet::new(hirs.len());
-                let walked = table.which_patterns(&lazy, &mut cache, &input, &mut got);
-                assert_eq!(walked, searched, "{capacity} {max_rows}: gave up");
-                assert_eq!(cache.clear_count(), reference.clear_count());
-                if searched.is_some() {
-                    compared += 1;
-                    let e: Vec<_> = expect.iter().collect();
-                    let g: Vec<_> = got.iter().collect();
-                    assert_eq!(g, e, "{capacity} {max_rows}: {input:?}");
-                } else {
-                    gave_up += 1;
-                }
-            }
-            // Small caches are cleared during walks, and then give up often (the
-            // answers above agree either way).
-            if capacity == SET_CACHE_CAPACITY {
-                assert!(compared == 600, "{compared} compared, {gave_up} gave up");
-            } else {
-                assert!(
-                    compared > 0 && cache.clear_count() >= 3,
-                    "{gave_up} gave up"
-                );
-            }
         }
     }
 
