@@ -22,6 +22,7 @@ The last line printed is exactly:
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -731,6 +732,46 @@ def oha_fixed_rate(url, headers, rate, duration, connections, rand_regex_url=Fal
         "errors": sum(n for e, n in (data.get("errorDistribution") or {}).items()
                       if "deadline" not in e.lower()),
     }
+
+
+def oha_fixed_rate_samples(url, headers, rate, duration, connections, rand_regex_url=False):
+    """Starts one oha run at a fixed offered rate (as `oha_fixed_rate`) that records
+    every answered request; returns `(process, launched)`, `launched` the monotonic
+    time of the launch. `oha_samples(process)` waits for it and reads the requests."""
+    argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", "csv",
+            "-z", f"{duration}s", "-q", str(rate), "--latency-correction",
+            "-c", str(connections)]
+    for h in headers:
+        argv += ["-H", h]
+    if rand_regex_url:
+        argv.append("--rand-regex-url")
+    argv.append(url)
+    launched = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, launched
+
+
+def oha_samples(proc, timeout):
+    """Waits for an oha run started by `oha_fixed_rate_samples`; returns the answered
+    requests as `(start s, latency ms, status)`, start from oha's own start, latency
+    counted from when the request was due (`--latency-correction`)."""
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"oha failed: {err.strip()[:300]}")
+    rows = []
+    for line in out.splitlines()[1:]:
+        f = line.split(",")
+        if len(f) == 7:
+            rows.append((float(f[0]), float(f[4]) * 1e3, int(f[6])))
+    return rows
+
+
+def percentile(sorted_vals, q):
+    """The q-th percentile (0-100) of an ascending list, nearest rank; None if empty."""
+    if not sorted_vals:
+        return None
+    k = max(0, min(len(sorted_vals) - 1, int(math.ceil(q / 100 * len(sorted_vals))) - 1))
+    return sorted_vals[k]
 
 
 # ---------------------------------------------------------------------------

@@ -206,7 +206,43 @@ pub fn ctx(args: CtxArgs) -> anyhow::Result<bool> {
             ctx::list(&store, app, kind, limit, &mut out)?;
             true
         }
-        CtxCommand::Import { file } => {
+        CtxCommand::Import {
+            file,
+            follow: true,
+            batch_lines,
+            batch_ms,
+        } => {
+            let batch = usize::try_from(batch_lines).unwrap_or(usize::MAX);
+            let wait = std::time::Duration::from_millis(batch_ms);
+            let (res, from) = match file.as_deref() {
+                Some(p) if p.as_os_str() != "-" => {
+                    let f = std::fs::File::open(p)
+                        .with_context(|| format!("opening {}", p.display()))?;
+                    (
+                        ctx::import_follow(&store, std::io::BufReader::new(f), batch, wait),
+                        p.display().to_string(),
+                    )
+                }
+                _ => (
+                    ctx::import_follow(
+                        &store,
+                        std::io::BufReader::new(std::io::stdin()),
+                        batch,
+                        wait,
+                    ),
+                    "standard input".to_owned(),
+                ),
+            };
+            let t = res.with_context(|| {
+                format!("following {from}: the batches before the line named were imported")
+            })?;
+            eprintln!(
+                "palisade: imported {} line(s) in {} commit(s)",
+                t.lines, t.batches
+            );
+            true
+        }
+        CtxCommand::Import { file, .. } => {
             let (n, from) = match file.as_deref() {
                 Some(p) if p.as_os_str() != "-" => {
                     let f = std::fs::File::open(p)

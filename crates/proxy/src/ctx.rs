@@ -215,6 +215,19 @@ pub enum CtxCommand {
     Import {
         /// The file; `-` or absent: standard input.
         file: Option<std::path::PathBuf>,
+        /// Keep reading until the end of the input (a pipe from a scoring service, a
+        /// FIFO), committing each batch as it comes: every `--batch-lines` lines, or
+        /// `--batch-ms` after the first line of a batch, whichever is first. Each
+        /// batch is all or nothing; a bad line stops the feed and is named, and the
+        /// batches before it stay committed.
+        #[arg(long)]
+        follow: bool,
+        /// With `--follow`: the most lines in one commit.
+        #[arg(long, default_value_t = 1000, requires = "follow", value_parser = clap::value_parser!(u64).range(1..))]
+        batch_lines: u64,
+        /// With `--follow`: the longest a line waits for its commit, in milliseconds.
+        #[arg(long, default_value_t = 100, requires = "follow", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        batch_ms: u64,
     },
     /// Write every record (of `--app`, or of all applications with `--all-apps`)
     /// as JSON lines.
@@ -226,6 +239,106 @@ pub enum CtxCommand {
         #[arg(long)]
         all_apps: bool,
     },
+}
+
+/// What a followed import did: lines committed and commits made.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FollowTotals {
+    /// Lines applied (blank lines are not counted).
+    pub lines: usize,
+    /// Batches committed.
+    pub batches: usize,
+}
+
+/// `ctx import --follow`: reads JSON lines from `input` until its end and imports
+/// them in batches of at most `batch_lines` lines, each committed at the latest
+/// `batch_wait` after its first line arrived, so that a slow feed is not held back
+/// and a fast one is committed in few transactions. A bad line stops the feed with
+/// its number in the whole input; the batches before it are committed, the lines of
+/// its own batch are not.
+pub fn import_follow(
+    store: &Store,
+    input: impl std::io::BufRead + Send + 'static,
+    batch_lines: usize,
+    batch_wait: std::time::Duration,
+) -> Result<FollowTotals, CtxError> {
+    use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+    let batch_lines = batch_lines.max(1);
+    // A reader thread, so that a batch can be committed while the input is quiet.
+    let (tx, rx) = sync_channel::<std::io::Result<String>>(batch_lines.min(65_536));
+    std::thread::Builder::new()
+        .name("ctx-import-read".into())
+        .spawn(move || {
+            for line in input.lines() {
+                let failed = line.is_err();
+                if tx.send(line).is_err() || failed {
+                    break;
+                }
+            }
+        })
+        .map_err(CtxError::Output)?;
+    let mut totals = FollowTotals::default();
+    // Lines of the input before the pending batch, and the pending batch.
+    let mut before = 0usize;
+    let mut pending = String::new();
+    let mut pending_lines = 0usize;
+    let mut deadline: Option<std::time::Instant> = None;
+    let commit = |pending: &mut String,
+                  pending_lines: &mut usize,
+                  before: &mut usize,
+                  totals: &mut FollowTotals|
+     -> Result<(), CtxError> {
+        if *pending_lines == 0 {
+            return Ok(());
+        }
+        let n = store.import(pending.as_bytes()).map_err(|e| match e {
+            StoreError::Import { line, reason } => StoreError::Import {
+                line: *before + line,
+                reason,
+            },
+            other => other,
+        })?;
+        totals.lines += n;
+        totals.batches += 1;
+        *before += *pending_lines;
+        *pending_lines = 0;
+        pending.clear();
+        Ok(())
+    };
+    loop {
+        let next = match deadline {
+            Some(d) => rx.recv_timeout(d.saturating_duration_since(std::time::Instant::now())),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match next {
+            Ok(Ok(line)) => {
+                pending.push_str(&line);
+                pending.push('\n');
+                pending_lines += 1;
+                deadline.get_or_insert_with(|| std::time::Instant::now() + batch_wait);
+                if pending_lines >= batch_lines {
+                    commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
+                    deadline = None;
+                }
+            }
+            Ok(Err(e)) => {
+                commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
+                return Err(StoreError::Import {
+                    line: before + 1,
+                    reason: e.to_string(),
+                }
+                .into());
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
+                deadline = None;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
+                return Ok(totals);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -263,5 +376,117 @@ mod tests {
             line.starts_with("{\"app\":\"shop\",\"collection\":\"IP\",\"key\":\"192.0.2.1\""),
             "{line}"
         );
+    }
+
+    fn write_line(key: &str, score: u32) -> String {
+        format!(
+            "{{\"app\":\"default\",\"collection\":\"IP\",\"key\":\"{key}\",\"write\":{{\"at\":{},\"timeout\":3600,\"ops\":[{{\"name\":\"score\",\"op\":{{\"set\":\"{score}\"}}}}]}}}}\n",
+            store::unix_now()
+        )
+    }
+
+    fn score(store: &Store, key: &str) -> Option<Vec<u8>> {
+        let k = record_key("default", "ip", key.as_bytes()).unwrap();
+        get(store, &k).unwrap().and_then(|r| {
+            r.vars
+                .get(b"score".as_slice())
+                .map(|v| v.value.as_read().into_owned())
+        })
+    }
+
+    /// A reader whose lines arrive over a channel, so that a test can pause the feed.
+    struct Feed(std::sync::mpsc::Receiver<String>, Vec<u8>, usize);
+
+    impl std::io::Read for Feed {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.2 == self.1.len() {
+                match self.0.recv() {
+                    Ok(s) => (self.1, self.2) = (s.into_bytes(), 0),
+                    Err(_) => return Ok(0),
+                }
+            }
+            let n = buf.len().min(self.1.len() - self.2);
+            buf[..n].copy_from_slice(&self.1[self.2..self.2 + n]);
+            self.2 += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_followed_import_commits_by_count_by_time_and_stops_at_a_bad_line() {
+        let dir = std::env::temp_dir().join(format!("palisade-follow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&store::StoreConfig {
+            path: dir.clone(),
+            ..store::StoreConfig::default()
+        })
+        .unwrap();
+
+        // By count: 7 lines in batches of 3 are 3 commits.
+        let input: String = (0..7)
+            .map(|i| write_line(&format!("10.0.0.{i}"), i))
+            .collect();
+        let t = import_follow(
+            &store,
+            std::io::Cursor::new(input.into_bytes()),
+            3,
+            std::time::Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            FollowTotals {
+                lines: 7,
+                batches: 3
+            }
+        );
+        assert_eq!(score(&store, "10.0.0.6").as_deref(), Some(b"6".as_slice()));
+
+        // By time: a line that is not followed by more is committed while the input
+        // stays open.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let feed = std::io::BufReader::new(Feed(rx, Vec::new(), 0));
+        let s2 = store.clone();
+        let worker = std::thread::spawn(move || {
+            import_follow(&s2, feed, 1000, std::time::Duration::from_millis(20))
+        });
+        tx.send(write_line("192.0.2.9", 42)).unwrap();
+        let start = std::time::Instant::now();
+        while score(&store, "192.0.2.9").is_none() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "the pending line was never committed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        drop(tx);
+        assert_eq!(
+            worker.join().unwrap().unwrap(),
+            FollowTotals {
+                lines: 1,
+                batches: 1
+            }
+        );
+
+        // A bad line: named by its number in the whole input; the batch before it is
+        // committed, its own batch is not.
+        let mut input: String = (0..4)
+            .map(|i| write_line(&format!("10.1.0.{i}"), i))
+            .collect();
+        input.push_str("{\"app\":\"default\",\"collection\":\"IPS\",\"key\":\"x\"}\n");
+        input.push_str(&write_line("10.1.0.9", 9));
+        let e = import_follow(
+            &store,
+            std::io::Cursor::new(input.into_bytes()),
+            2,
+            std::time::Duration::from_secs(60),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 5") && e.contains("IPS"), "{e}");
+        assert!(score(&store, "10.1.0.3").is_some());
+        assert!(score(&store, "10.1.0.9").is_none());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
