@@ -209,6 +209,74 @@ async fn ctx_set_blocks_a_running_proxy() {
     assert!(text(&out.stderr).contains("nothing to delete"));
 }
 
+/// `ctx import --follow`: a line written to a feed that stays open reaches a running
+/// proxy within the batch time, without the feed ending; closing the feed commits the
+/// rest and reports the totals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_feed_blocks_a_running_proxy_while_it_stays_open() {
+    use std::io::Write as _;
+    let backend = Backend::start().await;
+    let dir = TempDir::new("ctx-follow");
+    let listen = loopback(free_port());
+    let config = basic_config(listen, backend.addr, &rules_toml(COUNTER_RULES));
+    let _p = Palisade::start(&dir, &config, listen);
+    assert_eq!(status(listen).await, 200);
+
+    let mut feed = Command::new(palisade_bin())
+        .env("PALISADE_STORE", dir.path("store"))
+        .args(["ctx", "--config"])
+        .arg(dir.path("palisade.toml"))
+        .args(["import", "--follow", "--batch-ms", "50", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = feed.stdin.take().unwrap();
+    let line = |var: &str, value: &str| {
+        format!(
+            "{{\"app\":\"default\",\"collection\":\"IP\",\"key\":\"127.0.0.1\",\"write\":{{\"at\":{},\"timeout\":3600,\"ops\":[{{\"name\":\"{var}\",\"op\":{{\"set\":\"{value}\"}}}}]}}}}\n",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        )
+    };
+    stdin.write_all(line("blocked", "1").as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // Polled in the store, not with requests: each request counts a hit, and the
+    // hit limit of COUNTER_RULES would answer first.
+    let started = Instant::now();
+    while record(&dir, "IP", "127.0.0.1")
+        .and_then(|r| var(&r, "blocked"))
+        .as_deref()
+        != Some("1")
+    {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = feed.kill();
+            let out = feed.wait_with_output().unwrap();
+            panic!(
+                "the fed line never reached the store; feed: {}",
+                text(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    eprintln!("fed line to the store: {:?}", started.elapsed());
+    assert_eq!(status(listen).await, 403);
+    assert!(feed.try_wait().unwrap().is_none(), "the feed ended early");
+
+    stdin.write_all(line("blocked", "0").as_bytes()).unwrap();
+    drop(stdin);
+    let out = feed.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("imported 2 line(s) in 2 commit(s)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(status(listen).await, 200);
+}
+
 /// Bad input to `palisade ctx` is refused with an error naming what and where.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctx_bad_input_is_named() {
