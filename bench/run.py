@@ -697,12 +697,10 @@ def run_oha(port, rate, duration, connections):
                           connections)
 
 
-def oha_fixed_rate(url, headers, rate, duration, connections, rand_regex_url=False):
-    """One oha run at a fixed offered rate (open loop, `--latency-correction`: a
-    request's latency counts from when it was due, so a stall shows in every request
-    it delays). `rand_regex_url`: `url` is a regular expression each request's URL is
-    drawn from (oha's `--rand-regex-url`). Latencies in ms."""
-    argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", "json",
+def oha_argv(output, url, headers, rate, duration, connections, rand_regex_url):
+    """oha's command line for one open-loop run on the load CPU, results as `output`
+    (json: the summary; csv: every answered request)."""
+    argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", output,
             "-z", f"{duration}s", "-q", str(rate), "--latency-correction",
             "-c", str(connections)]
     for h in headers:
@@ -710,6 +708,15 @@ def oha_fixed_rate(url, headers, rate, duration, connections, rand_regex_url=Fal
     if rand_regex_url:
         argv.append("--rand-regex-url")
     argv.append(url)
+    return argv
+
+
+def oha_fixed_rate(url, headers, rate, duration, connections, rand_regex_url=False):
+    """One oha run at a fixed offered rate (open loop, `--latency-correction`: a
+    request's latency counts from when it was due, so a stall shows in every request
+    it delays). `rand_regex_url`: `url` is a regular expression each request's URL is
+    drawn from (oha's `--rand-regex-url`). Latencies in ms."""
+    argv = oha_argv("json", url, headers, rate, duration, connections, rand_regex_url)
     r = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
     if r.returncode != 0:
         raise RuntimeError(f"oha failed: {r.stderr.strip()[:300]}")
@@ -738,14 +745,7 @@ def oha_fixed_rate_samples(url, headers, rate, duration, connections, rand_regex
     """Starts one oha run at a fixed offered rate (as `oha_fixed_rate`) that records
     every answered request; returns `(process, launched)`, `launched` the monotonic
     time of the launch. `oha_samples(process)` waits for it and reads the requests."""
-    argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", "csv",
-            "-z", f"{duration}s", "-q", str(rate), "--latency-correction",
-            "-c", str(connections)]
-    for h in headers:
-        argv += ["-H", h]
-    if rand_regex_url:
-        argv.append("--rand-regex-url")
-    argv.append(url)
+    argv = oha_argv("csv", url, headers, rate, duration, connections, rand_regex_url)
     launched = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc, launched
