@@ -223,6 +223,12 @@ class Writer:
         return out
 
     def loop(self):
+        # This feeding thread only (Linux applies the call to the calling thread):
+        # beside the load generator, off the proxy's CPU.
+        try:
+            os.sched_setaffinity(0, {int(bench.LOAD_CPU)})
+        except (OSError, ValueError):
+            pass
         start = time.monotonic()
         owed = 0.0
         last = start
@@ -254,7 +260,12 @@ class Writer:
             ["taskset", "-c", bench.LOAD_CPU] + WRITER_PRIORITY[self.args.writer_priority]
             + [self.args.palisade, "ctx", "--store", self.store, "import", "--follow",
                "--batch-lines", str(self.batch), "--batch-ms", "100", "-"],
-            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # A session of its own at autogroup nice 19, as a background service runs:
+        # with autogroup scheduling on, `nice` orders processes only within their
+        # session's group, and the writer would otherwise share the harness's group
+        # and weigh as much as the proxy's whole group on the CPU it runs on.
+        set_autogroup_nice(self.proc.pid, 19)
         self.thread.start()
 
     def stop(self):
@@ -414,8 +425,20 @@ def crs3_rules(work):
 
 
 # How the outside writer's processes are started (--writer-priority).
+def set_autogroup_nice(pid, nice):
+    """Sets the scheduling weight of `pid`'s autogroup (its session) to that of `nice`,
+    where the kernel groups by session (/proc/sys/kernel/sched_autogroup_enabled);
+    best effort elsewhere."""
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass
+
+
 WRITER_PRIORITY = {"nice": ["nice", "-n", "19"], "idle": ["chrt", "-i", "0"]}
-WRITER_WORDS = {"nice": "at nice 19, a background service",
+WRITER_WORDS = {"nice": "at nice 19 in a session of its own at autogroup nice 19, a "
+                        "background service",
                 "idle": "in SCHED_IDLE, `--writer-priority idle`: CPU only when nothing else runs"}
 
 
