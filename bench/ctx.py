@@ -471,7 +471,7 @@ def main():
     ap.add_argument("--window", type=float, default=3.0,
                     help="the open loop's windows, in seconds: the writer is on in every "
                          "other one")
-    ap.add_argument("--windows", type=int, default=21,
+    ap.add_argument("--windows", type=int, default=31,
                     help="windows of the open-loop run (the first warms up and is not "
                          "counted; then the writer is on, off, on, ...)")
     ap.add_argument("--window-margin", type=float, default=0.5,
