@@ -208,57 +208,45 @@ pub fn ctx(args: CtxArgs) -> anyhow::Result<bool> {
         }
         CtxCommand::Import {
             file,
-            follow: true,
+            follow,
             batch_lines,
             batch_ms,
         } => {
-            let batch = usize::try_from(batch_lines).unwrap_or(usize::MAX);
-            let wait = std::time::Duration::from_millis(batch_ms);
-            let (res, from) = match file.as_deref() {
+            let (input, from): (Box<dyn std::io::BufRead + Send>, String) = match file.as_deref() {
                 Some(p) if p.as_os_str() != "-" => {
                     let f = std::fs::File::open(p)
                         .with_context(|| format!("opening {}", p.display()))?;
                     (
-                        ctx::import_follow(&store, std::io::BufReader::new(f), batch, wait),
+                        Box::new(std::io::BufReader::new(f)),
                         p.display().to_string(),
                     )
                 }
                 _ => (
-                    ctx::import_follow(
-                        &store,
-                        std::io::BufReader::new(std::io::stdin()),
-                        batch,
-                        wait,
-                    ),
+                    Box::new(std::io::BufReader::new(std::io::stdin())),
                     "standard input".to_owned(),
                 ),
             };
-            let t = res.with_context(|| {
-                format!("following {from}: the batches before the line named were imported")
-            })?;
-            eprintln!(
-                "palisade: imported {} line(s) in {} commit(s)",
-                t.lines, t.batches
-            );
-            true
-        }
-        CtxCommand::Import { file, .. } => {
-            let (n, from) = match file.as_deref() {
-                Some(p) if p.as_os_str() != "-" => {
-                    let f = std::fs::File::open(p)
-                        .with_context(|| format!("opening {}", p.display()))?;
-                    (
-                        store.import(std::io::BufReader::new(f)),
-                        p.display().to_string(),
-                    )
-                }
-                _ => (
-                    store.import(std::io::stdin().lock()),
-                    "standard input".to_owned(),
-                ),
-            };
-            let n = n.with_context(|| format!("importing {from}: nothing was imported"))?;
-            eprintln!("palisade: imported {n} line(s)");
+            if follow {
+                let batch = usize::try_from(batch_lines).unwrap_or(usize::MAX);
+                let t = ctx::import_follow(
+                    &store,
+                    input,
+                    batch,
+                    std::time::Duration::from_millis(batch_ms),
+                )
+                .with_context(|| {
+                    format!("following {from}: the batches before the line named were imported")
+                })?;
+                eprintln!(
+                    "palisade: imported {} line(s) in {} commit(s)",
+                    t.lines, t.batches
+                );
+            } else {
+                let n = store
+                    .import(input)
+                    .with_context(|| format!("importing {from}: nothing was imported"))?;
+                eprintln!("palisade: imported {n} line(s)");
+            }
             true
         }
         CtxCommand::Export {

@@ -277,34 +277,8 @@ pub fn import_follow(
             }
         })
         .map_err(CtxError::Output)?;
-    let mut totals = FollowTotals::default();
-    // Lines of the input before the pending batch, and the pending batch.
-    let mut before = 0usize;
-    let mut pending = String::new();
-    let mut pending_lines = 0usize;
+    let mut batch = Batch::default();
     let mut deadline: Option<std::time::Instant> = None;
-    let commit = |pending: &mut String,
-                  pending_lines: &mut usize,
-                  before: &mut usize,
-                  totals: &mut FollowTotals|
-     -> Result<(), CtxError> {
-        if *pending_lines == 0 {
-            return Ok(());
-        }
-        let n = store.import(pending.as_bytes()).map_err(|e| match e {
-            StoreError::Import { line, reason } => StoreError::Import {
-                line: *before + line,
-                reason,
-            },
-            other => other,
-        })?;
-        totals.lines += n;
-        totals.batches += 1;
-        *before += *pending_lines;
-        *pending_lines = 0;
-        pending.clear();
-        Ok(())
-    };
     loop {
         let next = match deadline {
             Some(d) => rx.recv_timeout(d.saturating_duration_since(std::time::Instant::now())),
@@ -312,32 +286,68 @@ pub fn import_follow(
         };
         match next {
             Ok(Ok(line)) => {
-                pending.push_str(&line);
-                pending.push('\n');
-                pending_lines += 1;
+                batch.text.push_str(&line);
+                batch.text.push('\n');
+                batch.lines += 1;
                 deadline.get_or_insert_with(|| std::time::Instant::now() + batch_wait);
-                if pending_lines >= batch_lines {
-                    commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
+                if batch.lines >= batch_lines {
+                    batch.commit(store)?;
                     deadline = None;
                 }
             }
             Ok(Err(e)) => {
-                commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
+                batch.commit(store)?;
                 return Err(StoreError::Import {
-                    line: before + 1,
+                    line: batch.before + 1,
                     reason: e.to_string(),
                 }
                 .into());
             }
             Err(RecvTimeoutError::Timeout) => {
-                commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
+                batch.commit(store)?;
                 deadline = None;
             }
             Err(RecvTimeoutError::Disconnected) => {
-                commit(&mut pending, &mut pending_lines, &mut before, &mut totals)?;
-                return Ok(totals);
+                batch.commit(store)?;
+                return Ok(batch.totals);
             }
         }
+    }
+}
+
+/// The pending lines of a followed import, and what is committed before them.
+#[derive(Default)]
+struct Batch {
+    /// The pending lines, each ended by a newline.
+    text: String,
+    /// How many lines `text` holds (blank ones included, as import numbers them).
+    lines: usize,
+    /// Lines of the input before the pending ones.
+    before: usize,
+    totals: FollowTotals,
+}
+
+impl Batch {
+    /// Imports the pending lines in one transaction; a bad line's number is made a
+    /// number in the whole input.
+    fn commit(&mut self, store: &Store) -> Result<(), CtxError> {
+        if self.lines == 0 {
+            return Ok(());
+        }
+        let before = self.before;
+        let n = store.import(self.text.as_bytes()).map_err(|e| match e {
+            StoreError::Import { line, reason } => StoreError::Import {
+                line: before + line,
+                reason,
+            },
+            other => other,
+        })?;
+        self.totals.lines += n;
+        self.totals.batches += 1;
+        self.before += self.lines;
+        self.lines = 0;
+        self.text.clear();
+        Ok(())
     }
 }
 
@@ -394,24 +404,6 @@ mod tests {
         })
     }
 
-    /// A reader whose lines arrive over a channel, so that a test can pause the feed.
-    struct Feed(std::sync::mpsc::Receiver<String>, Vec<u8>, usize);
-
-    impl std::io::Read for Feed {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            if self.2 == self.1.len() {
-                match self.0.recv() {
-                    Ok(s) => (self.1, self.2) = (s.into_bytes(), 0),
-                    Err(_) => return Ok(0),
-                }
-            }
-            let n = buf.len().min(self.1.len() - self.2);
-            buf[..n].copy_from_slice(&self.1[self.2..self.2 + n]);
-            self.2 += n;
-            Ok(n)
-        }
-    }
-
     #[test]
     fn a_followed_import_commits_by_count_by_time_and_stops_at_a_bad_line() {
         let dir = std::env::temp_dir().join(format!("palisade-follow-{}", std::process::id()));
@@ -444,13 +436,17 @@ mod tests {
 
         // By time: a line that is not followed by more is committed while the input
         // stays open.
-        let (tx, rx) = std::sync::mpsc::channel();
-        let feed = std::io::BufReader::new(Feed(rx, Vec::new(), 0));
+        let (feed, mut tx) = std::io::pipe().unwrap();
         let s2 = store.clone();
         let worker = std::thread::spawn(move || {
-            import_follow(&s2, feed, 1000, std::time::Duration::from_millis(20))
+            import_follow(
+                &s2,
+                std::io::BufReader::new(feed),
+                1000,
+                std::time::Duration::from_millis(20),
+            )
         });
-        tx.send(write_line("192.0.2.9", 42)).unwrap();
+        std::io::Write::write_all(&mut tx, write_line("192.0.2.9", 42).as_bytes()).unwrap();
         let start = std::time::Instant::now();
         while score(&store, "192.0.2.9").is_none() {
             assert!(
