@@ -25,6 +25,10 @@
 
 mod common;
 
+/// The allocator the `palisade` binary runs with, so that the figures are the product's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use common::RawRequest;
 use engine::Ruleset;
 use std::sync::Arc;

@@ -19,7 +19,8 @@ pub struct MatchRecord {
     pub line: u32,
     /// Expanded `msg`.
     pub msg: Option<String>,
-    /// Expanded `logdata`.
+    /// Expanded `logdata`, as the logs show it: its first [`SHOWN_LOGDATA`] bytes of
+    /// text.
     pub data: Option<String>,
     /// `severity`.
     pub severity: Option<u8>,
@@ -74,16 +75,26 @@ pub fn escape(s: &str) -> String {
 /// How many bytes of a matched value the logs show (ModSecurity v3 shows as many).
 pub const SHOWN_VALUE: usize = 200;
 
-/// The part of a matched value the logs show: the value as text (invalid UTF-8
-/// replaced as [`String::from_utf8_lossy`] does) cut to [`SHOWN_VALUE`] bytes on a
-/// character boundary. Only the first bytes are converted, so a huge matched value
-/// costs no more than a short one. That is exact: a replaced byte grows the text,
-/// so the shown text comes from input bytes before `SHOWN_VALUE`, and a sequence
-/// starting there is decided by at most 3 more bytes.
+/// How many bytes of a rule's expanded `logdata` a match record keeps, and so the
+/// error and audit logs show (ModSecurity v2 cut logdata as short; v3 cuts it to 200
+/// bytes in its error log but writes all of it to the audit log, which for a rule that
+/// logs `%{MATCHED_VAR}` of a 1 MiB body is a 1 MiB log entry per match).
+pub const SHOWN_LOGDATA: usize = 512;
+
+/// The part of a matched value the logs show: [`shown_text`] of [`SHOWN_VALUE`] bytes.
 pub fn shown_value(bytes: &[u8]) -> String {
-    let head = &bytes[..bytes.len().min(SHOWN_VALUE + 3)];
+    shown_text(bytes, SHOWN_VALUE)
+}
+
+/// `bytes` as text (invalid UTF-8 replaced as [`String::from_utf8_lossy`] does) cut
+/// to `max` bytes on a character boundary. Only the first `max + 3` bytes are read
+/// (and need be given), so a huge value costs no more than a short one. That is
+/// exact: a replaced byte grows the text, so the shown text comes from input bytes
+/// before `max`, and a sequence starting there is decided by at most 3 more bytes.
+pub fn shown_text(bytes: &[u8], max: usize) -> String {
+    let head = &bytes[..bytes.len().min(max + 3)];
     let mut s = crate::macros::utf8_lossy(std::borrow::Cow::Borrowed(head));
-    let keep = cut(&s, SHOWN_VALUE).len();
+    let keep = cut(&s, max).len();
     s.truncate(keep);
     s
 }
@@ -150,11 +161,7 @@ pub fn error_log_line(m: &MatchRecord, tx: &Transaction) -> String {
     );
     let _ = write!(s, " [rev \"{}\"]", escape(m.rev.as_deref().unwrap_or("")));
     let _ = write!(s, " [msg \"{}\"]", escape(m.msg.as_deref().unwrap_or("")));
-    let _ = write!(
-        s,
-        " [data \"{}\"]",
-        escape(cut(m.data.as_deref().unwrap_or(""), 512))
-    );
+    let _ = write!(s, " [data \"{}\"]", escape(m.data.as_deref().unwrap_or("")));
     let _ = write!(
         s,
         " [severity \"{}\"]",

@@ -136,6 +136,37 @@ impl Macro {
         }
     }
 
+    /// The first `max` bytes (or fewer, when the expansion is shorter) of
+    /// [`Macro::expand`]'s result: no more than `max` bytes of the variables' values are
+    /// copied, so a bounded view of a macro that names a huge value stays cheap.
+    pub fn expand_prefix<'a>(&'a self, ctx: &'a dyn MacroContext, max: usize) -> Cow<'a, [u8]> {
+        if let [] | [Part::Literal(_)] | [Part::Var { .. }] = self.parts.as_slice() {
+            return match self.expand(ctx) {
+                Cow::Borrowed(b) => Cow::Borrowed(&b[..b.len().min(max)]),
+                Cow::Owned(mut v) => {
+                    v.truncate(max);
+                    Cow::Owned(v)
+                }
+            };
+        }
+        let mut out = Vec::new();
+        for p in &self.parts {
+            let room = max - out.len();
+            if room == 0 {
+                break;
+            }
+            match p {
+                Part::Literal(l) => out.extend_from_slice(&l[..l.len().min(room)]),
+                Part::Var { var, key } => {
+                    if let Some(v) = ctx.lookup(*var, key.as_deref()) {
+                        out.extend_from_slice(&v[..v.len().min(room)]);
+                    }
+                }
+            }
+        }
+        Cow::Owned(out)
+    }
+
     /// Expands to a string, replacing invalid UTF-8 lossily.
     pub fn expand_string(&self, ctx: &dyn MacroContext) -> String {
         utf8_lossy(self.expand(ctx))
@@ -192,5 +223,26 @@ mod tests {
             &*Macro::parse("%{unterminated").unwrap().expand(&Ctx),
             b"%{unterminated"
         );
+    }
+
+    /// A bounded expansion is the whole expansion's prefix, at every bound.
+    #[test]
+    fn expands_a_prefix() {
+        for text in [
+            "a %{TX.score} b %{matched_var} %{tx.nope}!",
+            "%{matched_var}",
+            "plain",
+            "",
+        ] {
+            let m = Macro::parse(text).unwrap();
+            let whole = m.expand(&Ctx).into_owned();
+            for max in 0..whole.len() + 3 {
+                assert_eq!(
+                    &*m.expand_prefix(&Ctx, max),
+                    &whole[..whole.len().min(max)],
+                    "{text:?} cut to {max}"
+                );
+            }
+        }
     }
 }

@@ -1624,7 +1624,10 @@ impl Transaction {
         }
         let view = self.view(Some(rule));
         let msg = rule.meta.msg.as_ref().map(|m| m.expand_string(&view));
-        let data = rule.meta.logdata.as_ref().map(|m| m.expand_string(&view));
+        let data = rule.meta.logdata.as_ref().map(|m| {
+            let shown = crate::log::SHOWN_LOGDATA;
+            crate::log::shown_text(&m.expand_prefix(&view, shown + 3), shown)
+        });
         let record = MatchRecord {
             rule_id: rule.id,
             phase,
