@@ -310,6 +310,14 @@ fn merge_words(t: &mut [Token; 8], i: usize) -> bool {
     if !first || !second || merged_len >= lexer::TOKEN_SIZE {
         return false;
     }
+    // Most pairs (`% u0027`) have no entry of their shape: ruled out before the
+    // pair is built and hashed.
+    let (head, tail) = (a.text(), b.text());
+    let first_byte = head.first().copied().unwrap_or(b' ');
+    let last_byte = tail.last().copied().unwrap_or(b' ');
+    if !lexer::may_be_keyword(merged_len, first_byte, last_byte) {
+        return false;
+    }
     let mut merged = [0u8; lexer::TOKEN_SIZE];
     merged[..a.len].copy_from_slice(a.text());
     merged[a.len] = b' ';

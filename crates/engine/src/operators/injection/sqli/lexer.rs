@@ -126,6 +126,19 @@ pub(super) fn lookup(word: &[u8]) -> u8 {
     KEYWORDS.words.get(key).copied().unwrap_or(0)
 }
 
+/// False when no word of the table has the shape (length, first and last byte, in any
+/// case) of a word `len` bytes long that starts with `first` and ends with `last`:
+/// [`lookup`] of such a word answers 0. Lets a caller rule a word out before it
+/// builds it (the fold's pairs of adjacent words).
+pub(super) fn may_be_keyword(len: usize, first: u8, last: u8) -> bool {
+    if len == 0 || len >= TOKEN_SIZE {
+        return false;
+    }
+    let first = usize::from(first.to_ascii_uppercase() & 0x3f);
+    let bit = 1u64 << (last.to_ascii_uppercase() & 0x3f);
+    KEYWORDS.shapes[len * 64 + first] & bit != 0
+}
+
 /// [`SQL_KEYWORDS`] as a map from word to type, and the shapes of its words.
 struct Keywords {
     /// Word to type.
@@ -762,6 +775,21 @@ mod tests {
                 .map(|_| alphabet[rng.below(alphabet.len())])
                 .collect();
             assert_eq!(lookup(&w), direct(&w), "{w:?}");
+            if direct(&w) != 0 {
+                assert!(may_be_keyword(w.len(), w[0], w[w.len() - 1]), "{w:?}");
+            }
+        }
+        for k in SQL_KEYWORDS {
+            let w = k.word.as_bytes();
+            if !w.is_empty() && w.len() < TOKEN_SIZE {
+                let lower = w.to_ascii_lowercase();
+                assert!(may_be_keyword(w.len(), w[0], w[w.len() - 1]), "{}", k.word);
+                assert!(
+                    may_be_keyword(w.len(), lower[0], lower[w.len() - 1]),
+                    "{}",
+                    k.word
+                );
+            }
         }
     }
 
