@@ -413,6 +413,9 @@ impl Prefilter {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Union {
     hits: Option<PatternSet>,
+    /// The patterns one value matched, emptied after each [`Union::add`]: kept so
+    /// that the group's many values (hundreds in a JSON body) allocate it once.
+    found: Option<PatternSet>,
 }
 
 impl Union {
@@ -420,8 +423,11 @@ impl Union {
     pub(crate) fn add(&mut self, set: &RxSet, input: &[u8]) -> bool {
         // One pass for every pattern: checking for any match first would scan the
         // value twice whenever one does.
-        let mut found = PatternSet::new(set.len());
-        set.which_match(input, &mut found);
+        let found = match &mut self.found {
+            Some(f) if f.capacity() == set.len() => f,
+            slot => slot.insert(PatternSet::new(set.len())),
+        };
+        set.which_match(input, found);
         if found.is_empty() {
             return false;
         }
@@ -429,6 +435,7 @@ impl Union {
         for p in found.iter() {
             let _ = hits.try_insert(p);
         }
+        found.clear();
         true
     }
 

@@ -124,6 +124,9 @@ fn pm_lists(
 const KNOWN: u32 = 1 << 31;
 
 /// The start of value `id`'s row in the transformation cache, made on first use.
+/// Called for every group a value is scanned for (thousands of times in a JSON
+/// body): the lookup is inlined, the making of a row is not.
+#[inline]
 fn cache_row(cache: &mut TransformCache, id: u32) -> usize {
     let (source, index) = ((id >> 24) as usize, (id & 0xff_ffff) as usize);
     if let Some(&r) = cache.rows.get(source).and_then(|s| s.get(index))
@@ -131,6 +134,12 @@ fn cache_row(cache: &mut TransformCache, id: u32) -> usize {
     {
         return r as usize - 1;
     }
+    new_cache_row(cache, source, index)
+}
+
+/// [`cache_row`] for a value that has no row yet.
+#[inline(never)]
+fn new_cache_row(cache: &mut TransformCache, source: usize, index: usize) -> usize {
     if cache.cells.capacity() == 0 {
         // A CRS transaction has a few dozen values: skip the early regrowth.
         cache.cells.reserve(48 * cache.width);
