@@ -377,3 +377,30 @@ fn xml_parse_error_keeps_the_text_before_it() {
         assert_eq!(tx.tx_var("xml"), text, "{body_text}");
     }
 }
+
+/// A `logdata` that expands a long matched value keeps its first 512 bytes, in the
+/// match record and in the error log line (v3's error log keeps 200, its JSON audit
+/// log all of it; docs/modsecurity-differences.md, "Logs").
+#[test]
+fn long_logdata_is_kept_to_512_bytes() {
+    let rs = ruleset(
+        "SecRuleEngine On\nSecRequestBodyAccess On\n\
+         SecRule ARGS \"@contains zz\" \"id:10,phase:2,log,pass,logdata:'v=%{MATCHED_VAR}!'\"",
+    );
+    let value = format!("zz{}", "é".repeat(2000));
+    let body = format!("a={value}");
+    let mut tx = request(
+        &rs,
+        "POST",
+        "/",
+        Some("application/x-www-form-urlencoded"),
+        body.as_bytes(),
+    );
+    let data = tx.matches()[0].data.clone().expect("logdata");
+    let whole = format!("v={value}!");
+    // Cut on a character boundary at or below 512 bytes.
+    assert!(data.len() <= 512 && data.len() >= 510, "{}", data.len());
+    assert!(whole.starts_with(&data));
+    let line = tx.take_log_lines().remove(0);
+    assert!(line.contains(&format!("[data \"{data}\"]")), "{line}");
+}
