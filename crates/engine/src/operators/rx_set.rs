@@ -131,6 +131,9 @@ impl Full {
                 if !self.lazy.which(input, &mut all) {
                     return false;
                 }
+                if all.is_empty() {
+                    return true;
+                }
                 for p in all.iter() {
                     let mine = map[p.as_usize()];
                     if mine != NOT_IN_SET {
@@ -460,9 +463,13 @@ impl RxSet {
             return true;
         }
         let mut own = PatternSet::new(self.len);
-        let answer = self
-            .search_which(input, &mut own)
-            .then(|| own.iter().map(|p| p.as_u32()).collect::<Box<[u32]>>());
+        let answer = self.search_which(input, &mut own).then(|| {
+            if own.is_empty() {
+                Box::default()
+            } else {
+                own.iter().map(|p| p.as_u32()).collect::<Box<[u32]>>()
+            }
+        });
         if let Some(ids) = &answer {
             for &p in ids.iter() {
                 let _ = hits.try_insert(PatternID::new_unchecked(p as usize));
@@ -531,8 +538,12 @@ impl Lazy {
         if which_patterns(&self.dfa, &mut cache, input, &mut own).is_none() {
             return false;
         }
-        for p in own.iter() {
-            let _ = hits.try_insert(PatternID::new_unchecked(self.ids[p.as_usize()] as usize));
+        // A pattern set's iterator reads every slot: skip it for the usual answer,
+        // no pattern at all.
+        if !own.is_empty() {
+            for p in own.iter() {
+                let _ = hits.try_insert(PatternID::new_unchecked(self.ids[p.as_usize()] as usize));
+            }
         }
         true
     }
