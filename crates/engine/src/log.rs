@@ -76,9 +76,10 @@ pub fn escape(s: &str) -> String {
 pub const SHOWN_VALUE: usize = 200;
 
 /// How many bytes of a rule's expanded `logdata` a match record keeps, and so the
-/// error and audit logs show (ModSecurity v2 cut logdata as short; v3 cuts it to 200
-/// bytes in its error log but writes all of it to the audit log, which for a rule that
-/// logs `%{MATCHED_VAR}` of a 1 MiB body is a 1 MiB log entry per match).
+/// error and audit logs show (the error log line always cut it there; ModSecurity v3
+/// cuts it to 200 bytes in its error log but writes all of it to its JSON audit log,
+/// which for a rule that logs `%{MATCHED_VAR}` of a 1 MiB body is a 1 MiB entry per
+/// match).
 pub const SHOWN_LOGDATA: usize = 512;
 
 /// The part of a matched value the logs show: [`shown_text`] of [`SHOWN_VALUE`] bytes.

@@ -6,15 +6,15 @@ use base64::Engine as _;
 
 /// Value of a standard-alphabet base64 character, or None.
 #[inline]
-fn b64_value(b: u8) -> Option<u32> {
-    Some(u32::from(match b {
+const fn b64_value(b: u8) -> Option<u32> {
+    Some(match b {
         b'A'..=b'Z' => b - b'A',
         b'a'..=b'z' => b - b'a' + 26,
         b'0'..=b'9' => b - b'0' + 52,
         b'+' => 62,
         b'/' => 63,
         _ => return None,
-    }))
+    } as u32)
 }
 
 /// `t:base64Encode`: standard alphabet, with `=` padding.
@@ -60,12 +60,12 @@ pub(super) fn base64_decode(input: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(decode_groups(&significant))
 }
 
-/// Which bytes are in the standard base64 alphabet.
+/// Which bytes are in the standard base64 alphabet ([`b64_value`] as a table).
 static IN_ALPHABET: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
     while b < 256 {
-        t[b] = matches!(b as u8, b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/');
+        t[b] = b64_value(b as u8).is_some();
         b += 1;
     }
     t
