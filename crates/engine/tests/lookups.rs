@@ -143,12 +143,39 @@ fn httpbl_names_carry_the_access_key() {
     );
 }
 
+/// A server makes only the phases that hold an `@rbl` rule on a value other than the
+/// client's address able to wait for a lookup: the rule use names those phases,
+/// whether the rule is a chain's first link or a later one.
+#[test]
+fn other_inputs_are_named_by_phase() {
+    let rs = rules(concat!(
+        "SecRule REMOTE_ADDR \"@rbl bl.test\" \"id:1,phase:1,deny,status:403\"\n",
+        "SecRule TX:real_ip \"@rbl dnsbl.httpbl.org\" \"id:2,phase:2,pass,nolog\"\n",
+        "SecRule ARGS \"@rx .\" \"id:3,phase:4,pass,nolog,chain\"\n",
+        "    SecRule REQUEST_HEADERS:Referer \"@rbl uribl.test\" \"t:lowercase\"\n",
+        "SecRule REMOTE_ADDR \"@rbl bl2.test\" \"id:4,phase:5,pass,nolog\"\n",
+    ));
+    let used = rs.rbl_use();
+    assert!(used.other_inputs);
+    assert_eq!(used.other_input_phases, [false, true, false, true, false]);
+    assert_eq!(used.client_zones, vec!["bl.test", "bl2.test"]);
+    // Only rules on the client's address: no phase waits.
+    let client_only =
+        rules("SecRule REMOTE_ADDR \"@rbl bl.test\" \"id:1,phase:2,deny,status:403\"");
+    assert!(!client_only.rbl_use().other_inputs);
+    assert_eq!(client_only.rbl_use().other_input_phases, [false; 5]);
+}
+
 #[test]
 fn other_inputs_are_looked_up_in_domain_form() {
     let rs = rules(
         "SecRule ARGS:site \"@rbl uribl.test\" \"id:1,phase:1,deny,status:403,capture,setvar:tx.site=%{TX.0}\"",
     );
     assert!(rs.rbl_use().other_inputs);
+    assert_eq!(
+        rs.rbl_use().other_input_phases,
+        [true, false, false, false, false]
+    );
     assert!(rs.rbl_use().client_zones.is_empty());
     let dns = FakeResolver::listing(&[("evil.example.uribl.test", [127, 0, 0, 2])]);
     let (status, tx) = run(

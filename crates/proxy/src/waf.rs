@@ -132,10 +132,15 @@ impl Waf {
         self.rbl_limit.is_some() && self.has_rbl_rules()
     }
 
-    /// True when some `@rbl` rule looks up a value other than the client's
-    /// address: its phases then run where a lookup may be waited for.
-    pub fn rbl_waits(&self) -> bool {
-        self.rbl_limit.is_some() && self.ruleset.rbl_use().other_inputs
+    /// Per phase (index 0 for phase 1): true when that phase holds an `@rbl` rule
+    /// that looks up a value other than the client's address, so the phase runs
+    /// where a lookup may be waited for. The other phases run as they would
+    /// without such rules (a handoff to the pool costs two thread switches).
+    pub fn rbl_waits(&self) -> [bool; 5] {
+        if self.rbl_limit.is_none() {
+            return [false; 5];
+        }
+        self.ruleset.rbl_use().other_input_phases
     }
 
     /// The block-list names the `@rbl` rules on the client's address will ask

@@ -26,6 +26,7 @@ impl Dnsmasq {
             // Listed: the test client, and one domain.
             "--address=/1.0.0.127.bl.test/127.0.0.2".into(),
             "--address=/evil.example.uribl.test/127.0.0.2".into(),
+            "--address=/evil2.example.uribl.test/127.0.0.2".into(),
             // Authoritative for these zones: anything else in them is NXDOMAIN.
             "--local=/bl.test/".into(),
             "--local=/clean.test/".into(),
@@ -58,7 +59,8 @@ SecRule REQUEST_URI "@beginsWith /listed" "id:1,phase:1,deny,status:403,log,msg:
   SecRule REMOTE_ADDR "@rbl bl.test" ""
 SecRule REQUEST_URI "@beginsWith /clean" "id:2,phase:1,deny,status:403,log,msg:'client listed',chain"
   SecRule REMOTE_ADDR "@rbl clean.test" ""
-SecRule ARGS:site "@rbl uribl.test" "id:3,phase:1,deny,status:403,log,msg:'site listed'""#;
+SecRule ARGS:site "@rbl uribl.test" "id:3,phase:1,deny,status:403,log,msg:'site listed'"
+SecRule ARGS:page "@rbl uribl.test" "id:4,phase:2,deny,status:403,log,msg:'page listed'""#;
 
 fn config(
     dir: &TempDir,
@@ -104,6 +106,9 @@ async fn listed_clients_and_domains_are_refused_and_answers_cached() {
     assert_eq!(get(listen, "/clean").await, 200);
     assert_eq!(get(listen, "/?site=evil.example").await, 403);
     assert_eq!(get(listen, "/?site=good.example").await, 200);
+    // A phase-2 rule on a value from the request: phase 2 waits for its lookup too
+    // (phase 1 holds another such rule; each phase that holds one may wait).
+    assert_eq!(get(listen, "/?page=evil2.example").await, 403);
     // Again: the answers come from the cache, dnsmasq is not asked again.
     assert_eq!(get(listen, "/listed").await, 403);
     assert_eq!(get(listen, "/?site=evil.example").await, 403);
@@ -115,12 +120,13 @@ async fn listed_clients_and_domains_are_refused_and_answers_cached() {
         "1.0.0.127.clean.test",
         "evil.example.uribl.test",
         "good.example.uribl.test",
+        "evil2.example.uribl.test",
     ] {
         assert_eq!(dns.queries(name), 1, "{name}: {}", p.stderr_text());
     }
     assert!(metric(admin, "palisade_rbl_cache_hits_total").await >= 2.0);
-    assert_eq!(metric(admin, "palisade_rbl_queries_total").await, 4.0);
-    assert_eq!(metric(admin, "palisade_rbl_listed_total").await, 2.0);
+    assert_eq!(metric(admin, "palisade_rbl_queries_total").await, 5.0);
+    assert_eq!(metric(admin, "palisade_rbl_listed_total").await, 3.0);
     assert_eq!(metric(admin, "palisade_rbl_failures_total").await, 0.0);
     // The listed client's match is in the error log.
     assert!(
@@ -181,5 +187,5 @@ fn check_warns_when_lookups_are_off() {
     let out = palisade_check("--config", &cfg);
     let text = text(&out.stdout);
     assert!(out.status.success(), "{text}{}", self::text(&out.stderr));
-    assert_eq!(text.matches("@rbl never matches").count(), 3, "{text}");
+    assert_eq!(text.matches("@rbl never matches").count(), 4, "{text}");
 }

@@ -41,6 +41,9 @@ pub struct RblUse {
     /// Some `@rbl` rule reads another value, or a transformed one: its names are
     /// known only while the rule runs.
     pub other_inputs: bool,
+    /// Per phase (index 0 for phase 1): whether that phase holds such a rule, so
+    /// that a server need make only those phases able to wait for a lookup.
+    pub other_input_phases: [bool; 5],
 }
 
 impl RblUse {
@@ -49,7 +52,11 @@ impl RblUse {
         use crate::rule::RuleOperator;
         use crate::variables::Var;
         let mut out = RblUse::default();
-        for e in phases.iter().flatten() {
+        for (phase, e) in phases
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.iter().map(move |e| (i, e)))
+        {
             let Entry::Rule(r) = e else { continue };
             let mut link = Some(r.as_ref());
             while let Some(l) = link {
@@ -60,6 +67,7 @@ impl RblUse {
                             && l.transforms.is_empty();
                         if !client {
                             out.other_inputs = true;
+                            out.other_input_phases[phase] = true;
                         } else if !out.client_zones.contains(zone) {
                             out.client_zones.push(zone.clone());
                         }

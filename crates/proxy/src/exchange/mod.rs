@@ -96,7 +96,11 @@ impl Exchange {
             }
             _ => None,
         };
-        let rbl_waits = rbl.is_some() && waf.rbl_waits();
+        let rbl_waits = if rbl.is_some() {
+            waf.rbl_waits()
+        } else {
+            [false; 5]
+        };
         let (tx, unique_id) = if waf.is_empty() {
             (None, None)
         } else {

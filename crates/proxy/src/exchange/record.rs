@@ -52,8 +52,9 @@ pub(super) struct Record {
     pub(super) logged: Option<Written>,
     /// The `@rbl` hook of this transaction, when the rules look names up.
     pub(super) rbl: Option<Arc<crate::dns::TxResolver>>,
-    /// Some `@rbl` rule may wait for a lookup: phases run on the inspection pool.
-    pub(super) rbl_waits: bool,
+    /// Per phase (index 0 for phase 1): an `@rbl` rule of that phase may wait for
+    /// a lookup, so the phase runs on the inspection pool.
+    pub(super) rbl_waits: [bool; 5],
 }
 
 pub(super) fn micros_since(t: Instant) -> u64 {
@@ -101,7 +102,11 @@ impl Record {
             return T::default();
         };
         // A lookup may be waited for only off the worker threads.
-        let size = if self.rbl_waits { usize::MAX } else { size };
+        let size = if self.rbl_waits[phase - 1] {
+            usize::MAX
+        } else {
+            size
+        };
         let shared = self.shared.clone();
         let mut in_flight = InFlight {
             tx: None,
