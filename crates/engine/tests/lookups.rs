@@ -447,3 +447,114 @@ fn load_errors_name_the_directive_file_and_line() {
         "{e}"
     );
 }
+
+/// Phase 2 of a GET with `uri`, pausing for lookups when `pause`; returns the
+/// intervention status, whether the phase paused, the names asked by then, and the
+/// transaction (phase 2 finished).
+fn phase2_pausing(
+    rs: &Arc<Ruleset>,
+    uri: &str,
+    dns: &Arc<FakeResolver>,
+    pause: bool,
+) -> (Option<u16>, bool, Vec<String>, Transaction) {
+    let ctx = TxContext {
+        client_ip: "192.0.2.7".parse().unwrap(),
+        rbl: Some(dns.clone() as Arc<dyn RblResolver>),
+        ..Default::default()
+    };
+    let mut tx = Transaction::new(rs.clone(), ctx);
+    tx.set_request_line(b"GET", uri.as_bytes(), b"HTTP/1.1");
+    tx.add_request_header(b"Host", b"example.com");
+    tx.set_pause_for_lookups(pause);
+    assert_eq!(tx.process_request_headers(), None);
+    assert!(!tx.paused(), "phase 1 holds no lookup");
+    let mut i = tx.process_request_body();
+    let paused = tx.paused();
+    let asked = dns.asked();
+    if paused {
+        assert_eq!(i, None, "a paused phase returns no intervention");
+        i = tx.resume_phase();
+        assert!(!tx.paused());
+    }
+    (i.map(|i| i.status), paused, asked, tx)
+}
+
+/// A phase that pauses before an `@rbl` rule on a request value and is resumed ends
+/// as the phase run in one go: the rules before the pause acted once, the `@rbl`
+/// rule and the rules after it ran on resuming (the walk's skips included), and
+/// no lookup was made before the pause. A phase whose walk skips the `@rbl` rule
+/// never pauses.
+#[test]
+fn a_phase_paused_for_a_lookup_resumes_where_it_stopped() {
+    let rs = rules(concat!(
+        "SecAction \"id:1,phase:2,pass,nolog,setvar:tx.before=+1\"\n",
+        "SecRule ARGS:skip \"@streq yes\" \"id:2,phase:2,pass,nolog,skipAfter:END-LOOKUP\"\n",
+        "SecRule ARGS:site \"@rbl uribl.test\" \"id:3,phase:2,pass,nolog,setvar:tx.listed=+1\"\n",
+        "SecAction \"id:4,phase:2,pass,nolog,skip:1,setvar:tx.after=+1\"\n",
+        "SecAction \"id:5,phase:2,pass,nolog,setvar:tx.skipped=1\"\n",
+        "SecMarker END-LOOKUP\n",
+        "SecRule TX:listed \"@eq 1\" \"id:6,phase:2,deny,status:403\"\n",
+        "SecAction \"id:7,phase:2,pass,nolog,setvar:tx.end=+1\"\n",
+    ));
+    for (uri, listed) in [
+        ("/?site=evil.example", true),
+        ("/?site=good.example", false),
+    ] {
+        let dns = FakeResolver::listing(&[("evil.example.uribl.test", [127, 0, 0, 2])]);
+        let (whole, paused, _, one_go) = phase2_pausing(&rs, uri, &dns, false);
+        assert!(!paused);
+        let dns = FakeResolver::listing(&[("evil.example.uribl.test", [127, 0, 0, 2])]);
+        let (resumed, paused, asked, tx) = phase2_pausing(&rs, uri, &dns, true);
+        assert!(paused, "{uri}: the walk reaches rule 3");
+        assert!(
+            asked.is_empty(),
+            "{uri}: a lookup before the pause: {asked:?}"
+        );
+        assert_eq!(resumed, whole, "{uri}");
+        assert_eq!(resumed, listed.then_some(403), "{uri}");
+        for var in ["before", "listed", "after", "skipped", "end"] {
+            assert_eq!(tx.tx_var(var), one_go.tx_var(var), "{uri}: tx.{var}");
+        }
+        assert_eq!(tx.tx_var("before"), Some(&b"1"[..]), "{uri}");
+        assert_eq!(tx.tx_var("after"), Some(&b"1"[..]), "{uri}");
+        assert_eq!(tx.tx_var("skipped"), None, "{uri}");
+        assert_eq!(dns.asked(), vec![uri[7..].to_string() + ".uribl.test"]);
+    }
+    // The walk jumps over rule 3: no pause, no lookup.
+    let dns = FakeResolver::listing(&[]);
+    let (status, paused, _, tx) = phase2_pausing(&rs, "/?site=a.example&skip=yes", &dns, true);
+    assert!(!paused);
+    assert_eq!(status, None);
+    assert!(dns.asked().is_empty());
+    assert_eq!(tx.tx_var("end"), Some(&b"1"[..]));
+    assert_eq!(tx.tx_var("after"), None);
+}
+
+/// A later phase started while one is paused drops the rest of the paused one
+/// (the server refused the request instead of resuming).
+#[test]
+fn starting_another_phase_drops_a_paused_one() {
+    let rs = rules(concat!(
+        "SecRule ARGS:site \"@rbl uribl.test\" \"id:1,phase:2,pass,nolog\"\n",
+        "SecAction \"id:2,phase:2,pass,nolog,setvar:tx.after=1\"\n",
+        "SecAction \"id:3,phase:5,pass,nolog,setvar:tx.logged=1\"\n",
+    ));
+    let dns = FakeResolver::listing(&[]);
+    let ctx = TxContext {
+        client_ip: "192.0.2.7".parse().unwrap(),
+        rbl: Some(dns.clone() as Arc<dyn RblResolver>),
+        ..Default::default()
+    };
+    let mut tx = Transaction::new(rs, ctx);
+    tx.set_request_line(b"GET", b"/?site=a.example", b"HTTP/1.1");
+    tx.set_pause_for_lookups(true);
+    assert_eq!(tx.process_request_headers(), None);
+    assert_eq!(tx.process_request_body(), None);
+    assert!(tx.paused());
+    tx.process_logging();
+    assert!(!tx.paused());
+    assert_eq!(tx.resume_phase(), None);
+    assert_eq!(tx.tx_var("after"), None);
+    assert_eq!(tx.tx_var("logged"), Some(&b"1"[..]));
+    assert!(dns.asked().is_empty());
+}

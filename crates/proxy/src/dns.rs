@@ -12,9 +12,10 @@
 //!   request starts: the exchange resolves them, concurrently and without
 //!   blocking, before phase 1 ([`TxResolver::prefetch`]), and the rules find the
 //!   answers there;
-//! - those of phases 1, 2 and 4 that hold an `@rbl` rule on another value run on
-//!   the inspection pool, where the hook may wait for a lookup (at most
-//!   `dns.timeout`); the other phases run as they would without such rules;
+//! - a phase 1, 2 or 4 that holds an `@rbl` rule on another value runs where it
+//!   would without it until its walk reaches such a rule; it then pauses before
+//!   the rule and goes on from it on the inspection pool, where the hook may wait
+//!   for a lookup (at most `dns.timeout`);
 //! - on a worker thread (phases 3 and 5, which always run inline) a name not in the
 //!   cache is looked up in the background for later requests, and the rule does
 //!   not match.

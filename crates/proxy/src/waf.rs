@@ -522,6 +522,22 @@ impl WafTx {
         self.phase(Transaction::process_request_body)
     }
 
+    /// Whether the phases run next pause before a rule that may wait for a DNS
+    /// lookup ([`Transaction::set_pause_for_lookups`]).
+    pub fn set_pause_for_lookups(&mut self, pause: bool) {
+        self.guard((), |tx| tx.set_pause_for_lookups(pause));
+    }
+
+    /// True when the last phase paused before a rule that may wait for a DNS lookup.
+    pub fn paused(&self) -> bool {
+        self.tx.as_deref().is_some_and(Transaction::paused)
+    }
+
+    /// Finishes the paused phase ([`Transaction::resume_phase`]).
+    pub fn resume_phase(&mut self) -> Option<Verdict> {
+        self.phase(Transaction::resume_phase)
+    }
+
     /// Gives the response status line.
     pub fn response_status(&mut self, status: u16, protocol: &[u8]) {
         self.guard((), |tx| tx.set_response_status(status, protocol));

@@ -44,6 +44,9 @@ pub struct RblUse {
     /// Per phase (index 0 for phase 1): whether that phase holds such a rule, so
     /// that a server need make only those phases able to wait for a lookup.
     pub other_input_phases: [bool; 5],
+    /// Per phase: the positions, in order, of the rules that hold such a link
+    /// (where a phase pauses, `Transaction::set_pause_for_lookups`).
+    pub(crate) entries: [Vec<u32>; 5],
 }
 
 impl RblUse {
@@ -52,10 +55,10 @@ impl RblUse {
         use crate::rule::RuleOperator;
         use crate::variables::Var;
         let mut out = RblUse::default();
-        for (phase, e) in phases
+        for (phase, index, e) in phases
             .iter()
             .enumerate()
-            .flat_map(|(i, p)| p.iter().map(move |e| (i, e)))
+            .flat_map(|(i, p)| p.iter().enumerate().map(move |(k, e)| (i, k, e)))
         {
             let Entry::Rule(r) = e else { continue };
             let mut link = Some(r.as_ref());
@@ -68,6 +71,9 @@ impl RblUse {
                         if !client {
                             out.other_inputs = true;
                             out.other_input_phases[phase] = true;
+                            if out.entries[phase].last() != Some(&(index as u32)) {
+                                out.entries[phase].push(index as u32);
+                            }
                         } else if !out.client_zones.contains(zone) {
                             out.client_zones.push(zone.clone());
                         }

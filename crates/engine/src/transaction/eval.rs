@@ -674,6 +674,25 @@ fn scan_value(
 
 impl Transaction {
     pub(crate) fn run_phase(&mut self, phase: u8) -> Option<Intervention> {
+        // A phase left paused is not finished once another phase starts (the server
+        // refused the request instead of resuming it).
+        self.paused = None;
+        self.run_phase_from(phase, 0)
+    }
+
+    /// Continues the phase [`Transaction::paused`] before one of its rules, from that
+    /// rule, without pausing again; None when no phase is paused.
+    pub(crate) fn resume_paused_phase(&mut self) -> Option<(u8, Option<Intervention>)> {
+        let (phase, index) = self.paused.take()?;
+        let pausing = std::mem::replace(&mut self.pause_for_lookups, false);
+        let out = self.run_phase_from(phase, index);
+        self.pause_for_lookups = pausing;
+        Some((phase, out))
+    }
+
+    /// Runs `phase` from its entry `start` (0: from its beginning, with the phase's
+    /// setup; otherwise the continuation of a paused walk, whose setup was done).
+    fn run_phase_from(&mut self, phase: u8, start: usize) -> Option<Intervention> {
         if phase < 5 && self.state.intervention.is_some() {
             if self.debug_on(8) {
                 self.debug_line(
@@ -684,15 +703,25 @@ impl Transaction {
             return self.state.intervention.clone();
         }
         if self.debug_on(4) {
-            self.debug_line(4, &format!("Starting phase {phase}."));
+            let msg = if start == 0 {
+                format!("Starting phase {phase}.")
+            } else {
+                format!("Resuming phase {phase}.")
+            };
+            self.debug_line(4, &msg);
         }
         self.state.phases_done = self.state.phases_done.max(phase - 1);
-        // Values change between phases: prefilter answers are per phase.
-        self.cache.unions.iter_mut().for_each(|u| *u = None);
-        self.cache.eager_done = false;
+        if start == 0 {
+            // Values change between phases: prefilter answers are per phase.
+            self.cache.unions.iter_mut().for_each(|u| *u = None);
+            self.cache.eager_done = false;
+        }
         self.budget.open();
-        let result = self.run_phase_rules(phase);
+        let result = self.run_phase_rules(phase, start);
         self.budget.close();
+        if self.paused.is_some() {
+            return None;
+        }
         self.state.phases_done = self.state.phases_done.max(phase);
         if phase == 2 {
             // The request's transformed values served phases 1 and 2; the transaction
@@ -738,7 +767,7 @@ impl Transaction {
         Some(i)
     }
 
-    fn run_phase_rules(&mut self, phase: u8) -> Option<Intervention> {
+    fn run_phase_rules(&mut self, phase: u8, start: usize) -> Option<Intervention> {
         if self.state.mode == crate::config::RuleEngineMode::Off {
             return None;
         }
@@ -757,11 +786,21 @@ impl Transaction {
         }
         let ruleset = self.ruleset().clone();
         let entries = &ruleset.phases[usize::from(phase - 1)];
-        // The load-time folds assume every earlier phase ran to its end.
-        self.state.folds_valid = self.state.fold_phase == phase - 1;
+        if start == 0 {
+            // The load-time folds assume every earlier phase ran to its end.
+            self.state.folds_valid = self.state.fold_phase == phase - 1;
+        }
+        // Rules that may wait for a DNS lookup, before which the walk pauses.
+        let pause_at: &[u32] = if self.pause_for_lookups && phase < 5 {
+            &ruleset.rbl_use.entries[usize::from(phase - 1)]
+        } else {
+            &[]
+        };
+        // The walk's state between rules is only its position: a paused walk goes
+        // on from the rule it paused before, with no skip pending.
         let mut skip_after: Option<&str> = None;
         let mut skip = 0u32;
-        for entry in entries {
+        for (index, entry) in entries.iter().enumerate().skip(start) {
             let rule = match entry {
                 Entry::Marker(name) => {
                     if skip_after == Some(name.as_str()) {
@@ -786,6 +825,14 @@ impl Transaction {
                     );
                 }
                 continue;
+            }
+            if pause_at.binary_search(&(index as u32)).is_ok() {
+                if self.debug_on(4) {
+                    let msg = format!("{}: pausing for a DNS lookup.", rule_label(rule));
+                    self.debug_line(4, &msg);
+                }
+                self.paused = Some((phase, index));
+                return None;
             }
             if self.budget.charge(RULE_WORK) {
                 return self.budget_stop(phase, rule.chain_id);

@@ -320,6 +320,11 @@ pub struct Transaction {
     pub(crate) budget: budget::BudgetState,
     /// `@rbl` answers and failures, and `@geoLookup`'s pending GEO.
     pub(crate) lookups: crate::lookups::TxLookups,
+    /// Whether phases 1 to 4 pause before a rule that may wait for a DNS lookup
+    /// ([`Transaction::set_pause_for_lookups`]).
+    pub(crate) pause_for_lookups: bool,
+    /// The phase and the entry of it where the walk paused, until it is resumed.
+    pub(crate) paused: Option<(u8, usize)>,
 }
 
 impl Transaction {
@@ -383,6 +388,47 @@ impl Transaction {
             debug_lines: Vec::new(),
             budget: budget::BudgetState::new(cpu_budget),
             lookups: Default::default(),
+            pause_for_lookups: false,
+            paused: None,
+        }
+    }
+
+    /// Has phases 1 to 4 pause before any rule that may wait for a DNS lookup (an
+    /// `@rbl` on a value other than the client's address), for a server that runs
+    /// them on threads that must not wait. A paused phase returns no intervention
+    /// and [`Transaction::paused`] is true; the server then calls
+    /// [`Transaction::resume_phase`] on a thread that may wait, which goes on from
+    /// that rule (as if the phase had not stopped) and returns what the phase
+    /// returns. Starting another phase instead drops the rest of the paused one.
+    /// A phase that reaches no such rule runs to its end as usual.
+    pub fn set_pause_for_lookups(&mut self, pause: bool) {
+        self.pause_for_lookups = pause;
+    }
+
+    /// True when the last phase run paused before a rule that may wait for a DNS
+    /// lookup ([`Transaction::set_pause_for_lookups`]).
+    pub fn paused(&self) -> bool {
+        self.paused.is_some()
+    }
+
+    /// Finishes the paused phase from the rule it paused before, without pausing
+    /// again; returns its intervention, as the phase's own method would have. Does
+    /// nothing (None) when no phase is paused.
+    pub fn resume_phase(&mut self) -> Option<Intervention> {
+        let (phase, out) = self.resume_paused_phase()?;
+        self.phase_result(phase, out)
+    }
+
+    /// What a phase's method returns once the phase's rules ran: nothing while it is
+    /// paused; for phases 1 and 2, the rules' intervention or else the one the
+    /// request's limits call for.
+    fn phase_result(&mut self, phase: u8, out: Option<Intervention>) -> Option<Intervention> {
+        if self.paused.is_some() {
+            return None;
+        }
+        match phase {
+            1 | 2 => out.or_else(|| self.check_limits(phase)),
+            _ => out,
         }
     }
 
@@ -463,7 +509,8 @@ impl Transaction {
         if self.req.processor.is_none() && self.state.request_body_access {
             self.req.processor = request::processor_for(&self.req.content_type);
         }
-        self.run_phase(1).or_else(|| self.check_limits(1))
+        let out = self.run_phase(1);
+        self.phase_result(1, out)
     }
 
     /// True when the request body should be read and given to the engine.
@@ -520,7 +567,8 @@ impl Transaction {
             }
             self.budget.check_now();
         }
-        self.run_phase(2).or_else(|| self.check_limits(2))
+        let out = self.run_phase(2);
+        self.phase_result(2, out)
     }
 
     /// Sets the response status and protocol (`HTTP/1.1`).
@@ -586,8 +634,8 @@ impl Transaction {
         self.run_phase(4)
     }
 
-    /// Runs phase 5 (logging). The server then takes the collection writes
-    /// ([`Transaction::take_collection_writes`]).
+    /// Runs phase 5 (logging), which never pauses. The server then takes the
+    /// collection writes ([`Transaction::take_collection_writes`]).
     pub fn process_logging(&mut self) {
         // Phase 5 always runs, even after an intervention or `allow`.
         self.state.allow = None;
