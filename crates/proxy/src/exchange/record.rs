@@ -74,11 +74,12 @@ impl Record {
         phase: usize,
         f: impl FnOnce(&mut WafTx) -> T,
     ) -> T {
+        let cpu = self.wants_cpu();
         let Some(tx) = self.tx.as_mut() else {
             self.phase_us[phase - 1].get_or_insert(0);
             return T::default();
         };
-        let (out, spent) = measured(|| f(tx));
+        let (out, spent) = measured(cpu, || f(tx));
         self.account(phase, spent);
         self.emit_match_lines();
         self.note_budget();
@@ -134,7 +135,7 @@ impl Record {
             in_flight.tx = Some(tx);
             (in_flight, out)
         };
-        match shared.inspector.run(size, job).await {
+        match shared.inspector.run(size, self.wants_cpu(), job).await {
             Ok(((mut in_flight, out), spent)) => {
                 self.tx = in_flight.tx.take();
                 self.account(phase, spent);
@@ -235,6 +236,12 @@ impl Record {
     }
 
     /// Adds a phase's time to the record.
+    /// Whether the phases' CPU time is read: only the access log (`waf_cpu_us`)
+    /// shows it. (The CPU budget has its own meter, in the engine.)
+    fn wants_cpu(&self) -> bool {
+        self.shared.logs.enabled(LogKind::Access)
+    }
+
     fn account(&mut self, phase: usize, spent: Spent) {
         let slot = &mut self.phase_us[phase - 1];
         *slot = Some(slot.unwrap_or(0) + micros(spent.wall));
