@@ -688,21 +688,30 @@ def run_oha(port, rate, duration, connections):
     lines = head.split("\r\n")
     target = lines[0].split(" ")[1]
     headers = []
+    host = None
     for line in lines[1:]:
         k, v = line.split(":", 1)
-        if k.lower() in ("host", "connection", "content-length"):
+        if k.lower() == "host":
+            # oha writes the Host header itself: the corpus's name, not the address
+            # (CRS flags a numeric Host, which would make the benign GET an alert).
+            host = v.strip()
+            continue
+        if k.lower() in ("connection", "content-length"):
             continue
         headers.append(f"{k}: {v.strip()}")
     return oha_fixed_rate(f"http://127.0.0.1:{port}{target}", headers, rate, duration,
-                          connections)
+                          connections, host=host)
 
 
-def oha_argv(output, url, headers, rate, duration, connections, rand_regex_url):
+def oha_argv(output, url, headers, rate, duration, connections, rand_regex_url, host=None):
     """oha's command line for one open-loop run on the load CPU, results as `output`
-    (json: the summary; csv: every answered request)."""
+    (json: the summary; csv: every answered request); `host`: the Host header to
+    send instead of the URL's address."""
     argv = ["taskset", "-c", LOAD_CPU, "oha", "--no-tui", "--output-format", output,
             "-z", f"{duration}s", "-q", str(rate), "--latency-correction",
             "-c", str(connections)]
+    if host:
+        argv += ["--host", host]
     for h in headers:
         argv += ["-H", h]
     if rand_regex_url:
@@ -711,12 +720,12 @@ def oha_argv(output, url, headers, rate, duration, connections, rand_regex_url):
     return argv
 
 
-def oha_fixed_rate(url, headers, rate, duration, connections, rand_regex_url=False):
+def oha_fixed_rate(url, headers, rate, duration, connections, rand_regex_url=False, host=None):
     """One oha run at a fixed offered rate (open loop, `--latency-correction`: a
     request's latency counts from when it was due, so a stall shows in every request
     it delays). `rand_regex_url`: `url` is a regular expression each request's URL is
     drawn from (oha's `--rand-regex-url`). Latencies in ms."""
-    argv = oha_argv("json", url, headers, rate, duration, connections, rand_regex_url)
+    argv = oha_argv("json", url, headers, rate, duration, connections, rand_regex_url, host)
     r = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
     if r.returncode != 0:
         raise RuntimeError(f"oha failed: {r.stderr.strip()[:300]}")
