@@ -95,8 +95,8 @@ impl Record {
     /// A lookup may be waited for only off the worker threads. A phase that holds an
     /// `@rbl` rule on a value other than the client's address, small enough to run
     /// inline, runs inline until its walk reaches such a rule (most walks never do:
-    /// CRS 3.3.4 skips its 910140 unless a block-list key is set), and goes on from
-    /// that rule on the pool.
+    /// CRS 3.3.4 skips its 910140 unless one of its `tx.block_*_ip` settings is
+    /// set), and goes on from that rule on the pool.
     pub(super) async fn inspect_phase(
         &mut self,
         phase: usize,
@@ -235,13 +235,13 @@ impl Record {
         }
     }
 
-    /// Adds a phase's time to the record.
     /// Whether the phases' CPU time is read: only the access log (`waf_cpu_us`)
     /// shows it. (The CPU budget has its own meter, in the engine.)
     fn wants_cpu(&self) -> bool {
         self.shared.logs.enabled(LogKind::Access)
     }
 
+    /// Adds a phase's time to the record.
     fn account(&mut self, phase: usize, spent: Spent) {
         let slot = &mut self.phase_us[phase - 1];
         *slot = Some(slot.unwrap_or(0) + micros(spent.wall));
