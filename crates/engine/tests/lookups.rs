@@ -157,13 +157,13 @@ fn other_inputs_are_named_by_phase() {
     ));
     let used = rs.rbl_use();
     assert!(used.other_inputs);
-    assert_eq!(used.other_input_phases, [false, true, false, true, false]);
+    assert_eq!(used.other_input_phases(), [false, true, false, true, false]);
     assert_eq!(used.client_zones, vec!["bl.test", "bl2.test"]);
     // Only rules on the client's address: no phase waits.
     let client_only =
         rules("SecRule REMOTE_ADDR \"@rbl bl.test\" \"id:1,phase:2,deny,status:403\"");
     assert!(!client_only.rbl_use().other_inputs);
-    assert_eq!(client_only.rbl_use().other_input_phases, [false; 5]);
+    assert_eq!(client_only.rbl_use().other_input_phases(), [false; 5]);
 }
 
 #[test]
@@ -173,7 +173,7 @@ fn other_inputs_are_looked_up_in_domain_form() {
     );
     assert!(rs.rbl_use().other_inputs);
     assert_eq!(
-        rs.rbl_use().other_input_phases,
+        rs.rbl_use().other_input_phases(),
         [true, false, false, false, false]
     );
     assert!(rs.rbl_use().client_zones.is_empty());

@@ -140,7 +140,7 @@ impl Waf {
         if self.rbl_limit.is_none() {
             return [false; 5];
         }
-        self.ruleset.rbl_use().other_input_phases
+        self.ruleset.rbl_use().other_input_phases()
     }
 
     /// The block-list names the `@rbl` rules on the client's address will ask

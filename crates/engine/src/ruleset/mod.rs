@@ -41,15 +41,19 @@ pub struct RblUse {
     /// Some `@rbl` rule reads another value, or a transformed one: its names are
     /// known only while the rule runs.
     pub other_inputs: bool,
-    /// Per phase (index 0 for phase 1): whether that phase holds such a rule, so
-    /// that a server need make only those phases able to wait for a lookup.
-    pub other_input_phases: [bool; 5],
     /// Per phase: the positions, in order, of the rules that hold such a link
     /// (where a phase pauses, `Transaction::set_pause_for_lookups`).
     pub(crate) entries: [Vec<u32>; 5],
 }
 
 impl RblUse {
+    /// Per phase (index 0 for phase 1): whether that phase holds an `@rbl` rule on
+    /// another value, so that a server need make only those phases able to wait for a
+    /// lookup.
+    pub fn other_input_phases(&self) -> [bool; 5] {
+        std::array::from_fn(|p| !self.entries[p].is_empty())
+    }
+
     /// Walks every rule and chain link of `phases`.
     pub(crate) fn of(phases: &[Vec<Entry>; 5]) -> RblUse {
         use crate::rule::RuleOperator;
@@ -70,7 +74,6 @@ impl RblUse {
                             && l.transforms.is_empty();
                         if !client {
                             out.other_inputs = true;
-                            out.other_input_phases[phase] = true;
                             if out.entries[phase].last() != Some(&(index as u32)) {
                                 out.entries[phase].push(index as u32);
                             }

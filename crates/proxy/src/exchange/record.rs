@@ -100,12 +100,10 @@ impl Record {
     pub(super) async fn inspect_phase(
         &mut self,
         phase: usize,
-        size: usize,
+        mut size: usize,
         failed: Option<Verdict>,
-        f: fn(&mut WafTx) -> Option<Verdict>,
+        mut f: fn(&mut WafTx) -> Option<Verdict>,
     ) -> Option<Verdict> {
-        let mut f = f;
-        let mut size = size;
         if self.rbl_waits[phase - 1] {
             if self.shared.inspector.inline(size) && self.tx.is_some() {
                 let out = self.time_phase(phase, |tx| {
