@@ -18,12 +18,15 @@
 //!   and are also measured at 4 and 16 KiB (16 KiB is the largest body the proxy
 //!   inspects inline).
 //!
-//! The rule set is CRS v4 at PL1 with body limits raised and no argument limit, so
+//! The rule set is CRS v4 at PL1 (by default) with body limits raised and no argument limit, so
 //! the engine does all of the work (with the stock limits, 200007 or the body limit
 //! would refuse most of these early).
 //!
 //! Run: `cargo bench -p engine --bench adversarial [-- FILTER] [--quick]`; `--quick`
 //! stops at 256 KiB. The target is at most 20 ms of engine time per MiB.
+//!
+//! `PALISADE_ADV_CRS=v3` runs Debian's CRS 3.3.4 instead, with the same settings, to
+//! compare with libmodsecurity (`bench/modsec_fresh.py` times the fresh cases there).
 //!
 //! For profiling, `PALISADE_ADV_LOOP=N` runs each selected case N times (after one
 //! warm-up run) without timing or printing a table: a target for `perf record` or
@@ -549,8 +552,17 @@ fn main() {
         .collect();
     let quick = args.iter().any(|a| a == "--quick");
     let filter: Option<&String> = args.iter().find(|a| !a.starts_with("--"));
-    let (rs, secs) = common::crs_v4_with(SETTINGS).unwrap_or_else(|e| panic!("CRS v4: {e}"));
-    eprintln!("CRS v4 loaded in {:.0} ms", secs * 1e3);
+    let v3 = std::env::var("PALISADE_ADV_CRS").is_ok_and(|v| v == "v3");
+    let (rs, secs) = if v3 {
+        common::crs_v3_with(SETTINGS).unwrap_or_else(|e| panic!("CRS 3.3.4: {e}"))
+    } else {
+        common::crs_v4_with(SETTINGS).unwrap_or_else(|e| panic!("CRS v4: {e}"))
+    };
+    eprintln!(
+        "{} loaded in {:.0} ms",
+        if v3 { "CRS 3.3.4" } else { "CRS v4" },
+        secs * 1e3
+    );
 
     let sizes: &[usize] = if quick {
         &[64 << 10, 256 << 10]

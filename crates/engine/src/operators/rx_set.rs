@@ -47,6 +47,16 @@ use super::rx_factors::{required_factors, set_chance};
 /// gate (see [`RxSet::full`]).
 pub(crate) const FULL_SET_MIN_LEN: usize = 1024;
 
+/// One byte in this many of a long value is read to tell binary data from text (see
+/// [`looks_binary`]).
+const BINARY_SAMPLE_STRIDE: usize = 8;
+
+/// A long value of which more than one sampled byte in this many is binary (at or over
+/// 0x80, or a control other than tab, line feed and carriage return) is not answered
+/// by the set (see [`declines`]). Text, URL-encoded or JSON, has none; the
+/// body of a compressed file (an image in a multipart upload) has about 55 in 100.
+const BINARY_SHARE: usize = 8;
+
 /// Patterns whose factors are likely enough in ordinary text (see
 /// [`set_chance`]) to occur in most values stay in the lazy DFA: checking them one
 /// by one on nearly every value would cost more than running them together.
@@ -406,6 +416,9 @@ impl RxSet {
         if self.impossible(input) {
             return false;
         }
+        if declines(input) {
+            return true;
+        }
         if let Some(full) = self.full_for(input) {
             return full.is_match(input, self.len);
         }
@@ -488,6 +501,9 @@ impl RxSet {
 
     /// [`RxSet::try_which_match`] without the memo.
     fn search_which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        if declines(input) {
+            return false;
+        }
         if let Some(full) = self.full_for(input) {
             return full.which(input, hits);
         }
@@ -800,6 +816,30 @@ fn which_patterns(
     } else {
         walk::<READ_SLOTS>(dfa, cache, haystack, found)
     }
+}
+
+/// Whether a set declines to answer for `input`, as when its lazy DFA gives up, so
+/// that the rules run their own regexes: a long value of binary data
+/// ([`looks_binary`]). On bytes unlike any seen before nearly every step of a set's
+/// lazy DFAs is a transition not computed yet, each tens of thousands of instructions
+/// over the NFA of hundreds of patterns, until the cache has been cleared often enough
+/// for the DFA to give up: 4 KiB of random bytes took 11 ms. The single patterns' own
+/// regexes skip such bytes quickly (most of them look for a literal first).
+fn declines(input: &[u8]) -> bool {
+    input.len() > FULL_SET_MIN_LEN && looks_binary(input)
+}
+
+/// Whether more than one sampled byte in [`BINARY_SHARE`] of `input` (one byte in
+/// [`BINARY_SAMPLE_STRIDE`]) is binary: at or over 0x80, or a control other than tab,
+/// line feed and carriage return.
+fn looks_binary(input: &[u8]) -> bool {
+    let mut sampled = 0usize;
+    let mut binary = 0usize;
+    for &b in input.iter().step_by(BINARY_SAMPLE_STRIDE) {
+        sampled += 1;
+        binary += usize::from(b >= 0x80 || (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')));
+    }
+    binary * BINARY_SHARE > sampled
 }
 
 /// [`which_patterns`] with a table of `SLOTS` match states read.
@@ -1168,6 +1208,52 @@ mod tests {
         // Values longer than the longest match are searched as usual.
         assert_eq!(set.matches(b"xxxxx abcd"), vec![0, 1]);
         assert!(set.is_match(b"..........abcd.........."));
+    }
+
+    /// A long value of binary data (a compressed file's body) is left to the rules'
+    /// own regexes: the set declines it as when its lazy DFA gives up, so its answer
+    /// is every pattern (a superset of the real matches). Short binary values, and
+    /// long text with a few bytes over 0x80, are answered exactly.
+    #[test]
+    fn long_binary_values_are_left_to_the_single_patterns() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+            r"caf\xc3\xa9",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let set = RxSet::from_rxs(&rxs).expect("set");
+        let exact = |input: &[u8]| -> Vec<usize> {
+            (0..rxs.len())
+                .filter(|&i| rxs[i].regex().is_match(input))
+                .collect()
+        };
+        let mut rng = XorShift(0xb1a5_0001);
+        let mut binary: Vec<u8> = (0..FULL_SET_MIN_LEN * 4)
+            .map(|_| rng.next() as u8)
+            .collect();
+        binary.extend_from_slice(b" UNION SELECT ");
+        assert!(looks_binary(&binary));
+        let mut hits = PatternSet::new(set.len());
+        assert!(!set.try_which_match(&binary, &mut hits), "declined");
+        assert!(set.is_match(&binary));
+        assert_eq!(set.matches(&binary), (0..set.len()).collect::<Vec<_>>());
+        assert!(exact(&binary).contains(&1));
+        // Short binary values are answered.
+        let short = &binary[binary.len() - FULL_SET_MIN_LEN..];
+        let mut hits = PatternSet::new(set.len());
+        assert!(set.try_which_match(short, &mut hits));
+        assert_eq!(set.matches(short), exact(short));
+        // Long text, with tabs, line ends and some UTF-8 letters, is answered.
+        let text = "Un caf\u{e9}\tcr\u{e8}me, s'il vous pla\u{ee}t.\r\n"
+            .repeat(FULL_SET_MIN_LEN / 16)
+            .into_bytes();
+        assert!(!looks_binary(&text));
+        let mut hits = PatternSet::new(set.len());
+        assert!(set.try_which_match(&text, &mut hits));
+        assert_eq!(set.matches(&text), exact(&text));
+        assert_eq!(exact(&text), vec![3]);
     }
 
     /// With a cache too small for the input, the lazy DFA gives up; the set then
