@@ -3,7 +3,7 @@
 
 The engine benchmark `crates/engine/benches/adversarial.rs` has cases whose bytes are
 new on every run (random-byte multipart uploads, random printable text as a form
-argument and as a JSON string). This script builds requests of the same shapes and
+argument and as a JSON string, a file as base64 in a JSON call). This script builds requests of the same shapes and
 sizes, from its own fixed seed, and times them through the PyPI libmodsecurity wheel
 (libmodsecurity 3.0.15, driven in process, as scripts/differential does) with Debian's
 /etc/nginx/modsecurity.conf and CRS 3.3.4 at paranoia level 1, the body limits raised
@@ -11,12 +11,14 @@ as the engine benchmark raises them, and `SecRuleEngine On`. Compare with
 
     PALISADE_ADV_CRS=v3 cargo bench -p engine --bench adversarial -- fresh --quick
 
-Run: `target/differential/venv/bin/python bench/modsec_fresh.py [--quick]` (the venv
-comes from `scripts/differential --setup`). CPU time is the process's
+Run: `target/differential/venv/bin/python bench/modsec_fresh.py [--quick] [FILTER]`
+(the venv comes from `scripts/differential --setup`; FILTER keeps the cases whose
+name holds it). CPU time is the process's
 (`time.process_time`), per request, averaged over each size's requests after one
 warm-up request; a row prints as soon as it is measured.
 """
 
+import base64
 import json
 import os
 import random
@@ -99,10 +101,17 @@ def json_text(rng, size):
     return "/api/comment", "application/json", body
 
 
+def json_base64(rng, size):
+    raw = rng.randbytes((max(0, size - 32)) // 4 * 3)
+    body = json.dumps({"name": "photo.jpg", "data": base64.b64encode(raw).decode()}).encode()
+    return "/api/files", "application/json", body
+
+
 SHAPES = [
     ("fresh upload random bytes", upload),
     ("fresh form random text", form),
     ("fresh json random text", json_text),
+    ("fresh json base64 file", json_base64),
 ]
 
 
@@ -124,6 +133,7 @@ def main():
     import libmodsecurity as mod  # noqa: PLC0415 - from the differential venv
 
     quick = "--quick" in sys.argv
+    only = [a for a in sys.argv[1:] if not a.startswith("--")]
     sizes = [4 << 10, 16 << 10, 64 << 10, 256 << 10] + ([] if quick else [1 << 20])
     work = tempfile.mkdtemp(prefix="palisade-modsec-fresh-")
     path = engines.write_rules(work, 1, "wheel")
@@ -140,6 +150,8 @@ def main():
     print("|---|---:|---:|---:|")
     for size in sizes:
         for name, make in SHAPES:
+            if only and not any(o in name for o in only):
+                continue
             reqs = [make(rng, size) for _ in range(fresh_runs(size))]
             run(mod, engine, rules, *reqs[0])
             t0 = time.process_time()

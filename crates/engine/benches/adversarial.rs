@@ -12,8 +12,9 @@
 //! - many arguments (up to 10,000) in the query string and in the body, distinct,
 //!   sharing one name, or bare;
 //! - bytes never seen before, fresh on every run (the cases named `fresh`): a
-//!   multipart upload of random bytes (a compressed file's body), and random printable
-//!   text as a form argument and as a JSON string. Repeated inputs let the lazy DFAs
+//!   multipart upload of random bytes (a compressed file's body), random printable
+//!   text as a form argument and as a JSON string, and (benign) a file as base64 in
+//!   a JSON call. Repeated inputs let the lazy DFAs
 //!   keep the states they built; these show what a walk costs when it must build them,
 //!   and are also measured at 4 and 16 KiB (16 KiB is the largest body the proxy
 //!   inspects inline).
@@ -282,7 +283,7 @@ fn fresh_cases(sizes: &[usize]) -> Vec<Case> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::new();
     type Make = fn(&mut Rng, usize) -> RawRequest;
-    let shapes: [(&str, Make); 3] = [
+    let shapes: [(&str, Make); 4] = [
         ("fresh upload random bytes", upload),
         ("fresh form random text", |rng, size| {
             request(
@@ -336,6 +337,24 @@ fn fresh_cases(sizes: &[usize]) -> Vec<Case> {
             request(
                 "POST",
                 b"/api/comment".to_vec(),
+                vec![("Content-Type", b"application/json".to_vec())],
+                body,
+            )
+        }),
+        // Not an attack: a JSON API call carrying a file as base64, as many do.
+        ("fresh json base64 file", |rng, size| {
+            use base64::Engine as _;
+            let raw = rng.bytes(size.saturating_sub(32) / 4 * 3);
+            let mut body = b"{\"name\":\"photo.jpg\",\"data\":\"".to_vec();
+            body.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(raw)
+                    .as_bytes(),
+            );
+            body.extend_from_slice(b"\"}");
+            request(
+                "POST",
+                b"/api/files".to_vec(),
                 vec![("Content-Type", b"application/json".to_vec())],
                 body,
             )
