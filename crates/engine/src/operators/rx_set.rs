@@ -47,36 +47,6 @@ use super::rx_factors::{required_factors, set_chance};
 /// gate (see [`RxSet::full`]).
 pub(crate) const FULL_SET_MIN_LEN: usize = 1024;
 
-/// One byte in this many of a long value is read to tell binary data from text (see
-/// [`looks_binary`]).
-const BINARY_SAMPLE_STRIDE: usize = 8;
-
-/// A long value of which more than one sampled byte in this many is binary (at or over
-/// 0x80, or a control other than tab, line feed and carriage return) is binary data.
-/// Text, URL-encoded or JSON, has none; the body of a compressed file (an image in a
-/// multipart upload) has about 55 in 100.
-const BINARY_SHARE: usize = 8;
-
-/// How many transitions not yet computed one walk of the lazy DFA of every pattern
-/// ([`RxSet::full`]) may compute on a long binary value ([`looks_binary`]); at the
-/// next one the set gives up on the value (see [`BuildLimit`]). A binary value met
-/// again walks on the states built before, one more each time. Measured on 4 KiB
-/// uploads of random bytes: a bound of 16 took 2.2 ms, 4 took 0.8 ms, 1 takes 0.5 ms;
-/// declining binary values outright took 0.2 ms but made a repeated binary argument
-/// four times dearer (80 ms per MiB against 21).
-const BINARY_BUILD_BOUND: usize = 1;
-
-/// How many transitions not yet computed one walk of the lazy DFA of every pattern
-/// may compute on a long text value before its rate is judged (see [`BuildLimit`]).
-const TEXT_BUILD_FREE: usize = 64;
-
-/// Past [`TEXT_BUILD_FREE`], a walk over text gives up once it has computed more than
-/// one transition per this many bytes walked. Text that keeps the DFA building (a
-/// file as base64 in a JSON call, random characters) builds about one per byte; a
-/// benign JSON value on a cold cache built at most 0.41 per byte in its first walks,
-/// and near none once warm.
-const TEXT_BUILD_BYTES: usize = 2;
-
 /// Patterns whose factors are likely enough in ordinary text (see
 /// [`set_chance`]) to occur in most values stay in the lazy DFA: checking them one
 /// by one on nearly every value would cost more than running them together.
@@ -143,23 +113,22 @@ struct Full {
 const NOT_IN_SET: u32 = u32::MAX;
 
 impl Full {
-    /// Whether one of the set's patterns matches in `input`; true when it gives up
-    /// (also at `limit`).
-    fn is_match(&self, input: &[u8], len: usize, limit: BuildLimit) -> bool {
-        if self.map.is_none() && limit == BuildLimit::NONE {
+    /// Whether one of the set's patterns matches in `input`; true when it gives up.
+    fn is_match(&self, input: &[u8], len: usize) -> bool {
+        if self.map.is_none() {
             return self.lazy.is_match(input);
         }
         let mut hits = PatternSet::new(len);
-        !self.which(input, &mut hits, limit) || !hits.is_empty()
+        !self.which(input, &mut hits) || !hits.is_empty()
     }
 
-    /// [`Lazy::which_bounded`] for the set's patterns.
-    fn which(&self, input: &[u8], hits: &mut PatternSet, limit: BuildLimit) -> bool {
+    /// [`Lazy::which`] for the set's patterns.
+    fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         match &self.map {
-            None => self.lazy.which_bounded(input, hits, limit),
+            None => self.lazy.which(input, hits),
             Some(map) => {
                 let mut all = PatternSet::new(self.lazy.ids.len());
-                if !self.lazy.which_bounded(input, &mut all, limit) {
+                if !self.lazy.which(input, &mut all) {
                     return false;
                 }
                 if all.is_empty() {
@@ -438,7 +407,7 @@ impl RxSet {
             return false;
         }
         if let Some(full) = self.full_for(input) {
-            return full.is_match(input, self.len, BuildLimit::of(input));
+            return full.is_match(input, self.len);
         }
         let candidates = self.gate.as_ref().map(|g| g.candidates(input));
         if let (Some(gate), Some(c)) = (&self.gate, &candidates)
@@ -520,7 +489,7 @@ impl RxSet {
     /// [`RxSet::try_which_match`] without the memo.
     fn search_which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         if let Some(full) = self.full_for(input) {
-            return full.which(input, hits, BuildLimit::of(input));
+            return full.which(input, hits);
         }
         let candidates = self.gate.as_ref().map(|g| g.candidates(input));
         if let Some(rest) = &self.rest
@@ -564,15 +533,9 @@ impl Lazy {
     /// Adds its patterns that match in `input` to `hits` (as the set's patterns);
     /// false when it gives up.
     fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
-        self.which_bounded(input, hits, BuildLimit::NONE)
-    }
-
-    /// [`Lazy::which`], giving up also when the walk would compute more than
-    /// `limit` allows.
-    fn which_bounded(&self, input: &[u8], hits: &mut PatternSet, limit: BuildLimit) -> bool {
         let mut own = PatternSet::new(self.ids.len());
         let mut cache = self.caches.get();
-        if which_patterns(&self.dfa, &mut cache, input, &mut own, limit).is_none() {
+        if which_patterns(&self.dfa, &mut cache, input, &mut own).is_none() {
             return false;
         }
         // A pattern set's iterator reads every slot: skip it for the usual answer,
@@ -831,83 +794,20 @@ fn which_patterns(
     cache: &mut DfaCache,
     haystack: &[u8],
     found: &mut PatternSet,
-    limit: BuildLimit,
 ) -> Option<()> {
     if haystack.len() <= SHORT_VALUE {
-        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found, limit)
+        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found)
     } else {
-        walk::<READ_SLOTS>(dfa, cache, haystack, found, limit)
+        walk::<READ_SLOTS>(dfa, cache, haystack, found)
     }
 }
 
-/// How many transitions not yet computed a walk of a lazy DFA may compute before it
-/// gives up. Computing one over the NFA of every pattern ([`RxSet::full`], tens of
-/// thousands of states for CRS v4) costs tens of thousands of instructions; on values
-/// that keep the DFA building it costs more than the rules' own regexes. Through the
-/// engine, per request: a 4 KiB multipart upload of random bytes took 11.9 ms, a
-/// 256 KiB file as base64 in a JSON call 3.6 s. When a walk gives up, the set answers
-/// as when its lazy DFA gives up: every pattern "may match", and the rules run their
-/// own regexes (exact either way). The transitions computed before stay in the cache,
-/// for the next value that needs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct BuildLimit {
-    /// At most this many.
-    most: usize,
-    /// Past [`TEXT_BUILD_FREE`], at most one per [`TEXT_BUILD_BYTES`] bytes walked.
-    rate: bool,
-}
-
-impl BuildLimit {
-    /// No limit (the lazy DFA's own give-up rule still applies).
-    const NONE: BuildLimit = BuildLimit {
-        most: usize::MAX,
-        rate: false,
-    };
-
-    /// The limit of a walk of [`RxSet::full`] over `input`: [`BINARY_BUILD_BOUND`]
-    /// for binary data ([`looks_binary`]), the rate of [`TEXT_BUILD_BYTES`] for text.
-    fn of(input: &[u8]) -> BuildLimit {
-        if looks_binary(input) {
-            BuildLimit {
-                most: BINARY_BUILD_BOUND,
-                rate: false,
-            }
-        } else {
-            BuildLimit {
-                most: usize::MAX,
-                rate: true,
-            }
-        }
-    }
-
-    /// Whether a walk that has computed `built` transitions, the last at byte `at`,
-    /// must give up.
-    fn reached(self, built: usize, at: usize) -> bool {
-        built > self.most || (self.rate && built > TEXT_BUILD_FREE && built * TEXT_BUILD_BYTES > at)
-    }
-}
-
-/// Whether more than one sampled byte in [`BINARY_SHARE`] of `input` (one byte in
-/// [`BINARY_SAMPLE_STRIDE`]) is binary: at or over 0x80, or a control other than tab,
-/// line feed and carriage return.
-fn looks_binary(input: &[u8]) -> bool {
-    let mut sampled = 0usize;
-    let mut binary = 0usize;
-    for &b in input.iter().step_by(BINARY_SAMPLE_STRIDE) {
-        sampled += 1;
-        binary += usize::from(b >= 0x80 || (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')));
-    }
-    binary * BINARY_SHARE > sampled
-}
-
-/// [`which_patterns`] with a table of `SLOTS` match states read; gives up also when
-/// the transitions from untagged states it had to compute reach `limit`.
+/// [`which_patterns`] with a table of `SLOTS` match states read.
 fn walk<const SLOTS: usize>(
     dfa: &DFA,
     cache: &mut DfaCache,
     haystack: &[u8],
     found: &mut PatternSet,
-    limit: BuildLimit,
 ) -> Option<()> {
     let input = Input::new(haystack);
     let mut sid = dfa.start_state_forward(cache, &input).ok()?;
@@ -930,7 +830,6 @@ fn walk<const SLOTS: usize>(
     cache.search_start(0);
     let len = haystack.len();
     let mut at = 0;
-    let mut built = 0usize;
     'walk: while at < len {
         let next = if sid.is_tagged() {
             // From a tagged state the transition goes through `next_state`, with the
@@ -953,11 +852,6 @@ fn walk<const SLOTS: usize>(
             }
             if next.is_unknown() {
                 // Not computed yet.
-                built += 1;
-                if limit.reached(built, at) {
-                    cache.search_finish(at);
-                    return None;
-                }
                 cache.search_update(at);
                 dfa.next_state(cache, sid, haystack[at])
             } else {
@@ -1190,9 +1084,7 @@ mod tests {
                     .is_ok();
                 let mut got = PatternSet::new(hirs.len());
                 let mut cache = lazy.dfa.create_cache();
-                let walked =
-                    which_patterns(&lazy.dfa, &mut cache, &input, &mut got, BuildLimit::NONE)
-                        .is_some();
+                let walked = which_patterns(&lazy.dfa, &mut cache, &input, &mut got).is_some();
                 if searched && walked {
                     compared += 1;
                     let e: Vec<_> = expect.iter().collect();
@@ -1276,127 +1168,6 @@ mod tests {
         // Values longer than the longest match are searched as usual.
         assert_eq!(set.matches(b"xxxxx abcd"), vec![0, 1]);
         assert!(set.is_match(b"..........abcd.........."));
-    }
-
-    /// A long value of fresh binary data (a compressed file's body) is left to the
-    /// rules' own regexes: the walk of every pattern gives up past its bound of
-    /// transitions to compute, and the set's answer is every pattern (a superset of
-    /// the real matches). A binary value met again is answered exactly once its states
-    /// are built; short binary values, and long text with a few bytes over 0x80, are
-    /// answered exactly.
-    #[test]
-    fn fresh_long_binary_values_are_left_to_the_single_patterns() {
-        let pcre = [
-            r"(?i)<script[^>]*>",
-            r"(?i)union\s+(?:all\s+)?select",
-            r"(?i)(?:etc|proc)/(?:passwd|self)",
-            r"caf\xc3\xa9",
-        ];
-        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
-        let set = RxSet::from_rxs(&rxs).expect("set");
-        let exact = |input: &[u8]| -> Vec<usize> {
-            (0..rxs.len())
-                .filter(|&i| rxs[i].regex().is_match(input))
-                .collect()
-        };
-        let mut rng = XorShift(0xb1a5_0001);
-        let mut binary: Vec<u8> = (0..FULL_SET_MIN_LEN * 4)
-            .map(|_| rng.next() as u8)
-            .collect();
-        binary.extend_from_slice(b" UNION SELECT ");
-        assert!(looks_binary(&binary));
-        let mut hits = PatternSet::new(set.len());
-        assert!(!set.try_which_match(&binary, &mut hits), "gave up");
-        assert!(set.is_match(&binary));
-        assert_eq!(set.matches(&binary), (0..set.len()).collect::<Vec<_>>());
-        assert!(exact(&binary).contains(&1));
-        // Binary made of one short piece again and again: its few states are built
-        // over the first walks, then it is answered.
-        let mut repeated = b"\x80\xff\xc3\x28\xe2\x82\xfe\xc0\xaf".repeat(FULL_SET_MIN_LEN);
-        repeated.extend_from_slice(b"<script>");
-        let full = set.full.as_ref().expect("a gated set has a full lazy DFA");
-        let answered = (0..64).any(|_| {
-            let mut hits = PatternSet::new(set.len());
-            full.which(&repeated, &mut hits, BuildLimit::of(&repeated))
-                && hits.iter().map(|p| p.as_usize()).collect::<Vec<_>>() == exact(&repeated)
-        });
-        assert!(
-            answered,
-            "a repeated binary value is answered once its states are built"
-        );
-        // Short binary values are answered.
-        let short = &binary[binary.len() - FULL_SET_MIN_LEN..];
-        let mut hits = PatternSet::new(set.len());
-        assert!(set.try_which_match(short, &mut hits));
-        assert_eq!(set.matches(short), exact(short));
-        // Long text, with tabs, line ends and some UTF-8 letters, is answered.
-        let text = "Un caf\u{e9}\tcr\u{e8}me, s'il vous pla\u{ee}t.\r\n"
-            .repeat(FULL_SET_MIN_LEN / 16)
-            .into_bytes();
-        assert!(!looks_binary(&text));
-        let mut hits = PatternSet::new(set.len());
-        assert!(set.try_which_match(&text, &mut hits));
-        assert_eq!(set.matches(&text), exact(&text));
-        assert_eq!(exact(&text), vec![3]);
-    }
-
-    /// Long text that keeps the lazy DFA of every pattern building (here random hex
-    /// digits against a pattern that must remember which of the last 12 were letters:
-    /// thousands of states) is left to the rules' own regexes once the walk computes
-    /// more than one transition per [`TEXT_BUILD_BYTES`] bytes; text whose states
-    /// are built already is answered by the set.
-    #[test]
-    fn text_that_keeps_the_full_walk_building_is_left_to_the_single_patterns() {
-        let pcre = [
-            r"(?i)<script[^>]*>",
-            r"(?i)union\s+(?:all\s+)?select",
-            r"[a-f][0-9a-f]{12}Z",
-            r"(?i)(?:etc|proc)/(?:passwd|self)",
-        ];
-        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
-        let set = RxSet::from_rxs(&rxs).expect("set");
-        let full = set.full.as_ref().expect("a gated set has a full lazy DFA");
-        let mut rng = XorShift(0x7e47_0002);
-        let mut hex = |n: usize| -> Vec<u8> {
-            let mut v: Vec<u8> = (0..n).map(|_| b"0123456789abcdef"[rng.below(16)]).collect();
-            v.extend_from_slice(b" UNION SELECT ");
-            v
-        };
-        let value = hex(FULL_SET_MIN_LEN * 8);
-        assert!(!looks_binary(&value));
-        assert_eq!(
-            BuildLimit::of(&value),
-            BuildLimit {
-                most: usize::MAX,
-                rate: true
-            }
-        );
-        let mut hits = PatternSet::new(set.len());
-        assert!(
-            !full.which(&value, &mut hits, BuildLimit::of(&value)),
-            "gave up"
-        );
-        let other = hex(FULL_SET_MIN_LEN * 8);
-        let mut hits = PatternSet::new(set.len());
-        assert!(!set.try_which_match(&other, &mut hits), "gave up");
-        assert_eq!(set.matches(&other), (0..set.len()).collect::<Vec<_>>());
-        // Without the limit the same walk finds exactly the real matches.
-        let mut hits = PatternSet::new(set.len());
-        assert!(full.which(&value, &mut hits, BuildLimit::NONE));
-        let exact: Vec<usize> = (0..rxs.len())
-            .filter(|&i| rxs[i].regex().is_match(&value))
-            .collect();
-        assert_eq!(hits.iter().map(|p| p.as_usize()).collect::<Vec<_>>(), exact);
-        // Text the DFA has walked before is answered within the limit.
-        let text = b"GET /index.html?id=42&name=union select \r\n".repeat(256);
-        let mut first = PatternSet::new(set.len());
-        let _ = full.which(&text, &mut first, BuildLimit::of(&text));
-        let mut hits = PatternSet::new(set.len());
-        assert!(full.which(&text, &mut hits, BuildLimit::of(&text)));
-        assert_eq!(
-            hits.iter().map(|p| p.as_usize()).collect::<Vec<_>>(),
-            vec![1]
-        );
     }
 
     /// With a cache too small for the input, the lazy DFA gives up; the set then
