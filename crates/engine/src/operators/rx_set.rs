@@ -60,7 +60,29 @@ const MAX_GATE_CHANCE: f64 = 0.05;
 const GATE_MAX_DFA_BYTES: usize = 1024 * 1024;
 
 type CacheFn =
-    Box<dyn Fn() -> DfaCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
+    Box<dyn Fn() -> SetCache + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
+
+/// Transitions not yet computed that a thread's walks of one lazy DFA may compute
+/// before earning more (see [`SetCache::credit`]).
+const BUILD_CREDIT_MAX: usize = 16_384;
+
+/// A walk earns one transition of credit per this many bytes it reads.
+const BYTES_PER_CREDIT: usize = 16;
+
+/// A thread's cache of a set's lazy DFA and its budget of transitions to compute.
+struct SetCache {
+    dfa: DfaCache,
+    /// Transitions not yet computed this cache's walks may still compute. Computing
+    /// one over the NFA of every pattern costs tens of thousands of instructions, and
+    /// on values that keep the DFA building (random bytes, a file as base64) nearly
+    /// every byte needs one. A walk spends one per transition it computes and earns
+    /// one per [`BYTES_PER_CREDIT`] bytes read, up to [`BUILD_CREDIT_MAX`]; with none
+    /// left it gives up at its next transition not computed yet, as the lazy DFA does
+    /// in its own give-up state, and the set answers as then (every pattern "may
+    /// match", the rules run their own regexes). Warm, ordinary traffic computes almost
+    /// none and keeps the budget full.
+    credit: usize,
+}
 
 type MemoFn =
     Box<dyn Fn() -> Memo + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
@@ -149,7 +171,7 @@ impl Full {
 /// A lazy DFA over some of a set's patterns.
 struct Lazy {
     dfa: DFA,
-    caches: Pool<DfaCache, CacheFn>,
+    caches: Pool<SetCache, CacheFn>,
     /// For each of its patterns, the pattern's index in the set.
     ids: Vec<u32>,
 }
@@ -526,7 +548,7 @@ impl Lazy {
         let input = Input::new(input).earliest(true);
         let mut cache = self.caches.get();
         self.dfa
-            .try_search_fwd(&mut cache, &input)
+            .try_search_fwd(&mut cache.dfa, &input)
             .map_or(true, |m| m.is_some())
     }
 
@@ -535,7 +557,8 @@ impl Lazy {
     fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         let mut own = PatternSet::new(self.ids.len());
         let mut cache = self.caches.get();
-        if which_patterns(&self.dfa, &mut cache, input, &mut own).is_none() {
+        let SetCache { dfa, credit } = &mut *cache;
+        if which_patterns(&self.dfa, dfa, input, &mut own, credit).is_none() {
             return false;
         }
         // A pattern set's iterator reads every slot: skip it for the usual answer,
@@ -627,7 +650,10 @@ impl Lazy {
         let for_cache = dfa.clone();
         Ok(Lazy {
             dfa,
-            caches: Pool::new(Box::new(move || for_cache.create_cache())),
+            caches: Pool::new(Box::new(move || SetCache {
+                dfa: for_cache.create_cache(),
+                credit: BUILD_CREDIT_MAX,
+            })),
             ids,
         })
     }
@@ -794,23 +820,33 @@ fn which_patterns(
     cache: &mut DfaCache,
     haystack: &[u8],
     found: &mut PatternSet,
+    credit: &mut usize,
 ) -> Option<()> {
-    if haystack.len() <= SHORT_VALUE {
-        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found)
+    let (out, read) = if haystack.len() <= SHORT_VALUE {
+        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found, credit)
     } else {
-        walk::<READ_SLOTS>(dfa, cache, haystack, found)
-    }
+        walk::<READ_SLOTS>(dfa, cache, haystack, found, credit)
+    };
+    *credit = credit
+        .saturating_add(read / BYTES_PER_CREDIT)
+        .min(BUILD_CREDIT_MAX);
+    out
 }
 
-/// [`which_patterns`] with a table of `SLOTS` match states read.
+/// [`which_patterns`] with a table of `SLOTS` match states read; spends `credit` on
+/// the transitions it computes from untagged states, and gives up when there is none
+/// left (see [`SetCache::credit`]). Also returns the bytes it read.
 fn walk<const SLOTS: usize>(
     dfa: &DFA,
     cache: &mut DfaCache,
     haystack: &[u8],
     found: &mut PatternSet,
-) -> Option<()> {
+    credit: &mut usize,
+) -> (Option<()>, usize) {
     let input = Input::new(haystack);
-    let mut sid = dfa.start_state_forward(cache, &input).ok()?;
+    let Ok(mut sid) = dfa.start_state_forward(cache, &input) else {
+        return (None, 0);
+    };
     // The match states read lately, by their ids (a state that finds its slot taken
     // is read again, which adds nothing new: the table only saves work). Checked in
     // line: on attack payloads a match state comes every few bytes.
@@ -852,6 +888,11 @@ fn walk<const SLOTS: usize>(
             }
             if next.is_unknown() {
                 // Not computed yet.
+                if *credit == 0 {
+                    cache.search_finish(at);
+                    return (None, at);
+                }
+                *credit -= 1;
                 cache.search_update(at);
                 dfa.next_state(cache, sid, haystack[at])
             } else {
@@ -862,7 +903,7 @@ fn walk<const SLOTS: usize>(
             Ok(s) => s,
             Err(_) => {
                 cache.search_finish(at);
-                return None;
+                return (None, at);
             }
         };
         at += 1;
@@ -875,19 +916,21 @@ fn walk<const SLOTS: usize>(
                 break;
             } else if sid.is_quit() {
                 cache.search_finish(at);
-                return None;
+                return (None, at);
             }
         }
     }
     cache.search_update(at);
     cache.search_finish(at);
     if at == len {
-        sid = dfa.next_eoi_state(cache, sid).ok()?;
-        if sid.is_match() {
-            note(cache, sid);
+        let Ok(eoi) = dfa.next_eoi_state(cache, sid) else {
+            return (None, at);
+        };
+        if eoi.is_match() {
+            note(cache, eoi);
         }
     }
-    Some(())
+    (Some(()), at)
 }
 
 #[cfg(test)]
@@ -1084,7 +1127,14 @@ mod tests {
                     .is_ok();
                 let mut got = PatternSet::new(hirs.len());
                 let mut cache = lazy.dfa.create_cache();
-                let walked = which_patterns(&lazy.dfa, &mut cache, &input, &mut got).is_some();
+                let walked = which_patterns(
+                    &lazy.dfa,
+                    &mut cache,
+                    &input,
+                    &mut got,
+                    &mut usize::MAX.clone(),
+                )
+                .is_some();
                 if searched && walked {
                     compared += 1;
                     let e: Vec<_> = expect.iter().collect();
@@ -1168,6 +1218,90 @@ mod tests {
         // Values longer than the longest match are searched as usual.
         assert_eq!(set.matches(b"xxxxx abcd"), vec![0, 1]);
         assert!(set.is_match(b"..........abcd.........."));
+    }
+
+    /// A walk spends its cache's credit on the transitions it computes and gives up
+    /// when none is left; it earns credit by the bytes it reads; a value whose states
+    /// are built needs none. A set whose credit is spent answers as when its lazy DFA
+    /// gives up (every pattern), a superset of the real matches.
+    #[test]
+    fn a_walk_without_credit_gives_up_at_its_next_new_transition() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"[a-f][0-9a-f]{12}Z",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let set = RxSet::from_rxs(&rxs).expect("set");
+        let exact = |input: &[u8]| -> Vec<usize> {
+            (0..rxs.len())
+                .filter(|&i| rxs[i].regex().is_match(input))
+                .collect()
+        };
+        let mut rng = XorShift(0xc0de_0003);
+        // Random hex digits: the third pattern must remember which of the last 12 were
+        // letters, thousands of states.
+        let mut hex = |n: usize| -> Vec<u8> {
+            let mut v: Vec<u8> = (0..n).map(|_| b"0123456789abcdef"[rng.below(16)]).collect();
+            v.extend_from_slice(b" UNION SELECT ");
+            v
+        };
+        let lazy = &set
+            .full
+            .as_ref()
+            .expect("a gated set has a full lazy DFA")
+            .lazy;
+        let value = hex(FULL_SET_MIN_LEN * 4);
+        {
+            let mut cache = lazy.caches.get();
+            let SetCache { dfa, credit } = &mut *cache;
+            *credit = 0;
+            let mut got = PatternSet::new(lazy.ids.len());
+            assert!(
+                which_patterns(&lazy.dfa, dfa, &value, &mut got, credit).is_none(),
+                "no credit, new transitions: gave up"
+            );
+            assert!(
+                *credit < value.len() / BYTES_PER_CREDIT,
+                "earned by what it read"
+            );
+            *credit = BUILD_CREDIT_MAX;
+            let mut got = PatternSet::new(lazy.ids.len());
+            assert!(which_patterns(&lazy.dfa, dfa, &value, &mut got, credit).is_some());
+            assert_eq!(
+                got.iter().map(|p| p.as_usize()).collect::<Vec<_>>(),
+                exact(&value)
+            );
+            assert!(
+                *credit < BUILD_CREDIT_MAX,
+                "spent on the transitions it computed"
+            );
+            // Walked again, the value needs no new transition, so no credit.
+            *credit = 0;
+            let mut again = PatternSet::new(lazy.ids.len());
+            assert!(which_patterns(&lazy.dfa, dfa, &value, &mut again, credit).is_some());
+            assert_eq!(again, got);
+            assert_eq!(*credit, value.len() / BYTES_PER_CREDIT);
+        }
+        // Through the set: fresh values spend the credit, then the set gives up on them
+        // and answers every pattern.
+        let mut gave_up = None;
+        for _ in 0..64 {
+            let v = hex(FULL_SET_MIN_LEN * 8);
+            let mut hits = PatternSet::new(set.len());
+            if !set.try_which_match(&v, &mut hits) {
+                gave_up = Some(v);
+                break;
+            }
+            assert_eq!(
+                hits.iter().map(|p| p.as_usize()).collect::<Vec<_>>(),
+                exact(&v)
+            );
+        }
+        let v = gave_up.expect("fresh values spend the credit");
+        assert_eq!(set.matches(&v), (0..set.len()).collect::<Vec<_>>());
+        assert!(exact(&v).contains(&1));
     }
 
     /// With a cache too small for the input, the lazy DFA gives up; the set then
