@@ -39,7 +39,7 @@ mod common;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use common::RawRequest;
+use common::{RawRequest, Rng};
 use engine::Ruleset;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +76,16 @@ fn base_headers() -> Vec<(Vec<u8>, Vec<u8>)> {
     .iter()
     .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
     .collect()
+}
+
+/// A POST of `body` to `path` with the given Content-Type.
+fn post(path: &str, content_type: &str, body: Vec<u8>) -> RawRequest {
+    request(
+        "POST",
+        path.as_bytes().to_vec(),
+        vec![("Content-Type", content_type.as_bytes().to_vec())],
+        body,
+    )
 }
 
 fn request(
@@ -227,29 +237,6 @@ struct Case {
     more: Vec<RawRequest>,
 }
 
-/// xorshift64*: the same random bytes on every run of the benchmark.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| (self.next() >> 32) as u8).collect()
-    }
-
-    /// `n` printable ASCII characters (space to `~`).
-    fn text(&mut self, n: usize) -> Vec<u8> {
-        (0..n)
-            .map(|_| b' ' + ((self.next() >> 32) % 95) as u8)
-            .collect()
-    }
-}
-
 /// A multipart upload of one file part of random bytes, `size` bytes in all.
 fn upload(rng: &mut Rng, size: usize) -> RawRequest {
     let boundary = format!("----form{:016x}", rng.next());
@@ -261,13 +248,9 @@ fn upload(rng: &mut Rng, size: usize) -> RawRequest {
     let fill = size.saturating_sub(body.len() + tail.len());
     body.extend_from_slice(&rng.bytes(fill));
     body.extend_from_slice(tail.as_bytes());
-    request(
-        "POST",
-        b"/upload".to_vec(),
-        vec![(
-            "Content-Type",
-            format!("multipart/form-data; boundary={boundary}").into_bytes(),
-        )],
+    post(
+        "/upload",
+        &format!("multipart/form-data; boundary={boundary}"),
         body,
     )
 }
@@ -286,31 +269,16 @@ fn fresh_cases(sizes: &[usize]) -> Vec<Case> {
     let shapes: [(&str, Make); 4] = [
         ("fresh upload random bytes", upload),
         ("fresh form random text", |rng, size| {
-            request(
-                "POST",
-                b"/comment".to_vec(),
-                vec![(
-                    "Content-Type",
-                    b"application/x-www-form-urlencoded".to_vec(),
-                )],
-                {
-                    let mut body = b"comment=".to_vec();
-                    while body.len() < size {
-                        body.extend_from_slice(&urlencode(&rng.text(64)));
-                    }
-                    body.truncate(size);
-                    // A cut percent escape would be an encoding error of its own.
-                    while body.len() > size - 3 && body.contains(&b'%') {
-                        match body[body.len() - 2..].iter().position(|&b| b == b'%') {
-                            Some(_) => {
-                                body.pop();
-                            }
-                            None => break,
-                        }
-                    }
-                    body
-                },
-            )
+            let mut body = b"comment=".to_vec();
+            while body.len() < size {
+                body.extend_from_slice(&urlencode(&rng.text(64)));
+            }
+            body.truncate(size);
+            // A cut percent escape would be an encoding error of its own.
+            while body[body.len() - 2..].contains(&b'%') {
+                body.pop();
+            }
+            post("/comment", "application/x-www-form-urlencoded", body)
         }),
         ("fresh json random text", |rng, size| {
             let mut text = Vec::new();
@@ -334,12 +302,7 @@ fn fresh_cases(sizes: &[usize]) -> Vec<Case> {
             let mut body = b"{\"comment\":\"".to_vec();
             body.extend_from_slice(&text);
             body.extend_from_slice(b"\"}");
-            request(
-                "POST",
-                b"/api/comment".to_vec(),
-                vec![("Content-Type", b"application/json".to_vec())],
-                body,
-            )
+            post("/api/comment", "application/json", body)
         }),
         // Not an attack: a JSON API call carrying a file as base64, as many do.
         ("fresh json base64 file", |rng, size| {
@@ -352,12 +315,7 @@ fn fresh_cases(sizes: &[usize]) -> Vec<Case> {
                     .as_bytes(),
             );
             body.extend_from_slice(b"\"}");
-            request(
-                "POST",
-                b"/api/files".to_vec(),
-                vec![("Content-Type", b"application/json".to_vec())],
-                body,
-            )
+            post("/api/files", "application/json", body)
         }),
     ];
     for &size in sizes {
@@ -410,28 +368,16 @@ fn cases(sizes: &[usize]) -> Vec<Case> {
             more: Vec::new(),
             name: "cve-2018-18898 form arg".into(),
             size,
-            req: request(
-                "POST",
-                b"/send".to_vec(),
-                vec![(
-                    "Content-Type",
-                    b"application/x-www-form-urlencoded".to_vec(),
-                )],
-                body,
-            ),
+            req: post("/send", "application/x-www-form-urlencoded", body),
         });
         for (frag_name, frag) in FRAGMENTS {
             out.push(Case {
                 more: Vec::new(),
                 name: format!("form {frag_name}"),
                 size,
-                req: request(
-                    "POST",
-                    b"/comment".to_vec(),
-                    vec![(
-                        "Content-Type",
-                        b"application/x-www-form-urlencoded".to_vec(),
-                    )],
+                req: post(
+                    "/comment",
+                    "application/x-www-form-urlencoded",
                     form_body(frag, size),
                 ),
             });
@@ -439,12 +385,7 @@ fn cases(sizes: &[usize]) -> Vec<Case> {
                 more: Vec::new(),
                 name: format!("json {frag_name}"),
                 size,
-                req: request(
-                    "POST",
-                    b"/api/comment".to_vec(),
-                    vec![("Content-Type", b"application/json".to_vec())],
-                    json_body(frag, size),
-                ),
+                req: post("/api/comment", "application/json", json_body(frag, size)),
             });
         }
     }
@@ -469,29 +410,13 @@ fn many_args(counts: &[usize]) -> Vec<Case> {
             more: Vec::new(),
             name: format!("{n} bare body args"),
             size: bare.len(),
-            req: request(
-                "POST",
-                b"/form".to_vec(),
-                vec![(
-                    "Content-Type",
-                    b"application/x-www-form-urlencoded".to_vec(),
-                )],
-                bare,
-            ),
+            req: post("/form", "application/x-www-form-urlencoded", bare),
         });
         out.push(Case {
             more: Vec::new(),
             name: format!("{n} same-name body args"),
             size: same.len(),
-            req: request(
-                "POST",
-                b"/form".to_vec(),
-                vec![(
-                    "Content-Type",
-                    b"application/x-www-form-urlencoded".to_vec(),
-                )],
-                same,
-            ),
+            req: post("/form", "application/x-www-form-urlencoded", same),
         });
         let mut q = b"/list?".to_vec();
         let mut body = Vec::new();
@@ -515,15 +440,7 @@ fn many_args(counts: &[usize]) -> Vec<Case> {
             more: Vec::new(),
             name: format!("{n} body args"),
             size: blen,
-            req: request(
-                "POST",
-                b"/form".to_vec(),
-                vec![(
-                    "Content-Type",
-                    b"application/x-www-form-urlencoded".to_vec(),
-                )],
-                body,
-            ),
+            req: post("/form", "application/x-www-form-urlencoded", body),
         });
     }
     out

@@ -13,23 +13,14 @@
 //! networks). Targets (the traffic-control issue): load at most 2 s, lookup at most
 //! 1 µs.
 
+mod common;
+
+use common::Rng;
 use engine::operators::ip::IpSetBuilder;
 use engine::operators::{CompileContext, Operator};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
-
-/// xorshift64*: the same list and addresses on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

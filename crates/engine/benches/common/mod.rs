@@ -76,6 +76,31 @@ pub fn cpu_per_call(
     (cpu, wall, n)
 }
 
+/// xorshift64*: the benchmarks' generated inputs, the same on every run for a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| (self.next() >> 32) as u8).collect()
+    }
+
+    /// `n` printable ASCII characters (space to `~`).
+    pub fn text(&mut self, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| b' ' + ((self.next() >> 32) % 95) as u8)
+            .collect()
+    }
+}
+
 /// The repository root (two levels above this crate).
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
