@@ -211,6 +211,20 @@ impl ByteSet {
         self.0[usize::from(b >> 6)] |= 1 << (b & 63);
     }
 
+    /// The bytes that occur in `input`. Marks a table of 256 flags first (one
+    /// independent store a byte) and packs it once.
+    pub(crate) fn of_bytes(input: &[u8]) -> ByteSet {
+        let mut seen = [false; 256];
+        for &b in input {
+            seen[usize::from(b)] = true;
+        }
+        let mut set = ByteSet::default();
+        for (b, _) in seen.iter().enumerate().filter(|(_, s)| **s) {
+            set.insert(b as u8);
+        }
+        set
+    }
+
     /// Whether `b` is in the set.
     pub(crate) fn contains(&self, b: u8) -> bool {
         self.0[usize::from(b >> 6)] & (1 << (b & 63)) != 0

@@ -12,6 +12,8 @@
 
 use regex_syntax::hir::{Class, Hir, HirKind};
 
+use super::rx_compat::ByteSet;
+
 /// Most strings one finite language or factor set may hold.
 const MAX_STRINGS: usize = 64;
 /// Most bytes of one string of a finite language; longer products are cut into
@@ -299,6 +301,55 @@ fn info(hir: &Hir) -> Info {
     }
 }
 
+/// Bytes one of which every match of `hir` contains, or `None` when there are none
+/// to give (the pattern can match the empty string, or a part of it matches bytes
+/// outside what one set describes). A value with none of those bytes cannot match:
+/// a check of one 256-bit set against the value's bytes, for when a set's lazy DFA
+/// gave up and the rules would otherwise each run their regex (a file as base64
+/// holds letters, digits, `+`, `/` and `=` only, which most injection patterns
+/// need one byte outside of).
+///
+/// A literal needs its rarest byte, a class its bytes, a repetition of at least one
+/// its body's, an alternation the union of its branches' (each must give one), a
+/// concatenation the rarest of its parts' (by [`byte_chance`], summed over the set).
+/// Exact bytes, not lowercased: a case-insensitive letter is a class of both cases.
+pub(crate) fn required_bytes(hir: &Hir) -> Option<ByteSet> {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => None,
+        HirKind::Literal(lit) => {
+            let rarest = lit.0.iter().copied().min_by(|&a, &b| {
+                byte_chance(a)
+                    .partial_cmp(&byte_chance(b))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })?;
+            let mut set = ByteSet::default();
+            set.insert(rarest);
+            Some(set)
+        }
+        HirKind::Class(_) => ByteSet::of_item(hir).filter(|s| !s.is_empty()),
+        HirKind::Capture(c) => required_bytes(&c.sub),
+        HirKind::Repetition(r) if r.min == 0 => None,
+        HirKind::Repetition(r) => required_bytes(&r.sub),
+        HirKind::Alternation(subs) => subs.iter().try_fold(ByteSet::default(), |acc, sub| {
+            Some(acc.union(&required_bytes(sub)?))
+        }),
+        HirKind::Concat(subs) => subs
+            .iter()
+            .filter_map(required_bytes)
+            .map(|set| (bytes_chance(&set), set))
+            .min_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal))
+            .map(|(_, set)| set),
+    }
+}
+
+/// The rough chance that a byte of ordinary text is in `set` (see [`byte_chance`]).
+fn bytes_chance(set: &ByteSet) -> f64 {
+    (0..=255u8)
+        .filter(|&b| set.contains(b))
+        .map(byte_chance)
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +363,38 @@ mod tests {
                 .map(|s| String::from_utf8_lossy(&s).into_owned())
                 .collect()
         })
+    }
+
+    fn needed(pcre: &str) -> Option<String> {
+        let rx = Rx::new(pcre).expect("rx");
+        let hir = parse_hir(rx.pattern()).expect("hir");
+        required_bytes(&hir).map(|set| {
+            (0..=255u8)
+                .filter(|&b| set.contains(b))
+                .map(char::from)
+                .collect()
+        })
+    }
+
+    #[test]
+    fn needed_bytes_are_the_rarest_required_ones() {
+        // A literal's rarest byte; a concatenation's rarest part.
+        assert_eq!(needed("abc"), Some("b".into()));
+        assert_eq!(
+            needed(r"(?i)union\s+select"),
+            Some("\t\n\x0b\x0c\r ".into())
+        );
+        assert_eq!(needed(r"<script"), Some("<".into()));
+        // Case-insensitive letters are classes of both cases.
+        assert_eq!(needed(r"(?i)x"), Some("Xx".into()));
+        // An alternation: the union of its branches' needs.
+        assert_eq!(needed(r"(?:'a|<b)"), Some("'<".into()));
+        // A branch that can be empty, or an optional part alone: nothing needed.
+        assert_eq!(needed(r"(?:'a|b?)"), None);
+        assert_eq!(needed(r"(?:x)*"), None);
+        assert_eq!(needed(r"^$"), None);
+        // A repetition of at least one: its body's.
+        assert_eq!(needed(r"[;|]+"), Some(";|".into()));
     }
 
     #[test]

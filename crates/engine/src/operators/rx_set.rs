@@ -41,7 +41,9 @@ use regex_automata::{Input, MatchKind, PatternID, PatternSet};
 use regex_syntax::hir::Hir;
 
 use super::rx::{REGEX_SIZE_LIMIT, SET_CACHE_CAPACITY, compile_hir, parse_hir};
-use super::rx_factors::{required_factors, set_chance};
+/// The bytes a value is made of, for [`RxSet::which_match_among`].
+pub(crate) use super::rx_compat::ByteSet;
+use super::rx_factors::{required_bytes, required_factors, set_chance};
 
 /// Values longer than this run through the lazy DFA of every pattern instead of the
 /// gate (see [`RxSet::full`]).
@@ -118,6 +120,10 @@ pub struct RxSet {
     len: usize,
     /// The shortest match of any pattern: shorter values cannot match.
     min_len: usize,
+    /// For each pattern, bytes one of which its every match contains
+    /// ([`required_bytes`]; `None`: none to give): when the lazy DFA gives up, the
+    /// patterns a value's bytes rule out are still answered "no".
+    needs: Box<[Option<ByteSet>]>,
 }
 
 /// The lazy DFA a set runs on long values: its own over all its patterns, or that of
@@ -338,8 +344,10 @@ impl RxSet {
         let mut rest_hirs: Vec<Hir> = Vec::new();
         // The shortest match of any pattern (`None`: some pattern has none).
         let mut min_len: Option<usize> = None;
+        let mut needs: Vec<Option<ByteSet>> = Vec::with_capacity(len);
         for i in 0..len {
             let hir = hir_of(i)?;
+            needs.push(required_bytes(&hir));
             let shortest = hir.properties().minimum_len();
             min_len = match (i, min_len, shortest) {
                 (0, _, s) => s,
@@ -403,6 +411,7 @@ impl RxSet {
             gate,
             len,
             min_len: min_len.unwrap_or(0),
+            needs: needs.into_boxed_slice(),
         })
     }
 
@@ -452,14 +461,58 @@ impl RxSet {
     }
 
     /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
-    /// have room for [`RxSet::len`] patterns): exactly those that do, or every
-    /// pattern when the lazy DFA gave up.
+    /// have room for [`RxSet::len`] patterns): exactly those that do, or, when the
+    /// lazy DFA gave up, every pattern that the bytes of `input` do not rule out
+    /// ([`RxSet::needs`]).
     pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
+        self.which_match_among(input, None, hits);
+    }
+
+    /// [`RxSet::which_match`] for an `input` whose bytes are `present` when the
+    /// caller has them ([`RxSet::bytes_of`] `input` by this set or a larger one,
+    /// computed here otherwise).
+    pub(crate) fn which_match_among(
+        &self,
+        input: &[u8],
+        present: Option<&ByteSet>,
+        hits: &mut PatternSet,
+    ) {
         if !self.try_which_match(input, hits) {
-            for p in 0..self.len {
-                if let Ok(id) = PatternID::new(p) {
-                    let _ = hits.try_insert(id);
-                }
+            self.add_possible(
+                present.copied().unwrap_or_else(|| self.bytes_of(input)),
+                hits,
+            );
+        }
+    }
+
+    /// The bytes of `input`, as far as they can rule out one of the set's patterns
+    /// (see [`RxSet::needs`]): read a block at a time, and once every pattern is
+    /// possible with the bytes met so far (random bytes get there in their first
+    /// block), every byte, without reading the rest.
+    pub(crate) fn bytes_of(&self, input: &[u8]) -> ByteSet {
+        const BLOCK: usize = 4096;
+        let mut present = ByteSet::default();
+        for block in input.chunks(BLOCK) {
+            present = present.union(&ByteSet::of_bytes(block));
+            if self
+                .needs
+                .iter()
+                .all(|n| n.is_none_or(|n| n.intersects(&present)))
+            {
+                return ByteSet::ALL;
+            }
+        }
+        present
+    }
+
+    /// Adds to `hits` every pattern a value made of the bytes `present` does not
+    /// rule out (see [`RxSet::needs`]).
+    pub(crate) fn add_possible(&self, present: ByteSet, hits: &mut PatternSet) {
+        for (p, need) in self.needs.iter().enumerate() {
+            if need.is_none_or(|n| n.intersects(&present))
+                && let Ok(id) = PatternID::new(p)
+            {
+                let _ = hits.try_insert(id);
             }
         }
     }
@@ -1223,7 +1276,8 @@ mod tests {
     /// A walk spends its cache's credit on the transitions it computes and gives up
     /// when none is left; it earns credit by the bytes it reads; a value whose states
     /// are built needs none. A set whose credit is spent answers as when its lazy DFA
-    /// gives up (every pattern), a superset of the real matches.
+    /// gives up (every pattern the value's bytes allow), a superset of the real
+    /// matches.
     #[test]
     fn a_walk_without_credit_gives_up_at_its_next_new_transition() {
         let pcre = [
@@ -1300,15 +1354,19 @@ mod tests {
             );
         }
         let v = gave_up.expect("fresh values spend the credit");
-        assert_eq!(set.matches(&v), (0..set.len()).collect::<Vec<_>>());
+        // The others need a `<`, a `Z` or a `/`, which the value lacks.
+        assert_eq!(set.matches(&v), vec![1]);
         assert!(exact(&v).contains(&1));
+        let mut v = v;
+        v.extend_from_slice(b"</Z");
+        assert_eq!(set.matches(&v), (0..set.len()).collect::<Vec<_>>());
     }
 
     /// With a cache too small for the input, the lazy DFA gives up; the set then
-    /// answers "may match" for every pattern instead of running slowly, which keeps
-    /// it a superset of the real matches.
+    /// answers "may match" for every pattern the value's bytes allow instead of
+    /// running slowly, which keeps it a superset of the real matches.
     #[test]
-    fn a_lazy_dfa_that_gives_up_answers_every_pattern() {
+    fn a_lazy_dfa_that_gives_up_answers_every_pattern_the_bytes_allow() {
         // Patterns without required factors, which the lazy DFA runs.
         let pcre = [
             r"(?i)[a-m][^x]{0,40}[b-q][0-9a-f]{3}[c-z]",
@@ -1329,13 +1387,18 @@ mod tests {
             input.push(b"ab0123456789c ZzQ-"[(x >> 16) as usize % 18]);
         }
         let hits = set.matches(&input);
-        assert_eq!(hits, vec![0, 1, 2], "every pattern may match");
+        // The third pattern needs a byte under 0x10, which the value lacks.
+        assert_eq!(hits, vec![0, 1], "every pattern the bytes allow may match");
         assert!(set.is_match(&input));
         for (i, r) in rxs.iter().enumerate() {
             if r.matches(&input, None) {
                 assert!(hits.contains(&i));
             }
         }
+        // One such byte, alone: the third does not match, but the bytes allow it.
+        input[100_000] = 0x01;
+        assert!(!rxs[2].matches(&input, None));
+        assert_eq!(set.matches(&input), vec![0, 1, 2]);
         // With the usual cache, a shorter input gets the exact answer.
         let exact = RxSet::from_hirs(&hirs).expect("set");
         let input = &input[..2_000];
@@ -1344,6 +1407,29 @@ mod tests {
             .collect();
         assert_eq!(expect, vec![0, 1]);
         assert_eq!(exact.matches(input), expect);
+    }
+
+    /// A value's bytes are read as far as they can rule a pattern out: random
+    /// bytes allow every pattern after a block, a value of letters and digits is
+    /// read to its end.
+    #[test]
+    fn bytes_are_read_as_far_as_they_rule_out_a_pattern() {
+        let set = RxSet::new([r"<script", r"\x27\s*or", r"[a-z]+\d"]).expect("set");
+        let mut rng = XorShift(7);
+        let random: Vec<u8> = (0..64 * 1024).map(|_| rng.next() as u8).collect();
+        assert_eq!(set.bytes_of(&random), ByteSet::ALL);
+        let mut text: Vec<u8> = (0..64 * 1024)
+            .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.next() as usize % 36])
+            .collect();
+        let letters = set.bytes_of(&text);
+        assert!(!letters.contains(b'<') && letters.contains(b'q'));
+        // A byte that one pattern needs, at the very end, is seen.
+        text.push(b'<');
+        assert!(set.bytes_of(&text).contains(b'<'));
+        let mut hits = PatternSet::new(set.len());
+        set.add_possible(letters, &mut hits);
+        let possible: Vec<usize> = hits.iter().map(|p| p.as_usize()).collect();
+        assert_eq!(possible, vec![2]);
     }
 
     #[test]

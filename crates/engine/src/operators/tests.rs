@@ -453,6 +453,81 @@ fn all_crs_v4_rx_patterns_compile() {
     );
 }
 
+/// The bytes a CRS v4 pattern is said to need ([`super::rx_factors::required_bytes`])
+/// are in every value it matches, tried on the lines of its rule's regression tests
+/// (raw, percent-decoded and lowercased: the forms the rules' transformations make).
+#[test]
+fn crs_v4_patterns_match_only_values_with_their_needed_bytes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crs");
+    let mut tests: std::collections::HashMap<String, std::path::PathBuf> = Default::default();
+    for dir in std::fs::read_dir(root.join("tests/regression/tests")).expect("tests") {
+        for file in std::fs::read_dir(dir.expect("entry").path()).expect("dir") {
+            let path = file.expect("entry").path();
+            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                tests.insert(stem.to_string(), path.clone());
+            }
+        }
+    }
+    let decode = |line: &[u8]| -> Vec<u8> {
+        let mut out = Vec::with_capacity(line.len());
+        let mut i = 0;
+        while i < line.len() {
+            let hex = |b: u8| (b as char).to_digit(16);
+            match line[i] {
+                b'%' if i + 2 < line.len() => {
+                    if let (Some(h), Some(l)) = (hex(line[i + 1]), hex(line[i + 2])) {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    out.push(b'%');
+                }
+                b'+' => out.push(b' '),
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        out
+    };
+    let (mut patterns, mut matched) = (0, 0);
+    let mut rules: Vec<_> = std::fs::read_dir(root.join("rules"))
+        .expect("rules")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+        .collect();
+    rules.sort();
+    for path in rules {
+        let text = std::fs::read_to_string(&path).expect("rule file");
+        for (id, pattern) in rx_patterns(&text) {
+            let (Some(test), Ok(rx)) = (tests.get(&id), super::rx::Rx::new(&pattern)) else {
+                continue;
+            };
+            let hir = super::rx::parse_hir(rx.pattern()).expect("hir");
+            let Some(need) = super::rx_factors::required_bytes(&hir) else {
+                continue;
+            };
+            patterns += 1;
+            let yaml = std::fs::read(test).expect("test file");
+            for line in yaml.split(|&b| b == b'\n') {
+                let decoded = decode(line);
+                for value in [line.to_vec(), decoded.to_ascii_lowercase(), decoded] {
+                    if rx.regex().is_match(&value) {
+                        matched += 1;
+                        assert!(
+                            value.iter().any(|&b| need.contains(b)),
+                            "rule {id}: {:?} matches without a needed byte",
+                            String::from_utf8_lossy(&value)
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(patterns > 200, "only {patterns} patterns with needed bytes");
+    assert!(matched > 1_000, "only {matched} matches tried");
+}
+
 /// Every `@rx` pattern of CRS 3.3.4 (Debian's package) compiles, including the
 /// five whose PCRE features need the exact evaluations of `rx_compat` (920120,
 /// 920600, 942130, 942260, 953120).

@@ -421,13 +421,24 @@ pub(crate) struct Union {
 impl Union {
     /// Adds the patterns that match `input`; false when none does.
     pub(crate) fn add(&mut self, set: &RxSet, input: &[u8]) -> bool {
+        self.add_among(set, input, None)
+    }
+
+    /// [`Union::add`] for an `input` whose bytes are `present` when the caller has
+    /// them (see [`RxSet::which_match_among`]).
+    pub(crate) fn add_among(
+        &mut self,
+        set: &RxSet,
+        input: &[u8],
+        present: Option<&crate::operators::rx_set::ByteSet>,
+    ) -> bool {
         // One pass for every pattern: checking for any match first would scan the
         // value twice whenever one does.
         let found = match &mut self.found {
             Some(f) if f.capacity() == set.len() => f,
             slot => slot.insert(PatternSet::new(set.len())),
         };
-        set.which_match(input, found);
+        set.which_match_among(input, present, found);
         if found.is_empty() {
             return false;
         }

@@ -10,7 +10,7 @@ use crate::intervention::{Intervention, InterventionKind};
 use crate::log::MatchRecord;
 use crate::lookups::TxLookups;
 use crate::macros::MacroContext;
-use crate::operators::rx_set::{FULL_SET_MIN_LEN, RxSet};
+use crate::operators::rx_set::{ByteSet, FULL_SET_MIN_LEN, RxSet};
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::ruleset::ChainNode;
@@ -337,7 +337,7 @@ fn all_answer(
         _ => PatternSet::new(all.len()),
     };
     let answer = if !all.try_which_match(input, &mut hits) {
-        AllAnswer::GaveUp
+        AllAnswer::GaveUp(all.bytes_of(input))
     } else if hits.is_empty() {
         AllAnswer::Quiet
     } else {
@@ -370,6 +370,7 @@ fn group_answer(
     union: &mut Union,
     raw: &[u8],
 ) -> bool {
+    let mut present = None;
     if let Some(all) = all {
         match all_answer(cache, row, raw_cell, cell, all, raw) {
             Answer::Quiet => return false,
@@ -378,11 +379,20 @@ fn group_answer(
                     return union.add_from(group.set.len(), &group.all_index, h);
                 }
             }
-            Answer::GaveUp => {}
+            Answer::GaveUp => present = gave_up_on(cache, row, cell),
         }
     }
     let input = cached_input(cache, cell, raw);
-    union.add(&group.set, &input)
+    union.add_among(&group.set, &input, present.as_ref())
+}
+
+/// The bytes of the form in `cell` of the value whose row starts at `row`, kept when
+/// the set of all patterns gave up on it.
+fn gave_up_on(cache: &TransformCache, row: usize, cell: u32) -> Option<ByteSet> {
+    match cache.all_hits.get(&(row as u32, cell)) {
+        Some(AllAnswer::GaveUp(present)) => Some(*present),
+        _ => None,
+    }
 }
 
 /// [`AllAnswer`] without its patterns.
@@ -398,7 +408,7 @@ impl Answer {
         match a {
             AllAnswer::Quiet => Answer::Quiet,
             AllAnswer::Hits(_) => Answer::Hits,
-            AllAnswer::GaveUp => Answer::GaveUp,
+            AllAnswer::GaveUp(_) => Answer::GaveUp,
         }
     }
 }
@@ -606,6 +616,7 @@ fn scan_value(
         // memo on varying forms, 1.85x the instructions per varying urlencoded form).
         let mut any = false;
         let mut skip_raw = false;
+        let mut present = None;
         if let Some(all) = all {
             match all_answer(cache, row, raw_cell, 1, all, &v.value) {
                 Answer::Quiet => skip_raw = true,
@@ -615,11 +626,11 @@ fn scan_value(
                         skip_raw = true;
                     }
                 }
-                Answer::GaveUp => {}
+                Answer::GaveUp => present = gave_up_on(cache, row, 1),
             }
         }
         if !skip_raw {
-            any |= union.add(&group.set, &v.value);
+            any |= union.add_among(&group.set, &v.value, present.as_ref());
         }
         // The other forms, each once: a long one (which the group's set would run
         // through the lazy DFA of every pattern, the set of all patterns' own) is
@@ -643,6 +654,7 @@ fn scan_value(
             if same {
                 continue;
             }
+            let mut present = None;
             if let Some(all) = all.filter(|_| len > FULL_SET_MIN_LEN) {
                 match all_answer(cache, row, raw_cell, cell, all, raw) {
                     Answer::Quiet => continue,
@@ -652,10 +664,11 @@ fn scan_value(
                             continue;
                         }
                     }
-                    Answer::GaveUp => {}
+                    Answer::GaveUp => present = gave_up_on(cache, row, cell),
                 }
             }
-            any |= union.add(&group.set, &cached_input(cache, cell, raw));
+            let input = cached_input(cache, cell, raw);
+            any |= union.add_among(&group.set, &input, present.as_ref());
         }
         if !any {
             cache.cells[row + quiet_cell] |= quiet_bit;

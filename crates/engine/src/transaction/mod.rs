@@ -290,8 +290,10 @@ pub(crate) enum AllAnswer {
     Quiet,
     /// Exactly these patterns match.
     Hits(regex_automata::PatternSet),
-    /// The set's lazy DFA gave up on the bytes: each group must scan them itself.
-    GaveUp,
+    /// The set's lazy DFA gave up on the bytes, made of these: each group scans
+    /// them itself, and when its own walk gives up too, keeps the patterns these
+    /// bytes do not rule out (computed once per form, not per group).
+    GaveUp(crate::operators::rx_set::ByteSet),
 }
 
 /// One transaction. Create it with [`Transaction::new`], feed it the request and run
