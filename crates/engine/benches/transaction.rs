@@ -220,7 +220,8 @@ fn check(label: &str, rs: &Arc<Ruleset>) {
 /// With `PALISADE_BENCH_LOOP=RULESET:REQUEST:SECONDS` (RULESET `v4` or `v3`, e.g.
 /// `v4:get:10`), runs that one transaction in a loop for that long and exits: the
 /// target for `perf record` or `valgrind --tool=callgrind`, with load time a small
-/// part of the profile. `REQUEST` may also be `varying-get` (and `-form`,
+/// part of the profile. `REQUEST` may end in `+html` (phases 3 and 4 too, with the
+/// 1 KiB HTML response), and may also be `varying-get` (and `-form`,
 /// `-multipart`, `-json`): a sample of the varying corpus, in turn. The loop's
 /// transactions go through [`looped`], after one warm-up pass that does not:
 /// `--toggle-collect=transaction::looped` counts warm transactions only (divide by the
@@ -229,6 +230,11 @@ fn profile_loop(spec: &str) {
     let mut parts = spec.split(':');
     let set = parts.next().unwrap_or("v4");
     let name = parts.next().unwrap_or("get");
+    // `get+html`: phases 3 and 4 as well, with the 1 KiB HTML response.
+    let (name, response) = match name.strip_suffix("+html") {
+        Some(n) => (n, Some(&*RESPONSE)),
+        None => (name, None),
+    };
     let secs: f64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(10.0);
     let rs = match set {
         "v3" => V3
@@ -248,12 +254,12 @@ fn profile_loop(spec: &str) {
     // One warm-up pass, so that the loop measures the steady state (the lazily built
     // regex states the requests need exist), as it does for one repeated request.
     for req in reqs {
-        std::hint::black_box(common::run(&rs, req, None));
+        std::hint::black_box(common::run(&rs, req, response));
     }
     let start = std::time::Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
-        looped(&rs, &reqs[n as usize % reqs.len()]);
+        looped(&rs, &reqs[n as usize % reqs.len()], response);
         n += 1;
     }
     let el = start.elapsed().as_secs_f64();
@@ -266,8 +272,8 @@ fn profile_loop(spec: &str) {
 /// One transaction of the profile loop, apart from the warm-up: the function to give
 /// callgrind's `--toggle-collect` (`transaction::looped`).
 #[inline(never)]
-fn looped(rs: &Arc<Ruleset>, req: &RawRequest) {
-    std::hint::black_box(common::run(rs, req, None));
+fn looped(rs: &Arc<Ruleset>, req: &RawRequest, response: Option<&common::Response>) {
+    std::hint::black_box(common::run(rs, req, response));
 }
 
 /// CPU time of `req` (phases 1, 2, 5) under `rs`, in microseconds per transaction.

@@ -374,3 +374,67 @@ fn lookups_without_a_resolver_or_database_warn_at_load() {
         "{w}"
     );
 }
+
+/// Runs a GET through phases 1 to 5 with an HTML response carrying `body`; returns
+/// the ids of the rules that matched.
+fn with_response(rs: &Arc<engine::Ruleset>, query: &str, body: &str) -> Vec<i64> {
+    let mut tx = Transaction::new(rs.clone(), TxContext::default());
+    tx.set_request_line(b"GET", format!("/?{query}").as_bytes(), b"HTTP/1.1");
+    tx.add_request_header(b"Host", b"example.com");
+    assert!(tx.process_request_headers().is_none());
+    assert!(tx.process_request_body().is_none());
+    tx.set_response_status(200, b"HTTP/1.1");
+    tx.add_response_header(b"Content-Type", b"text/html");
+    assert!(tx.process_response_headers().is_none());
+    assert!(tx.response_body_wanted());
+    tx.append_response_body(body.as_bytes());
+    tx.process_response_body();
+    tx.process_logging();
+    tx.matched_rule_ids()
+}
+
+#[test]
+fn response_body_rules_see_what_the_prefilter_lets_through() {
+    // RESPONSE_BODY rules of phase 4 (and one of phase 5) under the prefilter: `@rx`
+    // and `@pm` with and without transformations, a request rule with the same pattern
+    // (the response rules' groups and shared automaton are apart from the request
+    // ones'), short bodies and bodies over 1 KiB (which run the shared lazy DFA).
+    let rs = ruleset(
+        r#"SecResponseBodyAccess On
+SecResponseBodyMimeType text/html
+SecRule ARGS "@rx sql syntax" "id:1,phase:2,pass,t:none"
+SecRule RESPONSE_BODY "@rx sql syntax" "id:2,phase:4,pass,t:none"
+SecRule RESPONSE_BODY "@rx (?i)ora-[0-9]{5}" "id:3,phase:4,pass,t:none"
+SecRule RESPONSE_BODY "@rx warning: mysql_" "id:4,phase:4,pass,t:none,t:lowercase"
+SecRule RESPONSE_BODY "@pm fatal_error parse_error" "id:5,phase:4,pass,t:none"
+SecRule RESPONSE_BODY "@pm <?php" "id:6,phase:4,pass,t:none,t:lowercase"
+SecRule RESPONSE_BODY "@rx sql syntax" "id:7,phase:4,pass,t:none,chain"
+    SecRule RESPONSE_BODY "@rx near line" "t:none"
+SecRule RESPONSE_BODY "@rx ora-[0-9]{5}" "id:8,phase:5,pass,t:none,t:lowercase""#,
+    );
+    let pad = "<p>ordinary page text</p>".repeat(60);
+    for long in [false, true] {
+        let p = if long { pad.as_str() } else { "" };
+        let ids = |query: &str, body: &str| with_response(&rs, query, &format!("{p}{body}{p}"));
+        assert_eq!(
+            ids("q=1", "<h1>welcome</h1>"),
+            Vec::<i64>::new(),
+            "long {long}"
+        );
+        assert_eq!(ids("q=sql syntax", "fine"), vec![1], "long {long}");
+        assert_eq!(
+            ids("q=1", "You have an sql syntax error"),
+            vec![2],
+            "long {long}"
+        );
+        assert_eq!(
+            ids("q=1", "sql syntax near line 3: ORA-00933"),
+            vec![2, 3, 7, 8],
+            "long {long}"
+        );
+        assert_eq!(ids("q=1", "WARNING: MySQL_connect"), vec![4], "long {long}");
+        assert_eq!(ids("q=1", "PHP parse_error in x"), vec![5], "long {long}");
+        assert_eq!(ids("q=1", "<?PHP echo 1"), vec![6], "long {long}");
+        assert_eq!(ids("q=1", "<?PHP parse_error"), vec![5, 6], "long {long}");
+    }
+}

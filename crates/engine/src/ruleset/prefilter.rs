@@ -57,10 +57,12 @@ pub struct Group {
     /// patterns whose lazy DFA it shares for long values: one run of the set of all
     /// patterns over a value answers for every group that inspects the same bytes.
     pub all_index: Vec<u32>,
-    /// The group's rules are reached by the load-time flow ([`crate::ruleset::fold`]),
-    /// and its patterns are in [`Prefilter::raw`], which answers for it. The other
-    /// groups' rules run only when the folds are off for a transaction; they scan with
-    /// their own sets.
+    /// The group's rules run in the request phases and are reached by the load-time
+    /// flow ([`crate::ruleset::fold`]), and its patterns are in [`Prefilter::raw`],
+    /// which answers for it. The other groups scan with their own sets: those whose
+    /// rules run only when the folds are off for a transaction, and those of the
+    /// response phases (3 to 5), which share a lazy DFA of their own for long values
+    /// (a response body).
     pub in_all: bool,
 }
 
@@ -69,8 +71,8 @@ pub struct Group {
 pub struct Prefilter {
     /// Groups, indexed by [`Slot::group`].
     pub groups: Vec<Group>,
-    /// The patterns of every group the load-time flow reaches ([`Group::in_all`]) in
-    /// one set. Run on a value (raw or transformed), it answers for every such group
+    /// The patterns of every request-phase group the load-time flow reaches
+    /// ([`Group::in_all`]) in one set. Run on a value (raw or transformed), it answers for every such group
     /// that would scan the same bytes: a value that matches none of its patterns is
     /// quiet for all of them, and otherwise the patterns it matches, found in one pass,
     /// are each group's answer. Patterns of rules the flow does not reach (at PL1, those
@@ -201,6 +203,7 @@ fn stable(var: Var) -> bool {
             | Var::Xml
             | Var::ResponseHeaders
             | Var::ResponseHeadersNames
+            | Var::ResponseBody
     )
 }
 
@@ -255,6 +258,30 @@ struct Building {
     multi: bool,
     vars: Vec<Var>,
     reached: bool,
+    /// The group's rules run in phases 3 to 5 (see [`Share`]).
+    response: bool,
+}
+
+/// Which shared lazy DFA a group's long values run (see [`RxSet::from_rxs_sharing`]):
+/// the patterns of the request phases the load-time flow reaches (the set of all
+/// patterns, [`Prefilter::raw`]), those it does not reach, and those of the response
+/// phases, kept apart so that a request value never walks the response rules' patterns
+/// (nor a response body the request rules').
+#[derive(Debug, Clone, Copy)]
+enum Share {
+    Reached = 0,
+    Unreached = 1,
+    Response = 2,
+}
+
+impl Building {
+    fn share(&self) -> Share {
+        match (self.response, self.reached) {
+            (true, _) => Share::Response,
+            (false, true) => Share::Reached,
+            (false, false) => Share::Unreached,
+        }
+    }
 }
 
 impl Prefilter {
@@ -263,12 +290,18 @@ impl Prefilter {
     /// whose groups are kept apart from the others'.
     pub(crate) fn build(phases: &mut [Vec<Entry>; 5], reached: &[Vec<bool>; 5]) -> Prefilter {
         let mut building: Vec<Building> = Vec::new();
-        let mut by_key: HashMap<(Option<u32>, bool, bool), usize> = HashMap::new();
+        let mut by_key: HashMap<(Option<u32>, bool, bool, bool), usize> = HashMap::new();
         each_link_reached(phases, reached, &mut |r: &mut Rule, reached: bool| {
             let Some(pattern) = eligible(r).cloned() else {
                 return;
             };
-            let key = (r.prefix_ids.last().copied(), r.multi_match, reached);
+            let response = r.phase >= 3;
+            let key = (
+                r.prefix_ids.last().copied(),
+                r.multi_match,
+                reached,
+                response,
+            );
             let g = *by_key.entry(key).or_insert_with(|| {
                 building.push(Building {
                     patterns: Vec::new(),
@@ -277,6 +310,7 @@ impl Prefilter {
                     multi: r.multi_match,
                     vars: Vec::new(),
                     reached,
+                    response,
                 });
                 building.len() - 1
             });
@@ -307,12 +341,13 @@ impl Prefilter {
         let mut groups = Vec::new();
         let mut final_index: Vec<Option<u32>> = Vec::new();
         let keys: HashMap<usize, Option<u32>> = by_key.iter().map(|(k, &g)| (g, k.0)).collect();
-        // The patterns of the reached groups, and apart those of the others (only for
-        // their long values: one lazy DFA shared by them all).
-        let mut all: [Vec<Rx>; 2] = Default::default();
-        let mut all_pos: [HashMap<String, u32>; 2] = Default::default();
+        // The patterns of the reached request groups, and apart those of the others
+        // and those of the response groups (only for their long values: one lazy DFA
+        // shared by each kind).
+        let mut all: [Vec<Rx>; 3] = Default::default();
+        let mut all_pos: [HashMap<String, u32>; 3] = Default::default();
         for b in &building {
-            let k = usize::from(!b.reached);
+            let k = b.share() as usize;
             for p in &b.patterns {
                 if !all_pos[k].contains_key(p.pattern()) {
                     all_pos[k].insert(p.pattern().to_string(), all[k].len() as u32);
@@ -320,7 +355,7 @@ impl Prefilter {
                 }
             }
         }
-        let [raw, others] = all.map(|a| {
+        let [raw, others, response] = all.map(|a| {
             if a.is_empty() {
                 None
             } else {
@@ -328,13 +363,18 @@ impl Prefilter {
             }
         });
         for (g, b) in building.into_iter().enumerate() {
-            let k = usize::from(!b.reached);
+            let share = b.share();
+            let k = share as usize;
             let all_index: Vec<u32> = b
                 .patterns
                 .iter()
                 .map(|p| all_pos[k].get(p.pattern()).copied().unwrap_or(0))
                 .collect();
-            let shared = if b.reached { &raw } else { &others };
+            let shared = match share {
+                Share::Reached => &raw,
+                Share::Unreached => &others,
+                Share::Response => &response,
+            };
             // Long values run the lazy DFA of all patterns (one, shared).
             let set = match shared {
                 Some(shared) => RxSet::from_rxs_sharing(&b.patterns, shared, &all_index),
@@ -344,7 +384,7 @@ impl Prefilter {
                 Ok(set) => {
                     final_index.push(Some(groups.len() as u32));
                     groups.push(Group {
-                        in_all: b.reached && raw.is_some(),
+                        in_all: matches!(share, Share::Reached) && raw.is_some(),
                         all_index,
                         set,
                         transforms: b.transforms,
@@ -557,6 +597,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn response_rules_have_groups_and_a_shared_automaton_of_their_own() {
+        let mut b = crate::RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+        b.add_text(
+            r#"SecRule ARGS "@rx attack[0-9]" "id:1,phase:2,pass,t:none"
+SecRule RESPONSE_BODY "@rx leak[0-9]" "id:2,phase:4,pass,t:none"
+SecRule RESPONSE_BODY "@rx other[0-9]" "id:3,phase:4,pass,t:none"
+SecRule RESPONSE_BODY "@pm needle" "id:4,phase:4,pass,t:none""#,
+            "test.conf",
+        )
+        .unwrap();
+        let rs = b.build().unwrap();
+        let group = |id: i64| {
+            let slot = rs.rule_by_id(id).unwrap().prefilter.expect("in a group");
+            (slot.group, &rs.prefilter.groups[slot.group as usize])
+        };
+        let (request, g1) = group(1);
+        let (response, g2) = group(2);
+        assert_eq!(group(3).0, response);
+        assert_ne!(request, response, "same pipeline, but apart by side");
+        assert!(g1.in_all);
+        assert!(!g2.in_all);
+        assert_eq!(g2.vars, vec![Var::ResponseBody]);
+        // The set of all request patterns holds the request rule's only.
+        assert_eq!(rs.prefilter.raw.as_ref().map(RxSet::len), Some(1));
+        assert!(rs.rule_by_id(4).unwrap().pm_list.is_some());
     }
 
     #[test]

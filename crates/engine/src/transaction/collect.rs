@@ -460,8 +460,9 @@ impl<'a> View<'a> {
                 push_pairs(out, var, sel, &resp.headers, src::RESP_HEADERS + 1, true)
             }
             Var::ResponseBody => {
+                // Read from phase 4 on, when the body no longer changes.
                 if self.state.phases_done >= 3 {
-                    scalar(out, var, Cow::Borrowed(&resp.body), false);
+                    scalar(out, var, Cow::Borrowed(&resp.body), true);
                 }
             }
             Var::ResponseStatus => {
