@@ -11,6 +11,8 @@
 //! - the shapes that made libinjection's SQLi tokenizer quadratic (`a.`, `a\``, `or.`);
 //! - many arguments (up to 10,000) in the query string and in the body, distinct,
 //!   sharing one name, or bare;
+//! - response bodies (phase 4): an HTML page of ordinary text, one that repeats
+//!   database and PHP error messages, and (fresh) one of random printable text;
 //! - bytes never seen before, fresh on every run (the cases named `fresh`): a
 //!   multipart upload of random bytes (a compressed file's body), random printable
 //!   text as a form argument and as a JSON string, and (benign) a file as base64 in
@@ -39,7 +41,7 @@ mod common;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use common::{RawRequest, Rng};
+use common::{RawRequest, Response, Rng};
 use engine::Ruleset;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +56,10 @@ SecRequestBodyNoFilesLimit 67108864
 SecRequestBodyLimitAction Reject
 SecArgumentsLimit 1000000
 SecAuditEngine Off
+SecResponseBodyAccess On
+SecResponseBodyMimeType text/html text/plain
+SecResponseBodyLimit 67108864
+SecResponseBodyLimitAction Reject
 "#;
 
 /// The target: engine milliseconds per MiB of input.
@@ -235,6 +241,74 @@ struct Case {
     /// For a `fresh` case, further requests of the same shape with other random
     /// bytes: each run takes the next, so no run sees bytes an earlier one saw.
     more: Vec<RawRequest>,
+    /// For a response case, the responses its runs take in turn (the first for a
+    /// repeated case; a fresh one has one per run, so no run sees bytes an earlier one
+    /// saw). The request is then an ordinary GET, and `size` is the body's.
+    responses: Vec<Response>,
+}
+
+impl Case {
+    /// A case of requests only.
+    fn new(name: impl Into<String>, size: usize, req: RawRequest) -> Case {
+        Case {
+            name: name.into(),
+            size,
+            req,
+            more: Vec::new(),
+            responses: Vec::new(),
+        }
+    }
+}
+
+/// An HTML response whose body is `body`.
+fn html_response(body: Vec<u8>) -> Response {
+    Response {
+        status: 200,
+        headers: vec![
+            (b"Content-Type", b"text/html; charset=utf-8".to_vec()),
+            (b"Content-Length", body.len().to_string().into_bytes()),
+        ],
+        body,
+    }
+}
+
+/// Response bodies of `size` bytes: an HTML page of ordinary text and one repeating
+/// error messages that CRS's data-leakage rules look for (both repeated on every
+/// run), and pages of random printable text (fresh on every run).
+fn response_cases(sizes: &[usize]) -> Vec<Case> {
+    const ORDINARY: &[u8] = b"<li><a href=\"/shop/item/42\">Garden chair, oak</a> <span class=\"price\">49.90</span> in stock, ships in two days</li>\n";
+    const LEAKS: &[u8] = b"<b>Warning</b>: mysql_fetch_array() expects parameter 1; You have an error in your SQL syntax near line 1; ORA-00933: SQL command not properly ended at java.lang.NullPointerException\n";
+    let page = |unit: &[u8], size: usize| {
+        let mut body = b"<!doctype html><html><body><ul>\n".to_vec();
+        while body.len() + unit.len() <= size {
+            body.extend_from_slice(unit);
+        }
+        body.resize(size, b' ');
+        body
+    };
+    let get = || request("GET", b"/shop/list".to_vec(), vec![], Vec::new());
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut out = Vec::new();
+    for &size in sizes {
+        for (name, unit) in [("response html text", ORDINARY), ("response leaks", LEAKS)] {
+            out.push(Case {
+                responses: vec![html_response(page(unit, size))],
+                ..Case::new(name, size, get())
+            });
+        }
+        let responses = (0..fresh_runs(size))
+            .map(|_| {
+                let mut body = b"<!doctype html><html><body><p>".to_vec();
+                body.extend_from_slice(&rng.text(size.saturating_sub(body.len())));
+                html_response(body)
+            })
+            .collect();
+        out.push(Case {
+            responses,
+            ..Case::new("fresh response html random text", size, get())
+        });
+    }
+    out
 }
 
 /// A multipart upload of one file part of random bytes, `size` bytes in all.
@@ -325,10 +399,8 @@ fn fresh_cases(sizes: &[usize]) -> Vec<Case> {
                 .collect();
             let req = reqs.remove(0);
             out.push(Case {
-                name: name.into(),
-                size,
-                req,
                 more: reqs,
+                ..Case::new(name, size, req)
             });
         }
     }
@@ -339,54 +411,49 @@ fn cases(sizes: &[usize]) -> Vec<Case> {
     let mut out = Vec::new();
     for &size in sizes {
         let list = address_list(size);
-        out.push(Case {
-            more: Vec::new(),
-            name: "cve-2018-18898 From header".into(),
+        out.push(Case::new(
+            "cve-2018-18898 From header",
             size,
-            req: request(
+            request(
                 "GET",
                 b"/inbox".to_vec(),
                 vec![("From", list.clone())],
                 Vec::new(),
             ),
-        });
-        out.push(Case {
-            more: Vec::new(),
-            name: "cve-2018-18898 Referer header".into(),
+        ));
+        out.push(Case::new(
+            "cve-2018-18898 Referer header",
             size,
-            req: request(
+            request(
                 "GET",
                 b"/inbox".to_vec(),
                 vec![("Referer", list.clone())],
                 Vec::new(),
             ),
-        });
+        ));
         let mut body = b"to=".to_vec();
         body.extend_from_slice(&urlencode(&list));
         body.truncate(size);
-        out.push(Case {
-            more: Vec::new(),
-            name: "cve-2018-18898 form arg".into(),
+        out.push(Case::new(
+            "cve-2018-18898 form arg",
             size,
-            req: post("/send", "application/x-www-form-urlencoded", body),
-        });
+            post("/send", "application/x-www-form-urlencoded", body),
+        ));
         for (frag_name, frag) in FRAGMENTS {
-            out.push(Case {
-                more: Vec::new(),
-                name: format!("form {frag_name}"),
+            out.push(Case::new(
+                format!("form {frag_name}"),
                 size,
-                req: post(
+                post(
                     "/comment",
                     "application/x-www-form-urlencoded",
                     form_body(frag, size),
                 ),
-            });
-            out.push(Case {
-                more: Vec::new(),
-                name: format!("json {frag_name}"),
+            ));
+            out.push(Case::new(
+                format!("json {frag_name}"),
                 size,
-                req: post("/api/comment", "application/json", json_body(frag, size)),
-            });
+                post("/api/comment", "application/json", json_body(frag, size)),
+            ));
         }
     }
     out
@@ -406,18 +473,16 @@ fn many_args(counts: &[usize]) -> Vec<Case> {
             same.extend_from_slice(format!("f=v{i}").as_bytes());
         }
         let bare: Vec<u8> = b"'&".repeat(n);
-        out.push(Case {
-            more: Vec::new(),
-            name: format!("{n} bare body args"),
-            size: bare.len(),
-            req: post("/form", "application/x-www-form-urlencoded", bare),
-        });
-        out.push(Case {
-            more: Vec::new(),
-            name: format!("{n} same-name body args"),
-            size: same.len(),
-            req: post("/form", "application/x-www-form-urlencoded", same),
-        });
+        out.push(Case::new(
+            format!("{n} bare body args"),
+            bare.len(),
+            post("/form", "application/x-www-form-urlencoded", bare),
+        ));
+        out.push(Case::new(
+            format!("{n} same-name body args"),
+            same.len(),
+            post("/form", "application/x-www-form-urlencoded", same),
+        ));
         let mut q = b"/list?".to_vec();
         let mut body = Vec::new();
         for i in 0..n {
@@ -429,19 +494,17 @@ fn many_args(counts: &[usize]) -> Vec<Case> {
             body.extend_from_slice(format!("f{i}=v{i}").as_bytes());
         }
         let qlen = q.len();
-        out.push(Case {
-            more: Vec::new(),
-            name: format!("{n} query args"),
-            size: qlen,
-            req: request("GET", q, vec![], Vec::new()),
-        });
+        out.push(Case::new(
+            format!("{n} query args"),
+            qlen,
+            request("GET", q, vec![], Vec::new()),
+        ));
         let blen = body.len();
-        out.push(Case {
-            more: Vec::new(),
-            name: format!("{n} body args"),
-            size: blen,
-            req: post("/form", "application/x-www-form-urlencoded", body),
-        });
+        out.push(Case::new(
+            format!("{n} body args"),
+            blen,
+            post("/form", "application/x-www-form-urlencoded", body),
+        ));
     }
     out
 }
@@ -455,6 +518,20 @@ type Timing = (usize, f64, Option<u16>);
 /// updates the thread's CPU clock at scheduler ticks, so single runs are not timed on
 /// their own.) Also returns the status of the intervention, if any.
 fn time_case(rs: &Arc<Ruleset>, case: &Case, budget: Duration) -> (Duration, Option<u16>) {
+    if case.responses.len() > 1 {
+        // A fresh response on every run, as for fresh requests below.
+        let status = common::run(rs, &case.req, case.responses.first()).map(|i| i.status);
+        let mut next = case.responses[1..].iter().cycle();
+        let (cpu_us, _, _) = common::cpu_per_call(
+            || {
+                let resp = next.next().expect("a fresh case has more responses");
+                std::hint::black_box(common::run(rs, &case.req, Some(resp)));
+            },
+            Duration::ZERO,
+            case.responses.len() as u64 - 1,
+        );
+        return (Duration::from_secs_f64(cpu_us / 1e6), status);
+    }
     if !case.more.is_empty() {
         // Each run on bytes not seen before: the first request warms what does not
         // depend on them (and gives the status), the others are timed once each.
@@ -470,10 +547,11 @@ fn time_case(rs: &Arc<Ruleset>, case: &Case, budget: Duration) -> (Duration, Opt
         );
         return (Duration::from_secs_f64(cpu_us / 1e6), status);
     }
-    let status = common::run(rs, &case.req, None).map(|i| i.status);
+    let resp = case.responses.first();
+    let status = common::run(rs, &case.req, resp).map(|i| i.status);
     let (cpu_us, _, _) = common::cpu_per_call(
         || {
-            std::hint::black_box(common::run(rs, &case.req, None));
+            std::hint::black_box(common::run(rs, &case.req, resp));
         },
         budget,
         3,
@@ -517,6 +595,7 @@ fn main() {
     let mut all = cases(sizes);
     all.extend(many_args(counts));
     all.extend(fresh_cases(&fresh_sizes));
+    all.extend(response_cases(sizes));
     let all: Vec<Case> = all
         .into_iter()
         .filter(|c| filter.is_none_or(|f| c.name.contains(f.as_str())))
@@ -537,7 +616,19 @@ fn main() {
         .and_then(|v| v.parse::<u64>().ok())
     {
         for c in &all {
-            std::hint::black_box(common::run(&rs, &c.req, None));
+            std::hint::black_box(common::run(&rs, &c.req, c.responses.first()));
+            if c.responses.len() > 1 {
+                for resp in c.responses[1..].iter().take(n as usize) {
+                    std::hint::black_box(common::run(&rs, &c.req, Some(resp)));
+                }
+                eprintln!(
+                    "{} at {} B: {} fresh runs",
+                    c.name,
+                    c.size,
+                    (c.responses.len() - 1).min(n as usize)
+                );
+                continue;
+            }
             if !c.more.is_empty() {
                 // Fresh bytes on every run: each of its requests once, `n` at most.
                 for req in c.more.iter().take(n as usize) {
@@ -552,7 +643,7 @@ fn main() {
                 continue;
             }
             for _ in 0..n {
-                std::hint::black_box(common::run(&rs, &c.req, None));
+                std::hint::black_box(common::run(&rs, &c.req, c.responses.first()));
             }
             eprintln!("{} at {} B: {n} runs", c.name, c.size);
         }
