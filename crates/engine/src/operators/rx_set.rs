@@ -611,7 +611,12 @@ impl Lazy {
         let mut own = PatternSet::new(self.ids.len());
         let mut cache = self.caches.get();
         let SetCache { dfa, credit } = &mut *cache;
-        if which_patterns(&self.dfa, dfa, input, &mut own, credit).is_none() {
+        let builds = if input.len() > FULL_SET_MIN_LEN && looks_binary(input) {
+            BINARY_WALK_BUILDS
+        } else {
+            usize::MAX
+        };
+        if which_patterns(&self.dfa, dfa, input, &mut own, credit, builds).is_none() {
             return false;
         }
         // A pattern set's iterator reads every slot: skip it for the usual answer,
@@ -874,11 +879,12 @@ fn which_patterns(
     haystack: &[u8],
     found: &mut PatternSet,
     credit: &mut usize,
+    builds: usize,
 ) -> Option<()> {
     let (out, read) = if haystack.len() <= SHORT_VALUE {
-        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found, credit)
+        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found, credit, builds)
     } else {
-        walk::<READ_SLOTS>(dfa, cache, haystack, found, credit)
+        walk::<READ_SLOTS>(dfa, cache, haystack, found, credit, builds)
     };
     *credit = credit
         .saturating_add(read / BYTES_PER_CREDIT)
@@ -886,15 +892,49 @@ fn which_patterns(
     out
 }
 
+/// Transitions not computed yet that one walk over a long value of binary data
+/// ([`looks_binary`]) may compute before it gives up (the set then answers as when its
+/// lazy DFA gives up, and the rules run their own regexes). On bytes like a compressed
+/// file's nearly every step is a new transition, each tens of thousands of
+/// instructions over the NFA of every pattern: a walk that has to build is stopped
+/// early, while a value whose states exist (a repeated upload) walks at full speed,
+/// and each walk builds one more of them.
+const BINARY_WALK_BUILDS: usize = 1;
+
+/// One byte in this many of a long value is read to tell binary data from text (see
+/// [`looks_binary`]).
+const BINARY_SAMPLE_STRIDE: usize = 8;
+
+/// A long value of which more than one sampled byte in this many is binary (at or
+/// over 0x80, or a control other than tab, line feed and carriage return) is binary
+/// data. Text, URL-encoded or JSON, has none; the body of a compressed file (an image
+/// in a multipart upload) about 55 in 100.
+const BINARY_SHARE: usize = 8;
+
+/// Whether more than one sampled byte in [`BINARY_SHARE`] of `input` (one byte in
+/// [`BINARY_SAMPLE_STRIDE`]) is binary: at or over 0x80, or a control other than tab,
+/// line feed and carriage return.
+fn looks_binary(input: &[u8]) -> bool {
+    let mut sampled = 0usize;
+    let mut binary = 0usize;
+    for &b in input.iter().step_by(BINARY_SAMPLE_STRIDE) {
+        sampled += 1;
+        binary += usize::from(b >= 0x80 || (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')));
+    }
+    binary * BINARY_SHARE > sampled
+}
+
 /// [`which_patterns`] with a table of `SLOTS` match states read; spends `credit` on
 /// the transitions it computes from untagged states, and gives up when there is none
-/// left (see [`SetCache::credit`]). Also returns the bytes it read.
+/// left (see [`SetCache::credit`]) or when it has computed `builds` of them. Also
+/// returns the bytes it read.
 fn walk<const SLOTS: usize>(
     dfa: &DFA,
     cache: &mut DfaCache,
     haystack: &[u8],
     found: &mut PatternSet,
     credit: &mut usize,
+    mut builds: usize,
 ) -> (Option<()>, usize) {
     let input = Input::new(haystack);
     let Ok(mut sid) = dfa.start_state_forward(cache, &input) else {
@@ -941,11 +981,12 @@ fn walk<const SLOTS: usize>(
             }
             if next.is_unknown() {
                 // Not computed yet.
-                if *credit == 0 {
+                if *credit == 0 || builds == 0 {
                     cache.search_finish(at);
                     return (None, at);
                 }
                 *credit -= 1;
+                builds -= 1;
                 cache.search_update(at);
                 dfa.next_state(cache, sid, haystack[at])
             } else {
@@ -1186,6 +1227,7 @@ mod tests {
                     &input,
                     &mut got,
                     &mut usize::MAX.clone(),
+                    usize::MAX,
                 )
                 .is_some();
                 if searched && walked {
@@ -1313,7 +1355,7 @@ mod tests {
             *credit = 0;
             let mut got = PatternSet::new(lazy.ids.len());
             assert!(
-                which_patterns(&lazy.dfa, dfa, &value, &mut got, credit).is_none(),
+                which_patterns(&lazy.dfa, dfa, &value, &mut got, credit, usize::MAX).is_none(),
                 "no credit, new transitions: gave up"
             );
             assert!(
@@ -1322,7 +1364,7 @@ mod tests {
             );
             *credit = BUILD_CREDIT_MAX;
             let mut got = PatternSet::new(lazy.ids.len());
-            assert!(which_patterns(&lazy.dfa, dfa, &value, &mut got, credit).is_some());
+            assert!(which_patterns(&lazy.dfa, dfa, &value, &mut got, credit, usize::MAX).is_some());
             assert_eq!(
                 got.iter().map(|p| p.as_usize()).collect::<Vec<_>>(),
                 exact(&value)
@@ -1334,7 +1376,9 @@ mod tests {
             // Walked again, the value needs no new transition, so no credit.
             *credit = 0;
             let mut again = PatternSet::new(lazy.ids.len());
-            assert!(which_patterns(&lazy.dfa, dfa, &value, &mut again, credit).is_some());
+            assert!(
+                which_patterns(&lazy.dfa, dfa, &value, &mut again, credit, usize::MAX).is_some()
+            );
             assert_eq!(again, got);
             assert_eq!(*credit, value.len() / BYTES_PER_CREDIT);
         }
@@ -1365,6 +1409,52 @@ mod tests {
     /// With a cache too small for the input, the lazy DFA gives up; the set then
     /// answers "may match" for every pattern the value's bytes allow instead of
     /// running slowly, which keeps it a superset of the real matches.
+    /// A walk over a long value of binary data computes at most
+    /// [`BINARY_WALK_BUILDS`] new transitions and then gives up, whatever its credit;
+    /// the same bytes as text walk on. Repeated, the binary value is answered exactly
+    /// once its states exist, each walk having built one more.
+    #[test]
+    fn walks_over_binary_data_build_little() {
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let set = RxSet::from_rxs(&rxs).expect("set");
+        let lazy = &set.full.as_ref().expect("a gated set has a full DFA").lazy;
+        let mut rng = XorShift(0xb1a5_0002);
+        let mut binary: Vec<u8> = (0..FULL_SET_MIN_LEN * 2)
+            .map(|_| rng.next() as u8)
+            .collect();
+        binary.extend_from_slice(b" UNION SELECT ");
+        assert!(looks_binary(&binary));
+        let text: Vec<u8> = binary.iter().map(|b| b' ' + b % 95).collect();
+        assert!(!looks_binary(&text));
+        let mut hits = PatternSet::new(set.len());
+        assert!(lazy.which(&text, &mut hits), "text walks with the credit");
+        let credit = || lazy.caches.get().credit;
+        let before = credit();
+        assert!(before > 1000, "credit left for the binary walk");
+        let mut hits = PatternSet::new(set.len());
+        assert!(!lazy.which(&binary, &mut hits), "binary gives up early");
+        assert!(credit() + BINARY_WALK_BUILDS >= before, "spent one at most");
+        let mut walks = 1;
+        loop {
+            let mut hits = PatternSet::new(set.len());
+            if lazy.which(&binary, &mut hits) {
+                assert_eq!(
+                    hits.iter().map(|p| p.as_usize()).collect::<Vec<_>>(),
+                    vec![1]
+                );
+                break;
+            }
+            walks += 1;
+            assert!(walks < 100_000, "a repeated value gets its states");
+        }
+        assert!(walks > 10, "{walks} walks: each builds one transition");
+    }
+
     #[test]
     fn a_lazy_dfa_that_gives_up_answers_every_pattern_the_bytes_allow() {
         // Patterns without required factors, which the lazy DFA runs.
