@@ -985,6 +985,8 @@ def render(results, rss, notes, fixed, info, args, engine_md, plot_name, started
          ratio(rpc("e", "GET"), rpc("g", "GET")), ">= 40x", 40),
         ("CRS 3.3.4: palisade vs ModSecurity, 2 KiB form POST",
          ratio(rpc("e", "form POST 2 KiB"), rpc("g", "form POST 2 KiB")), ">= 30x", 30),
+        ("CRS 3.3.4: palisade vs ModSecurity, 20 KiB JSON POST",
+         ratio(rpc("e", "JSON POST 20 KiB"), rpc("g", "JSON POST 20 KiB")), ">= 30x", 30),
         ("CRS 3.3.4: palisade vs ModSecurity, varying GET",
          ratio(rpc("e", VARYING_PREFIX + "GET"), rpc("g", VARYING_PREFIX + "GET")), ">= 40x", 40),
         ("CRS 3.3.4: palisade vs ModSecurity, varying form POST",
