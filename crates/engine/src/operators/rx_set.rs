@@ -901,9 +901,10 @@ fn which_patterns(
 /// and each walk builds one more of them.
 const BINARY_WALK_BUILDS: usize = 1;
 
-/// One byte in this many of a long value is read to tell binary data from text (see
-/// [`looks_binary`]).
-const BINARY_SAMPLE_STRIDE: usize = 8;
+/// Bytes of a value read, evenly spaced, to tell binary data from text (see
+/// [`looks_binary`]): enough to tell a compressed file from text, few enough to cost
+/// nothing next to a walk.
+const BINARY_SAMPLES: usize = 256;
 
 /// A long value of which more than one sampled byte in this many is binary (at or
 /// over 0x80, or a control other than tab, line feed and carriage return) is binary
@@ -911,13 +912,14 @@ const BINARY_SAMPLE_STRIDE: usize = 8;
 /// in a multipart upload) about 55 in 100.
 const BINARY_SHARE: usize = 8;
 
-/// Whether more than one sampled byte in [`BINARY_SHARE`] of `input` (one byte in
-/// [`BINARY_SAMPLE_STRIDE`]) is binary: at or over 0x80, or a control other than tab,
-/// line feed and carriage return.
+/// Whether more than one in [`BINARY_SHARE`] of [`BINARY_SAMPLES`] bytes of `input`,
+/// evenly spaced, is binary: at or over 0x80, or a control other than tab, line feed
+/// and carriage return.
 fn looks_binary(input: &[u8]) -> bool {
+    let stride = (input.len() / BINARY_SAMPLES).max(1);
     let mut sampled = 0usize;
     let mut binary = 0usize;
-    for &b in input.iter().step_by(BINARY_SAMPLE_STRIDE) {
+    for &b in input.iter().step_by(stride).take(BINARY_SAMPLES) {
         sampled += 1;
         binary += usize::from(b >= 0x80 || (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')));
     }
