@@ -73,8 +73,12 @@ class Client:
 
     def get(self, header_value):
         extra = f"X-Client: {header_value}\r\n" if header_value is not None else ""
-        self.sock.sendall(f"GET /products?page=2 HTTP/1.1\r\nHost: bench.test\r\n"
-                          f"Accept: */*\r\n{extra}\r\n".encode())
+        return self.send(f"GET /products?page=2 HTTP/1.1\r\nHost: bench.test\r\n"
+                         f"Accept: */*\r\n{extra}\r\n".encode())
+
+    def send(self, request):
+        """Sends one raw request and reads its answer; returns the status."""
+        self.sock.sendall(request)
         while b"\r\n\r\n" not in self.buf:
             self.read()
         head, _, self.buf = self.buf.partition(b"\r\n\r\n")

@@ -42,28 +42,6 @@ SERIES = [
 TARGETS = {"GET": 0.2e6, "form POST 2 KiB": 0.6e6, "JSON POST 20 KiB": 2e6}
 
 
-class Client(P.Client):
-    """One keep-alive connection sending raw requests from the corpus."""
-
-    def send(self, data):
-        self.sock.sendall(data)
-        while b"\r\n\r\n" not in self.buf:
-            self.read()
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        status = int(head.split(b" ", 2)[1])
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value.strip())
-            if name.strip().lower() == b"transfer-encoding":
-                raise RuntimeError("rules_instr: a chunked answer was not expected")
-        while len(self.buf) < length:
-            self.read()
-        self.buf = self.buf[length:]
-        return status
-
-
 def config(key, work, port, backend_port):
     """bench/run.py's configuration, with no CPU budget and a long head timeout."""
     path = R.write_palisade_config(key, work, port, backend_port)
@@ -101,7 +79,7 @@ def measure(args, key, work, backend_port, series):
     seen = set()
     try:
         R.wait_port(port, proc, timeout=600)
-        client = Client(port)
+        client = P.Client(port)
         client.sock.settimeout(600)
         for label, name, warm, count in series:
             with open(R.corpus_path(name), "rb") as f:
