@@ -438,3 +438,30 @@ SecRule RESPONSE_BODY "@rx ora-[0-9]{5}" "id:8,phase:5,pass,t:none,t:lowercase""
         assert_eq!(ids("q=1", "<?PHP parse_error"), vec![5, 6], "long {long}");
     }
 }
+
+#[test]
+fn pm_rules_on_long_values_see_every_phrase_wherever_the_set_walk_stops() {
+    // A long argument (over 1 KiB) is walked by the set of every `@rx` pattern and, in
+    // the same pass, by the `@pm` lists' automaton; the set's walk stops once all its
+    // patterns are found, and the phrase lists must still see the rest of the value.
+    let rs = ruleset(
+        r#"SecRule ARGS "@rx attack" "id:1,phase:2,pass,t:none"
+SecRule ARGS "@rx (?i)select" "id:2,phase:2,pass,t:none,t:urlDecode"
+SecRule ARGS "@pm tailphrase headphrase" "id:3,phase:2,pass,t:none"
+SecRule ARGS "@pm midphrase" "id:4,phase:2,pass,t:none,t:urlDecode"
+SecRule ARGS "@pm other" "id:5,phase:2,pass,t:none,t:lowercase""#,
+    );
+    let pad = "ordinary-text.".repeat(120);
+    let cases: &[(String, Vec<i64>)] = &[
+        (format!("{pad}{pad}"), vec![]),
+        (format!("attack{pad}SELECT{pad}tailphrase"), vec![1, 2, 3]),
+        (format!("attackselect{pad}{pad}TAILPHRASE"), vec![1, 2, 3]),
+        (format!("headphrase{pad}attack{pad}"), vec![1, 3]),
+        (format!("{pad}mid%70hrase{pad}attack"), vec![1, 4]),
+        (format!("{pad}OTHER{pad}midphrase"), vec![4, 5]),
+    ];
+    for (value, want) in cases {
+        let (_, tx) = get(&rs, &format!("/?q={value}"));
+        assert_eq!(&tx.matched_rule_ids(), want, "{}...", &value[..40]);
+    }
+}

@@ -192,7 +192,7 @@ const UNKNOWN: u32 = u32::MAX;
 /// `width` columns wide, a power of two, and named by their offset in [`Rows::next`]
 /// (row number times `width`).
 #[derive(Debug, Default)]
-struct Rows {
+pub(crate) struct Rows {
     /// NFA state to its row's offset.
     of_state: rustc_hash::FxHashMap<u32, u32>,
     /// Per row: its NFA state.
@@ -202,6 +202,12 @@ struct Rows {
     /// Per row, `width` columns: the next row's offset, with [`MATCH`] set when that
     /// row's state is a match state; or [`UNKNOWN`].
     next: Vec<u32>,
+    /// The current walk's: transitions it may still add (see [`PhraseLists::walk`]).
+    /// Kept here, beside the table, rather than in the walk, so that the walk's own
+    /// state stays in registers while another walk's loop feeds it.
+    builds_left: usize,
+    /// The current walk's: whether it gave up.
+    gave_up: bool,
 }
 
 impl Rows {
@@ -325,27 +331,146 @@ impl PhraseLists {
 
     /// [`PhraseLists::lists_in`] through this thread's table of transitions.
     fn lists_by_rows(&self, input: &[u8]) -> u64 {
-        use aho_corasick::Anchored;
-        use aho_corasick::automaton::Automaton;
-        let nfa = &self.nfa;
-        let Ok(start) = nfa.start_state(Anchored::No) else {
-            return self.every;
-        };
+        let mut rows = self.rows();
+        let mut walk = self.walk(&mut rows, None);
+        walk.rest(input);
+        walk.found()
+    }
+
+    /// This thread's table of transitions, for [`PhraseLists::walk`].
+    pub(crate) fn rows(&self) -> RowsGuard<'_> {
         let mut rows = self.rows.get();
-        let rows = &mut *rows;
         if rows.state.len() >= self.max_rows {
             rows.clear();
         }
-        // The walk's row offset; the start state matches nothing (no empty phrases).
-        let mut at = self.row_of(rows, start) & !MATCH;
-        let mut found = 0;
-        let classes: &[u8; 256] = &self.classes;
+        rows
+    }
+
+    /// A walk through the table `rows` ([`PhraseLists::rows`]), fed a byte at a time
+    /// ([`ListsWalk::step`]) or a slice at a time ([`ListsWalk::rest`]). Another
+    /// automaton's walk over the same bytes can feed it as it goes, so that the two
+    /// chains of table reads, each waiting on its last, overlap.
+    ///
+    /// With `builds`, the walk gives up ([`ListsWalk::gave_up`]) at the first
+    /// transition it would add past that many: a walk made on speculation (its answer
+    /// may never be asked for) then costs little on bytes that keep the table
+    /// growing, such as a file's.
+    pub(crate) fn walk<'a>(&'a self, rows: &'a mut Rows, builds: Option<usize>) -> ListsWalk<'a> {
+        use aho_corasick::Anchored;
+        use aho_corasick::automaton::Automaton;
+        rows.builds_left = builds.unwrap_or(usize::MAX);
+        rows.gave_up = false;
+        let (at, found) = match self.nfa.start_state(Anchored::No) {
+            // The walk's row offset; the start state matches nothing (no empty
+            // phrases).
+            Ok(start) => (self.row_of(rows, start) & !MATCH, 0),
+            // Unreachable: the NFA is built for unanchored searches (its default).
+            Err(_) => (0, self.every),
+        };
+        ListsWalk {
+            lists: self,
+            rows,
+            at,
+            found,
+        }
+    }
+
+    /// A step of a walk in row `at` on byte `b` whose target `next` is a match state
+    /// or not known yet: the new row and the lists found with it (added to `found`).
+    /// Takes and gives the walk's state as values, so that a walk stepped inside
+    /// another's loop keeps it in registers.
+    #[inline(never)]
+    fn special(&self, rows: &mut Rows, at: u32, found: u64, b: u8, mut next: u32) -> (u32, u64) {
+        use aho_corasick::Anchored;
+        use aho_corasick::automaton::Automaton;
+        if found == self.every || rows.gave_up {
+            // Nothing left to find (the rest of the value need not be walked), or
+            // nothing more to learn.
+            return (at, found);
+        }
+        if next == UNKNOWN {
+            if rows.builds_left == 0 {
+                rows.gave_up = true;
+                return (at, found);
+            }
+            rows.builds_left -= 1;
+            let col = self.classes[usize::from(b)] as usize;
+            let row = (at >> self.shift) as usize;
+            let sid = self.nfa.next_state(Anchored::No, rows.state[row], b);
+            if rows.state.len() >= self.max_rows && !rows.of_state.contains_key(&sid.as_u32()) {
+                // Full: start again with only the state the walk is in.
+                rows.clear();
+                next = self.row_of(rows, sid);
+            } else {
+                next = self.row_of(rows, sid);
+                rows.next[at as usize + col] = next;
+            }
+        }
+        let found = if next & MATCH != 0 {
+            found | rows.lists[((next & !MATCH) >> self.shift) as usize]
+        } else {
+            found
+        };
+        (next & !MATCH, found)
+    }
+}
+
+/// One thread's table of transitions, taken from its pool for a walk.
+pub(crate) type RowsGuard<'a> = regex_automata::util::pool::PoolGuard<'a, Rows, RowsFn>;
+
+/// One walk of [`PhraseLists`] over a value (see [`PhraseLists::walk`]).
+pub(crate) struct ListsWalk<'a> {
+    lists: &'a PhraseLists,
+    rows: &'a mut Rows,
+    /// The current row's offset.
+    at: u32,
+    /// The lists found so far.
+    found: u64,
+}
+
+impl crate::operators::rx_set::Along for ListsWalk<'_> {
+    #[inline(always)]
+    fn step(&mut self, b: u8) {
+        ListsWalk::step(self, b);
+    }
+}
+
+impl ListsWalk<'_> {
+    /// The lists that have a phrase in the bytes walked so far (not an answer once
+    /// the walk [gave up](ListsWalk::gave_up)).
+    pub(crate) fn found(&self) -> u64 {
+        self.found
+    }
+
+    /// Whether the walk gave up, having added as many transitions as it was allowed
+    /// (see [`PhraseLists::walk`]).
+    pub(crate) fn gave_up(&self) -> bool {
+        self.rows.gave_up
+    }
+
+    /// Walks one more byte.
+    #[inline(always)]
+    pub(crate) fn step(&mut self, b: u8) {
+        let col = self.lists.classes[usize::from(b)] as usize;
+        let next = self.rows.next[self.at as usize + col];
+        if next & MATCH == 0 {
+            self.at = next;
+        } else {
+            (self.at, self.found) = self.lists.special(self.rows, self.at, self.found, b, next);
+        }
+    }
+
+    /// Walks `input`, the bytes after those walked so far.
+    pub(crate) fn rest(&mut self, input: &[u8]) {
+        let lists = self.lists;
+        let classes: &[u8; 256] = &lists.classes;
+        let (mut at, mut found) = (self.at, self.found);
         let mut i = 0;
-        while i < input.len() {
-            // Transitions already taken into states that match nothing: one table read
-            // a byte, through a shared borrow of the table (its address and length stay
-            // in registers).
-            let table: &[u32] = &rows.next;
+        while i < input.len() && found != lists.every && !self.rows.gave_up {
+            // Transitions already taken into states that match nothing: one table
+            // read a byte, through a shared borrow of the table (its address and
+            // length stay in registers).
+            let table: &[u32] = &self.rows.next;
             let mut stop = None;
             for (k, &b) in input[i..].iter().enumerate() {
                 let next = table[at as usize + classes[usize::from(b)] as usize];
@@ -355,33 +480,13 @@ impl PhraseLists {
                 }
                 at = next;
             }
-            let Some((j, mut next)) = stop else {
+            let Some((j, next)) = stop else {
                 break;
             };
-            let b = input[j];
-            let col = classes[usize::from(b)] as usize;
             i = j + 1;
-            if next == UNKNOWN {
-                let row = (at >> self.shift) as usize;
-                let sid = nfa.next_state(Anchored::No, rows.state[row], b);
-                if rows.state.len() >= self.max_rows && !rows.of_state.contains_key(&sid.as_u32()) {
-                    // Full: start again with only the state the walk is in.
-                    rows.clear();
-                    next = self.row_of(rows, sid);
-                } else {
-                    next = self.row_of(rows, sid);
-                    rows.next[at as usize + col] = next;
-                }
-            }
-            if next & MATCH != 0 {
-                found |= rows.lists[((next & !MATCH) >> self.shift) as usize];
-                if found == self.every {
-                    break;
-                }
-            }
-            at = next & !MATCH;
+            (at, found) = lists.special(self.rows, at, found, input[j], next);
         }
-        found
+        (self.at, self.found) = (at, found);
     }
 }
 
@@ -621,10 +726,20 @@ mod tests {
             let expect = pms.iter().enumerate().fold(0u64, |a, (i, pm)| {
                 a | (u64::from(pm.matches(&input, None)) << i)
             });
+            let split = rng.below(input.len() + 1);
             for u in &unions {
                 assert_eq!(u.lists_by_nfa(&input), expect, "{input:?}");
                 assert_eq!(u.lists_by_rows(&input), expect, "{input:?}");
                 assert_eq!(u.lists_in(&input), expect, "{input:?}");
+                // Fed a byte at a time up to some point (as another walk feeds it),
+                // then the rest at once.
+                let mut rows = u.rows();
+                let mut walk = u.walk(&mut rows, None);
+                for &b in &input[..split] {
+                    walk.step(b);
+                }
+                walk.rest(&input[split..]);
+                assert_eq!(walk.found(), expect, "{input:?} split at {split}");
             }
         }
     }

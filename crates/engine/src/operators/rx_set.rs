@@ -152,15 +152,27 @@ impl Full {
 
     /// [`Lazy::which`] for the set's patterns.
     fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        self.which_along(input, hits, ()).0
+    }
+
+    /// [`Full::which`], feeding `along` the bytes the walk reads; also returns how many
+    /// it read (from the start of `input`).
+    fn which_along<A: Along>(
+        &self,
+        input: &[u8],
+        hits: &mut PatternSet,
+        along: A,
+    ) -> (bool, usize, A) {
         match &self.map {
-            None => self.lazy.which(input, hits),
+            None => self.lazy.which_along(input, hits, along),
             Some(map) => {
                 let mut all = PatternSet::new(self.lazy.ids.len());
-                if !self.lazy.which(input, &mut all) {
-                    return false;
+                let (ok, read, along) = self.lazy.which_along(input, &mut all, along);
+                if !ok {
+                    return (false, read, along);
                 }
                 if all.is_empty() {
-                    return true;
+                    return (true, read, along);
                 }
                 for p in all.iter() {
                     let mine = map[p.as_usize()];
@@ -168,10 +180,25 @@ impl Full {
                         let _ = hits.try_insert(PatternID::new_unchecked(mine as usize));
                     }
                 }
-                true
+                (true, read, along)
             }
         }
     }
+}
+
+/// Another automaton's walk over the same value, fed each byte a set's walk reads (see
+/// [`RxSet::try_which_match_along`]): each walk is a chain of table reads that waits
+/// on its last, so two chains stepped together overlap. The walk is moved in and
+/// handed back, so that its state can live in registers while the bytes go by.
+pub(crate) trait Along {
+    /// Walks one more byte.
+    fn step(&mut self, b: u8);
+}
+
+/// No other walk.
+impl Along for () {
+    #[inline(always)]
+    fn step(&mut self, _: u8) {}
 }
 
 /// A lazy DFA over some of a set's patterns.
@@ -562,6 +589,25 @@ impl RxSet {
     }
 
     /// [`RxSet::try_which_match`] without the memo.
+    /// [`RxSet::try_which_match`] for a value long enough for the lazy DFA of every
+    /// pattern, feeding `along` each byte that walk reads. Also returns how many
+    /// bytes from the start of `input` `along` was fed: 0 when the value took
+    /// another path, fewer than all when the walk stopped early (every pattern
+    /// found, or the lazy DFA gave up); the caller feeds it the rest.
+    pub(crate) fn try_which_match_along<A: Along>(
+        &self,
+        input: &[u8],
+        hits: &mut PatternSet,
+        along: A,
+    ) -> (bool, usize, A) {
+        match self.full_for(input) {
+            Some(full) if input.len() > MEMO_MAX_VALUE && !self.impossible(input) => {
+                full.which_along(input, hits, along)
+            }
+            _ => (self.try_which_match(input, hits), 0, along),
+        }
+    }
+
     fn search_which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         if let Some(full) = self.full_for(input) {
             return full.which(input, hits);
@@ -608,6 +654,17 @@ impl Lazy {
     /// Adds its patterns that match in `input` to `hits` (as the set's patterns);
     /// false when it gives up.
     fn which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
+        self.which_along(input, hits, ()).0
+    }
+
+    /// [`Lazy::which`], feeding `along` the bytes the walk reads; also returns how many
+    /// it read (from the start of `input`).
+    fn which_along<A: Along>(
+        &self,
+        input: &[u8],
+        hits: &mut PatternSet,
+        along: A,
+    ) -> (bool, usize, A) {
         let mut own = PatternSet::new(self.ids.len());
         let mut cache = self.caches.get();
         let SetCache { dfa, credit } = &mut *cache;
@@ -616,8 +673,10 @@ impl Lazy {
         } else {
             usize::MAX
         };
-        if which_patterns(&self.dfa, dfa, input, &mut own, credit, builds).is_none() {
-            return false;
+        let (out, read, along) =
+            which_patterns_along(&self.dfa, dfa, input, &mut own, credit, builds, along);
+        if out.is_none() {
+            return (false, read, along);
         }
         // A pattern set's iterator reads every slot: skip it for the usual answer,
         // no pattern at all.
@@ -626,7 +685,7 @@ impl Lazy {
                 let _ = hits.try_insert(PatternID::new_unchecked(self.ids[p.as_usize()] as usize));
             }
         }
-        true
+        (true, read, along)
     }
 
     /// The lazy DFA of `hirs`, the set's patterns `ids` (see [`RxSet::build`]).
@@ -859,8 +918,22 @@ fn read_patterns(dfa: &DFA, cache: &DfaCache, sid: LazyStateID, found: &mut Patt
     found.is_full()
 }
 
+/// [`which_patterns_along`] with no other walk fed.
+#[cfg(test)]
+fn which_patterns(
+    dfa: &DFA,
+    cache: &mut DfaCache,
+    haystack: &[u8],
+    found: &mut PatternSet,
+    credit: &mut usize,
+    builds: usize,
+) -> Option<()> {
+    which_patterns_along(dfa, cache, haystack, found, credit, builds, ()).0
+}
+
 /// Adds to `found` every pattern of `dfa` that matches somewhere in `haystack`, in one
 /// forward pass; `None` when the lazy DFA gives up (or meets a byte it cannot handle).
+/// Each byte the walk reads is fed to `along`; also returns how many it read.
 ///
 /// The answer is that of `try_which_overlapping_matches`, without its cost per match:
 /// that search stops at every match and every pattern of a match state, one call each,
@@ -873,23 +946,24 @@ fn read_patterns(dfa: &DFA, cache: &DfaCache, sid: LazyStateID, found: &mut Patt
 /// Between tagged states (match, start, dead, quit, or a transition not computed yet)
 /// the walk only reads the transition table, through a shared borrow of the cache, so
 /// that the table's address and length stay in registers.
-fn which_patterns(
+fn which_patterns_along<A: Along>(
     dfa: &DFA,
     cache: &mut DfaCache,
     haystack: &[u8],
     found: &mut PatternSet,
     credit: &mut usize,
     builds: usize,
-) -> Option<()> {
-    let (out, read) = if haystack.len() <= SHORT_VALUE {
-        walk::<READ_SLOTS_SHORT>(dfa, cache, haystack, found, credit, builds)
+    along: A,
+) -> (Option<()>, usize, A) {
+    let (out, read, along) = if haystack.len() <= SHORT_VALUE {
+        walk::<READ_SLOTS_SHORT, A>(dfa, cache, haystack, found, credit, builds, along)
     } else {
-        walk::<READ_SLOTS>(dfa, cache, haystack, found, credit, builds)
+        walk::<READ_SLOTS, A>(dfa, cache, haystack, found, credit, builds, along)
     };
     *credit = credit
         .saturating_add(read / BYTES_PER_CREDIT)
         .min(BUILD_CREDIT_MAX);
-    out
+    (out, read, along)
 }
 
 /// Transitions not computed yet that one walk over a long value of binary data
@@ -926,21 +1000,49 @@ fn looks_binary(input: &[u8]) -> bool {
     binary * BINARY_SHARE > sampled
 }
 
+/// The steps of a walk from the untagged state `sid` at `at` while the states met stay
+/// untagged, each byte fed to `along`: the walk's position and state after them, and
+/// the tagged state the next byte leads to (undefined when the walk reached the end).
+/// Apart from the walk's other work, so that the two chains of table reads, this
+/// one's and `along`'s, have registers enough to stay in them.
+#[inline(never)]
+fn untagged_run<A: Along>(
+    dfa: &DFA,
+    cache: &DfaCache,
+    haystack: &[u8],
+    mut at: usize,
+    mut sid: LazyStateID,
+    along: &mut A,
+) -> (usize, LazyStateID, LazyStateID) {
+    let mut next = dfa.next_state_untagged(cache, sid, haystack[at]);
+    while !next.is_tagged() {
+        along.step(haystack[at]);
+        sid = next;
+        at += 1;
+        if at == haystack.len() {
+            break;
+        }
+        next = dfa.next_state_untagged(cache, sid, haystack[at]);
+    }
+    (at, sid, next)
+}
+
 /// [`which_patterns`] with a table of `SLOTS` match states read; spends `credit` on
 /// the transitions it computes from untagged states, and gives up when there is none
 /// left (see [`SetCache::credit`]) or when it has computed `builds` of them. Also
-/// returns the bytes it read.
-fn walk<const SLOTS: usize>(
+/// returns the bytes it read, each of which it fed to `along`.
+fn walk<const SLOTS: usize, A: Along>(
     dfa: &DFA,
     cache: &mut DfaCache,
     haystack: &[u8],
     found: &mut PatternSet,
     credit: &mut usize,
     mut builds: usize,
-) -> (Option<()>, usize) {
+    mut along: A,
+) -> (Option<()>, usize, A) {
     let input = Input::new(haystack);
     let Ok(mut sid) = dfa.start_state_forward(cache, &input) else {
-        return (None, 0);
+        return (None, 0, along);
     };
     // The match states read lately, by their ids (a state that finds its slot taken
     // is read again, which adds nothing new: the table only saves work). Checked in
@@ -971,21 +1073,16 @@ fn walk<const SLOTS: usize>(
         } else {
             // From an untagged state: one table read a byte while the states met
             // stay untagged.
-            let shared: &DfaCache = cache;
-            let mut next = dfa.next_state_untagged(shared, sid, haystack[at]);
-            while !next.is_tagged() {
-                sid = next;
-                at += 1;
-                if at == len {
-                    break 'walk;
-                }
-                next = dfa.next_state_untagged(shared, sid, haystack[at]);
+            let next;
+            (at, sid, next) = untagged_run(dfa, cache, haystack, at, sid, &mut along);
+            if at == len {
+                break 'walk;
             }
             if next.is_unknown() {
                 // Not computed yet.
                 if *credit == 0 || builds == 0 {
                     cache.search_finish(at);
-                    return (None, at);
+                    return (None, at, along);
                 }
                 *credit -= 1;
                 builds -= 1;
@@ -999,9 +1096,10 @@ fn walk<const SLOTS: usize>(
             Ok(s) => s,
             Err(_) => {
                 cache.search_finish(at);
-                return (None, at);
+                return (None, at, along);
             }
         };
+        along.step(haystack[at]);
         at += 1;
         if sid.is_tagged() {
             if sid.is_match() {
@@ -1012,7 +1110,7 @@ fn walk<const SLOTS: usize>(
                 break;
             } else if sid.is_quit() {
                 cache.search_finish(at);
-                return (None, at);
+                return (None, at, along);
             }
         }
     }
@@ -1020,13 +1118,13 @@ fn walk<const SLOTS: usize>(
     cache.search_finish(at);
     if at == len {
         let Ok(eoi) = dfa.next_eoi_state(cache, sid) else {
-            return (None, at);
+            return (None, at, along);
         };
         if eoi.is_match() {
             note(cache, eoi);
         }
     }
-    (Some(()), at)
+    (Some(()), at, along)
 }
 
 #[cfg(test)]
@@ -1322,6 +1420,68 @@ mod tests {
     /// are built needs none. A set whose credit is spent answers as when its lazy DFA
     /// gives up (every pattern the value's bytes allow), a superset of the real
     /// matches.
+    /// A walk fed along a set's walk of a long value gets exactly the bytes the set's
+    /// walk reports it read, in order, whether the walk reads the whole value or stops
+    /// early (its lazy DFA gave up); the set's answer is the one it gives alone.
+    #[test]
+    fn a_walk_along_is_fed_exactly_the_bytes_read() {
+        struct Record(Vec<u8>);
+        impl Along for Record {
+            fn step(&mut self, b: u8) {
+                self.0.push(b);
+            }
+        }
+        let pcre = [
+            r"(?i)<script[^>]*>",
+            r"(?i)union\s+(?:all\s+)?select",
+            r"[a-f][0-9a-f]{12}Z",
+            r"(?i)(?:etc|proc)/(?:passwd|self)",
+        ];
+        let rxs: Vec<Rx> = pcre.iter().map(|p| Rx::new(p).expect("rx")).collect();
+        let set = RxSet::from_rxs(&rxs).expect("set");
+        let mut rng = XorShift(0xa10_4600);
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..20 {
+            let len = FULL_SET_MIN_LEN + 1 + rng.below(4 * FULL_SET_MIN_LEN);
+            let mut v: Vec<u8> = (0..len)
+                .map(|_| b"0123456789abcdef <>/Zs"[rng.below(22)])
+                .collect();
+            if rng.below(2) == 0 {
+                let at = rng.below(len - 20);
+                v[at..at + 20].copy_from_slice(b"x UNION  SELECT etc/");
+            }
+            values.push(v);
+        }
+        // Short values take another path and feed nothing.
+        values.push(b"<script> union select".to_vec());
+        let mut stopped_early = 0;
+        for (round, v) in values.iter().enumerate() {
+            if round == 10 {
+                // From here on the walks have no credit for new transitions: most give
+                // up early.
+                let lazy = &set.full.as_ref().expect("full").lazy;
+                lazy.caches.get().credit = 0;
+            }
+            let mut alone = PatternSet::new(set.len());
+            let mut along = PatternSet::new(set.len());
+            let (ok, read, record) = set.try_which_match_along(v, &mut along, Record(Vec::new()));
+            assert_eq!(record.0, &v[..read], "value {round}");
+            if v.len() <= FULL_SET_MIN_LEN {
+                assert_eq!(read, 0);
+            }
+            stopped_early += usize::from(read < v.len());
+            let ok_alone = set.try_which_match(v, &mut alone);
+            if ok && ok_alone {
+                assert_eq!(
+                    along.iter().collect::<Vec<_>>(),
+                    alone.iter().collect::<Vec<_>>(),
+                    "value {round}"
+                );
+            }
+        }
+        assert!(stopped_early > 0, "some walks stopped before the end");
+    }
+
     #[test]
     fn a_walk_without_credit_gives_up_at_its_next_new_transition() {
         let pcre = [

@@ -119,6 +119,23 @@ impl PmUnion {
         self.lists.lists_in(input)
     }
 
+    /// This thread's table of the union's transitions, for [`PmUnion::walk`].
+    pub(crate) fn rows(&self) -> crate::operators::pm::RowsGuard<'_> {
+        self.lists.rows()
+    }
+
+    /// A walk over the union's automaton through `rows` that another walk can feed
+    /// byte by byte (its [`found`](crate::operators::pm::ListsWalk::found) lists are
+    /// [`PmUnion::lists_in`] of the bytes fed), giving up past `builds` new
+    /// transitions.
+    pub(crate) fn walk<'a>(
+        &'a self,
+        rows: &'a mut crate::operators::pm::Rows,
+        builds: Option<usize>,
+    ) -> crate::operators::pm::ListsWalk<'a> {
+        self.lists.walk(rows, builds)
+    }
+
     /// Gives each static `@pm` rule link its list's index and builds the union;
     /// `None` (and no rule marked) when there are none or too many lists.
     fn build(phases: &mut [Vec<Entry>; 5], reached: &[Vec<bool>; 5]) -> Option<PmUnion> {

@@ -15,7 +15,7 @@ use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
 use crate::ruleset::ChainNode;
 use crate::ruleset::fold::Folded;
-use crate::ruleset::prefilter::{Slot, Union};
+use crate::ruleset::prefilter::{PmUnion, Slot, Union};
 use crate::transforms::{Transform, byte_classes};
 use crate::variables::{Exclusion, Var};
 use regex_automata::PatternSet;
@@ -109,7 +109,7 @@ fn transform_at<'v>(
 /// whose bytes are `input`; computed on first use.
 fn pm_lists(
     cache: &mut TransformCache,
-    union: &crate::ruleset::prefilter::PmUnion,
+    union: &PmUnion,
     row: usize,
     cell: u32,
     input: &[u8],
@@ -119,6 +119,12 @@ fn pm_lists(
         .entry((row as u32, cell))
         .or_insert_with(|| union.lists_in(input))
 }
+
+/// New transitions a walk of the `@pm` union made along the set of all patterns' walk
+/// (see [`all_answer`]) may add before it gives up. A repeated or ordinary value needs
+/// a few dozen at most once the thread's table has seen its like; a file or random
+/// text needs one every few bytes.
+const SPECULATIVE_PM_BUILDS: usize = 256;
 
 /// Marks a raw value's byte classes as computed in its row.
 const KNOWN: u32 = 1 << 31;
@@ -309,13 +315,15 @@ fn raw_classes(cache: &mut TransformCache, cell: usize, raw: &[u8]) -> u32 {
 /// What the set of all prefilter patterns finds in the form in `cell` (1: the raw
 /// value) of the value whose row starts at `row`, computed on first use: kept in the
 /// row's `raw_cell` for the raw value (0 unknown, 1 quiet, 2 in `all_hits`) and in
-/// `all_hits`.
+/// `all_hits`. A long form not yet walked by the `@pm` union `pm` is walked by both
+/// automata together, and the union's answer kept for [`pm_lists`].
 fn all_answer(
     cache: &mut TransformCache,
     row: usize,
     raw_cell: usize,
     cell: u32,
     all: &RxSet,
+    pm: Option<&PmUnion>,
     raw: &[u8],
 ) -> Answer {
     let key = (row as u32, cell);
@@ -336,7 +344,32 @@ fn all_answer(
         Some(h) if h.capacity() == all.len() => h,
         _ => PatternSet::new(all.len()),
     };
-    let answer = if !all.try_which_match(input, &mut hits) {
+    let pm = pm.filter(|_| {
+        input.len() > FULL_SET_MIN_LEN && !cache.pm_lists.contains_key(&(row as u32, cell))
+    });
+    let matched = match pm {
+        // Both walks are chains of table reads, each waiting on its last: stepped
+        // together they overlap, for nearly the time of one. A form the set of all
+        // patterns walks is usually one the `@pm` rules read too, but not always (a
+        // file's contents): the phrase walk, made on speculation, gives up on bytes
+        // that keep its table growing, and is dropped when the set's walk gave up
+        // (bytes such as a file's, which the set's walk declines early); it is then
+        // made again if it is asked for.
+        Some(pm) => {
+            let mut rows = pm.rows();
+            let lists = pm.walk(&mut rows, Some(SPECULATIVE_PM_BUILDS));
+            let (matched, read, mut lists) = all.try_which_match_along(input, &mut hits, lists);
+            if matched {
+                lists.rest(&input[read..]);
+                if !lists.gave_up() {
+                    cache.pm_lists.insert((row as u32, cell), lists.found());
+                }
+            }
+            matched
+        }
+        None => all.try_which_match(input, &mut hits),
+    };
+    let answer = if !matched {
         AllAnswer::GaveUp(all.bytes_of(input))
     } else if hits.is_empty() {
         AllAnswer::Quiet
@@ -366,13 +399,14 @@ fn group_answer(
     raw_cell: usize,
     cell: u32,
     all: Option<&RxSet>,
+    pm: Option<&PmUnion>,
     group: &crate::ruleset::prefilter::Group,
     union: &mut Union,
     raw: &[u8],
 ) -> bool {
     let mut present = None;
     if let Some(all) = all {
-        match all_answer(cache, row, raw_cell, cell, all, raw) {
+        match all_answer(cache, row, raw_cell, cell, all, pm, raw) {
             Answer::Quiet => return false,
             Answer::Hits => {
                 if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, cell)) {
@@ -609,6 +643,7 @@ fn scan_value(
         return true;
     }
     let all = prefilter.raw.as_ref().filter(|_| group.in_all);
+    let pm = prefilter.pm.as_ref();
     if group.multi {
         // Every form the rules inspect: the raw value first, which the set of all
         // patterns answers for; the other forms by the group's own set (answering
@@ -618,7 +653,7 @@ fn scan_value(
         let mut skip_raw = false;
         let mut present = None;
         if let Some(all) = all {
-            match all_answer(cache, row, raw_cell, 1, all, &v.value) {
+            match all_answer(cache, row, raw_cell, 1, all, pm, &v.value) {
                 Answer::Quiet => skip_raw = true,
                 Answer::Hits => {
                     if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, 1)) {
@@ -656,7 +691,7 @@ fn scan_value(
             }
             let mut present = None;
             if let Some(all) = all.filter(|_| len > FULL_SET_MIN_LEN) {
-                match all_answer(cache, row, raw_cell, cell, all, raw) {
+                match all_answer(cache, row, raw_cell, cell, all, pm, raw) {
                     Answer::Quiet => continue,
                     Answer::Hits => {
                         if let Some(AllAnswer::Hits(h)) = cache.all_hits.get(&(row as u32, cell)) {
@@ -679,7 +714,7 @@ fn scan_value(
         Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
         None => 1,
     };
-    if !group_answer(cache, row, raw_cell, cell, all, group, union, &v.value) {
+    if !group_answer(cache, row, raw_cell, cell, all, pm, group, union, &v.value) {
         cache.cells[row + quiet_cell] |= quiet_bit;
     }
     true
