@@ -137,12 +137,29 @@ async fn answer(rec: Arc<Mutex<Vec<Seen>>>, req: Request<Incoming>) -> Response<
 }
 
 /// A port that was free a moment ago.
+///
+/// The port is below the kernel's range of ephemeral ports, from which every bind to
+/// port 0 (the tests' backends and clients) draws: between this call and the proxy's
+/// own bind, no other test can be given it that way (a port from the ephemeral range
+/// was once taken by another test's backend in that gap, and the proxy could not
+/// listen). Each port is handed out once per process, from an offset per process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32768)
+        .clamp(2048, 65535);
+    let span = low - 1024;
+    let offset = std::process::id() as usize * 7919;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 1024 + (offset + n) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free port below {low}");
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
