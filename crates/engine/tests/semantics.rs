@@ -465,3 +465,31 @@ SecRule ARGS "@pm other" "id:5,phase:2,pass,t:none,t:lowercase""#,
         assert_eq!(&tx.matched_rule_ids(), want, "{}...", &value[..40]);
     }
 }
+
+#[test]
+fn lowercase_rules_match_what_they_would_match_without_the_prefilter() {
+    // Rules whose last transformation is `t:lowercase` are answered by the prefilter
+    // on the bytes before it; their matches must be those of the rule itself, on
+    // short values and on long ones (which the set of every pattern walks).
+    let rs = ruleset(
+        r#"SecRule ARGS "@rx union select" "id:1,phase:2,pass,t:none,t:lowercase"
+SecRule ARGS "@rx unIon" "id:2,phase:2,pass,t:none,t:lowercase"
+SecRule ARGS "@rx (?i)drop\s+table" "id:3,phase:2,pass,t:none,t:urlDecode,t:lowercase"
+SecRule ARGS "@rx [a-z]x[^a-z]" "id:4,phase:2,pass,t:none,t:lowercase"
+SecRule ARGS "@rx union select" "id:5,phase:2,pass,t:none""#,
+    );
+    let pad = "Ordinary-Text.".repeat(100);
+    for long in [false, true] {
+        let p = if long { pad.as_str() } else { "" };
+        let ids = |value: &str| {
+            let (_, tx) = get(&rs, &format!("/?q={p}{value}{p}"));
+            tx.matched_rule_ids()
+        };
+        assert_eq!(ids("UNION%20SELECT"), vec![1], "long {long}");
+        assert_eq!(ids("union%20select"), vec![1, 5], "long {long}");
+        assert_eq!(ids("UnIoN"), Vec::<i64>::new(), "long {long}");
+        assert_eq!(ids("DROP%2520TABLE"), vec![3], "long {long}");
+        assert_eq!(ids("AX1"), vec![4], "long {long}");
+        assert_eq!(ids("aXa"), Vec::<i64>::new(), "long {long}");
+    }
+}

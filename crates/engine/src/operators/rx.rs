@@ -219,6 +219,34 @@ impl Rx {
         &self.inner.pattern
     }
 
+    /// For a prefilter: the pattern that matches a value exactly when
+    /// [`Rx::pattern`] matches the value with ASCII capitals made small letters
+    /// (`t:lowercase`), so that a rule whose last transformation is `t:lowercase` can
+    /// be answered from the bytes before it, which other rules' sets often walk
+    /// already. Each byte the pattern accepts becomes every byte that lowercasing
+    /// turns into it: a small letter also accepts its capital, a capital nothing. Its
+    /// [`Rx::matches`] is that pattern's regex alone (no exact PCRE refinement), so it
+    /// serves only where a superset of the rule's matches will do. `None` when the
+    /// pattern has classes beyond single bytes.
+    pub(crate) fn lowercase_preimage(&self) -> Option<Rx> {
+        let hir = parse_hir(self.pattern()).ok()?;
+        let pre = lowercase_preimage(&hir)?;
+        let pattern = pre.to_string();
+        // The printed pattern must read back as the same pattern.
+        if parse_hir(&pattern).ok()? != pre {
+            return None;
+        }
+        let regex = compile_hir(&pre).ok()?;
+        Some(Rx {
+            inner: Arc::new(Inner {
+                regex,
+                pattern,
+                at_end: None,
+                compat: None,
+            }),
+        })
+    }
+
     /// The compiled regex of [`Rx::pattern`]: exact when [`Rx::regex_is_exact`],
     /// else a superset of the PCRE pattern that [`Rx::matches`] refines.
     pub fn regex(&self) -> &Regex {
@@ -346,6 +374,52 @@ pub(crate) fn parse_hir(pattern: &str) -> Result<Hir, String> {
         .build()
         .parse(pattern)
         .map_err(|e| format!("invalid regular expression: {e}"))
+}
+
+/// The pattern that matches `x` exactly where `hir` matches `x` with ASCII capitals
+/// lowercased (see [`Rx::lowercase_preimage`]); `None` for a class of code points.
+/// Assertions are unchanged: lowercasing keeps word characters and line ends where
+/// they are.
+fn lowercase_preimage(hir: &Hir) -> Option<Hir> {
+    use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Repetition};
+    // The bytes that lowercasing turns into one of `accepted`.
+    let preimage = |accepted: &dyn Fn(u8) -> bool| -> Hir {
+        let mut ranges: Vec<ClassBytesRange> = Vec::new();
+        for b in 0..=255u8 {
+            if accepted(b.to_ascii_lowercase()) {
+                match ranges.last_mut() {
+                    Some(r) if r.end() + 1 == b => *r = ClassBytesRange::new(r.start(), b),
+                    _ => ranges.push(ClassBytesRange::new(b, b)),
+                }
+            }
+        }
+        Hir::class(Class::Bytes(ClassBytes::new(ranges)))
+    };
+    Some(match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => hir.clone(),
+        HirKind::Literal(lit) => {
+            Hir::concat(lit.0.iter().map(|&c| preimage(&|b| b == c)).collect())
+        }
+        HirKind::Class(Class::Bytes(c)) => {
+            preimage(&|b| c.ranges().iter().any(|r| r.start() <= b && b <= r.end()))
+        }
+        HirKind::Class(Class::Unicode(_)) => return None,
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(lowercase_preimage(&r.sub)?),
+            ..r.clone()
+        }),
+        HirKind::Capture(c) => lowercase_preimage(&c.sub)?,
+        HirKind::Concat(subs) => Hir::concat(
+            subs.iter()
+                .map(lowercase_preimage)
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        HirKind::Alternation(subs) => Hir::alternation(
+            subs.iter()
+                .map(lowercase_preimage)
+                .collect::<Option<Vec<_>>>()?,
+        ),
+    })
 }
 
 fn caret_risk(hir: &Hir) -> CaretRisk {
@@ -1333,6 +1407,80 @@ fn ascii(b: &[u8]) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lowercase preimage of a pattern matches a value exactly when the pattern
+    /// matches the value lowercased: literals and classes with small letters,
+    /// capitals, letters and other bytes in one range, negated classes, `(?i)`, word
+    /// boundaries and line anchors, repetitions.
+    #[test]
+    fn lowercase_preimage_matches_what_the_pattern_matches_lowercased() {
+        let pcre = [
+            r"select",
+            r"SELECT",
+            r"(?i)union\s+select",
+            r"[A-Z]{2}",
+            r"[0-z]x",
+            r"[^a-z]{3}",
+            r"\bon[a-z]+=",
+            r"^abc$",
+            r"(?:Java|php)\W",
+            r"\x{ff}\x{80}[\x{c0}-\x{c1}]",
+            r"a.{0,3}b",
+        ];
+        let pieces: &[&[u8]] = &[
+            b"a",
+            b"A",
+            b"b",
+            b"B",
+            b"c",
+            b"x",
+            b"X",
+            b"z",
+            b"Z",
+            b"0",
+            b"9",
+            b" ",
+            b"=",
+            b"\n",
+            b";",
+            b"\xff",
+            b"\x80",
+            b"\xc0",
+            b"\xC1",
+            b"_",
+            b"-",
+            b"select",
+            b"SeLeCt",
+            b"UNION",
+            b"union ",
+            b"On",
+            b"onLoad",
+            b"ABC",
+            b"JAVA",
+            b"php",
+            b"Php",
+            b"\xff\x80\xc1",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x10_3e2);
+        for p in pcre {
+            let rx = Rx::new(p).expect("rx");
+            let pre = rx.lowercase_preimage().expect("a preimage");
+            let mut matched = 0;
+            for _ in 0..3_000 {
+                let len = rng.below(6);
+                let v: Vec<u8> = (0..len)
+                    .flat_map(|_| pieces[rng.below(pieces.len())].iter().copied())
+                    .collect();
+                let want = rx.regex().is_match(&v.to_ascii_lowercase());
+                assert_eq!(pre.regex().is_match(&v), want, "{p} on {v:?}");
+                matched += usize::from(want);
+            }
+            // Patterns that need capitals never match lowercased values; the others do.
+            if !matches!(p, "SELECT" | "[A-Z]{2}") {
+                assert!(matched > 0, "{p} matched nothing");
+            }
+        }
+    }
 
     fn rx(p: &str) -> Rx {
         match Rx::new(p) {

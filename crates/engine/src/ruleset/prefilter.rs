@@ -312,18 +312,25 @@ impl Prefilter {
             let Some(pattern) = eligible(r).cloned() else {
                 return;
             };
+            // A rule whose last transformation is `t:lowercase` is answered on the
+            // bytes before it, by the pattern that matches them exactly where its own
+            // matches them lowercased: those bytes are often a form other groups
+            // read already, which the set of all patterns then walks once for all.
+            let (pattern, kept) = match (r.multi_match, r.transforms.last()) {
+                (false, Some(Transform::Lowercase)) => match pattern.lowercase_preimage() {
+                    Some(p) => (p, r.transforms.len() - 1),
+                    None => (pattern, r.transforms.len()),
+                },
+                _ => (pattern, r.transforms.len()),
+            };
+            let prefix_ids = &r.prefix_ids[..kept];
             let response = r.phase >= 3;
-            let key = (
-                r.prefix_ids.last().copied(),
-                r.multi_match,
-                reached,
-                response,
-            );
+            let key = (prefix_ids.last().copied(), r.multi_match, reached, response);
             let g = *by_key.entry(key).or_insert_with(|| {
                 building.push(Building {
                     patterns: Vec::new(),
-                    transforms: r.transforms.clone(),
-                    prefix_ids: r.prefix_ids.clone(),
+                    transforms: r.transforms[..kept].to_vec(),
+                    prefix_ids: prefix_ids.to_vec(),
                     multi: r.multi_match,
                     vars: Vec::new(),
                     reached,
