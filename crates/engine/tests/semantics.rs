@@ -476,7 +476,9 @@ fn lowercase_rules_match_what_they_would_match_without_the_prefilter() {
 SecRule ARGS "@rx unIon" "id:2,phase:2,pass,t:none,t:lowercase"
 SecRule ARGS "@rx (?i)drop\s+table" "id:3,phase:2,pass,t:none,t:urlDecode,t:lowercase"
 SecRule ARGS "@rx [a-z]x[^a-z]" "id:4,phase:2,pass,t:none,t:lowercase"
-SecRule ARGS "@rx union select" "id:5,phase:2,pass,t:none""#,
+SecRule ARGS "@rx union select" "id:5,phase:2,pass,t:none"
+SecRule ARGS "@rx unionselect" "id:6,phase:2,pass,t:none,t:lowercase,t:removeWhitespace"
+SecRule ARGS "@rx j" "id:7,phase:2,pass,t:none,t:lowercase,t:urlDecode""#,
     );
     let pad = "Ordinary-Text.".repeat(100);
     for long in [false, true] {
@@ -485,8 +487,11 @@ SecRule ARGS "@rx union select" "id:5,phase:2,pass,t:none""#,
             let (_, tx) = get(&rs, &format!("/?q={p}{value}{p}"));
             tx.matched_rule_ids()
         };
-        assert_eq!(ids("UNION%20SELECT"), vec![1], "long {long}");
-        assert_eq!(ids("union%20select"), vec![1, 5], "long {long}");
+        assert_eq!(ids("UNION%20SELECT"), vec![1, 6], "long {long}");
+        assert_eq!(ids("union%20select"), vec![1, 5, 6], "long {long}");
+        // `%4A` lowercased is `%4a`, decoded `J`: rule 7 does not match it.
+        assert_eq!(ids("%254A"), Vec::<i64>::new(), "long {long}");
+        assert_eq!(ids("%256A"), vec![7], "long {long}");
         assert_eq!(ids("UnIoN"), Vec::<i64>::new(), "long {long}");
         assert_eq!(ids("DROP%2520TABLE"), vec![3], "long {long}");
         assert_eq!(ids("AX1"), vec![4], "long {long}");

@@ -372,8 +372,7 @@ impl RulesetBuilder {
     }
 
     fn intern(&mut self, prefix: &[Transform]) -> u32 {
-        let next = self.prefixes.len() as u32;
-        *self.prefixes.entry(prefix.to_vec()).or_insert(next)
+        intern_in(&mut self.prefixes, prefix)
     }
 
     /// Compiles one rule (or one link of a chain when `link_of` gives the chain's phase
@@ -773,7 +772,7 @@ impl RulesetBuilder {
     }
 
     /// Finishes the rule set.
-    pub fn build(self) -> Result<Ruleset, LoadError> {
+    pub fn build(mut self) -> Result<Ruleset, LoadError> {
         if self.open_chain {
             let span = match self.entries.last() {
                 Some(Entry::Rule(r)) => r.span.clone(),
@@ -856,7 +855,10 @@ impl RulesetBuilder {
             }
         }
         let reached = super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
-        let mut prefilter = super::prefilter::Prefilter::build(&mut phases, &reached);
+        let prefixes = &mut self.prefixes;
+        let mut prefilter = super::prefilter::Prefilter::build(&mut phases, &reached, &mut |p| {
+            intern_in(prefixes, p)
+        });
         prefilter.set_eager(&phases, &reached);
         let mut chain_nodes = vec![
             super::ChainNode {
@@ -1186,4 +1188,11 @@ fn compile_selector(span: &Span, sel: &RuleSelector) -> Result<CompiledSelector,
         }
         RuleSelector::Msg(m) => CompiledSelector::Msg(m.clone()),
     })
+}
+
+/// The transformation-cache key of the chain `prefix` in `prefixes`, a new one when
+/// the chain has none yet.
+fn intern_in(prefixes: &mut HashMap<Vec<Transform>, u32>, prefix: &[Transform]) -> u32 {
+    let next = prefixes.len() as u32;
+    *prefixes.entry(prefix.to_vec()).or_insert(next)
 }

@@ -250,6 +250,29 @@ fn sample_values(text: &str) -> Vec<&[u8]> {
         .collect()
 }
 
+/// The chain of rule `r` without its last `t:lowercase`, when every transformation
+/// after that one commutes with it ([`Transform::commutes_with_lowercase`]): `r`'s
+/// chain gives what this one gives, lowercased. `None` for a chain without such a
+/// `t:lowercase`, and for `multiMatch` rules (which inspect every form).
+fn lowercase_free(r: &Rule) -> Option<Vec<Transform>> {
+    if r.multi_match {
+        return None;
+    }
+    let at = r
+        .transforms
+        .iter()
+        .rposition(|&t| t == Transform::Lowercase)?;
+    if !r.transforms[at + 1..]
+        .iter()
+        .all(|t| t.commutes_with_lowercase())
+    {
+        return None;
+    }
+    let mut chain = r.transforms.clone();
+    chain.remove(at);
+    Some(chain)
+}
+
 fn eligible(r: &Rule) -> Option<&Rx> {
     if r.negated || r.targets.is_empty() {
         return None;
@@ -305,32 +328,41 @@ impl Prefilter {
     /// Groups the eligible `@rx` rules of every phase and gives each its slot;
     /// `reached` (per phase, per entry) marks the rules the load-time flow reaches,
     /// whose groups are kept apart from the others'.
-    pub(crate) fn build(phases: &mut [Vec<Entry>; 5], reached: &[Vec<bool>; 5]) -> Prefilter {
+    /// `intern` gives the transformation-cache key of a chain of transformations (a new
+    /// one for a chain no rule has).
+    pub(crate) fn build(
+        phases: &mut [Vec<Entry>; 5],
+        reached: &[Vec<bool>; 5],
+        intern: &mut dyn FnMut(&[Transform]) -> u32,
+    ) -> Prefilter {
         let mut building: Vec<Building> = Vec::new();
         let mut by_key: HashMap<(Option<u32>, bool, bool, bool), usize> = HashMap::new();
         each_link_reached(phases, reached, &mut |r: &mut Rule, reached: bool| {
             let Some(pattern) = eligible(r).cloned() else {
                 return;
             };
-            // A rule whose last transformation is `t:lowercase` is answered on the
-            // bytes before it, by the pattern that matches them exactly where its own
-            // matches them lowercased: those bytes are often a form other groups
-            // read already, which the set of all patterns then walks once for all.
-            let (pattern, kept) = match (r.multi_match, r.transforms.last()) {
-                (false, Some(Transform::Lowercase)) => match pattern.lowercase_preimage() {
-                    Some(p) => (p, r.transforms.len() - 1),
-                    None => (pattern, r.transforms.len()),
+            // A rule whose chain ends with `t:lowercase` (or with `t:lowercase` and
+            // then only transformations that commute with it) is answered on the chain
+            // without it, by the pattern that matches those bytes exactly where its
+            // own matches them lowercased: they are often a form other groups read
+            // already, which the set of all patterns then walks once for all.
+            let (pattern, transforms, prefix_ids) = match lowercase_free(r) {
+                Some(chain) => match pattern.lowercase_preimage() {
+                    Some(p) => {
+                        let ids = (0..chain.len()).map(|i| intern(&chain[..=i])).collect();
+                        (p, chain, ids)
+                    }
+                    None => (pattern, r.transforms.clone(), r.prefix_ids.clone()),
                 },
-                _ => (pattern, r.transforms.len()),
+                None => (pattern, r.transforms.clone(), r.prefix_ids.clone()),
             };
-            let prefix_ids = &r.prefix_ids[..kept];
             let response = r.phase >= 3;
             let key = (prefix_ids.last().copied(), r.multi_match, reached, response);
             let g = *by_key.entry(key).or_insert_with(|| {
                 building.push(Building {
                     patterns: Vec::new(),
-                    transforms: r.transforms[..kept].to_vec(),
-                    prefix_ids: prefix_ids.to_vec(),
+                    transforms,
+                    prefix_ids,
                     multi: r.multi_match,
                     vars: Vec::new(),
                     reached,

@@ -451,6 +451,30 @@ impl Transform {
         }
     }
 
+    /// Whether lowercasing after this transformation gives what lowercasing before it
+    /// gives, for every value: it neither reads nor writes the case of letters (or,
+    /// as `t:cmdLine`, lowercases itself). A chain `..., t:lowercase, T` with such a
+    /// `T` is then the chain `..., T, t:lowercase`.
+    pub(crate) fn commutes_with_lowercase(self) -> bool {
+        matches!(
+            self,
+            Transform::Lowercase
+                | Transform::CmdLine
+                | Transform::CompressWhitespace
+                | Transform::RemoveWhitespace
+                | Transform::RemoveNulls
+                | Transform::ReplaceNulls
+                | Transform::RemoveComments
+                | Transform::RemoveCommentsChar
+                | Transform::ReplaceComments
+                | Transform::NormalisePath
+                | Transform::NormalisePathWin
+                | Transform::Trim
+                | Transform::TrimLeft
+                | Transform::TrimRight
+        )
+    }
+
     /// A transformation that gives the same result as this one on every value whose
     /// [`byte_classes`] are `classes` (itself, mostly): `normalisePathWin` reads
     /// backslashes as slashes and is otherwise `normalisePath`, so on a value without
@@ -580,6 +604,48 @@ mod tests {
             Transform::NormalisePathWin.same_on(byte_classes(b"\\a\\..")),
             Transform::NormalisePathWin
         );
+    }
+
+    /// A transformation said to commute with `t:lowercase` gives, lowercased, what it
+    /// gives on the lowercased value, on values full of what transformations react
+    /// to; and one that does not (a sample of them) is caught.
+    #[test]
+    fn lowercase_commutes_with_what_says_so() {
+        let mut rng = crate::body::fuzz::XorShift(0x10c0_11e5);
+        let pieces: &[&[u8]] = &[
+            b"a", b"A", b"Z", b"q", b" ", b"\t", b"\n", b"\0", b"\xa0", b"/", b"\\", b".", b"..",
+            b"/*", b"*/", b"--", b"#", b"<!--", b"-->", b"'", b"\"", b"^", b",", b";", b"(",
+            b"%4A", b"&#65;", b"\\x41", b"0x4A", b"\xc1", b"\xe9",
+        ];
+        let mut differs: Vec<Transform> = Vec::new();
+        for &t in Transform::ALL {
+            for _ in 0..5_000 {
+                let n = rng.below(10);
+                let v: Vec<u8> = (0..n)
+                    .flat_map(|_| pieces[rng.below(pieces.len())].iter().copied())
+                    .collect();
+                let after = t.apply(&v).to_ascii_lowercase();
+                let before = t.apply(&v.to_ascii_lowercase()).into_owned();
+                if after != before {
+                    assert!(
+                        !t.commutes_with_lowercase(),
+                        "{t:?} on {v:?}: {after:?} against {before:?}"
+                    );
+                    if !differs.contains(&t) {
+                        differs.push(t);
+                    }
+                }
+            }
+        }
+        for t in [
+            Transform::UrlDecode,
+            Transform::HtmlEntityDecode,
+            Transform::JsDecode,
+            Transform::SqlHexDecode,
+            Transform::Uppercase,
+        ] {
+            assert!(differs.contains(&t), "{t:?} was not caught");
+        }
     }
 
     #[test]
