@@ -221,9 +221,9 @@ impl Rx {
 
     /// For a prefilter: the pattern that matches a value exactly when
     /// [`Rx::pattern`] matches the value with ASCII capitals made small letters
-    /// (`t:lowercase`), so that a rule whose last transformation is `t:lowercase` can
-    /// be answered from the bytes before it, which other rules' sets often walk
-    /// already. Each byte the pattern accepts becomes every byte that lowercasing
+    /// (`t:lowercase`), so that a rule whose chain ends with `t:lowercase` (or with
+    /// `t:lowercase` and transformations that commute with it) can be answered from
+    /// the chain without it, whose bytes other rules' sets often walk already. Each byte the pattern accepts becomes every byte that lowercasing
     /// turns into it: a small letter also accepts its capital, a capital nothing. Its
     /// [`Rx::matches`] is that pattern's regex alone (no exact PCRE refinement), so it
     /// serves only where a superset of the rule's matches will do. `None` when the

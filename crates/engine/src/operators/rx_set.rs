@@ -591,7 +591,6 @@ impl RxSet {
         ok
     }
 
-    /// [`RxSet::try_which_match`] without the memo.
     /// [`RxSet::try_which_match`] for a value long enough for the lazy DFA of every
     /// pattern, feeding `along` each byte that walk reads. Also returns how many
     /// bytes from the start of `input` `along` was fed: 0 when the value took
@@ -611,6 +610,7 @@ impl RxSet {
         }
     }
 
+    /// [`RxSet::try_which_match`] without the memo.
     fn search_which(&self, input: &[u8], hits: &mut PatternSet) -> bool {
         if let Some(full) = self.full_for(input) {
             return full.which(input, hits);

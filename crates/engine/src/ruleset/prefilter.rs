@@ -346,14 +346,13 @@ impl Prefilter {
             // without it, by the pattern that matches those bytes exactly where its
             // own matches them lowercased: they are often a form other groups read
             // already, which the set of all patterns then walks once for all.
-            let (pattern, transforms, prefix_ids) = match lowercase_free(r) {
-                Some(chain) => match pattern.lowercase_preimage() {
-                    Some(p) => {
-                        let ids = (0..chain.len()).map(|i| intern(&chain[..=i])).collect();
-                        (p, chain, ids)
-                    }
-                    None => (pattern, r.transforms.clone(), r.prefix_ids.clone()),
-                },
+            let preimage =
+                lowercase_free(r).and_then(|chain| Some((pattern.lowercase_preimage()?, chain)));
+            let (pattern, transforms, prefix_ids) = match preimage {
+                Some((p, chain)) => {
+                    let ids = (0..chain.len()).map(|i| intern(&chain[..=i])).collect();
+                    (p, chain, ids)
+                }
                 None => (pattern, r.transforms.clone(), r.prefix_ids.clone()),
             };
             let response = r.phase >= 3;
