@@ -46,7 +46,7 @@ impl TargetRemoval {
 /// A transformed value: the raw value itself, a cached result, or a fresh one.
 enum Input<'v> {
     Raw(&'v [u8]),
-    Cached(Arc<[u8]>),
+    Cached(Arc<Vec<u8>>),
     Fresh(Cow<'v, [u8]>),
 }
 
@@ -253,7 +253,8 @@ fn form_step(
                 Some(1) => (1, cache.cells[row + nodes.len()] & !KNOWN),
                 Some(k) => (k, cache.forms[(k - 2) as usize].1),
                 None => {
-                    let bytes: Arc<[u8]> = Arc::from(&*out);
+                    // An owned result moves in without a copy.
+                    let bytes = Arc::new(out.into_owned());
                     let len = bytes.len();
                     let classes = byte_classes(&bytes);
                     cache.forms.push((bytes, classes));

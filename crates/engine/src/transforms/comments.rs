@@ -1,8 +1,18 @@
 //! Comment handling: `removeComments`, `replaceComments`, `removeCommentsChar`.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use super::out::Out;
+
+/// Searchers for the two-byte comment markers, built once: a search made with
+/// `memmem::find` builds its searcher on every call, which on a value full of
+/// comments costs more than the search.
+static OPEN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/*"));
+static CLOSE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"*/"));
+static DASHES: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"--"));
 
 /// `t:removeComments`, as libmodsecurity 3.0.x does it:
 /// - `/* ... */` and `<!-- ... -->` are removed; an unterminated one is removed to the end
@@ -72,13 +82,13 @@ pub(super) fn replace_comments(input: &[u8]) -> Cow<'_, [u8]> {
     let mut out = Out::new(input);
     let mut i = 0;
     loop {
-        let Some(start) = memchr::memmem::find(&input[i..], b"/*") else {
+        let Some(start) = OPEN.find(&input[i..]) else {
             out.copy_input(i, n);
             break;
         };
         out.copy_input(i, i + start);
         let body = i + start + 2;
-        match memchr::memmem::find(&input[body..], b"*/") {
+        match CLOSE.find(&input[body..]) {
             Some(end) => {
                 out.push(b' ');
                 i = body + end + 2;
@@ -143,9 +153,9 @@ fn remove_comments_char_walk(input: &[u8]) -> Cow<'_, [u8]> {
 /// confirm that nothing changes) costs a fraction of a walk.
 fn has_comment_marker(input: &[u8]) -> bool {
     memchr::memchr(b'#', input).is_some()
-        || memchr::memmem::find(input, b"/*").is_some()
-        || memchr::memmem::find(input, b"*/").is_some()
-        || memchr::memmem::find(input, b"--").is_some()
+        || OPEN.find(input).is_some()
+        || CLOSE.find(input).is_some()
+        || DASHES.find(input).is_some()
 }
 
 #[cfg(test)]
