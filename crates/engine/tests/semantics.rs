@@ -498,3 +498,43 @@ SecRule ARGS "@rx j" "id:7,phase:2,pass,t:none,t:lowercase,t:urlDecode""#,
         assert_eq!(ids("aXa"), Vec::<i64>::new(), "long {long}");
     }
 }
+
+#[test]
+fn whitespace_removing_rules_match_what_they_would_match_without_the_prefilter() {
+    // Rules whose chain ends with `t:removeWhitespace` (then perhaps `t:lowercase`,
+    // which commutes with it) are answered by the prefilter on the bytes before it;
+    // their matches must be those of the rule itself, on short values and on long
+    // ones (which the set of every pattern walks).
+    let rs = ruleset(
+        r#"SecRule ARGS "@rx unionselect" "id:1,phase:2,pass,t:none,t:removeWhitespace"
+SecRule ARGS "@rx ^drop;$" "id:2,phase:2,pass,t:none,t:urlDecode,t:removeWhitespace"
+SecRule ARGS "@rx a[^b]c" "id:3,phase:2,pass,t:none,t:removeWhitespace,t:lowercase"
+SecRule ARGS "@rx x y" "id:4,phase:2,pass,t:none,t:removeWhitespace"
+SecRule ARGS "@rx \bor\b" "id:5,phase:2,pass,t:none,t:removeWhitespace"
+SecRule ARGS "@rx union select" "id:6,phase:2,pass,t:none""#,
+    );
+    let pad = "Ordinary-Text.".repeat(100);
+    for long in [false, true] {
+        // Rule 2 is anchored: a long value is the padding alone, checked apart.
+        let p = if long { pad.as_str() } else { "" };
+        let ids = |value: &str| {
+            let (_, tx) = get(&rs, &format!("/?q={p}{value}{p}"));
+            tx.matched_rule_ids()
+        };
+        assert_eq!(ids("union%20select"), vec![1, 6], "long {long}");
+        assert_eq!(ids("un%09ion%0a%0bsel%c2%a0ect"), vec![1], "long {long}");
+        assert_eq!(ids("union_select"), Vec::<i64>::new(), "long {long}");
+        assert_eq!(ids("A%20%20dC"), vec![3], "long {long}");
+        assert_eq!(ids("A%20b%20C"), Vec::<i64>::new(), "long {long}");
+        assert_eq!(ids("x%20y"), Vec::<i64>::new(), "long {long}");
+        // `o r` is `or` once the space is gone, between `.` and `-`.
+        assert_eq!(ids(".o%20r-"), vec![5], "long {long}");
+        assert_eq!(ids("xo%20r-"), Vec::<i64>::new(), "long {long}");
+    }
+    let ids = |value: &str| {
+        let (_, tx) = get(&rs, &format!("/?q={value}"));
+        tx.matched_rule_ids()
+    };
+    assert_eq!(ids("%2520drop%253B%2520"), vec![2]);
+    assert_eq!(ids("%2520drop%253Bx"), Vec::<i64>::new());
+}

@@ -74,7 +74,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::Captures;
-use super::rx_compat::{self, Compat};
+use super::rx_compat::{self, ByteSet, Compat};
+use crate::transforms::Effect;
 
 /// Upper bound for the compiled size of one `@rx` program (and of one prefilter set):
 /// generous enough for the largest CRS patterns, bounded so that a hostile rule file
@@ -220,17 +221,43 @@ impl Rx {
     }
 
     /// For a prefilter: the pattern that matches a value exactly when
-    /// [`Rx::pattern`] matches the value with ASCII capitals made small letters
-    /// (`t:lowercase`), so that a rule whose chain ends with `t:lowercase` (or with
-    /// `t:lowercase` and transformations that commute with it) can be answered from
-    /// the chain without it, whose bytes other rules' sets often walk already. Each byte the pattern accepts becomes every byte that lowercasing
-    /// turns into it: a small letter also accepts its capital, a capital nothing. Its
-    /// [`Rx::matches`] is that pattern's regex alone (no exact PCRE refinement), so it
-    /// serves only where a superset of the rule's matches will do. `None` when the
-    /// pattern has classes beyond single bytes.
-    pub(crate) fn lowercase_preimage(&self) -> Option<Rx> {
-        let hir = parse_hir(self.pattern()).ok()?;
-        let pre = lowercase_preimage(&hir)?;
+    /// [`Rx::pattern`] matches the value after `effects`, applied in reverse order
+    /// (the last one first: the effects of the transformations peeled off the end of
+    /// a chain, in the order they were peeled). A rule whose chain ends with such
+    /// transformations can then be answered from the chain without them, whose bytes
+    /// other rules' sets often walk already.
+    /// - [`Effect::Lowercase`]: each byte the pattern accepts becomes every byte that
+    ///   lowercasing turns into it (a small letter also accepts its capital, a capital
+    ///   nothing).
+    /// - [`Effect::Delete`]: each byte the pattern accepts, unless deleted, may be
+    ///   followed by any run of deleted bytes (and so may the start of the value).
+    ///
+    /// Its [`Rx::matches`] is that pattern's regex alone (no exact PCRE refinement),
+    /// so it serves only where a superset of the rule's matches will do. `None` when
+    /// the pattern has classes beyond single bytes, or, under a deletion, assertions
+    /// whose answer the deleted bytes change (word boundaries).
+    pub(crate) fn preimage(&self, effects: &[Effect]) -> Option<Rx> {
+        let mut pre = parse_hir(self.pattern()).ok()?;
+        let mut i = 0;
+        while i < effects.len() {
+            match effects[i] {
+                Effect::Lowercase => {
+                    pre = lowercase_preimage(&pre)?;
+                    i += 1;
+                }
+                Effect::Delete(_) => {
+                    // Deletions in a row delete the union of their bytes.
+                    let mut deleted = ByteSet::default();
+                    while let Some(&Effect::Delete(f)) = effects.get(i) {
+                        for b in (0..=255u8).filter(|&b| f(b)) {
+                            deleted.insert(b);
+                        }
+                        i += 1;
+                    }
+                    pre = deletion_preimage(&pre, &deleted)?;
+                }
+            }
+        }
         let pattern = pre.to_string();
         // The printed pattern must read back as the same pattern.
         if parse_hir(&pattern).ok()? != pre {
@@ -376,24 +403,30 @@ pub(crate) fn parse_hir(pattern: &str) -> Result<Hir, String> {
         .map_err(|e| format!("invalid regular expression: {e}"))
 }
 
+/// The class of the bytes for which `accepted` is true (empty: never matches).
+fn byte_class(accepted: &dyn Fn(u8) -> bool) -> Hir {
+    use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange};
+    let mut ranges: Vec<ClassBytesRange> = Vec::new();
+    for b in 0..=255u8 {
+        if accepted(b) {
+            match ranges.last_mut() {
+                Some(r) if r.end() + 1 == b => *r = ClassBytesRange::new(r.start(), b),
+                _ => ranges.push(ClassBytesRange::new(b, b)),
+            }
+        }
+    }
+    Hir::class(Class::Bytes(ClassBytes::new(ranges)))
+}
+
 /// The pattern that matches `x` exactly where `hir` matches `x` with ASCII capitals
-/// lowercased (see [`Rx::lowercase_preimage`]); `None` for a class of code points.
+/// lowercased (see [`Rx::preimage`]); `None` for a class of code points.
 /// Assertions are unchanged: lowercasing keeps word characters and line ends where
 /// they are.
 fn lowercase_preimage(hir: &Hir) -> Option<Hir> {
-    use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Repetition};
+    use regex_syntax::hir::{Class, Repetition};
     // The bytes that lowercasing turns into one of `accepted`.
     let preimage = |accepted: &dyn Fn(u8) -> bool| -> Hir {
-        let mut ranges: Vec<ClassBytesRange> = Vec::new();
-        for b in 0..=255u8 {
-            if accepted(b.to_ascii_lowercase()) {
-                match ranges.last_mut() {
-                    Some(r) if r.end() + 1 == b => *r = ClassBytesRange::new(r.start(), b),
-                    _ => ranges.push(ClassBytesRange::new(b, b)),
-                }
-            }
-        }
-        Hir::class(Class::Bytes(ClassBytes::new(ranges)))
+        byte_class(&|b| accepted(b.to_ascii_lowercase()))
     };
     Some(match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => hir.clone(),
@@ -417,6 +450,69 @@ fn lowercase_preimage(hir: &Hir) -> Option<Hir> {
         HirKind::Alternation(subs) => Hir::alternation(
             subs.iter()
                 .map(lowercase_preimage)
+                .collect::<Option<Vec<_>>>()?,
+        ),
+    })
+}
+
+/// The pattern that matches `x` exactly where `hir` matches `x` with the bytes of
+/// `deleted` removed (see [`Rx::preimage`]); `None` for a class of code points or an
+/// assertion the deleted bytes change.
+///
+/// A match of `hir` in the shortened value is a run of accepted bytes; in `x` the
+/// same bytes have runs of deleted bytes between them. So each byte the pattern
+/// accepts (and is not deleted: a deleted one never occurs in the shortened value)
+/// is followed by any run of deleted bytes. A start assertion is followed by one too
+/// (the shortened value starts after the deleted bytes that open `x`); an end
+/// assertion needs nothing more (the run after the last accepted byte reaches it).
+/// A line assertion is one of text when the line ends are deleted; word boundaries
+/// have no such reading.
+fn deletion_preimage(hir: &Hir, deleted: &ByteSet) -> Option<Hir> {
+    use regex_syntax::hir::{Class, Repetition};
+    let skipped = || {
+        Hir::repetition(Repetition {
+            min: 0,
+            max: None,
+            greedy: true,
+            sub: Box::new(byte_class(&|b| deleted.contains(b))),
+        })
+    };
+    let kept = |accepted: &dyn Fn(u8) -> bool| {
+        Hir::concat(vec![
+            byte_class(&|b| accepted(b) && !deleted.contains(b)),
+            skipped(),
+        ])
+    };
+    let line_ends_deleted = deleted.contains(b'\n') && deleted.contains(b'\r');
+    Some(match hir.kind() {
+        HirKind::Empty => hir.clone(),
+        HirKind::Look(look) => match look {
+            Look::Start => Hir::concat(vec![hir.clone(), skipped()]),
+            Look::End => hir.clone(),
+            Look::StartLF | Look::StartCRLF if line_ends_deleted => {
+                Hir::concat(vec![Hir::look(Look::Start), skipped()])
+            }
+            Look::EndLF | Look::EndCRLF if line_ends_deleted => Hir::look(Look::End),
+            _ => return None,
+        },
+        HirKind::Literal(lit) => Hir::concat(lit.0.iter().map(|&c| kept(&|b| b == c)).collect()),
+        HirKind::Class(Class::Bytes(c)) => {
+            kept(&|b| c.ranges().iter().any(|r| r.start() <= b && b <= r.end()))
+        }
+        HirKind::Class(Class::Unicode(_)) => return None,
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(deletion_preimage(&r.sub, deleted)?),
+            ..r.clone()
+        }),
+        HirKind::Capture(c) => deletion_preimage(&c.sub, deleted)?,
+        HirKind::Concat(subs) => Hir::concat(
+            subs.iter()
+                .map(|h| deletion_preimage(h, deleted))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        HirKind::Alternation(subs) => Hir::alternation(
+            subs.iter()
+                .map(|h| deletion_preimage(h, deleted))
                 .collect::<Option<Vec<_>>>()?,
         ),
     })
@@ -1464,7 +1560,7 @@ mod tests {
         let mut rng = crate::body::fuzz::XorShift(0x10_3e2);
         for p in pcre {
             let rx = Rx::new(p).expect("rx");
-            let pre = rx.lowercase_preimage().expect("a preimage");
+            let pre = rx.preimage(&[Effect::Lowercase]).expect("a preimage");
             let mut matched = 0;
             for _ in 0..3_000 {
                 let len = rng.below(6);
@@ -1480,6 +1576,95 @@ mod tests {
                 assert!(matched > 0, "{p} matched nothing");
             }
         }
+    }
+
+    /// The preimage under a deletion matches a value exactly when the pattern
+    /// matches the value with those bytes deleted: literals and classes that hold
+    /// deleted bytes, start and end anchors (of text and of lines, the line ends being
+    /// deleted), repetitions, a deletion after `t:lowercase`'s effect. A word boundary
+    /// has no preimage.
+    #[test]
+    fn deletion_preimage_matches_what_the_pattern_matches_with_the_bytes_deleted() {
+        let ws = crate::transforms::Transform::RemoveWhitespace
+            .effect()
+            .expect("an effect");
+        let Effect::Delete(deleted) = ws else {
+            panic!("removeWhitespace deletes bytes");
+        };
+        let pcre = [
+            r"unionselect",
+            r"union select",
+            r"(?i)union\s*select",
+            r"[a-c\s]{3}",
+            r"^abc$",
+            r"(?m)^ab$",
+            r"\Aa|b\z",
+            r"^$",
+            r"a[^b]c",
+            r"a.{0,2}b",
+            r"(?:ab|c)+;",
+        ];
+        let pieces: &[&[u8]] = &[
+            b"a",
+            b"A",
+            b"b",
+            b"c",
+            b"C",
+            b";",
+            b" ",
+            b"\t",
+            b"\n",
+            b"\r",
+            b"\x0b",
+            b"\x0c",
+            b"\xa0",
+            b"\xc2",
+            b"\xc2\xa0",
+            b"x",
+            b"union",
+            b"UNION ",
+            b"se lect",
+            b"select",
+            b"ab",
+            b"a bc",
+            b"abc",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0xde1_e7e);
+        for (p, effects) in pcre
+            .iter()
+            .map(|p| (p, vec![ws]))
+            .chain(pcre.iter().map(|p| (p, vec![ws, Effect::Lowercase])))
+        {
+            let rx = Rx::new(p).expect("rx");
+            let pre = rx.preimage(&effects).expect("a preimage");
+            let mut matched = 0;
+            for _ in 0..3_000 {
+                let len = rng.below(5);
+                let raw: Vec<u8> = (0..len)
+                    .flat_map(|_| pieces[rng.below(pieces.len())].iter().copied())
+                    .collect();
+                // The effects in reverse order, as the chain applied them.
+                let mut v = raw.clone();
+                for e in effects.iter().rev() {
+                    v = match e {
+                        Effect::Lowercase => v.to_ascii_lowercase(),
+                        Effect::Delete(_) => v.iter().copied().filter(|&b| !deleted(b)).collect(),
+                    };
+                }
+                let want = rx.regex().is_match(&v);
+                assert_eq!(
+                    pre.regex().is_match(&raw),
+                    want,
+                    "{p} {effects:?} on {raw:?}"
+                );
+                matched += usize::from(want);
+            }
+            // Patterns that need a deleted byte never match; the others do.
+            if !matches!(*p, "union select" | r"[a-c\s]{3}") {
+                assert!(matched > 0, "{p} matched nothing");
+            }
+        }
+        assert!(Rx::new(r"\bselect").expect("rx").preimage(&[ws]).is_none());
     }
 
     fn rx(p: &str) -> Rx {

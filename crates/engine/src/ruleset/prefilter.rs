@@ -22,7 +22,7 @@ use crate::operators::pm::PhraseLists;
 use crate::operators::rx::Rx;
 use crate::operators::rx_set::RxSet;
 use crate::rule::{Entry, Rule, RuleOperator};
-use crate::transforms::Transform;
+use crate::transforms::{Effect, Transform};
 use crate::variables::Var;
 use regex_automata::{PatternID, PatternSet};
 use std::collections::HashMap;
@@ -108,11 +108,21 @@ pub struct EagerGroups {
 #[derive(Debug)]
 pub struct PmUnion {
     lists: PhraseLists,
+    /// The variables the union's rules read: only their values' long forms have the
+    /// union's walk carried along the set of all patterns' (see `all_answer` in the
+    /// engine's evaluation). A request body read whole, which no `@pm` rule of CRS
+    /// reads, then costs one walk a form instead of two.
+    vars: Vec<Var>,
 }
 
 impl PmUnion {
     /// The most lists one union holds (one bit each in a `u64`).
     pub const MAX_LISTS: usize = 64;
+
+    /// Whether a rule of the union reads variable `var`.
+    pub(crate) fn reads(&self, var: Var) -> bool {
+        self.vars.contains(&var)
+    }
 
     /// The lists (bit `i` for list `i`) that have a phrase in `input`.
     pub fn lists_in(&self, input: &[u8]) -> u64 {
@@ -140,6 +150,7 @@ impl PmUnion {
     /// `None` (and no rule marked) when there are none or too many lists.
     fn build(phases: &mut [Vec<Entry>; 5], reached: &[Vec<bool>; 5]) -> Option<PmUnion> {
         let mut lists: Vec<Arc<[Vec<u8>]>> = Vec::new();
+        let mut vars: Vec<Var> = Vec::new();
         each_link_reached(phases, reached, &mut |r: &mut Rule, reached: bool| {
             r.pm_list = match &r.operator {
                 RuleOperator::Static(_) if !reached => None,
@@ -159,16 +170,23 @@ impl PmUnion {
                 },
                 _ => None,
             };
+            if r.pm_list.is_some() {
+                for t in &r.targets {
+                    if !vars.contains(&t.var) {
+                        vars.push(t.var);
+                    }
+                }
+            }
         });
-        let union = PmUnion::from_lists(&lists);
+        let union = PmUnion::from_lists(&lists, vars);
         if union.is_none() {
             each_link(phases, &mut |r: &mut Rule| r.pm_list = None);
         }
         union
     }
 
-    /// The union of `lists` (list `i` gets bit `i`).
-    fn from_lists(lists: &[Arc<[Vec<u8>]>]) -> Option<PmUnion> {
+    /// The union of `lists` (list `i` gets bit `i`), read by rules of `vars`.
+    fn from_lists(lists: &[Arc<[Vec<u8>]>], vars: Vec<Var>) -> Option<PmUnion> {
         if lists.is_empty() || lists.len() > Self::MAX_LISTS {
             return None;
         }
@@ -188,7 +206,7 @@ impl PmUnion {
         // The same matching as `Pm` (ASCII case-insensitive); a contiguous NFA, as for
         // large single lists, keeps the union small.
         let lists = PhraseLists::new(&phrases, lists_of).ok()?;
-        Some(PmUnion { lists })
+        Some(PmUnion { lists, vars })
     }
 }
 
@@ -250,27 +268,30 @@ fn sample_values(text: &str) -> Vec<&[u8]> {
         .collect()
 }
 
-/// The chain of rule `r` without its last `t:lowercase`, when every transformation
-/// after that one commutes with it ([`Transform::commutes_with_lowercase`]): `r`'s
-/// chain gives what this one gives, lowercased. `None` for a chain without such a
-/// `t:lowercase`, and for `multiMatch` rules (which inspect every form).
-fn lowercase_free(r: &Rule) -> Option<Vec<Transform>> {
+/// The chain of rule `r` with transformations peeled off its end, and their effects
+/// in the order they were peeled, for [`Rx::preimage`]. A transformation can be peeled
+/// when it has an [`Effect`] (`t:lowercase`, `t:removeWhitespace`, `t:removeNulls`) and
+/// every transformation after it commutes with that effect: `r`'s chain then gives what
+/// the shorter chain gives with the effect applied last. Peeled again while one can be.
+/// `None` for a chain with nothing to peel, and for `multiMatch` rules (which inspect
+/// every form).
+fn peeled(r: &Rule) -> Option<(Vec<Transform>, Vec<Effect>)> {
     if r.multi_match {
         return None;
     }
-    let at = r
-        .transforms
-        .iter()
-        .rposition(|&t| t == Transform::Lowercase)?;
-    if !r.transforms[at + 1..]
-        .iter()
-        .all(|t| t.commutes_with_lowercase())
-    {
-        return None;
-    }
     let mut chain = r.transforms.clone();
-    chain.remove(at);
-    Some(chain)
+    let mut effects = Vec::new();
+    while let Some((at, effect)) = chain.iter().enumerate().rev().find_map(|(i, t)| {
+        let e = t.effect()?;
+        chain[i + 1..]
+            .iter()
+            .all(|n| n.commutes_with(e))
+            .then_some((i, e))
+    }) {
+        chain.remove(at);
+        effects.push(effect);
+    }
+    (!effects.is_empty()).then_some((chain, effects))
 }
 
 fn eligible(r: &Rule) -> Option<&Rx> {
@@ -341,13 +362,14 @@ impl Prefilter {
             let Some(pattern) = eligible(r).cloned() else {
                 return;
             };
-            // A rule whose chain ends with `t:lowercase` (or with `t:lowercase` and
-            // then only transformations that commute with it) is answered on the chain
-            // without it, by the pattern that matches those bytes exactly where its
-            // own matches them lowercased: they are often a form other groups read
-            // already, which the set of all patterns then walks once for all.
+            // A rule whose chain ends with `t:lowercase` or a deletion of bytes (or
+            // with those and then only transformations that commute with them) is
+            // answered on the chain without them, by the pattern that matches those
+            // bytes exactly where its own matches them transformed: they are often a
+            // form other groups read already, which the set of all patterns then walks
+            // once for all.
             let preimage =
-                lowercase_free(r).and_then(|chain| Some((pattern.lowercase_preimage()?, chain)));
+                peeled(r).and_then(|(chain, effects)| Some((pattern.preimage(&effects)?, chain)));
             let (pattern, transforms, prefix_ids) = match preimage {
                 Some((p, chain)) => {
                     let ids = (0..chain.len()).map(|i| intern(&chain[..=i])).collect();
@@ -628,7 +650,7 @@ mod tests {
             vec![],
         ];
         let shared: Vec<Arc<[Vec<u8>]>> = lists.iter().map(|l| l.clone().into()).collect();
-        let union = PmUnion::from_lists(&shared).expect("union");
+        let union = PmUnion::from_lists(&shared, Vec::new()).expect("union");
         let pms: Vec<Pm> = lists
             .iter()
             .map(|l| Pm::new(l.clone()).expect("pm"))
@@ -687,8 +709,8 @@ SecRule RESPONSE_BODY "@pm needle" "id:4,phase:4,pass,t:none""#,
         let lists: Vec<Arc<[Vec<u8>]>> = (0..=PmUnion::MAX_LISTS)
             .map(|i| vec![format!("p{i}").into_bytes()].into())
             .collect();
-        assert!(PmUnion::from_lists(&lists).is_none());
-        assert!(PmUnion::from_lists(&lists[..PmUnion::MAX_LISTS]).is_some());
+        assert!(PmUnion::from_lists(&lists, Vec::new()).is_none());
+        assert!(PmUnion::from_lists(&lists[..PmUnion::MAX_LISTS], Vec::new()).is_some());
     }
 
     #[test]

@@ -644,7 +644,8 @@ fn scan_value(
         return true;
     }
     let all = prefilter.raw.as_ref().filter(|_| group.in_all);
-    let pm = prefilter.pm.as_ref();
+    // The `@pm` union's walk goes along only for values its rules read.
+    let pm = prefilter.pm.as_ref().filter(|u| u.reads(v.var));
     if group.multi {
         // Every form the rules inspect: the raw value first, which the set of all
         // patterns answers for; the other forms by the group's own set (answering

@@ -174,6 +174,16 @@ mod class {
     };
 }
 
+/// What a transformation does to a value, for a pattern that takes it on (see
+/// [`Transform::effect`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Effect {
+    /// ASCII capitals become small letters; every other byte stays.
+    Lowercase,
+    /// The bytes for which the function is true are deleted; every other byte stays.
+    Delete(fn(u8) -> bool),
+}
+
 /// The set of byte classes present in `input`, for [`Transform::triggers`].
 #[inline]
 pub(crate) fn byte_classes(input: &[u8]) -> u32 {
@@ -451,6 +461,35 @@ impl Transform {
         }
     }
 
+    /// What this transformation does when a rule's pattern can take it on instead
+    /// (see `Rx::preimage`): `t:lowercase` and `t:removeWhitespace`, which change most
+    /// values they meet, so that the form without them is often one other rules read.
+    /// `None` for the others (`t:removeNulls` only deletes bytes too, but its form is
+    /// nearly always its input's already, and NUL bytes between every two bytes of a
+    /// pattern would cost its literals in the prefilter).
+    pub(crate) fn effect(self) -> Option<Effect> {
+        match self {
+            Transform::Lowercase => Some(Effect::Lowercase),
+            Transform::RemoveWhitespace => Some(Effect::Delete(text::is_removed)),
+            _ => None,
+        }
+    }
+
+    /// Whether applying `effect` after this transformation gives what applying it
+    /// before gives, for every value. A chain `..., E, T` (`E` the transformation
+    /// with that effect) is then the chain `..., T, E`.
+    pub(crate) fn commutes_with(self, effect: Effect) -> bool {
+        match effect {
+            Effect::Lowercase => self.commutes_with_lowercase(),
+            // Deleting bytes that are neither letters nor touched by the other
+            // deletion.
+            Effect::Delete(_) => matches!(
+                self,
+                Transform::Lowercase | Transform::RemoveWhitespace | Transform::RemoveNulls
+            ),
+        }
+    }
+
     /// Whether lowercasing after this transformation gives what lowercasing before it
     /// gives, for every value: it neither reads nor writes the case of letters (or,
     /// as `t:cmdLine`, lowercases itself). A chain `..., t:lowercase, T` with such a
@@ -643,6 +682,70 @@ mod tests {
             Transform::JsDecode,
             Transform::SqlHexDecode,
             Transform::Uppercase,
+        ] {
+            assert!(differs.contains(&t), "{t:?} was not caught");
+        }
+    }
+
+    /// A transformation's [`Effect`] is what it does, and every transformation said to
+    /// commute with a deletion does (one not said to may or may not: those that do
+    /// not are caught).
+    #[test]
+    fn effects_are_what_the_transformations_do_and_commute_where_said() {
+        let mut rng = crate::body::fuzz::XorShift(0xeff_ec7);
+        let pieces: &[&[u8]] = &[
+            b"a", b"A", b"Z", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"\0", b"\xa0", b"\xc2",
+            b"/", b"\\", b".", b"/*", b"*/", b"--", b"#", b"'", b"\"", b",", b";", b"(", b"%20",
+            b"%4A", b"&#32;", b"\\x20", b"+",
+        ];
+        let value = |rng: &mut crate::body::fuzz::XorShift| -> Vec<u8> {
+            let n = rng.below(10);
+            (0..n)
+                .flat_map(|_| pieces[rng.below(pieces.len())].iter().copied())
+                .collect()
+        };
+        let apply = |e: Effect, v: &[u8]| -> Vec<u8> {
+            match e {
+                Effect::Lowercase => v.to_ascii_lowercase(),
+                Effect::Delete(f) => v.iter().copied().filter(|&b| !f(b)).collect(),
+            }
+        };
+        let with_effect: Vec<(Transform, Effect)> = Transform::ALL
+            .iter()
+            .filter_map(|&t| Some((t, t.effect()?)))
+            .collect();
+        assert_eq!(with_effect.len(), 2);
+        let mut differs: Vec<Transform> = Vec::new();
+        for &(t, e) in &with_effect {
+            for _ in 0..2_000 {
+                let v = value(&mut rng);
+                assert_eq!(t.apply(&v).into_owned(), apply(e, &v), "{t:?} on {v:?}");
+            }
+            if matches!(e, Effect::Lowercase) {
+                continue;
+            }
+            for &other in Transform::ALL {
+                for _ in 0..2_000 {
+                    let v = value(&mut rng);
+                    let after = apply(e, &other.apply(&v));
+                    let before = other.apply(&apply(e, &v)).into_owned();
+                    if after != before {
+                        assert!(
+                            !other.commutes_with(e),
+                            "{other:?} after {t:?} on {v:?}: {after:?} against {before:?}"
+                        );
+                        if !differs.contains(&other) {
+                            differs.push(other);
+                        }
+                    }
+                }
+            }
+        }
+        for t in [
+            Transform::UrlDecode,
+            Transform::HtmlEntityDecode,
+            Transform::JsDecode,
+            Transform::CmdLine,
         ] {
             assert!(differs.contains(&t), "{t:?} was not caught");
         }

@@ -153,7 +153,7 @@ pub(super) fn remove_whitespace(input: &[u8]) -> Cow<'_, [u8]> {
 
 /// The bytes `removeWhitespace` removes.
 #[inline(always)]
-fn is_removed(b: u8) -> bool {
+pub(super) fn is_removed(b: u8) -> bool {
     is_c_space(b) || b == NBSP || b == NBSP_UTF8_LEAD
 }
 
