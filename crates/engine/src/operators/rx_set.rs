@@ -30,8 +30,8 @@
 //! took seconds on a 256 KiB argument.
 
 use super::pm::PhraseWalker;
-use regex_automata::hybrid::LazyStateID;
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
+use regex_automata::hybrid::{CacheError, LazyStateID};
 use regex_automata::meta::Regex;
 use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::pool::Pool;
@@ -60,7 +60,7 @@ const MAX_GATE_CHANCE: f64 = 0.05;
 /// its gates as DFAs hold 2.1 MiB more than as NFAs, for 7.7% fewer instructions per
 /// request of the varying JSON series (callgrind, 13.46 -> 12.43 M). The bound leaves
 /// room above that gate: with the `t:lowercase` rules' patterns widened to both cases
-/// (see `Rx::lowercase_preimage`) it has 525 factors and is just over 1 MiB, and as
+/// (see `Rx::preimage`) it has 525 factors and is just over 1 MiB, and as
 /// an NFA it doubled the gate's instructions on that series.
 const GATE_MAX_DFA_BYTES: usize = 2 * 1024 * 1024;
 
@@ -1003,31 +1003,60 @@ fn looks_binary(input: &[u8]) -> bool {
     binary * BINARY_SHARE > sampled
 }
 
-/// The steps of a walk from the untagged state `sid` at `at` while the states met stay
-/// untagged, each byte fed to `along`: the walk's position and state after them, and
-/// the tagged state the next byte leads to (undefined when the walk reached the end).
-/// Apart from the walk's other work, so that the two chains of table reads, this
-/// one's and `along`'s, have registers enough to stay in them.
+/// The steps of a walk from state `sid` at `at` (untagged, or a match state whose
+/// patterns are read already: in `read`, a table of [`walk`] made while the cache had
+/// been cleared `clears` times) while the states met are such states, each byte fed to
+/// `along`. Returns the walk's position and state after them, and the transition the
+/// next byte leads to, which the caller takes (undefined when the walk reached the
+/// end): into a tagged state not read yet, or not computed yet from an untagged state,
+/// or one computed from a match state that cleared the cache (the table's ids are then
+/// stale).
+///
+/// Attack payloads meet a match state every few bytes, nearly always one read
+/// already: stepping through it here keeps both walks' states in registers instead of
+/// handing them back to the caller each time. From an untagged state a step is one
+/// table read.
 #[inline(never)]
-fn untagged_run<A: Along>(
+#[allow(clippy::too_many_arguments)]
+fn run<const SLOTS: usize, A: Along>(
     dfa: &DFA,
-    cache: &DfaCache,
+    cache: &mut DfaCache,
     haystack: &[u8],
     mut at: usize,
     mut sid: LazyStateID,
     along: &mut A,
-) -> (usize, LazyStateID, LazyStateID) {
-    let mut next = dfa.next_state_untagged(cache, sid, haystack[at]);
-    while !next.is_tagged() {
+    read: &[u64; SLOTS],
+    clears: usize,
+) -> (usize, LazyStateID, Result<LazyStateID, CacheError>) {
+    loop {
+        let next = if !sid.is_tagged() {
+            dfa.next_state_untagged(cache, sid, haystack[at])
+        } else {
+            // From a match state: through `next_state`, with the search's progress
+            // reported first, as the library's own forward search does (the cache's
+            // give-up rule reads it when it clears).
+            cache.search_update(at);
+            match dfa.next_state(cache, sid, haystack[at]) {
+                Ok(next) if cache.clear_count() == clears => next,
+                other => return (at, sid, other),
+            }
+        };
+        if next.is_tagged() {
+            let known = next.is_match() && {
+                let (slot, key) = read_slot::<SLOTS>(next);
+                read[slot] == key
+            };
+            if !known {
+                return (at, sid, Ok(next));
+            }
+        }
         along.step(haystack[at]);
         sid = next;
         at += 1;
         if at == haystack.len() {
-            break;
+            return (at, sid, Ok(next));
         }
-        next = dfa.next_state_untagged(cache, sid, haystack[at]);
     }
-    (at, sid, next)
 }
 
 /// [`which_patterns`] with a table of `SLOTS` match states read; spends `credit` on
@@ -1052,37 +1081,24 @@ fn walk<const SLOTS: usize, A: Along>(
     // line: on attack payloads a match state comes every few bytes.
     let mut read = [0u64; SLOTS];
     let mut clears = cache.clear_count();
-    let mut note = |cache: &mut DfaCache, sid: LazyStateID| {
-        if cache.clear_count() != clears {
-            clears = cache.clear_count();
-            read = [0; SLOTS];
-        }
-        let (slot, key) = read_slot::<SLOTS>(sid);
-        read[slot] != key && {
-            read[slot] = key;
-            read_patterns(dfa, cache, sid, found)
-        }
-    };
     cache.search_start(0);
     let len = haystack.len();
     let mut at = 0;
-    'walk: while at < len {
-        let next = if sid.is_tagged() {
-            // From a tagged state the transition goes through `next_state`, with the
-            // search's progress reported first, as the library's own forward search
-            // does (the cache's give-up rule reads it when it clears).
-            cache.search_update(at);
-            dfa.next_state(cache, sid, haystack[at])
-        } else {
-            // From an untagged state: one table read a byte while the states met
-            // stay untagged.
-            let next;
-            (at, sid, next) = untagged_run(dfa, cache, haystack, at, sid, &mut along);
-            if at == len {
-                break 'walk;
-            }
-            if next.is_unknown() {
-                // Not computed yet.
+    // At the top of each turn `sid` is untagged or a match state read already.
+    while at < len {
+        if cache.clear_count() != clears {
+            // State ids are reused after a clear: the table's are stale.
+            clears = cache.clear_count();
+            read = [0; SLOTS];
+        }
+        let next;
+        (at, sid, next) = run::<SLOTS, A>(dfa, cache, haystack, at, sid, &mut along, &read, clears);
+        if at == len {
+            break;
+        }
+        let next = match next {
+            Ok(next) if next.is_unknown() => {
+                // Not computed yet (from an untagged state).
                 if *credit == 0 || builds == 0 {
                     cache.search_finish(at);
                     return (None, at, along);
@@ -1091,9 +1107,8 @@ fn walk<const SLOTS: usize, A: Along>(
                 builds -= 1;
                 cache.search_update(at);
                 dfa.next_state(cache, sid, haystack[at])
-            } else {
-                Ok(next)
             }
+            other => other,
         };
         sid = match next {
             Ok(s) => s,
@@ -1106,8 +1121,16 @@ fn walk<const SLOTS: usize, A: Along>(
         at += 1;
         if sid.is_tagged() {
             if sid.is_match() {
-                if note(cache, sid) {
-                    break;
+                if cache.clear_count() != clears {
+                    clears = cache.clear_count();
+                    read = [0; SLOTS];
+                }
+                let (slot, key) = read_slot::<SLOTS>(sid);
+                if read[slot] != key {
+                    read[slot] = key;
+                    if read_patterns(dfa, cache, sid, found) {
+                        break;
+                    }
                 }
             } else if sid.is_dead() {
                 break;
@@ -1124,7 +1147,7 @@ fn walk<const SLOTS: usize, A: Along>(
             return (None, at, along);
         };
         if eoi.is_match() {
-            note(cache, eoi);
+            read_patterns(dfa, cache, eoi, found);
         }
     }
     (Some(()), at, along)
@@ -1299,8 +1322,10 @@ mod tests {
             .map(|p| parse_hir(Rx::new(p).expect("rx").pattern()).expect("hir"))
             .collect();
         let ids: Vec<u32> = (0..hirs.len() as u32).collect();
-        // The smallest cache, so that long values clear it (and reuse state ids).
-        for capacity in [SET_CACHE_CAPACITY, 0] {
+        // Smaller caches, so that long values clear them (and reuse state ids): the
+        // smallest, where they give up, and one where many are walked to the end.
+        let mut cleared = 0;
+        for capacity in [SET_CACHE_CAPACITY, 0, 32 << 10] {
             let lazy = Lazy::build(&hirs, ids.clone(), capacity).expect("lazy");
             let tokens: &[&[u8]] = &[
                 b"<SCRIPT", b">", b" onload", b"=", b"a", b" ", b"x", b";", b"\n", b"${", b"}",
@@ -1311,10 +1336,21 @@ mod tests {
             for n in 0..3_000 {
                 let mut input = Vec::new();
                 let seed = rng.next();
-                let count = if n % 100 == 0 { 5_000 } else { seed % 9 };
+                let count = if n % 50 == 0 { 5_000 } else { seed % 9 };
                 let mut r = XorShift(seed);
-                for _ in 0..count {
-                    input.extend_from_slice(tokens[r.below(tokens.len())]);
+                // Every other long value repeats a few motifs of its first tokens (so
+                // that a small cache is cleared without giving up), then takes its
+                // last tokens from the whole list: patterns are then first met after
+                // the cache has been cleared.
+                let motifs: Vec<Vec<u8>> = (0..40)
+                    .map(|_| (0..4).flat_map(|_| tokens[r.below(6)].to_vec()).collect())
+                    .collect();
+                for k in 0..count {
+                    if n % 100 == 50 && k + 20 < count {
+                        input.extend_from_slice(&motifs[r.below(motifs.len())]);
+                    } else {
+                        input.extend_from_slice(tokens[r.below(tokens.len())]);
+                    }
                 }
                 let mut expect = PatternSet::new(hirs.len());
                 let mut cache = lazy.dfa.create_cache();
@@ -1335,13 +1371,15 @@ mod tests {
                 .is_some();
                 if searched && walked {
                     compared += 1;
+                    cleared += usize::from(cache.clear_count() > 0);
                     let e: Vec<_> = expect.iter().collect();
                     let g: Vec<_> = got.iter().collect();
                     assert_eq!(g, e, "{input:?}");
                 }
             }
-            assert!(compared > 2_900, "{compared} compared");
+            assert!(compared > 2_850, "{compared} compared");
         }
+        assert!(cleared > 10, "{cleared} walks compared after a clear");
     }
 
     /// The lazy DFA built from the patterns' own NFAs, joined, finds what the one
