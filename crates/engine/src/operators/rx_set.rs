@@ -1030,7 +1030,14 @@ fn run<const SLOTS: usize, A: Along>(
 ) -> (usize, LazyStateID, Result<LazyStateID, CacheError>) {
     loop {
         let next = if !sid.is_tagged() {
-            dfa.next_state_untagged(cache, sid, haystack[at])
+            // A stretch of untagged states, through a shared borrow of the cache (its
+            // table's address and length stay in registers).
+            let next;
+            (at, sid, next) = untagged_steps(dfa, cache, haystack, at, sid, along);
+            if at == haystack.len() {
+                return (at, sid, Ok(next));
+            }
+            next
         } else {
             // From a match state: through `next_state`, with the search's progress
             // reported first, as the library's own forward search does (the cache's
@@ -1057,6 +1064,31 @@ fn run<const SLOTS: usize, A: Along>(
             return (at, sid, Ok(next));
         }
     }
+}
+
+/// The steps of a walk from the untagged state `sid` at `at` while the states met stay
+/// untagged, each byte fed to `along`: the walk's position and state after them, and
+/// the tagged state the next byte leads to (undefined when the walk reached the end).
+#[inline(always)]
+fn untagged_steps<A: Along>(
+    dfa: &DFA,
+    cache: &DfaCache,
+    haystack: &[u8],
+    mut at: usize,
+    mut sid: LazyStateID,
+    along: &mut A,
+) -> (usize, LazyStateID, LazyStateID) {
+    let mut next = dfa.next_state_untagged(cache, sid, haystack[at]);
+    while !next.is_tagged() {
+        along.step(haystack[at]);
+        sid = next;
+        at += 1;
+        if at == haystack.len() {
+            break;
+        }
+        next = dfa.next_state_untagged(cache, sid, haystack[at]);
+    }
+    (at, sid, next)
 }
 
 /// [`which_patterns`] with a table of `SLOTS` match states read; spends `credit` on
