@@ -108,21 +108,11 @@ pub struct EagerGroups {
 #[derive(Debug)]
 pub struct PmUnion {
     lists: PhraseLists,
-    /// The variables the union's rules read: only their values' long forms have the
-    /// union's walk carried along the set of all patterns' (see `all_answer` in the
-    /// engine's evaluation). A request body read whole, which no `@pm` rule of CRS
-    /// reads, then costs one walk a form instead of two.
-    vars: Vec<Var>,
 }
 
 impl PmUnion {
     /// The most lists one union holds (one bit each in a `u64`).
     pub const MAX_LISTS: usize = 64;
-
-    /// Whether a rule of the union reads variable `var`.
-    pub(crate) fn reads(&self, var: Var) -> bool {
-        self.vars.contains(&var)
-    }
 
     /// The lists (bit `i` for list `i`) that have a phrase in `input`.
     pub fn lists_in(&self, input: &[u8]) -> u64 {
@@ -150,7 +140,6 @@ impl PmUnion {
     /// `None` (and no rule marked) when there are none or too many lists.
     fn build(phases: &mut [Vec<Entry>; 5], reached: &[Vec<bool>; 5]) -> Option<PmUnion> {
         let mut lists: Vec<Arc<[Vec<u8>]>> = Vec::new();
-        let mut vars: Vec<Var> = Vec::new();
         each_link_reached(phases, reached, &mut |r: &mut Rule, reached: bool| {
             r.pm_list = match &r.operator {
                 RuleOperator::Static(_) if !reached => None,
@@ -170,23 +159,16 @@ impl PmUnion {
                 },
                 _ => None,
             };
-            if r.pm_list.is_some() {
-                for t in &r.targets {
-                    if !vars.contains(&t.var) {
-                        vars.push(t.var);
-                    }
-                }
-            }
         });
-        let union = PmUnion::from_lists(&lists, vars);
+        let union = PmUnion::from_lists(&lists);
         if union.is_none() {
             each_link(phases, &mut |r: &mut Rule| r.pm_list = None);
         }
         union
     }
 
-    /// The union of `lists` (list `i` gets bit `i`), read by rules of `vars`.
-    fn from_lists(lists: &[Arc<[Vec<u8>]>], vars: Vec<Var>) -> Option<PmUnion> {
+    /// The union of `lists` (list `i` gets bit `i`).
+    fn from_lists(lists: &[Arc<[Vec<u8>]>]) -> Option<PmUnion> {
         if lists.is_empty() || lists.len() > Self::MAX_LISTS {
             return None;
         }
@@ -206,7 +188,7 @@ impl PmUnion {
         // The same matching as `Pm` (ASCII case-insensitive); a contiguous NFA, as for
         // large single lists, keeps the union small.
         let lists = PhraseLists::new(&phrases, lists_of).ok()?;
-        Some(PmUnion { lists, vars })
+        Some(PmUnion { lists })
     }
 }
 
@@ -270,7 +252,7 @@ fn sample_values(text: &str) -> Vec<&[u8]> {
 
 /// The chain of rule `r` with transformations peeled off its end, and their effects
 /// in the order they were peeled, for [`Rx::preimage`]. A transformation can be peeled
-/// when it has an [`Effect`] (`t:lowercase`, `t:removeWhitespace`, `t:removeNulls`) and
+/// when it has an [`Effect`] (`t:lowercase`, `t:removeWhitespace`) and
 /// every transformation after it commutes with that effect: `r`'s chain then gives what
 /// the shorter chain gives with the effect applied last. Peeled again while one can be.
 /// `None` for a chain with nothing to peel, and for `multiMatch` rules (which inspect
@@ -650,7 +632,7 @@ mod tests {
             vec![],
         ];
         let shared: Vec<Arc<[Vec<u8>]>> = lists.iter().map(|l| l.clone().into()).collect();
-        let union = PmUnion::from_lists(&shared, Vec::new()).expect("union");
+        let union = PmUnion::from_lists(&shared).expect("union");
         let pms: Vec<Pm> = lists
             .iter()
             .map(|l| Pm::new(l.clone()).expect("pm"))
@@ -709,8 +691,8 @@ SecRule RESPONSE_BODY "@pm needle" "id:4,phase:4,pass,t:none""#,
         let lists: Vec<Arc<[Vec<u8>]>> = (0..=PmUnion::MAX_LISTS)
             .map(|i| vec![format!("p{i}").into_bytes()].into())
             .collect();
-        assert!(PmUnion::from_lists(&lists, Vec::new()).is_none());
-        assert!(PmUnion::from_lists(&lists[..PmUnion::MAX_LISTS], Vec::new()).is_some());
+        assert!(PmUnion::from_lists(&lists).is_none());
+        assert!(PmUnion::from_lists(&lists[..PmUnion::MAX_LISTS]).is_some());
     }
 
     #[test]

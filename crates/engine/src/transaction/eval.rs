@@ -46,7 +46,7 @@ impl TargetRemoval {
 /// A transformed value: the raw value itself, a cached result, or a fresh one.
 enum Input<'v> {
     Raw(&'v [u8]),
-    Cached(Arc<Vec<u8>>),
+    Cached(Arc<[u8]>),
     Fresh(Cow<'v, [u8]>),
 }
 
@@ -253,8 +253,7 @@ fn form_step(
                 Some(1) => (1, cache.cells[row + nodes.len()] & !KNOWN),
                 Some(k) => (k, cache.forms[(k - 2) as usize].1),
                 None => {
-                    // An owned result moves in without a copy.
-                    let bytes = Arc::new(out.into_owned());
+                    let bytes: Arc<[u8]> = Arc::from(&*out);
                     let len = bytes.len();
                     let classes = byte_classes(&bytes);
                     cache.forms.push((bytes, classes));
@@ -644,8 +643,7 @@ fn scan_value(
         return true;
     }
     let all = prefilter.raw.as_ref().filter(|_| group.in_all);
-    // The `@pm` union's walk goes along only for values its rules read.
-    let pm = prefilter.pm.as_ref().filter(|u| u.reads(v.var));
+    let pm = prefilter.pm.as_ref();
     if group.multi {
         // Every form the rules inspect: the raw value first, which the set of all
         // patterns answers for; the other forms by the group's own set (answering

@@ -247,7 +247,7 @@ pub(crate) struct TransformCache {
     /// `KNOWN` set once computed, then the quiet bits.
     pub cells: Vec<u32>,
     /// Transformed values that differ from their raw value, with their byte classes.
-    pub forms: Vec<(Arc<Vec<u8>>, u32)>,
+    pub forms: Vec<(Arc<[u8]>, u32)>,
     /// The cell each transformation step made of a cell of a row, keyed by (row
     /// start, input cell, step): pipelines that reach the same bytes by different
     /// prefixes (`t:urlDecodeUni,t:removeWhitespace` on a value `t:urlDecodeUni`
