@@ -713,10 +713,13 @@ pub(crate) fn translate_full(pcre: &str) -> Result<Translation, String> {
         backreference: None,
     };
     t.run()?;
-    if let Some(g) = t.groups.last() {
-        if let GroupKind::Look { .. } = g.kind {
-            return Err(format!("missing `)` for the lookaround at byte {}", g.at));
-        }
+    // An unclosed lookaround, even with other groups opened inside it left unclosed
+    // too: its text is still apart from the rest.
+    if let Some(at) = t.groups.iter().rev().find_map(|g| match g.kind {
+        GroupKind::Look { .. } => Some(g.at),
+        _ => None,
+    }) {
+        return Err(format!("missing `)` for the lookaround at byte {at}"));
     }
     let marked = (!t.edits.is_empty()).then(|| {
         let extra: usize = t.edits.iter().map(|e| e.insert.len()).sum();
@@ -1906,6 +1909,15 @@ mod tests {
         assert!(err(r"\i").contains("unrecognized escape"));
         assert!(err(r"[z-a]").contains("out of order"));
         assert!(err("a\\").contains("backslash"));
+        // An unclosed lookaround is an error, whether or not a group opened inside
+        // it is left unclosed too (the latter once panicked; fuzzing found it).
+        assert!(err("a(?!b").contains("missing `)` for the lookaround at byte 1"));
+        let e = err("a(?!b(?:c|d");
+        assert!(
+            e.contains("missing `)` for the lookaround at byte 1"),
+            "{e}"
+        );
+        assert!(err("(?i:x(?=y(?:z").contains("lookaround at byte 5"));
     }
 
     #[test]
