@@ -238,25 +238,17 @@ impl Rx {
     /// whose answer the deleted bytes change (word boundaries).
     pub(crate) fn preimage(&self, effects: &[Effect]) -> Option<Rx> {
         let mut pre = parse_hir(self.pattern()).ok()?;
-        let mut i = 0;
-        while i < effects.len() {
-            match effects[i] {
-                Effect::Lowercase => {
-                    pre = lowercase_preimage(&pre)?;
-                    i += 1;
-                }
-                Effect::Delete(_) => {
-                    // Deletions in a row delete the union of their bytes.
+        for effect in effects {
+            pre = match *effect {
+                Effect::Lowercase => lowercase_preimage(&pre)?,
+                Effect::Delete(f) => {
                     let mut deleted = ByteSet::default();
-                    while let Some(&Effect::Delete(f)) = effects.get(i) {
-                        for b in (0..=255u8).filter(|&b| f(b)) {
-                            deleted.insert(b);
-                        }
-                        i += 1;
+                    for b in (0..=255u8).filter(|&b| f(b)) {
+                        deleted.insert(b);
                     }
-                    pre = deletion_preimage(&pre, &deleted)?;
+                    deletion_preimage(&pre, &deleted)?
                 }
-            }
+            };
         }
         let pattern = pre.to_string();
         // The printed pattern must read back as the same pattern.

@@ -1003,6 +1003,20 @@ fn looks_binary(input: &[u8]) -> bool {
     binary * BINARY_SHARE > sampled
 }
 
+/// Empties the table of match states read (see [`walk`]) when the cache has been
+/// cleared since `clears` was taken: state ids are reused after a clear.
+#[inline(always)]
+fn forget_if_cleared<const SLOTS: usize>(
+    cache: &DfaCache,
+    clears: &mut usize,
+    read: &mut [u64; SLOTS],
+) {
+    if cache.clear_count() != *clears {
+        *clears = cache.clear_count();
+        *read = [0; SLOTS];
+    }
+}
+
 /// The steps of a walk from state `sid` at `at` (untagged, or a match state whose
 /// patterns are read already: in `read`, a table of [`walk`] made while the cache had
 /// been cleared `clears` times) while the states met are such states, each byte fed to
@@ -1118,11 +1132,7 @@ fn walk<const SLOTS: usize, A: Along>(
     let mut at = 0;
     // At the top of each turn `sid` is untagged or a match state read already.
     while at < len {
-        if cache.clear_count() != clears {
-            // State ids are reused after a clear: the table's are stale.
-            clears = cache.clear_count();
-            read = [0; SLOTS];
-        }
+        forget_if_cleared(cache, &mut clears, &mut read);
         let next;
         (at, sid, next) = run::<SLOTS, A>(dfa, cache, haystack, at, sid, &mut along, &read, clears);
         if at == len {
@@ -1153,10 +1163,7 @@ fn walk<const SLOTS: usize, A: Along>(
         at += 1;
         if sid.is_tagged() {
             if sid.is_match() {
-                if cache.clear_count() != clears {
-                    clears = cache.clear_count();
-                    read = [0; SLOTS];
-                }
+                forget_if_cleared(cache, &mut clears, &mut read);
                 let (slot, key) = read_slot::<SLOTS>(sid);
                 if read[slot] != key {
                     read[slot] = key;
@@ -1374,11 +1381,15 @@ mod tests {
                 // that a small cache is cleared without giving up), then takes its
                 // last tokens from the whole list: patterns are then first met after
                 // the cache has been cleared.
-                let motifs: Vec<Vec<u8>> = (0..40)
-                    .map(|_| (0..4).flat_map(|_| tokens[r.below(6)].to_vec()).collect())
-                    .collect();
+                let motifs: Vec<Vec<u8>> = if n % 100 == 50 {
+                    (0..40)
+                        .map(|_| (0..4).flat_map(|_| tokens[r.below(6)].to_vec()).collect())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 for k in 0..count {
-                    if n % 100 == 50 && k + 20 < count {
+                    if !motifs.is_empty() && k + 20 < count {
                         input.extend_from_slice(&motifs[r.below(motifs.len())]);
                     } else {
                         input.extend_from_slice(tokens[r.below(tokens.len())]);
