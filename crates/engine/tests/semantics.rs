@@ -538,3 +538,31 @@ SecRule ARGS "@rx union select" "id:6,phase:2,pass,t:none""#,
     assert_eq!(ids("%2520drop%253B%2520"), vec![2]);
     assert_eq!(ids("%2520drop%253Bx"), Vec::<i64>::new());
 }
+
+#[test]
+fn a_long_value_the_prefilter_found_no_match_in_is_not_searched_again_and_matches_stay() {
+    // A rule runs on each of its values once its group says some value may match
+    // (here the short `a`). For a long value, the walk of the set of every pattern
+    // already answered exactly; the rule's own regex does not search it again. The
+    // chained rule tells whether the long value `b` matched.
+    let rs = ruleset(
+        r#"SecRule ARGS "@rx select" "id:10,phase:2,pass,t:none"
+SecRule ARGS "@rx evil[0-9]" "id:1,phase:2,pass,t:none,chain"
+    SecRule MATCHED_VARS_NAMES "@rx ^ARGS:b$" "t:none"
+SecRule ARGS "@rx union" "id:11,phase:2,pass,t:none,t:lowercase"
+SecRule ARGS "@rx evil[0-9]" "id:2,phase:2,pass,t:none,t:lowercase,chain"
+    SecRule MATCHED_VARS_NAMES "@rx ^ARGS:b$" "t:none"
+SecRule ARGS "@rx evil[0-9]" "id:3,phase:2,pass,t:none,t:urlDecode,chain"
+    SecRule MATCHED_VARS_NAMES "@rx ^ARGS:b$" "t:none""#,
+    );
+    let pad = "Ordinary-Text.".repeat(100);
+    let ids = |b: &str| {
+        let (_, tx) = get(&rs, &format!("/?a=evil1&b={pad}{b}{pad}"));
+        tx.matched_rule_ids()
+    };
+    assert_eq!(ids("nothing"), Vec::<i64>::new());
+    assert_eq!(ids("evil2"), vec![1, 2, 3]);
+    assert_eq!(ids("EVIL2"), vec![2]);
+    assert_eq!(ids("evil%2532"), vec![3]);
+    assert_eq!(ids("union%20select"), vec![10, 11]);
+}

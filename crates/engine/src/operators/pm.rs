@@ -277,6 +277,46 @@ impl PhraseLists {
         }
     }
 
+    /// The lists that have a phrase in `input`, walked from where `from` (an earlier
+    /// answer for the same `input`) stopped, until one of the lists `want` is found or
+    /// the value ends: a rule asks for one list, and when an early phrase of it
+    /// answers, the rest of a long value need not be walked. The answer says which
+    /// lists were found so far and whether it is complete; a later call for other
+    /// lists goes on from there, so no byte is walked twice.
+    pub(crate) fn lists_until(
+        &self,
+        input: &[u8],
+        want: u64,
+        from: Option<ListsSoFar>,
+    ) -> ListsSoFar {
+        let from = from.unwrap_or_default();
+        if from.done {
+            return from;
+        }
+        if from.read == 0 && input.len() < ROWS_MIN_LEN {
+            return ListsSoFar::complete(self.lists_by_nfa(input));
+        }
+        let mut rows = self.rows();
+        let mut walk = self.walk(&mut rows, None);
+        if from.read > 0 {
+            // The table may have been cleared since: the state's row is found again.
+            walk.at = self.row_of(walk.rows, from.state) & !MATCH;
+            walk.found = from.found;
+        }
+        let rest = input.get(from.read..).unwrap_or_default();
+        let read = from.read + walk.rest_until(rest, want);
+        let found = walk.found;
+        if read >= input.len() || found == self.every {
+            return ListsSoFar::complete(found);
+        }
+        ListsSoFar {
+            found,
+            read,
+            state: walk.rows.state[(walk.at >> self.shift) as usize],
+            done: false,
+        }
+    }
+
     /// [`PhraseLists::lists_in`] by the NFA alone.
     fn lists_by_nfa(&self, input: &[u8]) -> u64 {
         use aho_corasick::Anchored;
@@ -415,6 +455,39 @@ impl PhraseLists {
     }
 }
 
+/// How far [`PhraseLists::lists_until`] got over a value: the lists found in its first
+/// `read` bytes and the automaton's state after them, or, once `done` (the whole value
+/// walked, or every list found), the full answer. The default is a walk not started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ListsSoFar {
+    /// The lists (one bit each) that have a phrase in the bytes walked.
+    pub(crate) found: u64,
+    read: usize,
+    state: aho_corasick::automaton::StateID,
+    done: bool,
+}
+
+impl ListsSoFar {
+    /// The full answer `found`.
+    pub(crate) fn complete(found: u64) -> ListsSoFar {
+        ListsSoFar {
+            found,
+            done: true,
+            ..ListsSoFar::default()
+        }
+    }
+
+    /// Whether list `list` has a phrase in the value: `Some` when the bytes walked
+    /// tell (a phrase of it found, or none in the whole value).
+    pub(crate) fn has(&self, list: u32) -> Option<bool> {
+        match (self.found >> list & 1 == 1, self.done) {
+            (true, _) => Some(true),
+            (false, true) => Some(false),
+            (false, false) => None,
+        }
+    }
+}
+
 /// One thread's table of transitions, taken from its pool for a walk.
 pub(crate) type RowsGuard<'a> = regex_automata::util::pool::PoolGuard<'a, Rows, RowsFn>;
 
@@ -462,6 +535,12 @@ impl ListsWalk<'_> {
 
     /// Walks `input`, the bytes after those walked so far.
     pub(crate) fn rest(&mut self, input: &[u8]) {
+        self.rest_until(input, 0);
+    }
+
+    /// Walks `input`, the bytes after those walked so far, stopping after the byte
+    /// that finds one of the lists `want`; returns how many bytes it walked.
+    fn rest_until(&mut self, input: &[u8], want: u64) -> usize {
         let lists = self.lists;
         let classes: &[u8; 256] = &lists.classes;
         let (mut at, mut found) = (self.at, self.found);
@@ -481,12 +560,17 @@ impl ListsWalk<'_> {
                 at = next;
             }
             let Some((j, next)) = stop else {
+                i = input.len();
                 break;
             };
             i = j + 1;
             (at, found) = lists.special(self.rows, at, found, input[j], next);
+            if found & want != 0 {
+                break;
+            }
         }
         (self.at, self.found) = (at, found);
+        i
     }
 }
 
@@ -740,8 +824,47 @@ mod tests {
                 }
                 walk.rest(&input[split..]);
                 assert_eq!(walk.found(), expect, "{input:?} split at {split}");
+                drop(rows);
+                // Asked one list at a time, in some order, each walk going on from
+                // where the last stopped, with other values walked in between (which
+                // clear the small tables).
+                let mut so_far = None;
+                let first = rng.below(lists.len());
+                for k in 0..lists.len() {
+                    let list = (first + k) % lists.len();
+                    let now = u.lists_until(&input, 1 << list, so_far);
+                    assert_eq!(
+                        now.has(list as u32),
+                        Some(expect >> list & 1 == 1),
+                        "{input:?}, list {list}"
+                    );
+                    assert_eq!(now.found & !expect, 0, "{input:?}, list {list}");
+                    so_far = Some(now);
+                    u.lists_in(&input[..input.len() / 2]);
+                }
             }
         }
+    }
+
+    #[test]
+    fn a_walk_for_one_list_stops_at_its_first_phrase_and_goes_on_later() {
+        let lists: [&[&[u8]]; 2] = [&[b"cat"], &[b"wget"]];
+        let u = PhraseLists::new(
+            &lists.iter().map(|l| l[0].to_vec()).collect::<Vec<_>>(),
+            vec![1, 2],
+        )
+        .expect("union");
+        let mut input = b"cat /etc/passwd ".repeat(1000);
+        input.extend_from_slice(b"wget");
+        let first = u.lists_until(&input, 1, None);
+        assert_eq!((first.has(0), first.has(1)), (Some(true), None));
+        assert_eq!(first.read, 3, "stops after the phrase");
+        let second = u.lists_until(&input, 2, Some(first));
+        assert_eq!((second.has(0), second.has(1)), (Some(true), Some(true)));
+        assert!(second.done, "the other list's phrase is the last bytes");
+        // A list with no phrase in the value: the walk goes to the end.
+        let none = u.lists_until(&input[..input.len() - 4], 2, Some(first));
+        assert_eq!((none.has(0), none.has(1)), (Some(true), Some(false)));
     }
 
     /// The walker reports exactly the phrases the crate's overlapping iterator finds,

@@ -119,6 +119,17 @@ impl PmUnion {
         self.lists.lists_in(input)
     }
 
+    /// Whether the lists `want` have a phrase in `input`, walked on from `from` (see
+    /// [`PhraseLists::lists_until`](crate::operators::pm::PhraseLists::lists_until)).
+    pub(crate) fn lists_until(
+        &self,
+        input: &[u8],
+        want: u64,
+        from: Option<crate::operators::pm::ListsSoFar>,
+    ) -> crate::operators::pm::ListsSoFar {
+        self.lists.lists_until(input, want, from)
+    }
+
     /// This thread's table of the union's transitions, for [`PmUnion::walk`].
     pub(crate) fn rows(&self) -> crate::operators::pm::RowsGuard<'_> {
         self.lists.rows()

@@ -10,6 +10,7 @@ use crate::intervention::{Intervention, InterventionKind};
 use crate::log::MatchRecord;
 use crate::lookups::TxLookups;
 use crate::macros::MacroContext;
+use crate::operators::pm::ListsSoFar;
 use crate::operators::rx_set::{ByteSet, FULL_SET_MIN_LEN, RxSet};
 use crate::operators::{Captures, CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleOperator};
@@ -18,7 +19,7 @@ use crate::ruleset::fold::Folded;
 use crate::ruleset::prefilter::{PmUnion, Slot, Union};
 use crate::transforms::{Transform, byte_classes};
 use crate::variables::{Exclusion, Var};
-use regex_automata::PatternSet;
+use regex_automata::{PatternID, PatternSet};
 use seclang::IdRange;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -105,19 +106,28 @@ fn transform_at<'v>(
     (cached_input(cache, cell, raw), Some((row, cell)))
 }
 
-/// The `@pm` lists of `union` that have a phrase in the form at (`row`, `cell`),
-/// whose bytes are `input`; computed on first use.
-fn pm_lists(
+/// Whether `@pm` list `list` of `union` has a phrase in the form at (`row`, `cell`),
+/// whose bytes are `input`. The union's walk over the form is kept: it stops at the
+/// first phrase of the list asked for, and a later question about another list goes
+/// on from there.
+fn pm_has(
     cache: &mut TransformCache,
     union: &PmUnion,
     row: usize,
     cell: u32,
     input: &[u8],
-) -> u64 {
-    *cache
-        .pm_lists
-        .entry((row as u32, cell))
-        .or_insert_with(|| union.lists_in(input))
+    list: u32,
+) -> bool {
+    let key = (row as u32, cell);
+    let so_far = cache.pm_lists.get(&key).copied();
+    if let Some(known) = so_far.and_then(|s| s.has(list)) {
+        return known;
+    }
+    let now = union.lists_until(input, 1 << list, so_far);
+    cache.pm_lists.insert(key, now);
+    // The walk stops only at a phrase of `want` or at the end: it always tells.
+    now.has(list)
+        .unwrap_or_else(|| union.lists_in(input) >> list & 1 == 1)
 }
 
 /// New transitions a walk of the `@pm` union made along the set of all patterns' walk
@@ -362,7 +372,9 @@ fn all_answer(
             if matched {
                 lists.rest(&input[read..]);
                 if !lists.gave_up() {
-                    cache.pm_lists.insert((row as u32, cell), lists.found());
+                    cache
+                        .pm_lists
+                        .insert((row as u32, cell), ListsSoFar::complete(lists.found()));
                 }
             }
             matched
@@ -426,6 +438,36 @@ fn gave_up_on(cache: &TransformCache, row: usize, cell: u32) -> Option<ByteSet> 
     match cache.all_hits.get(&(row as u32, cell)) {
         Some(AllAnswer::GaveUp(present)) => Some(*present),
         _ => None,
+    }
+}
+
+/// Whether the prefilter's set of all patterns, run on the form of value `v` that the
+/// group of `slot` reads, found that the slot's pattern does not match it (an exact
+/// answer, kept from the group's scan); false when it was not run on that form, or
+/// gave up.
+fn all_said_no(
+    cache: &mut TransformCache,
+    nodes: &[ChainNode],
+    prefilter: &crate::ruleset::prefilter::Prefilter,
+    slot: Slot,
+    v: &Value<'_>,
+) -> bool {
+    let group = &prefilter.groups[slot.group as usize];
+    let Some(id) = v.id.filter(|_| group.in_all && !group.multi) else {
+        return false;
+    };
+    let row = cache_row(cache, id);
+    let cell = form(cache, nodes, row, group.chain_key, &v.value).0;
+    if cell == 1 && cache.cells[row + nodes.len() + 1] == 1 {
+        return true;
+    }
+    match cache.all_hits.get(&(row as u32, cell)) {
+        Some(AllAnswer::Quiet) => true,
+        Some(AllAnswer::Hits(h)) => {
+            let p = group.all_index[slot.index as usize] as usize;
+            !h.contains(PatternID::new_unchecked(p))
+        }
+        Some(AllAnswer::GaveUp(_)) | None => false,
     }
 }
 
@@ -1282,8 +1324,17 @@ impl Transaction {
                         // One pass of every phrase list over these bytes answers for
                         // all `@pm` rules that inspect them.
                         (Some(list), Some((row, cell)), Some(union)) => {
-                            (pm_lists(cache, union, row, cell, &input) >> list & 1 == 1)
-                                != rule.negated
+                            pm_has(cache, union, row, cell, &input, list) != rule.negated
+                        }
+                        // The prefilter's walk already told, exactly, that the
+                        // pattern does not match this value: a long value is not
+                        // searched again.
+                        _ if input.len() > FULL_SET_MIN_LEN
+                            && rule.prefilter.is_some_and(|slot| {
+                                all_said_no(cache, nodes, &ruleset.prefilter, slot, v)
+                            }) =>
+                        {
+                            false
                         }
                         _ => run_operator(rule, &view, &input, None, cfg, lookups),
                     };

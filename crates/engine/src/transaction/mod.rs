@@ -262,8 +262,9 @@ pub(crate) struct TransformCache {
     /// usual case, a raw value that matches nothing, needs no lookup here.)
     pub all_hits: rustc_hash::FxHashMap<(u32, u32), AllAnswer>,
     /// The `@pm` lists (of the prefilter's union, one bit each) that have a phrase in
-    /// a form of a value, keyed by (row start, cell).
-    pub pm_lists: rustc_hash::FxHashMap<(u32, u32), u64>,
+    /// a form of a value, keyed by (row start, cell): the full answer, or as far as a
+    /// walk that stopped at a list a rule asked for got.
+    pub pm_lists: rustc_hash::FxHashMap<(u32, u32), crate::operators::pm::ListsSoFar>,
     /// A pattern set kept between runs of the prefilter's set of all patterns, so
     /// that the usual answer ("nothing matches") allocates nothing; only a value that
     /// matches keeps a copy (in `all_hits`).
