@@ -5,6 +5,9 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ByteRanges {
     allowed: [u64; 4],
+    /// The bytes not allowed, when there are at most three (CRS's `1-255` forbids
+    /// only NUL): found with `memchr`, many bytes at a time.
+    few: Option<Vec<u8>>,
 }
 
 impl ByteRanges {
@@ -29,7 +32,11 @@ impl ByteRanges {
                 allowed[usize::from(b >> 6)] |= 1u64 << (b & 63);
             }
         }
-        Ok(ByteRanges { allowed })
+        let forbidden: Vec<u8> = (0..=u8::MAX)
+            .filter(|&b| allowed[usize::from(b >> 6)] & (1u64 << (b & 63)) == 0)
+            .collect();
+        let few = (forbidden.len() <= 3).then_some(forbidden);
+        Ok(ByteRanges { allowed, few })
     }
 
     /// Whether `b` is allowed.
@@ -39,7 +46,21 @@ impl ByteRanges {
 
     /// True when `input` holds a byte outside the allowed ranges.
     pub fn violated_by(&self, input: &[u8]) -> bool {
-        input.iter().any(|&b| !self.allows(b))
+        match self.few.as_deref() {
+            Some([]) => false,
+            Some([a]) => memchr::memchr(*a, input).is_some(),
+            Some([a, b]) => memchr::memchr2(*a, *b, input).is_some(),
+            Some([a, b, c]) => memchr::memchr3(*a, *b, *c, input).is_some(),
+            _ => {
+                // A block at a time without a branch per byte: the table reads of
+                // one block do not wait on each other.
+                input.chunks(64).any(|block| {
+                    block
+                        .iter()
+                        .fold(false, |bad, &b| bad | !self.allows(b))
+                })
+            }
+        }
     }
 }
 
@@ -100,6 +121,42 @@ mod tests {
         let r = ByteRanges::parse("0").expect("parse");
         assert!(r.violated_by(b"\x01"));
         assert!(!r.violated_by(b"\0"));
+    }
+
+    #[test]
+    fn every_way_of_searching_finds_what_a_byte_by_byte_check_finds() {
+        // Arguments that forbid 0, 1, 2, 3 and many bytes take each path.
+        let arguments = [
+            "0-255",
+            "1-255",
+            "1-9,11-255",
+            "1-9,11-254",
+            "1-9,11-12,14-254",
+            "32-126,9,10,13",
+            "38,44-46,48-58,61,65-90,95,97-122",
+        ];
+        let mut rng = crate::body::fuzz::XorShift(0x5eed_b17e);
+        for argument in arguments {
+            let r = ByteRanges::parse(argument).expect("parse");
+            for _ in 0..400 {
+                let len = rng.below(300);
+                let mut input: Vec<u8> = (0..len).map(|_| b'a' + rng.below(26) as u8).collect();
+                // A few bytes of any value, anywhere (also past the first block).
+                for _ in 0..rng.below(3) {
+                    if len > 0 {
+                        let at = rng.below(len);
+                        // Often one of the bytes the arguments above forbid.
+                        const EDGES: [u8; 6] = [0, 10, 13, 255, 12, 127];
+                        input[at] = match rng.below(2) {
+                            0 => EDGES[rng.below(EDGES.len())],
+                            _ => rng.below(256) as u8,
+                        };
+                    }
+                }
+                let expect = input.iter().any(|&b| !r.allows(b));
+                assert_eq!(r.violated_by(&input), expect, "{argument}: {input:?}");
+            }
+        }
     }
 
     #[test]
