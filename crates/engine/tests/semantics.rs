@@ -566,3 +566,62 @@ SecRule ARGS "@rx evil[0-9]" "id:3,phase:2,pass,t:none,t:urlDecode,chain"
     assert_eq!(ids("evil%2532"), vec![3]);
     assert_eq!(ids("union%20select"), vec![10, 11]);
 }
+
+/// A POST of `body` as `application/x-www-form-urlencoded`.
+fn post(rs: &Arc<engine::Ruleset>, body: &[u8]) -> Transaction {
+    let mut tx = Transaction::new(rs.clone(), TxContext::default());
+    tx.set_request_line(b"POST", b"/form", b"HTTP/1.1");
+    tx.add_request_header(b"Host", b"example.com");
+    tx.add_request_header(b"Content-Type", b"application/x-www-form-urlencoded");
+    tx.add_request_header(b"Content-Length", body.len().to_string().as_bytes());
+    if tx.process_request_headers().is_none() {
+        if tx.request_body_wanted() {
+            let _ = tx.append_request_body(body);
+        }
+        let _ = tx.process_request_body();
+    }
+    tx
+}
+
+#[test]
+fn patterns_of_the_few_rules_that_read_the_body_answer_as_the_set_of_every_pattern() {
+    // Rules 1 to 3 are the only ones of their group (no transformation) that read
+    // REQUEST_BODY: a long body is answered for their patterns alone (a search for
+    // each one's factors, then the regex of the one whose factors occur), or, when
+    // the factors of two occur, by the set of every pattern. Rules 4 and 5 read ARGS
+    // in the same group; rule 6 reads the body after `t:urlDecode` (a group of its
+    // own), with a pattern whose factors are only a few bytes.
+    let rs = ruleset(
+        r#"SecRequestBodyAccess On
+SecRule REQUEST_BODY "@rx %uff[0-9a-f]{2}" "id:1,phase:2,pass,t:none"
+SecRule REQUEST_BODY|REQUEST_URI "@rx java\.lang\.(?:runtime|process)" "id:2,phase:2,pass,t:none"
+SecRule REQUEST_BODY "@rx (?:clone|forclosure)transformer" "id:3,phase:2,pass,t:none"
+SecRule ARGS "@rx select.{0,9}from" "id:4,phase:2,pass,t:none"
+SecRule ARGS "@rx uff" "id:5,phase:2,pass,t:none"
+SecRule REQUEST_BODY "@rx <scr[a-z]pt" "id:6,phase:2,pass,t:none,t:urlDecode""#,
+    );
+    let pad = "q=".to_string() + &"Ordinary-Text.".repeat(100);
+    let ids = |middle: &str, end: &str| {
+        let body = format!("{pad}{middle}{pad}{end}");
+        post(&rs, body.as_bytes()).matched_rule_ids()
+    };
+    assert_eq!(ids("", ""), Vec::<i64>::new());
+    // A factor without a match, and a match.
+    assert_eq!(ids("%uffzz", ""), vec![5]);
+    assert_eq!(ids("%uff3c", ""), vec![1, 5]);
+    assert_eq!(ids("java.lang.", "java.lang.process"), vec![2]);
+    // The factors are searched without case, the pattern has it.
+    assert_eq!(ids("JAVA.LANG.RUNTIME", ""), Vec::<i64>::new());
+    // The factors of two patterns: the set of every pattern answers.
+    assert_eq!(ids("%uff3c", "forclosuretransformer"), vec![1, 3, 5]);
+    assert_eq!(ids("%uff", "clonetransforme"), vec![5]);
+    assert_eq!(
+        ids("java.lang.runtime%uff", "clonetransformer"),
+        vec![2, 3, 5]
+    );
+    // The ARGS rules of the group still see the argument.
+    assert_eq!(ids("select+x+from", "%uff00"), vec![1, 4, 5]);
+    assert_eq!(ids("%3Cscript", ""), vec![6]);
+    assert_eq!(ids("%3Cscr_pt", "<script"), vec![6]);
+    assert_eq!(ids("%3Cscr_pt", "<scr_pt"), Vec::<i64>::new());
+}

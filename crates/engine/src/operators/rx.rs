@@ -220,6 +220,13 @@ impl Rx {
         &self.inner.pattern
     }
 
+    /// Strings one of which (ASCII case ignored) every match of [`Rx::pattern`]
+    /// contains, so that a value without any of them cannot match; `None` when the
+    /// pattern offers none (see `rx_factors`).
+    pub(crate) fn required_factors(&self) -> Option<Vec<Vec<u8>>> {
+        super::rx_factors::required_factors(&parse_hir(self.pattern()).ok()?)
+    }
+
     /// For a prefilter: the pattern that matches a value exactly when
     /// [`Rx::pattern`] matches the value after `effects`, applied in reverse order
     /// (the last one first: the effects of the transformations peeled off the end of

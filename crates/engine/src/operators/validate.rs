@@ -54,11 +54,9 @@ impl ByteRanges {
             _ => {
                 // A block at a time without a branch per byte: the table reads of
                 // one block do not wait on each other.
-                input.chunks(64).any(|block| {
-                    block
-                        .iter()
-                        .fold(false, |bad, &b| bad | !self.allows(b))
-                })
+                input
+                    .chunks(64)
+                    .any(|block| block.iter().fold(false, |bad, &b| bad | !self.allows(b)))
             }
         }
     }

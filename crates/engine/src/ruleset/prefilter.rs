@@ -57,6 +57,10 @@ pub struct Group {
     /// patterns whose lazy DFA it shares for long values: one run of the set of all
     /// patterns over a value answers for every group that inspects the same bytes.
     pub all_index: Vec<u32>,
+    /// For single-valued variables only a few of the group's rules read (such as
+    /// `REQUEST_BODY`), the search that answers for their patterns alone on a long
+    /// value (see [`Narrow`]).
+    pub narrow: Vec<Narrow>,
     /// The group's rules run in the request phases and are reached by the load-time
     /// flow ([`crate::ruleset::fold`]), and its patterns are in [`Prefilter::raw`],
     /// which answers for it. The other groups scan with their own sets: those whose
@@ -64,6 +68,73 @@ pub struct Group {
     /// response phases (3 to 5), which share a lazy DFA of their own for long values
     /// (a response body).
     pub in_all: bool,
+}
+
+/// Most patterns a [`Narrow`] holds.
+const NARROW_MAX: usize = 8;
+
+/// The patterns of a group whose rules read one single-valued variable (at PL1,
+/// `REQUEST_BODY` is read by four of the hundreds of patterns of the group without
+/// transformations), when each has required factors (strings one of which every
+/// match contains). A long value of that variable is answered for those patterns
+/// alone: one search per pattern for its factors (many bytes at a time), and the
+/// pattern's own regex for the one pattern whose factors occur, instead of a walk of
+/// the set of every pattern over the value. When two or more patterns' factors
+/// occur, the value is walked as usual, so a value made to hold them all costs one
+/// walk more than the searches, not one regex per pattern.
+#[derive(Debug)]
+pub struct Narrow {
+    /// The variable.
+    pub var: Var,
+    /// For each pattern (its index in the group): a searcher of its factors, and its
+    /// regex.
+    patterns: Vec<(u32, aho_corasick::AhoCorasick, regex_automata::meta::Regex)>,
+}
+
+impl Narrow {
+    /// The patterns of `patterns` (indexes in a group's set, the patterns of `rxs`)
+    /// for variable `var`, when there are at most [`NARROW_MAX`] and each has
+    /// required factors.
+    fn new(var: Var, patterns: &[u32], rxs: &[Rx]) -> Option<Narrow> {
+        if patterns.len() > NARROW_MAX {
+            return None;
+        }
+        let mut out = Vec::with_capacity(patterns.len());
+        for &i in patterns {
+            let rx = rxs.get(i as usize)?;
+            let factors = rx.required_factors()?;
+            let search = aho_corasick::AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(&factors)
+                .ok()?;
+            out.push((i, search, rx.regex().clone()));
+        }
+        Some(Narrow { var, patterns: out })
+    }
+
+    /// Whether the narrow has the group's pattern `index`.
+    pub(crate) fn has(&self, index: u32) -> bool {
+        self.patterns.iter().any(|(i, _, _)| *i == index)
+    }
+
+    /// The narrow's patterns (indexes in the group) that match `input`, or `None`
+    /// when the factors of more than one occur in it (the caller then walks it as
+    /// usual).
+    pub(crate) fn matching(&self, input: &[u8]) -> Option<Vec<u32>> {
+        let mut candidate = None;
+        for (i, search, regex) in &self.patterns {
+            if search.is_match(input) {
+                if candidate.is_some() {
+                    return None;
+                }
+                candidate = Some((*i, regex));
+            }
+        }
+        Some(match candidate {
+            Some((i, regex)) if regex.is_match(input) => vec![i],
+            _ => Vec::new(),
+        })
+    }
 }
 
 /// The compiled groups.
@@ -307,6 +378,8 @@ fn eligible(r: &Rule) -> Option<&Rx> {
 
 struct Building {
     patterns: Vec<Rx>,
+    /// Per variable its rules read, the patterns of the rules that read it.
+    by_var: Vec<(Var, Vec<u32>)>,
     transforms: Vec<Transform>,
     prefix_ids: Vec<u32>,
     multi: bool,
@@ -375,6 +448,7 @@ impl Prefilter {
             let g = *by_key.entry(key).or_insert_with(|| {
                 building.push(Building {
                     patterns: Vec::new(),
+                    by_var: Vec::new(),
                     transforms,
                     prefix_ids,
                     multi: r.multi_match,
@@ -400,11 +474,29 @@ impl Prefilter {
                 if !b.vars.contains(&t.var) {
                     b.vars.push(t.var);
                 }
+                match b.by_var.iter_mut().find(|(v, _)| *v == t.var) {
+                    Some((_, ps)) if ps.contains(&(index as u32)) => {}
+                    Some((_, ps)) => ps.push(index as u32),
+                    None => b.by_var.push((t.var, vec![index as u32])),
+                }
             }
             r.prefilter = Some(Slot {
                 group: g as u32,
                 index: index as u32,
             });
+        });
+        // The variables `@pm` rules read, with their chains: a form one of them reads
+        // is walked by the set of every pattern whatever a narrow could answer, since
+        // that walk finds the phrase lists along the way (see `Group::narrow`).
+        let mut pm_reads: Vec<(Var, Option<u32>)> = Vec::new();
+        each_link_reached(phases, reached, &mut |r: &mut Rule, _| {
+            if let RuleOperator::Static(op) = &r.operator
+                && matches!(op.as_ref(), Operator::Pm { .. })
+            {
+                for t in &r.targets {
+                    pm_reads.push((t.var, r.prefix_ids.last().copied()));
+                }
+            }
         });
         // Compile each group; a group whose set does not compile (size limits) gets no
         // prefilter, and its rules run as usual.
@@ -450,6 +542,18 @@ impl Prefilter {
                 Some(shared) => RxSet::from_rxs_sharing(&b.patterns, shared, &all_index),
                 None => RxSet::from_rxs(&b.patterns),
             };
+            let chain_key = keys[&g];
+            let narrow = b
+                .by_var
+                .iter()
+                .filter(|(var, ps)| {
+                    !b.multi
+                        && !var.is_collection()
+                        && ps.len() < b.patterns.len()
+                        && !pm_reads.contains(&(*var, chain_key))
+                })
+                .filter_map(|(var, ps)| Narrow::new(*var, ps, &b.patterns))
+                .collect();
             match set {
                 Ok(set) => {
                     final_index.push(Some(groups.len() as u32));
@@ -457,8 +561,9 @@ impl Prefilter {
                         in_all: matches!(share, Share::Reached) && raw.is_some(),
                         all_index,
                         set,
+                        narrow,
                         transforms: b.transforms,
-                        chain_key: keys[&g],
+                        chain_key,
                         prefix_ids: b.prefix_ids,
                         multi: b.multi,
                         vars: b.vars,
@@ -580,6 +685,14 @@ impl Union {
             }
         }
         any
+    }
+
+    /// Adds the group's pattern `index` (of a group of `group_len` patterns).
+    pub(crate) fn add_index(&mut self, group_len: usize, index: u32) {
+        let hits = self.hits.get_or_insert_with(|| PatternSet::new(group_len));
+        if let Ok(id) = PatternID::new(index as usize) {
+            let _ = hits.try_insert(id);
+        }
     }
 
     /// True when the pattern at `index` matched some value.

@@ -441,10 +441,50 @@ fn gave_up_on(cache: &TransformCache, row: usize, cell: u32) -> Option<ByteSet> 
     }
 }
 
-/// Whether the prefilter's set of all patterns, run on the form of value `v` that the
-/// group of `slot` reads, found that the slot's pattern does not match it (an exact
-/// answer, kept from the group's scan); false when it was not run on that form, or
-/// gave up.
+/// Answers the form in `cell` of the value whose row starts at `row` (raw bytes `raw`)
+/// for the patterns of group `g` in `narrow` (see
+/// [`Narrow`](crate::ruleset::prefilter::Narrow)), adding those that match to
+/// `union`; false when it does not (the form is short, the set of every pattern
+/// already answered it, or the factors of several patterns occur in it), and the
+/// caller answers as usual.
+#[allow(clippy::too_many_arguments)]
+fn narrow_answer(
+    cache: &mut TransformCache,
+    row: usize,
+    raw_cell: usize,
+    cell: u32,
+    g: usize,
+    narrow: &crate::ruleset::prefilter::Narrow,
+    union: &mut Union,
+    group_len: usize,
+    raw: &[u8],
+) -> bool {
+    let key = (row as u32, cell, g as u32);
+    if !cache.narrow_hits.contains_key(&key) {
+        let walked = if cell == 1 {
+            cache.cells[row + raw_cell] != 0
+        } else {
+            cache.all_hits.contains_key(&(row as u32, cell))
+        };
+        let input = cached_input(cache, cell, raw);
+        if walked || input.len() <= FULL_SET_MIN_LEN {
+            return false;
+        }
+        let Some(found) = narrow.matching(&input) else {
+            return false;
+        };
+        cache.narrow_hits.insert(key, found);
+    }
+    for &i in &cache.narrow_hits[&key] {
+        union.add_index(group_len, i);
+    }
+    true
+}
+
+/// Whether the prefilter's set of all patterns (or the group's narrow search), run on
+/// the form of value `v` that the group of `slot` reads, found that the slot's pattern
+/// does not match it (an exact answer, kept from the group's scan); false when it was
+/// not run on that form, or gave up.
 fn all_said_no(
     cache: &mut TransformCache,
     nodes: &[ChainNode],
@@ -458,6 +498,14 @@ fn all_said_no(
     };
     let row = cache_row(cache, id);
     let cell = form(cache, nodes, row, group.chain_key, &v.value).0;
+    if let Some(found) = cache.narrow_hits.get(&(row as u32, cell, slot.group))
+        && group
+            .narrow
+            .iter()
+            .any(|n| n.var == v.var && n.has(slot.index))
+    {
+        return !found.contains(&slot.index);
+    }
     if cell == 1 && cache.cells[row + nodes.len() + 1] == 1 {
         return true;
     }
@@ -756,6 +804,24 @@ fn scan_value(
         Some(key) => form(cache, nodes, row, Some(key), &v.value).0,
         None => 1,
     };
+    if v.value.len() > FULL_SET_MIN_LEN
+        && let Some(narrow) = group.narrow.iter().find(|n| n.var == v.var)
+        && narrow_answer(
+            cache,
+            row,
+            raw_cell,
+            cell,
+            g,
+            narrow,
+            union,
+            group.set.len(),
+            &v.value,
+        )
+    {
+        // Answered for the patterns of the rules that read this variable only: the
+        // value is not marked quiet for the whole group.
+        return true;
+    }
     if !group_answer(cache, row, raw_cell, cell, all, pm, group, union, &v.value) {
         cache.cells[row + quiet_cell] |= quiet_bit;
     }
