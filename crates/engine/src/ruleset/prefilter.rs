@@ -16,6 +16,12 @@
 //! input). `multiMatch` rules form groups of their own, whose sets run on every form
 //! of a value the rules inspect (the raw value and each intermediate result that
 //! differs from the one before), not only on the last.
+//!
+//! A long value is answered once per form by the set of every pattern, and that answer
+//! also spares the rules' own regexes a search of a form it found their pattern absent
+//! from. A single-valued variable that only a few of a group's rules read (such as
+//! `REQUEST_BODY`) is answered for their patterns alone, by a search for their
+//! required strings ([`Narrow`]).
 
 use crate::operators::Operator;
 use crate::operators::pm::PhraseLists;
