@@ -123,10 +123,10 @@ impl Narrow {
         self.patterns.iter().any(|(i, _, _)| *i == index)
     }
 
-    /// The narrow's patterns (indexes in the group) that match `input`, or `None`
-    /// when the factors of more than one occur in it (the caller then walks it as
-    /// usual).
-    pub(crate) fn matching(&self, input: &[u8]) -> Option<Vec<u32>> {
+    /// The narrow's pattern (its index in the group) that matches `input`, if any
+    /// (at most one is searched for, so at most one matches); `None` when the factors
+    /// of more than one occur in it (the caller then walks it as usual).
+    pub(crate) fn matching(&self, input: &[u8]) -> Option<Option<u32>> {
         let mut candidate = None;
         for (i, search, regex) in &self.patterns {
             if search.is_match(input) {
@@ -136,10 +136,7 @@ impl Narrow {
                 candidate = Some((*i, regex));
             }
         }
-        Some(match candidate {
-            Some((i, regex)) if regex.is_match(input) => vec![i],
-            _ => Vec::new(),
-        })
+        Some(candidate.and_then(|(i, regex)| regex.is_match(input).then_some(i)))
     }
 }
 

@@ -475,7 +475,7 @@ fn narrow_answer(
         };
         cache.narrow_hits.insert(key, found);
     }
-    for &i in &cache.narrow_hits[&key] {
+    if let Some(&Some(i)) = cache.narrow_hits.get(&key) {
         union.add_index(group_len, i);
     }
     true
@@ -504,7 +504,7 @@ fn all_said_no(
             .iter()
             .any(|n| n.var == v.var && n.has(slot.index))
     {
-        return !found.contains(&slot.index);
+        return *found != Some(slot.index);
     }
     if cell == 1 && cache.cells[row + nodes.len() + 1] == 1 {
         return true;

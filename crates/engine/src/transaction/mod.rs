@@ -266,8 +266,9 @@ pub(crate) struct TransformCache {
     /// walk that stopped at a list a rule asked for got.
     pub pm_lists: rustc_hash::FxHashMap<(u32, u32), crate::operators::pm::ListsSoFar>,
     /// What a group's [`Narrow`](crate::ruleset::prefilter::Narrow) found in a form
-    /// of a value, keyed by (row start, cell, group): the group's patterns that match.
-    pub narrow_hits: rustc_hash::FxHashMap<(u32, u32, u32), Vec<u32>>,
+    /// of a value, keyed by (row start, cell, group): the group's pattern that matches,
+    /// if any.
+    pub narrow_hits: rustc_hash::FxHashMap<(u32, u32, u32), Option<u32>>,
     /// A pattern set kept between runs of the prefilter's set of all patterns, so
     /// that the usual answer ("nothing matches") allocates nothing; only a value that
     /// matches keeps a copy (in `all_hits`).
