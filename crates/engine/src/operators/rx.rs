@@ -67,9 +67,10 @@
 use regex::bytes::RegexBuilder;
 use regex_automata::meta::{self, Regex};
 use regex_automata::util::captures::Captures as Groups;
+use regex_automata::util::prefilter::Prefilter;
 use regex_automata::{Input, MatchKind};
 use regex_syntax::ParserBuilder;
-use regex_syntax::hir::{Hir, HirKind, Look};
+use regex_syntax::hir::{Hir, HirKind, Look, literal};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -139,7 +140,9 @@ pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
 /// instructions a byte. Without them every search is the forward lazy DFA. Measured
 /// (callgrind, `PALISADE_BENCH_VARYING_N=10 PALISADE_BENCH_LOOP=v4:varying-json:6`):
 /// 15.26 -> 13.82 M instructions per varying JSON request; the fixed GET, form and JSON
-/// and the adversarial cases within 1% (one, `json spaces`, 4% more).
+/// and the adversarial cases within 1% (one, `json spaces`, 4% more). A pattern whose
+/// matches all start with a few literals gets a search for them instead
+/// ([`prefix_prefilter`]), which its forward lazy DFA uses to skip ahead.
 pub(crate) fn compile_hir(hir: &Hir) -> Result<Regex, String> {
     meta::Builder::new()
         .configure(
@@ -148,13 +151,39 @@ pub(crate) fn compile_hir(hir: &Hir) -> Result<Regex, String> {
                 .utf8_empty(false)
                 .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
                 .hybrid_cache_capacity(DFA_CACHE_CAPACITY)
-                .auto_prefilter(false),
+                .auto_prefilter(false)
+                .prefilter(prefix_prefilter(hir)),
         )
         .build_from_hir(hir)
         .map_err(|e| match e.size_limit() {
             Some(limit) => format!("pattern too large: its compiled form exceeds {limit} bytes"),
             None => format!("invalid regular expression: {e}"),
         })
+}
+
+/// The shortest literal a pattern's prefix prefilter may search for (see
+/// [`prefix_prefilter`]): a single byte is too common in text for a skip to pay for
+/// the restarts (with one, the adversarial benchmark's `json entities` case, a long
+/// value of HTML entities, took 40% longer).
+const PREFIX_MIN_LEN: usize = 2;
+
+/// A search for the literals every match of `hir` starts with, for its lazy DFA to
+/// skip to (the library's own prefix prefilter, without the reverse searches from
+/// inner literals that `auto_prefilter` also brings; see [`compile_hir`]). Only when
+/// those literals are few enough and at least [`PREFIX_MIN_LEN`] bytes long for one
+/// of the library's vectorised searches (`is_fast`); `None` otherwise. On text that
+/// keeps the rules' lazy DFAs busy (random printable text) a pattern such as
+/// `(?i)union.*?select.*?from` then costs a skim of the value instead of a walk.
+fn prefix_prefilter(hir: &Hir) -> Option<Prefilter> {
+    let mut extractor = literal::Extractor::new();
+    extractor.kind(literal::ExtractKind::Prefix);
+    let mut prefixes = extractor.extract(hir);
+    prefixes.optimize_for_prefix_by_preference();
+    let literals = prefixes.literals()?;
+    if literals.is_empty() || literals.iter().any(|l| l.len() < PREFIX_MIN_LEN) {
+        return None;
+    }
+    Prefilter::new(MatchKind::LeftmostFirst, literals).filter(Prefilter::is_fast)
 }
 
 impl Rx {
@@ -1952,6 +1981,118 @@ mod tests {
         let r = rx(r"(?<word>[a-z]+)=(?'num'\d+)");
         assert!(r.matches(b"x=1", Some(&mut caps)));
         assert_eq!(caps, vec![b"x=1".to_vec(), b"x".to_vec(), b"1".to_vec()]);
+    }
+
+    /// A pattern whose matches all start with a few literals of two bytes or more gets
+    /// a prefix prefilter, others none; with it, every search finds the match it finds
+    /// without it: values made of the patterns' own pieces (so that literals occur
+    /// at the start, the end, after a newline, inside words and in other cases),
+    /// whole and from an offset, with and without captures.
+    #[test]
+    fn prefix_prefilters_find_what_the_plain_lazy_dfa_finds() {
+        let with: &[&str] = &[
+            r"(?i)union.*?select.*?from",
+            r"(?m)^(?:get|post)\s",
+            r"java\.lang\.(?:runtime|processbuilder)",
+            r"(?i)php://(?:stdin|input)",
+            r"(?:__proto__|constructor)\s*\[",
+            r"ab(c+)d|abx",
+        ];
+        let without: &[&str] = &[
+            r"&[a-z]+;",
+            // Its 64 spellings are cut back to the `<` they share.
+            r"(?i)<script[^>]*>",
+            r"(?i)\bon[a-z]+=",
+            r"[a-z]{3}select",
+            r"(?:a|bc)[0-9]*x",
+            r"x*abc",
+        ];
+        for (patterns, expected) in [(with, true), (without, false)] {
+            for p in patterns {
+                let hir = parse_hir(&translate(p).expect(p)).expect(p);
+                assert_eq!(prefix_prefilter(&hir).is_some(), expected, "{p}");
+            }
+        }
+        let pieces: &[&[u8]] = &[
+            b"union",
+            b"UNION",
+            b"Select",
+            b"select",
+            b" from",
+            b"get ",
+            b"GET ",
+            b"post\t",
+            b"\n",
+            b"java.lang.",
+            b"Runtime",
+            b"processbuilder",
+            b"<script",
+            b"<SCRIPT x>",
+            b">",
+            b"__proto__",
+            b"constructor",
+            b" [",
+            b"[",
+            b"abccd",
+            b"abx",
+            b"ab",
+            b"&amp;",
+            b"onload=",
+            b"xxabc",
+            b"de",
+            b"bcde",
+            b" ",
+            b"q",
+        ];
+        let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut values: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..400 {
+            let mut v = Vec::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            for j in 0..(seed % 12) {
+                v.extend_from_slice(pieces[((seed >> (j * 5 + 2)) % pieces.len() as u64) as usize]);
+            }
+            values.push(v);
+        }
+        for p in with.iter().chain(without) {
+            let hir = parse_hir(&translate(p).expect(p)).expect(p);
+            let fast = compile_hir(&hir).expect(p);
+            let plain = meta::Builder::new()
+                .configure(
+                    meta::Config::new()
+                        .match_kind(MatchKind::LeftmostFirst)
+                        .utf8_empty(false)
+                        .auto_prefilter(false),
+                )
+                .build_from_hir(&hir)
+                .expect(p);
+            let (mut a, mut b) = (fast.create_captures(), plain.create_captures());
+            for v in &values {
+                for start in [0, v.len() / 3] {
+                    let input = Input::new(v).range(start..);
+                    assert_eq!(
+                        fast.is_match(input.clone()),
+                        plain.is_match(input.clone()),
+                        "{p} on {v:?}"
+                    );
+                    assert_eq!(
+                        fast.find(input.clone()),
+                        plain.find(input.clone()),
+                        "{p} on {v:?}"
+                    );
+                    fast.search_captures(&input, &mut a);
+                    plain.search_captures(&input, &mut b);
+                    let groups = |c: &Groups| {
+                        (0..c.group_len())
+                            .map(|i| c.get_group(i))
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(groups(&a), groups(&b), "{p} on {v:?}");
+                }
+            }
+        }
     }
 
     #[test]
