@@ -2044,18 +2044,8 @@ mod tests {
             b" ",
             b"q",
         ];
-        let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut values: Vec<Vec<u8>> = Vec::new();
-        for _ in 0..400 {
-            let mut v = Vec::new();
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            for j in 0..(seed % 12) {
-                v.extend_from_slice(pieces[((seed >> (j * 5 + 2)) % pieces.len() as u64) as usize]);
-            }
-            values.push(v);
-        }
+        let mut rng = crate::body::fuzz::XorShift(0x2545_F491_4F6C_DD1D);
+        let values: Vec<Vec<u8>> = (0..600).map(|_| rng.value_of(pieces, 12, 16)).collect();
         for p in with.iter().chain(without) {
             let hir = parse_hir(&translate(p).expect(p)).expect(p);
             let fast = compile_hir(&hir).expect(p);
