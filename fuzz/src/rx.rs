@@ -10,12 +10,15 @@
 //!
 //! Compiling may refuse a pattern but never panic; a compiled pattern must give the
 //! same verdict with and without captures, captures that are parts of the value,
-//! and a verdict the translated pattern (a superset) agrees with. The time limit of
-//! the fuzzer catches a pattern that runs in more than linear time.
+//! and a verdict the translated pattern (a superset) agrees with. The engine's search
+//! of the translated pattern (with its own prefix prefilter, when it has one) must
+//! find the match the `regex` crate finds with the same settings and its own
+//! optimisations. The time limit of the fuzzer catches a pattern that runs in more
+//! than linear time.
 
 use crate::input::Input;
 use engine::operators::Captures;
-use engine::operators::rx::{MAX_CAPTURES, Rx};
+use engine::operators::rx::{MAX_CAPTURES, Rx, builder};
 
 /// Pieces of PCRE syntax, weighted towards what `rx_compat` rewrites.
 pub const PIECES: &[&str] = &[
@@ -97,6 +100,14 @@ pub fn fuzz_rx(data: &[u8]) {
     let Ok(rx) = Rx::new(&pattern) else {
         return;
     };
+    if let Ok(reference) = builder(rx.pattern()).build() {
+        assert_eq!(
+            rx.regex().find(value).map(|m| m.range()),
+            reference.find(value).map(|m| m.range()),
+            "{pattern:?}: the engine's search of {:?} finds another match than the regex crate's",
+            rx.pattern()
+        );
+    }
     let mut caps = Captures::new();
     let with = rx.matches(value, Some(&mut caps));
     let without = rx.matches(value, None);
