@@ -145,20 +145,22 @@ pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
 /// ([`prefix_prefilter`]), which its forward lazy DFA uses to skip ahead.
 pub(crate) fn compile_hir(hir: &Hir) -> Result<Regex, String> {
     meta::Builder::new()
-        .configure(
-            meta::Config::new()
-                .match_kind(MatchKind::LeftmostFirst)
-                .utf8_empty(false)
-                .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
-                .hybrid_cache_capacity(DFA_CACHE_CAPACITY)
-                .auto_prefilter(false)
-                .prefilter(prefix_prefilter(hir)),
-        )
+        .configure(engine_config().prefilter(prefix_prefilter(hir)))
         .build_from_hir(hir)
         .map_err(|e| match e.size_limit() {
             Some(limit) => format!("pattern too large: its compiled form exceeds {limit} bytes"),
             None => format!("invalid regular expression: {e}"),
         })
+}
+
+/// The settings of every `@rx` regex but its prefilter (see [`compile_hir`]).
+fn engine_config() -> meta::Config {
+    meta::Config::new()
+        .match_kind(MatchKind::LeftmostFirst)
+        .utf8_empty(false)
+        .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+        .hybrid_cache_capacity(DFA_CACHE_CAPACITY)
+        .auto_prefilter(false)
 }
 
 /// The shortest literal a pattern's prefix prefilter may search for (see
@@ -180,9 +182,10 @@ fn prefix_prefilter(hir: &Hir) -> Option<Prefilter> {
     let mut prefixes = extractor.extract(hir);
     prefixes.optimize_for_prefix_by_preference();
     let literals = prefixes.literals()?;
-    if literals.is_empty() || literals.iter().any(|l| l.len() < PREFIX_MIN_LEN) {
+    if literals.iter().any(|l| l.len() < PREFIX_MIN_LEN) {
         return None;
     }
+    // No literals at all (a pattern that never matches) gives no prefilter either.
     Prefilter::new(MatchKind::LeftmostFirst, literals).filter(Prefilter::is_fast)
 }
 
@@ -2050,12 +2053,7 @@ mod tests {
             let hir = parse_hir(&translate(p).expect(p)).expect(p);
             let fast = compile_hir(&hir).expect(p);
             let plain = meta::Builder::new()
-                .configure(
-                    meta::Config::new()
-                        .match_kind(MatchKind::LeftmostFirst)
-                        .utf8_empty(false)
-                        .auto_prefilter(false),
-                )
+                .configure(engine_config())
                 .build_from_hir(&hir)
                 .expect(p);
             let (mut a, mut b) = (fast.create_captures(), plain.create_captures());
