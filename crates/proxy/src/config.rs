@@ -463,6 +463,22 @@ pub struct LimitsConfig {
     /// Most connections open at once from one client address; a connection over it
     /// is closed at once. 0: no limit per address.
     pub connections_per_ip: usize,
+    /// What to do with a request body sent under a `Content-Encoding` (gzip,
+    /// deflate, br, ...), which the rules would see only compressed.
+    pub request_content_encoding: EncodedBodyPolicy,
+}
+
+/// `limits.request_content_encoding`: a request body under a `Content-Encoding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncodedBodyPolicy {
+    /// Answer 415 (with `Accept-Encoding: identity`) before the body is read: the
+    /// rules cannot inspect what they cannot read.
+    #[default]
+    Refuse,
+    /// Inspect and forward the body as sent: the rules see the encoded bytes. For
+    /// applications that take compressed uploads and are protected otherwise.
+    Pass,
 }
 
 impl Default for LimitsConfig {
@@ -475,6 +491,7 @@ impl Default for LimitsConfig {
             response_decompression_ratio: 100,
             connections: 10_000,
             connections_per_ip: 0,
+            request_content_encoding: EncodedBodyPolicy::Refuse,
         }
     }
 }

@@ -526,6 +526,7 @@ pub fn body_framing<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])> + Cl
     };
     let mut te_seen = false;
     let mut chunked_last = false;
+    let mut other_coding = false;
     for v in values(b"transfer-encoding") {
         te_seen = true;
         for coding in v.split(|&b| b == b',') {
@@ -533,14 +534,18 @@ pub fn body_framing<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])> + Cl
             if c.is_empty() {
                 continue;
             }
+            other_coding |= chunked_last;
             chunked_last = c.eq_ignore_ascii_case(b"chunked");
+            other_coding |= !chunked_last;
         }
     }
     if te_seen {
-        return if chunked_last {
-            Framing::Chunked
-        } else {
-            Framing::Invalid("Transfer-Encoding does not end in chunked")
+        return match (chunked_last, other_coding) {
+            (true, false) => Framing::Chunked,
+            (true, true) => {
+                Framing::Unsupported("Transfer-Encoding has a coding other than chunked")
+            }
+            (false, _) => Framing::Invalid("Transfer-Encoding does not end in chunked"),
         };
     }
     let mut length: Option<u64> = None;
@@ -578,6 +583,10 @@ pub enum Framing {
     Chunked,
     /// The framing headers cannot be trusted; the body cannot be read.
     Invalid(&'static str),
+    /// Chunked, after a transfer coding the proxy does not implement (`gzip,
+    /// chunked`): a request gets 501 (RFC 9112 §6.1), since dropping the coding
+    /// would hand the rules and the upstream other bytes than the client meant.
+    Unsupported(&'static str),
 }
 
 /// Why a body could not be read.
@@ -636,7 +645,7 @@ impl BodyDecoder {
         let (remaining, chunked) = match framing {
             Framing::Length(n) => (n, false),
             Framing::Chunked => (0, true),
-            Framing::None | Framing::Invalid(_) => (0, false),
+            Framing::None | Framing::Invalid(_) | Framing::Unsupported(_) => (0, false),
         };
         Self {
             remaining,
@@ -983,6 +992,21 @@ mod tests {
         assert_eq!(
             f(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n"),
             Framing::Invalid("Transfer-Encoding does not end in chunked")
+        );
+        // Another coding before chunked is not implemented: refused with 501, never
+        // dropped (the rules would see other bytes than the application).
+        let unsupported = Framing::Unsupported("Transfer-Encoding has a coding other than chunked");
+        for te in ["gzip, chunked", "deflate,chunked", "chunked, chunked"] {
+            let raw = format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n");
+            assert_eq!(f(raw.as_bytes()), unsupported, "{te}");
+        }
+        assert_eq!(
+            f(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            unsupported
+        );
+        assert_eq!(
+            f(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: , chunked\r\n\r\n"),
+            Framing::Chunked
         );
     }
 

@@ -109,6 +109,11 @@ pub struct MultipartFlags {
     pub invalid_header_folding: bool,
     /// MULTIPART_FILE_LIMIT_EXCEEDED.
     pub file_limit_exceeded: bool,
+    /// MULTIPART_DUPLICATE_PART_HEADER (Palisade's own): a part repeated one of the
+    /// headers that decide how it is read (Content-Disposition, Content-Type,
+    /// Content-Transfer-Encoding), so that a parser keeping the first and one keeping
+    /// the last would read it differently. Also a parse error.
+    pub duplicate_part_header: bool,
     /// MULTIPART_UNMATCHED_BOUNDARY: true when ModSecurity v3 would give it the value
     /// 1 (see [`Multipart::unmatched_boundary_value`] for its full value).
     pub unmatched_boundary: bool,
@@ -134,6 +139,7 @@ impl MultipartFlags {
             || self.invalid_part
             || self.invalid_header_folding
             || self.file_limit_exceeded
+            || self.duplicate_part_header
     }
 }
 
@@ -332,16 +338,53 @@ fn read_boundary(ct: &[u8], flags: &mut MultipartFlags) -> Result<Vec<u8>, &'sta
     Ok(boundary)
 }
 
+/// The headers that decide how a part is read: as a field or a file, under which
+/// name, in which charset and transfer encoding. A part that repeats one of them, or
+/// folds its Content-Disposition, can be read more than one way.
+const DECIDING_HEADERS: [&[u8]; 3] = [
+    b"Content-Disposition",
+    b"Content-Type",
+    b"Content-Transfer-Encoding",
+];
+
+fn is_deciding_header(name: &[u8]) -> bool {
+    DECIDING_HEADERS
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// One part header as sent.
+struct Header {
+    name: Vec<u8>,
+    value: Vec<u8>,
+    /// The value's length before its first folded continuation, if it was folded: a
+    /// parser that does not unfold reads only `value[..len]`.
+    unfolded_len: Option<usize>,
+}
+
+/// Another reading of a part's Content-Disposition (a repeated or folded one), kept
+/// so that the part's content is inspected the way each reading presents it.
+#[derive(Clone, PartialEq, Eq)]
+struct Reading {
+    name: Vec<u8>,
+    filename: Vec<u8>,
+}
+
 /// The part being read.
 #[derive(Default)]
 struct Part {
     name: Vec<u8>,
     filename: Vec<u8>,
+    /// The `filename*` parameter, percent-decoded, when it names another file than
+    /// `filename` (RFC 6266 lets it take precedence).
+    filename_star: Vec<u8>,
     is_file: bool,
-    /// Header names and values, for lookups (names compare without case).
-    headers: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Lower-cased header names to their index in `headers`, built once a part has
-    /// many headers so that duplicate checks stay linear overall.
+    /// Header names and values in the order sent, repeated ones included (lookups
+    /// find the first; names compare without case).
+    headers: Vec<Header>,
+    /// Lower-cased header names to the index in `headers` of their first occurrence,
+    /// built once a part has many headers so that duplicate checks stay linear
+    /// overall.
     index: Option<HashMap<Vec<u8>, usize>>,
     /// Completed header lines (MULTIPART_PART_HEADERS), without line ends.
     header_lines: Vec<Vec<u8>>,
@@ -349,6 +392,8 @@ struct Part {
     last_line: Vec<u8>,
     /// Index in `headers` of the header a folded line continues.
     last_header: Option<usize>,
+    /// Readings of the part other than the first Content-Disposition's.
+    readings: Vec<Reading>,
     /// Reading data (true) or headers (false).
     in_data: bool,
     /// Where the content starts and ends in the body.
@@ -362,25 +407,49 @@ impl Part {
             None => self
                 .headers
                 .iter()
-                .position(|(n, _)| n.eq_ignore_ascii_case(name)),
+                .position(|h| h.name.eq_ignore_ascii_case(name)),
         };
-        at.map(|i| &self.headers[i].1)
+        at.map(|i| &self.headers[i].value)
     }
 
     fn add_header(&mut self, name: &[u8], value: Vec<u8>) {
         let at = self.headers.len();
-        self.headers.push((name.to_vec(), value));
+        self.headers.push(Header {
+            name: name.to_vec(),
+            value,
+            unfolded_len: None,
+        });
         if let Some(index) = &mut self.index {
-            index.insert(name.to_ascii_lowercase(), at);
+            index.entry(name.to_ascii_lowercase()).or_insert(at);
         } else if self.headers.len() >= INDEX_AFTER {
-            let index = self
-                .headers
-                .iter()
-                .enumerate()
-                .map(|(i, (n, _))| (n.to_ascii_lowercase(), i));
-            self.index = Some(index.collect());
+            let mut index = HashMap::new();
+            for (i, h) in self.headers.iter().enumerate() {
+                index.entry(h.name.to_ascii_lowercase()).or_insert(i);
+            }
+            self.index = Some(index);
         }
         self.last_header = Some(at);
+    }
+
+    /// Every value a parser could take for the part's Content-Disposition other than
+    /// the first header's unfolded value: repeated headers (true), and the first line
+    /// alone of a folded one (false).
+    fn other_dispositions(&self) -> Vec<(Vec<u8>, bool)> {
+        let mut out = Vec::new();
+        let mut first = true;
+        for h in &self.headers {
+            if !h.name.eq_ignore_ascii_case(b"Content-Disposition") {
+                continue;
+            }
+            if !first {
+                out.push((h.value.clone(), true));
+            }
+            first = false;
+            if let Some(len) = h.unfolded_len {
+                out.push((h.value[..len].to_vec(), false));
+            }
+        }
+        out
     }
 
     fn finish_line(&mut self) {
@@ -608,24 +677,7 @@ impl<'a, 'o> Parser<'a, 'o> {
             if part.name.is_empty() {
                 self.out.flags.invalid_part = true;
             } else {
-                let content = part.data.clone().unwrap_or(0..0);
-                if part.is_file {
-                    let content_type = part.header(b"Content-Type").cloned();
-                    self.out.files.push(FilePart {
-                        name: part.name,
-                        filename: part.filename,
-                        size: content.len(),
-                        content,
-                        content_type,
-                    });
-                } else {
-                    self.out.no_files_bytes = self.out.no_files_bytes.saturating_add(content.len());
-                    if self.out.args.len() < self.limits.max_args {
-                        self.out.args.push((part.name, self.body[content].to_vec()));
-                    } else {
-                        self.out.limit_hit = Some(LimitHit::Arguments);
-                    }
-                }
+                self.emit(part);
             }
         }
         if !last {
@@ -639,6 +691,54 @@ impl<'a, 'o> Parser<'a, 'o> {
             }
             self.part = Some(Part::default());
             self.data_read = false;
+        }
+    }
+
+    /// Adds a completed part to ARGS or FILES: as its first Content-Disposition reads
+    /// it, and also as every other reading does (a repeated or folded
+    /// Content-Disposition, a `filename*` naming another file), so that content some
+    /// parser takes for a field is inspected as one.
+    fn emit(&mut self, part: Part) {
+        let content = part.data.clone().unwrap_or(0..0);
+        let content_type = part.header(b"Content-Type").cloned();
+        let mut readings = vec![Reading {
+            name: part.name,
+            filename: if part.is_file {
+                part.filename
+            } else {
+                Vec::new()
+            },
+        }];
+        if !part.filename_star.is_empty() {
+            readings.push(Reading {
+                name: readings[0].name.clone(),
+                filename: part.filename_star,
+            });
+        }
+        for r in part.readings {
+            if !readings.contains(&r) {
+                readings.push(r);
+            }
+        }
+        for r in readings {
+            if r.filename.is_empty() {
+                self.out.no_files_bytes = self.out.no_files_bytes.saturating_add(content.len());
+                if self.out.args.len() < self.limits.max_args {
+                    self.out
+                        .args
+                        .push((r.name, self.body[content.clone()].to_vec()));
+                } else {
+                    self.out.limit_hit = Some(LimitHit::Arguments);
+                }
+            } else {
+                self.out.files.push(FilePart {
+                    name: r.name,
+                    filename: r.filename,
+                    size: content.len(),
+                    content: content.clone(),
+                    content_type: content_type.clone(),
+                });
+            }
         }
     }
 
@@ -708,18 +808,20 @@ impl<'a, 'o> Parser<'a, 'o> {
                 return self.error("Multipart: Invalid part header (folding error).");
             };
             let more = trim_line_end(&chunk[indent..]);
-            let (name, value) = &mut part.headers[idx];
-            if value.len() <= BUF {
-                value.push(b' ');
-                value.extend_from_slice(more);
+            let h = &mut part.headers[idx];
+            h.unfolded_len.get_or_insert(h.value.len());
+            if h.value.len() <= BUF {
+                h.value.push(b' ');
+                h.value.extend_from_slice(more);
             }
-            if value.len() > BUF {
+            let too_long = h.value.len() > BUF;
+            let mut line = h.name.clone();
+            line.extend_from_slice(b": ");
+            line.extend_from_slice(&h.value);
+            part.last_line = line;
+            if too_long {
                 return self.error("Multipart: Part header too long.");
             }
-            let mut line = name.clone();
-            line.extend_from_slice(b": ");
-            line.extend_from_slice(value);
-            part.last_line = line;
             return;
         }
         part.finish_line();
@@ -743,12 +845,19 @@ impl<'a, 'o> Parser<'a, 'o> {
                 .take_while(|&&c| c == b' ' || c == b'\t')
                 .count();
         let value = trim_line_end(&chunk[value_start..]).to_vec();
-        if part.header(name).is_some() {
-            // v3 ignores a repeated header without reporting an error.
-            return;
-        }
+        // ModSecurity v3 keeps only the first of a repeated header. A repeated header
+        // that decides how the part is read is an error here: an application that
+        // keeps the last one reads the part differently (a file here, a field there).
+        // Every repeated line stays in MULTIPART_PART_HEADERS, and every reading of a
+        // repeated Content-Disposition is inspected (see `emit`).
+        let repeated = part.header(name).is_some() && is_deciding_header(name);
         part.add_header(name, value);
         part.last_line = chunk[..line_len].to_vec();
+        if repeated {
+            self.out.flags.duplicate_part_header = true;
+            let name = String::from_utf8_lossy(name).into_owned();
+            self.error(format!("Multipart: Duplicate part header: {name}."));
+        }
     }
 
     /// The empty line after a part's headers: check Content-Disposition.
@@ -779,12 +888,41 @@ impl<'a, 'o> Parser<'a, 'o> {
             Err(msg) => self.error(msg),
             Ok(()) => {
                 part.is_file = !part.filename.is_empty();
+                self.other_readings(&mut part);
                 part.in_data = true;
                 part.last_header = None;
                 self.data_read = false;
             }
         }
         self.part = Some(part);
+    }
+
+    /// Reads the part's other Content-Disposition values (see
+    /// [`Part::other_dispositions`]) into its readings. The first line of a folded
+    /// one that a parser could take for a different field or file makes the part
+    /// ambiguous, an error; a repeated one already is.
+    fn other_readings(&mut self, part: &mut Part) {
+        let first = Reading {
+            name: part.name.clone(),
+            filename: part.filename.clone(),
+        };
+        for (cd, repeated) in part.other_dispositions() {
+            let mut other = Part::default();
+            if self.content_disposition(&mut other, &cd).is_err() || other.name.is_empty() {
+                continue;
+            }
+            let reading = Reading {
+                name: other.name,
+                filename: other.filename,
+            };
+            if reading == first {
+                continue;
+            }
+            if !repeated {
+                self.error("Multipart: Folded Content-Disposition header reads two ways.");
+            }
+            part.readings.push(reading);
+        }
     }
 
     /// Parses a Content-Disposition value into the part, with v3's error codes.
@@ -945,6 +1083,13 @@ impl<'a, 'o> Parser<'a, 'o> {
         if !filename_star.is_empty() && part.filename.is_empty() {
             return Err(-21);
         }
+        let star = percent_decode(&filename_star);
+        if !star.is_empty() && star != part.filename {
+            // An application that follows RFC 6266 stores the file under this name:
+            // it is a filename the rules must see too.
+            self.out.filenames.push(star.clone());
+            part.filename_star = star;
+        }
         Ok(())
     }
 
@@ -977,6 +1122,30 @@ fn is_token_char(c: u8) -> bool {
                 | b'?'
                 | b'='
         )
+}
+
+/// Decodes `%XX` escapes (a `filename*` value was checked to hold only valid ones;
+/// unlike a form value, `+` stays a `+`).
+fn percent_decode(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let pair = match (s[i], s.get(i + 1), s.get(i + 2)) {
+            (b'%', Some(&hi), Some(&lo)) => crate::transforms::hex_pair(hi, lo),
+            _ => None,
+        };
+        match pair {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(s[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Drops trailing CR and LF bytes.

@@ -340,7 +340,8 @@ impl<'a> View<'a> {
             | Var::MultipartInvalidQuoting
             | Var::MultipartInvalidPart
             | Var::MultipartInvalidHeaderFolding
-            | Var::MultipartFileLimitExceeded => {
+            | Var::MultipartFileLimitExceeded
+            | Var::MultipartDuplicatePartHeader => {
                 let set = req.multipart.as_ref().is_some_and(|mp| {
                     let f = &mp.flags;
                     match var {
@@ -356,6 +357,7 @@ impl<'a> View<'a> {
                         Var::MultipartInvalidQuoting => f.invalid_quoting,
                         Var::MultipartInvalidPart => f.invalid_part,
                         Var::MultipartInvalidHeaderFolding => f.invalid_header_folding,
+                        Var::MultipartDuplicatePartHeader => f.duplicate_part_header,
                         _ => f.file_limit_exceeded,
                     }
                 });

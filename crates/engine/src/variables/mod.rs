@@ -63,6 +63,7 @@ pub enum Var {
     MultipartInvalidPart,
     MultipartInvalidHeaderFolding,
     MultipartFileLimitExceeded,
+    MultipartDuplicatePartHeader,
     MultipartUnmatchedBoundary,
     Xml,
     Tx,
@@ -228,6 +229,11 @@ const TABLE: &[(&str, Var, bool)] = &[
     (
         "MULTIPART_FILE_LIMIT_EXCEEDED",
         Var::MultipartFileLimitExceeded,
+        false,
+    ),
+    (
+        "MULTIPART_DUPLICATE_PART_HEADER",
+        Var::MultipartDuplicatePartHeader,
         false,
     ),
     (

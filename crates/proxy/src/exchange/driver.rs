@@ -7,11 +7,12 @@
 
 use super::ConnInfo;
 use super::{BodyStop, Exchange, ForwardParts, Reply, Shared};
-use crate::config::ServerConfig;
+use crate::config::{EncodedBodyPolicy, ServerConfig};
 use crate::metrics::Action;
 use crate::ratelimit::{RateLimiter, Verdict};
 use crate::shaping::Shaper;
 use bytes::Bytes;
+use http::HeaderValue;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,10 +79,34 @@ pub trait BodySource: Send {
     fn wire_bytes(&self) -> u64;
 }
 
-/// Why a request that passed phase 2 cannot be forwarded: answered 400 and the
+/// Why a request that passed phase 2 cannot be forwarded: answered with `status`
+/// (400, or 501 for a transfer coding the proxy does not implement) and the
 /// connection closed.
 #[derive(Debug, Clone)]
-pub struct Refusal(pub String);
+pub struct Refusal {
+    /// The status to answer.
+    pub status: u16,
+    /// What was wrong, for the error log.
+    pub reason: String,
+}
+
+impl Refusal {
+    /// A request that cannot be forwarded as it is: 400.
+    pub fn bad_request(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status: 400,
+            reason: reason.into(),
+        }
+    }
+
+    /// A request that uses something the proxy does not implement: 501.
+    pub fn not_implemented(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status: 501,
+            reason: reason.into(),
+        }
+    }
+}
 
 /// After phase 2: the request as it goes upstream.
 pub trait Plan: Fn() -> Result<ForwardParts, Refusal> + Sync {}
@@ -130,6 +155,13 @@ where
     let arrived = head.start;
     // The request's header lines, for choosing a `[[shape]]` class at the end.
     let shape_headers = head.headers.clone();
+    let has_body = head.body != BodyPlan::None;
+    let encoded = if has_body && shared.limits.request_content_encoding == EncodedBodyPolicy::Refuse
+    {
+        content_coding(head.headers.clone())
+    } else {
+        None
+    };
     let over = if limits.is_empty() {
         None
     } else {
@@ -155,7 +187,6 @@ where
         head.headers,
         head.head_bytes,
     );
-    let has_body = head.body != BodyPlan::None;
     if let Some((name, status, retry)) = over {
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
     }
@@ -175,6 +206,20 @@ where
         )
     {
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
+    }
+    if let Some(coding) = encoded {
+        // Refused before the body is read (or invited): the rules would see only
+        // the encoded bytes.
+        let why = format!(
+            "request body under Content-Encoding {coding} refused: it cannot be inspected \
+             (limits.request_content_encoding)"
+        );
+        let mut reply = ex.reply_error(415, Action::BadRequest, &why);
+        reply.headers.insert(
+            http::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        return Driven::answer(reply, false);
     }
     if let BodyPlan::Length(n) = head.body
         && n > shared.limits.request_body_bytes as u64
@@ -221,8 +266,8 @@ where
     }
     let parts = match plan() {
         Ok(p) => p,
-        Err(Refusal(why)) => {
-            let mut reply = ex.reply_error(400, Action::BadRequest, &why);
+        Err(Refusal { status, reason }) => {
+            let mut reply = ex.reply_error(status, Action::BadRequest, &reason);
             reply.close = true;
             return Driven {
                 reply: Some(reply),
@@ -288,6 +333,21 @@ where
         }
     }
     None
+}
+
+/// The first content coding other than `identity` that a request's
+/// `Content-Encoding` lines name, if any.
+fn content_coding<'h>(mut headers: impl Iterator<Item = (&'h [u8], &'h [u8])>) -> Option<String> {
+    headers.find_map(|(name, value)| {
+        if !name.eq_ignore_ascii_case(b"content-encoding") {
+            return None;
+        }
+        value
+            .split(|&b| b == b',')
+            .map(|c| c.trim_ascii())
+            .find(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"))
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+    })
 }
 
 /// Records a request whose client went away, answering no one.

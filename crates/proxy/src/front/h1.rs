@@ -255,7 +255,8 @@ where
         Version::Http(1, 0) => head.has_token(b"connection", b"keep-alive"),
         v => v.keepalive_default() && !head.has_token(b"connection", b"close"),
     };
-    if !head.problems.is_empty() || matches!(framing, Framing::Invalid(_)) {
+    if !head.problems.is_empty() || matches!(framing, Framing::Invalid(_) | Framing::Unsupported(_))
+    {
         keepalive = false;
     }
     let te_and_cl = head.values(b"transfer-encoding").next().is_some()
@@ -315,15 +316,17 @@ where
     // upstream (built again from the head if it must be sent a second time).
     let forward = || {
         if version == Version::Http09 {
-            return Err(Refusal("HTTP/0.9 request".into()));
+            return Err(Refusal::bad_request("HTTP/0.9 request"));
         }
-        if let Framing::Invalid(why) = framing {
-            return Err(Refusal(why.into()));
+        match framing {
+            Framing::Invalid(why) => return Err(Refusal::bad_request(why)),
+            Framing::Unsupported(why) => return Err(Refusal::not_implemented(why)),
+            _ => {}
         }
         if !head.problems.is_empty() {
-            return Err(Refusal(head.problems.join("; ")));
+            return Err(Refusal::bad_request(head.problems.join("; ")));
         }
-        forward_parts(&head, conn, upgrade).map_err(|why| Refusal(why.into()))
+        forward_parts(&head, conn, upgrade).map_err(Refusal::bad_request)
     };
     let driven = drive(shared, conn, driver_head, &mut body, &forward).await;
     let Driven {

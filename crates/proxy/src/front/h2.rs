@@ -3,6 +3,7 @@
 
 use super::h2order::{Lines, Order, Tee};
 use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Head, Refusal, drive};
+use crate::exchange::headers::forward_target;
 use crate::exchange::{ConnInfo, ForwardParts, Reply, ReplyBody, Shared, upstream_headers};
 use crate::logs::now_unix_micros;
 use bytes::Bytes;
@@ -220,12 +221,16 @@ async fn handle(
             .iter()
             .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
             .collect();
-        let headers = upstream_headers(&owned, &conn.peer_text, conn.tls)
-            .map_err(|why| Refusal(why.into()))?;
-        let uri = parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| Uri::from_static("/"), |p| Uri::from(p.clone()));
+        let headers =
+            upstream_headers(&owned, &conn.peer_text, conn.tls).map_err(Refusal::bad_request)?;
+        // `*` is a target for OPTIONS only (RFC 9113 §8.3.1), as on HTTP/1.
+        let uri = match parts.uri.path_and_query() {
+            Some(p) if p.as_str() == "*" => {
+                forward_target(&parts.method, b"*").map_err(Refusal::bad_request)?
+            }
+            Some(p) => Uri::from(p.clone()),
+            None => Uri::from_static("/"),
+        };
         Ok(ForwardParts {
             method: parts.method.clone(),
             uri,

@@ -405,6 +405,11 @@ impl Conn {
                 Framing::Length(_) | Framing::Chunked => {
                     BodyEnd::Framed(BodyDecoder::new(framing, MAX_HEAD_BYTES))
                 }
+                // Chunked after another coding: the chunks are read (as before this
+                // variant existed; only requests are refused for it).
+                Framing::Unsupported(_) => {
+                    BodyEnd::Framed(BodyDecoder::new(Framing::Chunked, MAX_HEAD_BYTES))
+                }
                 // A transfer coding other than chunked last: the body ends at the close.
                 Framing::Invalid(_) if te => BodyEnd::Close,
                 Framing::Invalid(why) => return Err(ExchangeError::Malformed(why.into())),

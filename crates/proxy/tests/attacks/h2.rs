@@ -627,6 +627,25 @@ async fn h2_downgrade_smuggling() {
     for (name, b, body) in cases {
         framing_case(&t, name, b, body, &mut n, &mut failures).await;
     }
+    // `*` is a target for OPTIONS only (RFC 9113 §8.3.1): a GET to it must not go
+    // upstream as `GET *`, which an HTTP/1 backend may read as something else.
+    let name = "h2 GET with :path *";
+    let before = t.records_for("*").len();
+    framing_case(
+        &t,
+        name,
+        h2wire::request_block_with(false, "*", "localhost", &[]),
+        None,
+        &mut n,
+        &mut failures,
+    )
+    .await;
+    let forwarded = t.records_for("*").len() - before;
+    if forwarded != 0 {
+        failures.push(format!(
+            "{name}: forwarded to the backend {forwarded} time(s)"
+        ));
+    }
 
     report("HTTP/2 downgrade smuggling", &failures);
 }

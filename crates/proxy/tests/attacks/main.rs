@@ -44,6 +44,7 @@
 mod common;
 
 mod admin;
+mod bodies;
 mod h2;
 mod h2wire;
 mod harness;

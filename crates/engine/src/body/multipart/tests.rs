@@ -641,10 +641,12 @@ fn content_disposition_forms() {
         "--XyZ--",
     ]));
     assert_eq!(m.error, None);
-    assert_eq!(m.files.len(), 2);
+    // The second part's `filename*` names another file: it is a reading of its own.
+    assert_eq!(m.files.len(), 3);
     assert_eq!(s(&m.files[0].name), "plain");
     assert_eq!(s(&m.files[0].filename), "q\"uo\\te\\d.txt");
     assert_eq!(s(&m.files[1].filename), "x.bin");
+    assert_eq!(s(&m.files[2].filename), "x y.bin");
     // v3 also wants the literal text `filename=` when it found a filename.
     let m = run(b"--XyZ\r\nContent-Disposition: form-data; name=a; filename = b\r\n\r\n--XyZ--");
     assert_eq!(
@@ -654,18 +656,175 @@ fn content_disposition_forms() {
 }
 
 #[test]
-fn duplicate_header_is_ignored() {
+fn repeated_deciding_header_is_an_error_and_every_reading_is_inspected() {
+    // The first Content-Disposition says file, the second says field: a parser that
+    // keeps the last reads field `id`. Both readings are kept, and the body is an error.
     let m = run(&crlf(&[
         "--XyZ",
-        "Content-Disposition: form-data; name=\"first\"",
-        "content-disposition: form-data; name=\"second\"",
+        "Content-Disposition: form-data; name=\"x\"; filename=\"a.txt\"",
+        "content-disposition: form-data; name=\"id\"",
+        "",
+        "1' UNION SELECT password FROM users-- ",
+        "--XyZ--",
+    ]));
+    assert!(m.completed);
+    assert!(m.flags.duplicate_part_header);
+    assert!(m.strict_error());
+    assert_eq!(
+        m.error.as_deref(),
+        Some("Multipart: Duplicate part header: content-disposition.")
+    );
+    assert_eq!(
+        args(&m),
+        vec![p("id", "1' UNION SELECT password FROM users-- ")]
+    );
+    assert_eq!(m.files.len(), 1);
+    assert_eq!(s(&m.files[0].filename), "a.txt");
+    assert_eq!(
+        m.names.iter().map(|n| s(n)).collect::<Vec<_>>(),
+        vec!["x", "id"]
+    );
+    // Both lines are in MULTIPART_PART_HEADERS.
+    assert_eq!(headers(&m).len(), 2);
+
+    // Two Content-Type lines: the second one's charset is visible to the rules.
+    let m = run(&crlf(&[
+        "--XyZ",
+        "Content-Disposition: form-data; name=\"id\"",
+        "Content-Type: text/plain",
+        "Content-Type: text/plain; charset=utf-7",
+        "",
+        "v",
+        "--XyZ--",
+    ]));
+    assert!(m.flags.duplicate_part_header);
+    assert_eq!(
+        m.error.as_deref(),
+        Some("Multipart: Duplicate part header: Content-Type.")
+    );
+    assert_eq!(
+        headers(&m),
+        vec![
+            p("id", "Content-Disposition: form-data; name=\"id\""),
+            p("id", "Content-Type: text/plain"),
+            p("id", "Content-Type: text/plain; charset=utf-7"),
+        ]
+    );
+    assert_eq!(args(&m), vec![p("id", "v")]);
+
+    let m = run(&crlf(&[
+        "--XyZ",
+        "Content-Disposition: form-data; name=\"id\"",
+        "Content-Transfer-Encoding: 8bit",
+        "CONTENT-TRANSFER-ENCODING: base64",
+        "",
+        "v",
+        "--XyZ--",
+    ]));
+    assert!(m.flags.duplicate_part_header);
+
+    // Other headers may repeat, as in ModSecurity v3; every line is kept.
+    let m = run(&crlf(&[
+        "--XyZ",
+        "Content-Disposition: form-data; name=\"a\"",
+        "X-Note: one",
+        "x-note: two",
         "",
         "v",
         "--XyZ--",
     ]));
     assert_eq!(m.error, None);
-    assert_eq!(args(&m), vec![p("first", "v")]);
-    assert_eq!(headers(&m).len(), 1);
+    assert!(!m.strict_error());
+    assert_eq!(args(&m), vec![p("a", "v")]);
+    assert_eq!(headers(&m).len(), 3);
+}
+
+#[test]
+fn folded_content_disposition_is_an_error_and_both_readings_are_inspected() {
+    // Unfolded, the part is a file; read without unfolding, it is field `id`.
+    let m = run(&crlf(&[
+        "--XyZ",
+        "Content-Disposition: form-data; name=\"id\"",
+        " ; filename=\"a.txt\"",
+        "",
+        "payload",
+        "--XyZ--",
+    ]));
+    assert!(m.flags.header_folding);
+    assert_eq!(
+        m.error.as_deref(),
+        Some("Multipart: Folded Content-Disposition header reads two ways.")
+    );
+    assert_eq!(m.files.len(), 1);
+    assert_eq!(s(&m.files[0].filename), "a.txt");
+    assert_eq!(args(&m), vec![p("id", "payload")]);
+    // Folding another header is only the flag, as in ModSecurity v3.
+    let m = run(&crlf(&[
+        "--XyZ",
+        "Content-Disposition: form-data; name=\"id\"",
+        "Content-Type: text/plain;",
+        " charset=utf-8",
+        "",
+        "v",
+        "--XyZ--",
+    ]));
+    assert!(m.flags.header_folding);
+    assert_eq!(m.error, None);
+    assert_eq!(args(&m), vec![p("id", "v")]);
+}
+
+#[test]
+fn filename_star_naming_another_file_is_seen_too() {
+    let m = run(&crlf(&[
+        "--XyZ",
+        "Content-Disposition: form-data; name=\"up\"; filename=\"a.txt\"; filename*=UTF-8''shell%2Ephp",
+        "",
+        "<?php system($_GET[1]); ?>",
+        "--XyZ--",
+    ]));
+    assert_eq!(m.error, None);
+    let files: Vec<_> = m.files.iter().map(|f| s(&f.filename)).collect();
+    assert_eq!(files, vec!["a.txt", "shell.php"]);
+    assert_eq!(
+        m.filenames.iter().map(|n| s(n)).collect::<Vec<_>>(),
+        vec!["a.txt", "shell.php"]
+    );
+    // The same name twice is one file.
+    let m = run(&crlf(&[
+        "--XyZ",
+        "Content-Disposition: form-data; name=\"up\"; filename=\"a b.txt\"; filename*=UTF-8''a%20b.txt",
+        "",
+        "x",
+        "--XyZ--",
+    ]));
+    assert_eq!(m.files.len(), 1);
+    assert_eq!(m.filenames.len(), 1);
+}
+
+#[test]
+fn ambiguous_parameters_and_missing_disposition_are_errors() {
+    for cd in [
+        "form-data; name=\"a\"; name=\"b\"",
+        "form-data; name=\"a\"; filename=\"x\"; filename=\"y\"",
+        "form-data; name=\"a\"; filename=\"x\"; filename*=UTF-8''y; filename*=UTF-8''z",
+        "form-data; Name=\"a\"",
+        "Form-Data; name=\"a\"",
+    ] {
+        let m = run(&crlf(&[
+            "--XyZ",
+            &format!("Content-Disposition: {cd}"),
+            "",
+            "v",
+            "--XyZ--",
+        ]));
+        assert!(m.error.is_some(), "{cd}");
+    }
+    // Without a Content-Disposition the part stays in its header section (as in
+    // ModSecurity v3): its content is never taken for a field or a file.
+    let body = crlf(&["--XyZ", "Content-Type: text/plain", "", "v", "--XyZ--"]);
+    let m = run(&body);
+    assert!(m.error.is_some());
+    assert!(m.args.is_empty() && m.files.is_empty());
 }
 
 #[test]
