@@ -721,6 +721,15 @@ impl<'a, 'o> Parser<'a, 'o> {
             }
         }
         for r in readings {
+            // Extra readings count against the part limit as parts do.
+            if self.out.args.len() + self.out.files.len() >= self.limits.multipart_parts {
+                self.out.limit_hit = Some(LimitHit::MultipartParts);
+                let msg = format!(
+                    "Multipart: Too many parts (limit {}).",
+                    self.limits.multipart_parts
+                );
+                return self.error(msg);
+            }
             if r.filename.is_empty() {
                 self.out.no_files_bytes = self.out.no_files_bytes.saturating_add(content.len());
                 if self.out.args.len() < self.limits.max_args {

@@ -921,6 +921,31 @@ fn limits() {
 }
 
 #[test]
+fn readings_of_repeated_headers_count_against_the_part_limit() {
+    let mut lines = vec!["--XyZ".to_owned()];
+    for i in 0..10 {
+        lines.push(format!("Content-Disposition: form-data; name=\"f{i}\""));
+    }
+    lines.extend(["".to_owned(), "v".to_owned(), "--XyZ--".to_owned()]);
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let limits = Limits {
+        multipart_parts: 4,
+        ..Limits::default()
+    };
+    let m = parse(&crlf(&lines), CT, &limits);
+    assert_eq!(m.args.len() + m.files.len(), 4);
+    assert_eq!(m.limit_hit, Some(LimitHit::MultipartParts));
+    assert_eq!(
+        m.error.as_deref(),
+        Some("Multipart: Too many parts (limit 4).")
+    );
+    // Within the limit, every reading is an argument.
+    let m = run(&crlf(&lines));
+    assert_eq!(m.args.len(), 10);
+    assert!(m.flags.duplicate_part_header);
+}
+
+#[test]
 fn part_header_output_is_bounded() {
     let name = "n".repeat(4000);
     let mut body =
