@@ -15,6 +15,7 @@ use proxy::exchange::{ConnInfo, IpText, Shared};
 use proxy::inspect::Inspector;
 use proxy::logs::{LogTargets, LogWriter};
 use proxy::metrics::Metrics;
+use proxy::slots::Wait;
 use proxy::upstream::Upstreams;
 use proxy::waf::Waf;
 use std::net::SocketAddr;
@@ -142,7 +143,8 @@ pub fn fuzz_h1_conn(data: &[u8]) {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let out = runtime().block_on(async {
-        let serve = proxy::front::h1::serve(shared.clone(), conn_info(), server, stop_rx);
+        let slot = shared.slots.take(Wait::Head).await.expect("a connection slot");
+        let serve = proxy::front::h1::serve(shared.clone(), conn_info(), server, slot, stop_rx);
         let talk = async {
             let mut client = client;
             let _ = client.write_all(data).await;
@@ -320,7 +322,8 @@ pub fn fuzz_h2_conn(data: &[u8]) {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     runtime().block_on(async {
-        let serve = proxy::front::h2::serve(shared.clone(), conn_info(), server, stop_rx);
+        let slot = shared.slots.take(Wait::Head).await.expect("a connection slot");
+        let serve = proxy::front::h2::serve(shared.clone(), conn_info(), server, slot, stop_rx);
         let talk = async {
             let mut client = client;
             if client.write_all(&wire).await.is_ok() {

@@ -19,7 +19,6 @@
 use crate::config::AdminConfig;
 use crate::ctx::{self, CtxError};
 use crate::exchange::Shared;
-use crate::logs::LogKind;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
@@ -533,12 +532,6 @@ fn text(status: StatusCode, body: String, ctype: &'static str) -> Response<Full<
 
 /// The `/metrics` text.
 pub fn metrics_text(shared: &Shared) -> String {
-    let drops = shared.logs.drops();
-    let dropped = [
-        ("error", drops.get(LogKind::Error)),
-        ("access", drops.get(LogKind::Access)),
-        ("audit", drops.get(LogKind::Audit)),
-    ];
     let extra = [
         (
             "palisade_rules_loaded",
@@ -551,8 +544,10 @@ pub fn metrics_text(shared: &Shared) -> String {
             shared.started.elapsed().as_secs_f64(),
         ),
     ];
-    let mut out = shared.metrics.render(&dropped, &extra);
+    let mut out = shared.metrics.render(&extra);
+    shared.logs.stats().render(&mut out);
     shared.workers.render(&mut out);
+    shared.slots.render(&mut out);
     if let Some(store) = shared.store() {
         crate::metrics::render_store(&mut out, &store.stats(), store.map_usage());
     }
@@ -586,6 +581,7 @@ pub fn status_json(shared: &Shared) -> String {
             "files": waf.files().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         },
         "connections_open": shared.metrics.connections_open.load(Ordering::Relaxed),
+        "logs": shared.logs.stats().status(|k| shared.logs.enabled(k)),
     });
     let mut s = doc.to_string();
     s.push('\n');

@@ -383,7 +383,7 @@ async fn serve(
     token: admin::AdminToken,
     dns_config: Option<hickory_resolver::config::ResolverConfig>,
 ) -> anyhow::Result<()> {
-    use tokio::sync::{Semaphore, mpsc, watch};
+    use tokio::sync::{mpsc, watch};
     let token = admin::TokenCell::new(token);
     let dns = match dns_config.map(|c| crate::dns::Dns::start(&cfg.dns, c)) {
         Some(Ok(d)) => Some(Arc::new(d)),
@@ -456,7 +456,6 @@ async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (exit_tx, exit_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-    let limit = Arc::new(Semaphore::new(cfg.limits.connections));
     let mut per_worker: Vec<Vec<server::WorkerListener>> =
         (0..workers).map(|_| Vec::new()).collect();
     for b in bound {
@@ -479,7 +478,6 @@ async fn serve(
     }
     let ctx = server::WorkerContext {
         shared: shared.clone(),
-        limit,
         shutdown: stop_rx.clone(),
         exit: exit_rx,
         alive: alive_tx.clone(),
@@ -519,6 +517,8 @@ async fn serve(
         let mut stop = stop_rx.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(crate::memory::INTERVAL);
+            let mut sweep = tokio::time::interval(crate::slots::SWEEP_INTERVAL);
+            sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     _ = tick.tick() => {
@@ -526,6 +526,11 @@ async fn serve(
                         // The workers give back their own (memory::collect_periodically).
                         shared.inspector.release_memory();
                         crate::memory::collect();
+                    }
+                    _ = sweep.tick() => {
+                        // Under pressure, connections that waited too long for
+                        // their handshake, head or next request lose their slot.
+                        shared.slots.sweep();
                     }
                     () = crate::server::stopped(&mut stop) => return,
                 }

@@ -102,6 +102,11 @@ pub struct ServerConfig {
     /// Time allowed to receive a complete request head.
     #[serde(with = "duration")]
     pub client_header_timeout: Duration,
+    /// The longest a connection may wait for its TLS handshake, its request head or
+    /// its next request while more than 80% of `limits.connections` are open (see
+    /// [`crate::slots`]).
+    #[serde(with = "duration")]
+    pub client_header_timeout_under_pressure: Duration,
     /// Longest pause allowed between two reads of a request body.
     #[serde(with = "duration")]
     pub client_body_timeout: Duration,
@@ -159,6 +164,7 @@ impl Default for ServerConfig {
             worker_threads: 0,
             grace_period: Duration::from_secs(10),
             client_header_timeout: Duration::from_secs(30),
+            client_header_timeout_under_pressure: Duration::from_secs(5),
             client_body_timeout: Duration::from_secs(60),
             client_body_deadline: Duration::from_secs(300),
             client_body_min_rate: 500,
@@ -460,8 +466,9 @@ pub struct LimitsConfig {
     pub response_decompression_ratio: u64,
     /// Most client connections open at once; further clients wait in the backlog.
     pub connections: usize,
-    /// Most connections open at once from one client address; a connection over it
-    /// is closed at once. 0: no limit per address.
+    /// Most connections open at once from one client address (1000 by default, a
+    /// tenth of `connections`); a connection over it is closed at once. 0: no limit
+    /// per address.
     pub connections_per_ip: usize,
     /// What to do with a request body sent under a `Content-Encoding` (gzip,
     /// deflate, br, ...), which the rules would see only compressed.
@@ -490,7 +497,7 @@ impl Default for LimitsConfig {
             response_body_inspect_bytes: 524_288,
             response_decompression_ratio: 100,
             connections: 10_000,
-            connections_per_ip: 0,
+            connections_per_ip: 1000,
             request_content_encoding: EncodedBodyPolicy::Refuse,
         }
     }

@@ -37,5 +37,6 @@ pub mod metrics;
 pub mod ratelimit;
 pub mod server;
 pub mod shaping;
+pub mod slots;
 pub mod upstream;
 pub mod waf;

@@ -11,14 +11,23 @@
 //! line can carry an acknowledgement ([`LogSender::send_error`]): the writer flushes
 //! the file after writing it and then resolves the [`Written`] the request waits on
 //! before its response goes out.
+//!
+//! A log whose writes fail (a full disk, a file system gone read-only) loses lines,
+//! but never silently: each failed write counts in [`LogStats`] (`/metrics`:
+//! `palisade_log_write_errors_total{log}`), every line it held counts as dropped,
+//! the operator log says so when the failure starts and when writing works again,
+//! and `/status` shows the log as failing. Meanwhile the writer holds new lines (up
+//! to [`HOLD_BYTES`] per log) and tries again after a back-off that doubles from
+//! [`RETRY_FIRST`] to [`RETRY_MAX`]; no reopen is needed.
 
 use flume::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// Which log a line belongs to.
@@ -39,6 +48,14 @@ pub enum LogKind {
 const LOGS: usize = 4;
 
 impl LogKind {
+    /// Every log, in label order.
+    pub const ALL: [LogKind; LOGS] = [
+        LogKind::Error,
+        LogKind::Access,
+        LogKind::Audit,
+        LogKind::Debug,
+    ];
+
     /// The label used in metrics.
     pub fn label(self) -> &'static str {
         match self {
@@ -50,16 +67,84 @@ impl LogKind {
     }
 }
 
-/// Lines dropped because the writer fell behind, per log.
+/// What happened to each log's lines: dropped (the writer fell behind, or a write
+/// failed), write errors, and whether the log is failing now.
 #[derive(Debug, Default)]
-pub struct DropCounters {
-    counts: [AtomicU64; LOGS],
+pub struct LogStats {
+    dropped: [AtomicU64; LOGS],
+    write_errors: [AtomicU64; LOGS],
+    failing: [AtomicBool; LOGS],
+    last_error: std::sync::Mutex<[Option<String>; LOGS]>,
 }
 
-impl DropCounters {
-    /// Lines dropped so far for this log.
-    pub fn get(&self, kind: LogKind) -> u64 {
-        self.counts[kind as usize].load(Ordering::Relaxed)
+impl LogStats {
+    /// Lines of this log dropped so far: the writer fell behind, or a write failed.
+    pub fn dropped(&self, kind: LogKind) -> u64 {
+        self.dropped[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Writes to this log that failed so far.
+    pub fn write_errors(&self, kind: LogKind) -> u64 {
+        self.write_errors[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether this log's writes are failing now (the last one failed).
+    pub fn failing(&self, kind: LogKind) -> bool {
+        self.failing[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// The last write error of this log, if it had one.
+    pub fn last_error(&self, kind: LogKind) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner())[kind as usize].clone()
+    }
+
+    fn drop_lines(&self, kind: LogKind, n: u64) {
+        self.dropped[kind as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Appends `palisade_log_lines_dropped_total{log}` and
+    /// `palisade_log_write_errors_total{log}` to a metrics text.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push_str("# HELP palisade_log_lines_dropped_total Log lines lost: the writer fell behind, or a write failed.\n# TYPE palisade_log_lines_dropped_total counter\n");
+        for kind in LogKind::ALL {
+            let _ = writeln!(
+                out,
+                "palisade_log_lines_dropped_total{{log=\"{}\"}} {}",
+                kind.label(),
+                self.dropped(kind)
+            );
+        }
+        out.push_str("# HELP palisade_log_write_errors_total Writes to a log that failed (each one's lines are counted as dropped).\n# TYPE palisade_log_write_errors_total counter\n");
+        for kind in LogKind::ALL {
+            let _ = writeln!(
+                out,
+                "palisade_log_write_errors_total{{log=\"{}\"}} {}",
+                kind.label(),
+                self.write_errors(kind)
+            );
+        }
+    }
+
+    /// Each log's state for `/status`: `ok` or `failing`, with its counts and last
+    /// error.
+    pub fn status(&self, enabled: impl Fn(LogKind) -> bool) -> serde_json::Value {
+        let mut doc = serde_json::Map::new();
+        for kind in LogKind::ALL {
+            if !enabled(kind) {
+                continue;
+            }
+            doc.insert(
+                kind.label().to_owned(),
+                serde_json::json!({
+                    "state": if self.failing(kind) { "failing" } else { "ok" },
+                    "lines_dropped": self.dropped(kind),
+                    "write_errors": self.write_errors(kind),
+                    "last_error": self.last_error(kind),
+                }),
+            );
+        }
+        serde_json::Value::Object(doc)
     }
 }
 
@@ -91,7 +176,7 @@ impl Written {
 pub struct LogSender {
     tx: Sender<Msg>,
     enabled: [bool; LOGS],
-    drops: Arc<DropCounters>,
+    stats: Arc<LogStats>,
     reopen: Arc<AtomicBool>,
     error_ack: bool,
     /// The error log goes to a file (`logs.error_log`), not standard error.
@@ -152,7 +237,7 @@ impl LogSender {
             // The message, and with it any acknowledgement sender, is dropped: its
             // waiter resolves at once.
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.drops.counts[kind as usize].fetch_add(1, Ordering::Relaxed);
+                self.stats.drop_lines(kind, 1);
             }
         }
     }
@@ -189,9 +274,9 @@ impl LogSender {
         self.reopen.store(true, Ordering::Relaxed);
     }
 
-    /// The drop counters, for metrics.
-    pub fn drops(&self) -> &Arc<DropCounters> {
-        &self.drops
+    /// What happened to each log's lines, for metrics and `/status`.
+    pub fn stats(&self) -> &Arc<LogStats> {
+        &self.stats
     }
 }
 
@@ -221,13 +306,13 @@ pub struct LogWriter {
 impl LogWriter {
     /// Opens the files (appending, creating them if needed) and starts the writer.
     pub fn start(targets: &LogTargets, capacity: usize) -> io::Result<(LogSender, LogWriter)> {
-        let error: Sink = match &targets.error {
-            Some(p) => Sink::File(open(p)?),
-            None => Sink::Stderr,
+        let error = match &targets.error {
+            Some(p) => Sink::file(p)?,
+            None => Sink::new(Out::Stderr, None),
         };
-        let access = targets.access.as_deref().map(open).transpose()?;
-        let audit = targets.audit.as_deref().map(open).transpose()?;
-        let debug = targets.debug.as_deref().map(open).transpose()?;
+        let access = targets.access.as_deref().map(Sink::file).transpose()?;
+        let audit = targets.audit.as_deref().map(Sink::file).transpose()?;
+        let debug = targets.debug.as_deref().map(Sink::file).transpose()?;
         let enabled = [
             true,
             access.is_some(),
@@ -235,23 +320,22 @@ impl LogWriter {
             debug.is_some(),
         ];
         let (tx, rx) = flume::bounded(capacity);
-        let mut sinks = [
-            Some(error),
-            access.map(Sink::File),
-            audit.map(Sink::File),
-            debug.map(Sink::File),
-        ];
+        let mut sinks = [Some(error), access, audit, debug];
         let reopen = Arc::new(AtomicBool::new(false));
         let flag = reopen.clone();
-        let paths = targets.clone();
+        let stats = Arc::new(LogStats::default());
+        let writer = Writer {
+            stats: stats.clone(),
+            record_files: RecordFiles::default(),
+        };
         let handle = std::thread::Builder::new()
             .name("palisade-log".into())
-            .spawn(move || writer_loop(rx, &mut sinks, &flag, &paths))?;
+            .spawn(move || writer.run(rx, &mut sinks, &flag))?;
         Ok((
             LogSender {
                 tx,
                 enabled,
-                drops: Arc::new(DropCounters::default()),
+                stats,
                 reopen,
                 error_ack: false,
                 error_file: targets.error.is_some(),
@@ -271,132 +355,256 @@ impl LogWriter {
     }
 }
 
-fn open(p: &Path) -> io::Result<BufWriter<File>> {
-    let f = OpenOptions::new()
+fn open(p: &Path) -> io::Result<File> {
+    OpenOptions::new()
         .create(true)
         .append(true)
         .open(p)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
-    Ok(BufWriter::with_capacity(64 * 1024, f))
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
 }
 
-enum Sink {
+/// Lines buffered per log before they are written, when writes succeed.
+const BUFFER_BYTES: usize = 64 * 1024;
+
+/// Lines held per log while its writes fail, for the next attempt; past it, new
+/// lines are dropped (and counted).
+pub const HOLD_BYTES: usize = 1 << 20;
+
+/// The first wait before a failed log is written to again.
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two attempts at a failed log.
+pub const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Where a log's bytes go.
+enum Out {
     Stderr,
-    File(BufWriter<File>),
+    File(File),
+    /// A writer of the tests' own (one that fails on demand).
+    #[cfg(test)]
+    Test(Box<dyn Write + Send>),
+}
+
+impl Out {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Out::Stderr => io::stderr().lock().write_all(bytes),
+            Out::File(f) => f.write_all(bytes),
+            #[cfg(test)]
+            Out::Test(w) => w.write_all(bytes),
+        }
+    }
+}
+
+/// A log's destination, its buffered lines, and its failure state.
+struct Sink {
+    out: Out,
+    path: Option<PathBuf>,
+    /// Complete lines not yet written (each write takes whole lines only, so a
+    /// reader tailing the log never sees half a line).
+    buf: Vec<u8>,
+    /// How many lines `buf` holds.
+    lines: u64,
+    /// While writes fail: when to try again.
+    retry_at: Option<Instant>,
+    /// The wait before the next attempt after a failed one.
+    backoff: Duration,
+    /// Lines lost since the failure began.
+    lost: u64,
 }
 
 impl Sink {
-    fn write_line(&mut self, line: &str) -> io::Result<()> {
-        match self {
-            Sink::Stderr => {
-                let mut e = io::stderr().lock();
-                e.write_all(line.as_bytes())?;
-                e.write_all(b"\n")
-            }
-            Sink::File(f) => {
-                // One write per line, newline included: the buffer then only ever goes
-                // to the file at line boundaries, so a reader tailing the log (go-ftw
-                // looks for its marker lines) never sees half a line.
-                let mut buf = Vec::with_capacity(line.len() + 1);
-                buf.extend_from_slice(line.as_bytes());
-                buf.push(b'\n');
-                f.write_all(&buf)
-            }
+    fn new(out: Out, path: Option<PathBuf>) -> Sink {
+        Sink {
+            out,
+            path,
+            buf: Vec::new(),
+            lines: 0,
+            retry_at: None,
+            backoff: RETRY_FIRST,
+            lost: 0,
         }
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sink::Stderr => Ok(()),
-            Sink::File(f) => f.flush(),
+    fn file(p: &Path) -> io::Result<Sink> {
+        Ok(Sink::new(Out::File(open(p)?), Some(p.to_owned())))
+    }
+
+    fn name(&self, kind: LogKind) -> String {
+        match &self.path {
+            Some(p) => format!("{} log {}", kind.label(), p.display()),
+            None => format!("{} log (standard error)", kind.label()),
         }
     }
-}
 
-fn reopen_files(sinks: &mut [Option<Sink>; LOGS], paths: &LogTargets) {
-    let wanted = [&paths.error, &paths.access, &paths.audit, &paths.debug];
-    for (sink, path) in sinks.iter_mut().zip(wanted) {
-        if let (Some(Sink::File(f)), Some(p)) = (sink.as_mut(), path) {
-            let _ = f.flush();
+    /// Adds a line; writes the buffer once it is full. A line that cannot be held
+    /// (the log is failing and holds [`HOLD_BYTES`]) is dropped and counted.
+    fn push(&mut self, kind: LogKind, line: &str, stats: &LogStats) {
+        if self.retry_at.is_some() && self.buf.len() >= HOLD_BYTES {
+            self.lost += 1;
+            stats.drop_lines(kind, 1);
+            return;
+        }
+        self.buf.extend_from_slice(line.as_bytes());
+        self.buf.push(b'\n');
+        self.lines += 1;
+        if self.buf.len() >= BUFFER_BYTES {
+            self.flush(kind, stats);
+        }
+    }
+
+    /// Writes the buffered lines, unless the log is failing and its next attempt
+    /// is not due. A failed write drops (and counts) the lines it held.
+    fn flush(&mut self, kind: LogKind, stats: &LogStats) {
+        if self.buf.is_empty() || self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        match self.out.write_all(&self.buf) {
+            Ok(()) => {
+                if self.retry_at.take().is_some() {
+                    stats.failing[kind as usize].store(false, Ordering::Relaxed);
+                    tracing::warn!(
+                        "{}: writing works again; {} line(s) were lost meanwhile (counted in palisade_log_lines_dropped_total)",
+                        self.name(kind),
+                        self.lost
+                    );
+                    self.lost = 0;
+                    self.backoff = RETRY_FIRST;
+                }
+            }
+            Err(e) => {
+                stats.write_errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+                stats.drop_lines(kind, self.lines);
+                self.lost += self.lines;
+                *stats
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(kind as usize)
+                    .expect("a log") = Some(e.to_string());
+                if self.retry_at.is_none() {
+                    stats.failing[kind as usize].store(true, Ordering::Relaxed);
+                    tracing::error!(
+                        "cannot write {}: {e}; its lines are dropped and counted until a write works again (next attempt in {:?})",
+                        self.name(kind),
+                        self.backoff
+                    );
+                } else {
+                    self.backoff = (self.backoff * 2).min(RETRY_MAX);
+                }
+                self.retry_at = Some(Instant::now() + self.backoff);
+            }
+        }
+        self.buf.clear();
+        self.lines = 0;
+    }
+
+    /// Writes what is buffered now, then reopens the file (after rotation); a log
+    /// that was failing is tried again at once.
+    fn reopen(&mut self, kind: LogKind, stats: &LogStats) {
+        self.retry_at = self.retry_at.map(|_| Instant::now());
+        self.flush(kind, stats);
+        if let Some(p) = &self.path {
             match open(p) {
-                Ok(new) => *f = new,
+                Ok(f) => self.out = Out::File(f),
                 Err(e) => tracing::error!("cannot reopen log: {e}"),
             }
         }
     }
 }
 
-fn writer_loop(
-    rx: Receiver<Msg>,
-    sinks: &mut [Option<Sink>; LOGS],
-    reopen: &AtomicBool,
-    paths: &LogTargets,
-) {
-    let mut failed = [false; LOGS];
-    loop {
-        let next = rx.recv_timeout(std::time::Duration::from_millis(500));
-        if reopen.swap(false, Ordering::Relaxed) {
-            reopen_files(sinks, paths);
-            failed = [false; LOGS];
+/// Failures to create `Concurrent` audit record files, reported once per streak.
+#[derive(Default)]
+struct RecordFiles {
+    failing: bool,
+}
+
+/// The writer thread's state.
+struct Writer {
+    stats: Arc<LogStats>,
+    record_files: RecordFiles,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Msg>, sinks: &mut [Option<Sink>; LOGS], reopen: &AtomicBool) {
+        loop {
+            let next = rx.recv_timeout(Duration::from_millis(500));
+            if reopen.swap(false, Ordering::Relaxed) {
+                for (kind, sink) in LogKind::ALL.into_iter().zip(sinks.iter_mut()) {
+                    if let Some(s) = sink {
+                        s.reopen(kind, &self.stats);
+                    }
+                }
+            }
+            match next {
+                Ok(msg) => {
+                    self.write_one(sinks, msg);
+                    // Drain what is queued, then write once the channel is empty.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.write_one(sinks, msg);
+                    }
+                }
+                // Nothing new: a failing log's held lines are tried again when due.
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.flush_all(sinks);
         }
-        let msg = match next {
-            Ok(x) => x,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        write_one(sinks, &mut failed, msg);
-        // Drain what is queued, then flush once the channel is empty.
-        while let Ok(msg) = rx.try_recv() {
-            write_one(sinks, &mut failed, msg);
+        for s in sinks.iter_mut().flatten() {
+            s.retry_at = None;
         }
-        for (i, s) in sinks.iter_mut().enumerate() {
-            if let Some(s) = s {
-                flush_one(s, &mut failed[i]);
+        self.flush_all(sinks);
+    }
+
+    fn flush_all(&self, sinks: &mut [Option<Sink>; LOGS]) {
+        for (kind, sink) in LogKind::ALL.into_iter().zip(sinks.iter_mut()) {
+            if let Some(s) = sink {
+                s.flush(kind, &self.stats);
             }
         }
     }
-    for s in sinks.iter_mut().flatten() {
-        let _ = s.flush();
-    }
-}
 
-fn flush_one(s: &mut Sink, failed: &mut bool) {
-    if let Err(e) = s.flush()
-        && !*failed
-    {
-        *failed = true;
-        tracing::error!("cannot write log: {e}");
-    }
-}
-
-/// Writes one line; when it carries an acknowledgement, flushes its log first (so
-/// the line and all before it are in the file) and then acknowledges.
-fn write_one(sinks: &mut [Option<Sink>; LOGS], failed: &mut [bool; LOGS], msg: Msg) {
-    let i = msg.kind as usize;
-    if let Some((path, content)) = &msg.file {
-        if let Err(e) = write_record_file(path, content) {
-            // Counted once per failure streak, like a failing log file; the index
-            // line is not written for a record that is not there.
-            if !failed[i] {
-                failed[i] = true;
-                tracing::error!("cannot write audit record {}: {e}", path.display());
+    /// Writes one line; when it carries an acknowledgement, writes its log first
+    /// (so the line and all before it are in the file) and then acknowledges.
+    fn write_one(&mut self, sinks: &mut [Option<Sink>; LOGS], msg: Msg) {
+        let i = msg.kind as usize;
+        if let Some((path, content)) = &msg.file {
+            // The index line is not written for a record that is not there.
+            match write_record_file(path, content) {
+                Ok(()) => {
+                    if std::mem::take(&mut self.record_files.failing) {
+                        tracing::warn!("audit record files can be written again");
+                    }
+                }
+                Err(e) => {
+                    self.stats.write_errors[i].fetch_add(1, Ordering::Relaxed);
+                    self.stats.drop_lines(msg.kind, 1);
+                    *self
+                        .stats
+                        .last_error
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_mut(i)
+                        .expect("a log") = Some(format!("{}: {e}", path.display()));
+                    if !std::mem::replace(&mut self.record_files.failing, true) {
+                        tracing::error!(
+                            "cannot write audit record {}: {e}; such records are dropped and counted until one can be written",
+                            path.display()
+                        );
+                    }
+                    return;
+                }
             }
-            return;
         }
-    }
-    if let Some(s) = &mut sinks[i] {
-        if let Err(e) = s.write_line(&msg.line)
-            && !failed[i]
-        {
-            failed[i] = true;
-            tracing::error!("cannot write {} log: {e}", msg.kind.label());
+        if let Some(s) = &mut sinks[i] {
+            s.push(msg.kind, &msg.line, &self.stats);
+            if msg.ack.is_some() {
+                s.flush(msg.kind, &self.stats);
+            }
         }
-        if msg.ack.is_some() {
-            flush_one(s, &mut failed[i]);
+        if let Some(ack) = msg.ack {
+            let _ = ack.send(());
         }
-    }
-    if let Some(ack) = msg.ack {
-        let _ = ack.send(());
     }
 }
 
@@ -537,17 +745,116 @@ mod tests {
         for i in 0..10_000 {
             tx.send(LogKind::Access, format!("{i}"));
         }
-        let drops = tx.drops().clone();
+        let stats = tx.stats().clone();
         drop(tx);
         writer.finish();
         let access = std::fs::read_to_string(dir.join("access.log")).unwrap();
         let written = access.lines().count() as u64;
-        assert_eq!(written + drops.get(LogKind::Access), 10_001);
+        assert_eq!(written + stats.dropped(LogKind::Access), 10_001);
         assert_eq!(
             std::fs::read_to_string(dir.join("error.log")).unwrap(),
             "match line\n"
         );
-        assert_eq!(drops.get(LogKind::Audit), 0);
+        assert_eq!(stats.dropped(LogKind::Audit), 0);
+        assert_eq!(stats.write_errors(LogKind::Access), 0);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A writer that fails while `fail` is set, and keeps what it was given.
+    struct Flaky {
+        fail: Arc<AtomicBool>,
+        got: Arc<std::sync::Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Flaky {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            if self.fail.load(Ordering::Relaxed) {
+                return Err(io::Error::new(io::ErrorKind::StorageFull, "no space left"));
+            }
+            self.got.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn failed_writes_are_counted_held_retried_and_recovered() {
+        let fail = Arc::new(AtomicBool::new(true));
+        let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut sink = Sink::new(
+            Out::Test(Box::new(Flaky {
+                fail: fail.clone(),
+                got: got.clone(),
+            })),
+            None,
+        );
+        let stats = LogStats::default();
+        let kind = LogKind::Access;
+        for i in 0..3 {
+            sink.push(kind, &format!("lost {i}"), &stats);
+        }
+        sink.flush(kind, &stats);
+        assert_eq!(stats.write_errors(kind), 1);
+        assert_eq!(stats.dropped(kind), 3, "every line of the failed write");
+        assert!(stats.failing(kind));
+        assert!(stats.last_error(kind).unwrap().contains("no space left"));
+        // Until the retry is due, lines are held, not written or dropped.
+        sink.push(kind, "held", &stats);
+        sink.flush(kind, &stats);
+        assert_eq!(stats.write_errors(kind), 1);
+        assert_eq!(sink.lines, 1);
+        // A due retry that fails drops what was held and waits longer.
+        sink.retry_at = Some(Instant::now());
+        sink.flush(kind, &stats);
+        assert_eq!((stats.write_errors(kind), stats.dropped(kind)), (2, 4));
+        assert_eq!(sink.backoff, RETRY_FIRST * 2);
+        // Held lines beyond HOLD_BYTES are dropped at once.
+        let long = "x".repeat(HOLD_BYTES);
+        sink.push(kind, &long, &stats);
+        sink.push(kind, "over the hold", &stats);
+        assert_eq!(stats.dropped(kind), 5);
+        // The disk has room again: the next due attempt writes what was held, and
+        // the log is no longer failing.
+        fail.store(false, Ordering::Relaxed);
+        sink.retry_at = Some(Instant::now());
+        sink.flush(kind, &stats);
+        assert!(!stats.failing(kind));
+        assert_eq!(sink.backoff, RETRY_FIRST);
+        assert_eq!(got.lock().unwrap().len(), long.len() + 1, "the held line");
+        assert_eq!(stats.dropped(kind), 5);
+        // A line after recovery is written at the next flush.
+        sink.push(kind, "after", &stats);
+        sink.flush(kind, &stats);
+        assert!(got.lock().unwrap().ends_with(b"after\n"));
+        assert_eq!(stats.write_errors(kind), 2);
+    }
+
+    #[test]
+    fn a_full_disk_loses_no_line_uncounted() {
+        if !Path::new("/dev/full").exists() {
+            return;
+        }
+        let targets = LogTargets {
+            error: Some(PathBuf::from("/dev/full")),
+            access: Some(PathBuf::from("/dev/full")),
+            audit: None,
+            audit_files: false,
+            debug: None,
+        };
+        let (tx, writer) = LogWriter::start(&targets, 100_000).unwrap();
+        for i in 0..1000 {
+            tx.send(LogKind::Access, format!("{i}"));
+            tx.send(LogKind::Error, format!("{i}"));
+        }
+        let stats = tx.stats().clone();
+        drop(tx);
+        writer.finish();
+        assert_eq!(stats.dropped(LogKind::Access), 1000);
+        assert_eq!(stats.dropped(LogKind::Error), 1000);
+        assert!(stats.write_errors(LogKind::Access) >= 1);
+        assert!(stats.failing(LogKind::Access));
     }
 }

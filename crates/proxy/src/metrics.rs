@@ -285,7 +285,7 @@ impl Metrics {
 
     /// The Prometheus text exposition. `extra` adds gauges computed by the caller
     /// (name, help, value).
-    pub fn render(&self, dropped: &[(&str, u64)], extra: &[(&str, &str, f64)]) -> String {
+    pub fn render(&self, extra: &[(&str, &str, f64)]) -> String {
         let mut out = String::with_capacity(8192);
         out.push_str("# HELP palisade_requests_total Requests answered, by status and action.\n");
         out.push_str("# TYPE palisade_requests_total counter\n");
@@ -368,11 +368,6 @@ impl Metrics {
                 sum(&|h| &h.sum_us) as f64 / 1e6
             );
             let _ = writeln!(out, "{name}_count{} {count}", braces(label));
-        }
-        out.push_str("# HELP palisade_log_lines_dropped_total Log lines dropped because the writer fell behind.\n");
-        out.push_str("# TYPE palisade_log_lines_dropped_total counter\n");
-        for (log, n) in dropped {
-            let _ = writeln!(out, "palisade_log_lines_dropped_total{{log=\"{log}\"}} {n}");
         }
         let counters = [
             (
@@ -870,7 +865,7 @@ mod tests {
                 1
             );
         }
-        let out = m.render(&[], &[]);
+        let out = m.render(&[]);
         assert!(
             out.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"),
             "{out}"
@@ -932,7 +927,7 @@ mod tests {
         m.rule_hits(&[942100, 949110, 942100]);
         m.observe(Timer::Phase1, 7);
         m.observe(Timer::Phase1, 3_000_000);
-        let text = m.render(&[("error", 2)], &[("palisade_rules_loaded", "Rules.", 5.0)]);
+        let text = m.render(&[("palisade_rules_loaded", "Rules.", 5.0)]);
         assert!(text.contains("palisade_requests_total{status=\"200\",action=\"pass\"} 2\n"));
         assert!(text.contains("palisade_requests_total{status=\"403\",action=\"deny\"} 1\n"));
         assert!(text.contains("palisade_requests_total{status=\"0\",action=\"drop\"} 1\n"));
@@ -944,7 +939,6 @@ mod tests {
         assert!(text.contains("palisade_waf_phase_seconds_bucket{phase=\"1\",le=\"+Inf\"} 2\n"));
         assert!(text.contains("palisade_waf_phase_seconds_count{phase=\"1\"} 2\n"));
         assert!(text.contains("palisade_request_seconds_count 0\n"));
-        assert!(text.contains("palisade_log_lines_dropped_total{log=\"error\"} 2\n"));
         assert!(text.contains("palisade_rules_loaded 5\n"));
     }
 }

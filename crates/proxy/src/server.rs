@@ -2,6 +2,7 @@
 
 use crate::config::{ListenerConfig, TlsConfig};
 use crate::exchange::{ConnInfo, Shared};
+use crate::slots::{ConnectionSlot, Wait};
 use anyhow::Context as _;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -11,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 /// Resolves once shutdown has begun (at once if it already has).
@@ -305,8 +306,6 @@ pub fn bind(cfg: &ListenerConfig, workers: usize) -> anyhow::Result<Bound> {
 pub struct WorkerContext {
     /// Shared request state.
     pub shared: Arc<Shared>,
-    /// `limits.connections`, over all workers.
-    pub limit: Arc<Semaphore>,
     /// Set when shutdown begins: accepting stops.
     pub shutdown: watch::Receiver<bool>,
     /// Set when the worker threads are to end (the grace period is over or every
@@ -338,7 +337,6 @@ pub fn run_worker(
     rt.block_on(async move {
         let WorkerContext {
             shared,
-            limit,
             shutdown,
             mut exit,
             alive,
@@ -348,7 +346,6 @@ pub fn run_worker(
                 l,
                 index,
                 shared.clone(),
-                limit.clone(),
                 shutdown.clone(),
                 alive.clone(),
             ));
@@ -368,7 +365,6 @@ pub async fn accept_loop(
     listener: WorkerListener,
     worker: usize,
     shared: Arc<Shared>,
-    limit: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
@@ -385,13 +381,6 @@ pub async fn accept_loop(
         }
     };
     loop {
-        let permit = tokio::select! {
-            p = limit.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-            () = crate::server::stopped(&mut shutdown) => return,
-        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -425,6 +414,20 @@ pub async fn accept_loop(
             drop(stream);
             continue;
         };
+        // A slot of limits.connections; when none is free, the oldest connections
+        // waiting for a handshake, a head or their next request are reclaimed.
+        let first_wait = if tls.is_some() {
+            Wait::Handshake
+        } else {
+            Wait::Head
+        };
+        let slot = tokio::select! {
+            s = shared.slots.take(first_wait) => match s {
+                Some(s) => s,
+                None => return,
+            },
+            () = crate::server::stopped(&mut shutdown) => return,
+        };
         let _ = stream.set_nodelay(true);
         let local = stream.local_addr().unwrap_or(address);
         let conn = ConnInfo {
@@ -438,7 +441,6 @@ pub async fn accept_loop(
         let shutdown = shutdown.clone();
         let alive = alive.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             let _per_ip = per_ip;
             let _alive = alive;
             shared
@@ -449,7 +451,7 @@ pub async fn accept_loop(
                 .metrics
                 .connections_open
                 .fetch_add(1, Ordering::Relaxed);
-            serve_conn(&shared, conn, stream, tls, shutdown).await;
+            serve_conn(&shared, conn, stream, tls, slot, shutdown).await;
             shared
                 .metrics
                 .connections_open
@@ -529,14 +531,27 @@ async fn serve_conn(
     conn: ConnInfo,
     stream: TcpStream,
     tls: Option<TlsAcceptor>,
+    slot: ConnectionSlot,
     shutdown: watch::Receiver<bool>,
 ) {
+    // The plain HTTP/1 front end is the only part held by every waiting plain
+    // connection; the TLS parts (the handshake, HTTP/2's state) are boxed so that
+    // they do not make every connection's task as large as theirs.
     let Some(acceptor) = tls else {
-        crate::front::h1::serve(shared.clone(), conn, stream, shutdown).await;
+        crate::front::h1::serve(shared.clone(), conn, stream, slot, shutdown).await;
         return;
     };
-    let hs =
-        tokio::time::timeout(shared.server.client_header_timeout, acceptor.accept(stream)).await;
+    let handshake = Box::pin(tokio::time::timeout(
+        shared.server.client_header_timeout,
+        acceptor.accept(stream),
+    ));
+    let hs = tokio::select! {
+        hs = handshake => hs,
+        () = slot.reclaimed() => {
+            tracing::debug!("TLS handshake with {}: reclaimed (connection slots)", conn.peer);
+            return;
+        }
+    };
     let tls_stream = match hs {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -550,9 +565,23 @@ async fn serve_conn(
     };
     let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
     if h2 {
-        crate::front::h2::serve(shared.clone(), conn, tls_stream, shutdown).await;
+        Box::pin(crate::front::h2::serve(
+            shared.clone(),
+            conn,
+            tls_stream,
+            slot,
+            shutdown,
+        ))
+        .await;
     } else {
-        crate::front::h1::serve(shared.clone(), conn, tls_stream, shutdown).await;
+        Box::pin(crate::front::h1::serve(
+            shared.clone(),
+            conn,
+            tls_stream,
+            slot,
+            shutdown,
+        ))
+        .await;
     }
 }
 

@@ -135,3 +135,71 @@ fn concurrent_without_storage_dir_is_refused() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("SecAuditLogStorageDir"), "{text}");
 }
+
+/// Error and access logs on a full disk (`/dev/full`): every lost line is counted
+/// as dropped, each failed write counts per log, `/status` shows the logs as
+/// failing, and the operator log says so once (not once per line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_write_errors_are_counted_and_reported() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("log-full");
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let extra = format!(
+        "[logs]\nerror_log = \"/dev/full\"\naccess_log = \"/dev/full\"\n[admin]\naddress = \"{admin}\"\n[[rules]]\ninline = '''\nSecRuleEngine On\nSecRule ARGS:q \"@contains attack\" \"id:10,phase:1,deny,status:403,log\"\n'''\n"
+    );
+    let p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    const BLOCKED: u64 = 50;
+    for i in 0..BLOCKED {
+        let r = get(listen, &format!("/x{i}?q=attack"), "").await;
+        assert_eq!(r.status, 403);
+    }
+    // Every blocked request wrote an error line and an access line; the check
+    // requests of Palisade::start wrote access lines too. All of them are lost, and
+    // each is counted (the writer works through its queue: wait for it).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let error = metric(admin, "palisade_log_lines_dropped_total{log=\"error\"}").await;
+        let access = metric(admin, "palisade_log_lines_dropped_total{log=\"access\"}").await;
+        if error >= BLOCKED as f64 && access >= BLOCKED as f64 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lost lines not counted: error {error}, access {access} of at least {BLOCKED}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for log in ["error", "access"] {
+        let errors = metric(
+            admin,
+            &format!("palisade_log_write_errors_total{{log=\"{log}\"}}"),
+        )
+        .await;
+        assert!(errors >= 1.0, "{log}: {errors} write errors");
+    }
+    let status = send_raw(
+        admin,
+        b"GET /status HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap()
+    .text();
+    let body = status.as_str();
+    let doc: serde_json::Value = serde_json::from_str(body).unwrap();
+    for log in ["error", "access"] {
+        assert_eq!(doc["logs"][log]["state"], "failing", "{body}");
+        assert!(
+            doc["logs"][log]["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("No space left")),
+            "{body}"
+        );
+    }
+    let stderr = p.stderr_text();
+    assert_eq!(
+        stderr.matches("cannot write access log /dev/full").count(),
+        1,
+        "one operator line per failure, not one per lost line: {stderr}"
+    );
+}

@@ -36,6 +36,8 @@ pub struct Shared {
     pub inspector: Inspector,
     /// Open connections per client address (`limits.connections_per_ip`).
     pub per_ip: Arc<PerIp>,
+    /// The connection slots (`limits.connections`), reclaimed under pressure.
+    pub slots: Arc<crate::slots::ConnectionSlots>,
     /// Connections accepted by each worker thread.
     pub workers: crate::server::Workers,
     /// The store of persistent collections. It lives here, beside the rules and
@@ -86,6 +88,10 @@ impl Shared {
         h.write_u32(std::process::id());
         Shared {
             per_ip: PerIp::new(limits.connections_per_ip),
+            slots: crate::slots::ConnectionSlots::new(
+                limits.connections,
+                server.client_header_timeout_under_pressure,
+            ),
             workers: crate::server::Workers::new(1),
             inspector,
             waf: crate::server::PerWorker::new(waf, 1),

@@ -11,6 +11,7 @@ use crate::http1::{
 };
 use crate::logs::{LogKind, Written, now_unix_micros, one_line, rfc3339_micros};
 use crate::metrics::Action;
+use crate::slots::{ConnectionSlot, Wait};
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
@@ -25,18 +26,27 @@ use tokio::time::timeout;
 
 const READ_CHUNK: usize = 16 * 1024;
 
+/// Buffer space for a connection's first read (most request heads fit; a larger
+/// head grows the buffer by [`READ_CHUNK`]).
+const FIRST_READ: usize = 1024;
+
 /// Serves HTTP/1.x requests on one connection until it closes, a request asks for
-/// the connection to close, or shutdown begins (the request in progress finishes
-/// first).
+/// the connection to close, shutdown begins (the request in progress finishes
+/// first), or its slot is reclaimed while it waits for a head (see
+/// [`crate::slots`]).
 pub async fn serve<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
     mut io: IO,
+    slot: ConnectionSlot,
     shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // Nothing is allocated for reading until the client sends something, and only
+    // a little for a first read: a connection that sends nothing, or a few bytes,
+    // costs little memory.
+    let mut buf = BytesMut::new();
     let mut first = true;
     // One wait for shutdown for the whole connection: made (and registered with the
     // channel) once, not again for every request.
@@ -60,6 +70,11 @@ pub async fn serve<IO>(
         } else {
             shared.server.keepalive_timeout
         };
+        slot.wait(if first || !buf.is_empty() {
+            Wait::Head
+        } else {
+            Wait::Idle
+        });
         let wait_start = Instant::now();
         let end = loop {
             match find_head_end(&buf, shared.limits.header_bytes) {
@@ -67,7 +82,16 @@ pub async fn serve<IO>(
                 Ok(None) => {}
                 Err(e) => {
                     let (start, start_us) = arrived.unwrap_or((Instant::now(), now_unix_micros()));
-                    bad_head(&shared, conn, &mut io, e, start, start_us, buf.len()).await;
+                    Box::pin(bad_head(
+                        &shared,
+                        conn,
+                        &mut io,
+                        e,
+                        start,
+                        start_us,
+                        buf.len(),
+                    ))
+                    .await;
                     linger(&mut io).await;
                     return;
                 }
@@ -80,8 +104,12 @@ pub async fn serve<IO>(
             if waiting_idle && *shutdown.borrow() {
                 return;
             }
-            if buf.capacity() - buf.len() < 1024 {
-                buf.reserve(READ_CHUNK);
+            if buf.capacity() - buf.len() < FIRST_READ {
+                buf.reserve(if buf.is_empty() && arrived.is_none() {
+                    FIRST_READ
+                } else {
+                    READ_CHUNK
+                });
             }
             if armed != Some(deadline) {
                 timer.as_mut().reset(deadline.into());
@@ -108,22 +136,36 @@ pub async fn serve<IO>(
                     return;
                 }
                 () = &mut stop, if waiting_idle => return,
+                () = slot.reclaimed() => {
+                    tracing::debug!("{}: connection reclaimed while waiting for a request head", conn.peer);
+                    return;
+                }
             }
         };
         first = false;
+        if !slot.busy() {
+            // Reclaimed just as the head completed: the slot is someone else's.
+            return;
+        }
         let (start, start_us) = arrived.unwrap_or((Instant::now(), now_unix_micros()));
         let raw = buf.split_to(end.end).freeze().slice(end.skip..);
         let head = match parse_head(raw, shared.limits.max_headers) {
             Ok(h) => h,
             Err(e) => {
-                bad_head(&shared, conn, &mut io, e, start, start_us, end.end).await;
+                Box::pin(bad_head(
+                    &shared, conn, &mut io, e, start, start_us, end.end,
+                ))
+                .await;
                 linger(&mut io).await;
                 return;
             }
         };
-        let keep = handle_request(
+        // Boxed: the request's state machine is large (the phases, the upstream
+        // exchange), and a connection waiting for its next head should not carry
+        // room for it (10,000 waiting connections would hold 100 MiB).
+        let keep = Box::pin(handle_request(
             &shared, conn, &mut io, &mut buf, head, start, start_us, &shutdown,
-        )
+        ))
         .await;
         if !keep || *shutdown.borrow() {
             linger(&mut io).await;
@@ -140,7 +182,9 @@ async fn linger<IO: AsyncRead + AsyncWrite + Unpin>(io: &mut IO) {
     const LINGER: Duration = Duration::from_secs(2);
     const LINGER_BYTES: usize = 1 << 20;
     let _ = timeout(LINGER, io.shutdown()).await;
-    let mut sink = [0u8; 4096];
+    // On the heap: this future is part of every connection's task, and a buffer
+    // in it would be held by every waiting connection.
+    let mut sink = vec![0u8; 4096];
     let mut total = 0;
     let _ = timeout(LINGER, async {
         while total < LINGER_BYTES {

@@ -6,6 +6,7 @@ use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Head, Refusal, dri
 use crate::exchange::headers::forward_target;
 use crate::exchange::{ConnInfo, ForwardParts, Reply, ReplyBody, Shared, upstream_headers};
 use crate::logs::now_unix_micros;
+use crate::slots::{ConnectionSlot, Wait};
 use bytes::Bytes;
 use http::header::HOST;
 use http::{HeaderValue, Request, Response, Uri};
@@ -37,16 +38,21 @@ const MAX_STREAMS: u32 = 128;
 /// client that completes the handshake and then sends nothing, or only part of a
 /// header block, cannot hold the connection. Streams still sending their
 /// response get `server.send_timeout` to finish after the GOAWAY.
+///
+/// Without a request in progress the connection waits, and its slot may be
+/// reclaimed (see [`crate::slots`]): it then closes the same way.
 pub async fn serve<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
     io: IO,
+    slot: ConnectionSlot,
     mut shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let header_limit = u32::try_from(shared.limits.header_bytes).unwrap_or(u32::MAX);
-    let activity = Arc::new(Activity::default());
+    slot.wait(Wait::Head);
+    let activity = Arc::new(Activity::new(slot));
     let order = Arc::new(Order::default());
     let svc = {
         let shared = shared.clone();
@@ -88,6 +94,10 @@ pub async fn serve<IO>(
                 return;
             }
             () = crate::server::stopped(&mut shutdown) => break,
+            () = activity.slot.reclaimed() => {
+                tracing::debug!("h2 connection from {}: reclaimed (connection slots)", conn.peer);
+                break;
+            }
             _ = tick.tick() => {
                 let limit = if activity.served.load(Ordering::Relaxed) == 0 {
                     server.client_header_timeout
@@ -105,30 +115,34 @@ pub async fn serve<IO>(
     let _ = tokio::time::timeout(server.send_timeout, c).await;
 }
 
-/// Requests in progress on one HTTP/2 connection, and since when it has had none.
+/// Requests in progress on one HTTP/2 connection, and since when it has had none;
+/// the connection's slot waits while it has none.
 #[derive(Debug)]
 struct Activity {
     open: AtomicUsize,
     served: AtomicU64,
     /// When the connection last became idle.
     idle_since: std::sync::Mutex<Option<Instant>>,
+    slot: ConnectionSlot,
 }
 
-impl Default for Activity {
-    fn default() -> Self {
+impl Activity {
+    fn new(slot: ConnectionSlot) -> Activity {
         Activity {
             open: AtomicUsize::new(0),
             served: AtomicU64::new(0),
             idle_since: std::sync::Mutex::new(Some(Instant::now())),
+            slot,
         }
     }
-}
 
-impl Activity {
     fn begin(self: &Arc<Self>) -> ActiveRequest {
         self.open.fetch_add(1, Ordering::Relaxed);
         self.served.fetch_add(1, Ordering::Relaxed);
         *self.idle_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        // Reclaimed just now: the connection closes gracefully (GOAWAY), and the
+        // streams already open, this one included, still finish.
+        let _ = self.slot.busy();
         ActiveRequest(self.clone())
     }
 
@@ -150,6 +164,7 @@ impl Drop for ActiveRequest {
             let mut idle = self.0.idle_since.lock().unwrap_or_else(|e| e.into_inner());
             if self.0.open.load(Ordering::Relaxed) == 0 {
                 *idle = Some(Instant::now());
+                self.0.slot.wait(Wait::Idle);
             }
         }
     }

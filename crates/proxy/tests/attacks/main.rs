@@ -49,5 +49,6 @@ mod h2;
 mod h2wire;
 mod harness;
 mod large;
+mod pressure;
 mod slow;
 mod smuggling;

@@ -182,7 +182,7 @@ fn framing_cases() -> Vec<Case> {
                 ),
                 &ended,
             ),
-            Expect::Closes(&[200, 400]),
+            Expect::Closes(&[200, 400, 501]),
         ),
         // Content-Length variants: a reader that takes a shorter length finds the
         // hidden request.
