@@ -11,8 +11,75 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Loads the configuration at `path` and every rule it names, checks the TLS
-/// files, and prints a summary; the first error names its file and line.
+/// What [`validate`] loaded and built on the way, for `run` to use as it is.
+struct Validated {
+    access: Option<Arc<access::AccessList>>,
+    token: admin::AdminToken,
+    log_targets: logs::LogTargets,
+    rate_limits: Vec<crate::ratelimit::RateLimiter>,
+    shapes: Vec<crate::shaping::Shaper>,
+}
+
+/// Everything `run` refuses for its configuration, checked without serving and
+/// without creating anything: every listener's TLS files, the access lists, the
+/// upstream pools, the admin token, the log files, the rate limits and shapes,
+/// and the store's and the sync's settings. `check` and `run` both call it (`run`
+/// then uses what it built), so `check` refuses whatever `run` would. Left to
+/// `run`: binding the listening addresses (a running Palisade holds them),
+/// connecting to Redis, and LMDB's own checks of the store's files.
+fn validate(cfg: &Config, waf: &waf::Waf) -> anyhow::Result<Validated> {
+    for l in &cfg.listeners {
+        if let Some(t) = &l.tls {
+            server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
+        }
+    }
+    let access = load_access(cfg)?;
+    upstream::Upstreams::build(cfg, &Arc::new(crate::metrics::Metrics::new()), None, None)
+        .with_context(|| format!("{}", cfg.path.display()))?;
+    let token = match &cfg.admin {
+        Some(a) => admin::AdminToken::load(a).context("[admin] token")?,
+        None => admin::AdminToken::none(),
+    };
+    let log_targets = logs::LogTargets {
+        error: cfg.logs.error_log.clone(),
+        access: cfg.logs.access_log.clone(),
+        audit: cfg.logs.audit_log.clone().or_else(|| waf.audit_log_path()),
+        audit_files: waf.audit_concurrent(),
+        debug: waf.debug_log_path(),
+    };
+    log_targets.check().context("opening log files")?;
+    let rate_limits = cfg
+        .rate_limits
+        .iter()
+        .map(crate::ratelimit::RateLimiter::new)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("[[rate_limit]]: {e}"))?;
+    let shapes = cfg
+        .shapes
+        .iter()
+        .map(crate::shaping::Shaper::new)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("[[shape]]: {e}"))?;
+    store_config(&cfg.store)
+        .validate()
+        .with_context(|| store_error_context(&cfg.store))?;
+    if let Some(s) = &cfg.sync {
+        sync_config(s)
+            .validate()
+            .with_context(|| format!("[sync] {}", s.redis))?;
+    }
+    Ok(Validated {
+        access,
+        token,
+        log_targets,
+        rate_limits,
+        shapes,
+    })
+}
+
+/// Loads the configuration at `path` and every rule it names, checks everything
+/// `run` would refuse (see [`validate`]), and prints a summary; the first error
+/// names its file and line.
 pub fn check(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
     let (dns_config, dns_error) = dns_setup(&cfg);
@@ -20,14 +87,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         .as_ref()
         .map(|_| cfg.dns.max_lookups_per_transaction);
     let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
-    for l in &cfg.listeners {
-        if let Some(t) = &l.tls {
-            server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
-        }
-    }
-    let access = load_access(&cfg)?;
-    upstream::Upstreams::new(&cfg, &Arc::new(crate::metrics::Metrics::new()), None)
-        .with_context(|| format!("{}", path.display()))?;
+    let Validated { access, .. } = validate(&cfg, &waf)?;
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
     println!(
@@ -117,18 +177,32 @@ pub fn store_config(section: &StoreSection) -> store::StoreConfig {
 /// Opens the store `[store]` describes, with an error naming its path and how to
 /// choose another.
 pub fn open_store(section: &StoreSection) -> anyhow::Result<store::Store> {
-    let sc = store_config(section);
-    store::Store::open(&sc).with_context(|| {
-        format!(
-            "opening the collection store at {}{}",
-            sc.path.display(),
-            if section.path.is_none() {
-                " (the default path: set [store] path in the configuration, or PALISADE_STORE, to use another)"
-            } else {
-                " (store.path)"
-            }
-        )
-    })
+    store::Store::open(&store_config(section)).with_context(|| store_error_context(section))
+}
+
+/// What an error about the store `[store]` describes is about: its path, and how
+/// to choose another.
+fn store_error_context(section: &StoreSection) -> String {
+    format!(
+        "opening the collection store at {}{}",
+        store_config(section).path.display(),
+        if section.path.is_none() {
+            " (the default path: set [store] path in the configuration, or PALISADE_STORE, to use another)"
+        } else {
+            " (store.path)"
+        }
+    )
+}
+
+/// The sync's settings from `[sync]`.
+fn sync_config(s: &crate::config::SyncSection) -> store::sync::SyncConfig {
+    store::sync::SyncConfig {
+        redis: s.redis.clone(),
+        stream: s.stream.clone(),
+        retention: s.retention,
+        snapshot_interval: s.snapshot_interval,
+        ..store::sync::SyncConfig::new(s.redis.clone())
+    }
 }
 
 /// `palisade ctx`: carries out one operation on the store named by `--config`'s
@@ -301,33 +375,17 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         waf.hash(),
         waf.engine_mode()
     );
-    let targets = logs::LogTargets {
-        error: cfg.logs.error_log.clone(),
-        access: cfg.logs.access_log.clone(),
-        audit: cfg.logs.audit_log.clone().or_else(|| waf.audit_log_path()),
-        audit_files: waf.audit_concurrent(),
-        debug: waf.debug_log_path(),
-    };
+    let validated = validate(&cfg, &waf)?;
     let (log_tx, writer) =
-        logs::LogWriter::start(&targets, cfg.logs.channel_capacity).context("opening log files")?;
+        logs::LogWriter::start(&validated.log_targets, cfg.logs.channel_capacity)
+            .context("opening log files")?;
     let log_tx = log_tx.with_error_ack(cfg.logs.error_log_before_response);
-    let token = match &cfg.admin {
-        Some(a) => admin::AdminToken::load(a)?,
-        None => admin::AdminToken::none(),
-    };
     // Opened once, beside the rule set: a SIGHUP reload swaps the rules and keeps
     // the store, its writer and its data.
     let store = open_store(&cfg.store)?;
     let sync = match &cfg.sync {
         Some(s) => {
-            let sc = store::sync::SyncConfig {
-                redis: s.redis.clone(),
-                stream: s.stream.clone(),
-                retention: s.retention,
-                snapshot_interval: s.snapshot_interval,
-                ..store::sync::SyncConfig::new(s.redis.clone())
-            };
-            let sync = store::sync::Sync::start(&store, sc)
+            let sync = store::sync::Sync::start(&store, sync_config(s))
                 .with_context(|| format!("starting the sync with {}", s.redis))?;
             tracing::info!(
                 "syncing collections through stream {:?} at {} as host {:?}",
@@ -359,10 +417,10 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     let result = rt.block_on(serve(
         cfg,
         waf,
+        validated,
         log_tx,
         store.clone(),
         sync,
-        token,
         dns_config,
     ));
     rt.shutdown_timeout(Duration::from_millis(500));
@@ -377,12 +435,19 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
 async fn serve(
     cfg: Config,
     waf: Arc<waf::Waf>,
+    validated: Validated,
     log_tx: logs::LogSender,
     store: store::Store,
     sync: Option<store::sync::Sync>,
-    token: admin::AdminToken,
     dns_config: Option<hickory_resolver::config::ResolverConfig>,
 ) -> anyhow::Result<()> {
+    let Validated {
+        access,
+        token,
+        rate_limits,
+        shapes,
+        ..
+    } = validated;
     use tokio::sync::{mpsc, watch};
     let token = admin::TokenCell::new(token);
     let dns = match dns_config.map(|c| crate::dns::Dns::start(&cfg.dns, c)) {
@@ -427,24 +492,11 @@ async fn serve(
         .with_store(store)
         .with_sync(sync)
         .with_routes(cfg.upstreams.iter().map(|u| u.name.as_str()))
-        .with_rate_limits(
-            cfg.rate_limits
-                .iter()
-                .map(crate::ratelimit::RateLimiter::new)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
-        )
-        .with_shapes(
-            cfg.shapes
-                .iter()
-                .map(crate::shaping::Shaper::new)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
-        )
+        .with_rate_limits(rate_limits)
+        .with_shapes(shapes)
         .with_dns(dns)
         .with_workers(workers),
     );
-    let access = load_access(&cfg)?;
     if let Some(a) = &access {
         tracing::info!(
             "access lists: {} networks ({} KiB)",

@@ -297,6 +297,48 @@ pub struct LogTargets {
     pub debug: Option<PathBuf>,
 }
 
+impl LogTargets {
+    /// Checks that every log file can be opened for appending, as
+    /// [`LogWriter::start`] will, without creating any: a file that exists is
+    /// opened for appending (and closed); for one that does not, its directory must
+    /// exist and be writable. For `palisade check`.
+    pub fn check(&self) -> io::Result<()> {
+        let logs = [
+            ("error", &self.error),
+            ("access", &self.access),
+            ("audit", &self.audit),
+            ("debug", &self.debug),
+        ];
+        for (name, path) in logs {
+            let Some(p) = path else { continue };
+            let named =
+                |e: io::Error| io::Error::new(e.kind(), format!("{name} log {}: {e}", p.display()));
+            if p.exists() {
+                OpenOptions::new().append(true).open(p).map_err(named)?;
+                continue;
+            }
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                return Err(named(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("directory {} does not exist", dir.display()),
+                )));
+            }
+            use rustix::fs::{Access, access};
+            access(dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
+                named(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("cannot create it in {}: {e}", dir.display()),
+                ))
+            })?;
+        }
+        Ok(())
+    }
+}
+
 /// The writer thread; joining it flushes everything queued.
 #[derive(Debug)]
 pub struct LogWriter {

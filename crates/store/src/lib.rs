@@ -88,6 +88,57 @@ impl StoreConfig {
         PathBuf::from("palisade-store")
     }
 
+    /// Checks the settings, and that the store's directory can be used (it exists
+    /// and this process may write in it, or it can be created), without opening or
+    /// creating anything: what [`Store::open`] refuses for its settings, for
+    /// `palisade check`. (LMDB's own errors, a corrupt data file say, show only
+    /// when it is opened.)
+    pub fn validate(&self) -> Result<(), StoreError> {
+        if self.host_id.is_empty() || self.host_id.contains('@') {
+            return Err(StoreError::Config(format!(
+                "host id {:?} must be non-empty and without '@'",
+                self.host_id
+            )));
+        }
+        if self.batch_interval.is_zero() || self.sweep_interval.is_zero() {
+            return Err(StoreError::Config(
+                "batch and sweep intervals must be above zero".into(),
+            ));
+        }
+        if self.map_size == 0 {
+            return Err(StoreError::Config("map size must be above zero".into()));
+        }
+        let io = |e: std::io::Error| StoreError::from((self.path.clone(), e));
+        // The directory itself, or the nearest directory above it that exists
+        // (where it would be created), must be writable.
+        let mut at = self.path.as_path();
+        loop {
+            match std::fs::metadata(at) {
+                Ok(m) if m.is_dir() => break,
+                Ok(_) => {
+                    return Err(io(std::io::Error::new(
+                        std::io::ErrorKind::NotADirectory,
+                        format!("{} is not a directory", at.display()),
+                    )));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    at = match at.parent() {
+                        Some(p) if !p.as_os_str().is_empty() => p,
+                        _ => Path::new("."),
+                    };
+                }
+                Err(e) => return Err(io(e)),
+            }
+        }
+        use rustix::fs::{Access, access};
+        access(at, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{} is not writable: {e}", at.display()),
+            ))
+        })
+    }
+
     /// The default host id: the machine's host name, else `palisade`.
     pub fn default_host_id() -> String {
         rustix::system::uname()
@@ -314,17 +365,7 @@ impl Store {
     /// Opens (creating it when missing) the store at `cfg.path` and starts its writer
     /// thread (which also sweeps).
     pub fn open(cfg: &StoreConfig) -> Result<Store, StoreError> {
-        if cfg.host_id.is_empty() || cfg.host_id.contains('@') {
-            return Err(StoreError::Config(format!(
-                "host id {:?} must be non-empty and without '@'",
-                cfg.host_id
-            )));
-        }
-        if cfg.batch_interval.is_zero() || cfg.sweep_interval.is_zero() {
-            return Err(StoreError::Config(
-                "batch and sweep intervals must be above zero".into(),
-            ));
-        }
+        cfg.validate()?;
         let (view, gate): (ReadView, WriteGate) = lmdb::open(&cfg.path, cfg.map_size)?;
         let stats = Arc::new(Stats::default());
         let (tx, rx) = flume::bounded(QUEUE);

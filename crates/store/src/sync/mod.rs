@@ -76,6 +76,17 @@ impl SyncConfig {
             retry: Duration::from_secs(1),
         }
     }
+
+    /// Checks the settings without connecting: the Redis address parses and the
+    /// stream has a name. What [`Sync::start`] refuses, for `palisade check`.
+    pub fn validate(&self) -> Result<redis::Client, StoreError> {
+        let client = redis::Client::open(self.redis.as_str())
+            .map_err(|e| StoreError::Sync(format!("redis address {:?}: {e}", self.redis)))?;
+        if self.stream.is_empty() {
+            return Err(StoreError::Sync("stream name is empty".into()));
+        }
+        Ok(client)
+    }
 }
 
 /// The sync's counters.
@@ -184,11 +195,7 @@ impl Sync {
     /// Starts syncing `store` (its host id names this host) with the stream. Redis
     /// need not be up: the threads keep retrying. Turns publishing on in the store.
     pub fn start(store: &Store, cfg: SyncConfig) -> Result<Sync, StoreError> {
-        let client = redis::Client::open(cfg.redis.as_str())
-            .map_err(|e| StoreError::Sync(format!("redis address {:?}: {e}", cfg.redis)))?;
-        if cfg.stream.is_empty() {
-            return Err(StoreError::Sync("stream name is empty".into()));
-        }
+        let client = cfg.validate()?;
         store.set_publishing(true)?;
         let shared = Arc::new(Shared {
             cfg,
