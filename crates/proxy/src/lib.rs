@@ -6,7 +6,9 @@
 //! - [`app`]: the commands (`check`, `run`, `ctx`): runtime, listeners, signals,
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
-//! - [`server`]: listeners, TLS with ALPN, connection limits.
+//! - [`server`]: listeners, TLS with ALPN, worker threads, connections per address.
+//! - [`slots`]: `limits.connections`, and reclaiming waiting connections under
+//!   pressure.
 //! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
 //! - [`http1`]: the HTTP/1 wire format: request heads read from raw bytes, body
 //!   framing (Content-Length, chunked).
@@ -18,6 +20,10 @@
 //! - [`upstream`]: pools of upstream connections and routing.
 //! - [`logs`], [`metrics`], [`admin`]: what operators read.
 //! - [`ctx`]: persistent collections from outside (`palisade ctx`, `/ctx`).
+//! - [`access`], [`ratelimit`], [`shaping`], [`keyed`]: access lists, rate limits,
+//!   bandwidth shaping, and the sharded per-key table the last two share.
+//! - [`accounting`]: per-client and per-route figures (`/top`); [`dns`]: the
+//!   asynchronous resolver of `@rbl`; [`memory`]: giving freed memory back.
 
 pub mod access;
 pub mod accounting;
