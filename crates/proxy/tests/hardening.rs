@@ -151,16 +151,27 @@ async fn connections_per_address_are_capped() {
     let extra = format!("[limits]\nconnections_per_ip = 3\n[admin]\naddress = \"{admin}\"\n");
     let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
     // Palisade::start itself connected once to see the listener up: wait until
-    // that connection is gone from the count.
+    // that connection is gone from the count, then until the proxy holds the three
+    // opened here (no guess at how long either takes on a busy machine).
+    let open_now = || metric(admin, "palisade_connection_slots_in_use");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while open_now().await != 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the probe connection never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let mut held = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while held.len() < 3 {
-        let mut s = TcpStream::connect(listen).await.unwrap();
-        let (_, closed) = read_until_close(&mut s, Duration::from_millis(300)).await;
-        if !closed {
-            held.push(s);
-        }
-        assert!(Instant::now() < deadline, "could not open 3 connections");
+    for _ in 0..3 {
+        held.push(TcpStream::connect(listen).await.unwrap());
+    }
+    while open_now().await != 3.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy never held 3 connections"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut extra_conn = TcpStream::connect(listen).await.unwrap();
     let (_, closed) = read_until_close(&mut extra_conn, Duration::from_secs(5)).await;
