@@ -1,7 +1,8 @@
 //! The attack suite: the real `palisade` binary on 127.0.0.1, in front of albedo
 //! (the recording test backend), attacked the way issue 8 lists and more: request
 //! smuggling and framing tricks, slow clients, large inputs, HTTP/2 floods and
-//! bombs, and the admin listener.
+//! bombs, the admin listener, bodies a parser could read two ways (`bodies`), and
+//! connections that hold every slot while sending nothing (`pressure`).
 //!
 //! Every attack is followed by the same three checks ([`harness::Target::check`]):
 //!
@@ -18,8 +19,9 @@
 //!    - [`large::BOUND_LARGE_MIB`] (192 MiB) for the large-input target, whose
 //!      bodies are up to 4 MiB and are held by the proxy, by the engine and by its
 //!      parsed collections at once;
-//!    - [`large::BOUND_IDLE_MIB`] (128 MiB) for 2,000 idle connections, and
-//!      [`slow::BOUND_DRIP_MIB`] (128 MiB) for 500 slow clients.
+//!    - [`large::BOUND_IDLE_MIB`] (128 MiB) for 2,000 idle connections,
+//!      [`slow::BOUND_DRIP_MIB`] (128 MiB) for 500 slow clients, and
+//!      [`pressure::BOUND_PRESSURE_MIB`] (160 MiB) for 10,000 waiting connections.
 //! 3. **Nothing uninspected reaches the backend**: every hostile request carries a
 //!    payload that the loaded rules block wherever the engine sees it (the marker
 //!    [`harness::MARK`] in the request line, a header or the raw body; or an SQL
