@@ -720,8 +720,10 @@ impl<'a, 'o> Parser<'a, 'o> {
                 readings.push(r);
             }
         }
-        for r in readings {
-            // Extra readings count against the part limit as parts do.
+        for (i, r) in readings.into_iter().enumerate() {
+            // Extra readings count against the part limit as parts do, and a file
+            // reading with content against the file limit as a file does (the first
+            // reading's was counted when its content began).
             if self.out.args.len() + self.out.files.len() >= self.limits.multipart_parts {
                 self.out.limit_hit = Some(LimitHit::MultipartParts);
                 let msg = format!(
@@ -740,6 +742,9 @@ impl<'a, 'o> Parser<'a, 'o> {
                     self.out.limit_hit = Some(LimitHit::Arguments);
                 }
             } else {
+                if i > 0 && !content.is_empty() {
+                    self.count_file_with_data();
+                }
                 self.out.files.push(FilePart {
                     name: r.name,
                     filename: r.filename,
@@ -769,20 +774,27 @@ impl<'a, 'o> Parser<'a, 'o> {
         let first = part.data.is_none();
         let from = part.data.as_ref().map_or(start, |d| d.start);
         part.data = Some(from..end - held);
-        if first && part.is_file && self.limits.max_files > 0 {
-            if self.files_with_data >= self.limits.max_files {
-                if !self.out.flags.file_limit_exceeded {
-                    self.out.flags.file_limit_exceeded = true;
-                    self.out.limit_hit = Some(LimitHit::Files);
-                    let msg = format!(
-                        "Multipart: Upload file limit exceeded {}. Use SecUploadFileLimit to change the limit.",
-                        self.limits.max_files
-                    );
-                    self.error(msg);
-                }
-            } else {
-                self.files_with_data += 1;
-            }
+        if first && part.is_file {
+            self.count_file_with_data();
+        }
+    }
+
+    /// Counts a file that has content against `SecUploadFileLimit`; past it, sets
+    /// MULTIPART_FILE_LIMIT_EXCEEDED and the error (once).
+    fn count_file_with_data(&mut self) {
+        if self.limits.max_files == 0 {
+            return;
+        }
+        if self.files_with_data < self.limits.max_files {
+            self.files_with_data += 1;
+        } else if !self.out.flags.file_limit_exceeded {
+            self.out.flags.file_limit_exceeded = true;
+            self.out.limit_hit = Some(LimitHit::Files);
+            let msg = format!(
+                "Multipart: Upload file limit exceeded {}. Use SecUploadFileLimit to change the limit.",
+                self.limits.max_files
+            );
+            self.error(msg);
         }
     }
 
