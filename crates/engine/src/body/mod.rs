@@ -8,8 +8,10 @@ pub mod multipart;
 pub mod urlencoded;
 pub mod xml;
 
+/// The reproducible generator and mutator of the fuzz-style tests (shared with the
+/// detectors crate).
 #[cfg(test)]
-pub(crate) mod fuzz;
+pub(crate) use detect::testkit as fuzz;
 
 /// Bounds that every body processor honours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

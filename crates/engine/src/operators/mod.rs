@@ -4,7 +4,8 @@
 //! operator and any known difference.
 
 pub mod compare;
-pub mod injection;
+/// `@detectSQLi` and `@detectXSS`: libinjection, from the detectors crate.
+pub use detect::libinjection as injection;
 pub mod ip;
 pub mod pm;
 pub mod rx;

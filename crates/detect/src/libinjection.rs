@@ -592,7 +592,7 @@ mod tests {
             b"1",
             b"a",
         ];
-        let mut rng = crate::body::fuzz::XorShift(0x7a11_5eed);
+        let mut rng = crate::testkit::XorShift(0x7a11_5eed);
         let (mut flagged, mut passed) = (0, 0);
         for _ in 0..60_000 {
             let mut value = Vec::new();
@@ -673,7 +673,7 @@ mod tests {
             b", ",
             b"x",
         ];
-        let mut rng = crate::body::fuzz::XorShift(0x0017_5eed);
+        let mut rng = crate::testkit::XorShift(0x0017_5eed);
         let (mut flagged, mut passed) = (0, 0);
         for _ in 0..100_000 {
             let value = rng.value_of(&pieces, 9, 8);

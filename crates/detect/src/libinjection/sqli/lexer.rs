@@ -768,7 +768,7 @@ mod tests {
             }
         }
         let alphabet = b"aeinorstuABCDU0127&|()-_. \x80\xff";
-        let mut rng = crate::body::fuzz::XorShift(0x5e1e_c7ed);
+        let mut rng = crate::testkit::XorShift(0x5e1e_c7ed);
         for _ in 0..200_000 {
             let len = 1 + rng.below(9);
             let w: Vec<u8> = (0..len)

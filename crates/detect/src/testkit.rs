@@ -1,11 +1,15 @@
-//! Test helpers: a reproducible pseudo-random mutator for fuzz-style tests of the
-//! body processors (no dependency needed).
+//! Test helpers: a reproducible pseudo-random generator and mutator for fuzz-style
+//! tests, here and in the crates built on this one (the engine's body processors
+//! use them too). No dependency needed, and nothing here runs outside tests.
 
-/// A xorshift64 generator.
-pub(crate) struct XorShift(pub(crate) u64);
+/// A xorshift64 generator; the seed must not be 0.
+pub struct XorShift(pub u64);
 
 impl XorShift {
-    pub(crate) fn next(&mut self) -> u64 {
+    /// The next number. (Named like `Iterator::next` on purpose: the generator is
+    /// endless, and the tests call it as a plain method.)
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -15,19 +19,14 @@ impl XorShift {
     }
 
     /// A number in `0..n` (0 when `n` is 0).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 
     /// A value of up to `items - 1` items, each one of `pieces` or, one time in
     /// `byte_one_in` (never when 0), a random byte: the generated inputs of the tests
     /// that hold a fast path to its reference.
-    pub(crate) fn value_of(
-        &mut self,
-        pieces: &[&[u8]],
-        items: usize,
-        byte_one_in: usize,
-    ) -> Vec<u8> {
+    pub fn value_of(&mut self, pieces: &[&[u8]], items: usize, byte_one_in: usize) -> Vec<u8> {
         let mut v = Vec::new();
         for _ in 0..self.below(items) {
             if byte_one_in > 0 && self.below(byte_one_in) == 0 {
@@ -42,7 +41,7 @@ impl XorShift {
 
 /// Text pieces that put every kind of UTF-8 sequence, valid and cut short, next to
 /// each other: for tests of lossy conversions.
-pub(crate) const UTF8_PIECES: [&[u8]; 8] = [
+pub const UTF8_PIECES: [&[u8]; 8] = [
     b"abc",
     "\u{e9}".as_bytes(),
     "\u{20ac}".as_bytes(),
@@ -55,7 +54,7 @@ pub(crate) const UTF8_PIECES: [&[u8]; 8] = [
 
 /// A copy of `seed` with one to six random edits: deletions, random bytes, inserted
 /// `pieces` (syntax that matters to the format), bit flips and duplicated runs.
-pub(crate) fn mutate(rng: &mut XorShift, seed: &[u8], pieces: &[&[u8]]) -> Vec<u8> {
+pub fn mutate(rng: &mut XorShift, seed: &[u8], pieces: &[&[u8]]) -> Vec<u8> {
     let mut v = seed.to_vec();
     for _ in 0..1 + rng.below(6) {
         let at = rng.below(v.len() + 1);

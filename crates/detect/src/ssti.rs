@@ -1,0 +1,298 @@
+//! Server-side template injection: Jinja2/Twig, Freemarker, Velocity, ERB,
+//! Thymeleaf/SpEL/OGNL/EL, Handlebars, Smarty.
+//!
+//! # Grammar
+//!
+//! ```text
+//! injection := open expression close | directive
+//! open      := "{{" | "${" | "#{" | "*{" | "@{" | "<%=" | "<%" | "{%" | "[[" | "$!{"
+//! close     := "}}" | "}" | "%>" | "%]" | "]]"              (within 512 bytes)
+//! directive := "<#assign" | "<#import" | "#set(" | "#foreach(" | "{php}" | "{system("
+//!            | "{{#with" | "{{#each" ...
+//! ```
+//!
+//! A delimited expression is an attack when it *probes* or *reaches out*, never for
+//! reading a variable (`{{ user.name }}`, `${title}`, Vue and JS template literals):
+//!
+//! - **probe**: arithmetic on literals (`7*7`, `7*'7'`, `49/7`), the classic way to
+//!   see whether a template engine evaluates input;
+//! - **reach**: Python dunder attributes (`__class__`, `__globals__`, ...), objects
+//!   that lead to the runtime (`config`, `self`, `request.application`, `lipsum`,
+//!   `cycler`, `getClass`, `forName`, `Runtime`, `ProcessBuilder`, `T(java`,
+//!   `new java.`, `constructor.constructor`, `process.mainModule`, `require(`,
+//!   `Execute"?new`, `_self.env`, `registerUndefinedFilterCallback`, `File.open`,
+//!   `IO.popen`, `|attr(`), or a call of `exec`, `popen`, `system`, `eval`.
+//!
+//! Freemarker, Velocity, Smarty and Handlebars directives that create objects or
+//! iterate over helpers are attacks wherever they appear in a value.
+//!
+//! Linear: each opening delimiter is looked at once and its expression read up to a
+//! bounded length.
+
+use crate::text::find_ci;
+use crate::{Class, Finding};
+
+const OPENS: &[(&str, &str)] = &[
+    ("{{", "}}"),
+    ("${", "}"),
+    ("#{", "}"),
+    ("*{", "}"),
+    ("@{", "}"),
+    ("<%=", "%>"),
+    ("<%", "%>"),
+    ("{%", "%}"),
+    ("[[", "]]"),
+    ("[=", "]"),
+];
+
+/// Words in an expression that lead from a template to the runtime.
+const REACH: &[&str] = &[
+    "__class__",
+    "__mro__",
+    "__base__",
+    "__bases__",
+    "__subclasses__",
+    "__globals__",
+    "__builtins__",
+    "__import__",
+    "__init__",
+    "__getattribute__",
+    "__dict__",
+    "config.",
+    "config|",
+    "config}",
+    "config ",
+    "self.",
+    "self._",
+    "request.application",
+    "request.environ",
+    "request|attr",
+    "lipsum",
+    "cycler",
+    "joiner",
+    "namespace.__",
+    "getclass",
+    "forname",
+    "runtime",
+    "processbuilder",
+    "t(java",
+    "new java.",
+    "java.lang",
+    "constructor.constructor",
+    "process.mainmodule",
+    "require(",
+    "execute\"?new",
+    "execute'?new",
+    "?new(",
+    "_self.env",
+    "registerundefinedfiltercallback",
+    "getfilter(",
+    "file.open",
+    "file.read",
+    "io.popen",
+    "|attr(",
+    "exec(",
+    "popen(",
+    "system(",
+    "eval(",
+    "os.",
+    "subprocess",
+    "getruntime",
+    "classloader",
+    "scriptengine",
+    "@java.",
+    "#_memberaccess",
+    "#context",
+    "ognl",
+    "applicationscope",
+    "sessionscope",
+    "facescontext",
+    "class.module",
+    "passthru(",
+    "shell_exec(",
+    "`",
+];
+
+/// Directives that are attacks wherever they appear.
+const DIRECTIVES: &[&str] = &[
+    "<#assign",
+    "<#import",
+    "<#include",
+    "#set(",
+    "#set (",
+    "#foreach(",
+    "#foreach (",
+    "#evaluate(",
+    "#include(",
+    "#parse(",
+    "{php}",
+    "{/php}",
+    "{system(",
+    "{exec(",
+    "{{#with",
+    "{{#each",
+    "{{lookup",
+    "{{#lookup",
+    "{{this.push",
+    "{{this.pop",
+    "{{#blockhelpermissing",
+];
+
+/// The longest expression read between delimiters.
+const MAX_EXPR: usize = 512;
+
+/// Scans `input` for a template injection.
+pub fn scan(input: &[u8]) -> Option<Finding> {
+    for d in DIRECTIVES {
+        if let Some(at) = find_ci(input, 0, d.as_bytes()) {
+            return Some(Finding::new(
+                Class::Template,
+                "template directive",
+                at..at + d.len(),
+            ));
+        }
+    }
+    let mut i = 0;
+    while i + 1 < input.len() {
+        let Some(&(open, close)) = OPENS
+            .iter()
+            .find(|(o, _)| input[i..].starts_with(o.as_bytes()))
+        else {
+            i += 1;
+            continue;
+        };
+        let start = i + open.len();
+        let limit = (start + MAX_EXPR).min(input.len());
+        let end = memchr::memmem::find(&input[start..limit], close.as_bytes()).map(|e| start + e);
+        let expr = &input[start..end.unwrap_or(limit)];
+        if end.is_some() || expr.len() < MAX_EXPR {
+            if probe(expr) {
+                return Some(Finding::new(
+                    Class::Template,
+                    "arithmetic probe in a template expression",
+                    i..start + expr.len(),
+                ));
+            }
+            if reach(expr) {
+                return Some(Finding::new(
+                    Class::Template,
+                    "template expression reaches the runtime",
+                    i..start + expr.len(),
+                ));
+            }
+        }
+        i = start;
+    }
+    None
+}
+
+/// Arithmetic on literals: `7*7`, `7*'7'`, `"7"*7`, `49/7`, `1337+1`.
+fn probe(expr: &[u8]) -> bool {
+    let e: Vec<u8> = expr
+        .iter()
+        .copied()
+        .filter(|c| !c.is_ascii_whitespace() && *c != b'\'' && *c != b'"')
+        .collect();
+    let mut i = 0;
+    while i < e.len() {
+        if e[i].is_ascii_digit() && (i == 0 || !e[i - 1].is_ascii_alphanumeric()) {
+            let mut j = i;
+            while j < e.len() && e[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j < e.len() && matches!(e[j], b'*' | b'/' | b'+' | b'-' | b'%') {
+                let k = j + 1;
+                let mut m = k;
+                while m < e.len() && e[m].is_ascii_digit() {
+                    m += 1;
+                }
+                if m > k && (m == e.len() || !e[m].is_ascii_alphanumeric()) {
+                    // `1-2` and `3/4` are dates and fractions in text; only when the
+                    // whole expression is the sum do they count, `*` always.
+                    if e[j] == b'*' || (i == 0 && m == e.len()) {
+                        return true;
+                    }
+                }
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    false
+}
+
+fn reach(expr: &[u8]) -> bool {
+    REACH.iter().any(|w| {
+        let mut from = 0;
+        while let Some(at) = find_ci(expr, from, w.as_bytes()) {
+            from = at + 1;
+            // A word must not be the tail of a longer one (`myconfig.`, `oss.`).
+            let first = w.as_bytes()[0];
+            if first.is_ascii_alphabetic() && at > 0 && expr[at - 1].is_ascii_alphanumeric() {
+                continue;
+            }
+            return true;
+        }
+        false
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(s: &str) -> bool {
+        scan(s.as_bytes()).is_some()
+    }
+
+    #[test]
+    fn injections() {
+        for s in [
+            "{{7*7}}",
+            "${7*7}",
+            "#{7*7}",
+            "<%= 7*7 %>",
+            "{{7*'7'}}",
+            "${{7*7}}",
+            "*{7*7}",
+            "{{ config.items() }}",
+            "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+            "{{ self._TemplateReference__context.cycler.__init__.__globals__.os.popen('id').read() }}",
+            "{{request|attr('application')|attr('\\x5f\\x5fglobals\\x5f\\x5f')}}",
+            "${T(java.lang.Runtime).getRuntime().exec('id')}",
+            "<#assign ex=\"freemarker.template.utility.Execute\"?new()> ${ ex(\"id\") }",
+            "#set($x='')#set($rt=$x.class.forName('java.lang.Runtime'))",
+            "<%= system('id') %>",
+            "<%= `id` %>",
+            "{{_self.env.registerUndefinedFilterCallback(\"exec\")}}",
+            "{{#with \"s\" as |string|}}{{#with \"e\"}}{{/with}}{{/with}}",
+            "${\"freemarker.template.utility.Execute\"?new()(\"id\")}",
+            "{php}echo `id`;{/php}",
+            "{{constructor.constructor('return process')().mainModule.require('child_process').execSync('id')}}",
+            "#{T(java.lang.System).getenv()}",
+        ] {
+            assert!(hit(s), "missed: {s}");
+        }
+    }
+
+    #[test]
+    fn benign() {
+        for s in [
+            "Hello {{ user.name }}, welcome",
+            "${title} - ${subtitle}",
+            "total: ${price * qty}",
+            "<%= @user.name %>",
+            "{% for item in items %}{{ item }}{% endfor %}",
+            "contact me at <@alice.example>",
+            "a {b} c",
+            "Meeting on 2024-01-02 at {{time}}",
+            "#{name} was here",
+            "Use {{ 'Hello' | upper }} in Jinja",
+            "The array [[1, 2], [3, 4]] is a matrix",
+            "set(x) then foreach(y)",
+        ] {
+            assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
+        }
+    }
+}

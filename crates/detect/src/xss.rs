@@ -1,0 +1,434 @@
+//! Cross-site scripting: markup that a browser would run, found by tokenizing the
+//! value as HTML5 the way a browser does (libinjection's tokenizer), from the data
+//! state and from inside quoted and unquoted attribute values.
+//!
+//! # Grammar
+//!
+//! A value is an attack when, in one of those contexts, the tokens hold:
+//!
+//! - **a tag that runs or loads code**: `script`, `iframe`, `frame`, `frameset`,
+//!   `object`, `embed`, `applet`, `base`, `meta`, `link`, `style`, `svg`, `math`,
+//!   `xml`, `import`, `template`, `portal`, `isindex`, `vmlframe`;
+//! - **an event handler**: an attribute whose name starts with `on` and goes on with
+//!   a letter (`onerror`, `onload`, `onmouseover`, `ontoggle`, `onbegin`), given a
+//!   value;
+//! - **a script URL** in a URL attribute (`href`, `src`, `action`, `formaction`,
+//!   `data`, `xlink:href`, `poster`, `background`, `codebase`, `lowsrc`, `dynsrc`,
+//!   `ping`, `cite`, `manifest`, `to`, `from`, `values`): after character
+//!   references, white space and control bytes are removed, it starts with
+//!   `javascript:`, `vbscript:`, `livescript:`, `data:text/html` or
+//!   `data:image/svg+xml`;
+//! - **a document in an attribute**: `srcdoc`;
+//! - **a style that runs code**: `expression(`, `url(javascript:`, `-moz-binding`,
+//!   `behavior:` in a `style` attribute;
+//! - **a whole value that is a script URL** (the application may put it in a link).
+//!
+//! libinjection's own verdict (`@detectXSS`) is taken as well.
+//!
+//! Linear: the tokenizer is linear and runs in a fixed number of contexts; each
+//! attribute value is decoded once, up to a bounded length.
+
+use crate::libinjection::detect_xss;
+use crate::text::starts_with_ci;
+use crate::{Class, Finding};
+use libinjectionrs::xss::{Html5Flags, Html5State, TokenType};
+
+const TAGS: &[&str] = &[
+    "script", "iframe", "frame", "frameset", "object", "embed", "applet", "base", "meta", "link",
+    "style", "svg", "math", "xml", "import", "template", "portal", "isindex", "vmlframe", "xss",
+];
+
+const URL_ATTRS: &[&str] = &[
+    "href",
+    "src",
+    "action",
+    "formaction",
+    "data",
+    "xlink:href",
+    "poster",
+    "background",
+    "codebase",
+    "lowsrc",
+    "dynsrc",
+    "ping",
+    "cite",
+    "manifest",
+    "to",
+    "from",
+    "values",
+    "by",
+];
+
+const SCRIPT_SCHEMES: &[&str] = &[
+    "javascript:",
+    "vbscript:",
+    "livescript:",
+    "data:text/html",
+    "data:image/svg+xml",
+    "data:application/x-javascript",
+];
+
+/// How much of an attribute value is decoded and looked at.
+const MAX_VALUE: usize = 256;
+
+/// Scans `input` for cross-site scripting.
+pub fn scan(input: &[u8]) -> Option<Finding> {
+    let whole = 0..input.len();
+    if script_url(input) {
+        return Some(Finding::new(Class::Xss, "script URL", whole));
+    }
+    let has_markup = memchr::memchr3(b'<', b'=', b'"', input).is_some() || input.contains(&b'\'');
+    if !has_markup {
+        return None;
+    }
+    for ctx in [
+        Html5Flags::DataState,
+        Html5Flags::ValueNoQuote,
+        Html5Flags::ValueSingleQuote,
+        Html5Flags::ValueDoubleQuote,
+    ] {
+        if let Some(rule) = walk(input, ctx) {
+            return Some(Finding::new(Class::Xss, rule, whole));
+        }
+    }
+    if detect_xss(input) {
+        return Some(Finding::new(Class::Xss, "libinjection", whole));
+    }
+    None
+}
+
+fn walk(input: &[u8], ctx: Html5Flags) -> Option<&'static str> {
+    let mut h = Html5State::new(input, ctx);
+    let mut last_attr: Vec<u8> = Vec::new();
+    let mut steps = 0usize;
+    while h.next() {
+        steps += 1;
+        if steps > input.len() + 16 {
+            break;
+        }
+        let tok = &h.token_start[..h.token_len.min(h.token_start.len())];
+        match h.token_type {
+            TokenType::TagNameOpen | TokenType::TagNameSelfclose => {
+                let name: Vec<u8> = tok.iter().copied().filter(|&c| c != 0).collect();
+                if crate::text::one_of(&name, TAGS) {
+                    return Some("tag that runs or loads code");
+                }
+                last_attr.clear();
+            }
+            TokenType::AttrName => {
+                last_attr = tok
+                    .iter()
+                    .copied()
+                    .filter(|&c| c != 0)
+                    .map(|c| c.to_ascii_lowercase())
+                    .collect();
+                if last_attr == b"srcdoc" {
+                    return Some("document in an attribute");
+                }
+            }
+            TokenType::AttrValue => {
+                let name = std::mem::take(&mut last_attr);
+                if event_handler(&name, tok) {
+                    return Some("event handler");
+                }
+                if crate::text::one_of(&name, URL_ATTRS) && script_url(tok) {
+                    return Some("script URL in a URL attribute");
+                }
+                if name == b"style" && style_runs_code(tok) {
+                    return Some("style that runs code");
+                }
+                if name == b"http-equiv" && starts_with_ci(tok, 0, b"refresh") {
+                    return Some("meta refresh");
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// DOM event handler attributes (the ones payloads use, and their families).
+const EVENTS: &[&str] = &[
+    "onerror",
+    "onload",
+    "onclick",
+    "ondblclick",
+    "onmouseover",
+    "onmouseout",
+    "onmouseenter",
+    "onmouseleave",
+    "onmousedown",
+    "onmouseup",
+    "onmousemove",
+    "onfocus",
+    "onfocusin",
+    "onfocusout",
+    "onblur",
+    "ontoggle",
+    "onbegin",
+    "onend",
+    "onrepeat",
+    "onanimationstart",
+    "onanimationend",
+    "onanimationiteration",
+    "ontransitionend",
+    "ontransitionstart",
+    "ontransitionrun",
+    "onpageshow",
+    "onpagehide",
+    "onscroll",
+    "onwheel",
+    "onresize",
+    "oninput",
+    "onchange",
+    "onsubmit",
+    "onreset",
+    "oninvalid",
+    "onselect",
+    "onkeydown",
+    "onkeyup",
+    "onkeypress",
+    "oncopy",
+    "oncut",
+    "onpaste",
+    "ondrag",
+    "ondragstart",
+    "ondragend",
+    "ondragenter",
+    "ondragleave",
+    "ondragover",
+    "ondrop",
+    "onpointerover",
+    "onpointerdown",
+    "onpointerup",
+    "onpointerenter",
+    "onpointerleave",
+    "onpointermove",
+    "onpointerout",
+    "onpointerrawupdate",
+    "ontouchstart",
+    "ontouchend",
+    "ontouchmove",
+    "onplay",
+    "onplaying",
+    "onpause",
+    "onended",
+    "oncanplay",
+    "oncanplaythrough",
+    "onloadstart",
+    "onloadeddata",
+    "onloadedmetadata",
+    "onprogress",
+    "onstart",
+    "onfinish",
+    "onbounce",
+    "onhashchange",
+    "onpopstate",
+    "onmessage",
+    "onbeforeunload",
+    "onunload",
+    "onafterprint",
+    "onbeforeprint",
+    "onbeforetoggle",
+    "onauxclick",
+    "oncontextmenu",
+    "onsearch",
+    "onshow",
+    "onwebkitanimationstart",
+    "onwebkittransitionend",
+    "onformdata",
+    "onsecuritypolicyviolation",
+    "onselectstart",
+    "onselectionchange",
+    "onvolumechange",
+    "ontimeupdate",
+    "onwaiting",
+    "onsuspend",
+    "onstalled",
+    "onseeked",
+    "onseeking",
+    "onratechange",
+    "ondurationchange",
+    "onemptied",
+    "onabort",
+    "onreadystatechange",
+    "onfullscreenchange",
+    "onmozfullscreenchange",
+    "onwebkitmouseforcechanged",
+    "onactivate",
+    "onbeforeactivate",
+    "onbeforecopy",
+    "onbeforecut",
+    "onbeforepaste",
+    "onfilterchange",
+    "onpropertychange",
+    "onmove",
+    "onmoveend",
+];
+
+/// An event handler: a known event, or any `on…` name of five letters or more
+/// whose value reads as script (a call, a template string or an assignment).
+fn event_handler(name: &[u8], value: &[u8]) -> bool {
+    if !(name.len() > 2 && name.starts_with(b"on") && name[2].is_ascii_alphabetic()) {
+        return false;
+    }
+    crate::text::one_of(name, EVENTS)
+        || (name.len() >= 5 && value.iter().any(|c| matches!(c, b'(' | b'`' | b'=')))
+}
+
+/// A value that, decoded as a browser reads a URL attribute, starts with a script
+/// scheme.
+fn script_url(value: &[u8]) -> bool {
+    let decoded = decode_attr(&value[..value.len().min(MAX_VALUE)]);
+    let compact: Vec<u8> = decoded
+        .into_iter()
+        .filter(|&c| c > b' ' && c != 0x7f)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let trimmed = compact
+        .strip_prefix(b"\"")
+        .or_else(|| compact.strip_prefix(b"'"))
+        .unwrap_or(&compact);
+    SCRIPT_SCHEMES
+        .iter()
+        .any(|s| trimmed.starts_with(s.as_bytes()))
+}
+
+fn style_runs_code(value: &[u8]) -> bool {
+    let v = decode_attr(&value[..value.len().min(MAX_VALUE * 4)]);
+    let compact: Vec<u8> = v
+        .into_iter()
+        .filter(|&c| c > b' ' && c != b'\\')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    [
+        &b"expression("[..],
+        b"url(javascript:",
+        b"url('javascript:",
+        b"url(\"javascript:",
+        b"-moz-binding",
+        b"behavior:",
+        b"@import",
+    ]
+    .iter()
+    .any(|p| memchr::memmem::find(&compact, p).is_some())
+}
+
+/// Character references decoded (`&#106;`, `&#x6a;`, with or without the `;`, and
+/// the few named ones that matter in a URL: `&colon;`, `&Tab;`, `&NewLine;`,
+/// `&lpar;`, `&rpar;`).
+fn decode_attr(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        if v[i] == b'&' {
+            if let Some((b, used)) = numeric_reference(&v[i..]) {
+                out.push(b);
+                i += used;
+                continue;
+            }
+            let named = [
+                (&b"&colon;"[..], b':'),
+                (b"&tab;", b'\t'),
+                (b"&newline;", b'\n'),
+                (b"&lpar;", b'('),
+                (b"&rpar;", b')'),
+            ]
+            .into_iter()
+            .find(|(name, _)| starts_with_ci(v, i, name));
+            if let Some((name, b)) = named {
+                out.push(b);
+                i += name.len();
+                continue;
+            }
+        }
+        out.push(v[i]);
+        i += 1;
+    }
+    out
+}
+
+/// `&#DDD;` or `&#xHH;` (the `;` optional, at most 8 digits) at the start of `s`:
+/// the byte it stands for (`?` beyond ASCII) and its length.
+fn numeric_reference(s: &[u8]) -> Option<(u8, usize)> {
+    if s.get(1) != Some(&b'#') {
+        return None;
+    }
+    let (radix, start) = if matches!(s.get(2), Some(b'x' | b'X')) {
+        (16, 3)
+    } else {
+        (10, 2)
+    };
+    let digits = s[start..]
+        .iter()
+        .take(8)
+        .take_while(|c| (**c as char).is_digit(radix))
+        .count();
+    if digits == 0 {
+        return None;
+    }
+    let text = std::str::from_utf8(&s[start..start + digits]).ok()?;
+    let value = u32::from_str_radix(text, radix).ok()?;
+    let mut used = start + digits;
+    if s.get(used) == Some(&b';') {
+        used += 1;
+    }
+    Some((
+        u8::try_from(value)
+            .ok()
+            .filter(u8::is_ascii)
+            .unwrap_or(b'?'),
+        used,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(s: &str) -> bool {
+        scan(s.as_bytes()).is_some()
+    }
+
+    #[test]
+    fn attacks() {
+        for s in [
+            "<script>alert(1)</script>",
+            "<img src=x onerror=alert(1)>",
+            "\"><svg onload=alert(1)>",
+            "' onmouseover='alert(1)",
+            "javascript:alert(1)",
+            "  JaVaScRiPt:alert(1)",
+            "jav&#x61;script:alert(1)",
+            "<a href=\"jav&#x09;ascript:alert(1)\">x</a>",
+            "<iframe srcdoc=\"&lt;script&gt;alert(1)&lt;/script&gt;\"></iframe>",
+            "<div style=\"width:expression(alert(1))\">",
+            "<details open ontoggle=alert(1)>",
+            "<math><maction actiontype=statusline xlink:href=javascript:alert(1)>x</maction></math>",
+            "<object data=\"data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==\">",
+            "<meta http-equiv=\"refresh\" content=\"0;url=javascript:alert(1)\">",
+            "<body onload=alert(1)>",
+            "<a href=\"javascript&colon;alert(1)\">x</a>",
+        ] {
+            assert!(hit(s), "missed: {s}");
+        }
+    }
+
+    #[test]
+    fn benign() {
+        for s in [
+            "Hello <b>world</b>",
+            "<a href=\"https://example.com\">link</a>",
+            "1 < 2 and 3 > 2",
+            "Use the <div class=\"x\"> element",
+            "It's a \"quote\" = fine",
+            "one=1&two=2",
+            "data:image/png;base64,iVBORw0KGgo=",
+            "Online shopping is fun",
+            "john+or@var.es",
+            "x = \"done\"",
+        ] {
+            assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
+        }
+    }
+}
