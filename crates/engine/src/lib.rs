@@ -33,6 +33,7 @@ pub mod civil;
 pub mod collections;
 pub mod config;
 pub mod error;
+pub mod inputs;
 pub mod intervention;
 pub mod log;
 pub mod lookups;

@@ -66,6 +66,13 @@ pub enum Operator {
     DetectSqli,
     /// `@detectXSS`: libinjection XSS detection; captures the input.
     DetectXss,
+    /// One of Palisade's semantic detectors (`@detectCmdInjection`,
+    /// `@detectPathTraversal`, ...; see [`DETECTORS`]): captures the evidence (TX:0)
+    /// and the grammar rule that matched (TX:1).
+    Detect(detect::Class),
+    /// `@confirmSqlSyntax`: SQL syntax in an injection context
+    /// ([`detect::sql::confirm`]), the precision mode's test.
+    ConfirmSqlSyntax,
     /// `@eq`, `@ge`, `@gt`, `@le`, `@lt` with the argument read as an integer.
     Compare(Comparison, i32),
     /// `@streq`: the input equals the argument.
@@ -102,6 +109,51 @@ pub enum Operator {
     /// `@noMatch`: never matches.
     NoMatch,
 }
+
+/// The operator names of the semantic detectors (lower case, as compiled), and
+/// their classes. Each is documented in `docs/detection/`.
+pub const DETECTORS: [(&str, &str, detect::Class); 12] = [
+    ("detectsqlcontext", "detectSqlContext", detect::Class::Sql),
+    ("detectxsscontext", "detectXssContext", detect::Class::Xss),
+    (
+        "detectcmdinjection",
+        "detectCmdInjection",
+        detect::Class::Cmd,
+    ),
+    (
+        "detectpathtraversal",
+        "detectPathTraversal",
+        detect::Class::Traversal,
+    ),
+    (
+        "detecttemplateinjection",
+        "detectTemplateInjection",
+        detect::Class::Template,
+    ),
+    (
+        "detectnosqlinjection",
+        "detectNoSqlInjection",
+        detect::Class::NoSql,
+    ),
+    (
+        "detectldapinjection",
+        "detectLdapInjection",
+        detect::Class::Ldap,
+    ),
+    ("detectxxe", "detectXxe", detect::Class::Xxe),
+    ("detectssrf", "detectSsrf", detect::Class::Ssrf),
+    ("detectjndi", "detectJndi", detect::Class::Jndi),
+    (
+        "detectcrlfinjection",
+        "detectCrlfInjection",
+        detect::Class::Crlf,
+    ),
+    (
+        "detectserialized",
+        "detectSerialized",
+        detect::Class::Serialized,
+    ),
+];
 
 /// Operators that need I/O at request time and are run by the engine itself.
 const ENGINE_OPERATORS: [&str; 2] = ["rbl", "geolookup"];
@@ -232,6 +284,15 @@ impl Operator {
             }
             "detectsqli" => no_argument(Operator::DetectSqli),
             "detectxss" => no_argument(Operator::DetectXss),
+            "confirmsqlsyntax" => no_argument(Operator::ConfirmSqlSyntax),
+            d if DETECTORS.iter().any(|(n, _, _)| *n == d) => {
+                let class = DETECTORS
+                    .iter()
+                    .find(|(n, _, _)| *n == d)
+                    .map(|(_, _, c)| *c)
+                    .expect("listed");
+                no_argument(Operator::Detect(class))
+            }
             "eq" => integer(Comparison::Eq),
             "ge" => integer(Comparison::Ge),
             "gt" => integer(Comparison::Gt),
@@ -309,6 +370,18 @@ impl Operator {
                 }
                 hit
             }
+            Operator::Detect(class) => match class.scan(input) {
+                Some(f) => {
+                    if let Some(out) = captures {
+                        let end = f.at.end.min(input.len());
+                        let start = f.at.start.min(end);
+                        rx::fill_captures(out, [&input[start..end], f.rule.as_bytes()].into_iter());
+                    }
+                    true
+                }
+                None => false,
+            },
+            Operator::ConfirmSqlSyntax => detect::sql::confirm(input),
             Operator::Compare(cmp, value) => cmp.holds(input, *value),
             Operator::Contains(n) | Operator::StrMatch(n) => n.found_in(input),
             Operator::StrEq(s) => PlainOperator::StrEq.matches(s, input),
@@ -339,6 +412,11 @@ impl Operator {
             } => "pmFromFile",
             Operator::DetectSqli => "detectSQLi",
             Operator::DetectXss => "detectXSS",
+            Operator::Detect(class) => DETECTORS
+                .iter()
+                .find(|(_, _, c)| c == class)
+                .map_or("detect", |(_, name, _)| name),
+            Operator::ConfirmSqlSyntax => "confirmSqlSyntax",
             Operator::Compare(Comparison::Eq, _) => "eq",
             Operator::Compare(Comparison::Ge, _) => "ge",
             Operator::Compare(Comparison::Gt, _) => "gt",

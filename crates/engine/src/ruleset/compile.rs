@@ -878,8 +878,10 @@ impl RulesetBuilder {
             }
         }
         let rbl_use = super::RblUse::of(&phases);
+        let uses_inputs = super::uses_inputs(&phases);
         Ok(Ruleset {
             rbl_use,
+            uses_inputs,
             prefilter,
             chain_nodes,
             phases,

@@ -29,6 +29,9 @@ pub struct Ruleset {
     pub(crate) chain_nodes: Vec<ChainNode>,
     /// What the `@rbl` rules read.
     pub(crate) rbl_use: RblUse,
+    /// Whether a rule reads INPUTS or INPUTS_DECODED: only then does a transaction
+    /// build its table of inputs.
+    pub(crate) uses_inputs: bool,
 }
 
 /// What a rule set's `@rbl` rules read, so that a server can look up ahead of
@@ -44,6 +47,25 @@ pub struct RblUse {
     /// Per phase: the positions, in order, of the rules that hold such a link
     /// (where a phase pauses, `Transaction::set_pause_for_lookups`).
     pub(crate) entries: [Vec<u32>; 5],
+}
+
+/// Whether a rule (or a chain link) of `phases` reads INPUTS or INPUTS_DECODED.
+pub(crate) fn uses_inputs(phases: &[Vec<Entry>; 5]) -> bool {
+    use crate::variables::Var;
+    phases.iter().flatten().any(|e| {
+        let Entry::Rule(r) = e else { return false };
+        let mut link = Some(r.as_ref());
+        while let Some(l) = link {
+            if l.targets
+                .iter()
+                .any(|t| matches!(t.var, Var::Inputs | Var::InputsDecoded))
+            {
+                return true;
+            }
+            link = l.chain.as_deref();
+        }
+        false
+    })
 }
 
 impl RblUse {

@@ -61,6 +61,7 @@ mod src {
     pub const XML_TEXT: u32 = 11;
     pub const XML_ATTR: u32 = 12;
     pub const RESP_HEADERS: u32 = 13;
+    pub const INPUTS: u32 = 14;
 }
 
 fn id(source: u32, index: usize) -> Option<u32> {
@@ -362,6 +363,21 @@ impl<'a> View<'a> {
                     }
                 });
                 flag(out, var, set);
+            }
+            Var::Inputs | Var::InputsDecoded => {
+                let decoded = var == Var::InputsDecoded;
+                for (i, e) in req.inputs.entries().iter().enumerate() {
+                    if (e.source == crate::inputs::Source::Decoded) == decoded
+                        && sel.matches(&e.name)
+                    {
+                        out.push(Value {
+                            var,
+                            key: Cow::Borrowed(&e.name),
+                            value: Cow::Borrowed(&e.value),
+                            id: id(src::INPUTS, i),
+                        });
+                    }
+                }
             }
             Var::MultipartUnmatchedBoundary => {
                 // ModSecurity v3 sets 1 or 2 (see the multipart processor).

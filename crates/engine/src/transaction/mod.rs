@@ -126,6 +126,9 @@ pub(crate) struct RequestData {
     pub shortfall: Option<limits::Shortfall>,
     /// REQBODY_ERROR_MSG when a limit, not the processor, made the body incomplete.
     pub body_error: Option<String>,
+    /// The input stage's table (INPUTS, INPUTS_DECODED), filled only when a rule
+    /// reads it.
+    pub inputs: crate::inputs::Inputs,
 }
 
 /// The response, as far as it has come.
@@ -516,6 +519,11 @@ impl Transaction {
         if self.req.processor.is_none() && self.state.request_body_access {
             self.req.processor = request::processor_for(&self.req.content_type);
         }
+        if self.ruleset.uses_inputs {
+            let mut inputs = std::mem::take(&mut self.req.inputs);
+            inputs.fill_head(&self.req);
+            self.req.inputs = inputs;
+        }
         let out = self.run_phase(1);
         self.phase_result(1, out)
     }
@@ -562,6 +570,11 @@ impl Transaction {
             let cfg = self.ruleset.config().clone();
             request::process_body(&mut self.req, &self.state, &cfg);
             self.flag_dropped_arguments();
+            if self.ruleset.uses_inputs {
+                let mut inputs = std::mem::take(&mut self.req.inputs);
+                inputs.fill_body(&self.req);
+                self.req.inputs = inputs;
+            }
             // A multipart body's size without its files is known only now.
             if self.req.shortfall == Some(limits::Shortfall::NoFilesLimit)
                 && self.req.multipart.is_some()

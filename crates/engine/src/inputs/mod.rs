@@ -1,0 +1,217 @@
+//! The input stage: every value a request carries, with where it came from and how
+//! it was decoded, in one table per transaction.
+//!
+//! Fixed stages fill it, in order:
+//!
+//! 1. **parse**, when phase 1 starts: every query argument (name and value), the
+//!    decoded path and each of its segments, every request header but `Cookie`, and
+//!    every cookie (name and value);
+//! 2. **parse**, when phase 2 starts: every body argument (name and value, from the
+//!    URL-encoded, multipart or JSON processor), every file name, the text and
+//!    attribute values of an XML body, and the raw body when no processor read it
+//!    (none for its type, or a parse error);
+//! 3. **decode**, after each parse stage: each value is also offered in every form a
+//!    chain of standard decodings yields ([`decode`]), to a depth of
+//!    [`decode::MAX_DEPTH`], bounded in size; a decoded value records its parent
+//!    and the step (`ARGS:data|base64|json:user.name`).
+//!
+//! Rules read the table through two variables: `INPUTS` (the values as parsed) and
+//! `INPUTS_DECODED` (what the decode stage found in them). A key is the value's
+//! lineage, which is also its `MATCHED_VAR_NAME` (`INPUTS_DECODED:ARGS:q|base64`).
+//! Detectors run as operators over these variables (stage 4, **detect**), and the
+//! rules after them (stage 5).
+//!
+//! The table is built only when a loaded rule reads one of the two variables, so a
+//! rule set without them pays nothing. Building is linear in the request and
+//! bounded: at most [`MAX_ENTRIES`] entries and [`decode::MAX_DECODED_BYTES`] bytes of
+//! decoded values per transaction.
+
+pub mod decode;
+mod graphql;
+
+use crate::transaction::RequestData;
+
+/// The most entries a transaction's table holds; values past it are not added
+/// (and counted in [`Inputs::dropped`]).
+pub const MAX_ENTRIES: usize = 4096;
+
+/// Where a value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// A query string argument's value.
+    Query,
+    /// A query string argument's name.
+    QueryName,
+    /// The decoded path (REQUEST_FILENAME).
+    Path,
+    /// One segment of the decoded path.
+    PathSegment,
+    /// A request header's value.
+    Header,
+    /// A cookie's value.
+    Cookie,
+    /// A cookie's name.
+    CookieName,
+    /// A body argument's value (URL-encoded, multipart or JSON).
+    Body,
+    /// A body argument's name.
+    BodyName,
+    /// An uploaded file's name.
+    FileName,
+    /// Text or an attribute value of an XML body.
+    Xml,
+    /// The raw body, when no processor read it.
+    RawBody,
+    /// Found by the decode stage in another value.
+    Decoded,
+}
+
+/// One value of the table.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Where it came from.
+    pub source: Source,
+    /// Its lineage: the variable it came from and the decoding steps that led to it
+    /// (`ARGS:q`, `REQUEST_HEADERS:X-Data|base64|json:user`).
+    pub name: Vec<u8>,
+    /// The value.
+    pub value: Vec<u8>,
+    /// The entry it was decoded from (`None` for a parsed value).
+    pub parent: Option<u32>,
+    /// How many decoding steps lie between it and a parsed value.
+    pub depth: u8,
+}
+
+/// A transaction's table of inputs.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    entries: Vec<Entry>,
+    /// Entries filled by the head stage (those before it came from the body).
+    head_done: bool,
+    body_done: bool,
+    /// Values not added because the table was full, or decodings cut short.
+    dropped: usize,
+    decoded_bytes: usize,
+}
+
+impl Inputs {
+    /// Every entry, parsed and decoded, in the order they were added.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Values left out because a bound was reached.
+    pub fn dropped(&self) -> usize {
+        self.dropped
+    }
+
+    fn push(
+        &mut self,
+        source: Source,
+        name: Vec<u8>,
+        value: Vec<u8>,
+        parent: Option<u32>,
+        depth: u8,
+    ) -> Option<u32> {
+        if self.entries.len() >= MAX_ENTRIES {
+            self.dropped += 1;
+            return None;
+        }
+        let id = self.entries.len() as u32;
+        self.entries.push(Entry {
+            source,
+            name,
+            value,
+            parent,
+            depth,
+        });
+        Some(id)
+    }
+
+    fn parsed(&mut self, source: Source, prefix: &str, key: &[u8], value: &[u8]) {
+        let mut name = Vec::with_capacity(prefix.len() + 1 + key.len());
+        name.extend_from_slice(prefix.as_bytes());
+        if !key.is_empty() {
+            name.push(b':');
+            name.extend_from_slice(key);
+        }
+        if let Some(id) = self.push(source, name, value.to_vec(), None, 0) {
+            decode::expand(self, id);
+        }
+    }
+
+    /// Stage 1: the request line and headers (once; later calls do nothing).
+    pub(crate) fn fill_head(&mut self, req: &RequestData) {
+        if self.head_done {
+            return;
+        }
+        self.head_done = true;
+        for (k, v) in &req.args_get {
+            self.parsed(Source::Query, "ARGS", k, v);
+            self.parsed(Source::QueryName, "ARGS_NAMES", k, k);
+        }
+        if !req.filename.is_empty() {
+            self.parsed(Source::Path, "REQUEST_FILENAME", b"", &req.filename);
+            let segments: Vec<&[u8]> = req
+                .filename
+                .split(|&b| b == b'/')
+                .filter(|s| !s.is_empty())
+                .collect();
+            // One segment is the whole path: nothing new to add.
+            if segments.len() > 1 {
+                for (i, seg) in segments.into_iter().enumerate() {
+                    self.parsed(
+                        Source::PathSegment,
+                        "REQUEST_FILENAME",
+                        (i + 1).to_string().as_bytes(),
+                        seg,
+                    );
+                }
+            }
+        }
+        for (k, v) in &req.headers {
+            if k.eq_ignore_ascii_case(b"cookie") {
+                continue;
+            }
+            self.parsed(Source::Header, "REQUEST_HEADERS", k, v);
+        }
+        for (k, v) in &req.cookies {
+            self.parsed(Source::Cookie, "REQUEST_COOKIES", k, v);
+            self.parsed(Source::CookieName, "REQUEST_COOKIES_NAMES", k, k);
+        }
+    }
+
+    /// Stage 2: the body as its processor read it (once; later calls do nothing).
+    pub(crate) fn fill_body(&mut self, req: &RequestData) {
+        if self.body_done {
+            return;
+        }
+        self.body_done = true;
+        for (k, v) in &req.args_post {
+            self.parsed(Source::Body, "ARGS", k, v);
+            self.parsed(Source::BodyName, "ARGS_NAMES", k, k);
+        }
+        if let Some(mp) = &req.multipart {
+            for f in &mp.files {
+                self.parsed(Source::FileName, "FILES", &f.name, &f.filename);
+            }
+        }
+        if let Some(doc) = &req.xml {
+            for t in &doc.texts {
+                if !t.iter().all(u8::is_ascii_whitespace) {
+                    self.parsed(Source::Xml, "XML", b"/*", t);
+                }
+            }
+            for a in &doc.attributes {
+                self.parsed(Source::Xml, "XML", b"//@*", a);
+            }
+        }
+        let parsed_by_processor = req.processor.is_some() && req.processor_error.is_none();
+        if !req.body.is_empty() && !parsed_by_processor {
+            self.parsed(Source::RawBody, "REQUEST_BODY", b"", &req.body);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
