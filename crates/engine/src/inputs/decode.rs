@@ -172,7 +172,7 @@ fn worth_keeping(d: &[u8]) -> bool {
     {
         return true;
     }
-    let text = match std::str::from_utf8(d) {
+    match std::str::from_utf8(d) {
         Ok(s) => {
             s.chars()
                 .filter(|c| !c.is_control() || c.is_whitespace())
@@ -187,8 +187,7 @@ fn worth_keeping(d: &[u8]) -> bool {
                 .count();
             printable * 100 >= d.len() * 95
         }
-    };
-    text
+    }
 }
 
 fn is_b64(c: u8) -> bool {
