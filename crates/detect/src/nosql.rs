@@ -24,8 +24,13 @@
 //!   attacks;
 //! - `$nin` and `$in` with an empty list or a list of empty strings;
 //! - `$regex` matching everything (`.*`, `.+`, `^`, an empty pattern);
-//! - `$exists`, `$not`, `$or`, `$and`, `$nor`, `$expr` given in a form or query
-//!   name (bracket syntax): forms do not carry query structure.
+//! - `$exists`, `$not`, `$or`, `$and`, `$nor`, `$expr`, `$ne`, `$nin`, `$regex`
+//!   given in a form or query name (bracket syntax): forms do not carry query
+//!   structure.
+//!
+//! In an argument name without its value (`json.age.$gte`, as a JSON body's
+//! arguments are named), only the operators that run JavaScript count: the operand
+//! is not there to judge.
 //!
 //! JavaScript injection into a `$where` clause or a server-side `eval`:
 //! `'; return true; var x='`, `' || '1'=='1`, `this.password.match(`, `sleep(`
@@ -91,6 +96,11 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         let finding = |rule| Some(Finding::new(Class::NoSql, rule, at..name_end));
         if JS_OPERATORS.contains(&op) {
             return finding("operator that runs JavaScript");
+        }
+        // An argument name (`json.age.$gte`) shows no operand: only the operators
+        // that are attacks whatever their operand count there.
+        if context == Context::Name {
+            continue;
         }
         let operand = operand(input, name_end + 1, context);
         if COMPARE.contains(&op) && always_true(operand, op) {
@@ -306,8 +316,7 @@ mod tests {
             "password[$regex]=.*",
             "user[$exists]=true",
             "login[$nin][]=",
-            "$ne",
-            "json.password.$ne",
+            "json.password.$where",
             r#"{"password":{"$regex":".*"}}"#,
             "' || '1'=='1",
             "'; return true; var x='",
@@ -329,6 +338,8 @@ mod tests {
             r#"{"price":{"$lt":100,"$gt":10}}"#,
             r#"{"tags":{"$in":["a","b"]}}"#,
             "filters[age][$gte]=18",
+            "json.age.$gte",
+            "json.status.$ne",
             "It costs $5 or $10",
             "The $where clause is documented",
             "I'd say 'yes'; return it later",
