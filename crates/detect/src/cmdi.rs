@@ -40,11 +40,12 @@
 //! Linear: the normalisation is one pass; every position is tried once and each try
 //! reads a bounded word plus a bounded argument.
 
-use crate::text::{find_ci, is_space, prose_like, starts_with_ci};
+use crate::text::{Words, find_ci, is_space, prose_like, starts_with_ci};
 use crate::{Class, Finding};
+use std::sync::LazyLock;
 
 /// Commands that prose does not use as words.
-const DISTINCT: &[&str] = &[
+pub(crate) const DISTINCT: &[&str] = &[
     "whoami",
     "uname",
     "ifconfig",
@@ -115,7 +116,7 @@ const DISTINCT: &[&str] = &[
 ];
 
 /// Commands that are also ordinary words, or too short to tell apart.
-const COMMON: &[&str] = &[
+pub(crate) const COMMON: &[&str] = &[
     "id",
     "w",
     "ls",
@@ -230,15 +231,96 @@ const EXEC_CALLS: &[&str] = &[
     "execsync(",
 ];
 
+/// In text, how far from the start a command position may be.
+const TEXT_START: usize = 64;
+
+/// Subcommands that make a common command's argument shape (`net user`).
+const SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "net",
+        &[
+            "user",
+            "localgroup",
+            "group",
+            "view",
+            "use",
+            "share",
+            "session",
+            "accounts",
+            "start",
+            "stop",
+        ],
+    ),
+    ("reg", &["query", "add", "delete", "export", "save"]),
+    ("sc", &["query", "create", "start", "stop", "config"]),
+    ("ps", &["aux", "ax", "ef", "-ef"]),
+    ("echo", &["$path", "%path%", "%username%", "%computername%"]),
+];
+
 /// Longest command word read (paths included).
 const MAX_WORD: usize = 64;
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    if input.iter().any(|c| {
+        matches!(
+            c,
+            b';' | b'|'
+                | b'&'
+                | b'\n'
+                | b'\r'
+                | b'`'
+                | b'$'
+                | b'<'
+                | b'>'
+                | b'('
+                | b')'
+                | b'{'
+                | b'}'
+                | b'\''
+                | b'"'
+                | b'\\'
+                | b'?'
+                | b'*'
+        )
+    }) {
+        return true;
+    }
+    // Otherwise only a command at the start can be one: its base name must be a
+    // command word.
+    let start = input
+        .iter()
+        .position(|c| !is_space(*c))
+        .unwrap_or(input.len());
+    command_word(input, start).is_some_and(|(w, _, glob)| {
+        glob || crate::text::one_of(w, DISTINCT) || crate::text::one_of(w, COMMON)
+    })
+}
+
 /// Scans `input` for a command injection.
 pub fn scan(input: &[u8]) -> Option<Finding> {
-    // Every pattern needs at least one of these, or a command at the start.
-    let norm = normalise(input);
-    let s = &norm[..];
-    let prose = prose_like(s);
+    if !may_match(input) {
+        return None;
+    }
+    // Only quotes, backslashes, `$` and braces are rewritten: without them the value
+    // is its own normalisation (most values, and no copy).
+    let rewrites = input
+        .iter()
+        .any(|c| matches!(c, b'\'' | b'"' | b'\\' | b'$' | b'{'));
+    let norm;
+    let s = if rewrites {
+        norm = normalise(input);
+        &norm[..]
+    } else {
+        input
+    };
+    // Text: several words, or Markdown with a code fence. Code quoted in text is not
+    // an injection: only the first bytes hold command positions there, and
+    // backticks are Markdown.
+    let prose = prose_like(s)
+        || memchr::memmem::find(s, b"```").is_some()
+        || (s.len() > TEXT_START && s.iter().filter(|&&c| c == b' ').count() >= 5);
     if let Some(f) = exec_call(s) {
         return Some(f);
     }
@@ -251,9 +333,31 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(f) = command_at(s, start, Position::Start) {
         return Some(f);
     }
+    // Markdown code fences: what they quote is code shown, not a command line.
+    let mut fences: Vec<(usize, usize)> = Vec::new();
+    let mut from = 0;
+    while let Some(open) = memchr::memmem::find(&s[from..], b"```") {
+        let open = from + open;
+        let close =
+            memchr::memmem::find(&s[open + 3..], b"```").map_or(s.len(), |c| open + 3 + c + 3);
+        fences.push((open, close));
+        from = close.min(s.len());
+        if from >= s.len() {
+            break;
+        }
+    }
+    // Positions only grow: one cursor over the (sorted) fences keeps this linear.
+    let mut fence = 0;
     let mut i = 0;
     while i < s.len() {
         let b = s[i];
+        while fence < fences.len() && fences[fence].1 <= i {
+            fence += 1;
+        }
+        if fences.get(fence).is_some_and(|&(a, _)| a <= i) {
+            i = fences[fence].1;
+            continue;
+        }
         let (pos, next) = match b {
             b';' | b'|' | b'&' | b'\n' | b'\r' => {
                 let mut j = i + 1;
@@ -263,13 +367,17 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
                 (Position::Separator, j)
             }
             b'`' if !prose => (Position::Substitution, i + 1),
+            b'`' => {
+                i += 1;
+                continue;
+            }
             b'$' | b'<' | b'>' if s.get(i + 1) == Some(&b'(') => (Position::Substitution, i + 2),
             _ => {
                 i += 1;
                 continue;
             }
         };
-        if pos == Position::Separator && prose && i > 64 {
+        if prose && i > TEXT_START {
             i = next;
             continue;
         }
@@ -314,8 +422,10 @@ fn command_at(s: &[u8], at: usize, pos: Position) -> Option<Finding> {
         return None;
     }
     let shaped = argument_shape(s, end, word);
+    // At the start, the word alone is not a command line: `sort`, `id`, `curl`.
+    let bare = s[end..].iter().all(|&c| is_space(c));
     let hit = match pos {
-        Position::Start => shaped,
+        Position::Start => shaped && !bare,
         Position::Separator => distinct || glob || shaped,
         Position::Substitution => true,
     };
@@ -392,6 +502,15 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
         return false;
     }
     let after = &rest[k..];
+    let next_word = &after[..after
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'%' || *c == b'$' || *c == b'-'))
+        .unwrap_or(after.len())];
+    if SUBCOMMANDS.iter().any(|(cmd, subs)| {
+        word.eq_ignore_ascii_case(cmd.as_bytes()) && crate::text::one_of(next_word, subs)
+    }) {
+        return true;
+    }
     match c {
         b'-' => after
             .get(1)
@@ -423,10 +542,10 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
 
 /// A function that runs a command, called with a command.
 fn exec_call(s: &[u8]) -> Option<Finding> {
-    for call in EXEC_CALLS {
-        let mut from = 0;
-        while let Some(at) = find_ci(s, from, call.as_bytes()) {
-            from = at + 1;
+    static CALL_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(EXEC_CALLS));
+    for (c, at, _) in CALL_WORDS.find_all(s) {
+        let call = EXEC_CALLS[c];
+        {
             // A method of something else (`myexec(`) is not the call.
             if at > 0
                 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_')
@@ -576,6 +695,7 @@ mod tests {
             "; powershell -enc SQBFAFgA",
             "|| curl attacker.example",
             "a;uname -a",
+            "127.0.0.1| net user",
             "$(printf 'id')",
         ] {
             assert!(hit(s), "missed: {s}");
@@ -605,6 +725,10 @@ mod tests {
             "the system(s) we use",
             "{\"name\":\"alice\",\"tags\":[\"a\",\"b\"]}",
             "price: $5 (or $(10) in total)",
+            "sort",
+            "whoami",
+            "My backup script:\n```bash\n#!/bin/bash\nfor f in *.log; do\n  gzip \"$f\" && mv \"$f.gz\" /backup/\ndone\n```\nIt works.",
+            "I wrote:\n```python\nimport os\nprint(1)\n```\nbut it is slow.",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -107,8 +107,17 @@ const POP3: &[&str] = &[
     "USER ", "PASS ", "RETR ", "DELE ", "STAT", "LIST ", "TOP ", "APOP ",
 ];
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    memchr::memchr2(b'\r', b'\n', input).is_some()
+}
+
 /// Scans `input` for CRLF injection.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let s = input;
     let mut from = 0;
     while let Some(rel) = memchr::memchr2(b'\r', b'\n', &s[from..]) {

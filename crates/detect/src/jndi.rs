@@ -24,8 +24,17 @@ use crate::{Class, Finding};
 /// The deepest nesting resolved.
 const MAX_DEPTH: usize = 32;
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    memchr::memmem::find(input, b"${").is_some()
+}
+
 /// Scans `input` for a JNDI lookup.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let first = memchr::memmem::find(input, b"${")?;
     let whole = first..input.len();
     // The stack of lookups being read: each holds its resolved body so far.

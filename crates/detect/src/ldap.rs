@@ -22,8 +22,17 @@
 use crate::text::skip_space;
 use crate::{Class, Finding};
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    memchr::memchr2(b'(', b')', input).is_some()
+}
+
 /// Scans `input` for an LDAP filter injection.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let s = input;
     let mut from = 0;
     while let Some(rel) = memchr::memchr2(b'(', b')', &s[from..]) {

@@ -21,6 +21,7 @@
 
 use std::ops::Range;
 
+mod candidates;
 pub mod cmdi;
 pub mod crlf;
 pub mod jndi;
@@ -101,6 +102,26 @@ impl Class {
         }
     }
 
+    /// The detector's necessary condition (see [`candidates`]), for the test that
+    /// checks the candidates cover it.
+    #[cfg(test)]
+    fn may_match_for_tests(self, input: &[u8]) -> bool {
+        match self {
+            Class::Sql => sql::may_match(input),
+            Class::Xss => xss::may_match(input),
+            Class::Cmd => cmdi::may_match(input),
+            Class::Traversal => traversal::may_match(input),
+            Class::Template => ssti::may_match(input),
+            Class::NoSql => nosql::may_match(input),
+            Class::Ldap => ldap::may_match(input),
+            Class::Xxe => xxe::may_match(input),
+            Class::Ssrf => ssrf::may_match(input),
+            Class::Jndi => jndi::may_match(input),
+            Class::Crlf => crlf::may_match(input),
+            Class::Serialized => serialized::may_match(input),
+        }
+    }
+
     /// The detector of this class.
     pub fn scan(self, input: &[u8]) -> Option<Finding> {
         match self {
@@ -118,6 +139,41 @@ impl Class {
             Class::Serialized => serialized::scan(input),
         }
     }
+}
+
+/// A set of classes (a bit per class).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassSet(pub(crate) u16);
+
+impl ClassSet {
+    /// Whether `class` is in the set.
+    pub fn contains(self, class: Class) -> bool {
+        self.0 & (1 << class as u16) != 0
+    }
+
+    /// Adds `class`.
+    pub fn insert(&mut self, class: Class) {
+        self.0 |= 1 << class as u16;
+    }
+
+    /// Takes `class` out.
+    pub fn remove(&mut self, class: Class) {
+        self.0 &= !(1 << class as u16);
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// The classes whose detector might find something in `input`: a superset of the
+/// classes whose cheap necessary condition holds (each detector's `scan` checks its
+/// own first). A class not in the set would find nothing, so a value can be checked
+/// once and scanned only for its candidates. (For [`sql::confirm`], the
+/// [`Class::Sql`] bit answers.) See [`mod@candidates`] for how.
+pub fn candidates(input: &[u8]) -> ClassSet {
+    candidates::candidates(input)
 }
 
 /// What a detector found.

@@ -65,8 +65,19 @@ const STRUCTURE: &[&str] = &[
     "elemmatch",
 ];
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    input.iter().any(|c| matches!(c, b'$' | b'\'' | b'"'))
+        || find_ci(input, 0, b"db.").is_some()
+        || find_ci(input, 0, b"this.").is_some()
+}
+
 /// Scans `input` for a NoSQL operator injection.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let mut from = 0;
     while let Some(rel) = memchr::memchr(b'$', &input[from..]) {
         let at = from + rel;
@@ -84,6 +95,20 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         }
         let before = at.checked_sub(1).map(|i| input[i]);
         let after = input.get(name_end).copied();
+        // `$where: '...'` and `$where('...')` in JavaScript source.
+        let lower_name = name.to_ascii_lowercase();
+        if JS_OPERATORS.contains(&std::str::from_utf8(&lower_name).unwrap_or("")) {
+            let k = crate::text::skip_space(input, name_end);
+            if matches!(input.get(k), Some(b':' | b'('))
+                && !before.is_some_and(|b| b.is_ascii_alphanumeric())
+            {
+                return Some(Finding::new(
+                    Class::NoSql,
+                    "operator that runs JavaScript",
+                    at..name_end,
+                ));
+            }
+        }
         let context = match (before, after) {
             (Some(b'"'), Some(b'"')) | (Some(b'\''), Some(b'\'')) => Context::JsonKey,
             (Some(b'['), Some(b']')) => Context::Bracket,
@@ -103,7 +128,12 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             continue;
         }
         let operand = operand(input, name_end + 1, context);
-        if COMPARE.contains(&op) && always_true(operand, op) {
+        // In JSON, an always-true comparison is an attack at the top of a value (the
+        // application takes the whole value as a query) or on a field that checks
+        // who someone is; `{"deleted":{"$ne":true}}` is a filter.
+        let json_target_ok =
+            context != Context::JsonKey || enclosing_field(input, at).is_none_or(credential_field);
+        if COMPARE.contains(&op) && always_true(operand, op) && json_target_ok {
             return finding("comparison operator with an always-true operand");
         }
         if matches!(op, "nin" | "in") && empty_list(operand) {
@@ -125,6 +155,101 @@ enum Context {
     JsonKey,
     Bracket,
     Name,
+}
+
+/// Fields whose value proves who someone is: an always-true comparison there
+/// bypasses a login.
+const CREDENTIAL_FIELDS: &[&str] = &[
+    "password",
+    "passwd",
+    "pass",
+    "pwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "api_key",
+    "key",
+    "pin",
+    "otp",
+    "code",
+    "username",
+    "user",
+    "login",
+    "email",
+    "mail",
+    "uid",
+    "userid",
+    "user_id",
+    "account",
+    "session",
+    "hash",
+    "auth",
+];
+
+fn credential_field(name: &[u8]) -> bool {
+    crate::text::one_of(name, CREDENTIAL_FIELDS)
+}
+
+/// For a JSON key at `at` (its `$`), the key of the object that holds it, when there
+/// is one: `{"password": {"$ne": ...}}` gives `password`; a top-level `{"$ne": 1}`
+/// gives none.
+fn enclosing_field(s: &[u8], at: usize) -> Option<&[u8]> {
+    // Back over the key's opening quote, white space, and the object's `{`.
+    let mut k = at.checked_sub(1)?;
+    loop {
+        k = k.checked_sub(1)?;
+        match s[k] {
+            c if is_space(c) => {}
+            b'{' => break,
+            // Another member before this one: `{"$gt": 1, "$lt": 5}`.
+            b',' => return enclosing_after_members(s, k),
+            _ => return None,
+        }
+    }
+    field_before_colon(s, k)
+}
+
+/// The field of an object whose earlier members end at `comma`: the nearest `{` back
+/// (members hold no nested objects in the shapes that matter here), then its key.
+fn enclosing_after_members(s: &[u8], comma: usize) -> Option<&[u8]> {
+    let open = s[..comma].iter().rposition(|&c| c == b'{' || c == b'}')?;
+    if s[open] != b'{' {
+        return None;
+    }
+    field_before_colon(s, open)
+}
+
+/// The quoted key before `: {` that ends just before `brace`.
+fn field_before_colon(s: &[u8], brace: usize) -> Option<&[u8]> {
+    let mut k = brace;
+    loop {
+        k = k.checked_sub(1)?;
+        if !is_space(s[k]) {
+            break;
+        }
+    }
+    if s[k] != b':' {
+        return None;
+    }
+    loop {
+        k = k.checked_sub(1)?;
+        if !is_space(s[k]) {
+            break;
+        }
+    }
+    if s[k] != b'"' {
+        return None;
+    }
+    let end = k;
+    let start = s[..end]
+        .iter()
+        .take(end)
+        .rev()
+        .take(64)
+        .position(|&c| c == b'"')
+        .map(|p| end - p - 1)?;
+    Some(&s[start + 1..end])
 }
 
 /// The operand after an operator: for a JSON key, the value after `:`; for a bracket
@@ -324,7 +449,10 @@ mod tests {
             "db.users.find()",
             r#"{"name":{"$in":[]}}"#,
             r#"{"pin":{"$ne":1}}"#,
+            r#"{"$ne": null}"#,
+            r#"{"user": "x", "password": {"$gt": "", "$lt": "z"}}"#,
             "a[$where]=1",
+            "true, $where: '1 == 1'",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -335,6 +463,8 @@ mod tests {
         for s in [
             r#"{"age":{"$gte":18}}"#,
             r#"{"status":{"$ne":"deleted"}}"#,
+            r#"{"filter":{"deleted":{"$ne":true}},"page":1}"#,
+            r#"{"price":{"$gt":0}}"#,
             r#"{"price":{"$lt":100,"$gt":10}}"#,
             r#"{"tags":{"$in":["a","b"]}}"#,
             "filters[age][$gte]=18",

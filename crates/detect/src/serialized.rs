@@ -20,10 +20,24 @@
 //! A PHP serialized *array* of strings (`a:1:{s:1:"x";}`) is data and passes; an
 //! object is what runs magic methods. Linear: a bounded number of searches.
 
-use crate::text::{find_ci, starts_with_ci};
+use crate::text::{Words, find_ci, starts_with_ci};
 use crate::{Class, Finding};
+use std::sync::LazyLock;
 
-const GADGETS: &[&str] = &[
+/// Markers of serialized streams and type names, found without regard to case.
+pub(crate) const MARKERS: &[&str] = &[
+    "aced0005",
+    "ro0ab",
+    "aaeaaad/////",
+    "@type",
+    "$type",
+    "__type",
+    "gasv",
+    "gan",
+    "gaj",
+];
+
+pub(crate) const GADGETS: &[&str] = &[
     "invokertransformer",
     "chainedtransformer",
     "constanttransformer",
@@ -48,7 +62,7 @@ const GADGETS: &[&str] = &[
     "groovy.util.expando",
 ];
 
-const YAML_TAGS: &[&str] = &[
+pub(crate) const YAML_TAGS: &[&str] = &[
     "!!python/",
     "!!javax.",
     "!!java.",
@@ -70,8 +84,26 @@ const PICKLE_MODULES: &[&str] = &[
     "socket",
 ];
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    static WORDS: LazyLock<Words> = LazyLock::new(|| {
+        let mut w: Vec<&str> = MARKERS.to_vec();
+        w.extend_from_slice(GADGETS);
+        w.extend_from_slice(YAML_TAGS);
+        Words::new(&w)
+    });
+    input.first() == Some(&0x80)
+        || input.contains(&0xac)
+        || memchr::memchr2(b':', b'\n', input).is_some()
+        || WORDS.any(input)
+}
+
 /// Scans `input` for a serialized object.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let s = input;
     let found = |rule, at: usize| Some(Finding::new(Class::Serialized, rule, at..s.len()));
     if let Some(at) = memchr::memmem::find(s, b"\xac\xed\x00\x05") {
@@ -88,10 +120,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(at) = memchr::memmem::find(s, b"AAEAAAD/////") {
         return found(".NET BinaryFormatter stream (base64)", at);
     }
-    for g in GADGETS {
-        if let Some(at) = find_ci(s, 0, g.as_bytes()) {
-            return found("deserialization gadget class", at);
-        }
+    static GADGET_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(GADGETS));
+    if let Some((_, at, _)) = GADGET_WORDS.find_all(s).next() {
+        return found("deserialization gadget class", at);
     }
     for key in [&b"\"@type\""[..], b"\"$type\"", b"\"__type\""] {
         if let Some(at) = find_ci(s, 0, key) {
@@ -115,10 +146,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(at) = php_object(s) {
         return found("PHP serialized object", at);
     }
-    for t in YAML_TAGS {
-        if let Some(at) = find_ci(s, 0, t.as_bytes()) {
-            return found("YAML tag that builds an object", at);
-        }
+    static YAML_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(YAML_TAGS));
+    if let Some((_, at, _)) = YAML_WORDS.find_all(s).next() {
+        return found("YAML tag that builds an object", at);
     }
     if let Some(at) = pickle(s) {
         return found("Python pickle that imports a module", at);

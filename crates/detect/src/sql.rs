@@ -34,8 +34,52 @@
 //! Linear: libinjection is linear, and each pattern is one scan.
 
 use crate::libinjection::detect_sqli;
-use crate::text::{find_ci, is_space, prose_like, skip_space, starts_with_ci};
+use crate::text::{Words, find_ci, is_space, prose_like, skip_space, starts_with_ci};
 use crate::{Class, Finding};
+use std::sync::LazyLock;
+
+/// Words of SQL's logic and statements, and schema names: without SQL punctuation,
+/// a value needs one of these (whole) to be SQL.
+pub(crate) const SQL_WORDS: &[&str] = &[
+    "or",
+    "and",
+    "xor",
+    "union",
+    "select",
+    "sleep",
+    "benchmark",
+    "having",
+    "exec",
+    "drop",
+    "insert",
+    "delete",
+    "update",
+    "where",
+    "like",
+    "not",
+    "null",
+    "order",
+    "group",
+    "into",
+    "waitfor",
+    "procedure",
+    "case",
+    "when",
+    "div",
+    "mod",
+    "between",
+    "regexp",
+    "rlike",
+    "is",
+    "sysobjects",
+    "syscolumns",
+    "information_schema",
+    "xp_cmdshell",
+    "sqlite_master",
+    "pg_catalog",
+    "all_tables",
+    "user_tables",
+];
 
 const CALLS: &[&str] = &[
     "sleep",
@@ -110,6 +154,9 @@ const AFTER_QUOTE: &[&str] = &[
 
 /// Scans `input` for SQL injection (libinjection with the prose condition).
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let fp = detect_sqli(input)?;
     let fp = fp.as_bytes();
     let strong = fp
@@ -125,9 +172,26 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     ))
 }
 
+/// A necessary condition for a libinjection verdict worth reporting: SQL punctuation
+/// (a quote, a comment, an operator, a parenthesis, `;`), or a word of SQL's
+/// logic or statements. A value of letters, digits and spaces without such a word
+/// cannot break out of a query.
+///
+/// It is also necessary for [`confirm`] (which checks it first): every pattern there
+/// needs punctuation, or one of these words, or a schema name.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    static WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(SQL_WORDS));
+    input.iter().any(|c| {
+        !(c.is_ascii_alphanumeric() || *c == b' ' || *c == b'.' || *c == b',' || *c >= 0x80)
+    }) || WORDS.any_whole(input)
+}
+
 /// Whether the value has SQL syntax in an injection context (see the module
 /// documentation).
 pub fn confirm(input: &[u8]) -> bool {
+    if !may_match(input) {
+        return false;
+    }
     scan(input).is_some()
         || quote_break(input)
         || union_select(input)
@@ -220,10 +284,10 @@ fn union_select(s: &[u8]) -> bool {
 }
 
 fn call(s: &[u8]) -> bool {
-    for name in CALLS {
-        let mut from = 0;
-        while let Some(at) = find_ci(s, from, name.as_bytes()) {
-            from = at + 1;
+    static CALL_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(CALLS));
+    for (c, at, _) in CALL_WORDS.find_all(s) {
+        let name = CALLS[c];
+        {
             if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
                 continue;
             }
@@ -262,7 +326,8 @@ fn call(s: &[u8]) -> bool {
 }
 
 fn schema(s: &[u8]) -> bool {
-    SCHEMA.iter().any(|w| find_ci(s, 0, w.as_bytes()).is_some())
+    static SCHEMA_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(SCHEMA));
+    SCHEMA_WORDS.any(s)
         || find_ci(s, 0, b"waitfor").is_some_and(|at| {
             let k = skip_space(s, at + 7);
             starts_with_ci(s, k, b"delay") || starts_with_ci(s, k, b"time")

@@ -45,8 +45,19 @@ const INTERNAL_NAMES: &[&str] = &[
 /// Wildcard DNS services that resolve a name to the address written in it.
 const WILDCARD_DNS: &[&str] = &["nip.io", "xip.io", "sslip.io", "nip.direct", "traefik.me"];
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    memchr::memmem::find(input, b"//").is_some()
+        || memchr::memmem::find(input, b"\\\\").is_some()
+        || crate::text::find_ci(input, 0, b"jar:").is_some()
+}
+
 /// Scans `input` for a URL to an internal address.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let t = input.trim_ascii();
     let t = t.strip_prefix(b"\"").unwrap_or(t);
     let t = t.strip_prefix(b"'").unwrap_or(t);

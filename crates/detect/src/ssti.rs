@@ -29,10 +29,11 @@
 //! Linear: each opening delimiter is looked at once and its expression read up to a
 //! bounded length.
 
-use crate::text::find_ci;
+use crate::text::Words;
 use crate::{Class, Finding};
+use std::sync::LazyLock;
 
-const OPENS: &[(&str, &str)] = &[
+pub(crate) const OPENS: &[(&str, &str)] = &[
     ("{{", "}}"),
     ("${", "}"),
     ("#{", "}"),
@@ -114,7 +115,7 @@ const REACH: &[&str] = &[
 ];
 
 /// Directives that are attacks wherever they appear.
-const DIRECTIVES: &[&str] = &[
+pub(crate) const DIRECTIVES: &[&str] = &[
     "<#assign",
     "<#import",
     "<#include",
@@ -141,19 +142,36 @@ const DIRECTIVES: &[&str] = &[
 /// The longest expression read between delimiters.
 const MAX_EXPR: usize = 512;
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    static OPEN_WORDS: LazyLock<Words> = LazyLock::new(|| {
+        let mut w: Vec<&str> = OPENS.iter().map(|(o, _)| *o).collect();
+        w.extend_from_slice(DIRECTIVES);
+        Words::new(&w)
+    });
+    OPEN_WORDS.any(input)
+}
+
 /// Scans `input` for a template injection.
 pub fn scan(input: &[u8]) -> Option<Finding> {
-    for d in DIRECTIVES {
-        if let Some(at) = find_ci(input, 0, d.as_bytes()) {
-            return Some(Finding::new(
-                Class::Template,
-                "template directive",
-                at..at + d.len(),
-            ));
-        }
+    if !may_match(input) {
+        return None;
+    }
+    static DIRECTIVE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(DIRECTIVES));
+    if let Some((_, at, end)) = DIRECTIVE_WORDS.find_all(input).next() {
+        return Some(Finding::new(Class::Template, "template directive", at..end));
     }
     let mut i = 0;
     while i + 1 < input.len() {
+        // Every opening delimiter starts with one of these.
+        match input[i..]
+            .iter()
+            .position(|c| matches!(c, b'{' | b'$' | b'#' | b'*' | b'@' | b'<' | b'['))
+        {
+            Some(p) => i += p,
+            None => break,
+        }
         let Some(&(open, close)) = OPENS
             .iter()
             .find(|(o, _)| input[i..].starts_with(o.as_bytes()))
@@ -223,18 +241,11 @@ fn probe(expr: &[u8]) -> bool {
 }
 
 fn reach(expr: &[u8]) -> bool {
-    REACH.iter().any(|w| {
-        let mut from = 0;
-        while let Some(at) = find_ci(expr, from, w.as_bytes()) {
-            from = at + 1;
-            // A word must not be the tail of a longer one (`myconfig.`, `oss.`).
-            let first = w.as_bytes()[0];
-            if first.is_ascii_alphabetic() && at > 0 && expr[at - 1].is_ascii_alphanumeric() {
-                continue;
-            }
-            return true;
-        }
-        false
+    static REACH_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(REACH));
+    REACH_WORDS.find_all(expr).any(|(w, at, _)| {
+        // A word must not be the tail of a longer one (`myconfig.`, `oss.`).
+        let first = REACH[w].as_bytes()[0];
+        !(first.is_ascii_alphabetic() && at > 0 && expr[at - 1].is_ascii_alphanumeric())
     })
 }
 

@@ -37,6 +37,49 @@ pub fn skip_space(s: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// A list of words found in one pass, ASCII case ignored: every occurrence of every
+/// word (overlapping ones too), for the detectors that look for many words and
+/// then check each occurrence's context.
+pub struct Words {
+    ac: aho_corasick::AhoCorasick,
+}
+
+impl Words {
+    /// The automaton for `words`.
+    pub fn new(words: &[&str]) -> Words {
+        let ac = aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(words)
+            .expect("the detectors' word lists are small and valid");
+        Words { ac }
+    }
+
+    /// Every occurrence in `hay`: (index of the word in the list, start, end).
+    pub fn find_all<'h>(
+        &'h self,
+        hay: &'h [u8],
+    ) -> impl Iterator<Item = (usize, usize, usize)> + 'h {
+        self.ac
+            .find_overlapping_iter(hay)
+            .map(|m| (m.pattern().as_usize(), m.start(), m.end()))
+    }
+
+    /// Whether any word occurs in `hay`.
+    pub fn any(&self, hay: &[u8]) -> bool {
+        self.ac.is_match(hay)
+    }
+
+    /// Whether any word occurs in `hay` as a whole word (no letter or digit on
+    /// either side).
+    pub fn any_whole(&self, hay: &[u8]) -> bool {
+        self.find_all(hay).any(|(_, start, end)| {
+            let before = start > 0 && hay[start - 1].is_ascii_alphanumeric();
+            let after = hay.get(end).is_some_and(u8::is_ascii_alphanumeric);
+            !(before || after)
+        })
+    }
+}
+
 /// Whether `word` (lower case) is one of `list`, ignoring ASCII case.
 pub fn one_of(word: &[u8], list: &[&str]) -> bool {
     list.iter().any(|w| word.eq_ignore_ascii_case(w.as_bytes()))

@@ -23,11 +23,12 @@
 //!
 //! Linear: the normalisation is two passes, and the segment walk is one.
 
-use crate::text::{find_ci, starts_with_ci};
+use crate::text::{Words, find_ci, starts_with_ci};
 use crate::{Class, Finding};
+use std::sync::LazyLock;
 
 /// Files and directories an attacker reads.
-const SENSITIVE: &[&str] = &[
+pub(crate) const SENSITIVE: &[&str] = &[
     "etc/passwd",
     "etc/shadow",
     "etc/group",
@@ -83,23 +84,34 @@ const WRAPPERS: &[&str] = &[
     "ssh2.",
 ];
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    static SENSITIVE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(SENSITIVE));
+    input
+        .iter()
+        .any(|&c| matches!(c, b'%' | b'\\' | b':') || c >= 0x80)
+        || memchr::memmem::find(input, b"..").is_some()
+        || SENSITIVE_WORDS.any(input)
+}
+
 /// Scans `input` for path traversal or file inclusion.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let path = normalise(input);
     let p = &path[..];
     let whole = 0..input.len();
-    for w in WRAPPERS {
-        if let Some(at) = find_ci(p, 0, w.as_bytes()) {
-            // `data://` only with a type, `file://` anywhere.
-            let ok = match *w {
-                "data://" => {
-                    find_ci(p, at, b"base64").is_some() || find_ci(p, at, b"text/").is_some()
-                }
-                _ => true,
-            };
-            if ok && (at == 0 || !p[at - 1].is_ascii_alphanumeric()) {
-                return Some(Finding::new(Class::Traversal, "stream wrapper", whole));
-            }
+    static WRAPPER_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(WRAPPERS));
+    for (w, at, _) in WRAPPER_WORDS.find_all(p) {
+        // `data://` only with a type, `file://` anywhere.
+        let ok = match WRAPPERS[w] {
+            "data://" => find_ci(p, at, b"base64").is_some() || find_ci(p, at, b"text/").is_some(),
+            _ => true,
+        };
+        if ok && (at == 0 || !p[at - 1].is_ascii_alphanumeric()) {
+            return Some(Finding::new(Class::Traversal, "stream wrapper", whole));
         }
     }
     if remote_include(p) {
@@ -162,11 +174,10 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
 
 /// Where a sensitive file or directory name starts in the path, if one does.
 fn sensitive_at(p: &[u8]) -> Option<usize> {
-    for name in SENSITIVE {
-        let mut from = 0;
-        while let Some(at) = find_ci(p, from, name.as_bytes()) {
-            from = at + 1;
-            let end = at + name.len();
+    static SENSITIVE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(SENSITIVE));
+    for (w, at, end) in SENSITIVE_WORDS.find_all(p) {
+        let name = SENSITIVE[w];
+        {
             // The name must end the path or a segment (`/etc/passwd`, not
             // `/etc/passwords`), except directories ending in `/`.
             let ends = name.ends_with('/')

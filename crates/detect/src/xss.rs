@@ -29,9 +29,24 @@
 //! attribute value is decoded once, up to a bounded length.
 
 use crate::libinjection::detect_xss;
-use crate::text::starts_with_ci;
+use crate::text::{Words, starts_with_ci};
 use crate::{Class, Finding};
 use libinjectionrs::xss::{Html5Flags, Html5State, TokenType};
+use std::sync::LazyLock;
+
+/// Words a script URL, a style expression or an inline document needs.
+pub(crate) const XSS_WORDS: &[&str] = &[
+    "script:",
+    "data:",
+    "expression(",
+    "url(",
+    "srcdoc",
+    "-moz-binding",
+    "behavior:",
+    "@import",
+    "xmlns",
+    "xlink",
+];
 
 const TAGS: &[&str] = &[
     "script", "iframe", "frame", "frameset", "object", "embed", "applet", "base", "meta", "link",
@@ -73,12 +88,14 @@ const MAX_VALUE: usize = 256;
 
 /// Scans `input` for cross-site scripting.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let whole = 0..input.len();
-    if script_url(input) {
+    if input.contains(&b':') && script_url(input) {
         return Some(Finding::new(Class::Xss, "script URL", whole));
     }
-    let has_markup = memchr::memchr3(b'<', b'=', b'"', input).is_some() || input.contains(&b'\'');
-    if !has_markup {
+    if !may_be_xss(input) {
         return None;
     }
     for ctx in [
@@ -95,6 +112,47 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         return Some(Finding::new(Class::Xss, "libinjection", whole));
     }
     None
+}
+
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    input.contains(&b':') || may_be_xss(input)
+}
+
+/// A necessary condition for everything [`scan`] reports, checked in one or two
+/// passes before any tokenizing: a `<`, an `on…=` attribute, or one of the words a
+/// script URL, a style expression or an inline document needs.
+pub(crate) fn may_be_xss(input: &[u8]) -> bool {
+    static WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(XSS_WORDS));
+    if input.contains(&b'<') || WORDS.any(input) {
+        return true;
+    }
+    // `on` + letters + optional white space + `=`, at a word start.
+    let mut from = 0;
+    while let Some(rel) = memchr::memchr2(b'o', b'O', &input[from..]) {
+        let at = from + rel;
+        from = at + 1;
+        if at > 0 && input[at - 1].is_ascii_alphanumeric() {
+            continue;
+        }
+        if !matches!(input.get(at + 1), Some(b'n' | b'N')) {
+            continue;
+        }
+        let letters = input[at + 2..]
+            .iter()
+            .take(32)
+            .take_while(|c| c.is_ascii_alphabetic())
+            .count();
+        if letters < 2 {
+            continue;
+        }
+        let k = crate::text::skip_space(input, at + 2 + letters);
+        if input.get(k) == Some(&b'=') {
+            return true;
+        }
+    }
+    false
 }
 
 fn walk(input: &[u8], ctx: Html5Flags) -> Option<&'static str> {

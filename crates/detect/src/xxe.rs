@@ -25,8 +25,19 @@ use crate::{Class, Finding};
 /// How far a declaration is read.
 const DECL: usize = 1024;
 
+/// A necessary condition for [`scan`], cheap to check: without it `scan` finds
+/// nothing (it checks it first), so a value that fails it need not be scanned.
+pub(crate) fn may_match(input: &[u8]) -> bool {
+    memchr::memmem::find(input, b"<!").is_some()
+        || find_ci(input, 0, b"xinclude").is_some()
+        || find_ci(input, 0, b":include").is_some()
+}
+
 /// Scans `input` for an external entity, an external DTD or XInclude.
 pub fn scan(input: &[u8]) -> Option<Finding> {
+    if !may_match(input) {
+        return None;
+    }
     let s = input;
     let mut from = 0;
     while let Some(at) = find_ci(s, from, b"<!") {

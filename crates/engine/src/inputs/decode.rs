@@ -66,34 +66,84 @@ pub(super) fn expand(inputs: &mut Inputs, id: u32) {
 }
 
 /// Every decoding of `value` (its step name and result).
+/// What one pass over a value's bytes says about which steps can apply.
+#[derive(Default)]
+struct Shape {
+    percent: bool,
+    backslash: bool,
+    ampersand: bool,
+    nul: bool,
+    high: bool,
+    /// Only base64 (or base64url) bytes, `=` and spaces: base64, hex, a JWT.
+    encoded: bool,
+    colon: bool,
+}
+
+fn shape(v: &[u8]) -> Shape {
+    let mut s = Shape {
+        encoded: true,
+        ..Shape::default()
+    };
+    for &c in v {
+        match c {
+            b'%' => s.percent = true,
+            b'\\' => s.backslash = true,
+            b'&' => s.ampersand = true,
+            0 => s.nul = true,
+            b':' => s.colon = true,
+            0x80.. => s.high = true,
+            _ => {}
+        }
+        s.encoded &= c.is_ascii_alphanumeric()
+            || matches!(c, b'+' | b'/' | b'-' | b'_' | b'=' | b' ' | b'.');
+    }
+    s
+}
+
 fn decodings(value: &[u8], name: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut add = |step: &str, v: Vec<u8>| out.push((step.as_bytes().to_vec(), v));
-    if let Some(v) = url(value) {
+    // Each step's trigger, from one pass: most values need no step at all.
+    let sh = shape(value);
+    if sh.percent
+        && let Some(v) = url(value)
+    {
         add("url", v);
     }
-    if let Some(v) = data_uri(value) {
+    if sh.colon
+        && let Some(v) = data_uri(value)
+    {
         add("datauri", v);
-    } else if let Some(parts) = jwt(value) {
-        for p in parts {
-            add("jwt", p);
+    } else if sh.encoded {
+        if let Some(parts) = jwt(value) {
+            for p in parts {
+                add("jwt", p);
+            }
+        } else if let Some(v) = base64(value) {
+            add("base64", v);
         }
-    } else if let Some(v) = base64(value) {
-        add("base64", v);
+        if let Some(v) = hex(value) {
+            add("hex", v);
+        }
     }
-    if let Some(v) = hex(value) {
-        add("hex", v);
-    }
-    if let Some(v) = js_escapes(value) {
+    if sh.backslash
+        && let Some(v) = js_escapes(value)
+    {
         add("jsescape", v);
     }
-    if let Some(v) = html(value) {
+    if sh.ampersand
+        && let Some(v) = html(value)
+    {
         add("html", v);
     }
-    if let Some(v) = utf16(value) {
+    if sh.nul
+        && let Some(v) = utf16(value)
+    {
         add("utf16", v);
     }
-    if let Some(v) = overlong_utf8(value) {
+    if sh.high
+        && let Some(v) = overlong_utf8(value)
+    {
         add("utf8", v);
     }
     let t = value.trim_ascii();

@@ -80,6 +80,115 @@ pub struct Entry {
     pub parent: Option<u32>,
     /// How many decoding steps lie between it and a parsed value.
     pub depth: u8,
+    /// Stage 4, detect: the classes whose detectors might find something here
+    /// ([`detect::candidates`]), worked out once when the entry is added.
+    pub candidates: detect::ClassSet,
+    /// The classes DETECTIONS reports for this value: every class, except where a
+    /// value's own grammar leaves no room for an attack or a finding would mislead
+    /// (see [`scope`]).
+    pub scope: detect::ClassSet,
+    /// Detections already run on this value (a bit per class, and [`SQL_SYNTAX`]
+    /// for `@confirmSqlSyntax`), and which of them found something: each detector
+    /// runs at most once per value, however many rules ask.
+    checked: std::cell::Cell<u16>,
+    found: std::cell::Cell<u16>,
+}
+
+/// The keys of DETECTIONS and the checks they stand for: a class's name for its
+/// detector, and `sql_syntax` for SQL syntax in an injection context.
+pub const CHECKS: &[(&str, Check)] = &[
+    ("sql", Check::Class(detect::Class::Sql)),
+    ("xss", Check::Class(detect::Class::Xss)),
+    ("cmd", Check::Class(detect::Class::Cmd)),
+    ("traversal", Check::Class(detect::Class::Traversal)),
+    ("template", Check::Class(detect::Class::Template)),
+    ("nosql", Check::Class(detect::Class::NoSql)),
+    ("ldap", Check::Class(detect::Class::Ldap)),
+    ("xxe", Check::Class(detect::Class::Xxe)),
+    ("ssrf", Check::Class(detect::Class::Ssrf)),
+    ("jndi", Check::Class(detect::Class::Jndi)),
+    ("crlf", Check::Class(detect::Class::Crlf)),
+    ("serialized", Check::Class(detect::Class::Serialized)),
+    ("sql_syntax", Check::SqlSyntax),
+];
+
+/// Request headers whose values browsers and HTTP clients write to a fixed grammar
+/// (media ranges, language tags, codings, dates, entity tags, fetch metadata):
+/// DETECTIONS looks there only for what any header can carry, a JNDI lookup (the
+/// Log4Shell vector) and line breaks.
+const STRUCTURED_HEADERS: &[&str] = &[
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "accept-charset",
+    "connection",
+    "host",
+    "content-length",
+    "cache-control",
+    "pragma",
+    "upgrade-insecure-requests",
+    "dnt",
+    "te",
+    "priority",
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-none-match",
+    "if-match",
+    "sec-fetch-site",
+    "sec-fetch-mode",
+    "sec-fetch-dest",
+    "sec-fetch-user",
+    "sec-ch-ua",
+    "sec-ch-ua-mobile",
+    "sec-ch-ua-platform",
+    "keep-alive",
+    "upgrade",
+    "sec-gpc",
+    "save-data",
+];
+
+/// Headers that name where the browser is: a URL to an internal address there is
+/// not a request to fetch one (no SSRF finding).
+const BROWSER_URL_HEADERS: &[&str] = &["referer", "origin", "host"];
+
+/// The classes DETECTIONS reports for a value named `name` (its lineage; decoded
+/// values inherit their origin's scope).
+fn scope(name: &[u8]) -> detect::ClassSet {
+    let mut all = detect::ClassSet::default();
+    for c in detect::Class::ALL {
+        all.insert(c);
+    }
+    let Some(rest) = name.strip_prefix(b"REQUEST_HEADERS:") else {
+        return all;
+    };
+    let header_end = rest.iter().position(|&c| c == b'|').unwrap_or(rest.len());
+    let header = &rest[..header_end];
+    let one_of = |list: &[&str]| {
+        list.iter()
+            .any(|h| header.eq_ignore_ascii_case(h.as_bytes()))
+    };
+    if one_of(STRUCTURED_HEADERS) {
+        let mut s = detect::ClassSet::default();
+        s.insert(detect::Class::Jndi);
+        s.insert(detect::Class::Crlf);
+        return s;
+    }
+    if one_of(BROWSER_URL_HEADERS) {
+        all.remove(detect::Class::Ssrf);
+    }
+    all
+}
+
+/// The cache bit of `@confirmSqlSyntax` (the classes use bits 0 to 11).
+const SQL_SYNTAX: u16 = 1 << 15;
+
+/// A check the detect stage answers for a table value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// A detector's `scan`.
+    Class(detect::Class),
+    /// `@confirmSqlSyntax` ([`detect::sql::confirm`]).
+    SqlSyntax,
 }
 
 /// A transaction's table of inputs.
@@ -118,14 +227,56 @@ impl Inputs {
             return None;
         }
         let id = self.entries.len() as u32;
+        let candidates = detect::candidates(&value);
+        let scope = scope(&name);
         self.entries.push(Entry {
             source,
             name,
             value,
             parent,
             depth,
+            candidates,
+            scope,
+            checked: std::cell::Cell::new(0),
+            found: std::cell::Cell::new(0),
         });
         Some(id)
+    }
+
+    /// Whether DETECTIONS reports `check` for entry `index`: the check is in the
+    /// entry's scope ([`Entry::scope`]) and finds something.
+    pub(crate) fn detects(&self, index: usize, check: Check) -> bool {
+        let class = match check {
+            Check::Class(c) => c,
+            Check::SqlSyntax => detect::Class::Sql,
+        };
+        self.entries[index].scope.contains(class) && self.check(index, check)
+    }
+
+    /// Whether `check` finds something in entry `index`: from its candidates, or
+    /// from a detection already run, else by running it now (and keeping the
+    /// answer).
+    pub(crate) fn check(&self, index: usize, check: Check) -> bool {
+        let e = &self.entries[index];
+        let (class, bit) = match check {
+            Check::Class(c) => (c, 1u16 << c as u16),
+            Check::SqlSyntax => (detect::Class::Sql, SQL_SYNTAX),
+        };
+        if !e.candidates.contains(class) {
+            return false;
+        }
+        if e.checked.get() & bit != 0 {
+            return e.found.get() & bit != 0;
+        }
+        let hit = match check {
+            Check::Class(c) => c.scan(&e.value).is_some(),
+            Check::SqlSyntax => detect::sql::confirm(&e.value),
+        };
+        e.checked.set(e.checked.get() | bit);
+        if hit {
+            e.found.set(e.found.get() | bit);
+        }
+        hit
     }
 
     fn parsed(&mut self, source: Source, prefix: &str, key: &[u8], value: &[u8]) {
@@ -206,7 +357,11 @@ impl Inputs {
                 self.parsed(Source::Xml, "XML", b"//@*", a);
             }
         }
-        let parsed_by_processor = req.processor.is_some() && req.processor_error.is_none();
+        // An XML processor keeps text and attributes, not the document type: the raw
+        // document is an input too.
+        let parsed_by_processor = req.processor.is_some()
+            && req.processor != Some(crate::actions::BodyProcessor::Xml)
+            && req.processor_error.is_none();
         if !req.body.is_empty() && !parsed_by_processor {
             self.parsed(Source::RawBody, "REQUEST_BODY", b"", &req.body);
         }

@@ -49,7 +49,8 @@ pub struct RblUse {
     pub(crate) entries: [Vec<u32>; 5],
 }
 
-/// Whether a rule (or a chain link) of `phases` reads INPUTS or INPUTS_DECODED.
+/// Whether a rule (or a chain link) of `phases` reads INPUTS, INPUTS_DECODED or
+/// DETECTIONS.
 pub(crate) fn uses_inputs(phases: &[Vec<Entry>; 5]) -> bool {
     use crate::variables::Var;
     phases.iter().flatten().any(|e| {
@@ -58,7 +59,7 @@ pub(crate) fn uses_inputs(phases: &[Vec<Entry>; 5]) -> bool {
         while let Some(l) = link {
             if l.targets
                 .iter()
-                .any(|t| matches!(t.var, Var::Inputs | Var::InputsDecoded))
+                .any(|t| matches!(t.var, Var::Inputs | Var::InputsDecoded | Var::Detections))
             {
                 return true;
             }

@@ -379,6 +379,26 @@ impl<'a> View<'a> {
                     }
                 }
             }
+            Var::Detections => {
+                // Stage 4, detect: for each check the selector names, every input
+                // (parsed or decoded) the detector finds something in; the value is
+                // the input's lineage.
+                for (key, check) in crate::inputs::CHECKS {
+                    if !sel.matches(key.as_bytes()) {
+                        continue;
+                    }
+                    for (i, e) in req.inputs.entries().iter().enumerate() {
+                        if req.inputs.detects(i, *check) {
+                            out.push(Value {
+                                var,
+                                key: Cow::Borrowed(key.as_bytes()),
+                                value: Cow::Borrowed(&e.name),
+                                id: None,
+                            });
+                        }
+                    }
+                }
+            }
             Var::MultipartUnmatchedBoundary => {
                 // ModSecurity v3 sets 1 or 2 (see the multipart processor).
                 let v = req

@@ -697,6 +697,27 @@ fn run_operator(
     matched != rule.negated
 }
 
+/// The detect-stage check that answers `rule`'s operator on `v`, when `v` is an
+/// untransformed value of the input table (INPUTS, INPUTS_DECODED) and the operator
+/// is a semantic detector or `@confirmSqlSyntax`.
+fn table_check(rule: &Rule, v: &Value<'_>) -> Option<crate::inputs::Check> {
+    use crate::inputs::Check;
+    if !rule.transforms.is_empty()
+        || !matches!(v.var, Var::Inputs | Var::InputsDecoded)
+        || v.id.is_none()
+    {
+        return None;
+    }
+    match &rule.operator {
+        RuleOperator::Static(op) => match op.as_ref() {
+            Operator::Detect(class) => Some(Check::Class(*class)),
+            Operator::ConfirmSqlSyntax => Some(Check::SqlSyntax),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Adds to `union` the patterns of prefilter group `g` that value `v` matches (in
 /// the forms the group's rules inspect), marking the value quiet for the group when
 /// none does. False when the CPU budget ran out first.
@@ -1379,6 +1400,16 @@ impl Transaction {
                         }
                     });
                 } else {
+                    // The detect stage answers a detector on an untransformed value
+                    // of the input table, from the entry's candidates and the
+                    // detections already run on it.
+                    if let Some(check) = table_check(rule, v) {
+                        let index = v.id.map_or(0, |id| (id & 0x00ff_ffff) as usize);
+                        if view.req.inputs.check(index, check) != rule.negated {
+                            hit(v, &v.value, lookups);
+                        }
+                        continue;
+                    }
                     let (input, at) = transform_at(
                         cache,
                         nodes,
