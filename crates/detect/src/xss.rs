@@ -29,7 +29,7 @@
 //! attribute value is decoded once, up to a bounded length.
 
 use crate::libinjection::detect_xss;
-use crate::text::{Words, starts_with_ci};
+use crate::text::{Words, is_space, starts_with_ci};
 use crate::{Class, Finding};
 use libinjectionrs::xss::{Html5Flags, Html5State, TokenType};
 use std::sync::LazyLock;
@@ -95,6 +95,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if input.contains(&b':') && script_url(input) {
         return Some(Finding::new(Class::Xss, "script URL", whole));
     }
+    if let Some(rule) = script_breakout(input) {
+        return Some(Finding::new(Class::Xss, rule, whole));
+    }
     if !may_be_xss(input) {
         return None;
     }
@@ -117,7 +120,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
 /// A necessary condition for [`scan`], cheap to check: without it `scan` finds
 /// nothing (it checks it first), so a value that fails it need not be scanned.
 pub(crate) fn may_match(input: &[u8]) -> bool {
-    input.contains(&b':') || may_be_xss(input)
+    input.contains(&b':') || input.contains(&b'(') || input.contains(&b'[') || may_be_xss(input)
+        || crate::text::find_ci(input, 0, b"document.").is_some()
+        || crate::text::find_ci(input, 0, b"xmlhttprequest").is_some()
 }
 
 /// A necessary condition for everything [`scan`] reports, checked in one or two
@@ -168,7 +173,10 @@ fn walk(input: &[u8], ctx: Html5Flags) -> Option<&'static str> {
         match h.token_type {
             TokenType::TagNameOpen | TokenType::TagNameSelfclose => {
                 let name: Vec<u8> = tok.iter().copied().filter(|&c| c != 0).collect();
-                if crate::text::one_of(&name, TAGS) {
+                // `<scr<script>`: the tokenizer reads one tag named `scr<script`, a
+                // filter that strips tags leaves `<script>`; every piece after a `<`
+                // is a tag name too.
+                if name.split(|&c| c == b'<').any(|piece| crate::text::one_of(piece, TAGS)) {
                     return Some("tag that runs or loads code");
                 }
                 last_attr.clear();
@@ -334,6 +342,44 @@ fn event_handler(name: &[u8], value: &[u8]) -> bool {
         || (name.len() >= 5 && value.iter().any(|c| matches!(c, b'(' | b'`' | b'=')))
 }
 
+/// Calls and properties that run or leak script.
+const JS_SINKS: &[&str] = &[
+    "alert(", "prompt(", "confirm(", "eval(", "print(", "settimeout(", "setinterval(", "function(", "fetch(", "import(",
+    "document.cookie", "document.domain", "document.location", "document.write", "window.location", "location.href",
+    "xmlhttprequest", "constructor(", "string.fromcharcode", "atob(", "top[", "self[", "window[", "parent[",
+];
+
+/// A break out of a JavaScript string into code that runs: a quote, then
+/// punctuation that ends the string's expression (`;`, `)`, `-`, `+`, `}`, `,`,
+/// `//` or white space), then a sink (`alert(`, `eval(`, `document.cookie`, ...);
+/// or a closing `</script` followed by an opening one.
+fn script_breakout(input: &[u8]) -> Option<&'static str> {
+    static SINKS: LazyLock<Words> = LazyLock::new(|| Words::new(JS_SINKS));
+    for (_, at, _) in SINKS.find_all(input) {
+        // Look back over the punctuation to a quote.
+        let mut k = at;
+        let mut punct = 0;
+        while k > 0 && punct < 8 {
+            let c = input[k - 1];
+            if matches!(c, b'\'' | b'"' | b'`') {
+                return (punct > 0 || k == at).then_some("string break-out into script");
+            }
+            if matches!(c, b';' | b')' | b'-' | b'+' | b'}' | b',' | b'/' | b'*' | b'|' | b'&' | b'=' | b'(' | b'[') || is_space(c) {
+                punct += 1;
+                k -= 1;
+                continue;
+            }
+            break;
+        }
+        // A sink right at the start of the value, called: `alert(1)` as a whole
+        // value is code, not text.
+        if k == 0 && at == 0 && input.get(at..).is_some_and(|r| r.ends_with(b")") || r.ends_with(b");") || r.ends_with(b")//")) {
+            return Some("script call as the whole value");
+        }
+    }
+    None
+}
+
 /// A value that, decoded as a browser reads a URL attribute, starts with a script
 /// scheme.
 fn script_url(value: &[u8]) -> bool {
@@ -451,7 +497,13 @@ mod tests {
     #[test]
     fn attacks() {
         for s in [
+            "';alert(1)//",
+            "\"-alert(document.cookie)-\"",
+            "');prompt(1)//",
+            "' + document.cookie + '",
+            "alert(1)",
             "<script>alert(1)</script>",
+            "<scr<script>ipt>print(88)</script>",
             "<img src=x onerror=alert(1)>",
             "\"><svg onload=alert(1)>",
             "' onmouseover='alert(1)",
@@ -485,6 +537,10 @@ mod tests {
             "Online shopping is fun",
             "john+or@var.es",
             "x = \"done\"",
+            "I'd alert (everyone) about it",
+            "Use print() in Python",
+            "The function(s) we need",
+            "He said \"hello\" (twice)",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -32,8 +32,12 @@ pub const MAX_DEPTH: u8 = 3;
 /// The most bytes of decoded values per transaction.
 pub const MAX_DECODED_BYTES: usize = 1 << 20;
 
-/// The shortest value tried as base64 or hex.
+/// The shortest value tried as hex.
 const MIN_ENCODED: usize = 8;
+
+/// The shortest value tried as base64 (`fCBpZA` is `| id`): short random
+/// identifiers decode to bytes that are rarely all text, and only text is kept.
+const MIN_BASE64: usize = 4;
 
 /// Decodes entry `id` and, breadth first, what its decodings yield.
 pub(super) fn expand(inputs: &mut Inputs, id: u32) {
@@ -171,6 +175,11 @@ fn decodings(value: &[u8], name: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// The value with its percent escapes decoded (itself when it has none).
+pub(super) fn percent_decoded(v: &[u8]) -> Vec<u8> {
+    url(v).unwrap_or_else(|| v.to_vec())
+}
+
 /// Percent escapes decoded, when there are any.
 fn url(v: &[u8]) -> Option<Vec<u8>> {
     let has_escape = v
@@ -256,7 +265,7 @@ fn base64(v: &[u8]) -> Option<Vec<u8>> {
         .strip_suffix(b"==")
         .or_else(|| t.strip_suffix(b"="))
         .unwrap_or(t);
-    if body.len() < MIN_ENCODED || !body.iter().all(|&c| is_b64(c)) || body.len() % 4 == 1 {
+    if body.len() < MIN_BASE64 || !body.iter().all(|&c| is_b64(c)) || body.len() % 4 == 1 {
         return None;
     }
     // Words and identifiers of letters only, and plain numbers, are not encodings.

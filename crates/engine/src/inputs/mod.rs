@@ -301,6 +301,11 @@ impl Inputs {
             self.parsed(Source::Query, "ARGS", k, v);
             self.parsed(Source::QueryName, "ARGS_NAMES", k, k);
         }
+        // Bracketed query operators (`user[$ne]=x`) read with their operands.
+        if memchr::memmem::find(&req.query, b"[$").is_some() || memchr::memmem::find(&req.query, b"%5B%24").is_some() {
+            let query = decode::percent_decoded(&req.query);
+            self.parsed(Source::Query, "QUERY_STRING", b"", &query);
+        }
         if !req.filename.is_empty() {
             self.parsed(Source::Path, "REQUEST_FILENAME", b"", &req.filename);
             let segments: Vec<&[u8]> = req
@@ -357,12 +362,20 @@ impl Inputs {
                 self.parsed(Source::Xml, "XML", b"//@*", a);
             }
         }
+        // A JSON body with `$` keys, or a form with bracketed `[$` names: the raw body
+        // shows each query operator with its operand, which the arguments (named
+        // `json.a.$ne`, valued apart) do not.
+        let operators = matches!(
+            req.processor,
+            Some(crate::actions::BodyProcessor::Json | crate::actions::BodyProcessor::UrlEncoded)
+        ) && (memchr::memmem::find(&req.body, b"\"$").is_some()
+            || memchr::memmem::find(&req.body, b"[$").is_some());
         // An XML processor keeps text and attributes, not the document type: the raw
         // document is an input too.
         let parsed_by_processor = req.processor.is_some()
             && req.processor != Some(crate::actions::BodyProcessor::Xml)
             && req.processor_error.is_none();
-        if !req.body.is_empty() && !parsed_by_processor {
+        if !req.body.is_empty() && (!parsed_by_processor || operators) {
             self.parsed(Source::RawBody, "REQUEST_BODY", b"", &req.body);
         }
     }
