@@ -21,12 +21,14 @@ import argparse
 import collections
 import concurrent.futures
 import os
+import random
 import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -104,14 +106,102 @@ def run_all(port, items, threads=8):
         return list(ex.map(lambda raw: send(port, raw), raws))
 
 
-def cost(proc, port, raw, n):
-    """Requests per CPU-second of the proxy process for `n` sends of `raw`."""
-    send(port, raw)
-    before = cpu_seconds([proc.pid])
+WORDS = ("red blue green small large cotton wool leather summer winter classic modern garden kitchen office "
+         "travel running hiking coffee tea book lamp chair table shirt jacket boots phone case cable charger "
+         "gift kids women men sale new organic vegan premium").split()
+CATEGORIES = "shoes bags books toys garden kitchen sports music games beauty tools".split()
+NAMES = "Anne Bob Chloé Dmitri Eva Farid Grace Hiroshi Ines José Kofi Lena Marta Nils Olga Pedro".split()
+SORTS = ["price", "-price", "rating", "-created_at", "name", "relevance"]
+
+
+def cost_traffic(seed, n):
+    """`n` benign GETs and `n` benign form POSTs, varied from `seed` (search terms,
+    categories, pages, names, comments), as raw keep-alive HTTP/1.1 requests."""
+    r = random.Random(seed)
+    q = urllib.parse.quote_plus
+    head = "Host: shop.example\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) Chrome/124.0\r\n" \
+           "Accept: text/html,*/*;q=0.8\r\nAccept-Language: en-US,en;q=0.9\r\n"
+    gets, forms = [], []
     for _ in range(n):
-        send(port, raw)
-    used = cpu_seconds([proc.pid]) - before
-    return n / used if used > 0 else float("inf")
+        terms = " ".join(r.choice(WORDS) for _ in range(r.randint(1, 4)))
+        target = (f"/products?category={r.choice(CATEGORIES)}&q={q(terms)}&page={r.randint(1, 40)}"
+                  f"&sort={q(r.choice(SORTS))}&size={r.choice([12, 24, 48])}")
+        gets.append(f"GET {target} HTTP/1.1\r\n{head}Cookie: sid={r.getrandbits(64):016x}\r\n\r\n".encode())
+        name = r.choice(NAMES)
+        text = " ".join(r.choice(WORDS) for _ in range(r.randint(5, 30))).capitalize() + r.choice([".", "!", "?"])
+        body = (f"name={q(name)}&email={q(name.lower() + '@example.com')}&rating={r.randint(1, 5)}"
+                f"&product={r.randint(1, 99999)}&text={q(text)}").encode()
+        forms.append(f"POST /comment HTTP/1.1\r\n{head}Content-Type: application/x-www-form-urlencoded\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return gets, forms
+
+
+class KeepAlive:
+    """One persistent HTTP/1.1 connection: sends a request, reads its whole answer."""
+
+    def __init__(self, port):
+        self.port = port
+        self.sock = None
+        self.buf = b""
+
+    def status(self, raw):
+        if self.sock is None:
+            self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+            self.buf = b""
+        self.sock.sendall(raw)
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self._recv()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        status = int(head[9:12])
+        fields = {k.strip().lower(): v.strip() for k, _, v in
+                  (line.partition(b":") for line in head.split(b"\r\n")[1:])}
+        if b"content-length" in fields:
+            size = int(fields[b"content-length"])
+            while len(self.buf) < size:
+                self.buf += self._recv()
+            self.buf = self.buf[size:]
+        elif fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+            while not self.buf.endswith(b"0\r\n\r\n"):
+                self.buf += self._recv()
+            self.buf = b""
+        if fields.get(b"connection", b"").lower() == b"close":
+            self.close()
+        return status
+
+    def _recv(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed mid-answer")
+        return chunk
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def costs_interleaved(procs, traffic, rounds=10):
+    """Requests per CPU-second of each proxy process for each kind of traffic. Only
+    requests every configuration passes (200) count, so each does the same work
+    (inspect, forward, answer); the configurations take turns in `rounds` batches,
+    so that a change in the machine's load falls on all of them alike."""
+    out = {config: {} for config in procs}
+    for kind, requests in traffic.items():
+        conns = {config: KeepAlive(port) for config, (_, port) in procs.items()}
+        passing = [raw for raw in requests if all(c.status(raw) == 200 for c in conns.values())]
+        used = dict.fromkeys(procs, 0.0)
+        batch = max(1, len(passing) // rounds)
+        for start in range(0, len(passing), batch):
+            part = passing[start:start + batch]
+            for config, (proc, _) in procs.items():
+                before = cpu_seconds([proc.pid])
+                for raw in part:
+                    conns[config].status(raw)
+                used[config] += cpu_seconds([proc.pid]) - before
+        for config in procs:
+            conns[config].close()
+            out[config][kind] = (len(passing) / used[config] if used[config] > 0 else float("inf"), len(passing))
+    return out
 
 
 def explain(config, work, port, attacks, benign, results, limit):
@@ -184,7 +274,7 @@ def main():
     ap.add_argument("--per-class", type=int, default=4, help="payloads per class, encoding and placement")
     ap.add_argument("--benign", type=int, default=1200, help="benign requests (about)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cost-requests", type=int, default=2000)
+    ap.add_argument("--cost-requests", type=int, default=6000, help="GETs and form POSTs each for the CPU cost")
     ap.add_argument("--palisade", default=os.path.join(REPO, "target", "release", "palisade"))
     ap.add_argument("--albedo", default=os.path.join(REPO, "target", "release", "albedo"))
     ap.add_argument("--out", default=os.path.join(REPO, "DETECTION.md"))
@@ -196,20 +286,19 @@ def main():
     attacks = list(corpus.attacks(args.seed, args.per_class))
     benign = corpus.benign(args.seed + 1, args.benign)
     work = tempfile.mkdtemp(prefix="palisade-detection-")
-    results, costs = {}, {}
-    get_raw = corpus.to_bytes(("GET", "/products?category=shoes&page=2&sort=price", corpus._hdrs(), b""))
-    form_raw = corpus.to_bytes(("POST", "/comment", corpus._hdrs([("Content-Type", "application/x-www-form-urlencoded")]),
-                                b"name=Anne&email=anne%40example.com&text=Great+product%2C+arrived+on+time.&rating=5"))
+    results = {}
     try:
         backend, backend_port = start_albedo(args.albedo, work, None, who="detection")
-        for config in CONFIGS:
-            proc, port = start(config, args.crs, args.palisade, work, backend_port)
+        procs = {config: start(config, args.crs, args.palisade, work, backend_port) for config in CONFIGS}
+        for config, (proc, port) in procs.items():
             t0 = time.time()
             results[config] = run_all(port, attacks + benign)
             print(f"{config}: {len(attacks) + len(benign)} requests in {time.time() - t0:.1f} s", file=sys.stderr)
-            costs[config] = (cost(proc, port, get_raw, args.cost_requests), cost(proc, port, form_raw, args.cost_requests))
             if args.misses and config == args.explain:
                 explain(config, work, port, attacks, benign, results[config], args.misses)
+        gets, forms = cost_traffic(args.seed + 2, args.cost_requests)
+        costs = costs_interleaved(procs, {"get": gets, "form": forms})
+        for proc, _ in procs.values():
             proc.stop()
         backend.stop()
     finally:
@@ -241,12 +330,14 @@ def main():
         "| attacks refused otherwise (400, 413, 415, 501) | " + " | ".join(
             pct(sum(1 for s in att_res[c] if s in (400, 413, 415, 501)), na) for c in CONFIGS) + " |",
         "| benign passed | " + " | ".join(pct(sum(map(passed, ben_res[c])), len(benign)) for c in CONFIGS) + " |",
-        "| benign GET, requests per proxy CPU-second | " + " | ".join(f"{costs[c][0]:.0f}" for c in CONFIGS) + " |",
-        "| benign form POST, requests per proxy CPU-second | " + " | ".join(f"{costs[c][1]:.0f}" for c in CONFIGS) + " |",
+        "| benign GET, requests per proxy CPU-second | " + " | ".join(f"{costs[c]['get'][0]:.0f}" for c in CONFIGS) + " |",
+        "| benign form POST, requests per proxy CPU-second | " + " | ".join(f"{costs[c]['form'][0]:.0f}" for c in CONFIGS) + " |",
         "",
-        f"CPU cost of the plugin against CRS alone: GET {100 * (costs['crs'][0] / costs['plugin'][0] - 1):+.1f}%, "
-        f"form {100 * (costs['crs'][1] / costs['plugin'][1] - 1):+.1f}% (more CPU per request; one run, "
-        f"{args.cost_requests} requests each, sequential).",
+        "CPU cost against CRS alone (more CPU per request): "
+        + "; ".join(f"{c}: GET {100 * (costs['crs']['get'][0] / costs[c]['get'][0] - 1):+.1f}%, "
+                    f"form {100 * (costs['crs']['form'][0] / costs[c]['form'][0] - 1):+.1f}%" for c in CONFIGS[1:])
+        + f". One run: {costs['crs']['get'][1]} varied GETs and {costs['crs']['form'][1]} varied form POSTs that every "
+        "configuration passes, on keep-alive connections, the configurations taking turns in ten batches.",
         "",
         "## Attacks",
         "",

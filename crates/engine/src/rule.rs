@@ -86,6 +86,9 @@ pub struct Rule {
     pub prefix_ids: Vec<u32>,
     /// Metadata for logs.
     pub meta: RuleMeta,
+    /// `meta.tags` as numbers in the rule set's tag table
+    /// ([`crate::ruleset::tags`]), for removal by tag.
+    pub tag_set: crate::ruleset::tags::TagSet,
     /// `log` (true) or `nolog`: the error-log line, as ModSecurity v2's manual reads it.
     pub log: bool,
     /// `auditlog` or `noauditlog` (and `nolog`): audit log relevance and message, as

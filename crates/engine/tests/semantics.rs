@@ -163,6 +163,29 @@ fn ctl_rule_engine_and_removals() {
 }
 
 #[test]
+fn ctl_removals_by_tag() {
+    // Tag patterns are regular expressions over the rule set's tags; a rule whose
+    // tags come later in the file, and a chain's later links, are covered too.
+    let rs = ruleset(
+        r#"SecRule ARGS:rm "@streq sqli" "id:1,phase:1,pass,nolog,ctl:ruleRemoveByTag=^attack-sql"
+           SecRule ARGS:rm "@streq any" "id:2,phase:1,pass,nolog,ctl:ruleRemoveByTag=attack-(xss|sqli)"
+           SecRule ARGS:rmt "@eq 1" "id:3,phase:1,pass,nolog,ctl:ruleRemoveTargetByTag=platform-.*;ARGS:secret"
+           SecRule ARGS "@contains union" "id:10,phase:1,deny,tag:'OWASP_CRS',tag:'attack-sqli'"
+           SecRule ARGS "@contains script" "id:11,phase:1,deny,tag:'attack-xss'"
+           SecRule ARGS "@contains worse" "id:12,phase:1,deny,tag:'platform-unix',chain"
+           SecRule ARGS "@contains worse" "t:none""#,
+    );
+    assert!(get(&rs, "/?a=union").0.is_some());
+    assert!(get(&rs, "/?a=union&rm=sqli").0.is_none());
+    assert!(get(&rs, "/?a=script&rm=sqli").0.is_some());
+    assert!(get(&rs, "/?a=script&rm=any").0.is_none());
+    assert!(get(&rs, "/?a=union&rm=other").0.is_some());
+    assert!(get(&rs, "/?secret=worse").0.is_some());
+    assert!(get(&rs, "/?secret=worse&rmt=1").0.is_none());
+    assert!(get(&rs, "/?other=worse&rmt=1").0.is_some());
+}
+
+#[test]
 fn exclusions_and_counting() {
     let rs = ruleset(
         r#"SecRule ARGS|!ARGS:ok "@contains x" "id:1,phase:1,deny"

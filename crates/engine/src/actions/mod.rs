@@ -77,13 +77,13 @@ pub enum Ctl {
     /// `ctl:ruleRemoveById=ID|RANGE`.
     RuleRemoveById(Vec<IdRange>),
     /// `ctl:ruleRemoveByTag=TAG` (a regular expression on tags, as ModSecurity v3).
-    RuleRemoveByTag(regex::bytes::Regex),
+    RuleRemoveByTag(crate::ruleset::tags::TagSelector),
     /// `ctl:ruleRemoveByMsg=MSG`.
     RuleRemoveByMsg(String),
     /// `ctl:ruleRemoveTargetById=ID;TARGET`.
     RuleRemoveTargetById(Vec<IdRange>, Exclusion),
     /// `ctl:ruleRemoveTargetByTag=TAG;TARGET`.
-    RuleRemoveTargetByTag(regex::bytes::Regex, Exclusion),
+    RuleRemoveTargetByTag(crate::ruleset::tags::TagSelector, Exclusion),
     /// `ctl:ruleRemoveTargetByMsg=MSG;TARGET`.
     RuleRemoveTargetByMsg(String, Exclusion),
     /// `ctl:requestBodyProcessor=URLENCODED|MULTIPART|XML|JSON`.

@@ -308,14 +308,17 @@ impl Inputs {
         }
         if !req.filename.is_empty() {
             self.parsed(Source::Path, "REQUEST_FILENAME", b"", &req.filename);
-            let segments: Vec<&[u8]> = req
-                .filename
+            // Segments are split on the raw path's slashes, then decoded, as a
+            // router reads them: an encoded slash (`%2F`) stays inside its segment,
+            // so a value that carries slashes (base64, a URL) is one input.
+            let segments: Vec<Vec<u8>> = raw_path(&req.uri_raw)
                 .split(|&b| b == b'/')
                 .filter(|s| !s.is_empty())
+                .map(decode::percent_decoded)
                 .collect();
-            // One segment is the whole path: nothing new to add.
-            if segments.len() > 1 {
-                for (i, seg) in segments.into_iter().enumerate() {
+            // One segment without an encoded slash is the whole path: nothing new.
+            if segments.len() > 1 || segments.first().is_some_and(|s| s.contains(&b'/')) {
+                for (i, seg) in segments.iter().enumerate() {
                     self.parsed(
                         Source::PathSegment,
                         "REQUEST_FILENAME",
@@ -378,6 +381,26 @@ impl Inputs {
         if !req.body.is_empty() && (!parsed_by_processor || operators) {
             self.parsed(Source::RawBody, "REQUEST_BODY", b"", &req.body);
         }
+    }
+}
+
+/// The path of a request target as sent: before `?` or `#`, without the scheme and
+/// authority of an absolute-form target (`http://host/a/b` gives `/a/b`).
+fn raw_path(uri_raw: &[u8]) -> &[u8] {
+    let end = uri_raw
+        .iter()
+        .position(|&b| b == b'?' || b == b'#')
+        .unwrap_or(uri_raw.len());
+    let target = &uri_raw[..end];
+    match memchr::memmem::find(target, b"://") {
+        Some(sep) if !target.starts_with(b"/") => {
+            let after = sep + 3;
+            target[after..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(&b""[..], |p| &target[after + p..])
+        }
+        _ => target,
     }
 }
 

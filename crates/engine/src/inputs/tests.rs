@@ -19,6 +19,7 @@ fn value_of<'a>(inputs: &'a Inputs, name: &str) -> Option<&'a [u8]> {
 fn request() -> RequestData {
     RequestData {
         filename: b"/api/items/1' or '1'='1".to_vec(),
+        uri_raw: b"/api/items/1%27%20or%20%271%27=%271?q=hello".to_vec(),
         args_get: vec![
             (b"q".to_vec(), b"hello".to_vec()),
             (
@@ -144,4 +145,24 @@ fn decoding_is_bounded() {
         .sum();
     assert!(decoded <= decode::MAX_DECODED_BYTES, "{decoded}");
     assert!(inputs.dropped() > 0);
+}
+
+#[test]
+fn path_segments_keep_encoded_slashes() {
+    let req = RequestData {
+        filename: b"/api/items//localhost/admin".to_vec(),
+        uri_raw: b"http://example.com/api/items/%2F%2Flocalhost%2Fadmin?x=1".to_vec(),
+        ..RequestData::default()
+    };
+    let mut inputs = Inputs::default();
+    inputs.fill_head(&req);
+    assert_eq!(
+        value_of(&inputs, "REQUEST_FILENAME:3"),
+        Some(&b"//localhost/admin"[..]),
+        "{:?}",
+        names(&inputs)
+    );
+    assert_eq!(raw_path(b"/a/b?c=/d"), b"/a/b");
+    assert_eq!(raw_path(b"https://h:8080"), b"");
+    assert_eq!(raw_path(b"/x#frag"), b"/x");
 }

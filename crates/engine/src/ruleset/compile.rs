@@ -1,6 +1,7 @@
 //! Turning directives into compiled rules.
 
 use super::Ruleset;
+use super::tags::TagSelector;
 use crate::actions::{Action, AllowScope, BodyProcessor, CollectionKind, Ctl, Disruptive, SetOp};
 use crate::config::{AuditEngineMode, EngineConfig, RuleEngineMode, SettingOutcome};
 use crate::error::LoadError;
@@ -423,6 +424,7 @@ impl RulesetBuilder {
             transforms: Vec::new(),
             prefix_ids: Vec::new(),
             meta: RuleMeta::default(),
+            tag_set: Default::default(),
             log: true,
             auditlog: true,
             v3_log: true,
@@ -854,6 +856,7 @@ impl RulesetBuilder {
                 }
             }
         }
+        super::tags::number(&mut phases);
         let reached = super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
         let prefixes = &mut self.prefixes;
         let mut prefilter = super::prefilter::Prefilter::build(&mut phases, &reached, &mut |p| {
@@ -1104,7 +1107,7 @@ fn parse_ctl(v: &str) -> Result<Ctl, String> {
                 .ok_or_else(|| format!("ctl:ruleEngine: bad value {val:?}"))?,
         ),
         "ruleremovebyid" => Ctl::RuleRemoveById(parse_ranges(val)?),
-        "ruleremovebytag" => Ctl::RuleRemoveByTag(tag_regex(val)?),
+        "ruleremovebytag" => Ctl::RuleRemoveByTag(TagSelector::new(tag_regex(val)?)),
         "ruleremovebymsg" => Ctl::RuleRemoveByMsg(val.to_string()),
         "ruleremovetargetbyid" => {
             let (sel, ex) = split_target(val)?;
@@ -1112,7 +1115,7 @@ fn parse_ctl(v: &str) -> Result<Ctl, String> {
         }
         "ruleremovetargetbytag" => {
             let (sel, ex) = split_target(val)?;
-            Ctl::RuleRemoveTargetByTag(tag_regex(&sel)?, ex)
+            Ctl::RuleRemoveTargetByTag(TagSelector::new(tag_regex(&sel)?), ex)
         }
         "ruleremovetargetbymsg" => {
             let (sel, ex) = split_target(val)?;

@@ -380,7 +380,7 @@ fn mark_breaking_ctls(phases: &mut [Vec<Entry>; 5]) {
             Ctl::RuleRemoveById(ranges) => starters
                 .iter()
                 .any(|r| always(r) && r.id.is_some_and(|id| ranges.iter().any(|x| x.contains(id)))),
-            Ctl::RuleRemoveByTag(re) => starters.iter().any(|r| always(r) && by_tag(r, re)),
+            Ctl::RuleRemoveByTag(sel) => starters.iter().any(|r| always(r) && by_tag(r, &sel.pattern)),
             Ctl::RuleRemoveByMsg(m) => starters.iter().any(|r| always(r) && by_msg(r, m)),
             Ctl::RuleRemoveTargetById(_, e)
             | Ctl::RuleRemoveTargetByTag(_, e)
@@ -396,10 +396,10 @@ fn mark_breaking_ctls(phases: &mut [Vec<Entry>; 5]) {
                             .is_some_and(|id| ranges.iter().any(|x| x.contains(id)))
                 })
             }
-            Ctl::RuleRemoveTargetByTag(re, _) => starters
+            Ctl::RuleRemoveTargetByTag(sel, _) => starters
                 .iter()
                 .flat_map(|r| r.links())
-                .any(|l| l.folded.is_some() && by_tag(l, re)),
+                .any(|l| l.folded.is_some() && by_tag(l, &sel.pattern)),
             Ctl::RuleRemoveTargetByMsg(m, _) => starters
                 .iter()
                 .flat_map(|r| r.links())

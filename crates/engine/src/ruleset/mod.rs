@@ -3,6 +3,7 @@
 mod compile;
 pub mod fold;
 pub mod prefilter;
+pub mod tags;
 
 pub use compile::RulesetBuilder;
 

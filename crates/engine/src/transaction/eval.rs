@@ -28,7 +28,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub(crate) enum TargetRemoval {
     Ids(Vec<IdRange>),
-    Tag(regex::bytes::Regex),
+    Tag(crate::ruleset::tags::TagSet),
     Msg(String),
 }
 
@@ -38,7 +38,7 @@ impl TargetRemoval {
             TargetRemoval::Ids(r) => rule
                 .chain_id
                 .is_some_and(|id| r.iter().any(|r| r.contains(id))),
-            TargetRemoval::Tag(re) => rule.meta.tags.iter().any(|t| re.is_match(t.as_bytes())),
+            TargetRemoval::Tag(tags) => rule.tag_set.intersects(tags),
             TargetRemoval::Msg(m) => rule.meta.msg.as_ref().is_some_and(|x| x.text() == m),
         }
     }
@@ -1140,13 +1140,7 @@ impl Transaction {
                 return true;
             }
         }
-        if !s.removed_tags.is_empty()
-            && rule
-                .meta
-                .tags
-                .iter()
-                .any(|t| s.removed_tags.iter().any(|re| re.is_match(t.as_bytes())))
-        {
+        if rule.tag_set.intersects(&s.removed_tags) {
             return true;
         }
         !s.removed_msgs.is_empty()
@@ -1828,14 +1822,14 @@ impl Transaction {
         match ctl {
             Ctl::RuleEngine(m) => s.mode = *m,
             Ctl::RuleRemoveById(r) => s.removed_ids.extend(r.iter().copied()),
-            Ctl::RuleRemoveByTag(re) => s.removed_tags.push(re.clone()),
+            Ctl::RuleRemoveByTag(sel) => s.removed_tags.union_with(&sel.tags),
             Ctl::RuleRemoveByMsg(m) => s.removed_msgs.push(m.clone()),
             Ctl::RuleRemoveTargetById(r, e) => s
                 .target_removals
                 .push((TargetRemoval::Ids(r.clone()), e.clone())),
-            Ctl::RuleRemoveTargetByTag(re, e) => s
+            Ctl::RuleRemoveTargetByTag(sel, e) => s
                 .target_removals
-                .push((TargetRemoval::Tag(re.clone()), e.clone())),
+                .push((TargetRemoval::Tag(sel.tags.clone()), e.clone())),
             Ctl::RuleRemoveTargetByMsg(m, e) => s
                 .target_removals
                 .push((TargetRemoval::Msg(m.clone()), e.clone())),
