@@ -12,6 +12,7 @@
 
 pub mod body;
 pub mod conn;
+pub mod detectors;
 pub mod http1;
 pub mod injection;
 pub mod input;
@@ -72,6 +73,16 @@ pub const TARGETS: &[Target] = &[
         name: "injection",
         run: injection::fuzz_injection,
         about: "@detectSQLi and @detectXSS (libinjection)",
+    },
+    Target {
+        name: "detectors",
+        run: detectors::fuzz_detectors,
+        about: "every semantic detector (detect crate) and SQL's confirm: evidence inside the value, nothing found outside the candidates pass",
+    },
+    Target {
+        name: "inputs",
+        run: detectors::fuzz_inputs,
+        about: "the input stage: INPUTS, INPUTS_DECODED and DETECTIONS over a request's query, header, cookie and body (JSON, form, XML, multipart, text)",
     },
     Target {
         name: "rx",
