@@ -11,7 +11,15 @@ fn main() {
         let found: Vec<String> = detect::Class::ALL
             .iter()
             .filter_map(|c| c.scan(value))
-            .map(|f| format!("{} ({}, bytes {}..{})", f.class.name(), f.rule, f.at.start, f.at.end))
+            .map(|f| {
+                format!(
+                    "{} ({}, bytes {}..{})",
+                    f.class.name(),
+                    f.rule,
+                    f.at.start,
+                    f.at.end
+                )
+            })
             .collect();
         if found.is_empty() {
             println!("{arg:?}: nothing");

@@ -521,7 +521,8 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
             None => true,
             Some(c) if is_space(*c) => {
                 let o = crate::text::skip_space(after, 1);
-                after.get(o) == Some(&b'-') && after.get(o + 1).is_some_and(|c| c.is_ascii_alphabetic())
+                after.get(o) == Some(&b'-')
+                    && after.get(o + 1).is_some_and(|c| c.is_ascii_alphabetic())
             }
             Some(c) => c.is_ascii_alphanumeric() || *c == b'?',
         },
@@ -553,7 +554,9 @@ fn exec_call(s: &[u8]) -> Option<Finding> {
     for tag in [&b"<?php"[..], b"<?="] {
         if let Some(at) = find_ci(s, 0, tag) {
             let k = crate::text::skip_space(s, at + tag.len());
-            if s.get(k).is_some_and(|c| c.is_ascii_alphabetic() || *c == b'$' || *c == b'@' || *c == b'`') {
+            if s.get(k)
+                .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'$' || *c == b'@' || *c == b'`')
+            {
                 return Some(Finding::new(Class::Cmd, "PHP code", at..k));
             }
         }

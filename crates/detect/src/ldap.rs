@@ -38,7 +38,11 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         return None;
     }
     if metacharacter_probe(input) {
-        return Some(Finding::new(Class::Ldap, "filter metacharacters only", 0..input.len()));
+        return Some(Finding::new(
+            Class::Ldap,
+            "filter metacharacters only",
+            0..input.len(),
+        ));
     }
     let s = input;
     let mut from = 0;
@@ -94,7 +98,12 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
 fn metacharacter_probe(input: &[u8]) -> bool {
     let t = input.trim_ascii();
     (4..=24).contains(&t.len())
-        && t.iter().all(|c| matches!(c, b'*' | b'(' | b')' | b'|' | b'&' | b'!' | b'=' | b'\\' | b'\'' | b'"' | b' '))
+        && t.iter().all(|c| {
+            matches!(
+                c,
+                b'*' | b'(' | b')' | b'|' | b'&' | b'!' | b'=' | b'\\' | b'\'' | b'"' | b' '
+            )
+        })
         && t.contains(&b'(')
         && t.contains(&b')')
         && t.iter().any(|c| matches!(c, b'*' | b'|' | b'&'))

@@ -203,7 +203,14 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
 
 /// The calls that only serve to probe a database: they wait or raise an error.
 const PROBES: &[&str] = &[
-    "sleep", "benchmark", "pg_sleep", "extractvalue", "updatexml", "load_file", "dbms_pipe.receive_message", "randomblob",
+    "sleep",
+    "benchmark",
+    "pg_sleep",
+    "extractvalue",
+    "updatexml",
+    "load_file",
+    "dbms_pipe.receive_message",
+    "randomblob",
 ];
 
 fn probe_call(s: &[u8]) -> bool {
@@ -216,12 +223,17 @@ fn probe_call(s: &[u8]) -> bool {
 /// and within the next 48 bytes an operator or a comment (`=`, `<`, `>`, `--`,
 /// `#`, `/*`).
 fn strict_quote_break(s: &[u8]) -> bool {
-    const LOGIC: &[&str] = &["or", "and", "union", "having", "group", "order", "select", "xor"];
+    const LOGIC: &[&str] = &[
+        "or", "and", "union", "having", "group", "order", "select", "xor",
+    ];
     for (i, &c) in s.iter().enumerate() {
         if !matches!(c, b'\'' | b'"' | b'`') {
             continue;
         }
-        if i > 0 && s[i - 1].is_ascii_alphabetic() && s.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic()) {
+        if i > 0
+            && s[i - 1].is_ascii_alphabetic()
+            && s.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic())
+        {
             continue;
         }
         let mut k = i + 1;
@@ -236,12 +248,19 @@ fn strict_quote_break(s: &[u8]) -> bool {
         if k == i + 1 {
             continue;
         }
-        let end = k + s[k..].iter().take(8).take_while(|c| c.is_ascii_alphabetic()).count();
+        let end = k + s[k..]
+            .iter()
+            .take(8)
+            .take_while(|c| c.is_ascii_alphabetic())
+            .count();
         if end == k || !crate::text::one_of(&s[k..end], LOGIC) {
             continue;
         }
         let tail = &s[end..(end + 48).min(s.len())];
-        if tail.iter().any(|c| matches!(c, b'=' | b'<' | b'>' | b'#')) || memchr::memmem::find(tail, b"--").is_some() || memchr::memmem::find(tail, b"/*").is_some() {
+        if tail.iter().any(|c| matches!(c, b'=' | b'<' | b'>' | b'#'))
+            || memchr::memmem::find(tail, b"--").is_some()
+            || memchr::memmem::find(tail, b"/*").is_some()
+        {
             return true;
         }
     }
@@ -281,7 +300,10 @@ fn ends_in_comment(rest: &[u8]) -> bool {
         return false;
     };
     // The comment holds no words: `-- really` and `#metoo` are prose.
-    body.len() <= 8 && !body.iter().any(|c| c.is_ascii_alphanumeric() || *c == b'\n')
+    body.len() <= 8
+        && !body
+            .iter()
+            .any(|c| c.is_ascii_alphanumeric() || *c == b'\n')
 }
 
 /// A necessary condition for a libinjection verdict worth reporting: SQL punctuation
@@ -365,18 +387,11 @@ fn union_select(s: &[u8]) -> bool {
     let mut from = 0;
     while let Some(at) = find_ci(s, from, b"union") {
         from = at + 1;
-        let mut k = at + 5;
-        // White space and comments between.
-        loop {
-            let before = k;
-            k = skip_space(s, k);
-            if starts_with_ci(s, k, b"/*") {
-                k = memchr::memmem::find(&s[k..], b"*/").map_or(s.len(), |e| k + e + 2);
-            }
-            if k == before {
-                break;
-            }
+        if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
+            continue;
         }
+        // White space and comments between (bounded: see skip_space_and_comments).
+        let mut k = skip_space_and_comments(s, at + 5);
         if k == at + 5 && s.get(k) != Some(&b'(') {
             continue;
         }
@@ -385,14 +400,60 @@ fn union_select(s: &[u8]) -> bool {
                 && s.get(k + w.len())
                     .is_some_and(|c| is_space(*c) || *c == b'/')
             {
-                k = skip_space(s, k + w.len());
+                k = skip_space_and_comments(s, k + w.len());
             }
         }
-        if starts_with_ci(s, k, b"select") || starts_with_ci(s, k, b"(select") {
+        if s.get(k) == Some(&b'(') {
+            k = skip_space(s, k + 1);
+        }
+        if !starts_with_ci(s, k, b"select") {
+            continue;
+        }
+        let after = k + 6;
+        if s.get(after)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        {
+            continue;
+        }
+        if select_list(s, skip_space_and_comments(s, after)) {
             return true;
         }
     }
     false
+}
+
+/// Whether a SELECT's list starts at `k`: a literal (number, quote, `null`), `*`,
+/// `@@var`, `(`, or a name followed by `,`, `(`, `.`, `FROM`, `INTO`, `;` or a
+/// comment. A name alone at the end, or followed by more words, is prose (`a union
+/// select committee`).
+fn select_list(s: &[u8], k: usize) -> bool {
+    let Some(&c) = s.get(k) else {
+        return false;
+    };
+    if c.is_ascii_digit() || matches!(c, b'*' | b'@' | b'(' | b'\'' | b'"' | b'`' | b'-') {
+        return true;
+    }
+    if !(c.is_ascii_alphabetic() || c == b'_') {
+        return false;
+    }
+    let end = k + s[k..]
+        .iter()
+        .take(64)
+        .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_' || **c == b'$')
+        .count();
+    if s[k..end].eq_ignore_ascii_case(b"null") {
+        return true;
+    }
+    let n = skip_space_and_comments(s, end);
+    if n > end && s[end..n].starts_with(b"/*") {
+        return true;
+    }
+    match s.get(n) {
+        Some(b',' | b'(' | b'.' | b';' | b'#') => true,
+        Some(b'-') => s.get(n + 1) == Some(&b'-'),
+        Some(_) => starts_with_ci(s, n, b"from") || starts_with_ci(s, n, b"into"),
+        None => false,
+    }
 }
 
 fn call(s: &[u8]) -> bool {
@@ -419,14 +480,24 @@ fn sql_arguments(s: &[u8], a: usize) -> bool {
         return false;
     };
     if arg.is_ascii_digit() {
-        let end = a + s[a..].iter().take_while(|c| c.is_ascii_digit() || **c == b'.').count();
-        return matches!(s.get(skip_space(s, end)), Some(b')' | b',' | b'*' | b'+' | b'-' | b'='));
+        let end = a + s[a..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || **c == b'.')
+            .count();
+        return matches!(
+            s.get(skip_space(s, end)),
+            Some(b')' | b',' | b'*' | b'+' | b'-' | b'=')
+        );
     }
     if matches!(arg, b'\'' | b'"' | b'@' | b')' | b'(') {
         return true;
     }
     arg.is_ascii_alphabetic() && {
-        let w = a + s[a..].iter().take(32).take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+        let w = a + s[a..]
+            .iter()
+            .take(32)
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+            .count();
         s.get(skip_space(s, w)) == Some(&b'(')
     }
 }
@@ -476,6 +547,11 @@ mod tests {
             "687')\tGrOUP\tBY\tsSN\thAVIng\t1=1--",
             "1 AND SLEEP(5)",
             "x UNION/**/SELECT 1",
+            "1 union select password from users",
+            "x' UNION ALL SELECT NULL,NULL--",
+            "0 union(select username,password from admin)",
+            "-1 UNION SELECT @@version",
+            "1 union select version()#",
             "583\"/**/or/**/2=2--/**/-",
             "acct' #",
             "TeSt'/**/#",
@@ -496,11 +572,18 @@ mod tests {
             "O'Brien or O'Neil",
             "Please update my order by friday",
             "I'd like to join the union; select me",
+            "Sleep(8 hours) or a union select committee",
+            "the reunion selected a new board",
         ] {
             assert!(!confirm(s.as_bytes()), "confirmed prose: {s}");
             assert!(scan(s.as_bytes()).is_none(), "found in prose: {s}");
         }
-        for s in ["she said \"#metoo\"", "the \"#1\" fan", "tag: '#rust'", "it's 'ok' -- really"] {
+        for s in [
+            "she said \"#metoo\"",
+            "the \"#1\" fan",
+            "tag: '#rust'",
+            "it's 'ok' -- really",
+        ] {
             assert!(scan(s.as_bytes()).is_none(), "found in prose: {s}");
         }
     }

@@ -74,7 +74,13 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             .iter()
             .rposition(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
             .map_or(0, |p| p + 1);
-        if start == 0 || start == sep || !matches!(input[start - 1], b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\'') {
+        if start == 0
+            || start == sep
+            || !matches!(
+                input[start - 1],
+                b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\''
+            )
+        {
             continue;
         }
         if let Some(f) = url_at(input, &input[start..]) {

@@ -255,7 +255,11 @@ fn syntax_probe(input: &[u8]) -> Option<usize> {
             scanned = at;
         }
         last[w] = at;
-        let near = || last.iter().copied().filter(|&p| p != usize::MAX && p >= run_start && at - p < 12);
+        let near = || {
+            last.iter()
+                .copied()
+                .filter(|&p| p != usize::MAX && p >= run_start && at - p < 12)
+        };
         if near().count() >= 3 {
             return near().min();
         }

@@ -221,10 +221,11 @@ fn remote_include(p: &[u8]) -> bool {
     if starts_with_ci(t, 0, b"\\\\") {
         return true;
     }
-    static SCHEMES: LazyLock<Words> = LazyLock::new(|| Words::new(&["http://", "https://", "ftp://"]));
-    SCHEMES
-        .find_all(t)
-        .any(|(_, at, _)| at == 0 || matches!(t[at - 1], b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\''))
+    static SCHEMES: LazyLock<Words> =
+        LazyLock::new(|| Words::new(&["http://", "https://", "ftp://"]));
+    SCHEMES.find_all(t).any(|(_, at, _)| {
+        at == 0 || matches!(t[at - 1], b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\'')
+    })
 }
 
 /// Decodes percent escapes (twice), overlong UTF-8 slashes and dots, `%u` escapes

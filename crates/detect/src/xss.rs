@@ -120,7 +120,10 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
 /// A necessary condition for [`scan`], cheap to check: without it `scan` finds
 /// nothing (it checks it first), so a value that fails it need not be scanned.
 pub(crate) fn may_match(input: &[u8]) -> bool {
-    input.contains(&b':') || input.contains(&b'(') || input.contains(&b'[') || may_be_xss(input)
+    input.contains(&b':')
+        || input.contains(&b'(')
+        || input.contains(&b'[')
+        || may_be_xss(input)
         || crate::text::find_ci(input, 0, b"document.").is_some()
         || crate::text::find_ci(input, 0, b"xmlhttprequest").is_some()
 }
@@ -176,7 +179,10 @@ fn walk(input: &[u8], ctx: Html5Flags) -> Option<&'static str> {
                 // `<scr<script>`: the tokenizer reads one tag named `scr<script`, a
                 // filter that strips tags leaves `<script>`; every piece after a `<`
                 // is a tag name too.
-                if name.split(|&c| c == b'<').any(|piece| crate::text::one_of(piece, TAGS)) {
+                if name
+                    .split(|&c| c == b'<')
+                    .any(|piece| crate::text::one_of(piece, TAGS))
+                {
                     return Some("tag that runs or loads code");
                 }
                 last_attr.clear();
@@ -344,9 +350,30 @@ fn event_handler(name: &[u8], value: &[u8]) -> bool {
 
 /// Calls and properties that run or leak script.
 const JS_SINKS: &[&str] = &[
-    "alert(", "prompt(", "confirm(", "eval(", "print(", "settimeout(", "setinterval(", "function(", "fetch(", "import(",
-    "document.cookie", "document.domain", "document.location", "document.write", "window.location", "location.href",
-    "xmlhttprequest", "constructor(", "string.fromcharcode", "atob(", "top[", "self[", "window[", "parent[",
+    "alert(",
+    "prompt(",
+    "confirm(",
+    "eval(",
+    "print(",
+    "settimeout(",
+    "setinterval(",
+    "function(",
+    "fetch(",
+    "import(",
+    "document.cookie",
+    "document.domain",
+    "document.location",
+    "document.write",
+    "window.location",
+    "location.href",
+    "xmlhttprequest",
+    "constructor(",
+    "string.fromcharcode",
+    "atob(",
+    "top[",
+    "self[",
+    "window[",
+    "parent[",
 ];
 
 /// A break out of a JavaScript string into code that runs: a quote, then
@@ -364,7 +391,22 @@ fn script_breakout(input: &[u8]) -> Option<&'static str> {
             if matches!(c, b'\'' | b'"' | b'`') {
                 return (punct > 0 || k == at).then_some("string break-out into script");
             }
-            if matches!(c, b';' | b')' | b'-' | b'+' | b'}' | b',' | b'/' | b'*' | b'|' | b'&' | b'=' | b'(' | b'[') || is_space(c) {
+            if matches!(
+                c,
+                b';' | b')'
+                    | b'-'
+                    | b'+'
+                    | b'}'
+                    | b','
+                    | b'/'
+                    | b'*'
+                    | b'|'
+                    | b'&'
+                    | b'='
+                    | b'('
+                    | b'['
+            ) || is_space(c)
+            {
                 punct += 1;
                 k -= 1;
                 continue;
@@ -373,7 +415,12 @@ fn script_breakout(input: &[u8]) -> Option<&'static str> {
         }
         // A sink right at the start of the value, called: `alert(1)` as a whole
         // value is code, not text.
-        if k == 0 && at == 0 && input.get(at..).is_some_and(|r| r.ends_with(b")") || r.ends_with(b");") || r.ends_with(b")//")) {
+        if k == 0
+            && at == 0
+            && input
+                .get(at..)
+                .is_some_and(|r| r.ends_with(b")") || r.ends_with(b");") || r.ends_with(b")//"))
+        {
             return Some("script call as the whole value");
         }
     }

@@ -33,6 +33,10 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
+fn plugins() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins")
+}
+
 fn crs() -> Option<PathBuf> {
     let crs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crs");
     crs.join("rules").is_dir().then_some(crs)
@@ -82,6 +86,10 @@ fn quickstart_config(dir: &TempDir, listen: SocketAddr, backend: SocketAddr) -> 
         .replace(
             "file = \"palisade-recommended.conf\"",
             &format!("file = \"{}\"", base.display()),
+        )
+        .replace(
+            "file = \"../plugins/",
+            &format!("file = \"{}/", plugins().display()),
         );
     Some(replaced)
 }
@@ -196,40 +204,53 @@ async fn json_argument_1001_never_reaches_the_backend_unseen() {
 }
 
 /// Finding 3: the quick start's configuration (its base rules with the Core Rule
-/// Set) parses JSON and refuses a body that could not be parsed whole, so neither
-/// the attack nor a prefix that breaks the parse gets through.
+/// Set and the detection plugin) parses JSON and refuses a body that could not be
+/// parsed whole, so neither the attack nor a prefix that breaks the parse gets
+/// through. With the plugin, the raw text of an unparsable body is inspected too, so
+/// an attack in it is answered 403; a benign body that does not parse gets 400.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quickstart_config_stops_json_attacks_and_unparsable_json() {
     let backend = Backend::start().await;
     let dir = TempDir::new("example-json");
     let listen = loopback(free_port());
-    let config = quickstart_config(&dir, listen, backend.addr).unwrap_or_else(|| {
+    let quickstart = quickstart_config(&dir, listen, backend.addr);
+    let with_plugin = quickstart.is_some();
+    let config = quickstart.unwrap_or_else(|| {
         let extra = format!("{}{}", logs(&dir), base_and_crs());
         basic_config(listen, backend.addr, &extra)
     });
     let _p = Palisade::start(&dir, &config, listen);
     let attack = br#"{"id":"1' OR '1'='1"}"#;
-    let with_prefix = |prefix: &[u8]| {
+    let benign = br#"{"name":"alice","tags":["a","b"]}"#;
+    let with_prefix = |prefix: &[u8], body: &[u8]| {
         let mut b = prefix.to_vec();
-        b.extend_from_slice(attack);
+        b.extend_from_slice(body);
         b
     };
     let post = |body: &[u8]| request("POST", "/products", "application/json", body);
+    let unparsable_attack = if with_plugin { 403 } else { 400 };
 
     assert_eq!(status(listen, &post(attack)).await, 403);
     // A byte-order mark, invalid UTF-8, nesting deeper than the limit (512).
+    for prefix in [&b"\xEF\xBB\xBF"[..], b"\xff"] {
+        assert_eq!(
+            status(listen, &post(&with_prefix(prefix, attack))).await,
+            unparsable_attack
+        );
+        assert_eq!(
+            status(listen, &post(&with_prefix(prefix, benign))).await,
+            400
+        );
+    }
+    let deep = |inner: &str| format!("{}{inner}{}", "[".repeat(600), "]".repeat(600));
     assert_eq!(
-        status(listen, &post(&with_prefix(b"\xEF\xBB\xBF"))).await,
+        status(listen, &post(deep("\"1' OR '1'='1\"").as_bytes())).await,
+        unparsable_attack
+    );
+    assert_eq!(
+        status(listen, &post(deep("\"alice\"").as_bytes())).await,
         400
     );
-    assert_eq!(status(listen, &post(&with_prefix(b"\xff"))).await, 400);
-    let deep = format!(
-        "{}{}{}",
-        "[".repeat(600),
-        "\"1' OR '1'='1\"",
-        "]".repeat(600)
-    );
-    assert_eq!(status(listen, &post(deep.as_bytes())).await, 400);
     // 10003 logs the condition; the built-in check refuses after the rules.
     error_line(&dir, "[id \"10003\"]");
     let line = error_line(&dir, "Palisade limit check");
@@ -243,7 +264,6 @@ async fn quickstart_config_stops_json_attacks_and_unparsable_json() {
         backend.requests()
     );
     // A benign JSON body passes, whole.
-    let benign = br#"{"name":"alice","tags":["a","b"]}"#;
     assert_eq!(status(listen, &post(benign)).await, 200);
     let seen = backend.requests();
     assert_eq!(seen.len(), 1);

@@ -302,7 +302,9 @@ impl Inputs {
             self.parsed(Source::QueryName, "ARGS_NAMES", k, k);
         }
         // Bracketed query operators (`user[$ne]=x`) read with their operands.
-        if memchr::memmem::find(&req.query, b"[$").is_some() || memchr::memmem::find(&req.query, b"%5B%24").is_some() {
+        if memchr::memmem::find(&req.query, b"[$").is_some()
+            || memchr::memmem::find(&req.query, b"%5B%24").is_some()
+        {
             let query = decode::percent_decoded(&req.query);
             self.parsed(Source::Query, "QUERY_STRING", b"", &query);
         }

@@ -380,7 +380,9 @@ fn mark_breaking_ctls(phases: &mut [Vec<Entry>; 5]) {
             Ctl::RuleRemoveById(ranges) => starters
                 .iter()
                 .any(|r| always(r) && r.id.is_some_and(|id| ranges.iter().any(|x| x.contains(id)))),
-            Ctl::RuleRemoveByTag(sel) => starters.iter().any(|r| always(r) && by_tag(r, &sel.pattern)),
+            Ctl::RuleRemoveByTag(sel) => starters
+                .iter()
+                .any(|r| always(r) && by_tag(r, &sel.pattern)),
             Ctl::RuleRemoveByMsg(m) => starters.iter().any(|r| always(r) && by_msg(r, m)),
             Ctl::RuleRemoveTargetById(_, e)
             | Ctl::RuleRemoveTargetByTag(_, e)

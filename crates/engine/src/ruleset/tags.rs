@@ -90,7 +90,11 @@ pub(crate) fn number(phases: &mut [Vec<Entry>; 5]) {
         sel.tags = set;
     };
     for_each_link(phases, &mut |l| {
-        for a in l.match_actions.iter_mut().chain(l.full_match_actions.iter_mut()) {
+        for a in l
+            .match_actions
+            .iter_mut()
+            .chain(l.full_match_actions.iter_mut())
+        {
             if let Action::Ctl(Ctl::RuleRemoveByTag(sel) | Ctl::RuleRemoveTargetByTag(sel, _)) = a {
                 fill(sel);
             }
