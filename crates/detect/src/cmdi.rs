@@ -30,12 +30,18 @@
 //! - At the start of the value, any command needs an argument shape (`cat
 //!   /etc/passwd`, `ls -la`), never a plain word (`zsh is the best!`).
 //! - In text that reads like prose, only the first 64 bytes can hold a separator
-//!   position, and backticks are Markdown, not substitution: a forum post that
-//!   quotes a shell command later on is not an injection.
+//!   position, a line break is not a separator, closed Markdown code fences are
+//!   skipped, and backticks are Markdown, not substitution: a forum post that quotes
+//!   a shell command is not an injection.
+//! - An ampersand glued between letters and digits is part of a name (`AT&T`,
+//!   `R&D`), not a separator after a command word.
 //! - *Exec calls*: a function that runs commands (`system(`, `exec(`,
 //!   `shell_exec(`, `passthru(`, `popen(`, `proc_open(`, `os.system(`,
 //!   `subprocess.`, `Runtime.getRuntime().exec(`, `child_process`, `IO.popen(`,
-//!   PowerShell's `Invoke-Expression`/`IEX(`) whose argument starts with a command.
+//!   PowerShell's `Invoke-Expression`/`IEX(`) whose argument starts with a command;
+//!   and a PHP open tag (`<?php`, `<?=`) whose next 64 bytes reach for commands,
+//!   code, the request or files (`system`, `eval`, `phpinfo`, `$_GET`, backticks,
+//!   ...: `PHP_REACH`).
 //!
 //! Linear: the normalisation is one pass; every position is tried once and each try
 //! reads a bounded word plus a bounded argument.
@@ -118,7 +124,6 @@ pub(crate) const DISTINCT: &[&str] = &[
 /// Commands that are also ordinary words, or too short to tell apart.
 pub(crate) const COMMON: &[&str] = &[
     "id",
-    "w",
     "ls",
     "cat",
     "more",
@@ -333,18 +338,18 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(f) = command_at(s, start, Position::Start) {
         return Some(f);
     }
-    // Markdown code fences: what they quote is code shown, not a command line.
+    // Markdown code fences in prose: what they quote is code shown, not a command
+    // line. Only closed ones: an unclosed fence would hide the rest of the value.
     let mut fences: Vec<(usize, usize)> = Vec::new();
     let mut from = 0;
-    while let Some(open) = memchr::memmem::find(&s[from..], b"```") {
+    while prose && let Some(open) = memchr::memmem::find(&s[from..], b"```") {
         let open = from + open;
-        let close =
-            memchr::memmem::find(&s[open + 3..], b"```").map_or(s.len(), |c| open + 3 + c + 3);
-        fences.push((open, close));
-        from = close.min(s.len());
-        if from >= s.len() {
+        let Some(c) = memchr::memmem::find(&s[open + 3..], b"```") else {
             break;
-        }
+        };
+        let close = open + 3 + c + 3;
+        fences.push((open, close));
+        from = close;
     }
     // Positions only grow: one cursor over the (sorted) fences keeps this linear.
     let mut fence = 0;
@@ -359,6 +364,11 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             continue;
         }
         let (pos, next) = match b {
+            // In prose a line break ends a line of text, not a command.
+            b'\n' | b'\r' if prose => {
+                i += 1;
+                continue;
+            }
             b';' | b'|' | b'&' | b'\n' | b'\r' => {
                 let mut j = i + 1;
                 while j < s.len() && matches!(s[j], b'|' | b'&') {
@@ -494,6 +504,10 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
         return true;
     };
     let c = rest[k];
+    // `AT&T`, `R&D`: an ampersand between letters is part of a name.
+    if k == 0 && c == b'&' && rest.get(1).is_some_and(|c| c.is_ascii_alphanumeric()) {
+        return false;
+    }
     if matches!(c, b';' | b'|' | b'&' | b'`' | b')' | b'#' | b'>' | b'<') {
         return true;
     }
@@ -548,16 +562,49 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
     }
 }
 
-/// A function that runs a command, called with a command; or a PHP open tag with
-/// code after it.
+/// What PHP code injected to run needs: a function that runs commands or code, or
+/// reads the request or files.
+const PHP_REACH: &[&str] = &[
+    "system",
+    "exec",
+    "shell_exec",
+    "passthru",
+    "popen",
+    "proc_open",
+    "pcntl_exec",
+    "eval",
+    "assert",
+    "phpinfo",
+    "base64_decode",
+    "file_put_contents",
+    "file_get_contents",
+    "fopen",
+    "fwrite",
+    "include",
+    "require",
+    "$_get",
+    "$_post",
+    "$_request",
+    "$_cookie",
+    "$_server",
+    "$_files",
+    "create_function",
+    "call_user_func",
+    "preg_replace",
+    "`",
+];
+
+/// A function that runs a command, called with a command; or a PHP open tag whose
+/// next 64 bytes reach for commands, code, the request or files (`<?php
+/// system($_GET[1]); ?>`; a forum post's `<?php echo htmlspecialchars(...)` does
+/// not).
 fn exec_call(s: &[u8]) -> Option<Finding> {
+    static PHP_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(PHP_REACH));
     for tag in [&b"<?php"[..], b"<?="] {
         if let Some(at) = find_ci(s, 0, tag) {
-            let k = crate::text::skip_space(s, at + tag.len());
-            if s.get(k)
-                .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'$' || *c == b'@' || *c == b'`')
-            {
-                return Some(Finding::new(Class::Cmd, "PHP code", at..k));
+            let code = &s[at + tag.len()..(at + tag.len() + 64).min(s.len())];
+            if PHP_WORDS.any(code) {
+                return Some(Finding::new(Class::Cmd, "PHP code", at..at + tag.len()));
             }
         }
     }
@@ -717,6 +764,9 @@ mod tests {
             "127.0.0.1| net user",
             "$(printf 'id')",
             "|find / -perm -4000",
+            "<?php phpinfo(); ?>",
+            "<?= `id` ?>",
+            "1```;cat /etc/passwd",
             "file.txt&& find / -name id_rsa",
         ] {
             assert!(hit(s), "missed: {s}");
@@ -727,6 +777,12 @@ mod tests {
     fn benign() {
         for s in [
             "Tom & Jerry",
+            "AT&T",
+            "AT&T customer service",
+            "Smith & Sons Ltd",
+            "Q&A session, R&D budget",
+            "Is there a cleaner way to run the tests?\n\n    curl -s -H \"Authorization: Bearer $TOKEN\" \"https://api.example.com/v1\" \\\n      | jq -r '.items'",
+            "Can someone review this?\n\n```php\n<?php\nforeach ($rows as $r) {\n    echo htmlspecialchars($r['title']);\n}\n```",
             "zsh is the best!",
             "Sleep(8 hours)",
             "A; id is wrong",

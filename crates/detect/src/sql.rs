@@ -176,29 +176,202 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     }
     let whole = 0..input.len();
     if let Some(fp) = detect_sqli(input) {
-        let strong = fp
-            .as_bytes()
-            .iter()
-            .any(|c| matches!(c, b's' | b'c' | b';' | b'U' | b'f' | b'v' | b'E' | b'T'));
-        if strong || !prose_like(input) {
+        // A fingerprint read in a string context (starting with `s`) stands only
+        // when the value's first quote can close the application's string: in a
+        // code snippet or a JSON document the first quote opens a literal
+        // (`'paid'`, `{"event_id"`).
+        let string_context = fp.as_bytes().first() == Some(&b's')
+            && !input.first().is_some_and(|c| matches!(c, b'\'' | b'"'));
+        let closing =
+            memchr::memchr2(b'\'', b'"', input).is_some_and(|i| closes(input, i + 1, input[i]));
+        // A long value that starts as prose (a forum post quoting code) needs a
+        // fingerprint with a comment, a statement break, a UNION or a function:
+        // strings and operators alone are the quoted code's.
+        let prose_head = input.len() > 128 && prose_like(&input[..64]);
+        let has = |kinds: &[u8]| fp.as_bytes().iter().any(|c| kinds.contains(c));
+        let strong = if prose_head {
+            has(b"c;UfET")
+        } else {
+            has(b"sc;UfvET")
+        };
+        if (strong || !(prose_head || prose_like(input))) && (!string_context || closing) {
             return Some(Finding::new(Class::Sql, "libinjection fingerprint", whole));
         }
     }
-    // Shapes libinjection lets through: a UNION SELECT, a schema name, a time or
-    // error probe, and a quote that closes a string and goes on with SQL logic and
-    // an operator or a comment.
-    let rule = if union_select(input) {
-        "UNION SELECT"
-    } else if schema(input) {
-        "schema name"
-    } else if probe_call(input) {
-        "time or error probe"
-    } else if strict_quote_break(input) {
-        "quote, then SQL logic"
-    } else {
-        return None;
-    };
+    // Shapes libinjection lets through, where an injection can start.
+    let rule = anchored(input, Strictness::Scan)?;
     Some(Finding::new(Class::Sql, rule, whole))
+}
+
+/// How much a shape needs: [`scan`] reports attacks, [`confirm`] answers whether
+/// there is SQL syntax in an injection context at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strictness {
+    Scan,
+    Confirm,
+}
+
+/// How many tokens after an injection point a UNION, a probe call or a schema name
+/// may start.
+const WINDOW_TOKENS: usize = 16;
+
+/// The shapes of SQL injection that libinjection's fingerprints let through, looked
+/// for only where an injection can start ([`injection_points`]): a UNION SELECT, a
+/// schema name, a time or error probe (for [`confirm`]: any SQL function called with
+/// SQL arguments) within [`WINDOW_TOKENS`] tokens; and right after a closing quote,
+/// SQL logic with an operator or a comment, or a comment that cuts the query short.
+fn anchored(s: &[u8], how: Strictness) -> Option<&'static str> {
+    for (p, end) in injection_points(s) {
+        if p > 0 {
+            if truncation_at(s, p) {
+                return Some("quote, then a comment");
+            }
+            let logic = match how {
+                Strictness::Scan => strict_quote_break_at(s, p),
+                Strictness::Confirm => quote_break_at(s, p),
+            };
+            if logic {
+                return Some("quote, then SQL logic");
+            }
+        }
+        if union_select_in(s, p, end) {
+            return Some("UNION SELECT");
+        }
+        if schema_in(s, p, end) {
+            return Some("schema name");
+        }
+        let calls = match how {
+            Strictness::Scan => &*PROBE_WORDS,
+            Strictness::Confirm => &*CALL_WORDS,
+        };
+        if called_with_sql(s, p, end, calls) {
+            return Some("time or error probe");
+        }
+    }
+    None
+}
+
+/// Where an injected value can leave the application's literal, each with the end
+/// of its window ([`WINDOW_TOKENS`] tokens on): the start of the value, when it
+/// begins the way SQL after a number or a name goes on; and right after the first
+/// `'` and the first `"`, when it [`closes`] a string. Only the first quote of each kind counts: the
+/// application's string ends there, so SQL in a later quoted literal (a code
+/// snippet's `WHERE status = 'paid' AND ...`) was never outside it.
+fn injection_points(s: &[u8]) -> Vec<(usize, usize)> {
+    let mut points = Vec::with_capacity(4);
+    if starts_like_sql(s) {
+        points.push((0, window_end(s, 0)));
+    }
+    for q in [b'\'', b'"'] {
+        if let Some(i) = memchr::memchr(q, s)
+            && closes(s, i + 1, q)
+        {
+            points.push((i + 1, window_end(s, i + 1)));
+        }
+    }
+    points
+}
+
+/// Whether a quote `q` whose next byte is at `k` can be the one that closes the
+/// application's string: not followed by the same quote (a doubled quote is an
+/// escaped one, and three backticks open a Markdown code block), nor by a letter or
+/// digit unless they start a word of SQL logic (`'or'1'='1`).
+fn closes(s: &[u8], k: usize, q: u8) -> bool {
+    match s.get(k) {
+        None => true,
+        Some(&c) if c == q => false,
+        Some(c) if c.is_ascii_alphanumeric() => {
+            let w = k + s[k..]
+                .iter()
+                .take(16)
+                .take_while(|c| c.is_ascii_alphabetic())
+                .count();
+            crate::text::one_of(&s[k..w], AFTER_QUOTE)
+        }
+        Some(_) => true,
+    }
+}
+
+/// Statements a value may start with when it is SQL from its first byte.
+const STATEMENTS: &[&str] = &[
+    "select", "union", "insert", "update", "delete", "drop", "exec", "execute", "declare",
+    "waitfor", "create", "alter", "truncate", "shutdown", "call", "load", "replace",
+];
+
+/// Whether the value starts the way SQL after a number or a name goes on: a number,
+/// `(`, `)`, `@`, `;`, a statement keyword, a call of a SQL function, or a name
+/// followed by `)`, `;`, `,`, an operator, a comment or a word of SQL logic.
+fn starts_like_sql(s: &[u8]) -> bool {
+    let k = skip_space_and_comments(s, 0);
+    let Some(&c) = s.get(k) else {
+        return false;
+    };
+    if c.is_ascii_digit() || matches!(c, b'(' | b')' | b'@' | b';') {
+        return true;
+    }
+    if matches!(c, b'-' | b'+') {
+        return s.get(k + 1).is_some_and(|d| d.is_ascii_digit());
+    }
+    if !(c.is_ascii_alphabetic() || c == b'_') {
+        return false;
+    }
+    let end = k + s[k..]
+        .iter()
+        .take(64)
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'$'))
+        .count();
+    let word = &s[k..end];
+    if crate::text::one_of(word, STATEMENTS) {
+        return true;
+    }
+    let n = skip_space_and_comments(s, end);
+    match s.get(n) {
+        None => false,
+        Some(b')' | b';' | b',' | b'=' | b'<' | b'>' | b'#' | b'(' | b'|' | b'&') => true,
+        Some(b'-') => s.get(n + 1) == Some(&b'-'),
+        Some(b'/') => s.get(n + 1) == Some(&b'*'),
+        Some(_) => {
+            let w = n + s[n..]
+                .iter()
+                .take(16)
+                .take_while(|c| c.is_ascii_alphabetic())
+                .count();
+            crate::text::one_of(&s[n..w], AFTER_QUOTE)
+        }
+    }
+}
+
+/// Where the token [`WINDOW_TOKENS`] tokens after `p` starts (or the end of the
+/// value). A token is a run of letters, digits, `_`, `.`, `@` or `$`, or one other
+/// byte; white space and `/* ... */` comments between tokens are skipped.
+fn window_end(s: &[u8], p: usize) -> usize {
+    let mut k = p;
+    for _ in 0..WINDOW_TOKENS {
+        k = skip_space_and_comments_unbounded(s, k);
+        if k >= s.len() {
+            return s.len();
+        }
+        let run = s[k..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'@' | b'$'))
+            .count();
+        k += run.max(1);
+    }
+    skip_space_and_comments_unbounded(s, k)
+}
+
+/// Skips white space and whole `/* ... */` comments from `at`, however long.
+fn skip_space_and_comments_unbounded(s: &[u8], mut at: usize) -> usize {
+    loop {
+        at = skip_space(s, at);
+        if !s[at.min(s.len())..].starts_with(b"/*") {
+            return at;
+        }
+        match memchr::memmem::find(&s[at + 2..], b"*/") {
+            Some(e) => at += 2 + e + 2,
+            None => return s.len(),
+        }
+    }
 }
 
 /// The calls that only serve to probe a database: they wait or raise an error.
@@ -213,58 +386,45 @@ const PROBES: &[&str] = &[
     "randomblob",
 ];
 
-fn probe_call(s: &[u8]) -> bool {
-    static PROBE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(PROBES));
-    called_with_sql(s, &PROBE_WORDS)
-}
+static PROBE_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(PROBES));
+static CALL_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(CALLS));
 
-/// A quote (not an apostrophe inside a word), optional `)`, white space, a word of
-/// SQL logic (`or`, `and`, `union`, `having`, `group`, `order`, `select`, `xor`),
-/// and within the next 48 bytes an operator or a comment (`=`, `<`, `>`, `--`,
-/// `#`, `/*`).
-fn strict_quote_break(s: &[u8]) -> bool {
+/// At `p` (right after a closing quote): optional `)`, white space or comments, a
+/// word of SQL logic (`or`, `and`, `union`, `having`, `group`, `order`, `select`,
+/// `xor`), and within the next 48 bytes an operator or a comment (`=`, `<`, `>`,
+/// `--`, `#`, `/*`).
+fn strict_quote_break_at(s: &[u8], p: usize) -> bool {
     const LOGIC: &[&str] = &[
         "or", "and", "union", "having", "group", "order", "select", "xor",
     ];
-    for (i, &c) in s.iter().enumerate() {
-        if !matches!(c, b'\'' | b'"' | b'`') {
-            continue;
-        }
-        if i > 0
-            && s[i - 1].is_ascii_alphabetic()
-            && s.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic())
-        {
-            continue;
-        }
-        let mut k = i + 1;
-        while k < s.len() && s[k] == b')' {
-            k += 1;
-        }
-        let k = skip_space_and_comments(s, k);
-        if i > 0 && s[i - 1].is_ascii_alphanumeric() && ends_in_comment(&s[i + 1..]) {
-            // `' #`, `')--`, `'/**/#`: the rest of the application's query is cut off.
-            return true;
-        }
-        if k == i + 1 {
-            continue;
-        }
-        let end = k + s[k..]
-            .iter()
-            .take(8)
-            .take_while(|c| c.is_ascii_alphabetic())
-            .count();
-        if end == k || !crate::text::one_of(&s[k..end], LOGIC) {
-            continue;
-        }
-        let tail = &s[end..(end + 48).min(s.len())];
-        if tail.iter().any(|c| matches!(c, b'=' | b'<' | b'>' | b'#'))
-            || memchr::memmem::find(tail, b"--").is_some()
-            || memchr::memmem::find(tail, b"/*").is_some()
-        {
-            return true;
-        }
+    let mut k = p;
+    while k < s.len() && s[k] == b')' {
+        k += 1;
     }
-    false
+    let k = skip_space_and_comments(s, k);
+    if k == p {
+        return false;
+    }
+    let end = k + s[k..]
+        .iter()
+        .take(8)
+        .take_while(|c| c.is_ascii_alphabetic())
+        .count();
+    if end == k || !crate::text::one_of(&s[k..end], LOGIC) {
+        return false;
+    }
+    let tail = &s[end..(end + 48).min(s.len())];
+    tail.iter().any(|c| matches!(c, b'=' | b'<' | b'>' | b'#'))
+        || memchr::memmem::find(tail, b"--").is_some()
+        || memchr::memmem::find(tail, b"/*").is_some()
+}
+
+/// At `p` (right after a closing quote that follows a letter or digit): only `)`,
+/// white space and comments to the end of the value, the last one a line comment
+/// (`#`, `--`) or an unclosed `/*` that holds no words (`acct' #`, `x')-- `): the
+/// rest of the application's query is cut off.
+fn truncation_at(s: &[u8], p: usize) -> bool {
+    p >= 2 && s[p - 2].is_ascii_alphanumeric() && ends_in_comment(&s[p..])
 }
 
 /// Skips white space and `/* ... */` comments (up to 64 bytes each) from `at`.
@@ -326,66 +486,74 @@ pub fn confirm(input: &[u8]) -> bool {
     if !may_match(input) {
         return false;
     }
-    scan(input).is_some()
-        || quote_break(input)
-        || union_select(input)
-        || call(input)
-        || schema(input)
+    scan(input).is_some() || anchored(input, Strictness::Confirm).is_some()
 }
 
-fn quote_break(s: &[u8]) -> bool {
-    for (i, &c) in s.iter().enumerate() {
-        if !matches!(c, b'\'' | b'"' | b'`') {
-            continue;
-        }
-        let mut k = i + 1;
-        while k < s.len() && s[k] == b')' {
-            k += 1;
-        }
-        let k = skip_space(s, k);
-        let Some(&n) = s.get(k) else { continue };
-        if matches!(n, b';' | b'#' | b'=' | b'<' | b'>') {
-            return true;
-        }
-        if starts_with_ci(s, k, b"--")
-            || starts_with_ci(s, k, b"/*")
-            || starts_with_ci(s, k, b"||")
-            || starts_with_ci(s, k, b"&&")
-        {
-            return true;
-        }
-        let word_end = k + s[k..]
-            .iter()
-            .take(16)
-            .take_while(|c| c.is_ascii_alphabetic())
-            .count();
-        if word_end > k && crate::text::one_of(&s[k..word_end], AFTER_QUOTE) {
-            // `'s or` in prose is an apostrophe: a quote break has no letter before
-            // it, or a digit or closing bracket.
-            let before_letter = i > 0
-                && s[i - 1].is_ascii_alphabetic()
-                && s.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic());
-            if !before_letter && (word_end == s.len() || !s[word_end].is_ascii_alphanumeric()) {
-                // And something after the keyword that is not prose: a quote, a digit,
-                // an operator or a parenthesis within the next few bytes.
-                let tail = &s[word_end..(word_end + 24).min(s.len())];
-                if tail.iter().any(|c| {
-                    matches!(
-                        c,
-                        b'\'' | b'"' | b'0'..=b'9' | b'=' | b'(' | b'@' | b'-' | b'#' | b'*'
-                    )
-                }) {
-                    return true;
-                }
-            }
-        }
+/// At `p` (right after a closing quote): optional `)` and white space, then `;`,
+/// `#`, `=`, `<`, `>`, `--`, `/*`, `||`, `&&`, or a word that goes on SQL after a
+/// value ([`AFTER_QUOTE`]) whose operand (a quote, a digit, `=`, `(`, `@`, `-`,
+/// `#`, `*`) follows at once.
+fn quote_break_at(s: &[u8], p: usize) -> bool {
+    let mut k = p;
+    while k < s.len() && s[k] == b')' {
+        k += 1;
     }
-    false
+    let k = skip_space(s, k);
+    let Some(&n) = s.get(k) else {
+        return false;
+    };
+    if n == b';' {
+        return true;
+    }
+    // A comparison needs an operand (`'='x`, `' > 0`), a comment ends the line
+    // (`"<br>` and `"#{i}` are a string's text).
+    if matches!(n, b'=' | b'<' | b'>') {
+        let o = skip_space(
+            s,
+            k + 1 + usize::from(matches!(s.get(k + 1), Some(b'=' | b'>'))),
+        );
+        return s
+            .get(o)
+            .is_some_and(|c| c.is_ascii_digit() || matches!(c, b'\'' | b'"' | b'(' | b'@'));
+    }
+    if n == b'#' {
+        return s.get(k + 1).is_none_or(|c| is_space(*c));
+    }
+    if starts_with_ci(s, k, b"--")
+        || starts_with_ci(s, k, b"/*")
+        || starts_with_ci(s, k, b"||")
+        || starts_with_ci(s, k, b"&&")
+    {
+        return true;
+    }
+    let word_end = k + s[k..]
+        .iter()
+        .take(16)
+        .take_while(|c| c.is_ascii_alphabetic())
+        .count();
+    if word_end == k
+        || !crate::text::one_of(&s[k..word_end], AFTER_QUOTE)
+        || s.get(word_end).is_some_and(|c| c.is_ascii_alphanumeric())
+    {
+        return false;
+    }
+    // The keyword's operand starts right after it: `' or 1=1`, `' and (select`,
+    // `" or ""="` (`"not slow"` and `"union station"` are phrases).
+    let o = skip_space(s, word_end);
+    s.get(o).is_some_and(|c| {
+        matches!(
+            c,
+            b'\'' | b'"' | b'0'..=b'9' | b'=' | b'(' | b'@' | b'-' | b'#' | b'*'
+        )
+    })
 }
 
-fn union_select(s: &[u8]) -> bool {
-    let mut from = 0;
+/// A UNION SELECT with a select list, its UNION starting in `from..end`.
+fn union_select_in(s: &[u8], mut from: usize, end: usize) -> bool {
     while let Some(at) = find_ci(s, from, b"union") {
+        if at >= end {
+            return false;
+        }
         from = at + 1;
         if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
             continue;
@@ -456,20 +624,20 @@ fn select_list(s: &[u8], k: usize) -> bool {
     }
 }
 
-fn call(s: &[u8]) -> bool {
-    static CALL_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(CALLS));
-    called_with_sql(s, &CALL_WORDS)
-}
-
-/// Whether one of `words` occurs as a function name called with SQL arguments.
-fn called_with_sql(s: &[u8], words: &Words) -> bool {
-    words.find_all(s).any(|(_, at, end)| {
-        if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
-            return false;
-        }
-        let k = skip_space(s, end);
-        s.get(k) == Some(&b'(') && sql_arguments(s, skip_space(s, k + 1))
-    })
+/// Whether one of `words` occurs as a function name, starting in `from..end`,
+/// called with SQL arguments.
+fn called_with_sql(s: &[u8], from: usize, end: usize, words: &Words) -> bool {
+    words
+        .find_all(&s[from..])
+        .take_while(|(_, at, _)| from + at < end)
+        .any(|(_, at, e)| {
+            let (at, e) = (from + at, from + e);
+            if at > 0 && (s[at - 1].is_ascii_alphanumeric() || s[at - 1] == b'_') {
+                return false;
+            }
+            let k = skip_space(s, e);
+            s.get(k) == Some(&b'(') && sql_arguments(s, skip_space(s, k + 1))
+        })
 }
 
 /// Whether what starts at `a` (after a call's `(`) reads as SQL arguments: a number
@@ -502,12 +670,17 @@ fn sql_arguments(s: &[u8], a: usize) -> bool {
     }
 }
 
-fn schema(s: &[u8]) -> bool {
+/// A schema name (`information_schema`, `@@version`, ...) or `WAITFOR DELAY`
+/// starting in `from..end`.
+fn schema_in(s: &[u8], from: usize, end: usize) -> bool {
     static SCHEMA_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(SCHEMA));
-    SCHEMA_WORDS.any(s)
-        || find_ci(s, 0, b"waitfor").is_some_and(|at| {
+    SCHEMA_WORDS
+        .find_all(&s[from..])
+        .next()
+        .is_some_and(|(_, at, _)| from + at < end)
+        || find_ci(s, from, b"waitfor").is_some_and(|at| {
             let k = skip_space(s, at + 7);
-            starts_with_ci(s, k, b"delay") || starts_with_ci(s, k, b"time")
+            at < end && (starts_with_ci(s, k, b"delay") || starts_with_ci(s, k, b"time"))
         })
 }
 

@@ -9,7 +9,7 @@
 //!            | "@("                                          (Razor)
 //! close     := "}}" | "}" | "%>" | "%}" | "]]" | "]" | ")"  (within 512 bytes)
 //! directive := "<#assign" | "<#import" | "#set(" | "#foreach(" | "{php}" | "{system("
-//!            | "{{#with" | "{{#each" ...
+//!            | "{{this.push" | "<!--#exec" | "<esi:include" ...
 //! ```
 //!
 //! A delimited expression is an attack when it *probes* or *reaches out*, never for
@@ -25,11 +25,13 @@
 //!   `IO.popen`, `|attr(`), or a call of `exec`, `popen`, `system`, `eval`.
 //!
 //! A **syntax probe** is an attack too: three or more different opening delimiters
-//! within 12 bytes, only punctuation between them (`${{<%[%'"}}%\.`), the string that tells which engine, if any,
-//! evaluates input.
+//! within 12 bytes, only punctuation between them (`${{<%[%'"}}%\.`), the string
+//! that tells which engine, if any, evaluates input.
 //!
-//! Freemarker, Velocity, Smarty and Handlebars directives that create objects or
-//! iterate over helpers are attacks wherever they appear in a value, and so are
+//! Freemarker, Velocity and Smarty directives that create objects, include or
+//! evaluate, and Handlebars' prototype tricks (`{{this.push`, `{{this.pop`,
+//! `{{#blockHelperMissing`; a `constructor` or `__proto__` inside `{{ }}` is a
+//! reach), are attacks wherever they appear in a value, and so are
 //! server-side includes (`<!--#exec cmd=...-->`, `<!--#include virtual=...-->`) and
 //! edge-side includes (`<esi:include src=...>`): the server runs them.
 //!
@@ -88,6 +90,10 @@ const REACH: &[&str] = &[
     "new java.",
     "java.lang",
     "constructor.constructor",
+    "\"constructor\"",
+    "'constructor'",
+    "__proto__",
+    "string.sub",
     "process.mainmodule",
     "require(",
     "execute\"?new",
@@ -140,10 +146,6 @@ pub(crate) const DIRECTIVES: &[&str] = &[
     "{/php}",
     "{system(",
     "{exec(",
-    "{{#with",
-    "{{#each",
-    "{{lookup",
-    "{{#lookup",
     "{{this.push",
     "{{this.pop",
     "{{#blockhelpermissing",
@@ -340,13 +342,13 @@ mod tests {
             "<%= system('id') %>",
             "<%= `id` %>",
             "{{_self.env.registerUndefinedFilterCallback(\"exec\")}}",
-            "{{#with \"s\" as |string|}}{{#with \"e\"}}{{/with}}{{/with}}",
             "${\"freemarker.template.utility.Execute\"?new()(\"id\")}",
             "{php}echo `id`;{/php}",
             "{{constructor.constructor('return process')().mainModule.require('child_process').execSync('id')}}",
             "#{T(java.lang.System).getenv()}",
             "<!--#exec cmd=\"ls\" -->",
             "@(1+2)",
+            "{{#with \"s\" as |string|}}{{#with \"e\"}}{{lookup string.sub \"constructor\"}}{{/with}}{{/with}}",
             "${{<%[%'\"}}%\\.",
             "${class.getResource(\"\").getPath()}",
             "<!--#include virtual=\"/etc/passwd\" -->",
@@ -376,6 +378,8 @@ mod tests {
             "{% if x %}${{ y }}{% endif %}",
             "<div class=\"{{ el.classList }}\">",
             "score @(12 points)",
+            "{{#each teams}}\n  {{> team-card this}}\n{{/each}}",
+            "{{#with author}}{{firstName}}{{/with}} {{lookup people 1}}",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -473,15 +473,23 @@ pub struct LimitsConfig {
     /// What to do with a request body sent under a `Content-Encoding` (gzip,
     /// deflate, br, ...), which the rules would see only compressed.
     pub request_content_encoding: EncodedBodyPolicy,
+    /// When a compressed request body is decoded for the rules, the most decoded
+    /// bytes per compressed byte (past the first 64 KiB); 0: no ratio limit.
+    pub request_decompression_ratio: u64,
 }
 
 /// `limits.request_content_encoding`: a request body under a `Content-Encoding`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EncodedBodyPolicy {
+    /// Decode `gzip`, `deflate` and `br` for the rules (within the engine's
+    /// `SecRequestBodyLimit` and `request_decompression_ratio`) and forward the body
+    /// as sent; refuse (415) any other coding, several codings, and a body that does
+    /// not decode (400).
+    #[default]
+    Decode,
     /// Answer 415 (with `Accept-Encoding: identity`) before the body is read: the
     /// rules cannot inspect what they cannot read.
-    #[default]
     Refuse,
     /// Inspect and forward the body as sent: the rules see the encoded bytes. For
     /// applications that take compressed uploads and are protected otherwise.
@@ -498,7 +506,8 @@ impl Default for LimitsConfig {
             response_decompression_ratio: 100,
             connections: 10_000,
             connections_per_ip: 1000,
-            request_content_encoding: EncodedBodyPolicy::Refuse,
+            request_content_encoding: EncodedBodyPolicy::Decode,
+            request_decompression_ratio: 100,
         }
     }
 }

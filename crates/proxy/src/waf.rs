@@ -512,6 +512,14 @@ impl WafTx {
             .is_some_and(Transaction::request_body_wanted)
     }
 
+    /// The transaction's request body limit (`SecRequestBodyLimit`, or what a
+    /// `ctl:requestBodyLimit` set): how many bytes the engine takes.
+    pub fn request_body_limit(&self) -> usize {
+        self.tx
+            .as_deref()
+            .map_or(usize::MAX, Transaction::request_body_limit)
+    }
+
     /// Gives a piece of the request body.
     pub fn request_body(&mut self, chunk: &[u8]) -> BodyFeed {
         feed(self.guard(BodyAppend::Ok, |tx| tx.append_request_body(chunk)))

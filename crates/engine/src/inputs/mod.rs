@@ -9,7 +9,10 @@
 //! 2. **parse**, when phase 2 starts: every body argument (name and value, from the
 //!    URL-encoded, multipart or JSON processor), every file name, the text and
 //!    attribute values of an XML body, and the raw body when no processor read it
-//!    (none for its type, or a parse error);
+//!    (none for its type, or a parse error); when one did, the raw body is still an
+//!    input for what the arguments do not show, and only for the detectors of that:
+//!    an XML document's type (XXE, serialized objects) and the query operators of a
+//!    JSON or form body (NoSQL);
 //! 3. **decode**, after each parse stage: each value is also offered in every form a
 //!    chain of standard decodings yields ([`decode`]), to a depth of
 //!    [`decode::MAX_DEPTH`], bounded in size; a decoded value records its parent
@@ -228,7 +231,12 @@ impl Inputs {
         }
         let id = self.entries.len() as u32;
         let candidates = detect::candidates(&value);
-        let scope = scope(&name);
+        // A decoded value is judged as its parent is (`REQUEST_HEADERS:Accept|url`
+        // is still a structured header).
+        let scope = match parent {
+            Some(p) => self.entries[p as usize].scope,
+            None => scope(&name),
+        };
         self.entries.push(Entry {
             source,
             name,
@@ -280,6 +288,19 @@ impl Inputs {
     }
 
     fn parsed(&mut self, source: Source, prefix: &str, key: &[u8], value: &[u8]) {
+        self.parsed_within(source, prefix, key, value, None);
+    }
+
+    /// [`Inputs::parsed`], with the detectors that judge the value (and what its
+    /// decodings yield) narrowed to `only` when given.
+    fn parsed_within(
+        &mut self,
+        source: Source,
+        prefix: &str,
+        key: &[u8],
+        value: &[u8],
+        only: Option<detect::ClassSet>,
+    ) {
         let mut name = Vec::with_capacity(prefix.len() + 1 + key.len());
         name.extend_from_slice(prefix.as_bytes());
         if !key.is_empty() {
@@ -287,6 +308,9 @@ impl Inputs {
             name.extend_from_slice(key);
         }
         if let Some(id) = self.push(source, name, value.to_vec(), None, 0) {
+            if let Some(only) = only {
+                self.entries[id as usize].scope = only;
+            }
             decode::expand(self, id);
         }
     }
@@ -375,13 +399,32 @@ impl Inputs {
             Some(crate::actions::BodyProcessor::Json | crate::actions::BodyProcessor::UrlEncoded)
         ) && (memchr::memmem::find(&req.body, b"\"$").is_some()
             || memchr::memmem::find(&req.body, b"[$").is_some());
-        // An XML processor keeps text and attributes, not the document type: the raw
-        // document is an input too.
-        let parsed_by_processor = req.processor.is_some()
-            && req.processor != Some(crate::actions::BodyProcessor::Xml)
-            && req.processor_error.is_none();
-        if !req.body.is_empty() && (!parsed_by_processor || operators) {
-            self.parsed(Source::RawBody, "REQUEST_BODY", b"", &req.body);
+        // The raw body is an input when no processor read it (none for its type, or
+        // a parse error): then it is all the rules have. When one did, its arguments
+        // are the inputs, and the raw body is looked at only for what they do not
+        // show: an XML document's type (external entities; its text and attributes
+        // are inputs of their own, and markup is XML's, not a page's), and the query
+        // operators of a JSON or form body.
+        let parsed = req.processor.is_some() && req.processor_error.is_none();
+        let xml = req.processor == Some(crate::actions::BodyProcessor::Xml);
+        let only = |classes: &[detect::Class]| {
+            let mut set = detect::ClassSet::default();
+            for c in classes {
+                set.insert(*c);
+            }
+            set
+        };
+        let within = if !parsed {
+            None
+        } else if xml {
+            Some(only(&[detect::Class::Xxe, detect::Class::Serialized]))
+        } else if operators {
+            Some(only(&[detect::Class::NoSql]))
+        } else {
+            return;
+        };
+        if !req.body.is_empty() {
+            self.parsed_within(Source::RawBody, "REQUEST_BODY", b"", &req.body, within);
         }
     }
 }

@@ -528,6 +528,12 @@ impl Transaction {
         self.phase_result(1, out)
     }
 
+    /// The request body limit in force: `SecRequestBodyLimit`, or what a
+    /// `ctl:requestBodyLimit` set for this transaction.
+    pub fn request_body_limit(&self) -> usize {
+        self.state.request_body_limit
+    }
+
     /// True when the request body should be read and given to the engine.
     pub fn request_body_wanted(&self) -> bool {
         self.state.request_body_access && self.state.mode != RuleEngineMode::Off

@@ -1,8 +1,10 @@
-//! Decoding a compressed response body (`Content-Encoding: gzip`, `deflate`, `br`)
-//! for phase 4, within bounds: at most the bytes the engine still takes (plus one,
-//! so that the engine sees its limit reached), and at most `ratio` decoded bytes per
-//! compressed byte once past [`RATIO_FLOOR`]. The decoded bytes go to the engine
-//! only; the client is sent the bytes the upstream sent.
+//! Decoding a compressed body (`Content-Encoding: gzip`, `deflate`, `br`) for the
+//! rules: a response body for phase 4, a request body for phase 2 (with
+//! `limits.request_content_encoding = "decode"`). Within bounds: at most the bytes
+//! the engine still takes (plus one, so that the engine sees its limit reached), and
+//! at most `ratio` decoded bytes per compressed byte once past [`RATIO_FLOOR`]. The
+//! decoded bytes go to the engine only; the other side is sent the bytes as they
+//! came.
 //!
 //! The decoders are the `Write` forms of flate2 and brotli-decompressor writing
 //! into a [`Sink`] with a hard capacity: when a piece of input would decode past
@@ -32,10 +34,18 @@ impl Coding {
     /// this module decodes. No header, `identity`, several codings or an unknown
     /// one give `None` (the body is inspected as it is).
     pub fn of(headers: &HeaderMap) -> Option<Coding> {
-        let mut codings = headers
-            .get_all(http::header::CONTENT_ENCODING)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        Coding::of_values(
+            headers
+                .get_all(http::header::CONTENT_ENCODING)
+                .iter()
+                .map(http::HeaderValue::as_bytes),
+        )
+    }
+
+    /// [`Coding::of`] over the values of the `Content-Encoding` header lines.
+    pub fn of_values<'v>(values: impl Iterator<Item = &'v [u8]>) -> Option<Coding> {
+        let mut codings = values
+            .flat_map(|v| v.split(|&b| b == b','))
             .map(<[u8]>::trim_ascii)
             .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"));
         let first = codings.next()?;
@@ -173,7 +183,7 @@ fn zlib_header(b0: u8, b1: u8) -> bool {
     b0 & 0x0f == 8 && (u16::from(b0) << 8 | u16::from(b1)) % 31 == 0
 }
 
-/// A response body decoder with its bounds.
+/// A body decoder with its bounds.
 pub struct Decoder {
     coding: Coding,
     inner: Inner,

@@ -6,6 +6,7 @@
 //! protocol.
 
 use super::ConnInfo;
+use super::decode::Coding;
 use super::{BodyStop, Exchange, ForwardParts, Reply, Shared};
 use crate::config::{EncodedBodyPolicy, ServerConfig};
 use crate::metrics::Action;
@@ -156,11 +157,27 @@ where
     // The request's header lines, for choosing a `[[shape]]` class at the end.
     let shape_headers = head.headers.clone();
     let has_body = head.body != BodyPlan::None;
-    let encoded = if has_body && shared.limits.request_content_encoding == EncodedBodyPolicy::Refuse
-    {
-        content_coding(head.headers.clone())
-    } else {
-        None
+    // A body under a content coding: decoded for the rules, or refused (before the
+    // body is read) when the policy says so or the coding is not one the proxy
+    // decodes.
+    let (decode_as, refuse_coding) = match content_coding(head.headers.clone()) {
+        Some(name) if has_body => match shared.limits.request_content_encoding {
+            EncodedBodyPolicy::Pass => (None, None),
+            EncodedBodyPolicy::Refuse => (None, Some((name, "it cannot be inspected"))),
+            EncodedBodyPolicy::Decode => match Coding::of_values(
+                head.headers
+                    .clone()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"content-encoding"))
+                    .map(|(_, v)| v),
+            ) {
+                Some(c) => (Some(c), None),
+                None => (
+                    None,
+                    Some((name, "Palisade decodes only one of gzip, deflate, br")),
+                ),
+            },
+        },
+        _ => (None, None),
     };
     let over = if limits.is_empty() {
         None
@@ -207,11 +224,11 @@ where
     {
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
     }
-    if let Some(coding) = encoded {
+    if let Some((coding, because)) = refuse_coding {
         // Refused before the body is read (or invited): the rules would see only
         // the encoded bytes.
         let why = format!(
-            "request body under Content-Encoding {coding} refused: it cannot be inspected \
+            "request body under Content-Encoding {coding} refused: {because} \
              (limits.request_content_encoding)"
         );
         let mut reply = ex.reply_error(415, Action::BadRequest, &why);
@@ -226,6 +243,9 @@ where
     {
         // Announced too large: refuse before reading (or inviting) the body.
         return Driven::answer(ex.reply_body_stop(BodyStop::TooLarge), false);
+    }
+    if let Some(coding) = decode_as {
+        ex.decode_request_body(coding);
     }
     if has_body {
         if !body.start().await {
@@ -244,7 +264,12 @@ where
                         return Driven::answer(ex.reply_body_stop(stop), false);
                     }
                 }
-                Ok(BodyRead::End) => break,
+                Ok(BodyRead::End) => {
+                    if let Err(stop) = ex.body_end() {
+                        return Driven::answer(ex.reply_body_stop(stop), true);
+                    }
+                    break;
+                }
                 Ok(BodyRead::Gone(why)) => return gone(ex, &why),
                 Ok(BodyRead::Malformed(why)) => {
                     let reply = ex.reply_error(

@@ -35,12 +35,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Why a request body was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyStop {
     /// Over `limits.request_body_bytes`.
     TooLarge,
     /// Over the engine's `SecRequestBodyLimit` with `SecRequestBodyLimitAction Reject`.
     EngineLimit,
+    /// A compressed body that does not decode, or decodes beyond
+    /// `limits.request_decompression_ratio`: the rules cannot read it.
+    Undecodable(String),
 }
 
 /// The request as the front end hands it over for forwarding.
@@ -60,6 +63,9 @@ pub struct Exchange {
     body: Vec<Bytes>,
     body_len: usize,
     engine_body: bool,
+    /// The decoder of a compressed request body, whose decoded bytes the engine
+    /// reads (the upstream gets the body as sent).
+    request_decoder: Option<decode::Decoder>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -153,6 +159,7 @@ impl Exchange {
             body: Vec::new(),
             body_len: 0,
             engine_body: true,
+            request_decoder: None,
         }
     }
 
@@ -194,24 +201,86 @@ impl Exchange {
         if self.body_len + chunk.len() > self.rec.shared.limits.request_body_bytes {
             return Err(BodyStop::TooLarge);
         }
-        if self.engine_body
-            && let Some(tx) = self.rec.tx.as_mut()
-            && tx.wants_request_body()
-        {
-            let t0 = Instant::now();
-            let r = tx.request_body(&chunk);
-            let us = micros_since(t0);
-            let slot = &mut self.rec.phase_us[1];
-            *slot = Some(slot.unwrap_or(0) + us);
-            match r {
-                BodyFeed::Ok => {}
-                BodyFeed::LimitPartial => self.engine_body = false,
-                BodyFeed::LimitReject => return Err(BodyStop::EngineLimit),
-            }
-        }
+        self.feed_request(&chunk, false)?;
         self.body_len += chunk.len();
         self.body.push(chunk);
         Ok(())
+    }
+
+    /// Reads the request body under `coding`: the engine is given its decoded
+    /// bytes.
+    pub fn decode_request_body(&mut self, coding: decode::Coding) {
+        let ratio = self.rec.shared.limits.request_decompression_ratio;
+        self.request_decoder = Some(decode::Decoder::new(coding, ratio));
+    }
+
+    /// The end of the request body: the decoder's last bytes go to the engine, or
+    /// the body turns out not to decode.
+    pub fn body_end(&mut self) -> Result<(), BodyStop> {
+        if self.request_decoder.is_some() {
+            self.feed_request(&[], true)?;
+        }
+        Ok(())
+    }
+
+    /// Gives the engine a piece of the request body while it wants it, through the
+    /// decoder when the body is compressed; `end` (with an empty piece) ends the
+    /// decoding.
+    fn feed_request(&mut self, data: &[u8], end: bool) -> Result<(), BodyStop> {
+        if !self.engine_body {
+            return Ok(());
+        }
+        let Some(tx) = self.rec.tx.as_mut() else {
+            return Ok(());
+        };
+        if !tx.wants_request_body() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let mut feed = BodyFeed::Ok;
+        let decoded = match self.request_decoder.as_mut() {
+            None => {
+                feed = tx.request_body(data);
+                Ok(())
+            }
+            Some(d) => {
+                let done = usize::try_from(d.totals().1).unwrap_or(usize::MAX);
+                let room = tx.request_body_limit().saturating_sub(done);
+                let mut give = |piece: &[u8]| {
+                    if feed == BodyFeed::Ok {
+                        feed = tx.request_body(piece);
+                    }
+                };
+                if end {
+                    d.finish(room, &mut give)
+                } else {
+                    d.push(data, room, &mut give)
+                }
+            }
+        };
+        let us = micros_since(t0);
+        let slot = &mut self.rec.phase_us[1];
+        *slot = Some(slot.unwrap_or(0) + us);
+        match feed {
+            BodyFeed::Ok => {}
+            BodyFeed::LimitPartial => self.engine_body = false,
+            BodyFeed::LimitReject => return Err(BodyStop::EngineLimit),
+        }
+        match decoded {
+            // The engine has been given one byte past its limit, and has decided.
+            Ok(()) | Err(decode::Stop::Size) => Ok(()),
+            Err(decode::Stop::Ratio) => {
+                let (c, n) = self.request_decoder.as_ref().map_or((0, 0), |d| d.totals());
+                Err(BodyStop::Undecodable(format!(
+                    "request body decodes beyond limits.request_decompression_ratio ({} to 1): \
+                     {n} bytes from {c}",
+                    self.rec.shared.limits.request_decompression_ratio
+                )))
+            }
+            Err(decode::Stop::Corrupt(e)) => Err(BodyStop::Undecodable(format!(
+                "request body cannot be decoded: {e}"
+            ))),
+        }
     }
 
     /// Runs phase 2 (call it even when there was no body).
@@ -313,6 +382,7 @@ impl Exchange {
                 Action::Deny,
                 "request body over SecRequestBodyLimit or SecRequestBodyNoFilesLimit",
             ),
+            BodyStop::Undecodable(why) => self.reply_error(400, Action::BadRequest, &why),
         }
     }
 
