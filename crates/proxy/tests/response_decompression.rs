@@ -16,7 +16,6 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,25 +23,6 @@ use tokio::net::TcpListener;
 
 const LEAK: &[u8] = b"<html><body>key: AKIA-LEAKED-KEY</body></html>";
 const CLEAN: &[u8] = b"<html><body>nothing to see here</body></html>";
-
-/// `data` compressed as `kind` says: `gzip`, `zlib` (HTTP's `deflate`), `raw`
-/// (raw deflate, as some servers send for `deflate`) or `br`.
-fn compress(kind: &str, data: &[u8]) -> Vec<u8> {
-    use flate2::{Compression, write};
-    let mut out = Vec::new();
-    let w: &mut dyn std::io::Write = &mut out;
-    let mut enc: Box<dyn std::io::Write + '_> = match kind {
-        "gzip" => Box::new(write::GzEncoder::new(w, Compression::default())),
-        "zlib" => Box::new(write::ZlibEncoder::new(w, Compression::default())),
-        "raw" => Box::new(write::DeflateEncoder::new(w, Compression::default())),
-        "br" => Box::new(brotli::CompressorWriter::new(w, 4096, 5, 22)),
-        _ => unreachable!("no such coding in these tests: {kind}"),
-    };
-    enc.write_all(data).unwrap();
-    // Dropping an encoder writes the rest of its stream.
-    drop(enc);
-    out
-}
 
 fn gzip(data: &[u8]) -> Vec<u8> {
     compress("gzip", data)

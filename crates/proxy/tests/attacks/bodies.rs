@@ -230,6 +230,17 @@ fn cases() -> Vec<Case> {
                 "Content-Encoding: gzip\r\n",
                 &gzip(format!("id={SQLI}").as_bytes()),
             ),
+            // Decoded for the rules (limits.request_content_encoding = "decode").
+            allowed: &[403],
+        },
+        Case {
+            name: "Content-Encoding: compress request body",
+            request: post(
+                "/compress-body",
+                Some("application/x-www-form-urlencoded"),
+                "Content-Encoding: compress\r\n",
+                format!("id={SQLI}").as_bytes(),
+            ),
             allowed: &[415],
         },
         Case {

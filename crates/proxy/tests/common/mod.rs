@@ -693,3 +693,23 @@ pub fn start_dnsmasq(args: &[String]) -> (Child, SocketAddr) {
     }
     (child, addr)
 }
+
+/// `data` compressed as `kind` says: `gzip`, `zlib` (HTTP's `deflate`), `raw`
+/// (raw deflate, as some servers send for `deflate`) or `br`.
+pub fn compress(kind: &str, data: &[u8]) -> Vec<u8> {
+    use flate2::{Compression, write};
+    use std::io::Write as _;
+    let mut out = Vec::new();
+    let w: &mut dyn std::io::Write = &mut out;
+    let mut enc: Box<dyn std::io::Write + '_> = match kind {
+        "gzip" => Box::new(write::GzEncoder::new(w, Compression::default())),
+        "zlib" => Box::new(write::ZlibEncoder::new(w, Compression::default())),
+        "raw" => Box::new(write::DeflateEncoder::new(w, Compression::default())),
+        "br" => Box::new(brotli::CompressorWriter::new(w, 4096, 5, 22)),
+        _ => unreachable!("no such coding in these tests: {kind}"),
+    };
+    enc.write_all(data).unwrap();
+    // Dropping an encoder writes the rest of its stream.
+    drop(enc);
+    out
+}
