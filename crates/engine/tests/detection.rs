@@ -25,6 +25,7 @@ SecRule DETECTIONS:xxe "@unconditionalMatch" "id:13,phase:2,pass,nolog,setvar:'t
 SecRule DETECTIONS:ssrf "@unconditionalMatch" "id:14,phase:2,pass,nolog,setvar:'tx.ssrf=%{MATCHED_VAR}'"
 SecRule DETECTIONS:jndi "@unconditionalMatch" "id:15,phase:2,pass,nolog,setvar:'tx.jndi=%{MATCHED_VAR}'"
 SecRule DETECTIONS:nosql "@unconditionalMatch" "id:16,phase:2,pass,nolog,setvar:'tx.nosql=%{MATCHED_VAR}'"
+SecRule DETECTIONS:template "@unconditionalMatch" "id:17,phase:2,pass,nolog,setvar:'tx.template=%{MATCHED_VAR}'"
 SecRule INPUTS_DECODED "@detectCmdInjection" "id:20,phase:2,pass,nolog,setvar:'tx.decoded_cmd=%{MATCHED_VAR_NAME}'"
 SecRule INPUTS "@detectSqlContext" "id:21,phase:2,pass,nolog,setvar:'tx.op_sql=%{MATCHED_VAR_NAME}'"
 SecRule INPUTS "@confirmSqlSyntax" "id:22,phase:2,pass,nolog,setvar:'tx.confirm=%{MATCHED_VAR_NAME}'"
@@ -143,4 +144,25 @@ fn prose_and_code_are_not_sql() {
     );
     assert_eq!(var(&tx, "sql"), None);
     assert_eq!(var(&tx, "confirm"), None);
+}
+
+#[test]
+fn raw_bodies_without_a_processor() {
+    // Text is judged whole; binary data (an upload) only for serialized objects.
+    let tx = run(
+        "/notes",
+        &[("Content-Type", "text/plain")],
+        b"hello {{7*7}} world",
+    );
+    assert_eq!(var(&tx, "template").as_deref(), Some("REQUEST_BODY"));
+    let mut binary: Vec<u8> = (0..2048u32)
+        .map(|i| (i * 7919 % 251) as u8 | 0x80)
+        .collect();
+    binary.extend_from_slice(b"{{7*7}}");
+    let tx = run(
+        "/upload",
+        &[("Content-Type", "application/octet-stream")],
+        &binary,
+    );
+    assert_eq!(var(&tx, "template"), None);
 }

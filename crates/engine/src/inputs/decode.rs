@@ -158,7 +158,9 @@ fn decodings(value: &[u8], name: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
             out.push((step, v));
         }
     }
-    if t.first() == Some(&b'<') && (memchr::memmem::find(t, b"</").is_some() || t.ends_with(b"/>"))
+    if t.first() == Some(&b'<')
+        && (memchr::memmem::find(t, b"</").is_some() || t.ends_with(b"/>"))
+        && !rich_text(t)
     {
         for v in xml(t) {
             out.push((b"xml".to_vec(), v));
@@ -545,6 +547,97 @@ fn utf16(v: &[u8]) -> Option<Vec<u8>> {
     Some(s.into_bytes())
 }
 
+/// Elements that rich text (a comment box's or an editor's HTML) starts with.
+const HTML_ELEMENTS: &[&str] = &[
+    "p",
+    "div",
+    "span",
+    "a",
+    "b",
+    "i",
+    "u",
+    "s",
+    "em",
+    "strong",
+    "small",
+    "code",
+    "pre",
+    "ul",
+    "ol",
+    "li",
+    "br",
+    "hr",
+    "img",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "td",
+    "th",
+    "blockquote",
+    "figure",
+    "figcaption",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "nav",
+    "main",
+    "aside",
+    "label",
+    "sub",
+    "sup",
+    "mark",
+    "del",
+    "ins",
+    "font",
+    "center",
+    "html",
+    "body",
+    "head",
+    "dl",
+    "dt",
+    "dd",
+    "q",
+    "cite",
+    "abbr",
+    "video",
+    "audio",
+    "picture",
+    "source",
+    "iframe",
+    "details",
+    "summary",
+];
+
+/// Whether a value that starts with `<` is HTML rather than an XML document: its
+/// first element is one of HTML's, or it starts with a comment. Its markup is then
+/// read by the XSS detector as a whole, not split into text nodes (which would take
+/// a `<code>` element's text for a value of its own).
+fn rich_text(t: &[u8]) -> bool {
+    if t.starts_with(b"<!--") {
+        return true;
+    }
+    let name_end = 1 + t[1..]
+        .iter()
+        .take(16)
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .count();
+    let boundary = t
+        .get(name_end)
+        .is_none_or(|c| matches!(c, b'>' | b'/' | b' ' | b'\t' | b'\n' | b'\r'));
+    boundary
+        && HTML_ELEMENTS
+            .iter()
+            .any(|e| t[1..name_end].eq_ignore_ascii_case(e.as_bytes()))
+}
+
 /// Overlong UTF-8 encodings of ASCII (`C0 AF` for `/`) read as the ASCII byte.
 fn overlong_utf8(v: &[u8]) -> Option<Vec<u8>> {
     let has = v
@@ -576,7 +669,8 @@ fn overlong_utf8(v: &[u8]) -> Option<Vec<u8>> {
         out.push(b);
         i += 1;
     }
-    Some(out)
+    // Binary data (an upload) holds such pairs by chance: only text is kept.
+    mostly_text(&out).then_some(out)
 }
 
 /// The leaves of a JSON document, named by their path (without the `json.` the
@@ -646,7 +740,12 @@ mod tests {
             steps(r#"{"user":{"name":"x' or 1=1"}}"#)
                 .contains(&("json:user.name".into(), "x' or 1=1".into()))
         );
-        assert!(steps("<a><b>hi</b></a>").contains(&("xml".into(), "hi".into())));
+        assert!(steps("<order><id>hi</id></order>").contains(&("xml".into(), "hi".into())));
+        assert!(
+            !steps("<p>Use <code>ls -la</code></p>")
+                .iter()
+                .any(|(s, _)| s == "xml")
+        );
         let u16le: Vec<u8> = "<script>".bytes().flat_map(|b| [b, 0]).collect();
         let got = decodings(&u16le, b"x");
         assert!(got.iter().any(|(s, v)| s == b"utf16" && v == b"<script>"));
@@ -681,4 +780,15 @@ mod tests {
             assert!(got.is_empty(), "{v}: {got:?}");
         }
     }
+}
+
+/// Whether at least 90% of the first 4 KiB of `v` are printable ASCII or white
+/// space: text, not binary data.
+pub(super) fn mostly_text(v: &[u8]) -> bool {
+    let head = &v[..v.len().min(4096)];
+    let text = head
+        .iter()
+        .filter(|&&b| (0x20..0x7f).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'))
+        .count();
+    text * 10 >= head.len() * 9
 }

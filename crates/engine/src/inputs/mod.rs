@@ -415,7 +415,9 @@ impl Inputs {
             set
         };
         let within = if !parsed {
-            None
+            // Binary data (an upload under application/octet-stream) is looked at
+            // only for serialized objects, which are binary themselves.
+            (!decode::mostly_text(&req.body)).then(|| only(&[detect::Class::Serialized]))
         } else if xml {
             Some(only(&[detect::Class::Xxe, detect::Class::Serialized]))
         } else if operators {
