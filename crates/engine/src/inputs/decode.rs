@@ -705,6 +705,17 @@ fn xml(t: &[u8]) -> Vec<Vec<u8>> {
     }
 }
 
+/// Whether at least 90% of the first 4 KiB of `v` are printable ASCII or white
+/// space: text, not binary data.
+pub(super) fn mostly_text(v: &[u8]) -> bool {
+    let head = &v[..v.len().min(4096)];
+    let text = head
+        .iter()
+        .filter(|&&b| (0x20..0x7f).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'))
+        .count();
+    text * 10 >= head.len() * 9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -780,15 +791,4 @@ mod tests {
             assert!(got.is_empty(), "{v}: {got:?}");
         }
     }
-}
-
-/// Whether at least 90% of the first 4 KiB of `v` are printable ASCII or white
-/// space: text, not binary data.
-pub(super) fn mostly_text(v: &[u8]) -> bool {
-    let head = &v[..v.len().min(4096)];
-    let text = head
-        .iter()
-        .filter(|&&b| (0x20..0x7f).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'))
-        .count();
-    text * 10 >= head.len() * 9
 }
