@@ -272,7 +272,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--crs", choices=["v4", "3.3.4"], default="v4")
     ap.add_argument("--per-class", type=int, default=4, help="payloads per class, encoding and placement")
-    ap.add_argument("--benign", type=int, default=1200, help="benign requests (about)")
+    ap.add_argument("--benign", type=int, default=6000, help="benign requests (about)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cost-requests", type=int, default=6000, help="GETs and form POSTs each for the CPU cost")
     ap.add_argument("--palisade", default=os.path.join(REPO, "target", "release", "palisade"))
