@@ -398,7 +398,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         if let Some(f) = command_at(s, at, pos) {
             return Some(f);
         }
-        i = next;
+        // The bytes skipped (white space, line breaks, `(`, `{`) lead to the same
+        // command position: each is looked at once.
+        i = next.max(at);
     }
     None
 }
@@ -424,6 +426,10 @@ fn command_at(s: &[u8], at: usize, pos: Position) -> Option<Finding> {
                 b';' | b'|' | b'&' | b'`' | b')' | b'<' | b'>' | b'$' | b'\'' | b'"' | b'#' | b'}'
             ))
     }) {
+        return None;
+    }
+    // `&who;` is an HTML or XML character reference, not a separator and a command.
+    if at > 0 && s[at - 1] == b'&' && s.get(end) == Some(&b';') {
         return None;
     }
     let distinct = crate::text::one_of(word, DISTINCT);
@@ -639,6 +645,9 @@ fn exec_call(s: &[u8]) -> Option<Finding> {
 /// The value with shell quoting and obfuscation removed (see the module
 /// documentation); at most as long as the input, plus spaces for brace lists.
 fn normalise(input: &[u8]) -> Vec<u8> {
+    // A Windows path (`C:\Windows\System32\cmd.exe`) keeps its backslashes: they
+    // separate directories there, they do not escape letters.
+    let windows_path = memchr::memmem::find(input, b":\\").is_some();
     let mut out = Vec::with_capacity(input.len());
     let mut i = 0;
     while i < input.len() {
@@ -655,7 +664,8 @@ fn normalise(input: &[u8]) -> Vec<u8> {
                 i += 1;
             }
             b'\\'
-                if input.get(i + 1).is_some_and(|c| c.is_ascii_lowercase())
+                if !windows_path
+                    && input.get(i + 1).is_some_and(|c| c.is_ascii_lowercase())
                     && i > 0
                     && input[i - 1].is_ascii_alphanumeric() =>
             {
@@ -765,6 +775,7 @@ mod tests {
             "$(printf 'id')",
             "|find / -perm -4000",
             "<?php phpinfo(); ?>",
+            "& C:\\Windows\\System32\\cmd.exe /c whoami",
             "<?= `id` ?>",
             "1```;cat /etc/passwd",
             "file.txt&& find / -name id_rsa",
@@ -778,6 +789,7 @@ mod tests {
         for s in [
             "Tom & Jerry",
             "AT&T",
+            "<r>&who;</r>",
             "AT&T customer service",
             "Smith & Sons Ltd",
             "Q&A session, R&D budget",

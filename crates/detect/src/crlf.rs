@@ -186,8 +186,15 @@ fn protocol_line(s: &[u8], k: usize) -> Option<&'static str> {
         if line.starts_with(c.as_bytes()) {
             let rest = &line[c.len()..];
             let shaped = match *c {
+                // An address on the same line (read up to its end, at most 256 bytes).
                 "MAIL FROM:" | "RCPT TO:" => {
-                    rest.trim_ascii_start().first() == Some(&b'<') || rest.contains(&b'@')
+                    let end = rest
+                        .iter()
+                        .take(256)
+                        .position(|c| matches!(c, b'\r' | b'\n'))
+                        .unwrap_or(rest.len().min(256));
+                    let addr = &rest[..end];
+                    addr.trim_ascii_start().first() == Some(&b'<') || addr.contains(&b'@')
                 }
                 "DATA" | "QUIT" | "RSET" | "STARTTLS" => {
                     rest.is_empty() || matches!(rest[0], b'\r' | b'\n')

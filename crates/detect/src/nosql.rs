@@ -79,6 +79,7 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if !may_match(input) {
         return None;
     }
+    let mut braces = Braces::default();
     let mut from = 0;
     while let Some(rel) = memchr::memchr(b'$', &input[from..]) {
         let at = from + rel;
@@ -132,9 +133,11 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         // In JSON, an always-true comparison is an attack at the top of a value (the
         // application takes the whole value as a query) or on a field that checks
         // who someone is; `{"deleted":{"$ne":true}}` is a filter.
-        let json_target_ok =
-            context != Context::JsonKey || enclosing_field(input, at).is_none_or(credential_field);
-        if COMPARE.contains(&op) && always_true(operand, op) && json_target_ok {
+        if COMPARE.contains(&op)
+            && always_true(operand, op)
+            && (context != Context::JsonKey
+                || enclosing_field(input, at, &mut braces).is_none_or(credential_field))
+        {
             return finding("comparison operator with an always-true operand");
         }
         if matches!(op, "nin" | "in") && empty_list(operand) {
@@ -195,7 +198,7 @@ fn credential_field(name: &[u8]) -> bool {
 /// For a JSON key at `at` (its `$`), the key of the object that holds it, when there
 /// is one: `{"password": {"$ne": ...}}` gives `password`; a top-level `{"$ne": 1}`
 /// gives none.
-fn enclosing_field(s: &[u8], at: usize) -> Option<&[u8]> {
+fn enclosing_field<'s>(s: &'s [u8], at: usize, braces: &mut Braces) -> Option<&'s [u8]> {
     // Back over the key's opening quote, white space, and the object's `{`.
     let mut k = at.checked_sub(1)?;
     loop {
@@ -204,7 +207,7 @@ fn enclosing_field(s: &[u8], at: usize) -> Option<&[u8]> {
             c if is_space(c) => {}
             b'{' => break,
             // Another member before this one: `{"$gt": 1, "$lt": 5}`.
-            b',' => return enclosing_after_members(s, k),
+            b',' => return enclosing_after_members(s, k, braces),
             _ => return None,
         }
     }
@@ -213,12 +216,42 @@ fn enclosing_field(s: &[u8], at: usize) -> Option<&[u8]> {
 
 /// The field of an object whose earlier members end at `comma`: the nearest `{` back
 /// (members hold no nested objects in the shapes that matter here), then its key.
-fn enclosing_after_members(s: &[u8], comma: usize) -> Option<&[u8]> {
-    let open = s[..comma].iter().rposition(|&c| c == b'{' || c == b'}')?;
+fn enclosing_after_members<'s>(s: &'s [u8], comma: usize, braces: &mut Braces) -> Option<&'s [u8]> {
+    let open = braces.last_before(s, comma)?;
     if s[open] != b'{' {
         return None;
     }
     field_before_colon(s, open)
+}
+
+/// The last `{` or `}` before a position, for positions asked in increasing order:
+/// each byte is read once however many operators a value holds.
+#[derive(Debug, Default)]
+struct Braces {
+    scanned: usize,
+    last: Option<usize>,
+}
+
+impl Braces {
+    fn last_before(&mut self, s: &[u8], pos: usize) -> Option<usize> {
+        if pos < self.scanned {
+            // Not in order (it does not happen with operators read left to right):
+            // a bounded look back.
+            let from = pos.saturating_sub(256);
+            return s[from..pos]
+                .iter()
+                .rposition(|&c| c == b'{' || c == b'}')
+                .map(|p| from + p);
+        }
+        if let Some(p) = s[self.scanned..pos]
+            .iter()
+            .rposition(|&c| c == b'{' || c == b'}')
+        {
+            self.last = Some(self.scanned + p);
+        }
+        self.scanned = pos;
+        self.last
+    }
 }
 
 /// The quoted key before `: {` that ends just before `brace`.
@@ -343,7 +376,12 @@ fn js_injection(s: &[u8]) -> Option<Finding> {
         b"this.passwd",
         b"this.pass",
     ] {
-        if let Some(at) = find_ci(s, 0, pat) {
+        // The field name whole (`this.passenger` is another field).
+        if let Some(at) = find_ci(s, 0, pat)
+            && !s
+                .get(at + pat.len())
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        {
             return found("where clause reads a document field", at);
         }
     }

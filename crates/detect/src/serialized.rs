@@ -217,7 +217,14 @@ fn pickle(s: &[u8]) -> Option<usize> {
             return Some(0);
         }
     }
-    if s.starts_with(b"gASV") || s.starts_with(b"gAN") || s.starts_with(b"gAJ") {
+    // A base64 pickle: its protocol header, then base64 to the end (at least 16
+    // bytes: a word such as `gANDALF` is no pickle).
+    if (s.starts_with(b"gASV") || s.starts_with(b"gAN") || s.starts_with(b"gAJ"))
+        && s.len() >= 16
+        && s.trim_ascii_end()
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'-' | b'_'))
+    {
         return Some(0);
     }
     // Text protocol: `c` module newline name newline.

@@ -212,7 +212,11 @@ fn internal_host(host: &[u8]) -> bool {
         return true;
     }
     for w in WILDCARD_DNS {
-        if lower.ends_with(w.as_bytes()) && lower.len() > w.len() {
+        // A subdomain of the service (`snip.io` is another name).
+        if lower.ends_with(w.as_bytes())
+            && lower.len() > w.len()
+            && lower[lower.len() - w.len() - 1] == b'.'
+        {
             let prefix = &lower[..lower.len() - w.len() - 1];
             // The address written in the name: `127.0.0.1.nip.io`, `a-127-0-0-1.nip.io`.
             let dotted: Vec<u8> = prefix
@@ -230,7 +234,8 @@ fn internal_host(host: &[u8]) -> bool {
             ) {
                 return internal_v4(ip);
             }
-            return true;
+            // No address in the name: it resolves to none that matters here.
+            return false;
         }
     }
     parse_v4(&lower).is_some_and(internal_v4)

@@ -106,9 +106,13 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     let whole = 0..input.len();
     static WRAPPER_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(WRAPPERS));
     for (w, at, _) in WRAPPER_WORDS.find_all(p) {
-        // `data://` only with a type, `file://` anywhere.
+        // `data://` only with a type right after it (`data://text/plain;base64,`),
+        // read within 40 bytes; `file://` anywhere.
         let ok = match WRAPPERS[w] {
-            "data://" => find_ci(p, at, b"base64").is_some() || find_ci(p, at, b"text/").is_some(),
+            "data://" => {
+                let head = &p[at..(at + 40).min(p.len())];
+                find_ci(head, 0, b"base64").is_some() || find_ci(head, 0, b"text/").is_some()
+            }
             _ => true,
         };
         if ok && (at == 0 || !p[at - 1].is_ascii_alphanumeric()) {

@@ -73,7 +73,56 @@ const STRUCTURED: &[&[u8]] = &[
     b"\r\n",
     b"--a\r\n",
     b"Content-Disposition: form-data; name=\"a\"\r\n\r\n",
+    // Drivers of the semantic detectors (detect crate).
+    b"\nMAIL FROM:x",
+    b"data://",
+    b",\"$ne\":null",
+    b"{\"$gt\":",
+    b"&who;",
+    b"{{a",
+    b"${{<%",
+    b"'||",
+    b")(a=",
+    b"*)(",
+    b"../",
+    b"..//",
+    b"http://",
+    b"//a.",
+    b"javascript:",
+    b"<scr",
+    b"<a onx=",
+    b"union/**/",
+    b"';alert(",
+    b"/*a",
+    b"\n\n",
+    b"; ls",
+    b"|id",
+    b"$(a",
+    b"<!ENTITY",
+    b"${jndi:",
+    b"${::-j}",
+    b"rO0AB",
+    b"O:8:",
+    b"\\\\a\\",
+    b"php://",
+    b"@(",
+    b"#{",
 ];
+
+/// Rules that read every input and decoding and ask every detector.
+fn input_stage_ruleset() -> Arc<Ruleset> {
+    let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+    b.add_text(
+        r#"
+SecRule DETECTIONS "@unconditionalMatch" "id:1,phase:2,pass,nolog"
+SecRule INPUTS|INPUTS_DECODED "@confirmSqlSyntax" "id:2,phase:2,pass,nolog"
+SecRule INPUTS_DECODED "@rx ^zz" "id:3,phase:2,pass,nolog"
+"#,
+        "inputs.conf",
+    )
+    .expect("the input stage rules load");
+    Arc::new(b.build().expect("the input stage rules compile"))
+}
 
 /// Runs one target on an input.
 type Runner = Box<dyn Fn(&[u8])>;
@@ -166,6 +215,37 @@ fn header(rs: &Arc<Ruleset>, value: &[u8]) {
 
 fn targets() -> Vec<Target> {
     let mut out = Vec::new();
+    // The semantic detectors, their candidates pass and SQL's confirm.
+    for class in detect::Class::ALL {
+        out.push(target(format!("detect:{}", class.name()), move |v| {
+            std::hint::black_box(class.scan(v));
+        }));
+    }
+    out.push(target("detect:candidates", |v| {
+        std::hint::black_box(detect::candidates(v));
+    }));
+    out.push(target("detect:sql-confirm", |v| {
+        std::hint::black_box(detect::sql::confirm(v));
+    }));
+    // The input stage: every value decoded and every detector asked, through the
+    // rules that read INPUTS, INPUTS_DECODED and DETECTIONS.
+    let inputs = input_stage_ruleset();
+    out.push(target("inputs:query", move |v| {
+        let mut tx = Transaction::new(inputs.clone(), TxContext::default());
+        let mut uri = b"/a?q=".to_vec();
+        uri.extend(v.iter().map(|&b| {
+            if matches!(b, b' ' | b'#' | b'&' | b'\r' | b'\n') {
+                b'+'
+            } else {
+                b
+            }
+        }));
+        tx.set_request_line(b"GET", &uri, b"HTTP/1.1");
+        tx.add_request_header(b"Host", b"a");
+        tx.add_request_header(b"X-Data", &v[..v.len().min(8192)]);
+        std::hint::black_box(tx.process_request_headers());
+        std::hint::black_box(tx.process_request_body());
+    }));
     for &t in Transform::ALL {
         out.push(target(format!("t:{}", t.name()), move |v| {
             std::hint::black_box(t.apply(v));

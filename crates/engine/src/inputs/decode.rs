@@ -62,7 +62,14 @@ pub(super) fn expand(inputs: &mut Inputs, id: u32) {
             let mut child_name = name.clone();
             child_name.push(b'|');
             child_name.extend_from_slice(&step);
-            if let Some(c) = inputs.push(Source::Decoded, child_name, child, Some(id), depth + 1) {
+            if let Some(c) = inputs.push(
+                Source::Decoded,
+                child_name,
+                child,
+                Some(id),
+                depth + 1,
+                None,
+            ) {
                 work.push(c);
             }
         }
@@ -705,14 +712,20 @@ fn xml(t: &[u8]) -> Vec<Vec<u8>> {
     }
 }
 
-/// Whether at least 90% of the first 4 KiB of `v` are printable ASCII or white
-/// space: text, not binary data.
+/// Whether at least 90% of the first 4 KiB of `v` are text: characters of valid
+/// UTF-8 other than control characters (tab, line feed and carriage return count as
+/// text), by bytes. Binary data (an image, an archive) is not.
 pub(super) fn mostly_text(v: &[u8]) -> bool {
     let head = &v[..v.len().min(4096)];
-    let text = head
-        .iter()
-        .filter(|&&b| (0x20..0x7f).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'))
-        .count();
+    let mut text = 0;
+    for chunk in head.utf8_chunks() {
+        text += chunk
+            .valid()
+            .chars()
+            .filter(|c| !c.is_control() || matches!(c, '\t' | '\n' | '\r'))
+            .map(char::len_utf8)
+            .sum::<usize>();
+    }
     text * 10 >= head.len() * 9
 }
 

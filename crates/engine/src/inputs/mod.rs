@@ -31,6 +31,7 @@
 
 pub mod decode;
 mod graphql;
+mod memo;
 
 use crate::transaction::RequestData;
 
@@ -95,6 +96,10 @@ pub struct Entry {
     /// runs at most once per value, however many rules ask.
     checked: std::cell::Cell<u16>,
     found: std::cell::Cell<u16>,
+    /// A header value whose detect-stage results go to the per-thread memo
+    /// ([`memo`]) when the transaction ends, and whether it decodes to anything.
+    memo: bool,
+    decodes: bool,
 }
 
 /// The keys of DETECTIONS and the checks they stand for: a class's name for its
@@ -224,13 +229,14 @@ impl Inputs {
         value: Vec<u8>,
         parent: Option<u32>,
         depth: u8,
+        known: Option<detect::ClassSet>,
     ) -> Option<u32> {
         if self.entries.len() >= MAX_ENTRIES {
             self.dropped += 1;
             return None;
         }
         let id = self.entries.len() as u32;
-        let candidates = detect::candidates(&value);
+        let candidates = known.unwrap_or_else(|| detect::candidates(&value));
         // A decoded value is judged as its parent is (`REQUEST_HEADERS:Accept|url`
         // is still a structured header).
         let scope = match parent {
@@ -247,6 +253,8 @@ impl Inputs {
             scope,
             checked: std::cell::Cell::new(0),
             found: std::cell::Cell::new(0),
+            memo: false,
+            decodes: false,
         });
         Some(id)
     }
@@ -307,12 +315,36 @@ impl Inputs {
             name.push(b':');
             name.extend_from_slice(key);
         }
-        if let Some(id) = self.push(source, name, value.to_vec(), None, 0) {
-            if let Some(only) = only {
-                self.entries[id as usize].scope = only;
-            }
-            decode::expand(self, id);
+        // A header value seen lately on this thread: its candidates, detections and
+        // whether it decodes are known already.
+        let memo = source == Source::Header && value.len() <= memo::MAX_VALUE;
+        let known = if memo { memo::get(value) } else { None };
+        let Some(id) = self.push(
+            source,
+            name,
+            value.to_vec(),
+            None,
+            0,
+            known.map(|k| k.candidates),
+        ) else {
+            return;
+        };
+        let before = self.entries.len();
+        let e = &mut self.entries[id as usize];
+        if let Some(only) = only {
+            e.scope = only;
         }
+        e.memo = memo;
+        if let Some(k) = known {
+            e.checked.set(k.checked);
+            e.found.set(k.found);
+            e.decodes = k.decodes;
+            if !k.decodes {
+                return;
+            }
+        }
+        decode::expand(self, id);
+        self.entries[id as usize].decodes = self.entries.len() > before;
     }
 
     /// Stage 1: the request line and headers (once; later calls do nothing).
@@ -427,6 +459,23 @@ impl Inputs {
         };
         if !req.body.is_empty() {
             self.parsed_within(Source::RawBody, "REQUEST_BODY", b"", &req.body, within);
+        }
+    }
+}
+
+impl Drop for Inputs {
+    /// Leaves what the detect stage learned of header values to the per-thread memo.
+    fn drop(&mut self) {
+        for e in self.entries.iter().filter(|e| e.memo) {
+            memo::put(
+                &e.value,
+                memo::Known {
+                    candidates: e.candidates,
+                    checked: e.checked.get(),
+                    found: e.found.get(),
+                    decodes: e.decodes,
+                },
+            );
         }
     }
 }

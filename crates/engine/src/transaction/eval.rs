@@ -1136,7 +1136,7 @@ impl Transaction {
     fn is_removed(&self, rule: &Rule) -> bool {
         let s = &self.state;
         if let Some(id) = rule.id {
-            if s.removed_ids.iter().any(|r| r.contains(id)) {
+            if s.removed_ids.contains(id) {
                 return true;
             }
         }
@@ -1821,7 +1821,7 @@ impl Transaction {
         let s = &mut self.state;
         match ctl {
             Ctl::RuleEngine(m) => s.mode = *m,
-            Ctl::RuleRemoveById(r) => s.removed_ids.extend(r.iter().copied()),
+            Ctl::RuleRemoveById(r) => s.removed_ids.add(r),
             Ctl::RuleRemoveByTag(sel) => s.removed_tags.union_with(&sel.tags),
             Ctl::RuleRemoveByMsg(m) => s.removed_msgs.push(m.clone()),
             Ctl::RuleRemoveTargetById(r, e) => s

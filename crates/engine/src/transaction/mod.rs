@@ -10,6 +10,7 @@ pub mod budget;
 pub(crate) mod collect;
 pub(crate) mod eval;
 mod limits;
+mod removed;
 mod request;
 
 pub use limits::ARGUMENTS_LIMIT_TX;
@@ -208,7 +209,7 @@ pub(crate) struct State {
     pub matched_var: Vec<u8>,
     pub matched_var_name: Vec<u8>,
     pub matched_vars: MatchedVars,
-    pub removed_ids: Vec<seclang::IdRange>,
+    pub removed_ids: removed::RemovedIds,
     pub removed_tags: crate::ruleset::tags::TagSet,
     pub removed_msgs: Vec<String>,
     pub target_removals: Vec<(eval::TargetRemoval, crate::variables::Exclusion)>,
@@ -358,7 +359,7 @@ impl Transaction {
             matched_var: Vec::new(),
             matched_var_name: Vec::new(),
             matched_vars: MatchedVars::default(),
-            removed_ids: Vec::new(),
+            removed_ids: Default::default(),
             removed_tags: Default::default(),
             removed_msgs: Vec::new(),
             target_removals: Vec::new(),
