@@ -114,15 +114,33 @@ NAMES = "Anne Bob Chloé Dmitri Eva Farid Grace Hiroshi Ines José Kofi Lena Mar
 SORTS = ["price", "-price", "rating", "-created_at", "name", "relevance"]
 
 
+def user_agents(r, n=60):
+    """`n` browser User-Agent strings of the usual shapes, versions from `r`: the
+    clients of one site, which come back request after request."""
+    out = []
+    for _ in range(n):
+        v = r.randint(100, 131)
+        out.append(r.choice([
+            f"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{v}.0.0.0 Safari/537.36",
+            f"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_{r.randint(1, 7)}) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{r.randint(15, 18)}.{r.randint(0, 6)} Safari/605.1.15",
+            f"Mozilla/5.0 (X11; Linux x86_64; rv:{v}.0) Gecko/20100101 Firefox/{v}.0",
+            f"Mozilla/5.0 (iPhone; CPU iPhone OS {r.randint(15, 18)}_{r.randint(0, 6)} like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{r.randint(15, 18)}.0 Mobile/15E148 Safari/604.1",
+            f"Mozilla/5.0 (Linux; Android {r.randint(10, 15)}; Pixel {r.randint(4, 9)}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{v}.0.0.0 Mobile Safari/537.36",
+        ]))
+    return out
+
+
 def cost_traffic(seed, n):
     """`n` benign GETs and `n` benign form POSTs, varied from `seed` (search terms,
-    categories, pages, names, comments), as raw keep-alive HTTP/1.1 requests."""
+    categories, pages, names, comments, and the User-Agent of one of 60 clients),
+    as raw keep-alive HTTP/1.1 requests."""
     r = random.Random(seed)
     q = urllib.parse.quote_plus
-    head = "Host: shop.example\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) Chrome/124.0\r\n" \
-           "Accept: text/html,*/*;q=0.8\r\nAccept-Language: en-US,en;q=0.9\r\n"
+    agents = user_agents(r)
     gets, forms = [], []
     for _ in range(n):
+        head = (f"Host: shop.example\r\nUser-Agent: {r.choice(agents)}\r\n"
+                "Accept: text/html,application/xhtml+xml,*/*;q=0.8\r\nAccept-Language: en-US,en;q=0.9\r\n")
         terms = " ".join(r.choice(WORDS) for _ in range(r.randint(1, 4)))
         target = (f"/products?category={r.choice(CATEGORIES)}&q={q(terms)}&page={r.randint(1, 40)}"
                   f"&sort={q(r.choice(SORTS))}&size={r.choice([12, 24, 48])}")
