@@ -69,6 +69,9 @@ type Settings struct {
 type Failure struct {
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
+	// Negative is true for a case that only says which rules must not match
+	// (no_expect_ids, no expect_ids in any stage).
+	Negative bool `json:"negative"`
 }
 
 // Result is the outcome of a run, as written to the result JSON file.
@@ -340,7 +343,7 @@ func Run(settings Settings, tests []*test.FTWTest) (*Result, error) {
 				result.Skipped++
 			case outcomeFailed:
 				result.Failed++
-				result.Failures = append(result.Failures, Failure{ID: id, Reason: reason})
+				result.Failures = append(result.Failures, Failure{ID: id, Reason: reason, Negative: negative(testCase)})
 				if settings.Progress != nil {
 					fmt.Fprintf(settings.Progress, "FAIL %s: %s\n", id, reason)
 				}
@@ -348,6 +351,21 @@ func Run(settings Settings, tests []*test.FTWTest) (*Result, error) {
 		}
 	}
 	return result, nil
+}
+
+// negative reports whether a test case only says which rules must not match: some
+// stage lists no_expect_ids and none lists expect_ids.
+func negative(t schema.Test) bool {
+	some := false
+	for _, st := range t.Stages {
+		if len(st.Output.Log.ExpectIds) > 0 {
+			return false
+		}
+		if len(st.Output.Log.NoExpectIds) > 0 {
+			some = true
+		}
+	}
+	return some
 }
 
 // classify reads what runner.RunTest recorded for the test case just run.

@@ -2,6 +2,7 @@ package crs
 
 import (
 	"fmt"
+	schema "github.com/coreruleset/ftw-tests-schema/v2/types"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -205,5 +206,23 @@ func TestSettingsFromEnv(t *testing.T) {
 	t.Setenv("FTW_EXCLUDE", "(")
 	if _, err := SettingsFromEnv(); err == nil {
 		t.Fatal("a bad FTW_EXCLUDE was accepted")
+	}
+}
+
+func TestNegativeCases(t *testing.T) {
+	neg := schema.Test{Stages: []schema.Stage{{}, {}}}
+	neg.Stages[1].Output.Log.NoExpectIds = []uint{942100}
+	if !negative(neg) {
+		t.Fatal("a case with only no_expect_ids is negative")
+	}
+	pos := neg
+	pos.Stages = []schema.Stage{{}, {}}
+	pos.Stages[0].Output.Log.NoExpectIds = []uint{1}
+	pos.Stages[1].Output.Log.ExpectIds = []uint{942100}
+	if negative(pos) {
+		t.Fatal("a case that expects a rule to match is not negative")
+	}
+	if negative(schema.Test{Stages: []schema.Stage{{}}}) {
+		t.Fatal("a case with no log expectations is not negative")
 	}
 }
