@@ -100,12 +100,15 @@ static WORDS: LazyLock<WordTable> = LazyLock::new(|| {
     add(&opens, Class::Template, false);
     add(crate::ssti::DIRECTIVES, Class::Template, false);
     add(&["${"], Class::Jndi, false);
-    add(&[".."], Class::Traversal, false);
+    add(&["..", "//"], Class::Traversal, false);
     add(crate::traversal::SENSITIVE, Class::Traversal, false);
     add(&["<!", "xinclude", ":include"], Class::Xxe, false);
-    add(&["//", "\\\\", "jar:"], Class::Ssrf, false);
-    add(&["db.", "this."], Class::NoSql, false);
+    add(crate::ssrf::TRIGGERS, Class::Ssrf, false);
+    add(&["\u{560d}", "\u{560a}"], Class::Crlf, false);
+    add(&["db.", "this.", "return"], Class::NoSql, false);
     add(crate::serialized::MARKERS, Class::Serialized, false);
+    let cmd_words: Vec<&'static str> = crate::cmdi::trigger_words().collect();
+    add(&cmd_words, Class::Cmd, false);
     add(crate::serialized::GADGETS, Class::Serialized, false);
     add(crate::serialized::YAML_TAGS, Class::Serialized, false);
     add(crate::xss::XSS_WORDS, Class::Xss, false);
@@ -145,8 +148,13 @@ pub fn candidates(input: &[u8]) -> ClassSet {
     if input.first() == Some(&0x80) {
         set.insert(Class::Serialized);
     }
-    if !set.contains(Class::Cmd) && crate::cmdi::may_match(input) {
+    // Shell punctuation and the cmd words were found above; what is left of
+    // cmdi::may_match is a command word at the start.
+    if !set.contains(Class::Cmd) && crate::cmdi::may_start_with_command(input) {
         set.insert(Class::Cmd);
+    }
+    if !set.contains(Class::Ssrf) && crate::ssrf::may_start_with_host(input) {
+        set.insert(Class::Ssrf);
     }
     if !set.contains(Class::Xss) && eq && crate::xss::may_be_xss(input) {
         set.insert(Class::Xss);

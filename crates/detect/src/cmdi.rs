@@ -3,8 +3,10 @@
 //! # Grammar
 //!
 //! The value is first normalised the way a shell would see through common
-//! obfuscation: quotes and backslashes inside words are dropped (`c'a't`, `c\at`),
-//! `$IFS`, `${IFS}` and `$IFS$9` become a space, `$@`, `$*` and `${x}`-style empty
+//! obfuscation: quotes and backslashes inside words are dropped (`c'a't`, `c\at`;
+//! backslashes stay in a value with a Windows path, `C:\...`), so are cmd.exe's
+//! carets between letters (`m^sh^ta`), `$IFS`, `${IFS}`, `${IFS%??}` and `$IFS$9`
+//! become a space, `$@`, `$*` and `${x}`-style empty
 //! expansions are dropped, and a brace list `{cat,/etc/passwd}` reads as `cat
 //! /etc/passwd`. Then an injection is:
 //!
@@ -43,8 +45,15 @@
 //!   code, the request or files (`system`, `eval`, `phpinfo`, `$_GET`, backticks,
 //!   ...: `PHP_REACH`).
 //!
+//! Beyond a POSIX command line, [`extra`] finds PowerShell cmdlets and .NET calls,
+//! cmd.exe's `call %name%` and `%ComSpec%`, commands built from variables (`$a$b`),
+//! and options that make a program run a command (`--checkpoint-action=`,
+//! `-oProxyCommand=`, `--upload-pack=`, ...).
+//!
 //! Linear: the normalisation is one pass; every position is tried once and each try
 //! reads a bounded word plus a bounded argument.
+
+mod extra;
 
 use crate::text::{Words, find_ci, is_space, prose_like, starts_with_ci};
 use crate::{Class, Finding};
@@ -259,6 +268,10 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("reg", &["query", "add", "delete", "export", "save"]),
     ("sc", &["query", "create", "start", "stop", "config"]),
     ("ps", &["aux", "ax", "ef", "-ef"]),
+    (
+        "ip",
+        &["a", "addr", "address", "route", "r", "link", "neigh"],
+    ),
     ("echo", &["$path", "%path%", "%username%", "%computername%"]),
 ];
 
@@ -292,6 +305,21 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
     }) {
         return true;
     }
+    static EXTRA_WORDS: LazyLock<Words> = LazyLock::new(|| {
+        let w: Vec<&str> = extra::words().collect();
+        Words::new(&w)
+    });
+    EXTRA_WORDS.any(input) || may_start_with_command(input)
+}
+
+/// The words of [`may_match`] besides shell punctuation (PowerShell cmdlets, .NET
+/// calls, options that run commands), for the candidates pass's automaton.
+pub(crate) fn trigger_words() -> impl Iterator<Item = &'static str> {
+    extra::words()
+}
+
+/// [`may_match`] without its words: whether the value starts with a command word.
+pub(crate) fn may_start_with_command(input: &[u8]) -> bool {
     // Otherwise only a command at the start can be one: its base name must be a
     // command word.
     let start = input
@@ -312,7 +340,7 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     // is its own normalisation (most values, and no copy).
     let rewrites = input
         .iter()
-        .any(|c| matches!(c, b'\'' | b'"' | b'\\' | b'$' | b'{'));
+        .any(|c| matches!(c, b'\'' | b'"' | b'\\' | b'$' | b'{' | b'^'));
     let norm;
     let s = if rewrites {
         norm = normalise(input);
@@ -328,6 +356,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         || (s.len() > TEXT_START && s.iter().filter(|&&c| c == b' ').count() >= 5);
     if let Some(f) = exec_call(s) {
         return Some(f);
+    }
+    if let Some((rule, at)) = extra::scan(s) {
+        return Some(Finding::new(Class::Cmd, rule, at..s.len().min(at + 32)));
     }
     // The value's start (after white space, quotes and grouping).
     let mut start = 0;
@@ -546,7 +577,13 @@ fn argument_shape(s: &[u8], end: usize, word: &[u8]) -> bool {
             }
             Some(c) => c.is_ascii_alphanumeric() || *c == b'?',
         },
-        b'.' | b'~' => after.get(1) == Some(&b'/'),
+        // A path, or the current directory before an option (`find . -exec`).
+        b'.' | b'~' => {
+            after.get(1) == Some(&b'/')
+                || (c == b'.'
+                    && after.get(1).is_some_and(|c| is_space(*c))
+                    && after.get(crate::text::skip_space(after, 1)) == Some(&b'-'))
+        }
         b'\\' => true,
         b'$' => true,
         b'\'' | b'"' => true,
@@ -653,6 +690,13 @@ fn normalise(input: &[u8]) -> Vec<u8> {
     while i < input.len() {
         let b = input[i];
         match b {
+            // cmd.exe's escape between letters: `m^sh^ta`, `p^ow^ershell`.
+            b'^' if i > 0
+                && input[i - 1].is_ascii_alphanumeric()
+                && input.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) =>
+            {
+                i += 1;
+            }
             // Quotes glued between word bytes, and backslashes before a letter.
             b'\'' | b'"'
                 if i > 0
@@ -675,6 +719,12 @@ fn normalise(input: &[u8]) -> Vec<u8> {
                 if starts_with_ci(input, i, b"${ifs}") {
                     out.push(b' ');
                     i += 6;
+                } else if starts_with_ci(input, i, b"${ifs")
+                    && let Some(close) = input[i + 5..].iter().take(16).position(|&c| c == b'}')
+                {
+                    // `${IFS%??}`, `${IFS:0:1}`: a part of IFS, white space all the same.
+                    out.push(b' ');
+                    i += 5 + close + 1;
                 } else if starts_with_ci(input, i, b"$ifs") {
                     out.push(b' ');
                     i += 4;

@@ -13,6 +13,13 @@
 //! http-start := "HTTP/1." | "<html" | "<script"
 //! ```
 //!
+//! Also after a line break: an FTP command that changes files (`STOR `, `SITE `,
+//! `RNFR `, ...), a Redis or memcached command that wipes or takes over the store
+//! (`FLUSHALL`, `flush_all`, `SLAVEOF `, `CONFIG SET `, a storage command `set key 0
+//! 0 4`, and with `\r\n` line breaks `delete key` alone on its line), and a forged
+//! log line (a date with a time, `[15/Jan/2024:`, or an address and ` - `). U+560D
+//! and U+560A, which some servers truncate to `\r` and `\n`, count as line breaks.
+//!
 //! A line break in a text area is ordinary; what counts is what starts the next
 //! line. Mail address headers need an address (`Bcc: x@y`): a letter that says
 //! `To: Bob` on a line of its own is not an injection. Protocol commands must be
@@ -41,6 +48,17 @@ const HTTP_HEADERS: &[&str] = &[
     "host",
     "cookie",
     "x-forwarded-for",
+    "x-forwarded-host",
+    "authorization",
+    "www-authenticate",
+    "referer",
+    "origin",
+    "user-agent",
+    "content-encoding",
+    "connection",
+    "upgrade",
+    "link",
+    "strict-transport-security",
 ];
 
 /// Mail headers that add recipients or senders.
@@ -107,10 +125,60 @@ const POP3: &[&str] = &[
     "USER ", "PASS ", "RETR ", "DELE ", "STAT", "LIST ", "TOP ", "APOP ",
 ];
 
+/// FTP commands that change files (written as servers expect them, upper case, with
+/// an argument).
+const FTP: &[&str] = &[
+    "STOR ", "STOU ", "APPE ", "SITE ", "RNFR ", "RNTO ", "MKD ", "RMD ", "CWD ", "PORT ",
+];
+
+/// Redis and memcached commands that wipe, reconfigure or take over the store.
+const STORE_COMMANDS: &[&str] = &[
+    "flushall",
+    "flushdb",
+    "flush_all",
+    "slaveof ",
+    "replicaof ",
+    "config set ",
+    "module load ",
+    "debug ",
+    "shutdown",
+];
+
+/// Unicode characters that some servers truncate to their low byte, `\r` and `\n`
+/// (U+560D and U+560A), as UTF-8.
+const WIDE_CR: &[u8] = "\u{560d}".as_bytes();
+const WIDE_LF: &[u8] = "\u{560a}".as_bytes();
+
 /// A necessary condition for [`scan`], cheap to check: without it `scan` finds
 /// nothing (it checks it first), so a value that fails it need not be scanned.
 pub(crate) fn may_match(input: &[u8]) -> bool {
     memchr::memchr2(b'\r', b'\n', input).is_some()
+        || memchr::memmem::find(input, WIDE_CR).is_some()
+        || memchr::memmem::find(input, WIDE_LF).is_some()
+}
+
+/// The value with U+560D and U+560A read as `\r` and `\n` (none: no such character).
+fn narrowed(input: &[u8]) -> Option<Vec<u8>> {
+    if memchr::memmem::find(input, WIDE_CR).is_none()
+        && memchr::memmem::find(input, WIDE_LF).is_none()
+    {
+        return None;
+    }
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i..].starts_with(WIDE_CR) {
+            out.push(b'\r');
+            i += WIDE_CR.len();
+        } else if input[i..].starts_with(WIDE_LF) {
+            out.push(b'\n');
+            i += WIDE_LF.len();
+        } else {
+            out.push(input[i]);
+            i += 1;
+        }
+    }
+    Some(out)
 }
 
 /// Scans `input` for CRLF injection.
@@ -118,7 +186,8 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if !may_match(input) {
         return None;
     }
-    let s = input;
+    let wide = narrowed(input);
+    let s = wide.as_deref().unwrap_or(input);
     let mut from = 0;
     while let Some(rel) = memchr::memchr2(b'\r', b'\n', &s[from..]) {
         let at = from + rel;
@@ -172,16 +241,95 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
                 return found("line break, then a mail header");
             }
         }
-        if let Some(rule) = protocol_line(s, k) {
+        if let Some(rule) = protocol_line(s, k, k - at == 2) {
             return found(rule);
+        }
+        if forged_log_line(&s[k..]) {
+            return found("line break, then a forged log line");
         }
     }
     None
 }
 
-/// A mail protocol command at the start of a line.
-fn protocol_line(s: &[u8], k: usize) -> Option<&'static str> {
+/// A log line's start: a date (`2024-01-15 09:05:31`, `[15/Jan/2024:09:05:31`) or
+/// an IPv4 address followed by ` - ` (the common log format).
+fn forged_log_line(line: &[u8]) -> bool {
+    let digits = |from: usize, n: usize| {
+        line.get(from..from + n)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    // A date with a time (`2024-03-09: shipped` is a note).
+    let iso = digits(0, 4)
+        && line.get(4) == Some(&b'-')
+        && digits(5, 2)
+        && line.get(7) == Some(&b'-')
+        && digits(8, 2)
+        && matches!(line.get(10), Some(b' ' | b'T'))
+        && digits(11, 2)
+        && line.get(13) == Some(&b':');
+    let clf = line.first() == Some(&b'[') && digits(1, 2) && line.get(3) == Some(&b'/');
+    let ip_end = line
+        .iter()
+        .take(15)
+        .take_while(|c| c.is_ascii_digit() || **c == b'.')
+        .count();
+    let ip = ip_end >= 7
+        && line[..ip_end].iter().filter(|&&c| c == b'.').count() == 3
+        && line[ip_end..].starts_with(b" - ");
+    iso || clf || ip
+}
+
+/// A mail, FTP or key-value store protocol command at the start of a line.
+/// `crlf` says the line break was `\r\n`, as protocol lines end.
+fn protocol_line(s: &[u8], k: usize, crlf: bool) -> Option<&'static str> {
     let line = &s[k..];
+    for c in FTP {
+        if line.starts_with(c.as_bytes())
+            && line
+                .get(c.len())
+                .is_some_and(|n| !crate::text::is_space(*n))
+        {
+            return Some("line break, then an FTP command");
+        }
+    }
+    for c in STORE_COMMANDS {
+        if starts_with_ci(line, 0, c.as_bytes())
+            && (c.ends_with(' ')
+                || line
+                    .get(c.len())
+                    .is_none_or(|n| matches!(n, b'\r' | b'\n' | b' ')))
+        {
+            return Some("line break, then a Redis or memcached command");
+        }
+    }
+    // memcached's storage commands: `set key flags exptime bytes`; and with a
+    // protocol line break, `delete key` / `get key` alone on their line.
+    let words: Vec<&[u8]> = line
+        .iter()
+        .take(128)
+        .position(|&c| c == b'\r' || c == b'\n')
+        .map_or(&line[..line.len().min(128)], |e| &line[..e])
+        .split(|&c| c == b' ')
+        .collect();
+    if let [cmd, key, rest @ ..] = &words[..] {
+        let numbers = rest.len() >= 3
+            && rest[..3]
+                .iter()
+                .all(|w| !w.is_empty() && w.iter().all(u8::is_ascii_digit));
+        if crate::text::one_of(cmd, &["set", "add", "replace", "append", "prepend", "cas"])
+            && !key.is_empty()
+            && numbers
+        {
+            return Some("line break, then a memcached command");
+        }
+        if crlf
+            && rest.is_empty()
+            && !key.is_empty()
+            && crate::text::one_of(cmd, &["delete", "get", "gets", "incr", "decr", "touch"])
+        {
+            return Some("line break, then a memcached command");
+        }
+    }
     for c in SMTP {
         if line.starts_with(c.as_bytes()) {
             let rest = &line[c.len()..];
@@ -262,6 +410,19 @@ mod tests {
             "Hello\r\nContent-Type: text/html",
             "x\r\nRCPT TO:<victim@example.com>",
             "x\r\nMAIL FROM:<a@b.example>\r\nDATA\r\n",
+            "jdoe@example.org\u{560d}\u{560a}Cc: x@corp.example",
+            "a.txt\nSTOR ru.php",
+            "a.txt\r\nSITE CHMOD 777 .",
+            "x\nflush_all",
+            "x\r\nSLAVEOF evil.example 1337",
+            "x\r\nCONFIG SET dir /var/www/html",
+            "k\r\nset key 0 0 4\r\nabcd",
+            "k\r\ndelete session",
+            "alice\n2024-03-09 13:14:16 INFO User root logged in successfully",
+            "admin%0a127.0.0.1 - admin [2024-10-01 02:21:38] \"GET /admin\""
+                .replace("%0a", "\n")
+                .as_str(),
+            "sa\r\nAuthorization: Basic d2ViOnhlYmVqbw==",
             "INBOX\r\nV100 CAPABILITY\r\nV101 FETCH 4791",
             "x\r\nA1 LOGIN admin secret",
             "name\r\nX-Injected: 1",
@@ -281,6 +442,9 @@ mod tests {
             "He said\nquit it\nand left",
             "Select the option\nthen press data",
             "Subject of the essay\n\nA long text follows here with many words in it",
+            "Changelog\n2024-03-09: shipped the new search\n2024-03-10: fixed a typo",
+            "Please\ndelete it later",
+            "Notes\nset the table for 4 people",
         ] {
             assert!(!hit(s), "false positive: {s:?}: {:?}", scan(s.as_bytes()));
         }

@@ -28,14 +28,25 @@
 //!   given in a form or query name (bracket syntax): forms do not carry query
 //!   structure.
 //!
+//! - any operator but equality on a field that proves who someone is (`password`,
+//!   `pin`, `token`, `user`, `login`, `email`, ...: `CREDENTIAL_FIELDS`): `$ne`,
+//!   `$nin`, `$in`, `$regex`, `$not`, `$gt`/`$gte`/`$lt`/`$lte`, `$exists`, in JSON
+//!   (`{"pwd":{"$ne":"x"}}`) or in a form (`user[$in][]=admin`);
+//! - `$lt`/`$lte` with a string bound above every name (`"~"`, `"zzzzzz"`);
+//! - `$nor` (everything but what it names), `$exists: true` in a value that holds an
+//!   `$or` (an always-true branch), and the aggregation stages that read other
+//!   collections or write (`$lookup`, `$unionWith`, `$graphLookup`, `$out`, `$merge`).
+//!
 //! In an argument name without its value (`json.age.$gte`, as a JSON body's
 //! arguments are named), only the operators that run JavaScript count: the operand
 //! is not there to judge.
 //!
 //! JavaScript injection into a `$where` clause or a server-side `eval`:
-//! `'; return true; var x='`, `' || '1'=='1`, `'||1==1//` (a comparison, then a
-//! comment that drops the rest of the clause), `this.password.match(`, `sleep(`
-//! next to `this.`, `db.<name>.find(`, `db.getCollection(`.
+//! `'; return true; var x='`, `0; return true`, `' || '1'=='1`, `'||1==1//` (a
+//! comparison, then a comment that drops the rest of the clause), `'||Object.keys(this)
+//! .length>0||'` (the document itself after `||`), `this.password.match(`, `sleep(`
+//! next to `this.`, `db.<name>.find(`, `db.getCollection(`, a method of `db` itself
+//! (`db.getCollectionNames()`).
 //!
 //! Linear: each `$` is looked at once, and each operand read up to a bounded length.
 
@@ -72,6 +83,7 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
     input.iter().any(|c| matches!(c, b'$' | b'\'' | b'"'))
         || find_ci(input, 0, b"db.").is_some()
         || find_ci(input, 0, b"this.").is_some()
+        || (input.first().is_some_and(u8::is_ascii_digit) && find_ci(input, 0, b"return").is_some())
 }
 
 /// Scans `input` for a NoSQL operator injection.
@@ -133,6 +145,33 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         // In JSON, an always-true comparison is an attack at the top of a value (the
         // application takes the whole value as a query) or on a field that checks
         // who someone is; `{"deleted":{"$ne":true}}` is a filter.
+        if matches!(op, "lt" | "lte") && above_every_name(operand) {
+            return finding("upper bound above every value");
+        }
+        if op == "nor" && context != Context::Name {
+            return finding("negated query (matches all but what it names)");
+        }
+        if PIPELINE_STAGES.contains(&op) && context == Context::JsonKey {
+            return finding("aggregation stage that reads or writes other collections");
+        }
+        if op == "exists"
+            && operand.is_some_and(|o| o.trim_ascii() == b"true")
+            && memchr::memmem::find(input, b"$or").is_some()
+        {
+            return finding("always-true branch of an $or");
+        }
+        // A field that proves who someone is takes a value, not a query: any
+        // operator there (other than equality) widens a login check.
+        if CREDENTIAL_OPERATORS.contains(&op) {
+            let field = match context {
+                Context::JsonKey => enclosing_field(input, at, &mut braces),
+                Context::Bracket => bracket_field(input, at),
+                Context::Name => None,
+            };
+            if field.is_some_and(credential_field) {
+                return finding("query operator on a credential field");
+            }
+        }
         if COMPARE.contains(&op)
             && always_true(operand, op)
             && (context != Context::JsonKey
@@ -159,6 +198,34 @@ enum Context {
     JsonKey,
     Bracket,
     Name,
+}
+
+/// Operators that widen a match, when applied to a credential field.
+const CREDENTIAL_OPERATORS: &[&str] = &[
+    "ne", "nin", "in", "regex", "not", "gt", "gte", "lt", "lte", "exists", "where", "expr",
+];
+
+/// Aggregation stages that read other collections or write: a client never needs
+/// to send them.
+const PIPELINE_STAGES: &[&str] = &["lookup", "unionwith", "graphlookup", "out", "merge"];
+
+/// The field name before a bracketed operator: `user` in `user[$ne]=`, `password` in
+/// `creds[password][$ne]=`.
+fn bracket_field(s: &[u8], dollar: usize) -> Option<&[u8]> {
+    let open = dollar.checked_sub(1)?;
+    let end = if open > 0 && s[open - 1] == b']' {
+        open - 1
+    } else {
+        open
+    };
+    let start = s[..end]
+        .iter()
+        .rev()
+        .take(64)
+        .position(|c| matches!(c, b'&' | b'?' | b'[' | b']' | b'\n'))
+        .map_or(end.saturating_sub(64), |p| end - p);
+    let name = &s[start..end];
+    (!name.is_empty()).then_some(name)
 }
 
 /// Fields whose value proves who someone is: an always-true comparison there
@@ -325,6 +392,20 @@ fn operand(input: &[u8], after_name: usize, context: Context) -> Option<&[u8]> {
     }
 }
 
+/// A string bound above every name (`"~"`, `"zzzzzz"`): `$lt` with it lets every
+/// value through, whatever the field.
+fn above_every_name(operand: Option<&[u8]>) -> bool {
+    let Some(o) = operand.map(<[u8]>::trim_ascii) else {
+        return false;
+    };
+    let Some(v) = o.strip_prefix(b"\"").and_then(|x| x.strip_suffix(b"\"")) else {
+        return false;
+    };
+    !v.is_empty()
+        && (v.iter().all(|&c| c == b'~')
+            || (v.len() >= 3 && v.iter().all(|c| matches!(c, b'z' | b'Z' | b'~'))))
+}
+
 /// Whether a comparison with this operand matches (almost) everything.
 fn always_true(operand: Option<&[u8]>, op: &str) -> bool {
     let Some(o) = operand else {
@@ -385,8 +466,18 @@ fn js_injection(s: &[u8]) -> Option<Finding> {
             return found("where clause reads a document field", at);
         }
     }
-    if let Some(at) = find_ci(s, 0, b"db.getcollection(") {
+    if let Some(at) = find_ci(s, 0, b"db.getcollection") {
         return found("database call", at);
+    }
+    // A number that ends the clause, then a statement: `0; return true`.
+    let lead = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    if lead > 0 {
+        let k = crate::text::skip_space(s, lead);
+        if s.get(k) == Some(&b';')
+            && starts_with_ci(s, crate::text::skip_space(s, k + 1), b"return")
+        {
+            return found("number, then JavaScript statements", 0);
+        }
     }
     // `db.users.find(`
     let mut from = 0;
@@ -402,6 +493,10 @@ fn js_injection(s: &[u8]) -> Option<Finding> {
                 .take(64)
                 .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
                 .count();
+        // A method of the database itself: `db.getCollectionNames()`, `db.dropDatabase()`.
+        if name_end > at + 3 && s.get(name_end) == Some(&b'(') {
+            return found("database call", at);
+        }
         for call in [
             &b".find("[..],
             b".findone(",
@@ -450,6 +545,15 @@ fn js_injection(s: &[u8]) -> Option<Finding> {
             }
             if starts_with_ci(s, k, b"||") || starts_with_ci(s, k, b"&&") {
                 let rest = &s[k + 2..s.len().min(k + 64)];
+                // The document itself in the expression: `'||Object.keys(this).length>0||'`.
+                if find_ci(rest, 0, b"this").is_some_and(|t| {
+                    !rest
+                        .get(t + 4)
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                        && (t == 0 || !rest[t - 1].is_ascii_alphanumeric())
+                }) {
+                    return found("quote, then JavaScript over the document", at);
+                }
                 if let Some(eq) = find_ci(rest, 0, b"==")
                     && (find_ci(rest, 0, b"this.").is_some()
                         || rest.iter().filter(|&&c| c == q).count() >= 2
@@ -495,6 +599,19 @@ mod tests {
             "a[$where]=1",
             "true, $where: '1 == 1'",
             "'||1==1//",
+            "user[$in][]=guest&user[$in][]=admin",
+            "creds[password][$ne]=x",
+            r#"{"name":"alice","pwd":{"$ne":"x"}}"#,
+            r#"{"login":{"$regex":"^v"}}"#,
+            r#"{"$or":[{"name":"test"},{"name":{"$exists":true}}]}"#,
+            r#"{"$nor": [{"pass": "x"}]}"#,
+            r#"[{"$lookup":{"from":"users","localField":"a","foreignField":"a","as":"x"}}]"#,
+            r#"{"name": {"$lt": "zzzzzz"}}"#,
+            r#"{"password":{"$not":{"$eq":"x"}}}"#,
+            "0;return true",
+            "884; return true",
+            "\"||Object.keys(this).length>0||\"",
+            "db.getCollectionNames()",
             "\" && 1==1 <!--",
         ] {
             assert!(hit(s), "missed: {s}");
@@ -518,6 +635,12 @@ mod tests {
             "I'd say 'yes'; return it later",
             "x == y",
             "$HOME/bin",
+            "filters[status][$in][]=new&filters[status][$in][]=open",
+            "see db.example.com (or this one) for 2; returns",
+            r#"{"last_name":{"$regex":"^Smi","$options":"i"}}"#,
+            r#"{"filter":{"$or":[{"status":"new"},{"vip":true}],"deleted_at":{"$exists":false}}}"#,
+            r#"{"pipeline":[{"$match":{"status":"paid"}},{"$group":{"_id":"$country","total":{"$sum":"$amount"}}}]}"#,
+            r#"{"price":{"$lt":100,"$gt":10}}"#,
             "Rock 'n' roll || x == y // comment",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));

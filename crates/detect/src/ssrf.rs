@@ -4,30 +4,74 @@
 //! # Grammar
 //!
 //! The value (white space and quotes trimmed) must *be* a URL: `scheme "://"
-//! [userinfo "@"] host [":" port] [path]`, or `"//" host ...`. Prose that mentions a
-//! URL is not a request to fetch it. Then it is an attack when:
+//! [userinfo "@"] host [":" port] [path]`, `"//" host ...`, or for `http`, `https`,
+//! `ftp`, `ws` and `wss` also `scheme ":" host` and `scheme ":/" host` (WHATWG
+//! parsers accept them); or a URL that follows `/`, `=`, `?`, `&`, `(` or a quote
+//! inside the value (`/fetch/http://127.0.0.1/`, `a=1&u=http://...`). Prose that
+//! mentions a URL after a space is not a request to fetch it. Then it is an attack
+//! when:
 //!
-//! - the scheme is one that reaches raw services: `gopher`, `dict`, `ldap`, `tftp`,
-//!   `sftp`, `netdoc`, `jar`;
-//! - the host is internal in any spelling an IP parser accepts: dotted decimal,
-//!   one to four parts (`127.1`), decimal (`2130706433`), octal (`0177.0.0.1`), hex
-//!   (`0x7f.0x0.0x0.0x1`, `0x7f000001`), IPv6 (`[::1]`, `[::]`, `[::ffff:127.0.0.1]`,
-//!   `[fe80::1]`, `[fc00::]`), in the ranges 0/8, 10/8, 100.64/10, 127/8,
-//!   169.254/16 (cloud metadata), 172.16/12, 192.168/16;
+//! - the scheme is one that reaches raw services or files: `gopher`, `dict`, `ldap`,
+//!   `ldaps`, `tftp`, `sftp`, `netdoc`, `jar`, `file`, `svn`, `svn+ssh`, `git`,
+//!   `git+ssh`, `ssh`, `smb`, `telnet`;
+//! - the host (after the last `@` of the userinfo) is internal in any spelling an IP
+//!   parser accepts: dotted decimal, one to four parts (`127.1`, `168.4161808`),
+//!   decimal (`2130706433`), octal (`0177.0.0.1`, `025017700420`), hex
+//!   (`0x7f.0x0.0x0.0x1`, `0x7f000001`), IPv6 in any form std's parser reads (`[::1]`,
+//!   `[::]`, `[0:0:0:0:0:0:0:1]`, `[::ffff:127.0.0.1]`, `[::ffff:a9fe:a9fe]`,
+//!   link-local `fe80::/10`, unique local `fc00::/7`), in the ranges 0/8, 10/8,
+//!   100.64/10, 127/8, 169.254/16 (cloud metadata), 172.16/12, 192.168/16, and
+//!   Azure's platform address 168.63.129.16;
 //! - the host is written with look-alike characters that Unicode normalisation
 //!   turns into one of the above (`①②⑦.⓪.⓪.①`, full-width digits and dots);
-//! - the host is a name for such an address: `localhost` (and `*.localhost`),
-//!   `metadata.google.internal`, `metadata`, `instance-data`, or a wildcard DNS
-//!   name that embeds one (`127.0.0.1.nip.io`, `10.0.0.1.sslip.io`, `localtest.me`,
-//!   `lvh.me`).
+//! - the host is a name for such an address: `localhost`, `metadata`,
+//!   `instance-data`, `kubernetes.default(.svc)`, names under `.localhost`,
+//!   `.internal`, `.cluster.local`, `.svc`, `localtest.me`, `lvh.me`, `vcap.me`, or a
+//!   wildcard DNS name with four dotted numbers among its labels
+//!   (`127.0.0.1.nip.io`, `x.10.0.0.1.sslip.io`);
+//! - there is no scheme, and the value starts with such an address followed by a
+//!   port or a path (`127.0.0.1:6379`, `[::ffff:a9fe:a9fe]/metadata`), or written in
+//!   hex or octal (`0xa9fea9fe`), or with a name only internal resolvers answer
+//!   (`instance-data.ec2.internal`): the application makes the URL.
 //!
 //! Linear: the URL's authority is read once, at most 256 bytes.
 
-use crate::text::starts_with_ci;
 use crate::{Class, Finding};
 
 const RAW_SCHEMES: &[&str] = &[
-    "gopher", "dict", "ldap", "ldaps", "tftp", "sftp", "netdoc", "jar",
+    "gopher", "dict", "ldap", "ldaps", "tftp", "sftp", "netdoc", "jar", "file", "svn", "svn+ssh",
+    "git", "git+ssh", "ssh", "smb", "telnet",
+];
+
+/// Schemes whose URLs parsers accept with one slash or none (`http:host`,
+/// `http:/host`), as WHATWG URL parsing does for special schemes.
+const SPECIAL_SCHEMES: &[&str] = &["http", "https", "ftp", "ws", "wss"];
+
+/// Name suffixes that only internal resolvers answer (or that resolve to loopback).
+const INTERNAL_SUFFIXES: &[&str] = &[
+    ".localhost",
+    ".internal",
+    ".cluster.local",
+    ".svc",
+    ".localtest.me",
+    ".lvh.me",
+    ".vcap.me",
+];
+
+/// Words that start the shapes [`scan`] reads, for the candidates pass.
+pub(crate) const TRIGGERS: &[&str] = &[
+    "//",
+    "\\\\",
+    "jar:",
+    "http:",
+    "https:",
+    "ftp:",
+    "file:",
+    "ws:",
+    ".internal",
+    "cluster.local",
+    "kubernetes",
+    "localhost",
 ];
 
 const INTERNAL_NAMES: &[&str] = &[
@@ -42,6 +86,9 @@ const INTERNAL_NAMES: &[&str] = &[
     "localtest.me",
     "lvh.me",
     "vcap.me",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
 ];
 
 /// Wildcard DNS services that resolve a name to the address written in it.
@@ -50,9 +97,15 @@ const WILDCARD_DNS: &[&str] = &["nip.io", "xip.io", "sslip.io", "nip.direct", "t
 /// A necessary condition for [`scan`], cheap to check: without it `scan` finds
 /// nothing (it checks it first), so a value that fails it need not be scanned.
 pub(crate) fn may_match(input: &[u8]) -> bool {
-    memchr::memmem::find(input, b"//").is_some()
-        || memchr::memmem::find(input, b"\\\\").is_some()
-        || crate::text::find_ci(input, 0, b"jar:").is_some()
+    static WORDS: std::sync::LazyLock<crate::text::Words> =
+        std::sync::LazyLock::new(|| crate::text::Words::new(TRIGGERS));
+    WORDS.any(input) || may_start_with_host(input)
+}
+
+/// Whether the value starts the way a bare address does: a digit or `[`.
+pub(crate) fn may_start_with_host(input: &[u8]) -> bool {
+    let t = input.trim_ascii_start();
+    t.first().is_some_and(|c| c.is_ascii_digit() || *c == b'[')
 }
 
 /// Scans `input` for a URL to an internal address.
@@ -96,8 +149,13 @@ fn url_at(input: &[u8], t: &[u8]) -> Option<Finding> {
     let t = t.trim_ascii_end();
     let t = t.strip_prefix(b"\"").unwrap_or(t);
     let t = t.strip_prefix(b"'").unwrap_or(t);
-    let (scheme, rest) = split_scheme(t)?;
     let whole = 0..input.len();
+    let Some((scheme, rest)) = split_scheme(t) else {
+        // No scheme: the value is an address the application makes a URL of
+        // (`127.0.0.1:6379`, `[::ffff:a9fe:a9fe]/metadata`, `0xa9fea9fe/latest`).
+        return (std::ptr::eq(t.as_ptr(), input.trim_ascii_start().as_ptr()) && bare_internal(t))
+            .then(|| Finding::new(Class::Ssrf, "address of an internal host", whole));
+    };
     if let Some(s) = scheme
         && RAW_SCHEMES
             .iter()
@@ -166,7 +224,21 @@ fn split_scheme(t: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
         .iter()
         .take_while(|&&c| c == b'/' || c == b'\\')
         .count();
-    if slashes < 2 {
+    let raw = RAW_SCHEMES
+        .iter()
+        .any(|r| scheme.eq_ignore_ascii_case(r.as_bytes()));
+    let special = SPECIAL_SCHEMES
+        .iter()
+        .any(|r| scheme.eq_ignore_ascii_case(r.as_bytes()));
+    // `http:host` and `http:/host` are URLs to parsers that follow WHATWG; `file:/x`
+    // is a file.
+    if slashes < 2
+        && !((special
+            && rest
+                .get(slashes)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'['))
+            || (raw && slashes == 1))
+    {
         return None;
     }
     Some((Some(scheme), &rest[slashes..]))
@@ -208,7 +280,11 @@ fn internal_host(host: &[u8]) -> bool {
         return internal_v6(&host[1..host.len().saturating_sub(1)]);
     }
     let lower = host.to_ascii_lowercase();
-    if INTERNAL_NAMES.iter().any(|n| lower == n.as_bytes()) || lower.ends_with(b".localhost") {
+    if INTERNAL_NAMES.iter().any(|n| lower == n.as_bytes())
+        || INTERNAL_SUFFIXES
+            .iter()
+            .any(|x| lower.ends_with(x.as_bytes()))
+    {
         return true;
     }
     for w in WILDCARD_DNS {
@@ -223,16 +299,20 @@ fn internal_host(host: &[u8]) -> bool {
                 .iter()
                 .map(|&c| if c == b'-' { b'.' } else { c })
                 .collect();
-            let tail_start = dotted
-                .iter()
-                .rposition(|&c| !(c.is_ascii_digit() || c == b'.'))
-                .map_or(0, |p| p + 1);
-            if let Some(ip) = parse_v4(
-                dotted[tail_start..]
-                    .strip_prefix(b".")
-                    .unwrap_or(&dotted[tail_start..]),
-            ) {
-                return internal_v4(ip);
+            // Any four dotted numbers among the labels (`x.127.0.0.1.nip.io`,
+            // `127.0.0.1.example.com.nip.io`).
+            let labels: Vec<&[u8]> = dotted.split(|&c| c == b'.').collect();
+            if labels.len() >= 4 {
+                for w in labels.windows(4) {
+                    if w.iter()
+                        .all(|l| !l.is_empty() && l.len() <= 3 && l.iter().all(u8::is_ascii_digit))
+                    {
+                        let quad = w.join(&b'.');
+                        if let Some(ip) = parse_v4(&quad) {
+                            return internal_v4(ip);
+                        }
+                    }
+                }
             }
             // No address in the name: it resolves to none that matters here.
             return false;
@@ -243,7 +323,9 @@ fn internal_host(host: &[u8]) -> bool {
 
 fn internal_v4(ip: u32) -> bool {
     let [a, b, _, _] = ip.to_be_bytes();
-    a == 0
+    // Azure's platform endpoint (metadata and the wire server) is a public address.
+    ip == u32::from_be_bytes([168, 63, 129, 16])
+        || a == 0
         || a == 10
         || a == 127
         || (a == 100 && (64..128).contains(&b))
@@ -296,31 +378,70 @@ fn parse_v4(s: &[u8]) -> Option<u32> {
 }
 
 fn internal_v6(s: &[u8]) -> bool {
-    let lower = s.to_ascii_lowercase();
-    let l = &lower[..];
-    if matches!(l, b"::1" | b"::" | b"0:0:0:0:0:0:0:1" | b"0:0:0:0:0:0:0:0") {
+    let Some(addr) = std::str::from_utf8(s)
+        .ok()
+        .and_then(|t| t.split('%').next())
+        .and_then(|t| t.parse::<std::net::Ipv6Addr>().ok())
+    else {
+        return false;
+    };
+    let seg = addr.segments();
+    if addr.is_loopback() || addr.is_unspecified() {
         return true;
     }
-    if starts_with_ci(l, 0, b"fe80:") || l.starts_with(b"fc") || l.starts_with(b"fd") {
+    // Unique local (fc00::/7) and link-local (fe80::/10).
+    if seg[0] & 0xfe00 == 0xfc00 || seg[0] & 0xffc0 == 0xfe80 {
         return true;
     }
-    // IPv4-mapped or -compatible: the address after the last colon.
-    if let Some(p) = l.iter().rposition(|&c| c == b':') {
-        let tail = &l[p + 1..];
-        if tail.contains(&b'.')
-            && let Some(ip) = parse_v4(tail)
-        {
-            return internal_v4(ip);
-        }
-        // `::ffff:7f00:1`
-        if l.starts_with(b"::ffff:") {
-            let hex: Vec<u8> = l[7..].iter().copied().filter(|&c| c != b':').collect();
-            if let Ok(v) = u32::from_str_radix(std::str::from_utf8(&hex).unwrap_or(""), 16) {
-                return internal_v4(v);
-            }
-        }
+    // IPv4-mapped (`::ffff:a.b.c.d`) and IPv4-compatible (`::a.b.c.d`).
+    if seg[..5] == [0; 5] && (seg[5] == 0xffff || seg[5] == 0) {
+        let v4 = (u32::from(seg[6]) << 16) | u32::from(seg[7]);
+        return internal_v4(v4);
     }
     false
+}
+
+/// An address with no scheme at the start of the value: an internal IP in any
+/// spelling (a bracketed IPv6 literal too) followed by `:port` or `/path`, or alone
+/// when it is written in hex or octal (which no one types for a public address), or a
+/// name that only internal resolvers answer.
+fn bare_internal(t: &[u8]) -> bool {
+    let end = t
+        .iter()
+        .take(256)
+        .position(|&c| matches!(c, b'/' | b'?' | b'#' | b' ' | b'"' | b'\''))
+        .unwrap_or(t.len().min(256));
+    let hostport = &t[..end];
+    let followed = end < t.len() && t[end] == b'/';
+    if let Some(inner) = hostport.strip_prefix(b"[") {
+        let Some(close) = inner.iter().position(|&c| c == b']') else {
+            return false;
+        };
+        return internal_v6(&inner[..close]);
+    }
+    let (host, port) = match hostport.iter().rposition(|&c| c == b':') {
+        Some(p) if p + 1 < hostport.len() && hostport[p + 1..].iter().all(u8::is_ascii_digit) => {
+            (&hostport[..p], true)
+        }
+        _ => (hostport, false),
+    };
+    let lower = host.to_ascii_lowercase();
+    if lower.ends_with(b".internal")
+        || lower.ends_with(b".cluster.local")
+        || lower.ends_with(b".svc")
+    {
+        return true;
+    }
+    let Some(ip) = parse_v4(host) else {
+        return false;
+    };
+    // Hex or octal (`0xa9fea9fe`, `0251.0376.0251.0376`): no one writes a public
+    // address that way. Otherwise four dotted numbers, with a port or a path
+    // (`10.5:30` is not an address).
+    let unusual =
+        host.iter().any(|c| c.is_ascii_alphabetic()) || (host.len() > 1 && host[0] == b'0');
+    let dotted = host.iter().filter(|&&c| c == b'.').count() == 3;
+    internal_v4(ip) && (unusual || (dotted && (port || followed)))
 }
 
 #[cfg(test)]
@@ -343,6 +464,27 @@ mod tests {
             "http://0177.0.0.1/",
             "http://127.1/",
             "http://[::1]/",
+            "0.0.0.0:22",
+            "127.0.0.1:6379",
+            "192.168.197.237/api/internal/users",
+            "0xa9fea9fe/latest/api/token",
+            "0X646464c8",
+            "[::ffff:a9fe:a9fe]/metadata/v1.json",
+            "[0:0:0:0:0:ffff:127.0.0.1]:8080",
+            "http://u:p@[0000:0000:0000:0000:0000:ffff:a83f:8110]/machine",
+            "http:www.shop.example.localtest.me/latest/user-data",
+            "http:/example.com@169.254.170.2/v3/task",
+            "//www.shop.example@kubernetes.default.svc/_cat/indices",
+            "https://x.example/out?url=http://168.63.129.16./?comp=versions",
+            "instance-data.ec2.internal",
+            "http://kubernetes.default/admin",
+            "svn+ssh://exfil.invalid/tr",
+            "file:/etc/mysql/my.cnf",
+            "hTtPs://025017700420:80/",
+            "http:/0251.0376.0251.0376/latest/meta-data/",
+            "http://trusted.example@168.4161808:80/machine",
+            "http:\\\\127.0.0.1.example.com.nip.io/admin",
+            "http:2852039170/v3/task",
             "http://[::ffff:127.0.0.1]/",
             "http://[::]:80/",
             "http://evil.example@127.0.0.1/",
@@ -382,6 +524,14 @@ mod tests {
             "localhost",
             "127.0.0.1",
             "https://api.example.com/v1/items?id=10",
+            "12345/reviews",
+            "10.5:30",
+            "2024-05-01",
+            "[1, 2, 3]",
+            "3.14159",
+            "http:// is the scheme",
+            "example.nip.io",
+            "https://snip.io/x",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -6,7 +6,7 @@
 //! ```text
 //! injection := open expression close | directive
 //! open      := "{{" | "${" | "#{" | "*{" | "@{" | "<%=" | "<%" | "{%" | "[[" | "[="
-//!            | "@("                                          (Razor)
+//!            | "@(" (Razor) | "%{" (OGNL)
 //! close     := "}}" | "}" | "%>" | "%}" | "]]" | "]" | ")"  (within 512 bytes)
 //! directive := "<#assign" | "<#import" | "#set(" | "#foreach(" | "{php}" | "{system("
 //!            | "{{this.push" | "<!--#exec" | "<esi:include" ...
@@ -54,6 +54,7 @@ pub(crate) const OPENS: &[(&str, &str)] = &[
     ("[[", "]]"),
     ("[=", "]"),
     ("@(", ")"),
+    ("%{", "}"),
 ];
 
 /// Words in an expression that lead from a template to the runtime.
@@ -70,6 +71,7 @@ const REACH: &[&str] = &[
     "__getattribute__",
     "__dict__",
     "config.",
+    "config[",
     "config|",
     "config}",
     "config ",
@@ -114,6 +116,26 @@ const REACH: &[&str] = &[
     "subprocess",
     "getruntime",
     "classloader",
+    "'exec'",
+    "'system'",
+    "'passthru'",
+    "'shell_exec'",
+    "'popen'",
+    "'proc_open'",
+    "\"exec\"",
+    "\"system\"",
+    "\"passthru\"",
+    "\"shell_exec\"",
+    "app.request",
+    "dump(",
+    "pagecontext",
+    "getsession(",
+    "getservletcontext",
+    "secret_key",
+    "settings.secret",
+    "system.environment",
+    "system.diagnostics",
+    "system.io.",
     "getresource",
     "class.get",
     "scriptengine",
@@ -149,6 +171,18 @@ pub(crate) const DIRECTIVES: &[&str] = &[
     "{{this.push",
     "{{this.pop",
     "{{#blockhelpermissing",
+    "[#assign",
+    "[#import",
+    "[#include",
+    "freemarker.template.utility",
+    "{% debug",
+    "{%debug",
+    "get_admin_log",
+    "{@math",
+    "{{#each this}}",
+    "@system.environment",
+    "@system.diagnostics",
+    "@system.io.",
     // Server-side and edge-side includes: the web server runs them.
     "<!--#exec",
     "<!--#include",
@@ -196,7 +230,7 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         // Every opening delimiter starts with one of these.
         match input[i..]
             .iter()
-            .position(|c| matches!(c, b'{' | b'$' | b'#' | b'*' | b'@' | b'<' | b'['))
+            .position(|c| matches!(c, b'{' | b'$' | b'#' | b'*' | b'@' | b'<' | b'[' | b'%'))
         {
             Some(p) => i += p,
             None => break,
@@ -271,6 +305,19 @@ fn syntax_probe(input: &[u8]) -> Option<usize> {
 
 /// Arithmetic on literals: `7*7`, `7*'7'`, `"7"*7`, `49/7`, `1337+1`.
 fn probe(expr: &[u8]) -> bool {
+    // A string repeated by a number: `'ab'*8` (Jinja and Python evaluate it).
+    let t = expr.trim_ascii();
+    if let Some(q) = t.first().filter(|c| matches!(c, b'\'' | b'"'))
+        && let Some(close) = t[1..].iter().take(64).position(|c| c == q)
+    {
+        let rest = t[close + 2..].trim_ascii_start();
+        if let Some(n) = rest.strip_prefix(b"*")
+            && !n.trim_ascii().is_empty()
+            && n.trim_ascii().iter().all(u8::is_ascii_digit)
+        {
+            return true;
+        }
+    }
     let e: Vec<u8> = expr
         .iter()
         .copied()
@@ -284,7 +331,12 @@ fn probe(expr: &[u8]) -> bool {
                 j += 1;
             }
             if j < e.len() && matches!(e[j], b'*' | b'/' | b'+' | b'-' | b'%') {
-                let k = j + 1;
+                // `**` (a power) is a product too.
+                let k = if e[j] == b'*' && e.get(j + 1) == Some(&b'*') {
+                    j + 2
+                } else {
+                    j + 1
+                };
                 let mut m = k;
                 while m < e.len() && e[m].is_ascii_digit() {
                     m += 1;
@@ -348,6 +400,21 @@ mod tests {
             "#{T(java.lang.System).getenv()}",
             "<!--#exec cmd=\"ls\" -->",
             "@(1+2)",
+            "{{8**4}}",
+            "{{'zu'*8}}",
+            "{{['id']|map('system')|join}}",
+            "{{[0]|reduce('passthru','uname -a')}}",
+            "{% debug %}",
+            "{{app.request.server.all|join(',')}}",
+            "{{dump(app)}}",
+            "[#assign ex='freemarker.template.utility.Execute'?new()]${ex('id')}",
+            "${pageContext.request.getSession().getServletContext()}",
+            "%{#context['xwork.MethodAccessor.denyMethodExecution']=false}",
+            "{{#each this}}{{@key}}={{this}} {{/each}}",
+            "{{ config['SECRET_KEY'] }}",
+            "@(System.Environment.GetEnvironmentVariables())",
+            "@System.Environment.MachineName",
+            "{@math key=\"18\" method=\"multiply\" operand=\"11\"/}",
             "{{#with \"s\" as |string|}}{{#with \"e\"}}{{lookup string.sub \"constructor\"}}{{/with}}{{/with}}",
             "${{<%[%'\"}}%\\.",
             "${class.getResource(\"\").getPath()}",
@@ -378,6 +445,9 @@ mod tests {
             "{% if x %}${{ y }}{% endif %}",
             "<div class=\"{{ el.classList }}\">",
             "score @(12 points)",
+            "write to me at ops@system.example.com",
+            "100% {done} and 5%{x}",
+            "{% if user %}{{ user.name|default('guest') }}{% endif %}",
             "{{#each teams}}\n  {{> team-card this}}\n{{/each}}",
             "{{#with author}}{{firstName}}{{/with}} {{lookup people 1}}",
         ] {

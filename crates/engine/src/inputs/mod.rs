@@ -430,6 +430,7 @@ impl Inputs {
             req.processor,
             Some(crate::actions::BodyProcessor::Json | crate::actions::BodyProcessor::UrlEncoded)
         ) && (memchr::memmem::find(&req.body, b"\"$").is_some()
+            || memchr::memmem::find(&req.body, b"\\u0024").is_some()
             || memchr::memmem::find(&req.body, b"[$").is_some());
         // The raw body is an input when no processor read it (none for its type, or
         // a parse error): then it is all the rules have. When one did, its arguments
