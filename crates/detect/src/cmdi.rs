@@ -357,7 +357,7 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(f) = exec_call(s) {
         return Some(f);
     }
-    if let Some((rule, at)) = extra::scan(s) {
+    if let Some((rule, at)) = extra::scan(s, prose) {
         return Some(Finding::new(Class::Cmd, rule, at..s.len().min(at + 32)));
     }
     // The value's start (after white space, quotes and grouping).
@@ -844,6 +844,7 @@ mod tests {
             "Smith & Sons Ltd",
             "Q&A session, R&D budget",
             "Is there a cleaner way to run the tests?\n\n    curl -s -H \"Authorization: Bearer $TOKEN\" \"https://api.example.com/v1\" \\\n      | jq -r '.items'",
+            "Is there a cleaner way to count rows per country?\n```powershell\nGet-Process | Sort-Object CPU\n```",
             "Can someone review this?\n\n```php\n<?php\nforeach ($rows as $r) {\n    echo htmlspecialchars($r['title']);\n}\n```",
             "zsh is the best!",
             "Sleep(8 hours)",

@@ -448,6 +448,30 @@ fn matches_everything(o: &[u8]) -> bool {
     )
 }
 
+/// Methods of the MongoDB shell's `db` that list, read, drop or run.
+const DB_METHODS: &[&str] = &[
+    "getcollectionnames",
+    "getcollectioninfos",
+    "getcollection",
+    "dropdatabase",
+    "getsiblingdb",
+    "getmongo",
+    "getname",
+    "getusers",
+    "createuser",
+    "dropuser",
+    "eval",
+    "admincommand",
+    "runcommand",
+    "serverstatus",
+    "currentop",
+    "killop",
+    "shutdownserver",
+    "fsynclock",
+    "version",
+    "stats",
+];
+
 /// JavaScript that breaks out of a string in a `$where` clause or an `eval`.
 fn js_injection(s: &[u8]) -> Option<Finding> {
     let found = |rule, at: usize| Some(Finding::new(Class::NoSql, rule, at..s.len()));
@@ -493,8 +517,9 @@ fn js_injection(s: &[u8]) -> Option<Finding> {
                 .take(64)
                 .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
                 .count();
-        // A method of the database itself: `db.getCollectionNames()`, `db.dropDatabase()`.
-        if name_end > at + 3 && s.get(name_end) == Some(&b'(') {
+        // A method of the MongoDB shell's database object: `db.getCollectionNames()`,
+        // `db.dropDatabase()` (Go's `db.QueryContext(` is another `db`).
+        if s.get(name_end) == Some(&b'(') && crate::text::one_of(&s[at + 3..name_end], DB_METHODS) {
             return found("database call", at);
         }
         for call in [
@@ -637,6 +662,7 @@ mod tests {
             "$HOME/bin",
             "filters[status][$in][]=new&filters[status][$in][]=open",
             "see db.example.com (or this one) for 2; returns",
+            "rows, err := db.QueryContext(ctx, \"SELECT id FROM t\")",
             r#"{"last_name":{"$regex":"^Smi","$options":"i"}}"#,
             r#"{"filter":{"$or":[{"status":"new"},{"vip":true}],"deleted_at":{"$exists":false}}}"#,
             r#"{"pipeline":[{"$match":{"status":"paid"}},{"$group":{"_id":"$country","total":{"$sum":"$amount"}}}]}"#,

@@ -206,6 +206,36 @@ fn php_object(s: &[u8]) -> Option<usize> {
     None
 }
 
+/// The first bytes (up to 192) that the base64 (or base64url) text at the start of
+/// `s` decodes to; `None` when it is not base64 there.
+fn base64_head(s: &[u8]) -> Option<Vec<u8>> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' | b'-' => Some(62),
+        b'/' | b'_' => Some(63),
+        _ => None,
+    };
+    let text: Vec<u8> = s
+        .iter()
+        .take(256)
+        .copied()
+        .take_while(|&c| c != b'=')
+        .collect();
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text {
+        acc = (acc << 6) | u32::from(value(c)?);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
 /// A pickle that imports one of the modules that run commands.
 fn pickle(s: &[u8]) -> Option<usize> {
     if s.len() > 2 && s[0] == 0x80 && (2..=5).contains(&s[1]) {
@@ -217,13 +247,15 @@ fn pickle(s: &[u8]) -> Option<usize> {
             return Some(0);
         }
     }
-    // A base64 pickle: its protocol header, then base64 to the end (at least 16
-    // bytes: a word such as `gANDALF` is no pickle).
+    // A base64 pickle: its protocol header in base64, and, decoded, one of those
+    // modules in its first bytes (a random token such as an OAuth code can start
+    // with `gAN` too).
     if (s.starts_with(b"gASV") || s.starts_with(b"gAN") || s.starts_with(b"gAJ"))
-        && s.len() >= 16
-        && s.trim_ascii_end()
+        && let Some(head) = base64_head(s)
+        && head.len() > 2
+        && PICKLE_MODULES
             .iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'-' | b'_'))
+            .any(|m| memchr::memmem::find(&head, m.as_bytes()).is_some())
     {
         return Some(0);
     }
@@ -281,6 +313,7 @@ mod tests {
             br#"{"type":"user","name":"alice"}"#,
             b"I love Java and Python",
             b"rO0 is not base64 of anything",
+            b"gANT9DPezxt7B8oArUjHU6S4sg653nykM6jL6eml",
             b"CO:2 levels are rising",
         ] {
             assert!(!hit(s), "false positive: {}", String::from_utf8_lossy(s));

@@ -526,6 +526,11 @@ fn quote_break_at(s: &[u8], p: usize) -> bool {
     {
         return true;
     }
+    // The word needs white space or `)` before it: `"select * from"` is a phrase
+    // in quotes (a quote glued to SQL logic, `'or'1'='1`, is libinjection's).
+    if k == p {
+        return false;
+    }
     let word_end = k + s[k..]
         .iter()
         .take(16)

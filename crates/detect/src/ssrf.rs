@@ -401,10 +401,12 @@ fn internal_v6(s: &[u8]) -> bool {
     false
 }
 
-/// An address with no scheme at the start of the value: an internal IP in any
-/// spelling (a bracketed IPv6 literal too) followed by `:port` or `/path`, or alone
-/// when it is written in hex or octal (which no one types for a public address), or a
-/// name that only internal resolvers answer.
+/// An address with no scheme at the start of the value: a bracketed IPv6 literal
+/// that is internal; four dotted numbers that make an internal address, followed by
+/// a port or a path, or written in hex or octal (no one writes a public address
+/// that way); one hex number of at least six digits (`0xa9fea9fe`); or a name that
+/// only internal resolvers answer (`instance-data.ec2.internal`). Decimals, zip
+/// codes and phone numbers (`0.87`, `01234`) are none of these.
 fn bare_internal(t: &[u8]) -> bool {
     let end = t
         .iter()
@@ -435,13 +437,17 @@ fn bare_internal(t: &[u8]) -> bool {
     let Some(ip) = parse_v4(host) else {
         return false;
     };
-    // Hex or octal (`0xa9fea9fe`, `0251.0376.0251.0376`): no one writes a public
-    // address that way. Otherwise four dotted numbers, with a port or a path
-    // (`10.5:30` is not an address).
-    let unusual =
-        host.iter().any(|c| c.is_ascii_alphabetic()) || (host.len() > 1 && host[0] == b'0');
-    let dotted = host.iter().filter(|&&c| c == b'.').count() == 3;
-    internal_v4(ip) && (unusual || (dotted && (port || followed)))
+    if !internal_v4(ip) {
+        return false;
+    }
+    let parts: Vec<&[u8]> = host.split(|&c| c == b'.').collect();
+    let hex = |p: &[u8]| p.len() > 2 && (p.starts_with(b"0x") || p.starts_with(b"0X"));
+    let octal = |p: &[u8]| p.len() > 2 && p[0] == b'0' && p.iter().all(u8::is_ascii_digit);
+    match parts.len() {
+        4 => port || followed || parts.iter().any(|p| hex(p) || octal(p)),
+        1 => hex(host) && host.len() >= 8,
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -532,6 +538,13 @@ mod tests {
             "http:// is the scheme",
             "example.nip.io",
             "https://snip.io/x",
+            "0.87",
+            "0.50010",
+            "01234",
+            "0123456789",
+            "04",
+            "4.5",
+            "0042",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -78,11 +78,9 @@ pub(crate) const SENSITIVE: &[&str] = &[
     "localsettings.php",
     "applicationhost.config",
     "sam",
-    "etc/ssh/",
-    "etc/mysql/",
-    "etc/nginx/",
-    "etc/apache2/",
-    "etc/httpd/",
+    "etc/ssh/sshd_config",
+    "etc/ssh/ssh_host_",
+    "nginx.conf",
     "httpd.conf",
     "php.ini",
     "my.cnf",
@@ -226,7 +224,12 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(at) = sensitive {
         // A sensitive name counts as a path, not a word: after a slash, `..`, a
         // drive letter or `file:`.
-        let absolute = at > 0 && p[at - 1] == b'/';
+        // In prose (a forum post about a server's configuration) a path named in
+        // passing is a mention; the value must be the path.
+        let absolute = at > 0
+            && p[at - 1] == b'/'
+            && (!crate::text::prose_like(input)
+                || p[..at - 1].iter().all(|c| !c.is_ascii_whitespace()));
         let after_up = saw_up_at.is_some_and(|u| u < at);
         if absolute || after_up {
             return Some(Finding::new(Class::Traversal, "sensitive file", whole));

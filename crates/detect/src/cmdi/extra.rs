@@ -122,7 +122,10 @@ pub(super) fn words() -> impl Iterator<Item = &'static str> {
 }
 
 /// A finding of one of the shapes above: its rule and where it starts.
-pub(super) fn scan(s: &[u8]) -> Option<(&'static str, usize)> {
+/// `prose`: the value reads like text (see the parent module): there, only the
+/// first [`super::TEXT_START`] bytes hold command positions, and a line break is not
+/// one (a forum post quoting a PowerShell session is not an injection).
+pub(super) fn scan(s: &[u8], prose: bool) -> Option<(&'static str, usize)> {
     if let Some(at) = option_injection(s) {
         return Some(("option that runs a command", at));
     }
@@ -157,7 +160,7 @@ pub(super) fn scan(s: &[u8]) -> Option<(&'static str, usize)> {
         {
             continue;
         }
-        if command_position(t, at) {
+        if command_position(t, at, prose) {
             return Some(("PowerShell cmdlet", at));
         }
         if first_word(t, at) {
@@ -169,23 +172,29 @@ pub(super) fn scan(s: &[u8]) -> Option<(&'static str, usize)> {
             }
         }
     }
-    if let Some(at) = cmd_variable(t) {
+    if let Some(at) = cmd_variable(t, prose) {
         return Some(("command stored in a variable", at));
     }
-    if let Some(at) = variables_as_command(t) {
+    if let Some(at) = variables_as_command(t, prose) {
         return Some(("command built from variables", at));
     }
     None
 }
 
 /// Whether `at` follows a separator (`;`, `|`, `&`, a line break, `(`, `$(`),
-/// with white space between.
-fn command_position(s: &[u8], at: usize) -> bool {
+/// with white space between; in prose, only `;`, `|`, `&` and `(` within the first
+/// bytes.
+fn command_position(s: &[u8], at: usize, prose: bool) -> bool {
     let mut k = at;
     while k > 0 && matches!(s[k - 1], b' ' | b'\t') {
         k -= 1;
     }
-    k > 0 && matches!(s[k - 1], b';' | b'|' | b'&' | b'\n' | b'\r' | b'(' | b'{')
+    if prose && k > super::TEXT_START {
+        return false;
+    }
+    k > 0
+        && (matches!(s[k - 1], b';' | b'|' | b'&' | b'(' | b'{')
+            || (!prose && matches!(s[k - 1], b'\n' | b'\r')))
 }
 
 /// Whether only white space and quotes come before `at`.
@@ -217,7 +226,7 @@ fn option_injection(s: &[u8]) -> Option<usize> {
 
 /// `call %name%` (cmd.exe runs the command a `set name=...` stored), or `%ComSpec%`
 /// as a command.
-fn cmd_variable(s: &[u8]) -> Option<usize> {
+fn cmd_variable(s: &[u8], prose: bool) -> Option<usize> {
     let mut from = 0;
     while let Some(at) = crate::text::find_ci(s, from, b"call %") {
         from = at + 1;
@@ -227,21 +236,21 @@ fn cmd_variable(s: &[u8]) -> Option<usize> {
             .take(32)
             .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
             .count();
-        if n > 0 && name.get(n) == Some(&b'%') && command_position(s, at) {
+        if n > 0 && name.get(n) == Some(&b'%') && command_position(s, at, prose) {
             return Some(at);
         }
     }
     let at = crate::text::find_ci(s, 0, b"%comspec%")?;
-    (at == 0 || command_position(s, at)).then_some(at)
+    (at == 0 || command_position(s, at, prose)).then_some(at)
 }
 
 /// `$a$b` in a command position: a command name put together from variables.
-fn variables_as_command(s: &[u8]) -> Option<usize> {
+fn variables_as_command(s: &[u8], prose: bool) -> Option<usize> {
     let mut from = 0;
     while let Some(rel) = memchr::memchr(b'$', &s[from..]) {
         let at = from + rel;
         from = at + 1;
-        if !command_position(s, at) {
+        if !command_position(s, at, prose) {
             continue;
         }
         let n = s[at + 1..]
@@ -287,7 +296,7 @@ mod tests {
             "--upload-pack=env",
             "a.example.com|| find . -maxdepth 0 -exec id \\; #",
         ] {
-            assert!(scan(s.as_bytes()).is_some(), "missed: {s}");
+            assert!(scan(s.as_bytes(), false).is_some(), "missed: {s}");
         }
         for s in [
             "Get-Started guide",
@@ -300,9 +309,9 @@ mod tests {
             "iexplore.exe",
         ] {
             assert!(
-                scan(s.as_bytes()).is_none(),
+                scan(s.as_bytes(), false).is_none(),
                 "false positive: {s}: {:?}",
-                scan(s.as_bytes())
+                scan(s.as_bytes(), false)
             );
         }
     }
