@@ -11,7 +11,7 @@
 
 use crate::input::Input;
 use proxy::config::Config;
-use proxy::exchange::{ConnInfo, IpText, Shared};
+use proxy::exchange::{ConnInfo, Shared};
 use proxy::inspect::Inspector;
 use proxy::logs::{LogTargets, LogWriter};
 use proxy::metrics::Metrics;
@@ -104,12 +104,12 @@ fn shared() -> &'static Arc<Shared> {
 
 fn conn_info() -> ConnInfo {
     let peer: SocketAddr = ([192, 0, 2, 7], 40000).into();
-    ConnInfo {
+    ConnInfo::direct(
         peer,
-        local: ([127, 0, 0, 1], 8080).into(),
-        tls: false,
-        peer_text: IpText::new(peer.ip()),
-    }
+        ([127, 0, 0, 1], 8080).into(),
+        false,
+        proxy::client_address::SourceTrust::Unconfigured,
+    )
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -143,7 +143,11 @@ pub fn fuzz_h1_conn(data: &[u8]) {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let out = runtime().block_on(async {
-        let slot = shared.slots.take(Wait::Head).await.expect("a connection slot");
+        let slot = shared
+            .slots
+            .take(Wait::Head)
+            .await
+            .expect("a connection slot");
         let serve = proxy::front::h1::serve(shared.clone(), conn_info(), server, slot, stop_rx);
         let talk = async {
             let mut client = client;
@@ -322,7 +326,11 @@ pub fn fuzz_h2_conn(data: &[u8]) {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     runtime().block_on(async {
-        let slot = shared.slots.take(Wait::Head).await.expect("a connection slot");
+        let slot = shared
+            .slots
+            .take(Wait::Head)
+            .await
+            .expect("a connection slot");
         let serve = proxy::front::h2::serve(shared.clone(), conn_info(), server, slot, stop_rx);
         let talk = async {
             let mut client = client;

@@ -110,7 +110,7 @@ pub fn fuzz_http1_head(data: &[u8]) {
 /// origin-form target is forwarded so that it decodes to the bytes the rules saw.
 fn clean_head_forwards_what_was_inspected(head: &RequestHead) {
     let client = IpText::new([192, 0, 2, 7].into());
-    if let Ok(sent) = upstream_headers(&head.headers, &client, false) {
+    if let Ok(sent) = upstream_headers(&head.headers, &client, true, false) {
         for (name, value) in sent.iter() {
             let name = String::from_utf8_lossy(name).to_ascii_lowercase();
             let name = name.as_str();

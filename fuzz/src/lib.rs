@@ -11,6 +11,7 @@
 //! [`TARGETS`] lists them all, by the name of their binary and seed directory.
 
 pub mod body;
+pub mod client_address;
 pub mod conn;
 pub mod detectors;
 pub mod http1;
@@ -103,6 +104,11 @@ pub const TARGETS: &[Target] = &[
         name: "chunked",
         run: http1::fuzz_chunked,
         about: "proxy: chunked and Content-Length bodies, in pieces, against a reference decoder",
+    },
+    Target {
+        name: "client_address",
+        run: client_address::fuzz_client_address,
+        about: "proxy: PROXY protocol v1/v2 headers (prefixes, bounds, bytes after) and the X-Forwarded-For / Forwarded walk",
     },
     Target {
         name: "h1_conn",

@@ -209,6 +209,12 @@ pub fn audit_record(tx: &Transaction) -> String {
     t.insert("server_id".into(), json!(""));
     t.insert("client_port".into(), json!(ctx.client_port));
     t.insert("host_ip".into(), json!(ctx.server_ip.to_string()));
+    if let Some(peer) = ctx.peer {
+        // Palisade's own: the TCP peer, when the client's address came from a PROXY
+        // protocol header or a trusted proxy's header.
+        t.insert("peer_ip".into(), json!(peer.ip().to_string()));
+        t.insert("peer_port".into(), json!(peer.port()));
+    }
     t.insert("host_port".into(), json!(ctx.server_port));
     t.insert("unique_id".into(), json!(ctx.unique_id));
     let mut request = Map::new();

@@ -226,6 +226,42 @@ fn redirect_expands_macros() {
 }
 
 #[test]
+fn peer_variables_name_the_tcp_peer() {
+    // Palisade's PEER_ADDR and PEER_PORT: the TCP peer when the server took the
+    // client's address from a trusted proxy, REMOTE_ADDR/REMOTE_PORT otherwise.
+    let rs = ruleset(
+        r#"SecRule PEER_ADDR "@ipMatch 10.0.0.0/8" "id:1,phase:1,pass,nolog,setvar:tx.peer=%{PEER_ADDR}:%{PEER_PORT}"
+           SecRule REMOTE_ADDR "@streq 192.0.2.7" "id:2,phase:1,pass,nolog,setvar:tx.client=%{REMOTE_ADDR}:%{REMOTE_PORT}""#,
+    );
+    let proxied = TxContext {
+        client_ip: "192.0.2.7".parse().unwrap(),
+        client_port: 4711,
+        peer: Some("10.0.0.1:40000".parse().unwrap()),
+        ..Default::default()
+    };
+    let (_, tx) = get_with(&rs, "/", proxied);
+    assert_eq!(tx.tx_var("peer"), Some(&b"10.0.0.1:40000"[..]));
+    assert_eq!(tx.tx_var("client"), Some(&b"192.0.2.7:4711"[..]));
+    // The JSON audit record names both.
+    let rec: serde_json::Value = serde_json::from_str(&engine::log::audit_record(&tx)).unwrap();
+    let t = &rec["transaction"];
+    assert_eq!(t["client_ip"], "192.0.2.7");
+    assert_eq!(t["client_port"], 4711);
+    assert_eq!(t["peer_ip"], "10.0.0.1");
+    assert_eq!(t["peer_port"], 40000);
+    let direct = TxContext {
+        client_ip: "10.0.0.5".parse().unwrap(),
+        client_port: 5555,
+        ..Default::default()
+    };
+    let (_, tx) = get_with(&rs, "/", direct);
+    assert_eq!(tx.tx_var("peer"), Some(&b"10.0.0.5:5555"[..]));
+    assert_eq!(tx.tx_var("client"), None);
+    let rec: serde_json::Value = serde_json::from_str(&engine::log::audit_record(&tx)).unwrap();
+    assert!(rec["transaction"].get("peer_ip").is_none(), "{rec}");
+}
+
+#[test]
 fn persistent_collections_count_across_transactions() {
     let rs = ruleset(
         r#"SecAction "id:1,phase:1,pass,nolog,initcol:ip=%{REMOTE_ADDR},setvar:ip.hits=+1,expirevar:ip.hits=60"

@@ -107,6 +107,23 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             a.heap_bytes() / 1024
         );
     }
+    let ca = &cfg.client_address;
+    if !ca.trusted_proxies.is_empty() {
+        let pp = cfg.listeners.iter().filter(|l| l.proxy_protocol).count();
+        println!(
+            "palisade: client address from {} trusted proxy entr{}: {}; PROXY protocol on {pp} listener(s)",
+            ca.trusted_proxies.len(),
+            if ca.trusted_proxies.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            },
+            match &ca.header {
+                Some(h) => format!("header {h}"),
+                None => "no header".to_owned(),
+            }
+        );
+    }
     let inline = cfg.rules.iter().filter(|r| r.inline.is_some()).count();
     println!(
         "palisade: {} rule file(s) loaded{}{}",
@@ -473,6 +490,8 @@ async fn serve(
         None => None,
     };
     let metrics = Arc::new(metrics::Metrics::for_workers(workers));
+    let client_address = crate::client_address::ClientAddress::new(&cfg.client_address)
+        .with_context(|| format!("{}", cfg.path.display()))?;
     let upstreams = upstream::Upstreams::build(&cfg, &metrics, dns.clone(), Some(log_tx.clone()))
         .with_context(|| format!("{}", cfg.path.display()))?;
     upstreams.start();
@@ -495,6 +514,7 @@ async fn serve(
         .with_rate_limits(rate_limits)
         .with_shapes(shapes)
         .with_dns(dns)
+        .with_client_address(client_address)
         .with_workers(workers),
     );
     if let Some(a) = &access {
@@ -628,9 +648,10 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
 
 /// The sections of a configuration that a SIGHUP reload does not apply, as they are
 /// named in the file, with what they hold (compared to tell a changed one).
-fn restart_only(cfg: &Config) -> [(&'static str, String); 10] {
+fn restart_only(cfg: &Config) -> [(&'static str, String); 11] {
     [
         ("[server]", format!("{:?}", cfg.server)),
+        ("[client_address]", format!("{:?}", cfg.client_address)),
         ("[[listener]]", format!("{:?}", cfg.listeners)),
         ("[limits]", format!("{:?}", cfg.limits)),
         ("[logs]", format!("{:?}", cfg.logs)),

@@ -85,6 +85,10 @@ pub struct Config {
     /// DNS block-list lookups (`@rbl`): resolvers, timeout, cache, limit.
     #[serde(default)]
     pub dns: DnsSection,
+    /// The client's real address behind trusted proxies (`[client_address]`);
+    /// absent: the TCP peer is the client.
+    #[serde(default)]
+    pub client_address: ClientAddressSection,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -228,6 +232,25 @@ pub struct ListenerConfig {
     /// Offer HTTP/2 through ALPN (TLS listeners only).
     #[serde(default = "yes")]
     pub http2: bool,
+    /// Every connection begins with a PROXY protocol header (version 1 or 2), read
+    /// before TLS and HTTP, from a peer in `client_address.trusted_proxies`; any
+    /// other connection is closed.
+    #[serde(default)]
+    pub proxy_protocol: bool,
+}
+
+/// `[client_address]`: which proxies may say who the client is, and how.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientAddressSection {
+    /// Addresses and CIDR networks of the load balancers and proxies in front of
+    /// Palisade: only they may send a PROXY protocol header or a forwarding header.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// The header a trusted proxy names the client in: `X-Forwarded-For`,
+    /// `Forwarded` (RFC 7239), `X-Real-IP` or another header holding a list of
+    /// addresses; absent: none is read.
+    pub header: Option<String>,
 }
 
 /// `tls` of a listener: PEM files.
@@ -376,7 +399,7 @@ pub struct HealthCheckConfig {
 /// What a `hash` pool hashes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HashKey {
-    /// The client's address (the last X-Forwarded-For entry, which Palisade sets).
+    /// The client's address: REMOTE_ADDR, as `[client_address]` finds it.
     ClientIp,
     /// A request header's value.
     Header(http::HeaderName),
@@ -978,6 +1001,16 @@ impl Config {
                 return Err(format!("listener.address {} is listed twice", l.address));
             }
         }
+        let client_address = crate::client_address::ClientAddress::new(&self.client_address)
+            .map_err(|e| e.to_string())?;
+        if let Some(l) = self.listeners.iter().find(|l| l.proxy_protocol)
+            && !client_address.is_configured()
+        {
+            return Err(format!(
+                "listener {}: proxy_protocol = true needs client_address.trusted_proxies (the load balancers that may send the PROXY header); it is empty",
+                l.address
+            ));
+        }
         if self.upstreams.is_empty() {
             return Err("at least one [[upstream]] is required".into());
         }
@@ -1518,6 +1551,67 @@ servers = ["127.0.0.1:9000"]
                 .to_string();
             assert!(err.contains(why), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn client_address_section() {
+        let c = parse(MINIMAL).unwrap();
+        assert!(c.client_address.trusted_proxies.is_empty());
+        assert!(c.client_address.header.is_none());
+        assert!(!c.listeners[0].proxy_protocol);
+        let text = format!(
+            "{}\nproxy_protocol = true\n{}\n[client_address]\ntrusted_proxies = [\"10.0.0.0/8\", \"127.0.0.1\", \"::1\"]\nheader = \"X-Forwarded-For\"\n",
+            &MINIMAL[..MINIMAL.find("[[upstream]]").unwrap()],
+            &MINIMAL[MINIMAL.find("[[upstream]]").unwrap()..]
+        );
+        let c = parse(&text).unwrap();
+        assert!(c.listeners[0].proxy_protocol);
+        assert_eq!(c.client_address.trusted_proxies.len(), 3);
+        for (bad, named) in [
+            (
+                "[client_address]\ntrusted_proxies = [\"10.0.0.0/40\"]",
+                "client_address.trusted_proxies[0]",
+            ),
+            (
+                "[client_address]\ntrusted_proxies = [\"lb\"]",
+                "client_address.trusted_proxies[0]",
+            ),
+            (
+                "[client_address]\ntrusted_proxies = \"10.0.0.1\"",
+                "trusted_proxies",
+            ),
+            (
+                "[client_address]\ntrusted_proxies = [\"::1\"]\nheader = \"X Real IP\"",
+                "client_address.header",
+            ),
+            (
+                "[client_address]\nheader = \"X-Forwarded-For\"",
+                "client_address.trusted_proxies is empty",
+            ),
+            ("[client_address]\ntrusted = [\"::1\"]", "trusted"),
+        ] {
+            let err = parse(&format!("{MINIMAL}\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{bad}: {err}");
+        }
+        let err = parse(&MINIMAL.replace(
+            "address = \"127.0.0.1:8080\"",
+            "address = \"127.0.0.1:8080\"\nproxy_protocol = true",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("proxy_protocol") && err.contains("client_address.trusted_proxies"),
+            "{err}"
+        );
+        let err = parse(&MINIMAL.replace(
+            "address = \"127.0.0.1:8080\"",
+            "address = \"127.0.0.1:8080\"\nproxy_protocol = \"yes\"",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("proxy_protocol"), "{err}");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
 //! - [`server`]: listeners, TLS with ALPN, worker threads, connections per address.
+//! - [`client_address`]: the client's real address behind trusted proxies: PROXY
+//!   protocol headers, and the `X-Forwarded-For` / `Forwarded` walk.
 //! - [`slots`]: `limits.connections`, and reclaiming waiting connections under
 //!   pressure.
 //! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
@@ -29,6 +31,7 @@ pub mod access;
 pub mod accounting;
 pub mod admin;
 pub mod app;
+pub mod client_address;
 pub mod config;
 pub mod ctx;
 pub mod dns;

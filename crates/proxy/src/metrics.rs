@@ -196,7 +196,20 @@ pub struct Metrics {
     /// Compressed response bodies whose decoding for phase 4 stopped early, by
     /// reason: decoded size limit, ratio limit, corrupt data.
     pub decode_stopped: [AtomicU64; 3],
+    /// Connections closed on a listener with `proxy_protocol` before their PROXY
+    /// header was accepted, by reason ([`PROXY_PROTOCOL_REFUSALS`]).
+    pub proxy_protocol_refused: [AtomicU64; 5],
+    /// Requests refused (403) because the `[access]` lists refuse the client a
+    /// trusted proxy named.
+    pub requests_denied: AtomicU64,
 }
+
+/// The reasons of `palisade_proxy_protocol_refused_total{reason}`: the peer is not
+/// a trusted proxy; the header is malformed or missing; it is over its size bound;
+/// the connection ended inside it; it did not arrive within
+/// `server.client_header_timeout`.
+pub const PROXY_PROTOCOL_REFUSALS: [&str; 5] =
+    ["untrusted", "invalid", "too_long", "truncated", "timeout"];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -238,6 +251,16 @@ impl Metrics {
             collection_errors: AtomicU64::new(0),
             collection_writes_discarded: AtomicU64::new(0),
             decode_stopped: Default::default(),
+            proxy_protocol_refused: Default::default(),
+            requests_denied: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a connection refused on a `proxy_protocol` listener; `reason` is one
+    /// of [`PROXY_PROTOCOL_REFUSALS`].
+    pub fn proxy_protocol_refused(&self, reason: &str) {
+        if let Some(i) = PROXY_PROTOCOL_REFUSALS.iter().position(|r| *r == reason) {
+            self.proxy_protocol_refused[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -461,6 +484,11 @@ impl Metrics {
                 &self.connections_denied,
             ),
             (
+                "palisade_requests_denied_total",
+                "Requests refused (403): the [access] lists refuse the client a trusted proxy named.",
+                &self.requests_denied,
+            ),
+            (
                 "palisade_collection_errors_total",
                 "Persistent collections a transaction could not read; server.engine_failure applied.",
                 &self.collection_errors,
@@ -488,6 +516,17 @@ impl Metrics {
             self.decode_stopped[1].load(Ordering::Relaxed),
             self.decode_stopped[2].load(Ordering::Relaxed)
         );
+        out.push_str("# HELP palisade_proxy_protocol_refused_total Connections closed on a proxy_protocol listener before their PROXY header was accepted, by reason.\n# TYPE palisade_proxy_protocol_refused_total counter\n");
+        for (reason, n) in PROXY_PROTOCOL_REFUSALS
+            .iter()
+            .zip(&self.proxy_protocol_refused)
+        {
+            let _ = writeln!(
+                out,
+                "palisade_proxy_protocol_refused_total{{reason=\"{reason}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP palisade_connections_open Client connections open now.\n# TYPE palisade_connections_open gauge\npalisade_connections_open {}",

@@ -1,5 +1,6 @@
 //! Listeners: binding, TLS with ALPN, the connection limit, and graceful shutdown.
 
+use crate::client_address::SourceTrust;
 use crate::config::{ListenerConfig, TlsConfig};
 use crate::exchange::{ConnInfo, Shared};
 use crate::slots::{ConnectionSlot, Wait};
@@ -26,6 +27,7 @@ pub async fn stopped(rx: &mut watch::Receiver<bool>) {
 pub struct Bound {
     sockets: Vec<std::net::TcpListener>,
     tls: Option<TlsAcceptor>,
+    proxy_protocol: bool,
     /// The address actually bound.
     pub address: SocketAddr,
 }
@@ -36,6 +38,7 @@ impl std::fmt::Debug for Bound {
             .field("address", &self.address)
             .field("sockets", &self.sockets.len())
             .field("tls", &self.tls.is_some())
+            .field("proxy_protocol", &self.proxy_protocol)
             .finish()
     }
 }
@@ -46,6 +49,7 @@ impl Bound {
         let Bound {
             sockets,
             tls,
+            proxy_protocol,
             address,
         } = self;
         sockets
@@ -53,6 +57,7 @@ impl Bound {
             .map(|socket| WorkerListener {
                 socket,
                 tls: tls.clone(),
+                proxy_protocol,
                 address,
             })
             .collect()
@@ -63,6 +68,8 @@ impl Bound {
 pub struct WorkerListener {
     socket: std::net::TcpListener,
     tls: Option<TlsAcceptor>,
+    /// Connections begin with a PROXY protocol header.
+    proxy_protocol: bool,
     address: SocketAddr,
 }
 
@@ -71,6 +78,7 @@ impl std::fmt::Debug for WorkerListener {
         f.debug_struct("WorkerListener")
             .field("address", &self.address)
             .field("tls", &self.tls.is_some())
+            .field("proxy_protocol", &self.proxy_protocol)
             .finish()
     }
 }
@@ -297,6 +305,7 @@ pub fn bind(cfg: &ListenerConfig, workers: usize) -> anyhow::Result<Bound> {
     Ok(Bound {
         sockets,
         tls,
+        proxy_protocol: cfg.proxy_protocol,
         address,
     })
 }
@@ -371,6 +380,7 @@ pub async fn accept_loop(
     let WorkerListener {
         socket,
         tls,
+        proxy_protocol,
         address,
     } = listener;
     let listener = match TcpListener::from_std(socket) {
@@ -394,25 +404,31 @@ pub async fn accept_loop(
             () = crate::server::stopped(&mut shutdown) => return,
         };
         shared.workers.count_connection(worker);
-        if !shared.access_allows(peer.ip()) {
-            // Refused by the [access] lists: closed at once, before any read.
-            shared
-                .metrics
-                .connections_denied
-                .fetch_add(1, Ordering::Relaxed);
-            tracing::debug!("{}: refused by the access lists", peer.ip());
+        let trust = shared.client_address().trust(peer.ip());
+        if proxy_protocol && trust != SourceTrust::Trusted {
+            // Only a trusted proxy may say who the client is: closed at once,
+            // before any read.
+            shared.metrics.proxy_protocol_refused("untrusted");
+            tracing::debug!(
+                "{}: PROXY protocol listener {address}: not a trusted proxy",
+                peer.ip()
+            );
             drop(stream);
             continue;
         }
-        let Some(per_ip) = shared.per_ip.enter(peer.ip()) else {
-            // Over limits.connections_per_ip: closed at once, before any read.
-            shared
-                .metrics
-                .connections_refused_per_ip
-                .fetch_add(1, Ordering::Relaxed);
-            tracing::debug!("{}: over limits.connections_per_ip", peer.ip());
-            drop(stream);
-            continue;
+        // A trusted proxy's connections carry other clients: the [access] lists and
+        // limits.connections_per_ip apply to those clients once they are known
+        // (from the PROXY header, or per request), not to the proxy.
+        let per_ip = if trust == SourceTrust::Trusted {
+            None
+        } else {
+            match admit(&shared, peer.ip()) {
+                Some(g) => Some(g),
+                None => {
+                    drop(stream);
+                    continue;
+                }
+            }
         };
         // A slot of limits.connections; when none is free, the oldest connections
         // waiting for a handshake, a head or their next request are reclaimed.
@@ -430,19 +446,13 @@ pub async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let local = stream.local_addr().unwrap_or(address);
-        let conn = ConnInfo {
-            peer,
-            local,
-            tls: tls.is_some(),
-            peer_text: crate::exchange::IpText::new(peer.ip()),
-        };
         let shared = shared.clone();
         let tls = tls.clone();
         let shutdown = shutdown.clone();
         let alive = alive.clone();
         tokio::spawn(async move {
-            let _per_ip = per_ip;
             let _alive = alive;
+            let mut stream = stream;
             shared
                 .metrics
                 .connections_total
@@ -451,13 +461,102 @@ pub async fn accept_loop(
                 .metrics
                 .connections_open
                 .fetch_add(1, Ordering::Relaxed);
-            serve_conn(&shared, conn, stream, tls, slot, shutdown).await;
+            let accepted = if proxy_protocol {
+                // Boxed: only the connections of these listeners carry its state.
+                Box::pin(accept_proxied(
+                    &shared,
+                    &mut stream,
+                    peer,
+                    local,
+                    tls.is_some(),
+                    &slot,
+                ))
+                .await
+            } else {
+                Some((ConnInfo::direct(peer, local, tls.is_some(), trust), per_ip))
+            };
+            if let Some((conn, per_ip)) = accepted {
+                let _per_ip = per_ip;
+                serve_conn(&shared, conn, stream, tls, slot, shutdown).await;
+            }
             shared
                 .metrics
                 .connections_open
                 .fetch_sub(1, Ordering::Relaxed);
         });
     }
+}
+
+/// The connection-time checks on a client address: the `[access]` lists, then
+/// `limits.connections_per_ip`. `None` (counted and logged) when the connection
+/// is to be closed; otherwise the connection's place in the per-address count.
+fn admit(shared: &Shared, ip: IpAddr) -> Option<PerIpGuard> {
+    if !shared.access_allows(ip) {
+        // Refused by the [access] lists: closed at once, before any read.
+        shared
+            .metrics
+            .connections_denied
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!("{ip}: refused by the access lists");
+        return None;
+    }
+    let Some(per_ip) = shared.per_ip.enter(ip) else {
+        // Over limits.connections_per_ip: closed at once, before any read.
+        shared
+            .metrics
+            .connections_refused_per_ip
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!("{ip}: over limits.connections_per_ip");
+        return None;
+    };
+    Some(per_ip)
+}
+
+/// Reads the PROXY protocol header of a connection from the trusted proxy `peer`
+/// (within `server.client_header_timeout`, and while its slot is not reclaimed),
+/// then applies the connection-time checks to the client it names, unless that
+/// client is itself a trusted proxy. `None` (counted and logged at debug level)
+/// when the connection is to be closed.
+async fn accept_proxied(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    tls: bool,
+    slot: &ConnectionSlot,
+) -> Option<(ConnInfo, Option<PerIpGuard>)> {
+    let read = tokio::time::timeout(
+        shared.server.client_header_timeout,
+        crate::client_address::proxy_protocol::read_header(stream),
+    );
+    let header = tokio::select! {
+        r = read => r,
+        () = slot.reclaimed() => {
+            tracing::debug!("{peer}: reclaimed while waiting for its PROXY header (connection slots)");
+            return None;
+        }
+    };
+    let header = match header {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
+            shared.metrics.proxy_protocol_refused(e.label());
+            tracing::debug!("{peer}: {e}");
+            return None;
+        }
+        Err(_) => {
+            shared.metrics.proxy_protocol_refused("timeout");
+            tracing::debug!("{peer}: no PROXY protocol header within server.client_header_timeout");
+            return None;
+        }
+    };
+    let source = header.source.unwrap_or(peer);
+    let trust = shared.client_address().trust(source.ip());
+    let per_ip = if trust == SourceTrust::Trusted {
+        None
+    } else {
+        Some(admit(shared, source.ip())?)
+    };
+    Some((ConnInfo::proxied(peer, source, local, tls, trust), per_ip))
 }
 
 /// Open client connections per IP address, for `limits.connections_per_ip`.
@@ -548,18 +647,18 @@ async fn serve_conn(
     let hs = tokio::select! {
         hs = handshake => hs,
         () = slot.reclaimed() => {
-            tracing::debug!("TLS handshake with {}: reclaimed (connection slots)", conn.peer);
+            tracing::debug!("TLS handshake with {}: reclaimed (connection slots)", conn.source);
             return;
         }
     };
     let tls_stream = match hs {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            tracing::debug!("TLS handshake with {}: {e}", conn.peer);
+            tracing::debug!("TLS handshake with {}: {e}", conn.source);
             return;
         }
         Err(_) => {
-            tracing::debug!("TLS handshake with {} timed out", conn.peer);
+            tracing::debug!("TLS handshake with {} timed out", conn.source);
             return;
         }
     };

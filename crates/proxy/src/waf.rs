@@ -239,13 +239,16 @@ impl Waf {
             .map(PathBuf::from)
     }
 
-    /// Starts a transaction for a request from `client` that arrived on `server`.
-    /// `store` reads persistent collections (the proxy's store, which outlives rule
-    /// reloads); `None` leaves them empty at the start of every transaction. `rbl`
-    /// answers `@rbl` lookups (`None`: they never match).
+    /// Starts a transaction for a request from `client` that arrived on `server`
+    /// from the TCP peer `peer` (`None`: the client is the peer). `store` reads
+    /// persistent collections (the proxy's store, which outlives rule reloads);
+    /// `None` leaves them empty at the start of every transaction. `rbl` answers
+    /// `@rbl` lookups (`None`: they never match).
+    #[allow(clippy::too_many_arguments)]
     pub fn transaction(
         &self,
         client: SocketAddr,
+        peer: Option<SocketAddr>,
         server: SocketAddr,
         unique_id: String,
         now_unix_micros: i64,
@@ -255,6 +258,7 @@ impl Waf {
         let ctx = TxContext {
             client_ip: client.ip().to_canonical(),
             client_port: client.port(),
+            peer: peer.map(|p| SocketAddr::new(p.ip().to_canonical(), p.port())),
             server_ip: server.ip().to_canonical(),
             server_port: server.port(),
             unique_id,
@@ -662,6 +666,7 @@ mod tests {
         assert_eq!(waf.hash().len(), 64);
         let mut tx = waf.transaction(
             "10.0.0.1:5555".parse().unwrap(),
+            None,
             "127.0.0.1:80".parse().unwrap(),
             "abc".into(),
             0,
@@ -732,6 +737,7 @@ mod tests {
             let waf = Waf::load(&rules, Path::new("/p.toml"), server, None).unwrap();
             let mut tx = waf.transaction(
                 "10.0.0.1:5555".parse().unwrap(),
+                None,
                 "127.0.0.1:80".parse().unwrap(),
                 "abc".into(),
                 0,
@@ -793,6 +799,7 @@ mod tests {
     fn counted(waf: &Waf, store: Arc<dyn CollectionReader>) -> (Option<Verdict>, WafTx) {
         let mut tx = waf.transaction(
             "192.0.2.9:5555".parse().unwrap(),
+            None,
             "127.0.0.1:80".parse().unwrap(),
             "id".into(),
             1_700_000_000_000_000,

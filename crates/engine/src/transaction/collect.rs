@@ -553,6 +553,14 @@ impl<'a> View<'a> {
             }
             Var::RemoteAddr | Var::RemoteHost => owned(out, var, self.ctx.client_ip.to_string()),
             Var::RemotePort => owned(out, var, self.ctx.client_port.to_string()),
+            Var::PeerAddr => {
+                let ip = self.ctx.peer.map_or(self.ctx.client_ip, |p| p.ip());
+                owned(out, var, ip.to_string());
+            }
+            Var::PeerPort => {
+                let port = self.ctx.peer.map_or(self.ctx.client_port, |p| p.port());
+                owned(out, var, port.to_string());
+            }
             Var::ServerAddr => owned(out, var, self.ctx.server_ip.to_string()),
             Var::ServerPort => owned(out, var, self.ctx.server_port.to_string()),
             Var::ServerName => scalar(out, var, Cow::Borrowed(&req.server_name), false),

@@ -45,6 +45,10 @@ pub struct TxContext {
     pub client_ip: IpAddr,
     /// Client port (REMOTE_PORT).
     pub client_port: u16,
+    /// The TCP peer the request came from (PEER_ADDR, PEER_PORT), when the server
+    /// took the client's address from elsewhere (a PROXY protocol header, or a
+    /// trusted proxy's X-Forwarded-For); `None`: the client is the peer.
+    pub peer: Option<std::net::SocketAddr>,
     /// Local address the request arrived on (SERVER_ADDR).
     pub server_ip: IpAddr,
     /// Local port (SERVER_PORT).
@@ -70,6 +74,7 @@ impl Default for TxContext {
         TxContext {
             client_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             client_port: 0,
+            peer: None,
             server_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             server_port: 80,
             unique_id: String::from("0"),

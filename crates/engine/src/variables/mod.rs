@@ -92,6 +92,11 @@ pub enum Var {
     RemotePort,
     RemoteHost,
     RemoteUser,
+    /// Palisade's own: the TCP peer's address, when the client's address came from
+    /// a PROXY protocol header or a trusted proxy's header (REMOTE_ADDR otherwise).
+    PeerAddr,
+    /// Palisade's own: the TCP peer's port (REMOTE_PORT when the client is the peer).
+    PeerPort,
     ServerName,
     ServerPort,
     ServerAddr,
@@ -271,6 +276,8 @@ const TABLE: &[(&str, Var, bool)] = &[
     ("REMOTE_PORT", Var::RemotePort, false),
     ("REMOTE_HOST", Var::RemoteHost, false),
     ("REMOTE_USER", Var::RemoteUser, false),
+    ("PEER_ADDR", Var::PeerAddr, false),
+    ("PEER_PORT", Var::PeerPort, false),
     ("SERVER_NAME", Var::ServerName, false),
     ("SERVER_PORT", Var::ServerPort, false),
     ("SERVER_ADDR", Var::ServerAddr, false),

@@ -8,6 +8,7 @@
 use super::ConnInfo;
 use super::decode::Coding;
 use super::{BodyStop, Exchange, ForwardParts, Reply, Shared};
+use crate::client_address::SourceTrust;
 use crate::config::{EncodedBodyPolicy, ServerConfig};
 use crate::metrics::Action;
 use crate::ratelimit::{RateLimiter, Verdict};
@@ -150,6 +151,13 @@ where
     B: BodySource,
     P: Plan,
 {
+    // The request's client: the connection's, or the one a trusted proxy names.
+    let conn = conn.for_request(shared.client_address(), head.headers.clone());
+    // A trusted proxy's connection was let in whatever its clients: the [access]
+    // lists are asked about each request's client.
+    let denied = conn.trust == SourceTrust::Trusted
+        && shared.has_access_lists()
+        && !shared.access_allows(conn.client.ip());
     // Rate limits whose key the request head gives: decided before the rules run.
     let limits = shared.rate_limits();
     let uri = head.uri.clone();
@@ -204,6 +212,18 @@ where
         head.headers,
         head.head_bytes,
     );
+    if denied {
+        shared
+            .metrics
+            .requests_denied
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let reply = ex.reply_error(
+            403,
+            Action::Deny,
+            "client address refused by the [access] lists",
+        );
+        return Driven::answer(reply, !has_body);
+    }
     if let Some((name, status, retry)) = over {
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
     }
@@ -306,7 +326,7 @@ where
     if !shapes.is_empty() && reply.body.is_forwarded() {
         // Chosen after phases 3 and 4, so any rule may set a `tx:` selector.
         let body = &mut reply.body;
-        let pacer = Shaper::select(shapes, conn.peer.ip(), &uri, shape_headers, |n| {
+        let pacer = Shaper::select(shapes, conn.client.ip(), &uri, shape_headers, |n| {
             body.tx_var(n)
         });
         if let Some(p) = pacer {
@@ -352,7 +372,7 @@ where
         if let Some(Verdict::Limited {
             status,
             retry_after,
-        }) = limit.check_request(conn.peer.ip(), path, headers.clone(), &mut tx, now)
+        }) = limit.check_request(conn.client.ip(), path, headers.clone(), &mut tx, now)
         {
             return Some((&limit.name, status, retry_after));
         }

@@ -160,11 +160,16 @@ fn line_fate(n: &[u8]) -> LineFate {
 
 /// Builds the headers sent upstream from the client's header lines: hop-by-hop
 /// headers, Content-Length and Expect removed (the proxy sets the length of the
-/// buffered body), X-Forwarded-For and X-Forwarded-Proto appended. Fails on a
-/// header line that cannot be sent as it is.
+/// buffered body), X-Forwarded-For and X-Forwarded-Proto appended. `client` is the
+/// connection's client (the PROXY protocol header's source, or the TCP peer), the
+/// hop X-Forwarded-For gets; with `keep_chain` false the X-Forwarded-For lines
+/// received are dropped and `client` alone is sent (a sender that is not a trusted
+/// proxy cannot have its list believed upstream). Fails on a header line that
+/// cannot be sent as it is.
 pub fn upstream_headers(
     lines: &[(Bytes, Bytes)],
     client: &IpText,
+    keep_chain: bool,
     tls: bool,
 ) -> Result<HeaderLines, &'static str> {
     // The names the Connection lines list (rare): a borrowed token each.
@@ -194,6 +199,7 @@ pub fn upstream_headers(
             LineFate::Drop => continue,
             _ if named.iter().any(|x| n.eq_ignore_ascii_case(x)) => continue,
             LineFate::Keep => None,
+            LineFate::ForwardedFor if !keep_chain => continue,
             LineFate::ForwardedFor => Some(&mut xff),
             LineFate::ForwardedProto => Some(&mut xfp),
         };
@@ -366,7 +372,8 @@ mod tests {
             ("Accept", "a"),
             ("accept", "b"),
         ]);
-        let h = upstream_headers(&l, &IpText::new("192.168.1.2".parse().unwrap()), true).unwrap();
+        let h =
+            upstream_headers(&l, &IpText::new("192.168.1.2".parse().unwrap()), true, true).unwrap();
         let names: Vec<String> = h
             .iter()
             .map(|(n, _)| String::from_utf8_lossy(n).to_ascii_lowercase())
@@ -403,22 +410,55 @@ mod tests {
     #[test]
     fn forwarded_headers_without_earlier_values() {
         let l = lines(&[("Host", "a")]);
-        let h =
-            upstream_headers(&l, &IpText::new("::ffff:10.1.2.3".parse().unwrap()), false).unwrap();
+        let h = upstream_headers(
+            &l,
+            &IpText::new("::ffff:10.1.2.3".parse().unwrap()),
+            true,
+            false,
+        )
+        .unwrap();
         assert_eq!(val(&h, "x-forwarded-for"), "10.1.2.3");
         assert_eq!(val(&h, "x-forwarded-proto"), "http");
         let l = lines(&[("X-Forwarded-For", ""), ("X-Forwarded-Proto", "https")]);
-        let h = upstream_headers(&l, &IpText::new("::1".parse().unwrap()), true).unwrap();
+        let h = upstream_headers(&l, &IpText::new("::1".parse().unwrap()), true, true).unwrap();
         assert_eq!(val(&h, "x-forwarded-for"), "::1");
         assert_eq!(val(&h, "x-forwarded-proto"), "https, https");
     }
 
     #[test]
+    fn forwarded_for_from_a_sender_that_is_not_trusted_is_replaced() {
+        let l = lines(&[
+            ("Host", "a"),
+            ("X-Forwarded-For", "203.0.113.66"),
+            ("x-forwarded-for", "bad\u{1}value"),
+            ("X-Forwarded-Proto", "https"),
+        ]);
+        let h =
+            upstream_headers(&l, &IpText::new("192.0.2.7".parse().unwrap()), false, false).unwrap();
+        assert_eq!(h.get_all(b"x-forwarded-for").count(), 1);
+        assert_eq!(val(&h, "x-forwarded-for"), "192.0.2.7");
+        // X-Forwarded-Proto is not an address list: kept as before.
+        assert_eq!(val(&h, "x-forwarded-proto"), "https, http");
+        // Kept (and checked) from a trusted sender.
+        assert!(
+            upstream_headers(&l, &IpText::new("10.0.0.1".parse().unwrap()), true, false).is_err()
+        );
+        let h = upstream_headers(
+            &l[..2],
+            &IpText::new("10.0.0.1".parse().unwrap()),
+            true,
+            false,
+        )
+        .unwrap();
+        assert_eq!(val(&h, "x-forwarded-for"), "203.0.113.66, 10.0.0.1");
+    }
+
+    #[test]
     fn unforwardable_header_lines_are_refused() {
         let l = lines(&[("Bad Name", "x")]);
-        assert!(upstream_headers(&l, &IpText::new("::1".parse().unwrap()), false).is_err());
+        assert!(upstream_headers(&l, &IpText::new("::1".parse().unwrap()), true, false).is_err());
         let l = lines(&[("X", "a\rb")]);
-        assert!(upstream_headers(&l, &IpText::new("::1".parse().unwrap()), false).is_err());
+        assert!(upstream_headers(&l, &IpText::new("::1".parse().unwrap()), true, false).is_err());
     }
 
     #[test]
@@ -431,7 +471,7 @@ mod tests {
             ),
             ("X-Drop", "1"),
         ]);
-        let h = upstream_headers(&l, &IpText::new("::1".parse().unwrap()), false).unwrap();
+        let h = upstream_headers(&l, &IpText::new("::1".parse().unwrap()), true, false).unwrap();
         assert_eq!(val(&h, "host"), "site.example");
         assert!(!h.contains(b"x-drop"));
 

@@ -98,7 +98,7 @@ impl Exchange {
         let waf = shared.waf();
         let rbl = match shared.dns() {
             Some(dns) if !waf.is_empty() && waf.uses_rbl() => {
-                Some(dns.for_transaction(waf.rbl_client_names(conn.peer.ip())))
+                Some(dns.for_transaction(waf.rbl_client_names(conn.client.ip())))
             }
             _ => None,
         };
@@ -112,7 +112,8 @@ impl Exchange {
         } else {
             let id = shared.unique_id(start_us);
             let mut tx = waf.transaction(
-                conn.peer,
+                conn.client,
+                conn.peer_if_other(),
                 conn.local,
                 id.clone(),
                 start_us,
@@ -432,7 +433,7 @@ impl Exchange {
         };
         let is_head = parts.method == Method::HEAD;
         let asks_upgrade = parts.headers.contains(b"upgrade");
-        let req = upstream_request(parts, body);
+        let req = upstream_request(parts, body, self.rec.conn.client.ip());
         let mut timing = UpstreamTiming::default();
         self.rec.upstream = Some((pool.name.clone(), None));
         let sent = pool.send(req, &mut timing).await;
@@ -699,7 +700,7 @@ fn length_value(n: usize) -> HeaderValue {
 }
 
 /// The request for the upstream: the parts, the buffered body, and its length.
-fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
+fn upstream_request(parts: ForwardParts, body: Bytes, client: std::net::IpAddr) -> UpstreamRequest {
     let mut headers = parts.headers;
     if !body.is_empty() || parts.method == Method::POST || parts.method == Method::PUT {
         // `upstream_headers` left no Content-Length line.
@@ -715,5 +716,6 @@ fn upstream_request(parts: ForwardParts, body: Bytes) -> UpstreamRequest {
         uri: parts.uri,
         headers,
         body,
+        client: Some(client),
     }
 }

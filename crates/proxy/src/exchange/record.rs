@@ -278,7 +278,7 @@ impl Record {
             return;
         }
         let now = rfc3339_micros(crate::logs::now_unix_micros());
-        let client_ip = self.conn.peer.ip();
+        let client_ip = self.conn.client.ip();
         let last = lines.len() - 1;
         for (i, line) in lines.into_iter().enumerate() {
             // Only the batch's last line needs an acknowledgement: the writer keeps
@@ -298,7 +298,7 @@ impl Record {
         let line = format!(
             "{} [error] [client {}] palisade: {} [uri \"{}\"] [unique_id \"{}\"]",
             rfc3339_micros(crate::logs::now_unix_micros()),
-            self.conn.peer.ip(),
+            self.conn.client.ip(),
             one_line(message),
             one_line(&String::from_utf8_lossy(&self.uri)),
             self.unique_id.as_deref().unwrap_or_default()
@@ -358,7 +358,7 @@ impl Record {
         let m = &shared.metrics;
         m.request(self.status, self.action);
         shared.accounting.record(
-            self.conn.peer.ip(),
+            self.conn.client.ip(),
             self.upstream
                 .as_ref()
                 .map_or(crate::accounting::NO_ROUTE, |(pool, _)| pool),
@@ -400,7 +400,8 @@ impl Record {
                 ts_us: self.start_us,
                 time: &rfc3339_micros(self.start_us),
                 unique_id: self.unique_id.as_deref().unwrap_or_default(),
-                client: &self.conn.peer.to_string(),
+                client: &self.conn.client.to_string(),
+                peer: &self.conn.peer.to_string(),
                 server: &self.conn.local.to_string(),
                 scheme: if self.conn.tls { "https" } else { "http" },
                 protocol: &String::from_utf8_lossy(&self.protocol),
@@ -494,6 +495,8 @@ struct AccessLine<'a> {
     time: &'a str,
     unique_id: &'a str,
     client: &'a str,
+    /// The TCP peer (the client unless a trusted proxy named another).
+    peer: &'a str,
     server: &'a str,
     scheme: &'a str,
     protocol: &'a str,

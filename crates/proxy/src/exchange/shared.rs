@@ -1,6 +1,7 @@
 //! What every request shares (rules in force, pools, logs, metrics, limits) and
 //! what it knows of its connection.
 
+use crate::client_address::{ClientAddress, SourceTrust};
 use crate::config::{LimitsConfig, ServerConfig};
 use crate::inspect::Inspector;
 use crate::logs::LogSender;
@@ -57,9 +58,14 @@ pub struct Shared {
     shapes: Vec<Arc<crate::shaping::Shaper>>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
     access: crate::server::PerWorker<Option<Arc<crate::access::AccessList>>>,
+    /// Whether any `[access]` lists are in force: a request from a trusted proxy
+    /// asks them about its client only then.
+    has_access: std::sync::atomic::AtomicBool,
     /// The DNS resolver of `@rbl` rules, with its cache; like the store it
     /// outlives rule reloads.
     dns: Option<Arc<crate::dns::Dns>>,
+    /// The trusted proxies and the forwarding header (`[client_address]`).
+    client_address: ClientAddress,
     id_seed: u64,
     /// Transaction counters, one per worker thread: worker `w` of `W` numbers its
     /// transactions `w`, `w + W`, `w + 2W`, ..., so numbers never repeat across
@@ -105,10 +111,12 @@ impl Shared {
             reader: None,
             sync: None,
             access: crate::server::PerWorker::new(None, 1),
+            has_access: std::sync::atomic::AtomicBool::new(false),
             rate_limits: Vec::new(),
             shapes: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
             dns: None,
+            client_address: ClientAddress::default(),
             id_seed: h.finish(),
             id_counters: vec![IdCounter::default()].into_boxed_slice(),
         }
@@ -168,7 +176,13 @@ impl Shared {
 
     /// Puts `[access]` lists in force (`None`: every address may connect).
     pub fn replace_access(&self, access: Option<Arc<crate::access::AccessList>>) {
+        self.has_access.store(access.is_some(), Ordering::Relaxed);
         self.access.set(access);
+    }
+
+    /// Whether `[access]` lists are in force (reading it takes no lock).
+    pub fn has_access_lists(&self) -> bool {
+        self.has_access.load(Ordering::Relaxed)
     }
 
     /// Whether the `[access]` lists let a client at `ip` connect.
@@ -181,6 +195,17 @@ impl Shared {
     pub fn with_dns(mut self, dns: Option<Arc<crate::dns::Dns>>) -> Self {
         self.dns = dns;
         self
+    }
+
+    /// Takes the client's address from trusted proxies as `client_address` says.
+    pub fn with_client_address(mut self, client_address: ClientAddress) -> Self {
+        self.client_address = client_address;
+        self
+    }
+
+    /// The trusted proxies and the forwarding header (`[client_address]`).
+    pub fn client_address(&self) -> &ClientAddress {
+        &self.client_address
     }
 
     /// The `@rbl` resolver, if lookups are on.
@@ -258,18 +283,87 @@ impl Shared {
     }
 }
 
-/// The connection a request arrived on.
+/// The connection a request arrived on, and the client it is for.
+///
+/// Three addresses: the TCP `peer`; the connection's `source`, which a PROXY
+/// protocol header from a trusted peer replaces; and the request's `client`, which
+/// a trusted source's forwarding header replaces (see [`crate::client_address`]).
+/// Without `[client_address]` the three are the same.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnInfo {
-    /// The client's address.
+    /// The client, as every client-keyed feature sees it (REMOTE_ADDR, rate limits,
+    /// shaping, `[access]`, `/top`, `@rbl`, the logs). Per request.
+    pub client: SocketAddr,
+    /// The TCP peer (PEER_ADDR; `peer` in the access log).
     pub peer: SocketAddr,
+    /// The connection's client: the PROXY protocol header's source, or the peer.
+    pub source: SocketAddr,
     /// The local address.
     pub local: SocketAddr,
     /// True on TLS listeners.
     pub tls: bool,
-    /// The client's address as text, made once per connection: X-Forwarded-For is
+    /// What the source may say about the client, and whether the X-Forwarded-For
+    /// received is kept.
+    pub trust: SourceTrust,
+    /// The source's address as text, made once per connection: X-Forwarded-For is
     /// built from it on every request.
-    pub peer_text: IpText,
+    pub source_text: IpText,
+}
+
+impl ConnInfo {
+    /// A connection from `peer` with no PROXY protocol header: the peer is the
+    /// source and, until a request says otherwise, the client.
+    pub fn direct(peer: SocketAddr, local: SocketAddr, tls: bool, trust: SourceTrust) -> ConnInfo {
+        ConnInfo::proxied(peer, peer, local, tls, trust)
+    }
+
+    /// A connection from `peer` whose source (a PROXY protocol header's, or the
+    /// peer) is `source`, of trust `trust`.
+    pub fn proxied(
+        peer: SocketAddr,
+        source: SocketAddr,
+        local: SocketAddr,
+        tls: bool,
+        trust: SourceTrust,
+    ) -> ConnInfo {
+        let source = SocketAddr::new(source.ip().to_canonical(), source.port());
+        ConnInfo {
+            client: source,
+            peer,
+            source,
+            local,
+            tls,
+            trust,
+            source_text: IpText::new(source.ip()),
+        }
+    }
+
+    /// This connection for one request with these header lines: its client found
+    /// as `[client_address]` says (see [`ClientAddress::client_of`]).
+    pub fn for_request<'h>(
+        mut self,
+        client_address: &ClientAddress,
+        headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    ) -> ConnInfo {
+        if self.trust == SourceTrust::Trusted {
+            self.client = client_address.client_of(self.source, self.trust, headers);
+        }
+        self
+    }
+
+    /// Whether the X-Forwarded-For the source sent goes upstream (with the source
+    /// appended), or only the source: kept from a trusted proxy, and as before when
+    /// no proxy is trusted; dropped from anyone else, whose list is its own
+    /// invention.
+    pub fn keeps_forwarded_for(&self) -> bool {
+        self.trust != SourceTrust::Untrusted
+    }
+
+    /// The TCP peer, when the client is not the peer (the transaction's PEER_ADDR,
+    /// the audit record's `peer_ip`).
+    pub fn peer_if_other(&self) -> Option<SocketAddr> {
+        (self.client != self.peer).then_some(self.peer)
+    }
 }
 
 /// An IP address as text (IPv4-mapped IPv6 addresses shown as IPv4), held inline so

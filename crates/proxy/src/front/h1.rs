@@ -137,7 +137,7 @@ pub async fn serve<IO>(
                 }
                 () = &mut stop, if waiting_idle => return,
                 () = slot.reclaimed() => {
-                    tracing::debug!("{}: connection reclaimed while waiting for a request head", conn.peer);
+                    tracing::debug!("{}: connection reclaimed while waiting for a request head", conn.source);
                     return;
                 }
             }
@@ -226,7 +226,8 @@ async fn bad_head<IO: AsyncWrite + Unpin>(
         let line = serde_json::json!({
             "ts_us": start_us,
             "time": rfc3339_micros(start_us),
-            "client": conn.peer.to_string(),
+            "client": conn.client.to_string(),
+            "peer": conn.peer.to_string(),
             "server": conn.local.to_string(),
             "scheme": if conn.tls { "https" } else { "http" },
             "status": status.as_u16(),
@@ -247,7 +248,7 @@ fn error_line(shared: &Shared, conn: ConnInfo, msg: &str) -> Option<Written> {
         format!(
             "{} [error] [client {}] palisade: {}",
             rfc3339_micros(now_unix_micros()),
-            conn.peer.ip(),
+            conn.client.ip(),
             one_line(msg)
         ),
         true,
@@ -438,8 +439,8 @@ where
     let upstream = upgrade.upstream;
     let early = buf.split().freeze();
     match tunnel::splice(io, &early, upstream, shared.server.tunnel_idle_timeout).await {
-        Ok(end) => tracing::debug!("tunnel for {} ended: {end:?}", conn.peer),
-        Err(e) => tracing::debug!("tunnel for {} failed: {e}", conn.peer),
+        Ok(end) => tracing::debug!("tunnel for {} ended: {end:?}", conn.client),
+        Err(e) => tracing::debug!("tunnel for {} failed: {e}", conn.client),
     }
     false
 }
@@ -501,7 +502,12 @@ fn forward_parts(
 ) -> Result<ForwardParts, &'static str> {
     let method = Method::from_bytes(&head.method).map_err(|_| "method cannot be forwarded")?;
     let uri = forward_target_shared(&method, &head.uri)?;
-    let mut headers = upstream_headers(&head.headers, &conn.peer_text, conn.tls)?;
+    let mut headers = upstream_headers(
+        &head.headers,
+        &conn.source_text,
+        conn.keeps_forwarded_for(),
+        conn.tls,
+    )?;
     if upgrade {
         // The one hop-by-hop exchange that must reach the upstream.
         for v in head.values(b"upgrade") {

@@ -89,13 +89,13 @@ pub async fn serve<IO>(
         tokio::select! {
             r = c.as_mut() => {
                 if let Err(e) = r {
-                    tracing::debug!("h2 connection from {}: {e}", conn.peer);
+                    tracing::debug!("h2 connection from {}: {e}", conn.source);
                 }
                 return;
             }
             () = crate::server::stopped(&mut shutdown) => break,
             () = activity.slot.reclaimed() => {
-                tracing::debug!("h2 connection from {}: reclaimed (connection slots)", conn.peer);
+                tracing::debug!("h2 connection from {}: reclaimed (connection slots)", conn.source);
                 break;
             }
             _ = tick.tick() => {
@@ -105,7 +105,7 @@ pub async fn serve<IO>(
                     server.keepalive_timeout
                 };
                 if activity.idle_for().is_some_and(|d| d >= limit) {
-                    tracing::debug!("h2 connection from {} idle for {limit:?}: closing", conn.peer);
+                    tracing::debug!("h2 connection from {} idle for {limit:?}: closing", conn.source);
                     break;
                 }
             }
@@ -236,8 +236,13 @@ async fn handle(
             .iter()
             .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
             .collect();
-        let headers =
-            upstream_headers(&owned, &conn.peer_text, conn.tls).map_err(Refusal::bad_request)?;
+        let headers = upstream_headers(
+            &owned,
+            &conn.source_text,
+            conn.keeps_forwarded_for(),
+            conn.tls,
+        )
+        .map_err(Refusal::bad_request)?;
         // `*` is a target for OPTIONS only (RFC 9113 §8.3.1), as on HTTP/1.
         let uri = match parts.uri.path_and_query() {
             Some(p) if p.as_str() == "*" => {

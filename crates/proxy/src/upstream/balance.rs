@@ -26,10 +26,17 @@ pub(super) fn server_seed(addr: &str) -> u64 {
 }
 
 /// The bytes a `hash` pool hashes for a request, if the request has them.
-pub(super) fn key_of<'h>(key: &HashKey, headers: &'h HeaderLines) -> Option<&'h [u8]> {
+pub(super) fn key_of<'h>(
+    key: &HashKey,
+    headers: &'h HeaderLines,
+    client: Option<&'h crate::exchange::IpText>,
+) -> Option<&'h [u8]> {
     match key {
         HashKey::ClientIp => {
-            // Palisade appends the client's address last.
+            if let Some(c) = client {
+                return Some(c.as_bytes());
+            }
+            // Palisade appends the connection's client last.
             let v = headers.get_all(b"x-forwarded-for").next_back()?;
             let last = v.rsplit(|&b| b == b',').next()?.trim_ascii();
             (!last.is_empty()).then_some(last)
@@ -193,13 +200,22 @@ mod tests {
         add("X-Forwarded-For", "203.0.113.9, 198.51.100.4");
         add("x-user", "alice");
         add("Cookie", "a=1; sid=xyz ; b=2");
-        assert_eq!(key_of(&HashKey::ClientIp, &h), Some(&b"198.51.100.4"[..]));
+        assert_eq!(
+            key_of(&HashKey::ClientIp, &h, None),
+            Some(&b"198.51.100.4"[..])
+        );
+        // The client a trusted proxy named, when there is one.
+        let named = crate::exchange::IpText::new("192.0.2.7".parse().unwrap());
+        assert_eq!(
+            key_of(&HashKey::ClientIp, &h, Some(&named)),
+            Some(&b"192.0.2.7"[..])
+        );
         let header = HashKey::parse("header:X-User").unwrap();
-        assert_eq!(key_of(&header, &h), Some(&b"alice"[..]));
+        assert_eq!(key_of(&header, &h, None), Some(&b"alice"[..]));
         let cookie = HashKey::parse("cookie:sid").unwrap();
-        assert_eq!(key_of(&cookie, &h), Some(&b"xyz"[..]));
+        assert_eq!(key_of(&cookie, &h, None), Some(&b"xyz"[..]));
         let missing = HashKey::parse("cookie:none").unwrap();
-        assert_eq!(key_of(&missing, &h), None);
+        assert_eq!(key_of(&missing, &h, None), None);
         assert!(HashKey::parse("header:").is_err());
         assert!(HashKey::parse("uri").is_err());
     }

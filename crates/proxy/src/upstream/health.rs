@@ -216,6 +216,7 @@ async fn probe(pool: &Pool, server: &Server, check: &HealthCheckConfig) -> Resul
                 uri: http::Uri::try_from(check.path.as_str()).map_err(|e| e.to_string())?,
                 headers,
                 body: Bytes::new(),
+                client: None,
             };
             let head = conn.exchange(&req, None).await.map_err(|e| e.to_string())?;
             let status = head.status.as_u16();

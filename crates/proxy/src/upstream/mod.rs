@@ -72,6 +72,9 @@ pub struct UpstreamRequest {
     pub headers: HeaderLines,
     /// The whole body.
     pub body: Bytes,
+    /// The client's address, what `hash_key = "client_ip"` hashes; `None` (health
+    /// checks): the last X-Forwarded-For entry.
+    pub client: Option<std::net::IpAddr>,
 }
 
 /// Why the upstream could not answer.
@@ -892,10 +895,15 @@ impl Pool {
         timing: &mut UpstreamTiming,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let rotation = self.next.fetch_add(1, Ordering::Relaxed);
+        // The client's address as text only for a pool that hashes it.
+        let client = match (&self.hash_key, req.client) {
+            (Some(HashKey::ClientIp), Some(ip)) => Some(crate::exchange::IpText::new(ip)),
+            _ => None,
+        };
         let key = self
             .hash_key
             .as_ref()
-            .and_then(|k| balance::key_of(k, &req.headers));
+            .and_then(|k| balance::key_of(k, &req.headers, client.as_ref()));
         let order = balance::order(self.balance, &self.servers, &self.backups, rotation, key);
         self.budget.deposit();
         let idempotent = matches!(
@@ -1618,6 +1626,7 @@ mod tests {
                     uri: Uri::from_static("/"),
                     headers: HeaderLines::default(),
                     body: Bytes::new(),
+                    client: None,
                 },
                 &mut timing,
             )

@@ -17,6 +17,7 @@
 //! argument; it must never reach the backend (each target's needles). A CRS target
 //! whose rules are missing fails, unless `PALISADE_ALLOW_SKIP=1` says to skip it.
 
+use crate::common::required;
 use crate::harness::{DEADLINE, Setup, Target, exchange, report};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,22 +34,6 @@ const WAIT: Duration = Duration::from_secs(15);
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-/// `None` (and a note) when `path` is missing and `PALISADE_ALLOW_SKIP=1`; panics
-/// when it is missing otherwise.
-fn required(path: &Path, what: &str) -> Option<()> {
-    if path.exists() {
-        return Some(());
-    }
-    if std::env::var("PALISADE_ALLOW_SKIP").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: {what} ({} is missing)", path.display());
-        return None;
-    }
-    panic!(
-        "{what} needs {}; install it (see .ci/run) or set PALISADE_ALLOW_SKIP=1",
-        path.display()
-    );
 }
 
 /// The rules of an example configuration as SecLang: each `[[rules]]` entry's

@@ -506,6 +506,23 @@ pub fn wait_for_line(path: &Path, limit: Duration, pred: impl Fn(&str) -> bool) 
     }
 }
 
+/// `None` (and a note) when `path` is missing and `PALISADE_ALLOW_SKIP=1`; panics
+/// when it is missing otherwise: a test that needs an outside tool or data set
+/// (Debian's CRS, haproxy, ...) fails without it unless skipping is asked for.
+pub fn required(path: &Path, what: &str) -> Option<()> {
+    if path.exists() {
+        return Some(());
+    }
+    if std::env::var("PALISADE_ALLOW_SKIP").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: {what} ({} is missing)", path.display());
+        return None;
+    }
+    panic!(
+        "{what} needs {}; install it (see .ci/run) or set PALISADE_ALLOW_SKIP=1",
+        path.display()
+    );
+}
+
 /// A config with one HTTP listener in front of `backend`, plus `extra` TOML.
 pub fn basic_config(listen: SocketAddr, backend: SocketAddr, extra: &str) -> String {
     format!(
