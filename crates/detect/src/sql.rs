@@ -580,10 +580,14 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
 /// Whether the value has SQL syntax in an injection context (see the module
 /// documentation).
 pub fn confirm(input: &[u8]) -> bool {
-    if !may_match(input) {
-        return false;
-    }
-    scan(input).is_some() || anchored(input, Strictness::Confirm).is_some()
+    scan(input).is_some() || confirm_beyond_scan(input)
+}
+
+/// The part of [`confirm`] that [`scan`] does not answer: `confirm(v)` is
+/// `scan(v).is_some() || confirm_beyond_scan(v)`, for a caller that has `scan`'s
+/// answer already (libinjection then runs once per value).
+pub fn confirm_beyond_scan(input: &[u8]) -> bool {
+    may_match(input) && anchored(input, Strictness::Confirm).is_some()
 }
 
 /// At `p` (right after a closing quote): optional `)` and white space, then `;`,
