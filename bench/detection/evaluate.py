@@ -65,9 +65,10 @@ def rule_files(config, crs):
     return files
 
 
-def start(config, crs, binary, work, backend_port):
-    port = free_port()
-    lines = ["[server]", "worker_threads = 2", "", "[[listener]]", f'address = "127.0.0.1:{port}"', "",
+def write_config(config, crs, work, port, backend_port, workers=2, cpu_budget_off=False):
+    """Writes `config`'s palisade.toml into `work`; returns its path."""
+    server = ["[server]", f"worker_threads = {workers}"] + (['waf_cpu_budget = "off"'] if cpu_budget_off else [])
+    lines = server + ["", "[[listener]]", f'address = "127.0.0.1:{port}"', "",
              "[[upstream]]", 'name = "app"', f'servers = ["127.0.0.1:{backend_port}"]', "keepalive = 32", "",
              "[logs]", f'error_log = "{os.path.join(work, config + "-error.log")}"', 'level = "warn"', "",
              "[store]", f'path = "{os.path.join(work, "store-" + config)}"', ""]
@@ -79,6 +80,12 @@ def start(config, crs, binary, work, backend_port):
     path = os.path.join(work, f"{config}.toml")
     with open(path, "w") as f:
         f.write("\n".join(lines))
+    return path
+
+
+def start(config, crs, binary, work, backend_port):
+    port = free_port()
+    path = write_config(config, crs, work, port, backend_port)
     check = subprocess.run([binary, "check", "--config", path], capture_output=True, text=True, timeout=300)
     if check.returncode != 0:
         raise SystemExit(f"palisade check failed for {config}:\n{check.stderr}")

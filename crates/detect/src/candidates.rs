@@ -8,16 +8,20 @@
 //!
 //! - bytes, through a table: shell metacharacters (command injection), `%`, `\`,
 //!   `:` and bytes past ASCII (path traversal), `$` and quotes (NoSQL), parentheses
-//!   (LDAP), line breaks (CRLF), `:`, a line break or 0xAC (serialized objects),
+//!   (LDAP), line breaks (CRLF), `:`, a line break, `!`, `[` or 0xAC (serialized objects),
 //!   `<`, `:`, `(` and `[` (XSS), any punctuation (SQL);
 //! - words, through one Aho-Corasick automaton: template delimiters and directives,
-//!   `${`, `..` and sensitive file names, `<!` and XInclude, `//` and `jar:`, `db.`
-//!   and `this.`, serialization markers and gadget class names, the words of script
+//!   `${`, `..`, `//` and sensitive file names, `<!` and XInclude, the URL
+//!   beginnings and internal names that start SSRF's shapes (`//`, `http:`,
+//!   `file:`, `jar:`, `localhost`, ...), U+560D and U+560A, `db.`, `this.` and
+//!   `return`, serialization markers, gadget class names and YAML tags, the
+//!   cmdlets, .NET calls and options of command injection, the words of script
 //!   URLs and styles, SQL's words (whole words only);
 //! - a first byte 0x80 (a pickle's protocol marker);
-//! - and two checks run only when nothing else has set their class: a command word
-//!   at the start of the value (command injection) and an `on…=` attribute (XSS,
-//!   only with a `=` in the value).
+//! - and three checks run only when nothing else has set their class: a command
+//!   word at the start of the value (command injection), a digit or `[` at the
+//!   start (SSRF's bare address), and an `on…=` attribute (XSS, only with a `=` in
+//!   the value).
 
 use crate::{Class, ClassSet};
 use aho_corasick::AhoCorasick;
@@ -63,10 +67,10 @@ static BYTES: LazyLock<[u16; 256]> = LazyLock::new(|| {
         if matches!(b, b'\r' | b'\n') {
             v |= bit(Class::Crlf);
         }
-        if matches!(b, b':' | b'\n' | 0xac) {
+        if matches!(b, b':' | b'\n' | 0xac | b'!' | b'[') {
             v |= bit(Class::Serialized);
         }
-        if matches!(b, b'<' | b':' | b'(' | b'[') {
+        if matches!(b, b'<' | b':' | b'(' | b'[' | b'`') {
             v |= bit(Class::Xss);
         }
         if !(b.is_ascii_alphanumeric() || b == b' ' || b == b'.' || b == b',' || b >= 0x80) {

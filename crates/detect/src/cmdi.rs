@@ -6,41 +6,47 @@
 //! obfuscation: quotes and backslashes inside words are dropped (`c'a't`, `c\at`;
 //! backslashes stay in a value with a Windows path, `C:\...`), so are cmd.exe's
 //! carets between letters (`m^sh^ta`), `$IFS`, `${IFS}`, `${IFS%??}` and `$IFS$9`
-//! become a space, `$@`, `$*` and `${x}`-style empty
-//! expansions are dropped, and a brace list `{cat,/etc/passwd}` reads as `cat
+//! become a space, `$@` and `$*` are dropped, so is a `${x}` inside a word (an
+//! empty expansion), and a brace list `{cat,/etc/passwd}` reads as `;cat
 //! /etc/passwd`. Then an injection is:
 //!
 //! ```text
 //! injection  := position command argument
 //! position   := value-start | separator | substitution
-//! separator  := ";" | "|" | "||" | "&" | "&&" | newline        (then white space)
+//! separator  := (";" | "|" | "&" | newline) ("|" | "&")*   (then white space, "(", "{")
 //! substitution := "`" | "$(" | "<(" | ">("
-//! command    := [path] word            path: /bin/, /usr/bin/, ./, C:\...\ ; or a
-//!                                      glob path such as /???/c?t
+//! command    := [path] word            path: a directory whose name holds "bin" or
+//!                                      "system32", "./" or one starting with "%";
+//!                                      or a glob path such as /???/c?t
 //! argument   := end | shape
-//! shape      := ws ( "-"letter | "/" | "./" | "~/" | "\\" | ">" | "<" | "$" | quote
-//!                  | digit (sleep, ping, timeout) | host (ping, nslookup, nc, ...) )
+//! shape      := ws* (";" | "|" | "&" | "`" | ")" | "#" | ">" | "<")
+//!             | ws+ ( "-"(letter | "-") | "/"path | "./" | "~/" | "\\" | "$" | quote
+//!                   | drive ":\" | subcommand (net user, reg query, ps aux, ...)
+//!                   | digit or host (sleep, ping, timeout, nslookup, nc, ...) )
 //! ```
 //!
 //! - Commands come in two lists: *distinct* ones that prose does not use
 //!   (`whoami`, `uname`, `wget`, `powershell`, `certutil`, ...) and *common* ones
 //!   that are also words or too short to tell (`id`, `cat`, `ls`, `sleep`, `ping`,
 //!   `echo`, `type`, `dir`, ...).
-//! - After a separator or inside a substitution, a distinct command is enough; a
-//!   common one needs an argument shape (so `Tom & Jerry` and `A; id is wrong`
-//!   pass, `; id` and `| cat /etc/passwd` do not).
+//! - After a separator, a distinct command (or a glob path) is enough; a common one
+//!   needs an argument shape (so `Tom & Jerry` and `A; id is wrong` pass, `; id`
+//!   and `| cat /etc/passwd` do not). Inside a substitution, any command word is
+//!   enough (`` `id` ``, `$(whoami)`).
 //! - At the start of the value, any command needs an argument shape (`cat
 //!   /etc/passwd`, `ls -la`), never a plain word (`zsh is the best!`).
-//! - In text that reads like prose, only the first 64 bytes can hold a separator
-//!   position, a line break is not a separator, closed Markdown code fences are
-//!   skipped, and backticks are Markdown, not substitution: a forum post that quotes
-//!   a shell command is not an injection.
+//! - In text (a value that reads like prose, holds a Markdown fence, or is longer
+//!   than 64 bytes with five spaces or more), only the first 64 bytes can hold a
+//!   separator position, a line break is not a separator, closed Markdown code
+//!   fences are skipped, and backticks are Markdown, not substitution: a forum
+//!   post that quotes a shell command is not an injection.
 //! - An ampersand glued between letters and digits is part of a name (`AT&T`,
 //!   `R&D`), not a separator after a command word.
 //! - *Exec calls*: a function that runs commands (`system(`, `exec(`,
 //!   `shell_exec(`, `passthru(`, `popen(`, `proc_open(`, `os.system(`,
 //!   `subprocess.`, `Runtime.getRuntime().exec(`, `child_process`, `IO.popen(`,
-//!   PowerShell's `Invoke-Expression`/`IEX(`) whose argument starts with a command;
+//!   PowerShell's `Invoke-Expression`/`IEX(`) whose argument starts with a command
+//!   or with `$_`/`request` (`child_process` needs no argument);
 //!   and a PHP open tag (`<?php`, `<?=`) whose next 64 bytes reach for commands,
 //!   code, the request or files (`system`, `eval`, `phpinfo`, `$_GET`, backticks,
 //!   ...: `PHP_REACH`).
@@ -382,6 +388,7 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
         fences.push((open, close));
         from = close;
     }
+    let first_line_end = memchr::memchr2(b'\n', b'\r', s).unwrap_or(s.len());
     // Positions only grow: one cursor over the (sorted) fences keeps this linear.
     let mut fence = 0;
     let mut i = 0;
@@ -418,7 +425,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
                 continue;
             }
         };
-        if prose && i > TEXT_START {
+        // In text, the first line's first bytes: a command line on a later line is
+        // a quoted snippet (an indented Markdown code block).
+        if prose && (i > TEXT_START.min(first_line_end)) {
             i = next;
             continue;
         }
@@ -847,6 +856,7 @@ mod tests {
             "Is there a cleaner way to count rows per country?\n```powershell\nGet-Process | Sort-Object CPU\n```",
             "Can someone review this?\n\n```php\n<?php\nforeach ($rows as $r) {\n    echo htmlspecialchars($r['title']);\n}\n```",
             "zsh is the best!",
+            "Is there a cleaner way to retry failed requests?\n\n    ls *.png | xargs -P 4 -I{} convert {} -resize 50% small/{}\n\nWhat am I missing?",
             "Sleep(8 hours)",
             "A; id is wrong",
             "cat videos are great",

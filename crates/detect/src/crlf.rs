@@ -1,30 +1,33 @@
-//! CRLF injection into HTTP or mail headers, and mail protocol commands (SMTP,
-//! IMAP, POP3) smuggled after a line break.
+//! CRLF injection into HTTP or mail headers, and protocol commands (SMTP, IMAP,
+//! POP3, FTP, Redis, memcached) or log lines smuggled after a line break.
 //!
 //! # Grammar
 //!
 //! ```text
-//! attack := eol header-line | eol protocol-line | eol eol http-start
+//! attack := eol header-line | eol protocol-line | eol log-line
+//!         | eol eol http-start | eol "HTTP/1."
 //! eol    := "\r\n" | "\n" | "\r"
-//! header-line := http-header ":"                      Set-Cookie, Location, ...
+//! header-line := http-header ":"                      Set-Cookie, Location, X-..., ...
 //!              | mail-header ":" ws* text-with-"@"     To, Cc, Bcc, From, Reply-To, ...
-//!              | mail-header ":" ws* ...  when the line before is one line of text
+//!              | mail-header ":" ...  Subject, ...: when all before it is one line
+//!                                     of at most 128 bytes
 //! protocol-line := smtp-command | tag ws imap-command | pop3-command
 //! http-start := "HTTP/1." | "<html" | "<script"
 //! ```
 //!
 //! Also after a line break: an FTP command that changes files (`STOR `, `SITE `,
 //! `RNFR `, ...), a Redis or memcached command that wipes or takes over the store
-//! (`FLUSHALL`, `flush_all`, `SLAVEOF `, `CONFIG SET `, a storage command `set key 0
-//! 0 4`, and with `\r\n` line breaks `delete key` alone on its line), and a forged
-//! log line (a date with a time, `[15/Jan/2024:`, or an address and ` - `). U+560D
-//! and U+560A, which some servers truncate to `\r` and `\n`, count as line breaks.
+//! (`FLUSHALL`, `flush_all`, `SLAVEOF `, `CONFIG SET `, ..., case ignored; a storage
+//! command `set key 0 0 4`, and with `\r\n` line breaks `delete key` or `get key`
+//! alone on its line), and a forged log line (a date with a time, `[15/Jan/2024:`,
+//! or an address and ` - `). U+560D and U+560A, which some servers truncate to `\r`
+//! and `\n`, count as line breaks.
 //!
 //! A line break in a text area is ordinary; what counts is what starts the next
 //! line. Mail address headers need an address (`Bcc: x@y`): a letter that says
-//! `To: Bob` on a line of its own is not an injection. Protocol commands must be
+//! `To: Bob` on a line of its own is not an injection. Mail and FTP commands must be
 //! written as servers expect them (upper case, with their arguments' shape):
-//! `RCPT TO:<`, `MAIL FROM:<`, `A1 LOGIN`, `V100 CAPABILITY`.
+//! `RCPT TO:<`, `MAIL FROM:<`, `A1 LOGIN`, `V100 CAPABILITY`, `STOR x`.
 //!
 //! Linear: each line break is looked at once, with a bounded look-ahead.
 

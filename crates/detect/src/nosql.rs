@@ -15,27 +15,29 @@
 //!
 //! An operator is an attack when it can only serve to widen a match:
 //!
-//! - `$where`, `$function`, `$accumulator`, `$eval`, `mapReduce`: they run
-//!   JavaScript, always an attack;
+//! - `$where`, `$function`, `$accumulator`, `$eval`: they run JavaScript, always an
+//!   attack (also as `$where:` or `$where(` in JavaScript source);
 //! - `$ne`, `$gt`, `$gte`, `$lt`, `$lte`, `$eq`: when the operand is `null`, empty,
-//!   `true`, `false`, `{}`, `[]` or a number used against a text field (`$ne` with
-//!   a number), or when no operand is given (a bare name or `[$ne]` alone);
-//!   `{"age":{"$gte":18}}` and `{"status":{"$ne":"deleted"}}` are filters, not
+//!   `true`, `false`, `{}`, `[]`, `undefined`, `0`, `-1` or a number used against a
+//!   text field (`$ne` with an unquoted number), or when no operand is given
+//!   (`[$ne]` alone: `$ne`, `$gt`, `$gte` only); in JSON, only at the top of the
+//!   value or on a credential field: `{"age":{"$gte":18}}`,
+//!   `{"status":{"$ne":"deleted"}}` and `{"price":{"$gt":0}}` are filters, not
 //!   attacks;
 //! - `$nin` and `$in` with an empty list or a list of empty strings;
 //! - `$regex` matching everything (`.*`, `.+`, `^`, an empty pattern);
-//! - `$exists`, `$not`, `$or`, `$and`, `$nor`, `$expr`, `$ne`, `$nin`, `$regex`
-//!   given in a form or query name (bracket syntax): forms do not carry query
-//!   structure.
-//!
+//! - `$exists`, `$not`, `$or`, `$and`, `$nor`, `$expr`, `$ne`, `$nin`, `$regex`,
+//!   `$type`, `$size`, `$all`, `$elemMatch` given in a form or query name (bracket
+//!   syntax): forms do not carry query structure;
 //! - any operator but equality on a field that proves who someone is (`password`,
 //!   `pin`, `token`, `user`, `login`, `email`, ...: `CREDENTIAL_FIELDS`): `$ne`,
 //!   `$nin`, `$in`, `$regex`, `$not`, `$gt`/`$gte`/`$lt`/`$lte`, `$exists`, in JSON
 //!   (`{"pwd":{"$ne":"x"}}`) or in a form (`user[$in][]=admin`);
 //! - `$lt`/`$lte` with a string bound above every name (`"~"`, `"zzzzzz"`);
 //! - `$nor` (everything but what it names), `$exists: true` in a value that holds an
-//!   `$or` (an always-true branch), and the aggregation stages that read other
-//!   collections or write (`$lookup`, `$unionWith`, `$graphLookup`, `$out`, `$merge`).
+//!   `$or` (an always-true branch), and, as JSON keys, the aggregation stages that
+//!   read other collections or write (`$lookup`, `$unionWith`, `$graphLookup`,
+//!   `$out`, `$merge`).
 //!
 //! In an argument name without its value (`json.age.$gte`, as a JSON body's
 //! arguments are named), only the operators that run JavaScript count: the operand
@@ -44,9 +46,11 @@
 //! JavaScript injection into a `$where` clause or a server-side `eval`:
 //! `'; return true; var x='`, `0; return true`, `' || '1'=='1`, `'||1==1//` (a
 //! comparison, then a comment that drops the rest of the clause), `'||Object.keys(this)
-//! .length>0||'` (the document itself after `||`), `this.password.match(`, `sleep(`
-//! next to `this.`, `db.<name>.find(`, `db.getCollection(`, a method of `db` itself
-//! (`db.getCollectionNames()`).
+//! .length>0||'` (the document itself after `||`), `this.password.match(` (and
+//! `this.username`, `this.passwd`, `this.pass`, as whole field names), `'; sleep(`
+//! and `'; while(`, `db.<name>.find(` (and `.findOne(`, `.drop(`, `.insert(`,
+//! `.remove(`, `.update(`, `.count(`), `db.getCollection(`, a method of the MongoDB
+//! shell's `db` itself (`db.getCollectionNames()`, `db.dropDatabase()`).
 //!
 //! Linear: each `$` is looked at once, and each operand read up to a bounded length.
 
@@ -171,6 +175,11 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             if field.is_some_and(credential_field) {
                 return finding("query operator on a credential field");
             }
+        }
+        // `$ne: null`, `$ne: ""`, `$gt: ""`, `$ne: -1`: operands no real value has,
+        // whatever the field: the comparison exists only to match every document.
+        if matches!(op, "ne" | "gt") && sentinel(operand) {
+            return finding("comparison with an operand no value has");
         }
         if COMPARE.contains(&op)
             && always_true(operand, op)
@@ -426,6 +435,12 @@ fn always_true(operand: Option<&[u8]>, op: &str) -> bool {
     }
 }
 
+/// `null`, an empty string or `-1`: what a bypass compares against so that every
+/// document differs from it (`$ne`) or sorts above it (`$gt`).
+fn sentinel(operand: Option<&[u8]>) -> bool {
+    operand.is_some_and(|o| matches!(o.trim_ascii(), b"null" | b"\"\"" | b"-1"))
+}
+
 fn empty_list(operand: Option<&[u8]>) -> bool {
     let Some(o) = operand else { return false };
     let inner: Vec<u8> = o
@@ -488,6 +503,40 @@ fn js_injection(s: &[u8]) -> Option<Finding> {
                 .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
         {
             return found("where clause reads a document field", at);
+        }
+    }
+    // Blind extraction of a field, a character at a time, joined to the clause by
+    // a quote: `';this.secret.match(/^a/);'`, `'+this.token.startsWith('x')+'`.
+    for q in [b'\'', b'"'] {
+        let mut from = 0;
+        while let Some(rel) = memchr::memchr(q, &s[from..]) {
+            let at = from + rel;
+            from = at + 1;
+            let k = crate::text::skip_space(s, at + 1);
+            if !matches!(s.get(k), Some(b';' | b'+' | b'|' | b'&')) {
+                continue;
+            }
+            let mut m = k;
+            while m < s.len() && matches!(s[m], b';' | b'+' | b'|' | b'&') && m < k + 2 {
+                m += 1;
+            }
+            let m = crate::text::skip_space(s, m);
+            if !starts_with_ci(s, m, b"this.") {
+                continue;
+            }
+            let name_end = m
+                + 5
+                + s[m + 5..]
+                    .iter()
+                    .take(64)
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .count();
+            if [&b".match("[..], b".startswith(", b".charat(", b".indexof("]
+                .iter()
+                .any(|call| starts_with_ci(s, name_end, call))
+            {
+                return found("quote, then a probe of a document field", at);
+            }
         }
     }
     if let Some(at) = find_ci(s, 0, b"db.getcollection") {
@@ -638,6 +687,11 @@ mod tests {
             "\"||Object.keys(this).length>0||\"",
             "db.getCollectionNames()",
             "\" && 1==1 <!--",
+            r#"{"role": {"$ne": -1}}"#,
+            r#"[{"$match": {"name": {"$ne": null}}}]"#,
+            r#"{"name": {"$gt": ""}}"#,
+            "';this.secret.match(/^2/);'",
+            "'+this.otp.startsWith('4')+'",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -668,6 +722,9 @@ mod tests {
             r#"{"pipeline":[{"$match":{"status":"paid"}},{"$group":{"_id":"$country","total":{"$sum":"$amount"}}}]}"#,
             r#"{"price":{"$lt":100,"$gt":10}}"#,
             "Rock 'n' roll || x == y // comment",
+            "const greeting = 'Hello ' + this.name + '!';",
+            "if (s === '') return this.value.match(/x/);",
+            r#"{"count":{"$gt":1}}"#,
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

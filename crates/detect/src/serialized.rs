@@ -7,14 +7,20 @@
 //! java   := 0xAC 0xED 0x00 0x05 | "aced0005" (hex) | "rO0AB" (base64)
 //!         | gadget class name (InvokerTransformer, TemplatesImpl, JdbcRowSetImpl, ...)
 //!         | '"@type"' ':' '"' class     (fastjson autoType)
-//! php    := ("O" | "C") ":" digits ":" '"' class '"' ":" digits ":" "{"
+//! php    := ("O" | "C") ":" ["+"] digits ":" '"' class '"' ":" digits ":" "{"
 //! dotnet := "AAEAAAD/////" (BinaryFormatter, base64)
 //!         | ('"$type"' | '"__type"') ':' '"' ... "System."   (Json.NET, DataContract)
 //!         | ObjectDataProvider | TypeConfuseDelegate | System.Diagnostics.Process
-//! python := 0x80 (2..=5) ... module (os, posix, nt, subprocess, builtins)  (pickle)
-//!         | "c" module "\n" name "\n"                                  (pickle, text)
-//!         | "gASV" | "gAN"                                             (pickle, base64)
+//! python := 0x80 (2..=5) ... module (os, posix, nt, subprocess, builtins, ...)
+//!                                      within the first 256 bytes      (pickle)
+//!         | "c" module "\n"   at the start or after "\n" "(" "." "0"   (pickle, text)
+//!         | ("gASV" | "gAN" | "gAJ") at the start, whose first 192 decoded
+//!           bytes name a module                                        (pickle, base64)
 //! yaml   := "!!python/" | "!!javax." | "!!java." | "!!com.sun" | "!ruby/object"
+//!         | "!!" java-class                            (SnakeYAML global tag)
+//! typed  := "[" '"' java-class '"' "," ("{" | "[" | '"' url)  (Jackson default typing)
+//! java-class := package-part ("." package-part)+ "." Class  (lower-case packages)
+//!         | "!ruby/hash" | "!!ruby/"
 //! ```
 //!
 //! A PHP serialized *array* of strings (`a:1:{s:1:"x";}`) is data and passes; an
@@ -95,7 +101,8 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
     });
     input.first() == Some(&0x80)
         || input.contains(&0xac)
-        || memchr::memchr2(b':', b'\n', input).is_some()
+        || memchr::memchr3(b':', b'\n', b'!', input).is_some()
+        || input.contains(&b'[')
         || WORDS.any(input)
 }
 
@@ -150,8 +157,71 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some((_, at, _)) = YAML_WORDS.find_all(s).next() {
         return found("YAML tag that builds an object", at);
     }
+    if let Some(at) = yaml_class_tag(s) {
+        return found("YAML tag that builds an object", at);
+    }
+    if let Some(at) = typed_array(s) {
+        return found("type name that drives deserialization", at);
+    }
     if let Some(at) = pickle(s) {
         return found("Python pickle that imports a module", at);
+    }
+    None
+}
+
+/// Whether `s` starts with a Java class name: three or more dotted parts, the
+/// package's lower case, the class's first letter upper case
+/// (`org.springframework.context.support.FileSystemXmlApplicationContext`). Returns
+/// its length.
+fn java_class(s: &[u8]) -> Option<usize> {
+    let len = s
+        .iter()
+        .take(256)
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'$'))
+        .count();
+    let name = &s[..len];
+    let parts: Vec<&[u8]> = name.split(|&c| c == b'.').collect();
+    let (class, package) = parts.split_last()?;
+    (package.len() >= 2
+        && package
+            .iter()
+            .all(|p| p.first().is_some_and(u8::is_ascii_lowercase))
+        && class.first().is_some_and(u8::is_ascii_uppercase))
+    .then_some(len)
+}
+
+/// `!!` then a Java class name: SnakeYAML's global tag, which constructs that class
+/// (`!!org.springframework...Context ["http://..."]`).
+fn yaml_class_tag(s: &[u8]) -> Option<usize> {
+    memchr::memmem::find_iter(s, b"!!").find(|&at| java_class(&s[at + 2..]).is_some())
+}
+
+/// A JSON array whose first element is a Java class name, then the object's value:
+/// Jackson's default typing (`["ch.qos.logback.core.db.DriverManagerConnectionSource",
+/// {"url": ...}]`), which instantiates the class named.
+fn typed_array(s: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(rel) = memchr::memchr(b'[', &s[from..]) {
+        let at = from + rel;
+        from = at + 1;
+        let k = crate::text::skip_space(s, at + 1);
+        if s.get(k) != Some(&b'"') {
+            continue;
+        }
+        let Some(len) = java_class(&s[k + 1..]) else {
+            continue;
+        };
+        let m = crate::text::skip_space(s, k + 1 + len + 1);
+        if s.get(k + 1 + len) == Some(&b'"') && s.get(m) == Some(&b',') {
+            let v = crate::text::skip_space(s, m + 1);
+            // The object's properties, or a constructor argument that points
+            // elsewhere (a URL); a list of class names is data.
+            let url_arg = s.get(v) == Some(&b'"')
+                && memchr::memmem::find(&s[v..(v + 64).min(s.len())], b"://").is_some();
+            if matches!(s.get(v), Some(b'{' | b'[')) || url_arg {
+                return Some(at);
+            }
+        }
     }
     None
 }
@@ -168,7 +238,9 @@ fn php_object(s: &[u8]) -> Option<usize> {
         if colon >= 2 && s[colon - 2].is_ascii_alphanumeric() {
             continue;
         }
-        let mut k = colon + 1;
+        // PHP's reader takes a sign before the length (`O:+8:`), which filters that
+        // look for `O:` and a digit miss.
+        let mut k = colon + 1 + usize::from(s.get(colon + 1) == Some(&b'+'));
         let digits = s[k..]
             .iter()
             .take(6)
@@ -300,6 +372,10 @@ mod tests {
             b"!!python/object/apply:os.system ['id']",
             b"!!javax.script.ScriptEngineManager [!!java.net.URLClassLoader [[!!java.net.URL [\"http://x/\"]]]]",
             b"gASVJgAAAAAAAACMBXBvc2l4lIwGc3lzdGVtlJOUjAJpZJSFlFKULg==",
+            br#"O:+8:"stdClass":1:{s:1:"a";i:1;}"#,
+            b"!!org.example.beans.RemoteLoader [\"http://x/a.xml\"]",
+            br#"["org.example.pool.ConnectionSource", {"url": "jdbc:h2:mem:"}]"#,
+            br#"{"handler": [ "com.example.util.Loader" , "http://x/"]}"#,
         ] {
             assert!(hit(s), "missed: {}", String::from_utf8_lossy(s));
         }
@@ -315,6 +391,11 @@ mod tests {
             b"rO0 is not base64 of anything",
             b"gANT9DPezxt7B8oArUjHU6S4sg653nykM6jL6eml",
             b"CO:2 levels are rising",
+            br#"["com.example.app", "org.acme.tools"]"#,
+            br#"["java.util.List", "java.util.Map"]"#,
+            b"tags: !!str 2024",
+            b"Wow!! org.example.Foo is great",
+            br#"{"types": ["java.util.List", "java.util.Map"]}"#,
         ] {
             assert!(!hit(s), "false positive: {}", String::from_utf8_lossy(s));
         }

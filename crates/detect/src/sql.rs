@@ -3,23 +3,35 @@
 //! # Grammar
 //!
 //! [`scan`] is libinjection's tokenizer and fingerprint list (as ModSecurity's
-//! `@detectSQLi` runs it), with one condition added: in text that reads like prose
+//! `@detectSQLi` runs it), with two conditions added. In text that reads like prose
 //! (several words, almost only letters and spaces), a fingerprint made only of
-//! words, numbers and logical operators is not enough; it must hold a string
-//! break, a comment, a statement separator, a `UNION`, or a function call. So
+//! words, numbers and logical operators is not enough; it must hold a string, a
+//! comment, a statement separator, a `UNION`, a function call, a variable or a
+//! T-SQL or expression keyword (and in a value over 128 bytes whose first 64 read
+//! like prose, a string or a variable is not enough either). And a fingerprint
+//! read as if after a quote (starting `s`) stands only when the value's first quote
+//! can close a string (`closes`), unless the value starts with one. So
 //! `1 UNION SELECT password FROM users` and `x' or '1'='1` are found, and a sentence
 //! that happens to tokenize as SQL words passes. Then [`scan`] adds the shapes that
-//! libinjection's fingerprints let through:
+//! libinjection's fingerprints let through, looked for only at the injection points
+//! (`injection_points`: the value's start when it starts like SQL, and right after
+//! the first `'` and the first `"` when they close a string):
 //!
 //! ```text
-//! union-select := "union" (ws | comment)+ ["all" | "distinct"] "select"
+//! union-select := "union" ((ws | comment)+ | "(") ["all" | "distinct"] ["("]
+//!                  "select" select-list     (a literal, "*", "@", "(", or a name
+//!                  followed by "," "(" "." ";" a comment, "from" or "into")
 //! schema       := (see below)
 //! probe        := (sleep | benchmark | pg_sleep | extractvalue | updatexml
 //!                  | load_file | dbms_pipe.receive_message | randomblob) ws* "(" sql-args
 //! sql-args     := number ws* (")" | "," | operator) | quote | "@" | "(" | ")" | name ws* "("
-//! quote-logic  := quote [")"]* (ws | comment)+ (or | and | xor | union | select
+//! quote-logic  := quote [")"]* (ws | comment)* (or | and | xor | union | select
 //!                  | having | group | order) then, within 48 bytes, "=" | "<" | ">"
-//!                  | "#" | "--" | "/*"
+//!                  | "#" | "--" | "/*"   (at least one byte before the word)
+//! stacked      := [number | name] [")"]* ";" (select | insert | update | delete
+//!                  | drop | create | alter | copy | exec | declare | waitfor | ...)
+//!                  then "(" | "*" | from | into | table | program | role | ...
+//!                  within 64 bytes
 //! truncation   := alnum quote [")"]* (ws | comment)* ("#" | "--" | "/*") up to 8
 //!                  bytes without letters or digits, then the end of the value
 //! ```
@@ -29,24 +41,24 @@
 //!
 //! [`confirm`] answers a looser question, for the precision mode of the rule set:
 //! does the value have SQL *syntax in an injection context* at all? Yes when
-//! [`scan`] says so, or when it holds one of these:
+//! [`scan`] says so, or when an injection point holds a truncation, a union-select,
+//! a schema name, or one of these:
 //!
 //! ```text
-//! quote-break := quote [")"]* ws* (or | and | union | select | having | order by
-//!                 | group by | ";" | "--" | "#" | "/*" | "||" | "&&" | "=" | "<" | ">")
-//! union       := "union" ws+ ["all" | "distinct" ws+] "select"
-//! call        := (sleep | benchmark | pg_sleep | extractvalue | updatexml
-//!                 | load_file | char | concat | version | database | user
-//!                 | convert | cast | ascii | substring | if) ws* "("
+//! quote-break := quote [")"]* ws* ( ";" | "--" | "/*" | "||" | "&&"
+//!                 | "#" (ws | end) | ("=" | "<" | ">") operand
+//!                 | ws-or-")" AFTER_QUOTE-word operand )   -- "'select * from'" is
+//!                                                          -- a phrase in quotes
+//! call        := (sleep | benchmark | char | concat | version | user | cast
+//!                 | substring | if | ... : CALLS) ws* "(" sql-args
 //! schema      := information_schema | sysobjects | syscolumns | @@version
-//!              | xp_cmdshell | waitfor ws+ delay | sqlite_master | pg_catalog
+//!              | xp_cmdshell | waitfor ws* (delay | time) | sqlite_master | ...
 //! ```
 //!
 //! A CRS rule that matched words in prose (`union was a great select`, `Sleep(8
 //! hours)`) is not confirmed: there is no quote break, no `union select`, and
-//! `Sleep(8 hours)` calls nothing with SQL arguments... except that it does look
-//! like a call; [`confirm`] therefore wants a call's argument to be a number, a
-//! quote or a nested call, not a word list.
+//! `Sleep(8 hours)` looks like a call but its argument is a word list, while
+//! [`confirm`] wants a call's argument to be a number, a quote or a nested call.
 //!
 //! Linear: libinjection is linear, and each pattern is one scan.
 
@@ -234,6 +246,9 @@ fn anchored(s: &[u8], how: Strictness) -> Option<&'static str> {
                 return Some("quote, then SQL logic");
             }
         }
+        if stacked_at(s, p) {
+            return Some("stacked statement");
+        }
         if union_select_in(s, p, end) {
             return Some("UNION SELECT");
         }
@@ -277,6 +292,17 @@ fn injection_points(s: &[u8]) -> Vec<(usize, usize)> {
 /// escaped one, and three backticks open a Markdown code block), nor by a letter or
 /// digit unless they start a word of SQL logic (`'or'1'='1`).
 fn closes(s: &[u8], k: usize, q: u8) -> bool {
+    // One character in quotes after a word and a space (`Unexpected token '<'`,
+    // `the '=' sign`) is text that names a character.
+    if k >= 2
+        && is_space(s[k - 2])
+        && s.get(k + 1) == Some(&q)
+        && s.get(k)
+            .is_some_and(|c| !c.is_ascii_alphanumeric() && *c != q)
+        && s.get(k + 2).is_none_or(|c| !c.is_ascii_alphanumeric())
+    {
+        return false;
+    }
     match s.get(k) {
         None => true,
         Some(&c) if c == q => false,
@@ -372,6 +398,77 @@ fn skip_space_and_comments_unbounded(s: &[u8], mut at: usize) -> usize {
             None => return s.len(),
         }
     }
+}
+
+/// Statements an injection stacks after `;`.
+const STACKED: &[&str] = &[
+    "select", "insert", "update", "delete", "drop", "create", "alter", "copy", "exec", "execute",
+    "declare", "waitfor", "shutdown", "grant", "truncate", "set",
+];
+
+/// Words that show a stacked statement's object: what follows `DROP`, `COPY`,
+/// `ALTER` and the rest in SQL, not in prose.
+const STATEMENT_OBJECTS: &[&str] = &[
+    "from",
+    "into",
+    "table",
+    "program",
+    "role",
+    "user",
+    "login",
+    "database",
+    "values",
+    "where",
+    "procedure",
+    "function",
+    "trigger",
+    "superuser",
+    "password",
+    "delay",
+];
+
+/// At injection point `p`: (at the value's start, a number or a name first) `)`s,
+/// `;`, then a statement ([`STACKED`]) whose object shows within 64 bytes (`(`,
+/// `*`, or a word of [`STATEMENT_OBJECTS`]): `1; DROP TABLE users`, `'; COPY (SELECT
+/// '') TO PROGRAM 'id'`. `3; update the docs` names no object.
+fn stacked_at(s: &[u8], p: usize) -> bool {
+    let mut k = p;
+    if p == 0 {
+        k = skip_space(s, k);
+        k += s[k..]
+            .iter()
+            .take(64)
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'%'))
+            .count();
+    }
+    while k < s.len() && s[k] == b')' {
+        k += 1;
+    }
+    let k = skip_space_and_comments(s, k);
+    if s.get(k) != Some(&b';') {
+        return false;
+    }
+    let w = skip_space_and_comments(s, k + 1);
+    let word_end = w + s[w..]
+        .iter()
+        .take(16)
+        .take_while(|c| c.is_ascii_alphabetic())
+        .count();
+    if word_end == w || !crate::text::one_of(&s[w..word_end], STACKED) {
+        return false;
+    }
+    if s.get(word_end)
+        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+    {
+        return false;
+    }
+    static OBJECTS: LazyLock<Words> = LazyLock::new(|| Words::new(STATEMENT_OBJECTS));
+    let rest = &s[word_end..(word_end + 64).min(s.len())];
+    rest.iter().any(|c| matches!(c, b'(' | b'*'))
+        || OBJECTS.find_all(rest).any(|(_, a, e)| {
+            (a == 0 || !rest[a - 1].is_ascii_alphanumeric())
+                && rest.get(e).is_none_or(|c| !c.is_ascii_alphanumeric())
+        })
 }
 
 /// The calls that only serve to probe a database: they wait or raise an error.
@@ -483,16 +580,21 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
 /// Whether the value has SQL syntax in an injection context (see the module
 /// documentation).
 pub fn confirm(input: &[u8]) -> bool {
-    if !may_match(input) {
-        return false;
-    }
-    scan(input).is_some() || anchored(input, Strictness::Confirm).is_some()
+    scan(input).is_some() || confirm_beyond_scan(input)
+}
+
+/// The part of [`confirm`] that [`scan`] does not answer: `confirm(v)` is
+/// `scan(v).is_some() || confirm_beyond_scan(v)`, for a caller that has `scan`'s
+/// answer already (libinjection then runs once per value).
+pub fn confirm_beyond_scan(input: &[u8]) -> bool {
+    may_match(input) && anchored(input, Strictness::Confirm).is_some()
 }
 
 /// At `p` (right after a closing quote): optional `)` and white space, then `;`,
-/// `#`, `=`, `<`, `>`, `--`, `/*`, `||`, `&&`, or a word that goes on SQL after a
-/// value ([`AFTER_QUOTE`]) whose operand (a quote, a digit, `=`, `(`, `@`, `-`,
-/// `#`, `*`) follows at once.
+/// `#` (before white space or the end), `=`, `<`, `>` (with an operand), `--`,
+/// `/*`, `||`, `&&`, or, after at least one `)` or white space byte, a word that
+/// goes on SQL after a value ([`AFTER_QUOTE`]) whose operand (a quote, a digit,
+/// `=`, `(`, `@`, `-`, `#`, `*`) follows at once.
 fn quote_break_at(s: &[u8], p: usize) -> bool {
     let mut k = p;
     while k < s.len() && s[k] == b')' {
@@ -734,6 +836,10 @@ mod tests {
             "acct' #",
             "TeSt'/**/#",
             "admin')-- ",
+            "460; ALTER ROLE tr WITH SUPERUSER--x",
+            "'; COPY(select '')TO PROGRAM 'id'-- -",
+            "80';\nCREATE table w(o teXT);",
+            "0;\tSELECT\ndblink_connect('host=x')--",
         ] {
             assert!(scan(s.as_bytes()).is_some(), "missed: {s}");
         }
@@ -750,8 +856,11 @@ mod tests {
             "O'Brien or O'Neil",
             "Please update my order by friday",
             "I'd like to join the union; select me",
+            "3; update the docs when you can",
             "Sleep(8 hours) or a union select committee",
             "the reunion selected a new board",
+            "> SyntaxError: Unexpected token '<'\n\nAny ideas?",
+            "Use the '=' sign, not the ';' one",
         ] {
             assert!(!confirm(s.as_bytes()), "confirmed prose: {s}");
             assert!(scan(s.as_bytes()).is_none(), "found in prose: {s}");

@@ -6,10 +6,11 @@
 //! The value (white space and quotes trimmed) must *be* a URL: `scheme "://"
 //! [userinfo "@"] host [":" port] [path]`, `"//" host ...`, or for `http`, `https`,
 //! `ftp`, `ws` and `wss` also `scheme ":" host` and `scheme ":/" host` (WHATWG
-//! parsers accept them); or a URL that follows `/`, `=`, `?`, `&`, `(` or a quote
-//! inside the value (`/fetch/http://127.0.0.1/`, `a=1&u=http://...`). Prose that
-//! mentions a URL after a space is not a request to fetch it. Then it is an attack
-//! when:
+//! parsers accept them), and for the raw schemes below `scheme ":/" path`
+//! (`file:/etc/hosts`); or a URL with `://` that follows `/`, `=`, `?`, `&`, `(` or
+//! a quote inside the value (`/fetch/http://127.0.0.1/`, `a=1&u=http://...`).
+//! Prose that mentions a URL after a space is not a request to fetch it. Then it
+//! is an attack when:
 //!
 //! - the scheme is one that reaches raw services or files: `gopher`, `dict`, `ldap`,
 //!   `ldaps`, `tftp`, `sftp`, `netdoc`, `jar`, `file`, `svn`, `svn+ssh`, `git`,
@@ -29,10 +30,14 @@
 //!   `.internal`, `.cluster.local`, `.svc`, `localtest.me`, `lvh.me`, `vcap.me`, or a
 //!   wildcard DNS name with four dotted numbers among its labels
 //!   (`127.0.0.1.nip.io`, `x.10.0.0.1.sslip.io`);
-//! - there is no scheme, and the value starts with such an address followed by a
-//!   port or a path (`127.0.0.1:6379`, `[::ffff:a9fe:a9fe]/metadata`), or written in
-//!   hex or octal (`0xa9fea9fe`), or with a name only internal resolvers answer
-//!   (`instance-data.ec2.internal`): the application makes the URL.
+//! - there is no scheme, and the value starts with an internal IPv6 literal in
+//!   brackets (`[::1]`, `[::ffff:a9fe:a9fe]/metadata`), or with an internal address
+//!   of four dotted numbers followed by a port or a `/` path (`127.0.0.1:6379`) or
+//!   with a part in hex or octal (`0177.0.0.1`), or with one hex number of six
+//!   digits or more (`0xa9fea9fe`), or with a name under `.internal` or
+//!   `.cluster.local` (`instance-data.ec2.internal`; `bare_internal` takes `.svc`
+//!   too, but `may_match` lets no bare `.svc` name through): the application
+//!   makes the URL.
 //!
 //! Linear: the URL's authority is read once, at most 256 bytes.
 

@@ -1,5 +1,6 @@
-//! Server-side template injection: Jinja2/Twig, Freemarker, Velocity, ERB,
-//! Thymeleaf/SpEL/OGNL/EL, Handlebars, Smarty.
+//! Server-side template injection: Jinja2/Twig, Django, Freemarker, Velocity, ERB,
+//! Thymeleaf/SpEL/OGNL/EL, Handlebars, Dust, Smarty, Razor; server-side and
+//! edge-side includes.
 //!
 //! # Grammar
 //!
@@ -7,7 +8,8 @@
 //! injection := open expression close | directive
 //! open      := "{{" | "${" | "#{" | "*{" | "@{" | "<%=" | "<%" | "{%" | "[[" | "[="
 //!            | "@(" (Razor) | "%{" (OGNL)
-//! close     := "}}" | "}" | "%>" | "%}" | "]]" | "]" | ")"  (within 512 bytes)
+//! close     := "}}" | "}" | "%>" | "%}" | "]]" | "]" | ")"  (within 512 bytes, or
+//!              the end of a value that ends sooner)
 //! directive := "<#assign" | "<#import" | "#set(" | "#foreach(" | "{php}" | "{system("
 //!            | "{{this.push" | "<!--#exec" | "<esi:include" ...
 //! ```
@@ -15,23 +17,30 @@
 //! A delimited expression is an attack when it *probes* or *reaches out*, never for
 //! reading a variable (`{{ user.name }}`, `${title}`, Vue and JS template literals):
 //!
-//! - **probe**: arithmetic on literals (`7*7`, `7*'7'`, `49/7`), the classic way to
-//!   see whether a template engine evaluates input;
+//! - **probe**: arithmetic on literals (`7*7`, `7*'7'`, `8**4`; `49/7` and `1-2`
+//!   only as the whole expression), or a quoted string repeated by a number
+//!   (`'ab'*8`), the classic ways to see whether a template engine evaluates input;
 //! - **reach**: Python dunder attributes (`__class__`, `__globals__`, ...), objects
 //!   that lead to the runtime (`config`, `self`, `request.application`, `lipsum`,
 //!   `cycler`, `getClass`, `forName`, `Runtime`, `ProcessBuilder`, `T(java`,
 //!   `new java.`, `constructor.constructor`, `process.mainModule`, `require(`,
 //!   `Execute"?new`, `_self.env`, `registerUndefinedFilterCallback`, `File.open`,
-//!   `IO.popen`, `|attr(`), or a call of `exec`, `popen`, `system`, `eval`.
+//!   `IO.popen`, `|attr(`, `pageContext`, `#context`, `#_memberAccess`, `dump(`,
+//!   `app.request`, `System.Environment`), a call of `exec`, `popen`, `system`,
+//!   `eval`, or a command function's name in quotes (`'system'`, `'passthru'`,
+//!   ...), as Twig's filters take it (`{{['id']|map('system')}}`).
 //!
 //! A **syntax probe** is an attack too: three or more different opening delimiters
 //! within 12 bytes, only punctuation between them (`${{<%[%'"}}%\.`), the string
 //! that tells which engine, if any, evaluates input.
 //!
-//! Freemarker, Velocity and Smarty directives that create objects, include or
-//! evaluate, and Handlebars' prototype tricks (`{{this.push`, `{{this.pop`,
-//! `{{#blockHelperMissing`; a `constructor` or `__proto__` inside `{{ }}` is a
-//! reach), are attacks wherever they appear in a value, and so are
+//! Freemarker (`<#assign`, also in square brackets `[#assign`), Velocity and
+//! Smarty directives that create objects, include or evaluate, Handlebars'
+//! prototype tricks (`{{this.push`, `{{this.pop`, `{{#blockHelperMissing`,
+//! `{{#each this}}`; a quoted `"constructor"`, `constructor.constructor` or
+//! `__proto__` inside `{{ }}` is a reach), Django's `{% debug` and
+//! `get_admin_log`, Dust's `{@math`, and Razor's `@System.Environment` (and
+//! `.Diagnostics`, `.IO.`) are attacks wherever they appear in a value, and so are
 //! server-side includes (`<!--#exec cmd=...-->`, `<!--#include virtual=...-->`) and
 //! edge-side includes (`<esi:include src=...>`): the server runs them.
 //!
@@ -362,6 +371,13 @@ fn reach(expr: &[u8]) -> bool {
     REACH_WORDS.find_all(expr).any(|(w, at, _)| {
         // A word must not be the tail of a longer one (`myconfig.`, `oss.`).
         let first = REACH[w].as_bytes()[0];
+        // A backtick runs a command (Ruby, Perl) only with its closing one and a
+        // word between: `` `id` ``; a lone one is punctuation.
+        if first == b'`' {
+            let rest = &expr[at + 1..];
+            return memchr::memchr(b'`', rest)
+                .is_some_and(|e| e > 0 && rest[..e].iter().any(u8::is_ascii_alphabetic));
+        }
         !(first.is_ascii_alphabetic() && at > 0 && expr[at - 1].is_ascii_alphanumeric())
     })
 }
@@ -429,6 +445,7 @@ mod tests {
     fn benign() {
         for s in [
             "Hello {{ user.name }}, welcome",
+            "9i^TaA#lEM@{pJTl/%c%_#`v<#]",
             "${title} - ${subtitle}",
             "total: ${price * qty}",
             "<%= @user.name %>",

@@ -6,35 +6,41 @@
 //! (twice, for double encoding), overlong UTF-8 slashes and dots (`%c0%af`,
 //! `%c0%ae`, `%e0%80%af`) and `%u2215`/`%u002e`-style escapes read as `/` and `.`,
 //! backslashes read as `/`, repeated slashes read as one (a leading `//` stays),
-//! NUL and what follows dropped (the C string ends there), and the trailing dots,
-//! spaces and `::$DATA` that Windows ignores dropped. Then a value is an attack when:
+//! NUL and what follows dropped (the C string ends there), and a trailing `::$DATA`
+//! and trailing dots and spaces that Windows ignores dropped (a final `..` stays).
+//! Then a value is an attack when:
 //!
-//! - **escaping the root**: walking its path segments, `..` takes the depth below
-//!   the start (`../`, `foo/../../`), with at least two `..` segments, or one `..`
-//!   followed by a sensitive name; or two `..` segments and a sensitive name
-//!   anywhere (`/var/www/uploads/../../../../config/database.yml`);
+//! - **escaping the root**: walking its path segments (a segment of three or more
+//!   dots counts as `..`), `..` takes the depth below the start (`../`,
+//!   `foo/../../`), with at least two `..` segments or a sensitive name anywhere in
+//!   the path; or two `..` segments and a sensitive name anywhere
+//!   (`/var/www/uploads/../../../../config/database.yml`);
 //! - **a path parameter or alias trick**: a `..;x` segment (Tomcat reads it as `..`)
 //!   or a `name..` segment before a `/` (it climbs out of an nginx alias that lacks
 //!   its slash);
-//! - **naming a sensitive file**: a path (absolute, `file:`, or after `..`) that ends
-//!   in a known sensitive file or directory: `/etc/passwd`, `/etc/shadow`,
+//! - **naming a sensitive file**: a path (after a `/`, which takes in `C:\` and
+//!   `file:`, or after a `..`) that ends in a known sensitive file or directory;
+//!   in text that reads like prose, only when no white space comes before it (the
+//!   value is the path, not a sentence naming one): `/etc/passwd`, `/etc/shadow`,
 //!   `/proc/self/environ`, `/etc/ssh/`, `boot.ini`, `win.ini`, `web.config`,
 //!   `WEB-INF/web.xml`, `.htaccess`, `.env`, `id_rsa`, `.git/config`, framework
 //!   secrets (`config/database.yml`, `secrets.yml`, `appsettings.json`,
 //!   `settings.py`), `/var/run/secrets/`, `actuator/env`, ... ([`SENSITIVE`]; a bare
 //!   name like `.env` alone counts only with a path separator before it);
-//! - **a stream wrapper**: `php://filter`, `php://input`, `expect://`, `phar://`,
-//!   `zip://`, `data://text/plain;base64`, `file://`, `glob://`, `jar:`,
-//!   `compress.zlib://`, `ogg://`, `ssh2.`;
-//! - **a remote include**: a URL to another host (`http`, `https`, `ftp`, a
-//!   scheme-relative `//host/`, or a UNC `\\host\share\`) whose last path segment
-//!   is a script (`.php`, `.jsp`, `.asp`, `.cgi`, `.pl`, `.sh`, ...) with no query,
-//!   or a script or text file followed by `?`, `#` or a NUL (the application's own
-//!   suffix becomes a query: `http://x/shell.txt?`), or a `.txt` over FTP; or a
-//!   scheme written in mixed case (`hTTp://`, a filter evasion). At the start of the
-//!   value or after `/`, `=`, `?`, `&`, `(` or a quote inside it.
+//! - **a stream wrapper**, not after a letter or digit: `php://`, `expect://`,
+//!   `phar://`, `zip://`, `data://` (with `base64` or `text/` in the next 40
+//!   bytes), `file://`, `glob://`, `jar:file:`, `jar:http`, `compress.zlib://`,
+//!   `zlib:`, `ogg://`, `ssh2.`;
+//! - **a remote include**: a URL (`http`, `https` or `ftp`, at the start of the
+//!   value or after `/`, `=`, `?`, `&`, `(` or a quote inside it; or, at the start
+//!   only, a scheme-relative `//host/` or a UNC `\\host\share\`) whose path ends in
+//!   a script (`.php`, `.jsp`, `.asp`, `.cgi`, `.pl`, `.sh`, ...) with no query, or
+//!   a script or text file followed by a final `?` or `#` or cut by a NUL (the
+//!   application's own suffix becomes a query: `http://x/shell.txt?`), or a `.txt`
+//!   over FTP; or a value that starts with a scheme written in mixed case
+//!   (`hTTp://`, a filter evasion).
 //!
-//! Linear: the normalisation is two passes, and the segment walk is one.
+//! Linear: the normalisation is three passes, and the segment walk is one.
 
 use crate::text::{Words, find_ci};
 use crate::{Class, Finding};
@@ -271,14 +277,15 @@ const SCRIPT_EXTENSIONS: &[&str] = &[
     ".asp", ".aspx", ".cgi", ".pl", ".py", ".sh", ".shtml",
 ];
 
-/// A remote include: a URL to another host (`http`, `https`, `ftp`, a
+/// A remote include: a URL to any host (`http`, `https`, `ftp`, a
 /// scheme-relative `//host/...`, or a UNC `\\host\share\...`, which normalisation
-/// turns into one) whose last path segment is a script or text file with no query
-/// of its own, or that ends with `?` or `#` (so that the application's own suffix
-/// becomes a query), or whose scheme mixes upper and lower case (`hTTp://`, a filter
-/// evasion). The URL starts the value, or follows `/`, `=`, `?`, `&`, `(` or a quote
-/// inside it (`/api/items/http://x/shell.txt?`). `nul_cut` says the raw value had a
-/// NUL byte where normalisation stopped (`shell.txt%00`).
+/// turns into one) whose last path segment is a script with no query of its own, or
+/// a script or text file that ends the URL with `?` or `#` or a NUL (so that the
+/// application's own suffix becomes a query), or a text file over FTP; or a value
+/// that starts with a scheme mixing upper and lower case (`hTTp://`, a filter
+/// evasion). The URL starts the value, or (with a scheme) follows `/`, `=`, `?`,
+/// `&`, `(` or a quote inside it (`/api/items/http://x/shell.txt?`). `nul_cut`
+/// says the raw value had a NUL byte where normalisation stopped (`shell.txt%00`).
 fn remote_include(p: &[u8], nul_cut: bool) -> bool {
     let t = p.trim_ascii();
     let starts =
@@ -328,7 +335,9 @@ fn remote_include(p: &[u8], nul_cut: bool) -> bool {
 }
 
 /// Decodes percent escapes (twice), overlong UTF-8 slashes and dots, `%u` escapes
-/// of `/`, `\` and `.`, turns backslashes into slashes, and stops at a NUL byte.
+/// of `/`, `\` and `.`, turns backslashes into slashes, folds repeated slashes
+/// (a leading `//` and `://` stay), stops at a NUL byte, and drops a trailing
+/// `::$DATA` and trailing dots and spaces.
 fn normalise(input: &[u8]) -> Vec<u8> {
     let once = percent_decode(input);
     let twice = percent_decode(&once);

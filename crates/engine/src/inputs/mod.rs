@@ -286,7 +286,12 @@ impl Inputs {
         }
         let hit = match check {
             Check::Class(c) => c.scan(&e.value).is_some(),
-            Check::SqlSyntax => detect::sql::confirm(&e.value),
+            // The SQL detector's answer (cached for its own rules) and then only
+            // the shapes it does not cover: libinjection runs once per value.
+            Check::SqlSyntax => {
+                self.check(index, Check::Class(detect::Class::Sql))
+                    || detect::sql::confirm_beyond_scan(&e.value)
+            }
         };
         e.checked.set(e.checked.get() | bit);
         if hit {
