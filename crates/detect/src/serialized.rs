@@ -66,6 +66,10 @@ pub(crate) const GADGETS: &[&str] = &[
     "org.springframework.beans.factory",
     "bsh.interpreter",
     "groovy.util.expando",
+    "textformattingrunproperties",
+    "windowsclaimsidentity",
+    "sessionsecuritytoken",
+    "activitysurrogateselector",
 ];
 
 pub(crate) const YAML_TAGS: &[&str] = &[
@@ -376,6 +380,7 @@ mod tests {
             b"!!org.example.beans.RemoteLoader [\"http://x/a.xml\"]",
             br#"["org.example.pool.ConnectionSource", {"url": "jdbc:h2:mem:"}]"#,
             br#"{"handler": [ "com.example.util.Loader" , "http://x/"]}"#,
+            b"\xff\x01\x32\xd8\x05\x00\x01Microsoft.VisualStudio.Text.Formatting.TextFormattingRunProperties",
         ] {
             assert!(hit(s), "missed: {}", String::from_utf8_lossy(s));
         }

@@ -5,7 +5,7 @@
 //! | step | when | result |
 //! |---|---|---|
 //! | `url` | `%XX` or `%uXXXX` escapes | the value percent-decoded (again: parsed arguments are decoded once already) |
-//! | `base64` | the value (or what follows one leading word, as in `Basic ...`) is base64 or base64url, at least 4 characters, not letters of one case alone or digits alone | the decoded bytes, kept only when they are mostly text, a serialized object (Java stream, pickle) or a gzip or zlib stream |
+//! | `base64` | the value (or what follows one leading word, as in `Basic ...`) is base64 or base64url, at least 4 characters, not letters of one case alone or digits alone | the decoded bytes, kept only when they are mostly text, a serialized object (Java stream, pickle, .NET ObjectStateFormatter as in a ViewState) or a gzip or zlib stream |
 //! | `datauri` | `data:...;base64,...` | the decoded payload, when text or a serialized object |
 //! | `jwt` | three base64url parts, the first starting `eyJ` | the header and the claims, as JSON |
 //! | `gzip` | a gzip or zlib stream (as base64 of a compressed object yields) | the inflated bytes, at most [`MAX_INFLATED`], kept when worth keeping as for `base64` |
@@ -248,6 +248,7 @@ fn worth_keeping(d: &[u8]) -> bool {
     if d.starts_with(b"\xac\xed\x00\x05")
         || (d.len() > 2 && d[0] == 0x80 && (2..=5).contains(&d[1]))
         || compressed(d)
+        || d.starts_with(&[0xff, 0x01])
     {
         return true;
     }
@@ -813,6 +814,14 @@ mod tests {
         assert_eq!(
             inflate(&gz[..gz.len() - 6]).as_deref(),
             Some(&b"' OR 1=1 --"[..])
+        );
+        // A .NET ObjectStateFormatter stream (a ViewState) is kept, binary as it is.
+        let state = base64::engine::general_purpose::STANDARD
+            .encode(b"\xff\x01\x32\x05\x00\x01\x9e\x01TextFormattingRunProperties");
+        assert!(
+            decodings(state.as_bytes(), b"ARGS:__VIEWSTATE")
+                .iter()
+                .any(|(step, v)| step == b"base64" && v.starts_with(b"\xff\x01"))
         );
         assert!(steps("%27%20OR%201%3D1").contains(&("url".into(), "' OR 1=1".into())));
         assert!(steps("JyBPUiAxPTEgLS0=").contains(&("base64".into(), "' OR 1=1 --".into())));
