@@ -39,6 +39,7 @@ pub mod log;
 pub mod lookups;
 pub mod macros;
 pub mod operators;
+pub mod policy;
 pub mod rule;
 pub mod ruleset;
 pub mod transaction;
@@ -52,6 +53,7 @@ pub use config::{EngineConfig, RuleEngineMode};
 pub use error::LoadError;
 pub use intervention::{Intervention, InterventionKind};
 pub use lookups::{GeoDb, RblAnswer, RblFailure, RblResolver};
+pub use policy::{Policy, PolicyBuilder, PolicyError, PolicyLimits};
 pub use ruleset::{Ruleset, RulesetBuilder};
 pub use transaction::{
     BodyAppend, BudgetAction, BudgetExceeded, Clock, CpuBudget, CpuMeter, Transaction, TxContext,

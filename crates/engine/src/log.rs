@@ -217,6 +217,10 @@ pub fn audit_record(tx: &Transaction) -> String {
     }
     t.insert("host_port".into(), json!(ctx.server_port));
     t.insert("unique_id".into(), json!(ctx.unique_id));
+    if let Some(p) = tx.policy() {
+        // Palisade's own: the site whose policy the transaction ran under.
+        t.insert("site".into(), json!(p.name()));
+    }
     let mut request = Map::new();
     request.insert(
         "method".into(),
@@ -523,6 +527,10 @@ pub fn native_audit_record(tx: &Transaction) -> String {
             for m in tx.matches().iter().filter(|m| m.log || m.auditlog) {
                 s.push_str(&error_log_line(m, tx));
                 s.push('\n');
+            }
+            if let Some(p) = tx.policy() {
+                // Palisade's own: the site whose policy the transaction ran under.
+                let _ = writeln!(s, "Palisade-Site: {}", p.name());
             }
         }
         s.push('\n');

@@ -43,6 +43,59 @@ pub struct RulesetBuilder {
     /// when nothing answers them.
     rbl_rules: Vec<String>,
     geo_rules: Vec<String>,
+    /// Set when the builder compiles a site's overlay over a base rule set
+    /// ([`crate::policy`]): what the site's directives remove from the base.
+    overlay: Option<OverlayState>,
+}
+
+/// What a site's directives do to the base rule set, gathered while its overlay is
+/// compiled: removals by id, tag and message, and target exclusions, which apply to
+/// the site's transactions only (the base is not copied).
+#[derive(Debug)]
+pub(crate) struct OverlayState {
+    /// The base rule set.
+    pub base: Arc<Ruleset>,
+    /// `SecRuleRemoveById` ranges.
+    pub removed_ids: Vec<IdRange>,
+    /// `SecRuleRemoveByTag` patterns.
+    pub removed_tags: Vec<TagSelector>,
+    /// `SecRuleRemoveByMsg` messages.
+    pub removed_msgs: Vec<String>,
+    /// `SecRuleUpdateTargetBy*` exclusions (`!VAR`) of base rules.
+    pub target_removals: Vec<(PendingTarget, Exclusion)>,
+}
+
+/// Which base rules a site's target exclusion applies to, before the tags are
+/// numbered.
+#[derive(Debug, Clone)]
+pub(crate) enum PendingTarget {
+    /// By id (every link of the chain).
+    Ids(Vec<IdRange>),
+    /// By tag pattern.
+    Tag(TagSelector),
+    /// By message.
+    Msg(String),
+}
+
+/// A compiled overlay: a site's own rules, per phase, bound to the base rule set
+/// they were compiled against.
+#[derive(Debug)]
+pub(crate) struct OverlayBuild {
+    /// The rules per phase (markers in every phase), without folds or prefilter.
+    pub phases: [Vec<Entry>; 5],
+    /// The base's transformation prefixes followed by the overlay's new ones, when it
+    /// has new ones.
+    pub chain_nodes: Option<Vec<super::ChainNode>>,
+    /// The disruptive action of `block` per phase for the overlay's rules.
+    pub default_disruptive: [(Disruptive, Option<u16>); 5],
+    /// What the site removes from the base.
+    pub state: OverlayState,
+    /// Load warnings.
+    pub warnings: Vec<String>,
+    /// The files the overlay was read from.
+    pub files: Vec<PathBuf>,
+    /// A hash of the overlay's directives.
+    pub hash: u64,
 }
 
 impl RulesetBuilder {
@@ -63,6 +116,107 @@ impl RulesetBuilder {
             rbl_resolver: false,
             rbl_rules: Vec::new(),
             geo_rules: Vec::new(),
+            overlay: None,
+        }
+    }
+
+    /// A builder for a site's overlay over `base`: its rules get the base's
+    /// `SecDefaultAction`s, transformation cache keys, tag numbers and settings, and
+    /// their ids must not be the base's.
+    pub(crate) fn for_overlay(
+        base: &Arc<Ruleset>,
+        source: Arc<dyn FileSource + Send + Sync>,
+    ) -> Self {
+        let mut b = RulesetBuilder::new(source);
+        b.config = base.config.clone();
+        b.defaults = base.defaults.clone();
+        b.rbl_resolver = base.rbl_resolver;
+        // Every pipeline of the base keeps its key: the overlay's rules share the
+        // transaction's cached forms with the base's.
+        for (id, _) in base.chain_nodes.iter().enumerate() {
+            let mut steps = Vec::new();
+            let mut cur = Some(id as u32);
+            while let Some(c) = cur {
+                let node = &base.chain_nodes[c as usize];
+                steps.push(node.step);
+                cur = node.parent;
+            }
+            steps.reverse();
+            b.prefixes.insert(steps, id as u32);
+        }
+        b.ids = base
+            .phases
+            .iter()
+            .flatten()
+            .filter_map(|e| match e {
+                Entry::Rule(r) => r.id,
+                Entry::Marker(_) => None,
+            })
+            .collect();
+        b.overlay = Some(OverlayState {
+            base: base.clone(),
+            removed_ids: Vec::new(),
+            removed_tags: Vec::new(),
+            removed_msgs: Vec::new(),
+            target_removals: Vec::new(),
+        });
+        b
+    }
+
+    /// Whether `sel` selects a rule of the overlay so far or of the base: for a
+    /// selector by ids, each range must select one (the first that selects none is
+    /// the error).
+    fn check_selects(
+        &self,
+        span: &Span,
+        directive: &str,
+        written: &RuleSelector,
+        sel: &CompiledSelector,
+    ) -> Result<(), LoadError> {
+        let Some(o) = &self.overlay else {
+            return Ok(());
+        };
+        let overlay = self.entries.iter().filter_map(|e| match e {
+            Entry::Rule(r) => Some(r.as_ref()),
+            Entry::Marker(_) => None,
+        });
+        let base = o.base.phases.iter().flatten().filter_map(|e| match e {
+            Entry::Rule(r) => Some(r.as_ref()),
+            Entry::Marker(_) => None,
+        });
+        let mut all = overlay.chain(base);
+        match written {
+            RuleSelector::Ids(ranges) => {
+                for r in ranges {
+                    let one = CompiledSelector::Ids(vec![*r]);
+                    if !all.clone().any(|x| one.selects(x)) {
+                        let what = if r.start == r.end {
+                            format!("id {}", r.start)
+                        } else {
+                            format!("an id in {}-{}", r.start, r.end)
+                        };
+                        return Err(LoadError::rule(
+                            span,
+                            None,
+                            format!(
+                                "{directive}: no rule with {what} is loaded (in the base rule set or this site's rules)"
+                            ),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            RuleSelector::Tag(t) if !all.any(|x| sel.selects(x)) => Err(LoadError::rule(
+                span,
+                None,
+                format!("{directive}: no loaded rule has a tag matching {t:?}"),
+            )),
+            RuleSelector::Msg(m) if !all.any(|x| sel.selects(x)) => Err(LoadError::rule(
+                span,
+                None,
+                format!("{directive}: no loaded rule has the message {m:?}"),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -115,6 +269,15 @@ impl RulesetBuilder {
 
     fn add_directive(&mut self, d: Directive) -> Result<(), LoadError> {
         let span = d.span;
+        if let (Some(_), DirectiveKind::Setting { name, .. }) = (&self.overlay, &d.kind) {
+            return Err(LoadError::rule(
+                &span,
+                None,
+                format!(
+                    "{name} is an engine setting, which a site's rules cannot change: use the site's keys (rule_engine, paranoia_level, limits) or the top-level [[rules]]"
+                ),
+            ));
+        }
         match d.kind {
             DirectiveKind::Rule(def) => self.add_rule(&span, Some(def.clone()), def.actions)?,
             DirectiveKind::Action(actions) => self.add_rule(&span, None, actions)?,
@@ -145,13 +308,26 @@ impl RulesetBuilder {
                 self.compile_rule(&span, None, &actions, None, true)?;
                 self.defaults[usize::from(phase - 1)] = actions;
             }
-            DirectiveKind::RuleRemove(sel) => {
+            DirectiveKind::RuleRemove(written) => {
                 self.close_chain(&span)?;
-                let sel = compile_selector(&span, &sel)?;
+                let sel = compile_selector(&span, &written)?;
+                self.check_selects(&span, removal_name(&written), &written, &sel)?;
                 self.entries.retain(|e| match e {
                     Entry::Rule(r) => !sel.selects(r),
                     Entry::Marker(_) => true,
                 });
+                if let Some(o) = &mut self.overlay {
+                    // The base's rules are removed for the site's transactions only,
+                    // as a `ctl:ruleRemove*` at the start of each would.
+                    match (written, sel) {
+                        (RuleSelector::Ids(r), _) => o.removed_ids.extend(r),
+                        (_, CompiledSelector::Tag(re)) => {
+                            o.removed_tags.push(TagSelector::new(re));
+                        }
+                        (RuleSelector::Msg(m), _) => o.removed_msgs.push(m),
+                        _ => {}
+                    }
+                }
             }
             DirectiveKind::RuleUpdateTarget {
                 selector,
@@ -160,6 +336,12 @@ impl RulesetBuilder {
             } => {
                 self.close_chain(&span)?;
                 let sel = compile_selector(&span, &selector)?;
+                let directive = match &selector {
+                    RuleSelector::Ids(_) => "SecRuleUpdateTargetById",
+                    RuleSelector::Tag(_) => "SecRuleUpdateTargetByTag",
+                    RuleSelector::Msg(_) => "SecRuleUpdateTargetByMsg",
+                };
+                self.check_selects(&span, directive, &selector, &sel)?;
                 let (add, excl) = compile_targets(&span, None, &targets)?;
                 let replaced = match replaced {
                     Some(r) => Some(compile_targets(&span, None, &r)?.0),
@@ -181,7 +363,32 @@ impl RulesetBuilder {
                         }
                     }
                 }
-                if !found {
+                if let Some(o) = &mut self.overlay {
+                    let in_base = o.base.phases.iter().flatten().find_map(|e| match e {
+                        Entry::Rule(r) if sel.selects(r) => Some(r.as_ref()),
+                        _ => None,
+                    });
+                    if let Some(r) = in_base {
+                        if !add.is_empty() || replaced.is_some() {
+                            return Err(LoadError::rule(
+                                &span,
+                                r.id,
+                                format!(
+                                    "{directive}: a site can only exclude targets (`!VAR`) from the rules of the base rule set; adding or replacing targets of rule {} would copy it for the site (exclude the rule with SecRuleRemoveById and write the site's own, or change it in the top-level [[rules]])",
+                                    r.id.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                        let pending = match sel {
+                            CompiledSelector::Ids(r) => PendingTarget::Ids(r),
+                            CompiledSelector::Tag(re) => PendingTarget::Tag(TagSelector::new(re)),
+                            CompiledSelector::Msg(m) => PendingTarget::Msg(m),
+                        };
+                        for x in excl {
+                            o.target_removals.push((pending.clone(), x));
+                        }
+                    }
+                } else if !found {
                     self.warnings.push(format!(
                         "{span}: SecRuleUpdateTarget matched no rule loaded so far"
                     ));
@@ -194,6 +401,17 @@ impl RulesetBuilder {
                     .iter()
                     .position(|e| matches!(e, Entry::Rule(r) if r.id == Some(id)));
                 let Some(pos) = pos else {
+                    if self
+                        .overlay
+                        .as_ref()
+                        .is_some_and(|o| o.base.rule_by_id(id).is_some())
+                    {
+                        return Err(LoadError::rule(
+                            &span,
+                            Some(id),
+                            "SecRuleUpdateActionById: the rule belongs to the base rule set, and a site cannot change its actions (that would copy the rule for the site); remove it with SecRuleRemoveById and write the site's own rule, or change it in the top-level [[rules]]",
+                        ));
+                    }
                     return Err(LoadError::rule(
                         &span,
                         Some(id),
@@ -790,73 +1008,14 @@ impl RulesetBuilder {
                 "the last rule has `chain` but no rule follows",
             ));
         }
-        let mut warnings = self.warnings;
-        let mut lookups = Vec::new();
-        if !self.rbl_resolver {
-            for at in &self.rbl_rules {
-                lookups.push(format!(
-                    "{at}: @rbl never matches: no DNS block-list resolver is configured"
-                ));
-            }
-        }
-        if self.config.geo_db.is_none() {
-            for at in &self.geo_rules {
-                lookups.push(format!(
-                    "{at}: @geoLookup never matches and GEO stays empty: no GeoIP \
-                     database is configured (SecGeoLookupDb)"
-                ));
-            }
-        }
-        for w in lookups {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        for w in self.lookup_warnings() {
             tracing::warn!("{w}");
             warnings.push(w);
         }
-        let mut phases: [Vec<Entry>; 5] = Default::default();
-        for e in self.entries {
-            match &e {
-                Entry::Rule(r) => phases[usize::from(r.phase - 1)].push(e),
-                Entry::Marker(_) => {
-                    for p in &mut phases {
-                        p.push(e.clone());
-                    }
-                }
-            }
-        }
-        let mut default_disruptive: [(Disruptive, Option<u16>); 5] = Default::default();
-        for (i, defs) in self.defaults.iter().enumerate() {
-            for a in defs {
-                let n = a.name.to_ascii_lowercase();
-                match n.as_str() {
-                    "deny" => default_disruptive[i].0 = Disruptive::Deny,
-                    "drop" => default_disruptive[i].0 = Disruptive::Drop,
-                    "pass" => default_disruptive[i].0 = Disruptive::Pass,
-                    "status" => {
-                        default_disruptive[i].1 =
-                            a.value.as_deref().and_then(|v| v.trim().parse().ok())
-                    }
-                    "redirect" => {
-                        if let Some(m) = a.value.as_deref().and_then(|v| Macro::parse(v).ok()) {
-                            default_disruptive[i].0 = Disruptive::Redirect(m);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        // What only loading needed: the rules as written (for SecRuleUpdateActionById).
-        for phase in &mut phases {
-            for e in phase.iter_mut() {
-                if let Entry::Rule(r) = e {
-                    let mut link = Some(r.as_mut());
-                    while let Some(l) = link {
-                        l.def = None;
-                        l.action_defs = Vec::new();
-                        link = l.chain.as_deref_mut();
-                    }
-                }
-            }
-        }
-        super::tags::number(&mut phases);
+        let mut phases = into_phases(self.entries);
+        let default_disruptive = default_disruptives(&self.defaults);
+        let tag_ids = super::tags::number(&mut phases);
         let reached = super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
         let prefixes = &mut self.prefixes;
         let mut prefilter = super::prefilter::Prefilter::build(&mut phases, &reached, &mut |p| {
@@ -893,6 +1052,114 @@ impl RulesetBuilder {
             warnings,
             default_disruptive,
             hash: self.hasher.finish(),
+            defaults: self.defaults,
+            tag_ids,
+            rbl_resolver: self.rbl_resolver,
+        })
+    }
+
+    /// The warnings of `@rbl` and `@geoLookup` rules nothing will answer.
+    fn lookup_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.rbl_resolver {
+            for at in &self.rbl_rules {
+                out.push(format!(
+                    "{at}: @rbl never matches: no DNS block-list resolver is configured"
+                ));
+            }
+        }
+        if self.config.geo_db.is_none() {
+            for at in &self.geo_rules {
+                out.push(format!(
+                    "{at}: @geoLookup never matches and GEO stays empty: no GeoIP \
+                     database is configured (SecGeoLookupDb)"
+                ));
+            }
+        }
+        out
+    }
+
+    /// Finishes a site's overlay (a builder made by [`RulesetBuilder::for_overlay`]):
+    /// its rules per phase, numbered in the base's tag table, with the `ctl`s that
+    /// remove by tag filled from it. Its rules are not folded and have no place in
+    /// the base's prefilter: they run as written.
+    pub(crate) fn build_overlay(mut self) -> Result<OverlayBuild, LoadError> {
+        if self.open_chain {
+            let span = match self.entries.last() {
+                Some(Entry::Rule(r)) => r.span.clone(),
+                _ => Span {
+                    file: Arc::new(PathBuf::from("?")),
+                    line: 0,
+                    column: 0,
+                },
+            };
+            return Err(LoadError::rule(
+                &span,
+                None,
+                "the last rule has `chain` but no rule follows",
+            ));
+        }
+        let Some(mut state) = self.overlay.take() else {
+            return Err(LoadError::rule(
+                &Span {
+                    file: Arc::new(PathBuf::from("?")),
+                    line: 0,
+                    column: 0,
+                },
+                None,
+                "not an overlay builder",
+            ));
+        };
+        let mut warnings = self.warnings.clone();
+        for w in self.lookup_warnings() {
+            tracing::warn!("{w}");
+            warnings.push(w);
+        }
+        let mut phases = into_phases(std::mem::take(&mut self.entries));
+        let default_disruptive = default_disruptives(&self.defaults);
+        let mut tag_ids = state.base.tag_ids.clone();
+        super::tags::number_with(&mut phases, &mut tag_ids);
+        for sel in &mut state.removed_tags {
+            super::tags::fill(sel, &tag_ids);
+        }
+        for (t, _) in &mut state.target_removals {
+            if let PendingTarget::Tag(sel) = t {
+                super::tags::fill(sel, &tag_ids);
+            }
+        }
+        let base_nodes = state.base.chain_nodes.len();
+        let chain_nodes = (self.prefixes.len() > base_nodes).then(|| {
+            let mut nodes = state.base.chain_nodes.clone();
+            nodes.resize(
+                self.prefixes.len(),
+                super::ChainNode {
+                    parent: None,
+                    step: Transform::Lowercase,
+                    triggers: 0,
+                },
+            );
+            for (prefix, &id) in &self.prefixes {
+                if (id as usize) < base_nodes {
+                    continue;
+                }
+                if let Some((&step, head)) = prefix.split_last() {
+                    nodes[id as usize] = super::ChainNode {
+                        parent: self.prefixes.get(head).copied(),
+                        step,
+                        triggers: prefix.iter().fold(0, |t, s| t | s.triggers()),
+                    };
+                }
+            }
+            nodes
+        });
+        Ok(OverlayBuild {
+            phases,
+            chain_nodes,
+            default_disruptive,
+            state,
+            warnings,
+            files: self.files,
+            hash: self.hasher.finish(),
         })
     }
 }
@@ -909,6 +1176,67 @@ fn io_error(path: &Path, reason: &str) -> LoadError {
             reason: reason.to_string(),
         },
     })
+}
+
+/// The directive a removal selector was written with, for messages.
+fn removal_name(sel: &RuleSelector) -> &'static str {
+    match sel {
+        RuleSelector::Ids(_) => "SecRuleRemoveById",
+        RuleSelector::Tag(_) => "SecRuleRemoveByTag",
+        RuleSelector::Msg(_) => "SecRuleRemoveByMsg",
+    }
+}
+
+/// The disruptive action and status of each phase's `SecDefaultAction`.
+fn default_disruptives(defaults: &[Vec<ActionDef>; 5]) -> [(Disruptive, Option<u16>); 5] {
+    let mut out: [(Disruptive, Option<u16>); 5] = Default::default();
+    for (i, defs) in defaults.iter().enumerate() {
+        for a in defs {
+            let n = a.name.to_ascii_lowercase();
+            match n.as_str() {
+                "deny" => out[i].0 = Disruptive::Deny,
+                "drop" => out[i].0 = Disruptive::Drop,
+                "pass" => out[i].0 = Disruptive::Pass,
+                "status" => out[i].1 = a.value.as_deref().and_then(|v| v.trim().parse().ok()),
+                "redirect" => {
+                    if let Some(m) = a.value.as_deref().and_then(|v| Macro::parse(v).ok()) {
+                        out[i].0 = Disruptive::Redirect(m);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Splits the entries into phases (markers in every phase) and drops what only
+/// loading needed: the rules as written (for `SecRuleUpdateActionById`).
+fn into_phases(entries: Vec<Entry>) -> [Vec<Entry>; 5] {
+    let mut phases: [Vec<Entry>; 5] = Default::default();
+    for e in entries {
+        match &e {
+            Entry::Rule(r) => phases[usize::from(r.phase - 1)].push(e),
+            Entry::Marker(_) => {
+                for p in &mut phases {
+                    p.push(e.clone());
+                }
+            }
+        }
+    }
+    for phase in &mut phases {
+        for e in phase.iter_mut() {
+            if let Entry::Rule(r) = e {
+                let mut link = Some(r.as_mut());
+                while let Some(l) = link {
+                    l.def = None;
+                    l.action_defs = Vec::new();
+                    link = l.chain.as_deref_mut();
+                }
+            }
+        }
+    }
+    phases
 }
 
 fn is_disruptive(name: &str) -> bool {

@@ -301,14 +301,57 @@ fn apply_actions_unknown(link: &Rule, tx: &AbsTx) -> AbsTx {
     }
 }
 
-/// Outcome of a chain from `link` on: whether the whole rest matched, and the states
-/// after a full match and after a chain that stopped (with the actions of the links
-/// that matched applied). Folds each link it can decide.
-fn chain(link: &mut Rule, tx: AbsTx, map: Option<&UnicodeMap>) -> (Option<AbsTx>, Option<AbsTx>) {
+/// One entry of the list the abstract run walks: a marker, or a rule (with its
+/// chain).
+#[derive(Clone, Copy)]
+enum Item<'a> {
+    Marker(&'a str),
+    Rule(&'a Rule),
+    /// A rule a site removed: it never runs, but still counts for a `skip:N`
+    /// over it, as in the transaction's walk.
+    Removed,
+}
+
+impl<'a> Item<'a> {
+    fn of(e: &'a Entry) -> Item<'a> {
+        match e {
+            Entry::Marker(m) => Item::Marker(m),
+            Entry::Rule(r) => Item::Rule(r),
+        }
+    }
+}
+
+/// What the abstract run decided, per item walked and per link of its chain (the
+/// first link at 0): `None` where the link may or may not match, or was not
+/// reached.
+type Outcomes = Vec<Vec<Option<Folded>>>;
+
+/// An empty [`Outcomes`] for `items`.
+fn outcomes_for(items: &[Item<'_>]) -> Outcomes {
+    items
+        .iter()
+        .map(|i| match i {
+            Item::Marker(_) | Item::Removed => Vec::new(),
+            Item::Rule(r) => vec![None; r.links().count()],
+        })
+        .collect()
+}
+
+/// Outcome of a chain from `link` (at `depth` in its chain) on: whether the whole
+/// rest matched, and the states after a full match and after a chain that stopped
+/// (with the actions of the links that matched applied). Records in `out` each link
+/// it can decide.
+fn chain(
+    link: &Rule,
+    depth: usize,
+    tx: AbsTx,
+    map: Option<&UnicodeMap>,
+    out: &mut [Option<Folded>],
+) -> (Option<AbsTx>, Option<AbsTx>) {
     let outcome = eval(link, &tx, map);
     let (after, unmatched) = match &outcome {
         Outcome::Never => {
-            link.folded = Some(Folded::Never);
+            out[depth] = Some(Folded::Never);
             return (None, Some(tx));
         }
         Outcome::Always(hits) => {
@@ -316,7 +359,7 @@ fn chain(link: &mut Rule, tx: AbsTx, map: Option<&UnicodeMap>) -> (Option<AbsTx>
             for h in hits {
                 apply_actions(link, &mut s, Some(h));
             }
-            link.folded = Some(Folded::Always(hits.clone()));
+            out[depth] = Some(Folded::Always(hits.clone()));
             (s, None)
         }
         Outcome::Maybe => {
@@ -331,10 +374,10 @@ fn chain(link: &mut Rule, tx: AbsTx, map: Option<&UnicodeMap>) -> (Option<AbsTx>
             (s, (!link.targets.is_empty()).then_some(tx))
         }
     };
-    match link.chain.as_deref_mut() {
+    match link.chain.as_deref() {
         None => (Some(after), unmatched),
         Some(next) => {
-            let (m, u) = chain(next, after, map);
+            let (m, u) = chain(next, depth + 1, after, map, out);
             (m, join_opt(unmatched, u))
         }
     }
@@ -344,25 +387,29 @@ fn chain(link: &mut Rule, tx: AbsTx, map: Option<&UnicodeMap>) -> (Option<AbsTx>
 /// per phase, which entries the load-time flow reaches.
 pub(crate) fn fold(phases: &mut [Vec<Entry>; 5], map: Option<&UnicodeMap>) -> [Vec<bool>; 5] {
     let mut reached: [Vec<bool>; 5] = Default::default();
+    let mut results: [Outcomes; 5] = Default::default();
     let mut state = Some(AbsTx::default());
-    for (p, entries) in phases.iter_mut().enumerate() {
-        reached[p] = vec![false; entries.len()];
+    for (p, entries) in phases.iter().enumerate() {
+        let items: Vec<Item<'_>> = entries.iter().map(Item::of).collect();
+        reached[p] = vec![false; items.len()];
+        results[p] = outcomes_for(&items);
         state = match state {
-            Some(s) => walk(entries, s, map, &mut reached[p]),
+            Some(s) => walk(&items, s, map, &mut reached[p], &mut results[p]),
             None => None,
         };
     }
-    mark_breaking_ctls(phases);
-    reached
-}
-
-/// Marks the links that run a `ctl:ruleRemove*` the folds did not account for
-/// (`Rule::breaks_folds`). Removing a rule is the path on which it does not match,
-/// which the abstract run covers unless the rule's first link always matches;
-/// removing a target changes nothing folded unless it is a TX target of a folded
-/// link. Any other removal ends the folds for the transaction when it runs.
-fn mark_breaking_ctls(phases: &mut [Vec<Entry>; 5]) {
-    use crate::actions::Ctl;
+    for (entries, outcomes) in phases.iter_mut().zip(results) {
+        for (e, links) in entries.iter_mut().zip(outcomes) {
+            if let Entry::Rule(r) = e {
+                let mut link = Some(r.as_mut());
+                for folded in links {
+                    let Some(l) = link else { break };
+                    l.folded = folded;
+                    link = l.chain.as_deref_mut();
+                }
+            }
+        }
+    }
     let starters: Vec<&Rule> = phases
         .iter()
         .flatten()
@@ -371,53 +418,12 @@ fn mark_breaking_ctls(phases: &mut [Vec<Entry>; 5]) {
             Entry::Marker(_) => None,
         })
         .collect();
-    let always = |r: &Rule| r.targets.is_empty() || matches!(r.folded, Some(Folded::Always(_)));
-    let by_tag =
-        |r: &Rule, re: &regex::bytes::Regex| r.meta.tags.iter().any(|t| re.is_match(t.as_bytes()));
-    let by_msg = |r: &Rule, m: &str| r.meta.msg.as_ref().is_some_and(|x| x.text() == m);
-    let breaks = |ctl: &Ctl| -> bool {
-        match ctl {
-            Ctl::RuleRemoveById(ranges) => starters
-                .iter()
-                .any(|r| always(r) && r.id.is_some_and(|id| ranges.iter().any(|x| x.contains(id)))),
-            Ctl::RuleRemoveByTag(sel) => starters
-                .iter()
-                .any(|r| always(r) && by_tag(r, &sel.pattern)),
-            Ctl::RuleRemoveByMsg(m) => starters.iter().any(|r| always(r) && by_msg(r, m)),
-            Ctl::RuleRemoveTargetById(_, e)
-            | Ctl::RuleRemoveTargetByTag(_, e)
-            | Ctl::RuleRemoveTargetByMsg(_, e)
-                if e.var != Var::Tx =>
-            {
-                false
-            }
-            Ctl::RuleRemoveTargetById(ranges, _) => {
-                starters.iter().flat_map(|r| r.links()).any(|l| {
-                    l.folded.is_some()
-                        && l.chain_id
-                            .is_some_and(|id| ranges.iter().any(|x| x.contains(id)))
-                })
-            }
-            Ctl::RuleRemoveTargetByTag(sel, _) => starters
-                .iter()
-                .flat_map(|r| r.links())
-                .any(|l| l.folded.is_some() && by_tag(l, &sel.pattern)),
-            Ctl::RuleRemoveTargetByMsg(m, _) => starters
-                .iter()
-                .flat_map(|r| r.links())
-                .any(|l| l.folded.is_some() && by_msg(l, m)),
-            _ => false,
-        }
-    };
-    let mut marks: Vec<bool> = Vec::new();
-    for r in &starters {
-        for l in r.links() {
-            marks.push(l.full_match_actions.iter().any(|a| match a {
-                Action::Ctl(c) => breaks(c),
-                _ => false,
-            }));
-        }
-    }
+    let view = FoldView::of_rules(&starters);
+    let marks: Vec<bool> = starters
+        .iter()
+        .flat_map(|r| r.links())
+        .map(|l| link_breaks(l, &starters, &view))
+        .collect();
     let mut marks = marks.into_iter();
     for e in phases.iter_mut().flatten() {
         if let Entry::Rule(r) = e {
@@ -428,17 +434,208 @@ fn mark_breaking_ctls(phases: &mut [Vec<Entry>; 5]) {
             }
         }
     }
+    reached
 }
 
-/// The abstract run of one phase from `entry`; returns the state at its normal end
-/// (`None` when no path reaches it).
+/// Which links are folded, and how, as the `ctl` check below needs it: by the
+/// link's address (the rules live in boxes that do not move while it is used).
+struct FoldView {
+    folded: std::collections::HashMap<usize, bool>,
+}
+
+impl FoldView {
+    /// The folds the rules carry.
+    fn of_rules(starters: &[&Rule]) -> FoldView {
+        let mut folded = std::collections::HashMap::new();
+        for l in starters.iter().flat_map(|r| r.links()) {
+            if let Some(f) = &l.folded {
+                folded.insert(l as *const Rule as usize, matches!(f, Folded::Always(_)));
+            }
+        }
+        FoldView { folded }
+    }
+
+    /// Whether `link` is folded.
+    fn is_folded(&self, link: &Rule) -> bool {
+        self.folded.contains_key(&(link as *const Rule as usize))
+    }
+
+    /// Whether the first link of `r` always matches.
+    fn always(&self, r: &Rule) -> bool {
+        r.targets.is_empty()
+            || self
+                .folded
+                .get(&(r as *const Rule as usize))
+                .copied()
+                .unwrap_or(false)
+    }
+}
+
+/// Whether `link` runs a `ctl:ruleRemove*` the folds did not account for
+/// (`Rule::breaks_folds`), among the rules `starters` whose folds `view` gives.
+/// Removing a rule is the path on which it does not match, which the abstract run
+/// covers unless the rule's first link always matches; removing a target changes
+/// nothing folded unless it is a TX target of a folded link. Any other removal
+/// ends the folds for the transaction when it runs.
+fn link_breaks(link: &Rule, starters: &[&Rule], view: &FoldView) -> bool {
+    link.full_match_actions.iter().any(|a| match a {
+        Action::Ctl(c) => ctl_breaks(c, starters, view),
+        _ => false,
+    })
+}
+
+fn ctl_breaks(ctl: &crate::actions::Ctl, starters: &[&Rule], view: &FoldView) -> bool {
+    use crate::actions::Ctl;
+    let by_tag =
+        |r: &Rule, re: &regex::bytes::Regex| r.meta.tags.iter().any(|t| re.is_match(t.as_bytes()));
+    let by_msg = |r: &Rule, m: &str| r.meta.msg.as_ref().is_some_and(|x| x.text() == m);
+    let folded_links = || {
+        starters
+            .iter()
+            .flat_map(|r| r.links())
+            .filter(|l| view.is_folded(l))
+    };
+    match ctl {
+        Ctl::RuleRemoveById(ranges) => starters.iter().any(|r| {
+            view.always(r) && r.id.is_some_and(|id| ranges.iter().any(|x| x.contains(id)))
+        }),
+        Ctl::RuleRemoveByTag(sel) => starters
+            .iter()
+            .any(|r| view.always(r) && by_tag(r, &sel.pattern)),
+        Ctl::RuleRemoveByMsg(m) => starters.iter().any(|r| view.always(r) && by_msg(r, m)),
+        Ctl::RuleRemoveTargetById(_, e)
+        | Ctl::RuleRemoveTargetByTag(_, e)
+        | Ctl::RuleRemoveTargetByMsg(_, e)
+            if e.var != Var::Tx =>
+        {
+            false
+        }
+        Ctl::RuleRemoveTargetById(ranges, _) => folded_links().any(|l| {
+            l.chain_id
+                .is_some_and(|id| ranges.iter().any(|x| x.contains(id)))
+        }),
+        Ctl::RuleRemoveTargetByTag(sel, _) => folded_links().any(|l| by_tag(l, &sel.pattern)),
+        Ctl::RuleRemoveTargetByMsg(m, _) => folded_links().any(|l| by_msg(l, m)),
+        _ => false,
+    }
+}
+
+/// What a site's policy changes about the walk of every transaction, for
+/// [`site_keeps_folds`].
+pub(crate) struct SiteFlow<'a> {
+    /// The overlay's entries per phase, walked before the base's.
+    pub overlay: &'a [Vec<Entry>; 5],
+    /// Whether a rule (of the base or the overlay) is removed for the site's
+    /// transactions.
+    pub removed: &'a dyn Fn(&Rule) -> bool,
+    /// TX variables set before the first rule runs, lower-case.
+    pub seeds: &'a [(Vec<u8>, Vec<u8>)],
+    /// Whether some target removal of the site may drop a TX target of `link`.
+    pub drops_tx_target: &'a dyn Fn(&Rule) -> bool,
+}
+
+/// The overlay's links whose `ctl`s break the folds of a site's walk
+/// (`Rule::breaks_folds` for them), and whether the base's load-time folds stay
+/// true for every transaction of the site: its overlay's rules run first in each
+/// phase, its removed rules never run, its TX seeds are set at the start. The
+/// abstract run is made again over that walk, and every base link it reaches must
+/// come out as the base folded it; a removal the base's own `ctl`s make must break
+/// the folds in the site's walk only where it breaks them in the base's; and no
+/// target removal of the site may drop a TX target of a folded link. When any of
+/// that fails the site's transactions run without the folds (every link as
+/// written), which is always correct.
+pub(crate) fn site_keeps_folds(
+    base: &[Vec<Entry>; 5],
+    site: &SiteFlow<'_>,
+    map: Option<&UnicodeMap>,
+) -> (Vec<bool>, bool) {
+    let mut initial = AbsTx::default();
+    for (k, v) in site.seeds {
+        initial.vars.insert(k.clone(), Abs::Known(Some(v.clone())));
+    }
+    let mut state = Some(initial);
+    let mut agrees = true;
+    // The site's own view of which links fold (for the ctl check).
+    let mut site_folds: std::collections::HashMap<usize, bool> = std::collections::HashMap::new();
+    let mut starters: Vec<&Rule> = Vec::new();
+    let mut base_starters: Vec<&Rule> = Vec::new();
+    for p in 0..5 {
+        let mut items: Vec<Item<'_>> = Vec::new();
+        let mut of_base: Vec<bool> = Vec::new();
+        for (from_base, e) in site.overlay[p]
+            .iter()
+            .map(|e| (false, e))
+            .chain(base[p].iter().map(|e| (true, e)))
+        {
+            if let Entry::Rule(r) = e {
+                if (site.removed)(r) {
+                    items.push(Item::Removed);
+                    of_base.push(false);
+                    continue;
+                }
+                starters.push(r);
+                if from_base {
+                    base_starters.push(r);
+                }
+            }
+            items.push(Item::of(e));
+            of_base.push(from_base);
+        }
+        let mut reached = vec![false; items.len()];
+        let mut out = outcomes_for(&items);
+        state = match state {
+            Some(s) => walk(&items, s, map, &mut reached, &mut out),
+            None => None,
+        };
+        for (i, item) in items.iter().enumerate() {
+            let Item::Rule(r) = item else { continue };
+            for (l, got) in r.links().zip(&out[i]) {
+                if let Some(f) = got {
+                    site_folds.insert(l as *const Rule as usize, matches!(f, Folded::Always(_)));
+                }
+                if of_base[i] && reached[i] && l.folded.is_some() && l.folded != *got {
+                    agrees = false;
+                }
+            }
+        }
+    }
+    let view = FoldView { folded: site_folds };
+    // The base's ctls, judged against the site's walk.
+    for r in &base_starters {
+        for l in r.links() {
+            if !l.breaks_folds && link_breaks(l, &starters, &view) {
+                agrees = false;
+            }
+            if l.folded.is_some() && (site.drops_tx_target)(l) {
+                agrees = false;
+            }
+        }
+    }
+    let overlay_marks = site
+        .overlay
+        .iter()
+        .flatten()
+        .filter_map(|e| match e {
+            Entry::Rule(r) => Some(r),
+            Entry::Marker(_) => None,
+        })
+        .flat_map(|r| r.links())
+        .map(|l| link_breaks(l, &starters, &view))
+        .collect();
+    (overlay_marks, agrees)
+}
+
+/// The abstract run of one phase's `items` from `entry`; returns the state at its
+/// normal end (`None` when no path reaches it). Marks in `reached` the items some
+/// path reaches, and records in `out` what it decides of their links.
 fn walk(
-    entries: &mut [Entry],
+    items: &[Item<'_>],
     entry: AbsTx,
     map: Option<&UnicodeMap>,
     reached: &mut [bool],
+    out: &mut [Vec<Option<Folded>>],
 ) -> Option<AbsTx> {
-    let n = entries.len();
+    let n = items.len();
     let mut incoming: Vec<Option<AbsTx>> = vec![None; n + 1];
     incoming[0] = Some(entry);
     let mut end: Option<AbsTx> = None;
@@ -447,51 +644,41 @@ fn walk(
             continue;
         };
         reached[i] = true;
-        let rule = match &mut entries[i] {
-            Entry::Marker(_) => {
+        let rule = match items[i] {
+            Item::Marker(_) | Item::Removed => {
                 incoming[i + 1] = join_opt(incoming[i + 1].take(), Some(s));
                 continue;
             }
-            Entry::Rule(r) => r,
+            Item::Rule(r) => r,
         };
         if rule.skip > 0 && rule.skip_after.is_some() {
             // Both on one rule: the flow is not modelled; nothing after is folded,
             // and all of it may be reached.
             reached[i..].iter_mut().for_each(|r| *r = true);
-            for e in entries[i..].iter_mut() {
-                if let Entry::Rule(r) = e {
-                    let mut link = Some(r.as_mut());
-                    while let Some(l) = link {
-                        l.folded = None;
-                        link = l.chain.as_deref_mut();
-                    }
-                }
+            for links in out[i..].iter_mut() {
+                links.iter_mut().for_each(|f| *f = None);
             }
             return Some(AbsTx {
                 top: true,
                 ..Default::default()
             });
         }
-        let (matched, unmatched) = chain(rule, s, map);
-        let (skip, skip_after, allow_phase) = (
-            rule.skip,
-            rule.skip_after.clone(),
-            matches!(rule.disruptive, Some(Disruptive::Allow(AllowScope::Phase))),
-        );
+        let (matched, unmatched) = chain(rule, 0, s, map, &mut out[i]);
+        let allow_phase = matches!(rule.disruptive, Some(Disruptive::Allow(AllowScope::Phase)));
         incoming[i + 1] = join_opt(incoming[i + 1].take(), unmatched);
         let Some(m) = matched else { continue };
         if allow_phase {
             end = join_opt(end, Some(m.clone()));
         }
-        let target = if let Some(marker) = &skip_after {
+        let target = if let Some(marker) = &rule.skip_after {
             (i + 1..n)
-                .find(|&j| matches!(&entries[j], Entry::Marker(x) if x == marker))
+                .find(|&j| matches!(items[j], Item::Marker(x) if x == marker))
                 .unwrap_or(n)
-        } else if skip > 0 {
-            let mut left = skip;
+        } else if rule.skip > 0 {
+            let mut left = rule.skip;
             let mut j = i + 1;
             while j < n && left > 0 {
-                if matches!(entries[j], Entry::Rule(_)) {
+                if matches!(items[j], Item::Rule(_) | Item::Removed) {
                     left -= 1;
                 }
                 j += 1;

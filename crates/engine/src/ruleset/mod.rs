@@ -1,6 +1,6 @@
 //! Rule sets: SecLang directives compiled into per-phase rule lists.
 
-mod compile;
+pub(crate) mod compile;
 pub mod fold;
 pub mod prefilter;
 pub mod tags;
@@ -33,6 +33,14 @@ pub struct Ruleset {
     /// Whether a rule reads INPUTS or INPUTS_DECODED: only then does a transaction
     /// build its table of inputs.
     pub(crate) uses_inputs: bool,
+    /// The `SecDefaultAction` of each phase as written, for the rules of a site's
+    /// overlay ([`crate::policy`]), which inherit them.
+    pub(crate) defaults: [Vec<seclang::ActionDef>; 5],
+    /// The tag table: each distinct tag's number ([`tags`]), so that a site's
+    /// overlay numbers its tags the same way.
+    pub(crate) tag_ids: std::collections::HashMap<String, usize>,
+    /// Whether the server gives transactions a DNS block-list resolver.
+    pub(crate) rbl_resolver: bool,
 }
 
 /// What a rule set's `@rbl` rules read, so that a server can look up ahead of

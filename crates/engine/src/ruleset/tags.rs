@@ -68,9 +68,17 @@ impl TagSelector {
 }
 
 /// Numbers the tags of every rule in `phases`, sets each link's [`Rule::tag_set`],
-/// and fills the [`TagSelector`] of every `ctl` that removes by tag.
-pub(crate) fn number(phases: &mut [Vec<Entry>; 5]) {
-    let mut ids: HashMap<String, usize> = HashMap::new();
+/// and fills the [`TagSelector`] of every `ctl` that removes by tag. Returns the
+/// table (each distinct tag's number).
+pub(crate) fn number(phases: &mut [Vec<Entry>; 5]) -> HashMap<String, usize> {
+    let mut ids = HashMap::new();
+    number_with(phases, &mut ids);
+    ids
+}
+
+/// [`number`] continuing the table `ids` (a site's overlay numbers its tags after
+/// those of the base rule set, so that a tag has one number in both).
+pub(crate) fn number_with(phases: &mut [Vec<Entry>; 5], ids: &mut HashMap<String, usize>) {
     for_each_link(phases, &mut |l| {
         let mut set = TagSet::default();
         for t in &l.meta.tags {
@@ -79,16 +87,6 @@ pub(crate) fn number(phases: &mut [Vec<Entry>; 5]) {
         }
         l.tag_set = set;
     });
-    let tags: Vec<(&String, usize)> = ids.iter().map(|(t, &i)| (t, i)).collect();
-    let fill = |sel: &mut TagSelector| {
-        let mut set = TagSet::default();
-        for (t, i) in &tags {
-            if sel.pattern.is_match(t.as_bytes()) {
-                set.insert(*i);
-            }
-        }
-        sel.tags = set;
-    };
     for_each_link(phases, &mut |l| {
         for a in l
             .match_actions
@@ -96,10 +94,21 @@ pub(crate) fn number(phases: &mut [Vec<Entry>; 5]) {
             .chain(l.full_match_actions.iter_mut())
         {
             if let Action::Ctl(Ctl::RuleRemoveByTag(sel) | Ctl::RuleRemoveTargetByTag(sel, _)) = a {
-                fill(sel);
+                fill(sel, ids);
             }
         }
     });
+}
+
+/// Fills `sel`'s set with the tags of `ids` its pattern matches.
+pub(crate) fn fill(sel: &mut TagSelector, ids: &HashMap<String, usize>) {
+    let mut set = TagSet::default();
+    for (t, &i) in ids {
+        if sel.pattern.is_match(t.as_bytes()) {
+            set.insert(i);
+        }
+    }
+    sel.tags = set;
 }
 
 fn for_each_link(phases: &mut [Vec<Entry>; 5], f: &mut impl FnMut(&mut Rule)) {

@@ -33,7 +33,9 @@ pub(crate) enum TargetRemoval {
 }
 
 impl TargetRemoval {
-    fn applies(&self, rule: &Rule) -> bool {
+    /// Whether the removal applies to `rule` (a link of a chain is judged by its
+    /// chain's id, and by its own tags and message).
+    pub(crate) fn applies(&self, rule: &Rule) -> bool {
         match self {
             TargetRemoval::Ids(r) => rule
                 .chain_id
@@ -616,6 +618,15 @@ fn for_each_form(
     }
 }
 
+/// The transformation prefixes of a transaction: its site's (the base's and the
+/// overlay's new ones), or the rule set's.
+fn chain_nodes<'a>(
+    ruleset: &'a crate::ruleset::Ruleset,
+    policy: Option<&'a crate::policy::Policy>,
+) -> &'a [ChainNode] {
+    policy.map_or(&ruleset.chain_nodes, |p| p.chain_nodes())
+}
+
 /// How debug lines name a rule: its id (a chain's links by their chain's id), file and
 /// line.
 fn rule_label(rule: &Rule) -> String {
@@ -962,22 +973,34 @@ impl Transaction {
             _ => {}
         }
         let ruleset = self.ruleset().clone();
-        let entries = &ruleset.phases[usize::from(phase - 1)];
+        let policy = self.policy.clone();
+        let p = usize::from(phase - 1);
+        // A site's own rules run first, then the base's: one walk over both, so
+        // that a `skip` or `skipAfter` of the site's may jump into the base's.
+        let overlay: &[Entry] = policy.as_deref().map_or(&[], |pl| &pl.overlay.phases[p]);
+        let base = &ruleset.phases[p];
+        let overlay_len = overlay.len();
         if start == 0 {
             // The load-time folds assume every earlier phase ran to its end.
             self.state.folds_valid = self.state.fold_phase == phase - 1;
         }
         // Rules that may wait for a DNS lookup, before which the walk pauses.
-        let pause_at: &[u32] = if self.pause_for_lookups && phase < 5 {
-            &ruleset.rbl_use.entries[usize::from(phase - 1)]
+        let pausing = self.pause_for_lookups && phase < 5;
+        let (pause_overlay, pause_base): (&[u32], &[u32]) = if pausing {
+            (
+                policy
+                    .as_deref()
+                    .map_or(&[], |pl| &pl.overlay.rbl_use.entries[p]),
+                &ruleset.rbl_use.entries[p],
+            )
         } else {
-            &[]
+            (&[], &[])
         };
         // The walk's state between rules is only its position: a paused walk goes
         // on from the rule it paused before, with no skip pending.
         let mut skip_after: Option<&str> = None;
         let mut skip = 0u32;
-        for (index, entry) in entries.iter().enumerate().skip(start) {
+        for (index, entry) in overlay.iter().chain(base).enumerate().skip(start) {
             let rule = match entry {
                 Entry::Marker(name) => {
                     if skip_after == Some(name.as_str()) {
@@ -1003,7 +1026,12 @@ impl Transaction {
                 }
                 continue;
             }
-            if pause_at.binary_search(&(index as u32)).is_ok() {
+            let (pause_at, at) = if index < overlay_len {
+                (pause_overlay, index)
+            } else {
+                (pause_base, index - overlay_len)
+            };
+            if pause_at.binary_search(&(at as u32)).is_ok() {
                 if self.debug_on(4) {
                     let msg = format!("{}: pausing for a DNS lookup.", rule_label(rule));
                     self.debug_line(4, &msg);
@@ -1036,7 +1064,10 @@ impl Transaction {
             skip = rule.skip;
             let (disruptive, default_status) =
                 match rule.disruptive.clone().unwrap_or(Disruptive::Pass) {
-                    Disruptive::Block => ruleset.default_disruptive[usize::from(phase - 1)].clone(),
+                    Disruptive::Block => match policy.as_deref() {
+                        Some(pl) if index < overlay_len => pl.overlay.default_disruptive[p].clone(),
+                        _ => ruleset.default_disruptive[p].clone(),
+                    },
                     d => (d, None),
                 };
             let enforce = self.state.mode == crate::config::RuleEngineMode::On;
@@ -1187,6 +1218,7 @@ impl Transaction {
         }
         let Transaction {
             ruleset,
+            policy,
             req,
             resp,
             state,
@@ -1198,7 +1230,7 @@ impl Transaction {
         } = self;
         let prefilter = &ruleset.prefilter;
         let groups = &prefilter.groups;
-        let nodes = &ruleset.chain_nodes;
+        let nodes = chain_nodes(ruleset, policy.as_deref());
         if cache.unions.len() != groups.len() {
             cache.unions = vec![None; groups.len()];
         }
@@ -1336,6 +1368,7 @@ impl Transaction {
         {
             let Transaction {
                 ruleset,
+                policy,
                 req,
                 resp,
                 state,
@@ -1346,7 +1379,7 @@ impl Transaction {
                 lookups,
                 ..
             } = self;
-            let nodes = &ruleset.chain_nodes;
+            let nodes = chain_nodes(ruleset, policy.as_deref());
             let cfg = &ruleset.config;
             let view = View {
                 req,

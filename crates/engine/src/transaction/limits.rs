@@ -70,15 +70,15 @@ impl Transaction {
     /// files: its processor is URLENCODED, JSON or XML, as in ModSecurity v3. A
     /// multipart body's file-less size is known only once it is parsed (phase 2).
     pub(super) fn request_body_cap(&self) -> (usize, bool) {
-        let cfg = self.ruleset.config();
         let limit = self.state.request_body_limit;
         let processor = self.state.body_processor.or(self.req.processor);
         let whole_body_counts = matches!(
             processor,
             Some(BodyProcessor::UrlEncoded | BodyProcessor::Json | BodyProcessor::Xml)
         );
-        if whole_body_counts && cfg.request_body_no_files_limit < limit {
-            (cfg.request_body_no_files_limit, true)
+        let no_files = self.no_files_limit();
+        if whole_body_counts && no_files < limit {
+            (no_files, true)
         } else {
             (limit, false)
         }
@@ -215,19 +215,19 @@ impl Transaction {
         match s {
             Shortfall::Arguments => format!(
                 "more arguments than SecArgumentsLimit ({})",
-                cfg.arguments_limit
+                self.arguments_limit()
             ),
             Shortfall::MultipartParts => format!(
                 "more multipart parts than the part limit ({}, the larger of SecArgumentsLimit and SecUploadFileLimit)",
-                cfg.arguments_limit.max(cfg.upload_file_limit)
+                self.arguments_limit().max(cfg.upload_file_limit)
             ),
             Shortfall::JsonDepth => format!(
                 "JSON nested deeper than SecRequestBodyJsonDepthLimit ({})",
-                cfg.json_depth_limit
+                self.json_depth_limit()
             ),
             Shortfall::NoFilesLimit => format!(
                 "request body without files larger than SecRequestBodyNoFilesLimit ({} bytes)",
-                cfg.request_body_no_files_limit
+                self.no_files_limit()
             ),
         }
     }

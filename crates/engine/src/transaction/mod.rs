@@ -10,7 +10,7 @@ pub mod budget;
 pub(crate) mod collect;
 pub(crate) mod eval;
 mod limits;
-mod removed;
+pub(crate) mod removed;
 mod request;
 
 pub use limits::ARGUMENTS_LIMIT_TX;
@@ -31,6 +31,10 @@ pub use budget::{BudgetAction, BudgetExceeded, CpuBudget, CpuMeter};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+
+/// `State::fold_phase` of a transaction that never uses the load-time folds (its
+/// site's walk differs from the one they were proven for).
+pub(crate) const NO_FOLDS: u8 = u8::MAX;
 
 /// A source of the current time, for DURATION and collection expiry.
 pub trait Clock: Send + Sync + std::fmt::Debug {
@@ -315,6 +319,8 @@ pub(crate) enum AllAnswer {
 #[derive(Debug)]
 pub struct Transaction {
     ruleset: Arc<Ruleset>,
+    /// The site's policy over `ruleset`, when the transaction has one.
+    pub(crate) policy: Option<Arc<crate::policy::Policy>>,
     ctx: TxContext,
     pub(crate) req: RequestData,
     pub(crate) resp: ResponseData,
@@ -346,7 +352,47 @@ pub struct Transaction {
 impl Transaction {
     /// Starts a transaction against a rule set.
     pub fn new(ruleset: Arc<Ruleset>, ctx: TxContext) -> Self {
-        let width = ruleset.chain_nodes.len() + 2 + ruleset.prefilter.groups.len().div_ceil(32);
+        Self::start(ruleset, None, ctx)
+    }
+
+    /// Starts a transaction of a site: against the policy's base rule set, with the
+    /// policy's engine mode, limits, seeded TX variables, removals and own rules
+    /// (see [`crate::policy`]).
+    pub fn with_policy(policy: Arc<crate::policy::Policy>, ctx: TxContext) -> Self {
+        let ruleset = policy.base.clone();
+        let mut tx = Self::start(ruleset, Some(policy.clone()), ctx);
+        let s = &mut tx.state;
+        if let Some(mode) = policy.mode {
+            s.mode = mode;
+        }
+        if let Some(limit) = policy.limits.request_body_limit {
+            s.request_body_limit = limit;
+        }
+        for (k, v) in &policy.seeds {
+            s.tx.insert(k.clone(), v.clone());
+        }
+        // The site's configure-time exclusions, as `ctl:ruleRemove*` actions leave
+        // them.
+        let r = &policy.removals;
+        s.removed_ids = r.ids.clone();
+        s.removed_tags = r.tags.clone();
+        s.removed_msgs = r.msgs.clone();
+        s.target_removals = r.targets.clone();
+        if !policy.keeps_folds {
+            s.fold_phase = NO_FOLDS;
+        }
+        tx
+    }
+
+    fn start(
+        ruleset: Arc<Ruleset>,
+        policy: Option<Arc<crate::policy::Policy>>,
+        ctx: TxContext,
+    ) -> Self {
+        let nodes = policy
+            .as_deref()
+            .map_or(ruleset.chain_nodes.len(), |p| p.chain_nodes().len());
+        let width = nodes + 2 + ruleset.prefilter.groups.len().div_ceil(32);
         let cfg = ruleset.config();
         let cpu_budget = cfg.cpu_budget;
         let debug_level = if cfg.debug_log.is_some() {
@@ -387,6 +433,7 @@ impl Transaction {
         };
         Transaction {
             ruleset,
+            policy,
             ctx,
             req: RequestData::default(),
             resp: ResponseData::default(),
@@ -491,9 +538,45 @@ impl Transaction {
         self.budget.used_micros()
     }
 
-    /// The rule set this transaction runs.
+    /// The rule set this transaction runs (a site's: its policy's base).
     pub fn ruleset(&self) -> &Arc<Ruleset> {
         &self.ruleset
+    }
+
+    /// The site's policy, for a transaction made with
+    /// [`Transaction::with_policy`].
+    pub fn policy(&self) -> Option<&Arc<crate::policy::Policy>> {
+        self.policy.as_ref()
+    }
+
+    /// `SecArgumentsLimit` for this transaction (the site's, or the rule set's).
+    pub(crate) fn arguments_limit(&self) -> usize {
+        self.policy
+            .as_ref()
+            .and_then(|p| p.limits.arguments_limit)
+            .unwrap_or(self.ruleset.config().arguments_limit)
+    }
+
+    /// `SecRequestBodyNoFilesLimit` for this transaction.
+    pub(crate) fn no_files_limit(&self) -> usize {
+        self.policy
+            .as_ref()
+            .and_then(|p| p.limits.request_body_no_files_limit)
+            .unwrap_or(self.ruleset.config().request_body_no_files_limit)
+    }
+
+    /// `SecRequestBodyJsonDepthLimit` for this transaction.
+    pub(crate) fn json_depth_limit(&self) -> usize {
+        self.policy
+            .as_ref()
+            .and_then(|p| p.limits.json_depth_limit)
+            .unwrap_or(self.ruleset.config().json_depth_limit)
+    }
+
+    /// Whether a rule (of the base, or of the site's overlay) reads the input
+    /// table.
+    fn uses_inputs(&self) -> bool {
+        self.ruleset.uses_inputs || self.policy.as_ref().is_some_and(|p| p.overlay.uses_inputs)
     }
 
     /// UNIQUE_ID.
@@ -504,10 +587,11 @@ impl Transaction {
     /// Sets the request line: method, the URI exactly as sent (with query string and
     /// fragment, not decoded) and the protocol (`HTTP/1.1`).
     pub fn set_request_line(&mut self, method: &[u8], raw_uri: &[u8], protocol: &[u8]) {
+        let arguments_limit = self.arguments_limit();
         request::set_request_line(
             &mut self.req,
             self.ruleset.config().argument_separator,
-            self.ruleset.config().arguments_limit,
+            arguments_limit,
             method,
             raw_uri,
             protocol,
@@ -525,7 +609,7 @@ impl Transaction {
         if self.req.processor.is_none() && self.state.request_body_access {
             self.req.processor = request::processor_for(&self.req.content_type);
         }
-        if self.ruleset.uses_inputs {
+        if self.uses_inputs() {
             let mut inputs = std::mem::take(&mut self.req.inputs);
             inputs.fill_head(&self.req);
             self.req.inputs = inputs;
@@ -579,10 +663,13 @@ impl Transaction {
         // Body processing is phase 2's work: its time counts.
         self.budget.open();
         if self.state.request_body_access && self.budget.exceeded.is_none() {
-            let cfg = self.ruleset.config().clone();
+            let mut cfg = self.ruleset.config().clone();
+            cfg.arguments_limit = self.arguments_limit();
+            cfg.json_depth_limit = self.json_depth_limit();
+            cfg.request_body_no_files_limit = self.no_files_limit();
             request::process_body(&mut self.req, &self.state, &cfg);
             self.flag_dropped_arguments();
-            if self.ruleset.uses_inputs {
+            if self.uses_inputs() {
                 let mut inputs = std::mem::take(&mut self.req.inputs);
                 inputs.fill_body(&self.req);
                 self.req.inputs = inputs;
