@@ -28,6 +28,10 @@
 //!   traffic (the fixed requests, then the varying sample) and its peak;
 //! - `PALISADE_BENCH_CPU=SECONDS` prints CPU time per transaction (the thread's own CPU
 //!   clock, which a busy machine does not inflate), SECONDS per row;
+//! - `PALISADE_BENCH_SITES=SECONDS` prints CPU time per transaction of CRS v4 for the
+//!   plain rule set and for sites over it ([`engine::Policy`]): one with a few
+//!   exclusions (it keeps the load-time folds) and ones that seed a paranoia level
+//!   (they evaluate every rule as written), SECONDS per row;
 //! - `PALISADE_BENCH_BUDGET=SECONDS` prints what metering the CPU budget costs: each
 //!   request without a meter, with the thread CPU clock and with a wall clock as the
 //!   meter (a budget that is never reached), as ratios.
@@ -595,7 +599,59 @@ impl engine::CpuMeter for CountingMeter {
     }
 }
 
+/// With `PALISADE_BENCH_SITES=SECONDS`: what a site's policy costs per transaction.
+fn sites_table(secs: f64) {
+    let min = std::time::Duration::from_secs_f64(secs);
+    let site = |name: &str, text: &str, level: Option<u8>| {
+        let mut b = engine::PolicyBuilder::new(&V4, name, Arc::new(seclang::FsSource));
+        b.add_text(text, name).expect("site rules");
+        if let Some(l) = level {
+            b.paranoia_level(l, None).expect("level");
+        }
+        Arc::new(b.build().expect("site builds"))
+    };
+    let exclusions = "SecRuleRemoveById 920350
+SecRuleUpdateTargetById 942100 \"!ARGS:comment\"
+        SecRule REQUEST_FILENAME \"@beginsWith /import/\" \"id:30001,phase:1,pass,nolog,ctl:ruleRemoveById=942430\"";
+    let sites = [
+        ("site, 3 exclusions", site("excl", exclusions, None)),
+        ("site, paranoia level 1", site("pl1", "", Some(1))),
+        ("site, paranoia level 2", site("pl2", "", Some(2))),
+    ];
+    println!("| policy | folds | request | CPU µs per transaction | ratio to the plain rule set |");
+    println!("|---|---|---|---:|---:|");
+    for name in ["get", "form", "json"] {
+        let req = &REQUESTS[name];
+        let (plain, _, _) = common::cpu_per_call(
+            || {
+                std::hint::black_box(common::run(&V4, req, None));
+            },
+            min,
+            20,
+        );
+        println!("| CRS v4 | yes | {name} | {plain:.1} | 1.00 |");
+        for (label, p) in &sites {
+            let (cpu, _, _) = common::cpu_per_call(
+                || {
+                    std::hint::black_box(common::run_site(p, req, None));
+                },
+                min,
+                20,
+            );
+            let folds = if p.keeps_folds() { "yes" } else { "no" };
+            println!(
+                "| {label} | {folds} | {name} | {cpu:.1} | {:.2} |",
+                cpu / plain
+            );
+        }
+    }
+}
+
 fn main() {
+    if let Ok(secs) = std::env::var("PALISADE_BENCH_SITES") {
+        sites_table(secs.parse().unwrap_or(2.0));
+        return;
+    }
     if let Ok(secs) = std::env::var("PALISADE_BENCH_BUDGET") {
         budget_table(secs.parse().unwrap_or(10.0));
         return;

@@ -86,7 +86,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     let rbl_limit = dns_config
         .as_ref()
         .map(|_| cfg.dns.max_lookups_per_transaction);
-    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
+    let waf = load_waf(&cfg, rbl_limit)?;
     let Validated { access, .. } = validate(&cfg, &waf)?;
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
@@ -138,7 +138,10 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     for f in waf.files() {
         println!("  {}", f.display());
     }
-    for w in waf.warnings() {
+    for line in site_summaries(&waf) {
+        println!("palisade: {line}");
+    }
+    for w in waf.warnings().iter().chain(waf.site_warnings()) {
         println!("palisade: warning: {w}");
     }
     if let (Some(e), true) = (&dns_error, waf.has_rbl_rules()) {
@@ -157,6 +160,45 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         }
     );
     Ok(())
+}
+
+/// Loads the rules of `cfg` and compiles its sites over them: the rule set once,
+/// each site's own rules into a small overlay.
+fn load_waf(cfg: &Config, rbl_limit: Option<usize>) -> anyhow::Result<waf::Waf> {
+    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?.with_sites(
+        &cfg.sites,
+        &cfg.path,
+        cfg.limits.request_body_bytes,
+    )?;
+    Ok(waf)
+}
+
+/// One line per site for `palisade check` and the start: what selects it and what
+/// its policy changes.
+fn site_summaries(waf: &waf::Waf) -> Vec<String> {
+    let sites = waf.sites();
+    if !sites.configured() {
+        return Vec::new();
+    }
+    sites
+        .iter()
+        .filter_map(|s| {
+            let p = s.policy()?;
+            let mut parts = vec![format!("SecRuleEngine {:?}", p.rule_engine())];
+            if let Some((_, level)) = p.seeds().next() {
+                parts.push(format!("paranoia level {}", String::from_utf8_lossy(level)));
+            }
+            parts.push(format!("{} rule(s) of its own", p.rule_count()));
+            if !p.keeps_folds() {
+                parts.push("rules evaluated as written (no load-time folds)".into());
+            }
+            Some(format!(
+                "site {:?}: {}",
+                s.name().as_ref(),
+                parts.join(", ")
+            ))
+        })
+        .collect()
 }
 
 /// The name servers of `[dns]` (`None` when lookups are off), and why they could
@@ -374,12 +416,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     let rbl_limit = dns_config
         .as_ref()
         .map(|_| cfg.dns.max_lookups_per_transaction);
-    let waf = Arc::new(waf::Waf::load(
-        &cfg.rules,
-        &cfg.path,
-        &cfg.server,
-        rbl_limit,
-    )?);
+    let waf = Arc::new(load_waf(&cfg, rbl_limit)?);
     // The compiler's temporaries are freed; this thread now mostly waits.
     crate::memory::collect();
     if let (Some(e), true) = (&dns_error, waf.has_rbl_rules()) {
@@ -392,6 +429,12 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         waf.hash(),
         waf.engine_mode()
     );
+    for line in site_summaries(&waf) {
+        tracing::info!("{line}");
+    }
+    for w in waf.site_warnings() {
+        tracing::warn!("{w}");
+    }
     let validated = validate(&cfg, &waf)?;
     let (log_tx, writer) =
         logs::LogWriter::start(&validated.log_targets, cfg.logs.channel_capacity)
@@ -743,7 +786,7 @@ async fn wait_for_stop(
                 let upstreams = shared.upstreams();
                 let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
                     let cfg = Config::load(&path)?;
-                    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
+                    let waf = load_waf(&cfg, rbl_limit)?;
                     crate::memory::collect();
                     let access = load_access(&cfg)?;
                     let pools = upstreams

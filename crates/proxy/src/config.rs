@@ -58,6 +58,10 @@ pub struct Config {
     /// SecLang sources in load order (`[[rules]]`).
     #[serde(default)]
     pub rules: Vec<RuleSource>,
+    /// Sites (`[[site]]`): virtual hosts or routes with their own policy over the
+    /// shared rules, first match in order.
+    #[serde(default, rename = "site")]
+    pub sites: Vec<SiteSection>,
     /// Size and count limits.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -472,6 +476,160 @@ pub struct RuleSource {
     pub inline: Option<String>,
 }
 
+/// `[[site]]`: requests for some hosts (and a path prefix) with a policy of their
+/// own over the rules of `[[rules]]`, which are compiled once and shared
+/// (`docs/config.md`, "Sites").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSection {
+    /// The site's name: a label of logs and metrics (1 to 64 letters, digits, `-`,
+    /// `_` or `.`; not `default`, which names the requests of no site).
+    pub name: String,
+    /// Hosts the site serves, as `[[route]]` matches them: exact names
+    /// (case-insensitive, without port), `*.example.com` for every subdomain, `*`
+    /// for any host. Empty: any host (then `path_prefix` is required).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Path prefix the site serves (case-sensitive, starting with `/`).
+    pub path_prefix: Option<String>,
+    /// `On`, `DetectionOnly` or `Off`, in place of `SecRuleEngine` for the site.
+    pub rule_engine: Option<String>,
+    /// CRS's paranoia level for the site (1 to 4).
+    pub paranoia_level: Option<u8>,
+    /// CRS's detection paranoia level for the site (at least `paranoia_level`).
+    pub detection_paranoia_level: Option<u8>,
+    /// The site's own SecLang: rules that run before the shared ones, and
+    /// exclusions of shared rules.
+    #[serde(default)]
+    pub rules: Vec<RuleSource>,
+    /// The site's body and argument limits.
+    #[serde(default)]
+    pub limits: SiteLimits,
+}
+
+/// `[site.limits]`: a site's limits; each absent key keeps the global setting.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteLimits {
+    /// `limits.request_body_bytes` for the site: the largest body the proxy takes.
+    pub request_body_bytes: Option<usize>,
+    /// `SecRequestBodyLimit` for the site: the body bytes the rules inspect.
+    pub request_body_limit: Option<usize>,
+    /// `SecRequestBodyNoFilesLimit` for the site.
+    pub request_body_no_files_limit: Option<usize>,
+    /// `SecArgumentsLimit` for the site.
+    pub arguments_limit: Option<usize>,
+    /// `SecRequestBodyJsonDepthLimit` for the site.
+    pub json_depth_limit: Option<usize>,
+}
+
+/// The name of the requests no `[[site]]` matches.
+pub const DEFAULT_SITE: &str = "default";
+
+impl SiteSection {
+    /// The engine mode `rule_engine` names (checked by validation).
+    pub fn engine_mode(&self) -> Option<engine::RuleEngineMode> {
+        self.rule_engine
+            .as_deref()
+            .and_then(engine::RuleEngineMode::parse)
+    }
+
+    /// Checks the site's keys; errors name the site and the key.
+    fn validate(&self) -> Result<(), String> {
+        let n = &self.name;
+        let label_ok = !n.is_empty()
+            && n.len() <= 64
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        if !label_ok {
+            return Err(format!(
+                "site.name {n:?}: expected 1 to 64 letters, digits, '-', '_' or '.' (it labels logs and metrics)"
+            ));
+        }
+        if n == DEFAULT_SITE {
+            return Err(format!(
+                "site.name {n:?} is reserved for the requests no [[site]] matches"
+            ));
+        }
+        if self.hosts.is_empty() && self.path_prefix.is_none() {
+            return Err(format!(
+                "site {n:?}: hosts is empty and there is no path_prefix: the site would take every request (give hosts, a path_prefix, or both)"
+            ));
+        }
+        for h in &self.hosts {
+            let bare = h.strip_prefix("*.").unwrap_or(h);
+            let ok = h == "*"
+                || (!bare.is_empty()
+                    && !bare.contains(['*', ':', '/', ' '])
+                    && bare.bytes().all(|b| b.is_ascii_graphic()));
+            if !ok {
+                return Err(format!(
+                    "site {n:?}: hosts entry {h:?}: expected a host name without port (\"www.example.com\"), \"*.example.com\" or \"*\""
+                ));
+            }
+        }
+        if let Some(p) = &self.path_prefix
+            && !p.starts_with('/')
+        {
+            return Err(format!("site {n:?}: path_prefix {p:?} must start with '/'"));
+        }
+        if let Some(m) = &self.rule_engine
+            && engine::RuleEngineMode::parse(m).is_none()
+        {
+            return Err(format!(
+                "site {n:?}: rule_engine {m:?}: expected \"On\", \"DetectionOnly\" or \"Off\""
+            ));
+        }
+        if let Some(l) = self.paranoia_level
+            && !(1..=4).contains(&l)
+        {
+            return Err(format!("site {n:?}: paranoia_level {l}: expected 1 to 4"));
+        }
+        match (self.paranoia_level, self.detection_paranoia_level) {
+            (_, Some(d)) if !(1..=4).contains(&d) => {
+                return Err(format!(
+                    "site {n:?}: detection_paranoia_level {d}: expected 1 to 4"
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(format!(
+                    "site {n:?}: detection_paranoia_level needs paranoia_level"
+                ));
+            }
+            (Some(b), Some(d)) if d < b => {
+                return Err(format!(
+                    "site {n:?}: detection_paranoia_level {d} is below paranoia_level {b}"
+                ));
+            }
+            _ => {}
+        }
+        let l = &self.limits;
+        for (v, key) in [
+            (l.request_body_bytes, "request_body_bytes"),
+            (l.request_body_limit, "request_body_limit"),
+            (l.request_body_no_files_limit, "request_body_no_files_limit"),
+            (l.arguments_limit, "arguments_limit"),
+            (l.json_depth_limit, "json_depth_limit"),
+        ] {
+            if v == Some(0) {
+                return Err(format!("site {n:?}: limits.{key} must be at least 1"));
+            }
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            match (&r.file, &r.inline) {
+                (Some(_), None) | (None, Some(_)) => {}
+                _ => {
+                    return Err(format!(
+                        "site {n:?}: rules entry {} must have exactly one of `file` and `inline`",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `[limits]`: bounds on what a client may send.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -689,6 +847,10 @@ pub struct RateLimitSection {
     /// Only requests whose path starts with this are limited.
     #[serde(default)]
     pub path_prefix: Option<String>,
+    /// Only requests of these sites (`[[site]]` names, `default` for requests of
+    /// no site) are limited; absent: every request.
+    #[serde(default)]
+    pub sites: Option<Vec<String>>,
     /// Most keys tracked at once (memory: about 20 bytes each).
     #[serde(default = "default_rate_limit_keys")]
     pub max_keys: usize,
@@ -920,7 +1082,11 @@ impl Config {
                 fix(f);
             }
         }
-        for r in &mut self.rules {
+        for r in self
+            .rules
+            .iter_mut()
+            .chain(self.sites.iter_mut().flat_map(|s| s.rules.iter_mut()))
+        {
             if let Some(f) = &mut r.file {
                 fix(f);
             }
@@ -945,6 +1111,22 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        for (i, site) in self.sites.iter().enumerate() {
+            site.validate()?;
+            if self.sites[..i].iter().any(|o| o.name == site.name) {
+                return Err(format!("site.name {:?} is used twice", site.name));
+            }
+        }
+        for r in &self.rate_limits {
+            for name in r.sites.iter().flatten() {
+                if name != DEFAULT_SITE && !self.sites.iter().any(|s| &s.name == name) {
+                    return Err(format!(
+                        "rate_limit {:?}: sites names {name:?}, which is no [[site]] (nor \"default\", the requests of no site)",
+                        r.name
+                    ));
+                }
+            }
+        }
         for (i, r) in self.rate_limits.iter().enumerate() {
             if self.rate_limits[..i].iter().any(|o| o.name == r.name) {
                 return Err(format!("rate_limit {:?} is defined twice", r.name));

@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod ratelimit;
 pub mod server;
 pub mod shaping;
+pub mod sites;
 pub mod slots;
 pub mod upstream;
 pub mod waf;

@@ -138,11 +138,47 @@ impl WorkerMetrics {
     }
 }
 
+/// The status classes of `palisade_site_requests_total{class}`: no answer (a
+/// dropped connection), 1xx to 5xx.
+const STATUS_CLASSES: [&str; 6] = ["0", "1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// What one worker counts for one site.
+#[derive(Debug)]
+#[repr(align(128))]
+struct SiteWorker {
+    requests: [AtomicU64; Action::ALL.len() * STATUS_CLASSES.len()],
+    total: Histogram,
+    waf: Histogram,
+}
+
+impl Default for SiteWorker {
+    fn default() -> Self {
+        SiteWorker {
+            requests: std::array::from_fn(|_| AtomicU64::new(0)),
+            total: Histogram::default(),
+            waf: Histogram::default(),
+        }
+    }
+}
+
+/// The per-request counters of one site (`[[site]]`, or `default`): requests by
+/// action and status class, and histograms of the whole request time and of the
+/// WAF time, per worker thread like the others. Counters are kept by site name for
+/// the life of the process, so that a reload that keeps a site keeps counting on
+/// them.
+#[derive(Debug)]
+pub struct SiteCounters {
+    workers: Box<[SiteWorker]>,
+}
+
 /// All of the proxy's metrics.
 #[derive(Debug)]
 pub struct Metrics {
     /// Per worker thread ([`crate::server::current_worker`]).
     workers: Box<[WorkerMetrics]>,
+    /// The counters of every site name configured since the start, in the order
+    /// first used; bounded by the names in the configuration (plus `default`).
+    sites: Mutex<Vec<(std::sync::Arc<str>, std::sync::Arc<SiteCounters>)>>,
     /// Client connections accepted.
     pub connections_total: AtomicU64,
     /// Client connections open now.
@@ -227,6 +263,7 @@ impl Metrics {
     pub fn for_workers(n: usize) -> Self {
         Self {
             workers: (0..n.max(1)).map(|_| WorkerMetrics::new()).collect(),
+            sites: Mutex::new(Vec::new()),
             connections_total: AtomicU64::new(0),
             connections_open: AtomicU64::new(0),
             malformed_requests: AtomicU64::new(0),
@@ -291,6 +328,119 @@ impl Metrics {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The counters of the site named `name`, made on first use (the name then
+    /// stays for the life of the process).
+    pub fn site_counters(&self, name: &std::sync::Arc<str>) -> std::sync::Arc<SiteCounters> {
+        let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, c)) = sites.iter().find(|(n, _)| n == name) {
+            return c.clone();
+        }
+        let c = std::sync::Arc::new(SiteCounters {
+            workers: (0..self.workers.len())
+                .map(|_| SiteWorker::default())
+                .collect(),
+        });
+        sites.push((name.clone(), c.clone()));
+        c
+    }
+
+    /// Counts a finished request of a site: its status and action, its whole time
+    /// and its WAF time (the phases' sum), in microseconds.
+    pub fn site_request(
+        &self,
+        site: &SiteCounters,
+        status: u16,
+        action: Action,
+        total_us: u64,
+        waf_us: u64,
+    ) {
+        let w = &site.workers[crate::server::current_worker() % site.workers.len()];
+        let class = if status == 0 {
+            0
+        } else {
+            usize::from((status / 100).clamp(1, 5))
+        };
+        let a = Action::ALL.iter().position(|&x| x == action).unwrap_or(0);
+        w.requests[a * STATUS_CLASSES.len() + class].fetch_add(1, Ordering::Relaxed);
+        w.total.observe(total_us);
+        w.waf.observe(waf_us);
+    }
+
+    /// The site metrics in the Prometheus text format.
+    fn render_sites(&self, out: &mut String) {
+        let sites = self.sites.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if sites.is_empty() {
+            return;
+        }
+        let mut sites = sites;
+        sites.sort_by(|a, b| a.0.cmp(&b.0));
+        out.push_str(
+            "# HELP palisade_site_requests_total Requests answered, by site, action and status class.\n",
+        );
+        out.push_str("# TYPE palisade_site_requests_total counter\n");
+        for (name, c) in &sites {
+            for (a, action) in Action::ALL.iter().enumerate() {
+                for (k, class) in STATUS_CLASSES.iter().enumerate() {
+                    let n: u64 = c
+                        .workers
+                        .iter()
+                        .map(|w| w.requests[a * STATUS_CLASSES.len() + k].load(Ordering::Relaxed))
+                        .sum();
+                    if n > 0 {
+                        let _ = writeln!(
+                            out,
+                            "palisade_site_requests_total{{site=\"{name}\",action=\"{}\",class=\"{class}\"}} {n}",
+                            action.label()
+                        );
+                    }
+                }
+            }
+        }
+        for (metric, help, pick) in [
+            (
+                "palisade_site_request_seconds",
+                "Whole request time by site, from arrival to the end of the response.",
+                (|w: &SiteWorker| &w.total) as fn(&SiteWorker) -> &Histogram,
+            ),
+            (
+                "palisade_site_waf_seconds",
+                "Time in the WAF phases by site, all phases of a request together.",
+                |w: &SiteWorker| &w.waf,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}");
+            let _ = writeln!(out, "# TYPE {metric} histogram");
+            for (name, c) in &sites {
+                let sum = |f: &dyn Fn(&Histogram) -> &AtomicU64| -> u64 {
+                    c.workers
+                        .iter()
+                        .map(|w| f(pick(w)).load(Ordering::Relaxed))
+                        .sum()
+                };
+                let mut cumulative = 0;
+                for (b, bound) in BUCKETS_US.iter().enumerate() {
+                    cumulative += sum(&|h| &h.buckets[b]);
+                    let _ = writeln!(
+                        out,
+                        "{metric}_bucket{{site=\"{name}\",le=\"{}\"}} {cumulative}",
+                        *bound as f64 / 1e6
+                    );
+                }
+                let count = sum(&|h| &h.count);
+                let _ = writeln!(
+                    out,
+                    "{metric}_bucket{{site=\"{name}\",le=\"+Inf\"}} {count}"
+                );
+                let _ = writeln!(
+                    out,
+                    "{metric}_sum{{site=\"{name}\"}} {}",
+                    sum(&|h| &h.sum_us) as f64 / 1e6
+                );
+                let _ = writeln!(out, "{metric}_count{{site=\"{name}\"}} {count}");
+            }
+        }
+    }
+
     /// Counts rule matches.
     pub fn rule_hits(&self, ids: &[i64]) {
         if ids.is_empty() {
@@ -345,6 +495,7 @@ impl Metrics {
                 let _ = writeln!(out, "palisade_rule_hits_total{{id=\"{id}\"}} {n}");
             }
         }
+        self.render_sites(&mut out);
         let mut last_name = "";
         for (i, (name, label)) in TIMERS.iter().enumerate() {
             if *name != last_name {

@@ -61,6 +61,8 @@ pub struct RateLimiter {
     pub parts: Vec<KeyPart>,
     /// Only requests whose path starts with this are limited.
     pub path_prefix: Option<String>,
+    /// Only requests of these sites are limited (`None`: every request).
+    sites: Option<Vec<Box<str>>>,
     status: u16,
     /// A part of the key is a TX variable: the limit is checked after phase 1.
     tx_keyed: bool,
@@ -90,6 +92,10 @@ impl RateLimiter {
             reads_path: cfg.path_prefix.is_some() || parts.contains(&KeyPart::Path),
             parts,
             path_prefix: cfg.path_prefix.clone(),
+            sites: cfg
+                .sites
+                .as_ref()
+                .map(|v| v.iter().map(|s| s.as_str().into()).collect()),
             status: cfg.status,
             interval_ns,
             tolerance_ns: interval_ns.saturating_mul(u64::from(cfg.burst)),
@@ -116,6 +122,14 @@ impl RateLimiter {
         self.path_prefix
             .as_ref()
             .is_none_or(|p| path.starts_with(p.as_bytes()))
+    }
+
+    /// True when the limit applies to the requests of the site named `site`
+    /// (`default` for requests of no site).
+    pub fn applies_to_site(&self, site: &str) -> bool {
+        self.sites
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| &**n == site))
     }
 
     /// Keys currently tracked.
@@ -199,6 +213,7 @@ mod tests {
             burst,
             status: 429,
             path_prefix: None,
+            sites: None,
             max_keys,
         })
         .unwrap()

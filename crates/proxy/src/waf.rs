@@ -36,6 +36,10 @@ pub struct Waf {
     empty: bool,
     /// `dns.max_lookups_per_transaction` when `@rbl` lookups have a resolver.
     rbl_limit: Option<usize>,
+    /// The sites (`[[site]]`) bound to `ruleset`, and the default site last.
+    sites: crate::sites::Sites,
+    /// Load warnings about the sites.
+    site_warnings: Vec<String>,
 }
 
 /// The engine's CPU meter: the calling thread's own CPU clock, so that time spent
@@ -105,7 +109,7 @@ impl Waf {
         }
         let ruleset = b.build().map_err(|e| WafLoadError(e.to_string()))?;
         let hash = content_hash(ruleset.files(), &inline_texts);
-        let empty = cannot_act(&ruleset);
+        let empty = cannot_act(&ruleset, None);
         let waf = Waf {
             ruleset: Arc::new(ruleset),
             hash,
@@ -115,15 +119,88 @@ impl Waf {
             fail_closed,
             empty,
             rbl_limit,
+            sites: crate::sites::Sites::none(empty),
+            site_warnings: Vec::new(),
         };
         waf.check_audit_settings().map_err(WafLoadError)?;
         Ok(waf)
     }
 
+    /// Compiles the `[[site]]`s over these rules (each site's own rules once, into
+    /// a small overlay; the rules themselves are shared, not copied). Errors name
+    /// the site and, for its rules, the file and line.
+    pub fn with_sites(
+        mut self,
+        sections: &[crate::config::SiteSection],
+        config_path: &Path,
+        global_request_body_bytes: usize,
+    ) -> Result<Waf, WafLoadError> {
+        if sections.is_empty() {
+            return Ok(self);
+        }
+        self.sites = crate::sites::Sites::compile(&self.ruleset, sections, config_path, |p| {
+            cannot_act(p.base(), Some(p))
+        })
+        .map_err(WafLoadError)?;
+        // The site sources count in the rules' hash: a change of a site's rules is
+        // a change of the rules in force.
+        let mut h = Sha256::new();
+        h.update(self.hash.as_bytes());
+        for s in sections {
+            h.update(s.name.as_bytes());
+            h.update([0]);
+            let files: Vec<PathBuf> = s
+                .rules
+                .iter()
+                .filter_map(|r| r.file.clone())
+                .flat_map(|f| glob_or_file(&f))
+                .collect();
+            let inline: Vec<&str> = s.rules.iter().filter_map(|r| r.inline.as_deref()).collect();
+            h.update(content_hash(&files, &inline).as_bytes());
+        }
+        self.hash = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let engine_rejects = self.ruleset.config().request_body_access
+            && self.ruleset.config().request_body_limit_action
+                == engine::config::BodyLimitAction::Reject;
+        for site in self.sites.iter() {
+            let Some(p) = site.policy() else { continue };
+            for w in p.warnings() {
+                self.site_warnings
+                    .push(format!("site {:?}: {w}", site.name().as_ref()));
+            }
+            let proxy = site.request_body_bytes(global_request_body_bytes);
+            let engine = p.request_body_limit();
+            if site.own_request_body_bytes() && engine_rejects && proxy > engine {
+                self.site_warnings.push(format!(
+                    "site {:?}: limits.request_body_bytes ({proxy}) is above the rules' request body limit ({engine}, SecRequestBodyLimit or the site's limits.request_body_limit): bodies between the two are refused with 413 by SecRequestBodyLimitAction Reject",
+                    site.name().as_ref()
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// The sites (the default site last; alone without `[[site]]`).
+    pub fn sites(&self) -> &crate::sites::Sites {
+        &self.sites
+    }
+
+    /// Warnings about the sites: their rules' load warnings, and limits that do
+    /// not fit together.
+    pub fn site_warnings(&self) -> &[String] {
+        &self.site_warnings
+    }
+
     /// True when the rules have `@rbl` rules, answered or not.
     pub fn has_rbl_rules(&self) -> bool {
         let u = self.ruleset.rbl_use();
-        u.other_inputs || !u.client_zones.is_empty()
+        u.other_inputs
+            || !u.client_zones.is_empty()
+            || self
+                .sites
+                .iter()
+                .filter_map(crate::sites::Site::policy)
+                .any(|p| p.has_rbl_rules())
     }
 
     /// True when the rules have `@rbl` rules and a resolver answers them: each
@@ -136,20 +213,26 @@ impl Waf {
     /// that looks up a value other than the client's address, so the phase runs
     /// where a lookup may be waited for. The other phases run as they would
     /// without such rules (a handoff to the pool costs two thread switches).
-    pub fn rbl_waits(&self) -> [bool; 5] {
+    pub fn rbl_waits(&self, site: usize) -> [bool; 5] {
         if self.rbl_limit.is_none() {
             return [false; 5];
         }
-        self.ruleset.rbl_use().other_input_phases()
+        match self.sites.get(site).policy() {
+            Some(p) => p.rbl_other_input_phases(),
+            None => self.ruleset.rbl_use().other_input_phases(),
+        }
     }
 
     /// The block-list names the `@rbl` rules on the client's address will ask
     /// for, to resolve before phase 1.
-    pub fn rbl_client_names(&self, client: std::net::IpAddr) -> Vec<String> {
+    pub fn rbl_client_names(&self, site: usize, client: std::net::IpAddr) -> Vec<String> {
         if self.rbl_limit.is_none() {
             return Vec::new();
         }
-        self.ruleset.rbl_client_names(client)
+        match self.sites.get(site).policy() {
+            Some(p) => p.rbl_client_names(client),
+            None => self.ruleset.rbl_client_names(client),
+        }
     }
 
     /// True when the rule set cannot act on any request: it has no rules, and none
@@ -158,6 +241,12 @@ impl Waf {
     /// transaction at all: no phase runs, nothing is timed or logged by the engine.
     pub fn is_empty(&self) -> bool {
         self.empty
+    }
+
+    /// [`Waf::is_empty`] for the requests of one site (its own rules and engine
+    /// mode count).
+    pub fn is_empty_for(&self, site: usize) -> bool {
+        self.sites.get(site).empty
     }
 
     /// Number of rules (a chain counts once).
@@ -239,14 +328,40 @@ impl Waf {
             .map(PathBuf::from)
     }
 
-    /// Starts a transaction for a request from `client` that arrived on `server`
-    /// from the TCP peer `peer` (`None`: the client is the peer). `store` reads
-    /// persistent collections (the proxy's store, which outlives rule reloads);
-    /// `None` leaves them empty at the start of every transaction. `rbl` answers
-    /// `@rbl` lookups (`None`: they never match).
+    /// Starts a transaction of the default site (see [`Waf::site_transaction`]).
     #[allow(clippy::too_many_arguments)]
     pub fn transaction(
         &self,
+        client: SocketAddr,
+        peer: Option<SocketAddr>,
+        server: SocketAddr,
+        unique_id: String,
+        now_unix_micros: i64,
+        store: Option<Arc<dyn CollectionReader>>,
+        rbl: Option<Arc<dyn engine::RblResolver>>,
+    ) -> WafTx {
+        self.site_transaction(
+            self.sites.default_index(),
+            client,
+            peer,
+            server,
+            unique_id,
+            now_unix_micros,
+            store,
+            rbl,
+        )
+    }
+
+    /// Starts a transaction of site `site` ([`crate::sites::Sites::select`]) for a
+    /// request from `client` that arrived on `server` from the TCP peer `peer`
+    /// (`None`: the client is the peer). `store` reads persistent collections (the
+    /// proxy's store, which outlives rule reloads); `None` leaves them empty at the
+    /// start of every transaction. `rbl` answers `@rbl` lookups (`None`: they never
+    /// match).
+    #[allow(clippy::too_many_arguments)]
+    pub fn site_transaction(
+        &self,
+        site: usize,
         client: SocketAddr,
         peer: Option<SocketAddr>,
         server: SocketAddr,
@@ -267,8 +382,12 @@ impl Waf {
             clock: Some(self.clock.clone()),
             rbl,
         };
+        let policy = self.sites.get(site).policy();
         match catch_unwind(AssertUnwindSafe(|| {
-            let mut tx = Box::new(Transaction::new(self.ruleset.clone(), ctx));
+            let mut tx = Box::new(match policy {
+                Some(p) => Transaction::with_policy(p.clone(), ctx),
+                None => Transaction::new(self.ruleset.clone(), ctx),
+            });
             if let Some(limit) = self.rbl_limit {
                 tx.set_rbl_lookup_limit(limit);
             }
@@ -296,11 +415,25 @@ impl Waf {
     }
 }
 
-/// What [`Waf::is_empty`] says: no rules, and no setting that acts without one.
-fn cannot_act(ruleset: &engine::Ruleset) -> bool {
+/// The files a rule source names: those a glob matches, or the file itself.
+fn glob_or_file(path: &Path) -> Vec<PathBuf> {
+    use seclang::FileSource as _;
+    let is_glob = path.to_str().is_some_and(|s| s.contains(['*', '?', '[']));
+    if is_glob {
+        seclang::FsSource.glob(path).unwrap_or_default()
+    } else {
+        vec![path.to_path_buf()]
+    }
+}
+
+/// What [`Waf::is_empty`] says: no rules, and no setting that acts without one;
+/// for a site, with its own rules and engine mode.
+fn cannot_act(ruleset: &engine::Ruleset, policy: Option<&engine::Policy>) -> bool {
     use engine::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
     let cfg = ruleset.config();
-    let engine_on = cfg.rule_engine != RuleEngineMode::Off;
+    let mode = policy.map_or(cfg.rule_engine, engine::Policy::rule_engine);
+    let own_rules = policy.map_or(0, engine::Policy::rule_count);
+    let engine_on = mode != RuleEngineMode::Off;
     // Over SecRequestBodyLimit / SecResponseBodyLimit with the Reject action, the
     // engine refuses the transaction (413 / 500) whether or not a rule runs.
     let request_limit = engine_on
@@ -316,7 +449,7 @@ fn cannot_act(ruleset: &engine::Ruleset) -> bool {
         AuditEngineMode::On => true,
         AuditEngineMode::RelevantOnly => cfg.audit.relevant_status.is_some(),
     };
-    ruleset.rule_count() == 0 && !request_limit && !response_limit && !audit
+    ruleset.rule_count() + own_rules == 0 && !request_limit && !response_limit && !audit
 }
 
 fn content_hash(files: &[PathBuf], inline: &[&str]) -> String {

@@ -364,6 +364,29 @@ pub fn run_metered(
     if let Some(m) = meter {
         tx.set_cpu_meter(m.clone());
     }
+    drive(tx, req, response)
+}
+
+/// Runs one transaction of a site ([`engine::Policy`]), as [`run`].
+pub fn run_site(
+    site: &Arc<engine::Policy>,
+    req: &RawRequest,
+    response: Option<&Response>,
+) -> Option<Intervention> {
+    drive(
+        Transaction::with_policy(site.clone(), TxContext::default()),
+        req,
+        response,
+    )
+    .0
+}
+
+/// Feeds `req` (and `response`) to `tx` and runs its phases, as [`run`].
+fn drive(
+    mut tx: Transaction,
+    req: &RawRequest,
+    response: Option<&Response>,
+) -> (Option<Intervention>, Transaction) {
     tx.set_request_line(&req.method, &req.target, &req.protocol);
     for (k, v) in &req.headers {
         tx.add_request_header(k, v);

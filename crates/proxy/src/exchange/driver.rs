@@ -153,6 +153,8 @@ where
 {
     // The request's client: the connection's, or the one a trusted proxy names.
     let conn = conn.for_request(shared.client_address(), head.headers.clone());
+    // The request's site, in the rules in force now: its policy, limits and name.
+    let site = crate::sites::SiteRef::select(shared.waf(), head.host.as_deref(), &head.uri);
     // A trusted proxy's connection was let in whatever its clients: the [access]
     // lists are asked about each request's client.
     let denied = conn.trust == SourceTrust::Trusted
@@ -194,14 +196,17 @@ where
             limits,
             false,
             &conn,
+            site.name(),
             &head.uri,
             head.headers.clone(),
             |_| None,
             head.start,
         )
     };
+    let site_name: Arc<str> = site.site().name().clone();
     let mut ex = Exchange::begin(
         shared,
+        site,
         conn,
         head.start,
         head.start_us,
@@ -236,6 +241,7 @@ where
             limits,
             true,
             &conn,
+            &site_name,
             &uri,
             std::iter::empty(),
             |n| ex.tx_var(n),
@@ -259,7 +265,7 @@ where
         return Driven::answer(reply, false);
     }
     if let BodyPlan::Length(n) = head.body
-        && n > shared.limits.request_body_bytes as u64
+        && n > ex.body_limit() as u64
     {
         // Announced too large: refuse before reading (or inviting) the body.
         return Driven::answer(ex.reply_body_stop(BodyStop::TooLarge), false);
@@ -337,7 +343,8 @@ where
 }
 
 /// The first limit of `limits` (those read after phase 1 when `after_phase1`, the
-/// others otherwise) that refuses this request: its name, status and retry delay.
+/// others otherwise; those that apply to the request's site, named `site`) that
+/// refuses this request: its name, status and retry delay.
 /// A limit whose key the request does not have (no such header, cookie or TX
 /// variable) does not apply. The request counts at `now`, when it began to arrive
 /// (as nginx's `limit_req` counts at its event loop's cached time): a head that took
@@ -347,6 +354,7 @@ fn over_limit<'l, 'h, I>(
     limits: &'l [RateLimiter],
     after_phase1: bool,
     conn: &ConnInfo,
+    site: &str,
     uri: &[u8],
     headers: I,
     mut tx: impl FnMut(&str) -> Option<Vec<u8>>,
@@ -358,7 +366,7 @@ where
     // The path is found only for the limits that read it.
     let mut path_of_uri: Option<&[u8]> = None;
     for limit in limits {
-        if limit.after_phase1() != after_phase1 {
+        if limit.after_phase1() != after_phase1 || !limit.applies_to_site(site) {
             continue;
         }
         let path = if limit.reads_path() {

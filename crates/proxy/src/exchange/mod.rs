@@ -62,6 +62,8 @@ pub struct Exchange {
     rec: Box<Record>,
     body: Vec<Bytes>,
     body_len: usize,
+    /// The largest body taken: `limits.request_body_bytes`, or the site's.
+    body_limit: usize,
     engine_body: bool,
     /// The decoder of a compressed request body, whose decoded bytes the engine
     /// reads (the upstream gets the body as sent).
@@ -77,14 +79,16 @@ impl std::fmt::Debug for Exchange {
 }
 
 impl Exchange {
-    /// Starts a transaction and gives the engine the request line and every header.
-    /// `start`/`start_us` are when the request began to arrive; `host` the first
-    /// Host header's value; `head_bytes` the head's size on the wire. When the rule
-    /// set in force cannot act on a request ([`Waf::is_empty`]), no transaction is
+    /// Starts a transaction of the request's `site` and gives the engine the
+    /// request line and every header. `start`/`start_us` are when the request began
+    /// to arrive; `host` the first Host header's value; `head_bytes` the head's size
+    /// on the wire. When the site's policy cannot act on a request
+    /// ([`Waf::is_empty_for`](crate::waf::Waf::is_empty_for)), no transaction is
     /// made at all.
     #[allow(clippy::too_many_arguments)]
     pub fn begin<'h>(
         shared: &Arc<Shared>,
+        site: crate::sites::SiteRef,
         conn: ConnInfo,
         start: Instant,
         start_us: i64,
@@ -95,23 +99,29 @@ impl Exchange {
         headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
         head_bytes: usize,
     ) -> Exchange {
-        let waf = shared.waf();
+        let waf = site.waf().clone();
+        let index = site.index();
+        let empty = waf.is_empty_for(index);
         let rbl = match shared.dns() {
-            Some(dns) if !waf.is_empty() && waf.uses_rbl() => {
-                Some(dns.for_transaction(waf.rbl_client_names(conn.client.ip())))
+            Some(dns) if !empty && waf.uses_rbl() => {
+                Some(dns.for_transaction(waf.rbl_client_names(index, conn.client.ip())))
             }
             _ => None,
         };
         let rbl_waits = if rbl.is_some() {
-            waf.rbl_waits()
+            waf.rbl_waits(index)
         } else {
             [false; 5]
         };
-        let (tx, unique_id) = if waf.is_empty() {
+        let body_limit = site
+            .site()
+            .request_body_bytes(shared.limits.request_body_bytes);
+        let (tx, unique_id) = if empty {
             (None, None)
         } else {
             let id = shared.unique_id(start_us);
-            let mut tx = waf.transaction(
+            let mut tx = waf.site_transaction(
+                index,
                 conn.client,
                 conn.peer_if_other(),
                 conn.local,
@@ -129,6 +139,7 @@ impl Exchange {
         Exchange {
             rec: Box::new(Record {
                 shared: shared.clone(),
+                site,
                 tx,
                 unique_id,
                 conn,
@@ -159,6 +170,7 @@ impl Exchange {
             }),
             body: Vec::new(),
             body_len: 0,
+            body_limit,
             engine_body: true,
             request_decoder: None,
         }
@@ -188,6 +200,12 @@ impl Exchange {
         )
     }
 
+    /// The largest request body this request may send (`limits.request_body_bytes`,
+    /// or its site's).
+    pub fn body_limit(&self) -> usize {
+        self.body_limit
+    }
+
     /// Counts bytes received for the body (framing included).
     pub fn add_bytes_in(&mut self, n: u64) {
         self.rec.bytes_in += n;
@@ -199,7 +217,7 @@ impl Exchange {
         if chunk.is_empty() {
             return Ok(());
         }
-        if self.body_len + chunk.len() > self.rec.shared.limits.request_body_bytes {
+        if self.body_len + chunk.len() > self.body_limit {
             return Err(BodyStop::TooLarge);
         }
         self.feed_request(&chunk, false)?;
@@ -372,10 +390,18 @@ impl Exchange {
     pub fn reply_body_stop(self, stop: BodyStop) -> Reply {
         match stop {
             BodyStop::TooLarge => {
-                let msg = format!(
-                    "request body larger than limits.request_body_bytes ({})",
-                    self.rec.shared.limits.request_body_bytes
-                );
+                let msg = if self.rec.site.site().own_request_body_bytes() {
+                    format!(
+                        "request body larger than the limits.request_body_bytes of site {:?} ({})",
+                        self.rec.site.name(),
+                        self.body_limit
+                    )
+                } else {
+                    format!(
+                        "request body larger than limits.request_body_bytes ({})",
+                        self.body_limit
+                    )
+                };
                 self.reply_error(413, Action::BadRequest, &msg)
             }
             BodyStop::EngineLimit => self.reply_error(

@@ -16,6 +16,8 @@ use std::time::Instant;
 /// What a finished request looked like, kept for the logs.
 pub(super) struct Record {
     pub(super) shared: Arc<Shared>,
+    /// The request's site (`[[site]]`, or `default`), in the rules it began with.
+    pub(super) site: crate::sites::SiteRef,
     /// The engine transaction; `None` when the rule set in force cannot act on a
     /// request ([`Waf::is_empty`]): then no phase runs and nothing is timed.
     pub(super) tx: Option<WafTx>,
@@ -280,11 +282,15 @@ impl Record {
         let now = rfc3339_micros(crate::logs::now_unix_micros());
         let client_ip = self.conn.client.ip();
         let last = lines.len() - 1;
+        let site = self.site_tag();
         for (i, line) in lines.into_iter().enumerate() {
             // Only the batch's last line needs an acknowledgement: the writer keeps
             // the order, so it covers the others.
             let written = self.shared.logs.send_error(
-                format!("{now} [error] [client {client_ip}] {}", one_line(&line)),
+                format!(
+                    "{now} [error] [client {client_ip}] {}{site}",
+                    one_line(&line)
+                ),
                 i == last,
             );
             if written.is_some() {
@@ -293,15 +299,26 @@ impl Record {
         }
     }
 
+    /// ` [site "NAME"]`, which ends a request's error-log lines when the
+    /// configuration has `[[site]]`s (empty otherwise).
+    fn site_tag(&self) -> String {
+        if self.site.waf().sites().configured() {
+            format!(" [site \"{}\"]", self.site.name())
+        } else {
+            String::new()
+        }
+    }
+
     pub(super) fn error_line(&mut self, message: &str) {
         self.unique_id();
         let line = format!(
-            "{} [error] [client {}] palisade: {} [uri \"{}\"] [unique_id \"{}\"]",
+            "{} [error] [client {}] palisade: {} [uri \"{}\"] [unique_id \"{}\"]{}",
             rfc3339_micros(crate::logs::now_unix_micros()),
             self.conn.client.ip(),
             one_line(message),
             one_line(&String::from_utf8_lossy(&self.uri)),
-            self.unique_id.as_deref().unwrap_or_default()
+            self.unique_id.as_deref().unwrap_or_default(),
+            self.site_tag()
         );
         if let Some(w) = self.shared.logs.send_error(line, true) {
             self.logged = Some(w);
@@ -392,10 +409,17 @@ impl Record {
             m.observe(Timer::UpstreamTransfer, us);
         }
         m.observe(Timer::Total, total_us);
+        let waf_us: u64 = self.phase_us.iter().flatten().sum();
+        m.site_request(
+            self.site.site().counters(m),
+            self.status,
+            self.action,
+            total_us,
+            waf_us,
+        );
         if shared.logs.enabled(LogKind::Access) {
             self.unique_id();
             let host = self.host.as_ref().map(|h| String::from_utf8_lossy(h));
-            let waf_us: u64 = self.phase_us.iter().flatten().sum();
             let line = AccessLine {
                 ts_us: self.start_us,
                 time: &rfc3339_micros(self.start_us),
@@ -408,6 +432,7 @@ impl Record {
                 method: &String::from_utf8_lossy(&self.method),
                 uri: &String::from_utf8_lossy(&self.uri),
                 host: host.as_deref(),
+                site: self.site.name(),
                 status: self.status,
                 bytes_in: self.bytes_in,
                 bytes_out: self.bytes_out,
@@ -503,6 +528,8 @@ struct AccessLine<'a> {
     method: &'a str,
     uri: &'a str,
     host: Option<&'a str>,
+    /// The request's site (`[[site]]`), or `default`.
+    site: &'a str,
     status: u16,
     bytes_in: u64,
     bytes_out: u64,

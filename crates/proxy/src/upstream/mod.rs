@@ -354,10 +354,40 @@ pub struct Pool {
     events: Events,
 }
 
-enum HostMatch {
+/// How a route (or a site, [`crate::sites`]) matches the request's host: any host,
+/// one name (case-insensitive), or every subdomain of a name (`*.example.com`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HostMatch {
     Any,
     Exact(Vec<u8>),
     Suffix(Vec<u8>),
+}
+
+impl HostMatch {
+    /// Reads a host as written in the configuration: `*` (or none) for any host,
+    /// `*.example.com` for the subdomains of `example.com`, else an exact name.
+    pub(crate) fn parse(host: Option<&str>) -> HostMatch {
+        match host {
+            None | Some("*") => HostMatch::Any,
+            Some(h) => match h.strip_prefix('*') {
+                Some(suffix) => HostMatch::Suffix(suffix.to_ascii_lowercase().into_bytes()),
+                None => HostMatch::Exact(h.to_ascii_lowercase().into_bytes()),
+            },
+        }
+    }
+
+    /// Whether a request for `host` (the Host header's value without its port;
+    /// `None` when the request has none) matches.
+    pub(crate) fn matches(&self, host: Option<&[u8]>) -> bool {
+        match (self, host) {
+            (HostMatch::Any, _) => true,
+            (HostMatch::Exact(h), Some(got)) => got.eq_ignore_ascii_case(h),
+            (HostMatch::Suffix(s), Some(got)) => {
+                got.len() > s.len() && got[got.len() - s.len()..].eq_ignore_ascii_case(s)
+            }
+            _ => false,
+        }
+    }
 }
 
 struct Route {
@@ -475,13 +505,7 @@ impl Upstreams {
             .routes
             .iter()
             .map(|r| Route {
-                host: match r.host.as_deref() {
-                    None | Some("*") => HostMatch::Any,
-                    Some(h) => match h.strip_prefix('*') {
-                        Some(suffix) => HostMatch::Suffix(suffix.to_ascii_lowercase().into_bytes()),
-                        None => HostMatch::Exact(h.to_ascii_lowercase().into_bytes()),
-                    },
-                },
+                host: HostMatch::parse(r.host.as_deref()),
                 path_prefix: r.path_prefix.as_ref().map(|p| p.as_bytes().to_vec()),
                 pool: cfg
                     .upstreams
@@ -588,15 +612,7 @@ impl Upstreams {
         self.routes
             .iter()
             .find(|r| {
-                let host_ok = match (&r.host, host) {
-                    (HostMatch::Any, _) => true,
-                    (HostMatch::Exact(h), Some(got)) => got.eq_ignore_ascii_case(h),
-                    (HostMatch::Suffix(s), Some(got)) => {
-                        got.len() > s.len() && got[got.len() - s.len()..].eq_ignore_ascii_case(s)
-                    }
-                    _ => false,
-                };
-                host_ok && r.path_prefix.as_ref().is_none_or(|p| path.starts_with(p))
+                r.host.matches(host) && r.path_prefix.as_ref().is_none_or(|p| path.starts_with(p))
             })
             .map(|r| &self.pools[r.pool])
     }
@@ -636,7 +652,8 @@ impl Upstreams {
     }
 }
 
-fn strip_port(h: &[u8]) -> &[u8] {
+/// A Host header's value without its port (`[::1]:80` gives `[::1]`).
+pub(crate) fn strip_port(h: &[u8]) -> &[u8] {
     if h.first() == Some(&b'[') {
         return match memchr::memchr(b']', h) {
             Some(e) => &h[..=e],
