@@ -37,7 +37,10 @@
 //! transaction starts with an empty TX and walks the base's rules alone. When a
 //! policy is built, the abstract run is made again over the site's walk (its
 //! overlay first, its removals, its seeds); where it agrees with the base's folds
-//! the site's transactions use them, otherwise they evaluate every rule as written
+//! the site's transactions use them, otherwise the policy keeps a fold table of its
+//! own over the base's links (a few KiB: a seeded paranoia level decides CRS's
+//! level checks differently). Only a target exclusion of a TX variable, which the
+//! abstract run does not model, makes a site evaluate every rule as written
 //! ([`Policy::keeps_folds`]).
 
 use crate::actions::Action;
@@ -160,7 +163,7 @@ pub struct Policy {
     pub(crate) limits: PolicyLimits,
     pub(crate) overlay: Overlay,
     pub(crate) removals: Removals,
-    pub(crate) keeps_folds: bool,
+    pub(crate) folds: crate::ruleset::fold::SiteFolds,
     warnings: Vec<String>,
     files: Vec<std::path::PathBuf>,
     hash: u64,
@@ -226,11 +229,19 @@ impl Policy {
             .is_some_and(|r| self.removals.removes(r))
     }
 
-    /// Whether the site's transactions use the base rule set's load-time folds
-    /// (see the module documentation); when not, they evaluate every rule as
-    /// written, which costs some CPU but never changes a verdict.
+    /// Whether the site's transactions use load-time folds (see the module
+    /// documentation): the base rule set's, or a table of the site's own when its
+    /// walk decides them differently. When not, they evaluate every rule as
+    /// written, which costs CPU but never changes a verdict.
     pub fn keeps_folds(&self) -> bool {
-        self.keeps_folds
+        !matches!(self.folds, crate::ruleset::fold::SiteFolds::Off)
+    }
+
+    /// Whether the site's transactions use a fold table of the site's own (its
+    /// walk decides some rules differently from the base's: a seeded paranoia
+    /// level, say), rather than the base rule set's.
+    pub fn own_folds(&self) -> bool {
+        matches!(self.folds, crate::ruleset::fold::SiteFolds::Own { .. })
     }
 
     /// Load warnings of the site's rules.
@@ -433,7 +444,7 @@ impl PolicyBuilder {
                 .iter()
                 .any(|(sel, e)| e.var == Var::Tx && sel.applies(l))
         };
-        let (marks, keeps_folds) = crate::ruleset::fold::site_keeps_folds(
+        let (marks, folds) = crate::ruleset::fold::site_folds(
             &self.base.phases,
             &crate::ruleset::fold::SiteFlow {
                 overlay: &phases,
@@ -469,7 +480,7 @@ impl PolicyBuilder {
                 default_disruptive,
             },
             removals,
-            keeps_folds,
+            folds,
             warnings,
             files,
             hash,
@@ -800,15 +811,15 @@ SecMarker END-2
         let mut b = builder(&rs, "pl2");
         b.paranoia_level(2, None).unwrap();
         let pl2 = Arc::new(b.build().unwrap());
-        assert!(!pl2.keeps_folds());
+        assert!(pl2.keeps_folds() && pl2.own_folds());
         let mut b = builder(&rs, "pl1");
         b.paranoia_level(1, None).unwrap();
         let pl1 = Arc::new(b.build().unwrap());
         // Even the level the base arrives at is a different walk (rule 1 does not
-        // match when the level is seeded): the site runs as written.
-        assert!(!pl1.keeps_folds());
+        // match when the level is seeded): the site has folds of its own.
+        assert!(pl1.own_folds());
         let plain = policy(&rs, "plain", "");
-        assert!(plain.keeps_folds());
+        assert!(plain.keeps_folds() && !plain.own_folds());
         for _ in 0..2 {
             assert_eq!(status_of(Some(&pl2), &rs, "/?a=paranoid"), Some(406));
             assert_eq!(status_of(Some(&pl1), &rs, "/?a=paranoid"), None);
@@ -841,21 +852,26 @@ SecMarker END-2
             "raise",
             r#"SecAction "id:100,phase:1,pass,nolog,setvar:tx.detection_paranoia_level=2""#,
         );
-        assert!(!site.keeps_folds());
+        assert!(site.own_folds());
         assert_eq!(status_of(Some(&site), &rs, "/?a=paranoid"), Some(406));
-        // Writing something no fold reads keeps them.
+        // Writing something no fold reads keeps the base's.
         let other = policy(
             &rs,
             "other",
             r#"SecAction "id:100,phase:1,pass,nolog,setvar:tx.unrelated=2""#,
         );
-        assert!(other.keeps_folds());
-        // Removing a rule the folds lean on ends them; removing one they do not
-        // keeps them.
+        assert!(other.keeps_folds() && !other.own_folds());
+        // Removing a rule the folds lean on gives the site folds of its own;
+        // removing one they do not keeps the base's.
         let remove_writer = policy(&rs, "rw", "SecRuleRemoveById 1");
-        assert!(!remove_writer.keeps_folds());
+        assert!(remove_writer.own_folds());
+        // Rule 1 removed: the blocking level stays unset, rule 2 copies it (empty),
+        // and the check of level 1 (10) skips every check; the base's folds would
+        // have let 11 run.
+        assert_eq!(status_of(Some(&remove_writer), &rs, "/?a=attack"), None);
+        assert_eq!(status_of(None, &rs, "/?a=attack"), Some(403));
         let remove_check = policy(&rs, "rc", "SecRuleRemoveById 11");
-        assert!(remove_check.keeps_folds());
+        assert!(remove_check.keeps_folds() && !remove_check.own_folds());
         assert_eq!(status_of(Some(&remove_check), &rs, "/?a=attack"), None);
         // A runtime removal of the writer by the overlay breaks them when it runs.
         let ctl = policy(
@@ -863,10 +879,24 @@ SecMarker END-2
             "ctl",
             r#"SecRule ARGS:off "@streq 1" "id:100,phase:1,pass,nolog,ctl:ruleRemoveById=1-2""#,
         );
-        assert!(ctl.keeps_folds());
+        assert!(ctl.keeps_folds() && !ctl.own_folds());
         assert!(ctl.rules(1).next().unwrap().breaks_folds);
         assert_eq!(status_of(Some(&ctl), &rs, "/?a=paranoid&off=1"), Some(406));
         assert_eq!(status_of(Some(&ctl), &rs, "/?a=paranoid"), None);
+    }
+
+    #[test]
+    fn a_target_exclusion_of_a_tx_variable_turns_the_folds_off() {
+        let rs = base(FOLDED);
+        let site = policy(
+            &rs,
+            "tx",
+            r#"SecRuleUpdateTargetById 12 "!TX:DETECTION_PARANOIA_LEVEL""#,
+        );
+        assert!(!site.keeps_folds());
+        // 12 sees no value: it does not skip, 13 runs.
+        assert_eq!(status_of(Some(&site), &rs, "/?a=paranoid"), Some(406));
+        assert_eq!(status_of(None, &rs, "/?a=paranoid"), None);
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub struct Rule {
     /// This link runs a `ctl:ruleRemove*` that may remove what the load-time folds
     /// depend on: the transaction stops using them when it runs.
     pub breaks_folds: bool,
+    /// This link's place in the rule set's list of links (in phase, entry and chain
+    /// order), where a site's own fold table keeps its outcome for that site
+    /// ([`crate::policy`]); `u32::MAX` for a site's own rules.
+    pub(crate) fold_slot: u32,
     /// The action string as written, kept for `SecRuleUpdateActionById`.
     pub(crate) action_defs: Vec<seclang::ActionDef>,
     /// The rule as written, kept so updates can recompile it.

@@ -107,10 +107,95 @@ fn a_paranoia_level_2_rule_fires_on_the_level_2_site_only() {
         );
         assert!(i.is_none(), "{}: {:?}", p.name(), tx.matched_rule_ids());
     }
-    // A seeded level is a different walk than the base's: those sites run the
-    // rules as written; a site that seeds nothing keeps the folds.
-    assert!(!pl2.keeps_folds() && !pl1.keeps_folds());
-    assert!(plain.keeps_folds());
+    // A seeded level is a different walk than the base's: those sites have fold
+    // tables of their own; a site that seeds nothing uses the base's.
+    assert!(pl2.own_folds() && pl1.own_folds());
+    assert!(plain.keeps_folds() && !plain.own_folds());
+}
+
+/// CRS v4 built at paranoia level `level` the usual way (crs-setup's 900000).
+fn crs_at(level: u8) -> Arc<Ruleset> {
+    let crs = common::shared().join("crs");
+    let mut b = engine::RulesetBuilder::new(Arc::new(seclang::FsSource));
+    b.add_text(common::PREAMBLE, "preamble.conf").unwrap();
+    b.add_file(&crs.join("crs-setup.conf.example")).unwrap();
+    b.add_text(
+        &format!(
+            "SecAction \"id:900000,phase:1,pass,t:none,nolog,setvar:tx.blocking_paranoia_level={level}\""
+        ),
+        "level.conf",
+    )
+    .unwrap();
+    b.add_file(&crs.join("rules/*.conf")).unwrap();
+    Arc::new(b.build().unwrap())
+}
+
+/// A site's paranoia level gives the verdicts, matches and scores of CRS built at
+/// that level, request by request: the site's own fold table stands for the rules
+/// as written.
+#[test]
+fn a_site_at_a_paranoia_level_matches_crs_built_at_that_level() {
+    let uas = ["", "curl/8.5.0", "Nikto/2.5.0"];
+    let targets = [
+        "/products/list?category=books&page=2&sort=price",
+        "/item?id=1'%20OR%20'1'='1",
+        "/search?q=%3Cscript%3Ealert(1)%3C/script%3E",
+        "/download?file=../../../../etc/passwd",
+        "/a?x=1;cat%20/etc/passwd",
+        "/index.php?page=php://filter/resource=index",
+        "/api?q=select%20*%20from%20users%20where%20id=1",
+        "/b?c=<a%20href=x>t</a>&d=1--",
+        "/page?x=%00&y=%ff",
+        "/x?a=1&a=2&a=3&b=~!@#$%25^&*()",
+    ];
+    for level in [2u8, 3] {
+        let native = crs_at(level);
+        let site = site(&format!("pl{level}"), |b| {
+            b.paranoia_level(level, None).unwrap();
+        });
+        assert!(site.own_folds());
+        for ua in uas {
+            for target in targets {
+                let mut headers: Vec<_> = browser_headers()
+                    .into_iter()
+                    .filter(|(k, _)| *k != "User-Agent")
+                    .collect();
+                if !ua.is_empty() {
+                    headers.push(("User-Agent", ua));
+                }
+                let req = get(target, headers);
+                let (want, tx_native) = {
+                    let mut tx = Transaction::new(native.clone(), TxContext::default());
+                    tx.set_request_line(b"GET", target.as_bytes(), b"HTTP/1.1");
+                    for (k, v) in &req.headers {
+                        tx.add_request_header(k.as_bytes(), v.as_bytes());
+                    }
+                    let i = tx
+                        .process_request_headers()
+                        .or_else(|| tx.process_request_body());
+                    tx.process_logging();
+                    (i, tx)
+                };
+                let (got, tx_site) = run(Some(&site), &req);
+                let what = format!("PL{level} {target} UA {ua:?}");
+                assert_eq!(
+                    got.map(|i| (i.status, i.rule_id)),
+                    want.map(|i| (i.status, i.rule_id)),
+                    "{what}"
+                );
+                assert_eq!(
+                    tx_site.matched_rule_ids(),
+                    tx_native.matched_rule_ids(),
+                    "{what}"
+                );
+                assert_eq!(
+                    tx_site.anomaly_scores(),
+                    tx_native.anomaly_scores(),
+                    "{what}"
+                );
+            }
+        }
+    }
 }
 
 #[test]

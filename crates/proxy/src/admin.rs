@@ -579,6 +579,7 @@ pub fn status_json(shared: &Shared) -> String {
             "sha256": waf.hash(),
             "engine_mode": waf.engine_mode(),
             "files": waf.files().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "sites": waf.site_status(),
         },
         "connections_open": shared.metrics.connections_open.load(Ordering::Relaxed),
         "logs": shared.logs.stats().status(|k| shared.logs.enabled(k)),

@@ -191,6 +191,8 @@ fn site_summaries(waf: &waf::Waf) -> Vec<String> {
             parts.push(format!("{} rule(s) of its own", p.rule_count()));
             if !p.keeps_folds() {
                 parts.push("rules evaluated as written (no load-time folds)".into());
+            } else if p.own_folds() {
+                parts.push("load-time folds of its own".into());
             }
             Some(format!(
                 "site {:?}: {}",
@@ -818,6 +820,9 @@ async fn wait_for_stop(
                                 "reload: the admin token in force stays: {e}"
                             ),
                             None => {}
+                        }
+                        for w in w.site_warnings() {
+                            tracing::warn!("reload: {w}");
                         }
                         tracing::info!(
                             "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s)",

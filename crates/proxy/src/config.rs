@@ -558,9 +558,14 @@ impl SiteSection {
         }
         for h in &self.hosts {
             let bare = h.strip_prefix("*.").unwrap_or(h);
+            let ipv6 = h.len() > 2
+                && h.starts_with('[')
+                && h.ends_with(']')
+                && h[1..h.len() - 1].parse::<std::net::Ipv6Addr>().is_ok();
             let ok = h == "*"
+                || ipv6
                 || (!bare.is_empty()
-                    && !bare.contains(['*', ':', '/', ' '])
+                    && !bare.contains(['*', ':', '/', ' ', '[', ']'])
                     && bare.bytes().all(|b| b.is_ascii_graphic()));
             if !ok {
                 return Err(format!(

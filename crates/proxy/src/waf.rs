@@ -185,6 +185,32 @@ impl Waf {
         &self.sites
     }
 
+    /// The sites for `/status`: each one's name, engine mode, paranoia level, own
+    /// rules, and whether it uses the rules' load-time folds (empty without
+    /// `[[site]]`).
+    pub fn site_status(&self) -> Vec<serde_json::Value> {
+        if !self.sites.configured() {
+            return Vec::new();
+        }
+        self.sites
+            .iter()
+            .filter_map(|s| {
+                let p = s.policy()?;
+                let level = p
+                    .seeds()
+                    .next()
+                    .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse::<u8>().ok());
+                Some(serde_json::json!({
+                    "name": s.name().as_ref(),
+                    "engine_mode": format!("{:?}", p.rule_engine()),
+                    "paranoia_level": level,
+                    "rules": p.rule_count(),
+                    "keeps_folds": p.keeps_folds(),
+                }))
+            })
+            .collect()
+    }
+
     /// Warnings about the sites: their rules' load warnings, and limits that do
     /// not fit together.
     pub fn site_warnings(&self) -> &[String] {

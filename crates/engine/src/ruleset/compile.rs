@@ -662,6 +662,7 @@ impl RulesetBuilder {
             pm_list: None,
             folded: None,
             breaks_folds: false,
+            fold_slot: u32::MAX,
         };
 
         // The log flags as libmodsecurity v3 reads them (see below).

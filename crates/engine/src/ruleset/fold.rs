@@ -398,6 +398,7 @@ pub(crate) fn fold(phases: &mut [Vec<Entry>; 5], map: Option<&UnicodeMap>) -> [V
             None => None,
         };
     }
+    let mut slot = 0u32;
     for (entries, outcomes) in phases.iter_mut().zip(results) {
         for (e, links) in entries.iter_mut().zip(outcomes) {
             if let Entry::Rule(r) = e {
@@ -405,6 +406,8 @@ pub(crate) fn fold(phases: &mut [Vec<Entry>; 5], map: Option<&UnicodeMap>) -> [V
                 for folded in links {
                     let Some(l) = link else { break };
                     l.folded = folded;
+                    l.fold_slot = slot;
+                    slot += 1;
                     link = l.chain.as_deref_mut();
                 }
             }
@@ -521,7 +524,7 @@ fn ctl_breaks(ctl: &crate::actions::Ctl, starters: &[&Rule], view: &FoldView) ->
 }
 
 /// What a site's policy changes about the walk of every transaction, for
-/// [`site_keeps_folds`].
+/// [`site_folds`].
 pub(crate) struct SiteFlow<'a> {
     /// The overlay's entries per phase, walked before the base's.
     pub overlay: &'a [Vec<Entry>; 5],
@@ -534,27 +537,56 @@ pub(crate) struct SiteFlow<'a> {
     pub drops_tx_target: &'a dyn Fn(&Rule) -> bool,
 }
 
-/// The overlay's links whose `ctl`s break the folds of a site's walk
-/// (`Rule::breaks_folds` for them), and whether the base's load-time folds stay
-/// true for every transaction of the site: its overlay's rules run first in each
-/// phase, its removed rules never run, its TX seeds are set at the start. The
-/// abstract run is made again over that walk, and every base link it reaches must
-/// come out as the base folded it; a removal the base's own `ctl`s make must break
-/// the folds in the site's walk only where it breaks them in the base's; and no
-/// target removal of the site may drop a TX target of a folded link. When any of
-/// that fails the site's transactions run without the folds (every link as
-/// written), which is always correct.
-pub(crate) fn site_keeps_folds(
+/// The load-time folds a site's transactions use.
+#[derive(Debug, Clone)]
+pub(crate) enum SiteFolds {
+    /// The base's own (`Rule::folded`, `Rule::breaks_folds`): the site's walk
+    /// decides every link the base folded the same way.
+    Base,
+    /// The site's own outcomes of the base's links, and which of their `ctl`s break
+    /// them, by `Rule::fold_slot`: the site's walk differs (a seeded paranoia level,
+    /// rules of its own that write what the folds read, removals of rules they lean
+    /// on).
+    Own {
+        /// Per link of the base: its outcome in the site's walk.
+        folded: Box<[Option<Folded>]>,
+        /// Per link of the base: whether its `ctl`s break the site's folds.
+        breaks: Box<[bool]>,
+    },
+    /// None: the site's transactions evaluate every link as written (a target
+    /// exclusion of the site's drops a TX target the abstract run would read).
+    Off,
+}
+
+/// The load-time folds of a site's transactions, and which of the overlay's links
+/// break them (`Rule::breaks_folds` for them, in order). The abstract run is made
+/// again over the site's walk: its overlay's rules first in each phase, its removed
+/// rules never run, its TX seeds set at the start. Where every base link comes out
+/// as the base folded it and the base's `ctl`s break the folds exactly where they
+/// do in the base's walk, the site uses the base's folds; otherwise it gets a
+/// table of its own, over the base's links (a few KiB). A target exclusion of the
+/// site's on TX, which the abstract run does not model, turns the folds off for
+/// the site (every link evaluated as written: the same verdicts, more CPU).
+pub(crate) fn site_folds(
     base: &[Vec<Entry>; 5],
     site: &SiteFlow<'_>,
     map: Option<&UnicodeMap>,
-) -> (Vec<bool>, bool) {
+) -> (Vec<bool>, SiteFolds) {
+    let links: usize = base
+        .iter()
+        .flatten()
+        .map(|e| match e {
+            Entry::Rule(r) => r.links().count(),
+            Entry::Marker(_) => 0,
+        })
+        .sum();
+    let mut folded: Vec<Option<Folded>> = vec![None; links];
     let mut initial = AbsTx::default();
     for (k, v) in site.seeds {
         initial.vars.insert(k.clone(), Abs::Known(Some(v.clone())));
     }
     let mut state = Some(initial);
-    let mut agrees = true;
+    let mut same = true;
     // The site's own view of which links fold (for the ctl check).
     let mut site_folds: std::collections::HashMap<usize, bool> = std::collections::HashMap::new();
     let mut starters: Vec<&Rule> = Vec::new();
@@ -593,21 +625,34 @@ pub(crate) fn site_keeps_folds(
                 if let Some(f) = got {
                     site_folds.insert(l as *const Rule as usize, matches!(f, Folded::Always(_)));
                 }
-                if of_base[i] && reached[i] && l.folded.is_some() && l.folded != *got {
-                    agrees = false;
+                if !of_base[i] {
+                    continue;
+                }
+                let got = if reached[i] { got.clone() } else { None };
+                if reached[i] && l.folded.is_some() && l.folded != got {
+                    same = false;
+                }
+                if let Some(f) = folded.get_mut(l.fold_slot as usize) {
+                    *f = got;
                 }
             }
         }
     }
     let view = FoldView { folded: site_folds };
-    // The base's ctls, judged against the site's walk.
+    let mut breaks = vec![false; links];
+    let mut off = false;
     for r in &base_starters {
         for l in r.links() {
-            if !l.breaks_folds && link_breaks(l, &starters, &view) {
-                agrees = false;
+            let b = link_breaks(l, &starters, &view);
+            if b != l.breaks_folds {
+                same = false;
             }
-            if l.folded.is_some() && (site.drops_tx_target)(l) {
-                agrees = false;
+            if let Some(x) = breaks.get_mut(l.fold_slot as usize) {
+                *x = b;
+            }
+            let folded_here = view.is_folded(l) || l.folded.is_some();
+            if folded_here && (site.drops_tx_target)(l) {
+                off = true;
             }
         }
     }
@@ -622,7 +667,17 @@ pub(crate) fn site_keeps_folds(
         .flat_map(|r| r.links())
         .map(|l| link_breaks(l, &starters, &view))
         .collect();
-    (overlay_marks, agrees)
+    let folds = if off {
+        SiteFolds::Off
+    } else if same {
+        SiteFolds::Base
+    } else {
+        SiteFolds::Own {
+            folded: folded.into_boxed_slice(),
+            breaks: breaks.into_boxed_slice(),
+        }
+    };
+    (overlay_marks, folds)
 }
 
 /// The abstract run of one phase's `items` from `entry`; returns the state at its

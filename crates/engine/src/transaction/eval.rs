@@ -980,6 +980,11 @@ impl Transaction {
         let overlay: &[Entry] = policy.as_deref().map_or(&[], |pl| &pl.overlay.phases[p]);
         let base = &ruleset.phases[p];
         let overlay_len = overlay.len();
+        // A site whose walk decides the folded links differently has its own table.
+        let own_folds = policy.as_deref().and_then(|pl| match &pl.folds {
+            crate::ruleset::fold::SiteFolds::Own { folded, .. } => Some(&**folded),
+            _ => None,
+        });
         if start == 0 {
             // The load-time folds assume every earlier phase ran to its end.
             self.state.folds_valid = self.state.fold_phase == phase - 1;
@@ -1043,7 +1048,7 @@ impl Transaction {
                 return self.budget_stop(phase, rule.chain_id);
             }
             self.state.matched_vars.clear();
-            let matched = self.eval_link(rule);
+            let matched = self.eval_link(rule, own_folds);
             if self.budget.tripped() {
                 // The budget ran out inside the rule: it is abandoned, actions and all.
                 return self.budget_stop(phase, rule.chain_id);
@@ -1164,6 +1169,18 @@ impl Transaction {
         }
     }
 
+    /// Whether `rule`'s `ctl`s break the folds this transaction uses: the site's
+    /// own table says so for the base's links when the site has one.
+    fn breaks_folds(&self, rule: &Rule) -> bool {
+        match self.policy.as_deref().map(|p| &p.folds) {
+            Some(crate::ruleset::fold::SiteFolds::Own { breaks, .. }) => breaks
+                .get(rule.fold_slot as usize)
+                .copied()
+                .unwrap_or(rule.breaks_folds),
+            _ => rule.breaks_folds,
+        }
+    }
+
     fn is_removed(&self, rule: &Rule) -> bool {
         let s = &self.state;
         if let Some(id) = rule.id {
@@ -1183,13 +1200,19 @@ impl Transaction {
     }
 
     /// Evaluates one link of a chain and, when it matches, the links after it.
-    /// Returns true when the whole rest of the chain matched.
-    fn eval_link(&mut self, rule: &Rule) -> bool {
+    /// Returns true when the whole rest of the chain matched. `own_folds` is the
+    /// site's own fold table, when it has one (by `Rule::fold_slot`), else the
+    /// links' own folds serve.
+    fn eval_link(&mut self, rule: &Rule, own_folds: Option<&[Option<Folded>]>) -> bool {
+        let folded = match own_folds {
+            Some(t) => t.get(rule.fold_slot as usize).and_then(Option::as_ref),
+            None => rule.folded.as_ref(),
+        };
         let matched = if rule.targets.is_empty() {
             // SecAction: matches once, with no value.
             self.run_match_actions(rule);
             true
-        } else if let (Some(folded), true) = (&rule.folded, self.state.folds_valid) {
+        } else if let (Some(folded), true) = (folded, self.state.folds_valid) {
             self.replay(rule, folded)
         } else {
             self.eval_targets(rule)
@@ -1198,7 +1221,7 @@ impl Transaction {
             return false;
         }
         if let Some(next) = &rule.chain {
-            if !self.eval_link(next) {
+            if !self.eval_link(next, own_folds) {
                 return false;
             }
         }
@@ -1604,7 +1627,7 @@ impl Transaction {
                 self.init_collection(CollectionKind::Session, key);
             }
             Action::Ctl(ctl) => {
-                if rule.breaks_folds {
+                if self.breaks_folds(rule) {
                     // A removal the folds did not account for: from here on every
                     // link is evaluated as written.
                     self.state.folds_valid = false;

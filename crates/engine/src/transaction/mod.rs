@@ -378,7 +378,7 @@ impl Transaction {
         s.removed_tags = r.tags.clone();
         s.removed_msgs = r.msgs.clone();
         s.target_removals = r.targets.clone();
-        if !policy.keeps_folds {
+        if !policy.keeps_folds() {
             s.fold_phase = NO_FOLDS;
         }
         tx
