@@ -30,8 +30,10 @@
 //!   clock, which a busy machine does not inflate), SECONDS per row;
 //! - `PALISADE_BENCH_SITES=SECONDS` prints CPU time per transaction of CRS v4 for the
 //!   plain rule set and for sites over it ([`engine::Policy`]): one with a few
-//!   exclusions (it keeps the load-time folds) and ones that seed a paranoia level
-//!   (they evaluate every rule as written), SECONDS per row;
+//!   exclusions, ones that seed a paranoia level (with fold tables of their own),
+//!   against the rule set they run over or CRS built at their level, and CRS v4
+//!   whose shared prefilter also reaches level 2
+//!   (`RulesetBuilder::reach_paranoia_levels`), SECONDS per row;
 //! - `PALISADE_BENCH_BUDGET=SECONDS` prints what metering the CPU budget costs: each
 //!   request without a meter, with the thread CPU clock and with a wall clock as the
 //!   meter (a budget that is never reached), as ratios.
@@ -604,14 +606,17 @@ impl engine::CpuMeter for CountingMeter {
 /// level 2 against CRS v4 built at level 2 (crs-setup's 900000).
 fn sites_table(secs: f64) {
     let min = std::time::Duration::from_secs_f64(secs);
-    let site = |name: &str, text: &str, level: Option<u8>| {
-        let mut b = engine::PolicyBuilder::new(&V4, name, Arc::new(seclang::FsSource));
+    let site_over = |base: &Arc<Ruleset>, name: &str, text: &str, level: Option<u8>| {
+        let mut b = engine::PolicyBuilder::new(base, name, Arc::new(seclang::FsSource));
         b.add_text(text, name).expect("site rules");
         if let Some(l) = level {
             b.paranoia_level(l, None).expect("level");
         }
         Arc::new(b.build().expect("site builds"))
     };
+    let site = |name: &str, text: &str, level: Option<u8>| site_over(&V4, name, text, level);
+    let (v4_wide, _) = common::crs_v4_reaching(&common::base_text(), &[(2, 2)])
+        .expect("CRS v4 with the prefilter of level 2");
     let exclusions = "SecRuleRemoveById 920350\nSecRuleUpdateTargetById 942100 \"!ARGS:comment\"\n\
         SecRule REQUEST_FILENAME \"@beginsWith /import/\" \"id:30001,phase:1,pass,nolog,ctl:ruleRemoveById=942430\"";
     let (v4_pl2, _) = common::crs_v4_with(&format!(
@@ -619,31 +624,51 @@ fn sites_table(secs: f64) {
         common::base_text()
     ))
     .expect("CRS v4 at level 2");
-    let rows: Vec<(&str, Option<Arc<engine::Policy>>, &Arc<Ruleset>)> = vec![
-        ("CRS v4 (level 1)", None, &V4),
+    // (label, the site or none, the rule set it runs over, the row it is compared to)
+    type Row<'a> = (&'a str, Option<Arc<engine::Policy>>, &'a Arc<Ruleset>, usize);
+    let rows: Vec<Row<'_>> = vec![
+        ("CRS v4 (level 1)", None, &V4, 0),
         (
             "site, nothing of its own",
             Some(site("empty", "", None)),
             &V4,
+            0,
         ),
         (
             "site, 3 exclusions",
             Some(site("excl", exclusions, None)),
             &V4,
+            0,
         ),
         (
             "site, paranoia level 1",
             Some(site("pl1", "", Some(1))),
             &V4,
+            0,
         ),
-        ("CRS v4 built at level 2", None, &v4_pl2),
+        ("CRS v4 built at level 2", None, &v4_pl2, 4),
         (
             "site, paranoia level 2",
             Some(site("pl2", "", Some(2))),
-            &v4_pl2,
+            &V4,
+            4,
+        ),
+        (
+            "site, paranoia level 2, over CRS v4 whose prefilter reaches level 2",
+            Some(site_over(&v4_wide, "pl2w", "", Some(2))),
+            &v4_wide,
+            4,
+        ),
+        (
+            "CRS v4 (level 1), its prefilter reaching level 2",
+            None,
+            &v4_wide,
+            0,
         ),
     ];
-    println!("| policy | folds | request | CPU µs per transaction | ratio to its rule set |");
+    println!(
+        "| policy | folds | request | CPU µs per transaction | ratio to CRS v4 at the same level |"
+    );
     println!("|---|---|---|---:|---:|");
     // On a shared machine other work inflates some runs: the rows are measured in
     // turn, seven rounds of SECONDS/7 each, and each row's fastest round is kept.
@@ -652,7 +677,7 @@ fn sites_table(secs: f64) {
         let req = &REQUESTS[name];
         let mut best = vec![f64::INFINITY; rows.len()];
         for _ in 0..rounds {
-            for (k, (_, p, rs)) in rows.iter().enumerate() {
+            for (k, (_, p, rs, _)) in rows.iter().enumerate() {
                 let (cpu, _, _) = common::cpu_per_call(
                     || match p {
                         Some(p) => {
@@ -668,20 +693,16 @@ fn sites_table(secs: f64) {
                 best[k] = best[k].min(cpu);
             }
         }
-        let mut reference = 0.0;
-        for ((label, p, _), cpu) in rows.iter().zip(best) {
+        for ((label, p, _, reference), cpu) in rows.iter().zip(&best) {
             let folds = match p {
                 None => "the rule set's",
                 Some(p) if p.own_folds() => "its own",
                 Some(p) if p.keeps_folds() => "the rule set's",
                 Some(_) => "none",
             };
-            if p.is_none() {
-                reference = cpu;
-            }
             println!(
                 "| {label} | {folds} | {name} | {cpu:.1} | {:.2} |",
-                cpu / reference
+                cpu / best[*reference]
             );
         }
     }

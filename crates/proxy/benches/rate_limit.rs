@@ -42,6 +42,7 @@ fn limiter(rate: &str, max_keys: usize) -> RateLimiter {
         burst: 1_000_000,
         status: 429,
         path_prefix: None,
+        sites: None,
         max_keys,
     })
     .expect("limiter")

@@ -93,9 +93,23 @@ impl Waf {
         server: &ServerConfig,
         rbl_limit: Option<usize>,
     ) -> Result<Waf, WafLoadError> {
+        Self::load_reaching(sources, config_path, server, rbl_limit, &[])
+    }
+
+    /// [`Waf::load`] for rules that sites will run at the paranoia `levels`
+    /// (blocking, detection): the shared prefilter covers the rules CRS runs at
+    /// those levels too ([`RulesetBuilder::reach_paranoia_levels`]).
+    pub fn load_reaching(
+        sources: &[RuleSource],
+        config_path: &Path,
+        server: &ServerConfig,
+        rbl_limit: Option<usize>,
+        levels: &[(u8, u8)],
+    ) -> Result<Waf, WafLoadError> {
         let fail_closed = server.engine_failure == FailurePolicy::Closed;
         let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
         b.rbl_resolver(rbl_limit.is_some());
+        b.reach_paranoia_levels(levels);
         let mut inline_texts: Vec<&str> = Vec::new();
         for (i, src) in sources.iter().enumerate() {
             if let Some(file) = &src.file {

@@ -121,8 +121,19 @@ pub const CRS3_LOAD: &str = "/usr/share/modsecurity-crs/owasp-crs.load";
 
 /// Builds a rule set from `base` text followed by rule files, timing the load.
 fn build(base: &str, files: &[PathBuf]) -> Result<(Arc<Ruleset>, f64), String> {
+    build_reaching(base, files, &[])
+}
+
+/// As [`build`], with the shared prefilter covering paranoia `levels` too
+/// ([`RulesetBuilder::reach_paranoia_levels`]).
+fn build_reaching(
+    base: &str,
+    files: &[PathBuf],
+    levels: &[(u8, u8)],
+) -> Result<(Arc<Ruleset>, f64), String> {
     let start = Instant::now();
     let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
+    b.reach_paranoia_levels(levels);
     b.add_text(base, "base.conf")
         .map_err(|e| format!("base settings: {e}"))?;
     for f in files {
@@ -144,6 +155,16 @@ pub fn crs_v4_with(base: &str) -> Result<(Arc<Ruleset>, f64), String> {
     build(
         base,
         &[crs.join("crs-setup.conf.example"), crs.join("rules/*.conf")],
+    )
+}
+
+/// [`crs_v4_with`], the shared prefilter covering paranoia `levels` too.
+pub fn crs_v4_reaching(base: &str, levels: &[(u8, u8)]) -> Result<(Arc<Ruleset>, f64), String> {
+    let crs = shared().join("crs");
+    build_reaching(
+        base,
+        &[crs.join("crs-setup.conf.example"), crs.join("rules/*.conf")],
+        levels,
     )
 }
 

@@ -46,6 +46,9 @@ pub struct RulesetBuilder {
     /// Set when the builder compiles a site's overlay over a base rule set
     /// ([`crate::policy`]): what the site's directives remove from the base.
     overlay: Option<OverlayState>,
+    /// TX seeds of the sites that will run over the rule set (their paranoia
+    /// levels): the shared prefilter covers the rules their transactions reach too.
+    reach_seeds: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
 /// What a site's directives do to the base rule set, gathered while its overlay is
@@ -117,7 +120,34 @@ impl RulesetBuilder {
             rbl_rules: Vec::new(),
             geo_rules: Vec::new(),
             overlay: None,
+            reach_seeds: Vec::new(),
         }
+    }
+
+    /// Tells the builder the paranoia levels (blocking, detection) that sites
+    /// ([`crate::policy`]) will seed over this rule set: its shared prefilter (the
+    /// one pass of every pattern over each value, and the phrase union) then covers
+    /// the rules CRS runs at those levels as well as at its own, so that such a
+    /// site's transactions cost what CRS built at its level costs. The rule set's
+    /// own transactions run the same rules as without it; the shared automata are
+    /// larger.
+    pub fn reach_paranoia_levels(&mut self, levels: &[(u8, u8)]) -> &mut Self {
+        for &(blocking, detection) in levels {
+            let seeds = vec![
+                (
+                    crate::policy::BLOCKING_PARANOIA_TX.as_bytes().to_vec(),
+                    blocking.to_string().into_bytes(),
+                ),
+                (
+                    crate::policy::DETECTION_PARANOIA_TX.as_bytes().to_vec(),
+                    detection.to_string().into_bytes(),
+                ),
+            ];
+            if !self.reach_seeds.contains(&seeds) {
+                self.reach_seeds.push(seeds);
+            }
+        }
+        self
     }
 
     /// A builder for a site's overlay over `base`: its rules get the base's
@@ -1018,8 +1048,20 @@ impl RulesetBuilder {
         let default_disruptive = default_disruptives(&self.defaults);
         let tag_ids = super::tags::number(&mut phases);
         let reached = super::fold::fold(&mut phases, self.config.unicode_map.as_deref());
+        // The shared automata cover the rules the sites' levels reach too; the
+        // groups computed together up front stay those of the rule set's own flow.
+        let mut shared = reached.clone();
+        for seeds in &self.reach_seeds {
+            let more =
+                super::fold::reached_with(&phases, seeds, self.config.unicode_map.as_deref());
+            for (r, m) in shared.iter_mut().zip(more) {
+                for (a, b) in r.iter_mut().zip(m) {
+                    *a |= b;
+                }
+            }
+        }
         let prefixes = &mut self.prefixes;
-        let mut prefilter = super::prefilter::Prefilter::build(&mut phases, &reached, &mut |p| {
+        let mut prefilter = super::prefilter::Prefilter::build(&mut phases, &shared, &mut |p| {
             intern_in(prefixes, p)
         });
         prefilter.set_eager(&phases, &reached);

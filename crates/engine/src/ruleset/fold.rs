@@ -440,6 +440,32 @@ pub(crate) fn fold(phases: &mut [Vec<Entry>; 5], map: Option<&UnicodeMap>) -> [V
     reached
 }
 
+/// Which entries the load-time flow reaches in a transaction that starts with
+/// `seeds` in TX (lower-case names; a site's paranoia level), per phase: the rules
+/// such a site's transactions run, which the shared prefilter may then cover too.
+pub(crate) fn reached_with(
+    phases: &[Vec<Entry>; 5],
+    seeds: &[(Vec<u8>, Vec<u8>)],
+    map: Option<&UnicodeMap>,
+) -> [Vec<bool>; 5] {
+    let mut initial = AbsTx::default();
+    for (k, v) in seeds {
+        initial.vars.insert(k.clone(), Abs::Known(Some(v.clone())));
+    }
+    let mut reached: [Vec<bool>; 5] = Default::default();
+    let mut state = Some(initial);
+    for (p, entries) in phases.iter().enumerate() {
+        let items: Vec<Item<'_>> = entries.iter().map(Item::of).collect();
+        reached[p] = vec![false; items.len()];
+        let mut out = outcomes_for(&items);
+        state = match state {
+            Some(s) => walk(&items, s, map, &mut reached[p], &mut out),
+            None => None,
+        };
+    }
+    reached
+}
+
 /// Which links are folded, and how, as the `ctl` check below needs it: by the
 /// link's address (the rules live in boxes that do not move while it is used).
 struct FoldView {
@@ -591,13 +617,13 @@ pub(crate) fn site_folds(
     let mut site_folds: std::collections::HashMap<usize, bool> = std::collections::HashMap::new();
     let mut starters: Vec<&Rule> = Vec::new();
     let mut base_starters: Vec<&Rule> = Vec::new();
-    for p in 0..5 {
+    for (overlay, base) in site.overlay.iter().zip(base) {
         let mut items: Vec<Item<'_>> = Vec::new();
         let mut of_base: Vec<bool> = Vec::new();
-        for (from_base, e) in site.overlay[p]
+        for (from_base, e) in overlay
             .iter()
             .map(|e| (false, e))
-            .chain(base[p].iter().map(|e| (true, e)))
+            .chain(base.iter().map(|e| (true, e)))
         {
             if let Entry::Rule(r) = e {
                 if (site.removed)(r) {

@@ -350,6 +350,7 @@ where
 /// (as nginx's `limit_req` counts at its event loop's cached time): a head that took
 /// long to arrive counts earlier, which only makes the limit stricter, and reading the
 /// clock again would cost more than the rest of the check.
+#[allow(clippy::too_many_arguments)]
 fn over_limit<'l, 'h, I>(
     limits: &'l [RateLimiter],
     after_phase1: bool,
