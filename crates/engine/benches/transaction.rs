@@ -625,7 +625,12 @@ fn sites_table(secs: f64) {
     ))
     .expect("CRS v4 at level 2");
     // (label, the site or none, the rule set it runs over, the row it is compared to)
-    type Row<'a> = (&'a str, Option<Arc<engine::Policy>>, &'a Arc<Ruleset>, usize);
+    type Row<'a> = (
+        &'a str,
+        Option<Arc<engine::Policy>>,
+        &'a Arc<Ruleset>,
+        usize,
+    );
     let rows: Vec<Row<'_>> = vec![
         ("CRS v4 (level 1)", None, &V4, 0),
         (

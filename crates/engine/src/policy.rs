@@ -464,6 +464,8 @@ impl PolicyBuilder {
                 }
             }
         }
+        let mut warnings = warnings;
+        warnings.extend(unknown_ctl_ids(&self.base, &phases));
         let rbl_use = RblUse::of(&phases);
         let uses_inputs = crate::ruleset::uses_inputs(&phases);
         Ok(Policy {
@@ -486,6 +488,55 @@ impl PolicyBuilder {
             hash,
         })
     }
+}
+
+/// Warnings for the `ctl:ruleRemoveById` and `ctl:ruleRemoveTargetById` actions of
+/// the site's rules whose ids (or ranges) name no loaded rule: such an exclusion
+/// does nothing, most likely a typo. (They are decided per request, so they are not
+/// refused as the configure-time exclusions are.)
+fn unknown_ctl_ids(base: &Ruleset, overlay: &[Vec<Entry>; 5]) -> Vec<String> {
+    use crate::actions::Ctl;
+    let rules = || {
+        (1..=5)
+            .flat_map(|p| base.rules(p))
+            .chain(overlay.iter().flatten().filter_map(|e| match e {
+                Entry::Rule(r) => Some(r.as_ref()),
+                Entry::Marker(_) => None,
+            }))
+    };
+    let mut out = Vec::new();
+    for link in overlay
+        .iter()
+        .flatten()
+        .filter_map(|e| match e {
+            Entry::Rule(r) => Some(r.as_ref()),
+            Entry::Marker(_) => None,
+        })
+        .flat_map(Rule::links)
+    {
+        for a in &link.full_match_actions {
+            let (name, ranges) = match a {
+                Action::Ctl(Ctl::RuleRemoveById(r)) => ("ruleRemoveById", r),
+                Action::Ctl(Ctl::RuleRemoveTargetById(r, _)) => ("ruleRemoveTargetById", r),
+                _ => continue,
+            };
+            for r in ranges {
+                if !rules().any(|x| x.id.is_some_and(|id| r.contains(id))) {
+                    let what = if r.start == r.end {
+                        format!("{}", r.start)
+                    } else {
+                        format!("{}-{}", r.start, r.end)
+                    };
+                    out.push(format!(
+                        "{}:{}: ctl:{name} names {what}, which no loaded rule has: it removes nothing",
+                        link.span.file.display(),
+                        link.span.line
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Refuses a base whose rules set a paranoia variable on every request (CRS's
@@ -685,6 +736,23 @@ SecMarker END-BASE-1
         assert_eq!(status_of(Some(&own), &rs, "/?a=nasty"), Some(409));
         // The base keeps its own.
         assert_eq!(status_of(Some(&own), &rs, "/?a=evil"), Some(419));
+    }
+
+    #[test]
+    fn ctl_removals_of_ids_no_rule_has_are_warned_about() {
+        let rs = base(BASE);
+        let site = policy(
+            &rs,
+            "w",
+            "SecRule ARGS:x \"@streq 1\" \"id:130,phase:1,pass,nolog,ctl:ruleRemoveById=20,ctl:ruleRemoveById=99999,ctl:ruleRemoveTargetById=30-40;ARGS:a\"",
+        );
+        let w = site.warnings().join("\n");
+        assert!(
+            w.contains("w.conf:1: ctl:ruleRemoveById names 99999"),
+            "{w}"
+        );
+        assert!(w.contains("ctl:ruleRemoveTargetById names 30-40"), "{w}");
+        assert!(!w.contains("names 20"), "{w}");
     }
 
     #[test]
