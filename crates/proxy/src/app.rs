@@ -1,11 +1,13 @@
 //! The `palisade` commands as library functions: `check` loads a configuration and
 //! its rules and reports, like `nginx -t`; `run` serves until SIGTERM or SIGINT
-//! (runtime, listeners, admin API, SIGHUP reloads, graceful drain); `ctx` reads and
+//! (runtime, listeners, admin API, reloads on SIGHUP or `POST /reload`, log files
+//! reopened on SIGUSR1, systemd notifications, graceful drain); `ctx` reads and
 //! writes the persistent collections of a store, while the proxy runs or not.
 
 use crate::config::{Config, StoreSection};
 use crate::ctx::{CtxArgs, CtxCommand};
-use crate::{access, admin, ctx, exchange, logs, metrics, server, upstream, waf};
+use crate::reload::{Outcome, ReloadHandle, ReloadRequest, Trigger};
+use crate::{access, admin, ctx, exchange, logs, metrics, notify, server, upstream, waf};
 use anyhow::Context as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -366,7 +368,10 @@ fn init_tracing(level: &str) {
 }
 
 /// Serves with the configuration at `path` until SIGTERM or SIGINT, then drains
-/// the requests in flight for `server.grace_period`.
+/// the requests in flight for `server.grace_period`. Under systemd (`Type=notify`,
+/// `NOTIFY_SOCKET` set) it reports readiness once the listeners are bound and the
+/// rules loaded, reloads, shutdown, and sends watchdog pings while healthy (see
+/// [`notify`]).
 pub fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
     init_tracing(&cfg.logs.level);
@@ -466,6 +471,8 @@ async fn serve(
         ..
     } = validated;
     use tokio::sync::{mpsc, watch};
+    // systemd's notification socket, if started by a unit of Type=notify.
+    let notifier = Arc::new(notify::Notifier::from_env());
     let token = admin::TokenCell::new(token);
     let dns = match dns_config.map(|c| crate::dns::Dns::start(&cfg.dns, c)) {
         Some(Ok(d)) => Some(Arc::new(d)),
@@ -530,6 +537,7 @@ async fn serve(
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let mut per_worker: Vec<Vec<server::WorkerListener>> =
         (0..workers).map(|_| Vec::new()).collect();
+    let listeners = bound.len();
     for b in bound {
         tracing::info!(
             "listening on {} ({}, {workers} worker thread(s))",
@@ -548,11 +556,16 @@ async fn serve(
             per_worker[w].push(l);
         }
     }
+    // Kept only when systemd's watchdog is on (WatchdogSec=).
+    let heartbeats = notifier
+        .watchdog()
+        .map(|_| notify::Heartbeats::new(workers));
     let ctx = server::WorkerContext {
         shared: shared.clone(),
         shutdown: stop_rx.clone(),
         exit: exit_rx,
         alive: alive_tx.clone(),
+        heartbeats: heartbeats.clone(),
     };
     let mut threads = Vec::new();
     for (w, listeners) in per_worker.into_iter().enumerate() {
@@ -568,11 +581,12 @@ async fn serve(
         threads.push(t);
     }
     drop(ctx);
+    let (reload_handle, reload_rx) = ReloadHandle::channel();
     if let (Some(l), Some(a)) = (admin_listener, &cfg.admin) {
         tracing::info!("admin API on {}", l.local_addr()?);
         if !token.current().is_set() {
             tracing::info!(
-                "no admin token (admin.token_file or {}): the /ctx and /top endpoints are off",
+                "no admin token (admin.token_file or {}): the /ctx, /top and /reload endpoints are off",
                 admin::TOKEN_ENV
             );
         }
@@ -581,8 +595,13 @@ async fn serve(
             a.clone(),
             token.clone(),
             shared.clone(),
+            reload_handle.clone(),
             stop_rx.clone(),
         ));
+    }
+    drop(reload_handle);
+    if let Some(h) = heartbeats {
+        tokio::spawn(notify::watchdog(notifier.clone(), h, stop_rx.clone()));
     }
     {
         let shared = shared.clone();
@@ -610,7 +629,20 @@ async fn serve(
         });
     }
 
-    wait_for_stop(&cfg, &shared, &token).await?;
+    // The listeners are bound (connections queue until the workers accept them),
+    // the rules loaded and the admin API up: ready.
+    notifier.ready(&serving_status(&shared, listeners));
+    if notifier.is_enabled() {
+        tracing::info!(
+            "told the service manager: ready{}",
+            match notifier.watchdog() {
+                Some(w) => format!("; watchdog pings every {:?}", w / 2),
+                None => String::new(),
+            }
+        );
+    }
+    wait_for_stop(&cfg, &shared, &token, &notifier, listeners, reload_rx).await?;
+    notifier.stopping();
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
         cfg.server.grace_period
@@ -698,6 +730,23 @@ fn reload_failed(shared: &exchange::Shared, why: &str) {
     shared.logs.event("error", &text);
 }
 
+/// The status line given to the service manager (`systemctl status`).
+fn serving_status(shared: &exchange::Shared, listeners: usize) -> String {
+    let waf = shared.waf();
+    let mut s = format!(
+        "serving on {listeners} listener(s), {} rules (sha256 {})",
+        waf.rule_count(),
+        &waf.hash()[..waf.hash().len().min(12)]
+    );
+    if let Some(o) = shared.reloads.last()
+        && let Some(e) = &o.error
+    {
+        s.push_str("; the last reload failed: ");
+        s.push_str(e);
+    }
+    s
+}
+
 /// What a reload reads: the configuration again, its rules, access lists and pools.
 type Reloaded = (
     waf::Waf,
@@ -706,26 +755,26 @@ type Reloaded = (
     Config,
 );
 
-/// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reads the configuration file again
-/// and puts its rules, access lists and upstream pools and routes in force, all or
-/// none: when any of them fails to load, the error (naming the file and the key or
-/// line) is logged and everything in force stays. It also rereads the admin token
-/// (the token in force stays when the new one cannot be read) and reopens the log
-/// files. Changes to sections a reload does not apply are logged as needing a
-/// restart.
+/// Waits for SIGTERM or SIGINT. Meanwhile:
+/// - SIGHUP, and a reload asked for through the admin API (`POST /reload`), run
+///   [`reload`], one at a time; the admin API gets the outcome back;
+/// - SIGUSR1 reopens the log files (after log rotation) and touches nothing else.
 async fn wait_for_stop(
     cfg: &Config,
     shared: &Arc<exchange::Shared>,
     token: &admin::TokenCell,
+    notifier: &notify::Notifier,
+    listeners: usize,
+    mut reloads: tokio::sync::mpsc::Receiver<ReloadRequest>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let path = cfg.path.as_path();
     let mut running = cfg.clone();
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
     loop {
-        tokio::select! {
+        let (trigger, reply) = tokio::select! {
             _ = term.recv() => {
                 tracing::info!("SIGTERM received");
                 return Ok(());
@@ -734,64 +783,117 @@ async fn wait_for_stop(
                 tracing::info!("SIGINT received");
                 return Ok(());
             }
-            _ = hup.recv() => {
-                tracing::info!("SIGHUP received: reloading {} and reopening logs", path.display());
+            _ = usr1.recv() => {
                 shared.logs.request_reopen();
-                let path = path.to_owned();
-                // [dns] is read at start: the resolver in force answers the new rules.
-                let rbl_limit = shared.dns().map(|d| d.max_lookups);
-                let upstreams = shared.upstreams();
-                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
-                    let cfg = Config::load(&path)?;
-                    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
-                    crate::memory::collect();
-                    let access = load_access(&cfg)?;
-                    let pools = upstreams
-                        .reload(&cfg)
-                        .with_context(|| format!("{}", cfg.path.display()))?;
-                    Ok((waf, access, pools, cfg))
-                })
-                .await;
-                match loaded {
-                    Ok(Ok((w, access, pools, cfg))) => {
-                        let pools = Arc::new(pools);
-                        let old = shared.replace_upstreams(pools.clone());
-                        old.retire(&pools);
-                        pools.start();
-                        drop(old);
-                        let ignored = changed_restart_only(&running, &cfg);
-                        if !ignored.is_empty() {
-                            tracing::warn!(
-                                "reload: {} changed in {}; a reload does not apply them, they take effect on restart",
-                                ignored.join(", "),
-                                cfg.path.display()
-                            );
-                        }
-                        running = cfg.clone();
-                        shared.replace_access(access);
-                        match cfg.admin.as_ref().map(admin::AdminToken::load) {
-                            Some(Ok(t)) => token.replace(t),
-                            Some(Err(e)) => tracing::error!(
-                                "reload: the admin token in force stays: {e}"
-                            ),
-                            None => {}
-                        }
-                        tracing::info!(
-                            "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s)",
-                            w.rule_count(),
-                            w.files().len(),
-                            w.hash(),
-                            cfg.upstreams.len(),
-                            cfg.routes.len().max(1)
-                        );
-                        shared.replace_waf(Arc::new(w));
-                    }
-                    Ok(Err(e)) => reload_failed(shared, &format!("{e:#}")),
-                    Err(e) => reload_failed(shared, &e.to_string()),
-                }
+                tracing::info!("SIGUSR1 received: reopening the log files (rules and configuration unchanged)");
+                continue;
             }
+            _ = hup.recv() => {
+                tracing::info!(
+                    "SIGHUP received: reloading {} and reopening logs",
+                    running.path.display()
+                );
+                (Trigger::Signal, None)
+            }
+            Some(r) = reloads.recv() => {
+                tracing::info!(
+                    "reload asked for through the admin API: reloading {} and reopening logs",
+                    running.path.display()
+                );
+                (Trigger::Admin, Some(r.reply))
+            }
+        };
+        notifier.reloading();
+        let outcome = reload(&mut running, shared, token, trigger).await;
+        shared.reloads.record(&outcome);
+        notifier.reloaded(&serving_status(shared, listeners));
+        if let Some(reply) = reply {
+            // The admin client may have gone: the outcome is in /status anyway.
+            let _ = reply.send(outcome);
         }
     }
+}
+
+/// Reads the configuration file again (the one `running` was read from) and puts its
+/// rules, access lists and upstream pools and routes in force, all or none: when any
+/// of them fails to load, the error (naming the file and the key or line) is logged
+/// and everything in force stays. It also rereads the admin token (the token in force
+/// stays when the new one cannot be read) and reopens the log files. Changes to
+/// sections a reload does not apply are logged as needing a restart. On success
+/// `running` becomes the configuration read.
+async fn reload(
+    running: &mut Config,
+    shared: &Arc<exchange::Shared>,
+    token: &admin::TokenCell,
+    trigger: Trigger,
+) -> Outcome {
+    let started = std::time::Instant::now();
+    shared.logs.request_reopen();
+    let path = running.path.clone();
+    // [dns] is read at start: the resolver in force answers the new rules.
+    let rbl_limit = shared.dns().map(|d| d.max_lookups);
+    let upstreams = shared.upstreams();
+    let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
+        let cfg = Config::load(&path)?;
+        let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
+        crate::memory::collect();
+        let access = load_access(&cfg)?;
+        let pools = upstreams
+            .reload(&cfg)
+            .with_context(|| format!("{}", cfg.path.display()))?;
+        Ok((waf, access, pools, cfg))
+    })
+    .await;
+    let (w, access, pools, cfg) = match loaded {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            let why = format!("{e:#}");
+            reload_failed(shared, &why);
+            return Outcome::failed(trigger, started.elapsed(), why);
+        }
+        Err(e) => {
+            let why = format!("the reload stopped: {e}");
+            reload_failed(shared, &why);
+            return Outcome::failed(trigger, started.elapsed(), why);
+        }
+    };
+    let pools = Arc::new(pools);
+    let old = shared.replace_upstreams(pools.clone());
+    old.retire(&pools);
+    pools.start();
+    drop(old);
+    let ignored = changed_restart_only(running, &cfg);
+    if !ignored.is_empty() {
+        tracing::warn!(
+            "reload: {} changed in {}; a reload does not apply them, they take effect on restart",
+            ignored.join(", "),
+            cfg.path.display()
+        );
+    }
+    shared.replace_access(access);
+    match cfg.admin.as_ref().map(admin::AdminToken::load) {
+        Some(Ok(t)) => token.replace(t),
+        Some(Err(e)) => tracing::error!("reload: the admin token in force stays: {e}"),
+        None => {}
+    }
+    tracing::info!(
+        "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s)",
+        w.rule_count(),
+        w.files().len(),
+        w.hash(),
+        cfg.upstreams.len(),
+        cfg.routes.len().max(1)
+    );
+    let outcome = Outcome::ok(
+        trigger,
+        started.elapsed(),
+        w.rule_count(),
+        w.hash().to_owned(),
+        ignored,
+    );
+    *running = cfg;
+    shared.replace_waf(Arc::new(w));
+    outcome
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@
 //! - [`inspect`]: where rule evaluation runs: inline for small inputs, on a small
 //!   pool of low-priority threads for large ones.
 //! - [`upstream`]: pools of upstream connections and routing.
-//! - [`logs`], [`metrics`], [`admin`]: what operators read.
+//! - [`logs`], [`metrics`], [`admin`]: what operators read; [`reload`]: how the
+//!   last configuration reload ended, and the admin API's way to ask for one.
+//! - [`notify`]: systemd's readiness, reload and watchdog notifications.
 //! - [`ctx`]: persistent collections from outside (`palisade ctx`, `/ctx`).
 //! - [`access`], [`ratelimit`], [`shaping`], [`keyed`]: access lists, rate limits,
 //!   bandwidth shaping, and the sharded per-key table the last two share.
@@ -43,7 +45,9 @@ pub mod keyed;
 pub mod logs;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod ratelimit;
+pub mod reload;
 pub mod server;
 pub mod shaping;
 pub mod slots;

@@ -323,6 +323,9 @@ pub struct WorkerContext {
     /// Held by every accept loop and connection, so the main thread knows when
     /// all of them have ended.
     pub alive: mpsc::Sender<()>,
+    /// With systemd's watchdog on: where the worker's event loop records that it
+    /// runs ([`crate::notify::Heartbeats`]); `None`: no heartbeat is kept.
+    pub heartbeats: Option<Arc<crate::notify::Heartbeats>>,
 }
 
 /// The single-threaded runtime of one worker thread.
@@ -349,7 +352,12 @@ pub fn run_worker(
             shutdown,
             mut exit,
             alive,
+            heartbeats,
         } = ctx;
+        if let Some(h) = heartbeats {
+            // Dropped with the runtime's other tasks when the worker stops.
+            tokio::spawn(h.run(index));
+        }
         for l in listeners {
             tokio::spawn(accept_loop(
                 l,

@@ -52,6 +52,8 @@ pub struct Shared {
     sync: Option<store::sync::Sync>,
     /// Per-client and per-route accounting (`GET /top` on the admin listener).
     pub accounting: crate::accounting::Accounting,
+    /// How the last configuration reload ended (`/status`, `/metrics`).
+    pub reloads: crate::reload::ReloadState,
     /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
     /// The `[[shape]]` classes, with their per-key buckets.
@@ -115,6 +117,7 @@ impl Shared {
             rate_limits: Vec::new(),
             shapes: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
+            reloads: crate::reload::ReloadState::new(),
             dns: None,
             client_address: ClientAddress::default(),
             id_seed: h.finish(),
