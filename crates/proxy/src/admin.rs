@@ -30,7 +30,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use store::StoreError;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -83,18 +83,32 @@ pub async fn serve(
         let max_body = cfg.max_body_bytes;
         tokio::spawn(async move {
             let _permit = permit;
+            // While a reload this connection asked for runs, the connection
+            // outlives `limit`; once it has ended, the answer gets `limit` more.
+            let reloading = Arc::new(AtomicU8::new(IDLE));
+            let busy = reloading.clone();
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
                 let token = token.current();
-                let reloads = reloads.clone();
-                async move { Ok::<_, Infallible>(route(&shared, &token, &reloads, max_body, req).await) }
+                let reload = ReloadAccess {
+                    handle: reloads.clone(),
+                    running: reloading.clone(),
+                };
+                async move { Ok::<_, Infallible>(route(&shared, &token, &reload, max_body, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limit)
                 .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), svc);
-            let _ = tokio::time::timeout(limit, conn).await;
+            tokio::pin!(conn);
+            while tokio::time::timeout(limit, &mut conn).await.is_err() {
+                match busy.load(Ordering::Relaxed) {
+                    RELOADING => {}
+                    RELOADED => busy.store(IDLE, Ordering::Relaxed),
+                    _ => break,
+                }
+            }
         });
     }
 }
@@ -214,10 +228,33 @@ impl AdminToken {
     }
 }
 
+/// A connection's reload state: none asked for (or its answer had its time).
+const IDLE: u8 = 0;
+/// A reload this connection asked for runs.
+const RELOADING: u8 = 1;
+/// That reload has ended: its answer is being sent.
+const RELOADED: u8 = 2;
+
+/// What a connection needs to ask for a reload: the main loop's queue, and the
+/// state that keeps the connection open past `admin.timeout` while its reload runs.
+struct ReloadAccess {
+    handle: ReloadHandle,
+    running: Arc<AtomicU8>,
+}
+
+/// Marks the connection's reload as ended when its wait ends, answered or not.
+struct Running<'a>(&'a AtomicU8);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(RELOADED, Ordering::Relaxed);
+    }
+}
+
 async fn route(
     shared: &Arc<Shared>,
     token: &AdminToken,
-    reloads: &ReloadHandle,
+    reloads: &ReloadAccess,
     max_body: usize,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
@@ -403,13 +440,13 @@ fn top_json(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
 }
 
 /// `POST /reload`: the reload SIGHUP does, run by the main loop (one at a time, after
-/// any already asked for), answered once it has ended: 200 with the outcome when
-/// the new configuration is in force, 422 with the error when it failed and the
-/// configuration in force stayed (both JSON, as in `/status`); 503 when the proxy
-/// is shutting down or reloads already queue.
+/// any already asked for), answered once it has ended, even past `admin.timeout`:
+/// 200 with the outcome when the new configuration is in force, 422 with the error
+/// when it failed and the configuration in force stayed (both JSON, as in
+/// `/status`); 503 when the proxy is shutting down or reloads already queue.
 async fn reload_route<B>(
     token: &AdminToken,
-    reloads: &ReloadHandle,
+    reloads: &ReloadAccess,
     req: &Request<B>,
 ) -> Response<Full<Bytes>> {
     if let Some(refused) = refusal(token, req) {
@@ -424,7 +461,9 @@ async fn reload_route<B>(
             .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
         return r;
     }
-    match reloads.reload().await {
+    reloads.running.store(RELOADING, Ordering::Relaxed);
+    let _running = Running(&reloads.running);
+    match reloads.handle.reload().await {
         Ok(outcome) => {
             let status = if outcome.is_ok() {
                 StatusCode::OK

@@ -154,7 +154,7 @@ impl Notifier {
 }
 
 /// Sends one datagram to the notification socket `socket` (a path, or `@name` in
-/// the abstract namespace).
+/// the abstract namespace), without waiting: a full queue is an error.
 pub fn send_to(socket: &str, message: &[u8]) -> Result<(), NotifyError> {
     let named = |source: std::io::Error| NotifyError::Send {
         socket: socket.to_owned(),
@@ -171,6 +171,9 @@ pub fn send_to(socket: &str, message: &[u8]) -> Result<(), NotifyError> {
         return Err(NotifyError::Address(socket.to_owned()));
     };
     let s = UnixDatagram::unbound().map_err(named)?;
+    // Never wait: with the service manager's queue full, a notification is lost
+    // (and reported) rather than stalling the event loop that sends it.
+    s.set_nonblocking(true).map_err(named)?;
     s.connect_addr(&addr).map_err(named)?;
     let n = s.send(message).map_err(named)?;
     if n != message.len() {
@@ -356,6 +359,67 @@ mod tests {
         gone.ping();
         gone.ping();
         assert!(gone.warned.load(Ordering::Relaxed));
+        // A service manager that does not read: its queue fills, and sending never
+        // waits for it.
+        let deaf_path = dir.join("deaf.sock");
+        let _deaf = UnixDatagram::bind(&deaf_path).unwrap();
+        let n = Notifier::new(deaf_path.to_str(), None, None, 1);
+        let t = Instant::now();
+        for _ in 0..1000 {
+            n.ping();
+        }
+        assert!(n.warned.load(Ordering::Relaxed));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Watchdog pings received on `rx` so far.
+    fn pings(rx: &UnixDatagram) -> usize {
+        let mut buf = [0u8; 64];
+        let mut n = 0;
+        while let Ok(len) = rx.recv(&mut buf) {
+            assert_eq!(&buf[..len], b"WATCHDOG=1\n".as_slice());
+            n += 1;
+        }
+        n
+    }
+
+    #[tokio::test]
+    async fn the_watchdog_pings_only_while_every_worker_beats() {
+        let dir = std::env::temp_dir().join(format!("palisade-watchdog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("notify.sock");
+        let rx = UnixDatagram::bind(&path).unwrap();
+        rx.set_nonblocking(true).unwrap();
+        // 200 ms: a ping every 100 ms; a worker is stale after 2 s (the floor).
+        let n = Arc::new(Notifier::new(path.to_str(), Some("200000"), None, 1));
+        let h = Heartbeats::new(2);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(watchdog(n, h.clone(), stop_rx));
+        for _ in 0..5 {
+            h.beat(0);
+            h.beat(1);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(pings(&rx) >= 3);
+        // Worker 1 stops; once it is 2 s behind, no more pings.
+        for _ in 0..25 {
+            h.beat(0);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        pings(&rx);
+        for _ in 0..5 {
+            h.beat(0);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(pings(&rx), 0, "pinged while a worker stalled");
+        // It runs again: the pings resume.
+        h.beat(1);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(pings(&rx) >= 1);
+        stop_tx.send(true).unwrap();
+        task.await.unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 
