@@ -11,7 +11,10 @@
 //! default configuration adapted only in its ports and paths (a free loopback
 //! listener and admin port, this test's backend, this test's directories for
 //! /var/log/palisade, /var/lib/palisade and /usr/share/palisade); the rules are
-//! Debian's CRS as the default configuration names them. It must report READY=1,
+//! Debian's CRS as the default configuration names them. Run by root, the binary
+//! runs as `nobody` with only CAP_NET_BIND_SERVICE (setpriv, as the unit's `User=`,
+//! `AmbientCapabilities=`, `CapabilityBoundingSet=` and `NoNewPrivileges=` do) and
+//! listens on a port below 1024. It must report READY=1,
 //! send watchdog pings, answer 200 to a benign request and 403 to an attack, report
 //! RELOADING=1/READY=1 around `ExecReload=`, and STOPPING=1 before it exits.
 //!
@@ -47,6 +50,38 @@ fn package(dir: &TempDir) -> PathBuf {
     assert!(out.status.success(), "scripts/package-deb failed");
     let text = String::from_utf8_lossy(&out.stdout);
     PathBuf::from(text.lines().last().expect("the package's path").trim())
+}
+
+/// The user and group (`nobody`, `nogroup`) the binary runs as when this test runs
+/// as root and setpriv (util-linux) is there to drop privileges the way the unit does;
+/// `None` otherwise.
+fn unprivileged() -> Option<(u32, u32)> {
+    let root = run(Command::new("id").arg("-u")).trim() == "0";
+    (root && Path::new("/usr/bin/setpriv").exists()).then_some((65534, 65534))
+}
+
+/// A free loopback port below 1024 that only CAP_NET_BIND_SERVICE lets a user other
+/// than root bind (below `net.ipv4.ip_unprivileged_port_start`); `None` (and a note)
+/// where every user may bind low ports (containers often set the limit to 0), which
+/// would not show the capability at work.
+fn privileged_port() -> Option<u16> {
+    let start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse::<u16>().ok())
+        .unwrap_or(1024)
+        .min(1024);
+    if start <= 800 {
+        eprintln!(
+            "note: net.ipv4.ip_unprivileged_port_start is {start}: any user binds low ports here, so the listener takes an ordinary port"
+        );
+        return None;
+    }
+    let offset = (std::process::id() % 200) as u16;
+    let port = (0..200)
+        .map(|i| 600 + (offset + i) % 200)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .expect("a free port between 600 and 800");
+    Some(port)
 }
 
 /// `KEY=VALUE` lines of a systemd unit, by section, in order (a key may repeat).
@@ -309,9 +344,17 @@ async fn the_package_installs_on_a_clean_root_and_serves_as_its_unit_starts_it()
     );
     assert!(!post.contains("HUP"), "postrotate: {post}");
 
-    // --- The default configuration, adapted in its ports and paths only.
+    // --- The default configuration, adapted in its ports and paths only. Run by
+    // root, the test drops to an unprivileged user as the unit does (User=,
+    // AmbientCapabilities=CAP_NET_BIND_SERVICE, CapabilityBoundingSet=,
+    // NoNewPrivileges=) and listens on a port below 1024, which only that
+    // capability opens.
+    let as_user = unprivileged();
     let backend = Backend::start().await;
-    let listen = loopback(free_port());
+    let listen = loopback(match as_user.and_then(|_| privileged_port()) {
+        Some(p) => p,
+        None => free_port(),
+    });
     let admin = loopback(free_port());
     let installed = std::fs::read_to_string(root.join("etc/palisade/palisade.toml")).unwrap();
     for log in ["error_log", "access_log"] {
@@ -383,11 +426,22 @@ async fn the_package_installs_on_a_clean_root_and_serves_as_its_unit_starts_it()
     std::fs::create_dir_all(&etc).unwrap();
     let cfg_path = etc.join("palisade.toml");
     std::fs::write(&cfg_path, &cfg).unwrap();
+    if let Some((uid, gid)) = as_user {
+        // As the package's postinst and systemd (StateDirectory=, LogsDirectory=)
+        // set them up: the directories the service's own, the token readable by its
+        // group.
+        for d in [&logs, &state] {
+            std::os::unix::fs::chown(d, Some(uid), Some(gid)).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o750)).unwrap();
+        }
+        std::os::unix::fs::chown(&token, Some(0), Some(gid)).unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o640)).unwrap();
+    }
 
     // --- Started as the unit starts it: ExecStart='s arguments, a clean environment
     // with NOTIFY_SOCKET and a watchdog (2 s here, for a quick ping), working
     // directory /.
-    let exec: Vec<String> = get("ExecStart")[0]
+    let mut exec: Vec<String> = get("ExecStart")[0]
         .split_whitespace()
         .map(|a| match a {
             "/usr/bin/palisade" => root.join("usr/bin/palisade").display().to_string(),
@@ -395,8 +449,30 @@ async fn the_package_installs_on_a_clean_root_and_serves_as_its_unit_starts_it()
             other => other.to_owned(),
         })
         .collect();
+    if let Some((uid, gid)) = as_user {
+        // setpriv executes the binary in its own process: the pid is palisade's.
+        let drop: Vec<String> = [
+            "/usr/bin/setpriv".to_owned(),
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".to_owned(),
+            "--inh-caps=-all,+net_bind_service".to_owned(),
+            "--ambient-caps=-all,+net_bind_service".to_owned(),
+            "--bounding-set=-all,+net_bind_service".to_owned(),
+            "--no-new-privs".to_owned(),
+            "--".to_owned(),
+        ]
+        .into();
+        exec.splice(0..0, drop);
+    } else {
+        eprintln!(
+            "note: not root (or no setpriv): the binary runs as this user, on an unprivileged port"
+        );
+    }
     let sock_path = dir.path("notify.sock");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
+    // systemd's socket takes datagrams from every service user.
+    std::fs::set_permissions(&sock_path, std::fs::Permissions::from_mode(0o666)).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let stderr = dir.path("stderr.log");
@@ -465,6 +541,35 @@ async fn the_package_installs_on_a_clean_root_and_serves_as_its_unit_starts_it()
         state.join("store").is_dir(),
         "the store in the state directory"
     );
+    if let Some((uid, _)) = as_user {
+        use std::os::unix::fs::MetadataExt as _;
+        for f in [
+            logs.join("error.log"),
+            logs.join("access.log"),
+            state.join("store"),
+        ] {
+            assert_eq!(std::fs::metadata(&f).unwrap().uid(), uid, "{}", f.display());
+        }
+        let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid())).unwrap();
+        let uids = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .expect("a Uid: line");
+        assert!(
+            uids.split_whitespace().all(|u| u == uid.to_string()),
+            "palisade runs as uid {uid}: Uid:{uids}"
+        );
+        let caps = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .expect("a CapEff: line");
+        // CAP_NET_BIND_SERVICE is capability 10, and the only one.
+        assert_eq!(
+            u64::from_str_radix(caps.trim(), 16).unwrap(),
+            1 << 10,
+            "capabilities {caps}"
+        );
+    }
     let status = send_raw(
         admin,
         b"GET /status HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
