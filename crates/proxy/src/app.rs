@@ -375,6 +375,16 @@ fn init_tracing(level: &str) {
 pub fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
     init_tracing(&cfg.logs.level);
+    // The main thread's runtime carries the signals, the admin API, reloads and
+    // housekeeping; client connections run on the worker threads started in `serve`.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let signals = {
+        let _in_runtime = rt.enter();
+        Signals::install()?
+    };
     let (dns_config, dns_error) = dns_setup(&cfg);
     let rbl_limit = dns_config
         .as_ref()
@@ -430,20 +440,14 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         store_config(&cfg.store).path.display(),
         cfg.store.map_size
     );
-    // The main thread's runtime carries the signals, the admin API, reloads and
-    // housekeeping; client connections run on the worker threads started in `serve`.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
     let result = rt.block_on(serve(
         cfg,
         waf,
         validated,
         log_tx,
-        store.clone(),
-        sync,
+        (store.clone(), sync),
         dns_config,
+        signals,
     ));
     rt.shutdown_timeout(Duration::from_millis(500));
     // What the last requests wrote is committed before the process exits.
@@ -454,14 +458,34 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     result
 }
 
+/// SIGHUP and SIGUSR1, caught from before the rules are compiled: a reload or a log
+/// rotation asked for while Palisade starts must not end it (their default action),
+/// and is carried out once it serves. SIGTERM and SIGINT keep their default action
+/// until then, so that a start can be stopped at once.
+struct Signals {
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; must run inside the main runtime.
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
+            usr1: signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?,
+        })
+    }
+}
+
 async fn serve(
     cfg: Config,
     waf: Arc<waf::Waf>,
     validated: Validated,
     log_tx: logs::LogSender,
-    store: store::Store,
-    sync: Option<store::sync::Sync>,
+    (store, sync): (store::Store, Option<store::sync::Sync>),
     dns_config: Option<hickory_resolver::config::ResolverConfig>,
+    signals: Signals,
 ) -> anyhow::Result<()> {
     let Validated {
         access,
@@ -641,7 +665,10 @@ async fn serve(
             }
         );
     }
-    wait_for_stop(&cfg, &shared, &token, &notifier, listeners, reload_rx).await?;
+    wait_for_stop(
+        &cfg, &shared, &token, &notifier, listeners, signals, reload_rx,
+    )
+    .await?;
     notifier.stopping();
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
@@ -736,7 +763,7 @@ fn serving_status(shared: &exchange::Shared, listeners: usize) -> String {
     let mut s = format!(
         "serving on {listeners} listener(s), {} rules (sha256 {})",
         waf.rule_count(),
-        &waf.hash()[..waf.hash().len().min(12)]
+        waf.hash().get(..12).unwrap_or(waf.hash())
     );
     if let Some(o) = shared.reloads.last()
         && let Some(e) = &o.error
@@ -765,14 +792,14 @@ async fn wait_for_stop(
     token: &admin::TokenCell,
     notifier: &notify::Notifier,
     listeners: usize,
+    signals: Signals,
     mut reloads: tokio::sync::mpsc::Receiver<ReloadRequest>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    let Signals { mut hup, mut usr1 } = signals;
     let mut running = cfg.clone();
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
     loop {
         let (trigger, reply) = tokio::select! {
             _ = term.recv() => {

@@ -339,3 +339,66 @@ async fn the_reload_endpoint_answers_a_reload_longer_than_the_admin_timeout() {
     let (_, closed) = read_until_close(&mut s, Duration::from_secs(5)).await;
     assert!(closed, "the admin timeout no longer applies");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_and_sigusr1_while_starting_do_not_end_it() {
+    let crs = std::path::Path::new("/usr/share/modsecurity-crs/rules");
+    if required(crs, "a start that takes a while (Debian's modsecurity-crs)").is_none() {
+        return;
+    }
+    let backend = Backend::start().await;
+    let dir = TempDir::new("signals-at-start");
+    let listen = loopback(free_port());
+    let extra = format!(
+        "[logs]\nerror_log = \"{}\"\n\n[[rules]]\nfile = \"/etc/modsecurity/crs/crs-setup.conf\"\n\n[[rules]]\nfile = \"{}/*.conf\"\n",
+        dir.path("error.log").display(),
+        crs.display()
+    );
+    let cfg = dir.path("palisade.toml");
+    std::fs::write(&cfg, basic_config(listen, backend.addr, &extra)).unwrap();
+    let stderr = dir.path("stderr.log");
+    let child = std::process::Command::new(palisade_bin())
+        .env("PALISADE_STORE", dir.path("store"))
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let mut p = Palisade {
+        child,
+        addr: listen,
+        stderr,
+    };
+    // While CRS compiles (seconds in a debug build): logrotate's SIGUSR1 and a
+    // reload's SIGHUP, whose default action would end the process.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !p.stderr_text().contains("loaded "),
+        "the rules loaded within 300 ms: this test shows nothing here"
+    );
+    kill("-USR1", p.pid());
+    kill("-HUP", p.pid());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::net::TcpStream::connect(listen).is_err() {
+        if let Ok(Some(status)) = p.child.try_wait() {
+            panic!("palisade ended ({status}): {}", p.stderr_text());
+        }
+        assert!(Instant::now() < deadline, "palisade did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both were carried out once it served.
+    assert!(
+        wait_for_line(&p.stderr, Duration::from_secs(120), |l| l
+            .contains("reloaded "))
+        .is_some(),
+        "{}",
+        p.stderr_text()
+    );
+    let text = p.stderr_text();
+    assert!(text.contains("SIGUSR1 received"), "{text}");
+    assert!(text.contains("reopened 1 log file(s)"), "{text}");
+    assert_eq!(status_of(listen, "hello").await, 200);
+    assert!(p.child.try_wait().unwrap().is_none());
+}
