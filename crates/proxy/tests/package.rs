@@ -427,6 +427,12 @@ async fn the_package_installs_on_a_clean_root_and_serves_as_its_unit_starts_it()
     let cfg_path = etc.join("palisade.toml");
     std::fs::write(&cfg_path, &cfg).unwrap();
     if let Some((uid, gid)) = as_user {
+        // The unpacked root and the configuration readable by the service's user,
+        // whatever this test's umask.
+        for d in [&dir.0, &etc] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::set_permissions(&cfg_path, std::fs::Permissions::from_mode(0o644)).unwrap();
         // As the package's postinst and systemd (StateDirectory=, LogsDirectory=)
         // set them up: the directories the service's own, the token readable by its
         // group.
