@@ -34,7 +34,8 @@ use tokio::sync::{Semaphore, watch};
 
 /// Facts about the build, fixed at compile time.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// `git rev-parse HEAD` at build time, or `unknown`.
+/// The git revision built: `PALISADE_GIT_REVISION` from the build's environment
+/// when set, else `git rev-parse HEAD` at build time, else `unknown` (build.rs).
 pub const GIT_REVISION: &str = env!("PALISADE_GIT_REVISION");
 /// Cargo's build profile (`debug` or `release`).
 pub const BUILD_PROFILE: &str = env!("PALISADE_BUILD_PROFILE");

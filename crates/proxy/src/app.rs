@@ -1,5 +1,5 @@
 //! The `palisade` commands as library functions: `check` loads a configuration and
-//! its rules and reports, like `nginx -t`; `run` serves until SIGTERM or SIGINT
+//! its rules and reports every error, like `nginx -t`; `run` serves until SIGTERM or SIGINT
 //! (runtime, listeners, admin API, SIGHUP reloads, graceful drain); `ctx` reads and
 //! writes the persistent collections of a store, while the proxy runs or not.
 
@@ -7,9 +7,93 @@ use crate::config::{Config, StoreSection};
 use crate::ctx::{CtxArgs, CtxCommand};
 use crate::{access, admin, ctx, exchange, logs, metrics, server, upstream, waf};
 use anyhow::Context as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How many errors `check` prints (each error of the rules and each refusal of
+/// the configuration counts as one); the others are counted.
+pub const MAX_REPORTED_ERRORS: usize = crate::waf::MAX_LOAD_ERRORS;
+
+/// Errors found together, in the order found: the first [`MAX_REPORTED_ERRORS`]
+/// listed, the others counted. Displays one error per line, then
+/// `and N more error(s)` when some were only counted.
+#[derive(Debug, Default)]
+pub struct ErrorList {
+    listed: Vec<String>,
+    total: usize,
+}
+
+impl ErrorList {
+    /// Adds an error (with its causes, on one line).
+    pub fn push(&mut self, e: impl std::fmt::Display) {
+        self.total += 1;
+        if self.listed.len() < MAX_REPORTED_ERRORS {
+            self.listed.push(format!("{e:#}"));
+        }
+    }
+
+    /// Adds every error of a rule set load: those it lists and those it counted.
+    pub fn push_rules(&mut self, e: &waf::WafLoadError) {
+        for one in e.errors() {
+            self.push(one);
+        }
+        self.total += e.total().saturating_sub(e.errors().len());
+    }
+
+    /// Adds every error of another list: those it lists and those it counted.
+    pub fn append(&mut self, other: ErrorList) {
+        let counted = other.total - other.listed.len();
+        for one in other.listed {
+            self.push(one);
+        }
+        self.total += counted;
+    }
+
+    /// The errors listed, in the order found.
+    pub fn listed(&self) -> &[String] {
+        &self.listed
+    }
+
+    /// How many errors were found, listed or not.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// True when no error was found.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Keeps the error of `r`, if any, and gives its value otherwise.
+    fn keep<T>(&mut self, r: anyhow::Result<T>) -> Option<T> {
+        r.map_err(|e| self.push(e)).ok()
+    }
+}
+
+impl std::fmt::Display for ErrorList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.listed.join("\n"))?;
+        let more = self.total - self.listed.len();
+        if more > 0 {
+            write!(f, "\nand {more} more error(s)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ErrorList {}
+
+/// `palisade check` found errors. Displays them, one per line (see
+/// [`ErrorList`]), then `configuration file FILE test failed: N error(s)`.
+#[derive(Debug, thiserror::Error)]
+#[error("{errors}\nconfiguration file {} test failed: {} error(s)", path.display(), errors.total())]
+pub struct CheckFailed {
+    /// The configuration file checked.
+    pub path: PathBuf,
+    /// What was wrong.
+    pub errors: ErrorList,
+}
 
 /// What [`validate`] loaded and built on the way, for `run` to use as it is.
 struct Validated {
@@ -24,70 +108,118 @@ struct Validated {
 /// without creating anything: every listener's TLS files, the access lists, the
 /// upstream pools, the admin token, the log files, the rate limits and shapes,
 /// and the store's and the sync's settings. `check` and `run` both call it (`run`
-/// then uses what it built), so `check` refuses whatever `run` would. Left to
-/// `run`: binding the listening addresses (a running Palisade holds them),
-/// connecting to Redis, and LMDB's own checks of the store's files.
-fn validate(cfg: &Config, waf: &waf::Waf) -> anyhow::Result<Validated> {
+/// then uses what it built), so `check` refuses whatever `run` would. Each is
+/// checked whatever the others gave, and every refusal is returned. `waf` gives
+/// the log files the rules name (`None`: the rules did not load, and only the
+/// configuration's log files are checked). Left to `run`: binding the listening
+/// addresses (a running Palisade holds them), connecting to Redis, and LMDB's own
+/// checks of the store's files.
+fn validate(cfg: &Config, waf: Option<&waf::Waf>) -> Result<Validated, ErrorList> {
+    let mut errors = ErrorList::default();
     for l in &cfg.listeners {
         if let Some(t) = &l.tls {
-            server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
+            errors.keep(
+                server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address)),
+            );
         }
     }
-    let access = load_access(cfg)?;
-    upstream::Upstreams::build(cfg, &Arc::new(crate::metrics::Metrics::new()), None, None)
-        .with_context(|| format!("{}", cfg.path.display()))?;
-    let token = match &cfg.admin {
-        Some(a) => admin::AdminToken::load(a).context("[admin] token")?,
-        None => admin::AdminToken::none(),
-    };
+    let access = errors.keep(load_access(cfg));
+    errors.keep(
+        upstream::Upstreams::build(cfg, &Arc::new(crate::metrics::Metrics::new()), None, None)
+            .with_context(|| format!("{}", cfg.path.display())),
+    );
+    let token = errors.keep(match &cfg.admin {
+        Some(a) => admin::AdminToken::load(a).context("[admin] token"),
+        None => Ok(admin::AdminToken::none()),
+    });
     let log_targets = logs::LogTargets {
         error: cfg.logs.error_log.clone(),
         access: cfg.logs.access_log.clone(),
-        audit: cfg.logs.audit_log.clone().or_else(|| waf.audit_log_path()),
-        audit_files: waf.audit_concurrent(),
-        debug: waf.debug_log_path(),
+        audit: cfg
+            .logs
+            .audit_log
+            .clone()
+            .or_else(|| waf.and_then(waf::Waf::audit_log_path)),
+        audit_files: waf.is_some_and(waf::Waf::audit_concurrent),
+        debug: waf.and_then(waf::Waf::debug_log_path),
     };
-    log_targets.check().context("opening log files")?;
-    let rate_limits = cfg
-        .rate_limits
-        .iter()
-        .map(crate::ratelimit::RateLimiter::new)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("[[rate_limit]]: {e}"))?;
-    let shapes = cfg
-        .shapes
-        .iter()
-        .map(crate::shaping::Shaper::new)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("[[shape]]: {e}"))?;
-    store_config(&cfg.store)
-        .validate()
-        .with_context(|| store_error_context(&cfg.store))?;
-    if let Some(s) = &cfg.sync {
-        sync_config(s)
+    errors.keep(log_targets.check().context("opening log files"));
+    let rate_limits = errors.keep(
+        cfg.rate_limits
+            .iter()
+            .map(crate::ratelimit::RateLimiter::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("[[rate_limit]]: {e}")),
+    );
+    let shapes = errors.keep(
+        cfg.shapes
+            .iter()
+            .map(crate::shaping::Shaper::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("[[shape]]: {e}")),
+    );
+    errors.keep(
+        store_config(&cfg.store)
             .validate()
-            .with_context(|| format!("[sync] {}", s.redis))?;
+            .with_context(|| store_error_context(&cfg.store)),
+    );
+    if let Some(s) = &cfg.sync {
+        errors.keep(
+            sync_config(s)
+                .validate()
+                .with_context(|| format!("[sync] {}", s.redis)),
+        );
     }
-    Ok(Validated {
-        access,
-        token,
-        log_targets,
-        rate_limits,
-        shapes,
-    })
+    match (access, token, rate_limits, shapes) {
+        (Some(access), Some(token), Some(rate_limits), Some(shapes)) if errors.is_empty() => {
+            Ok(Validated {
+                access,
+                token,
+                log_targets,
+                rate_limits,
+                shapes,
+            })
+        }
+        _ => Err(errors),
+    }
 }
 
 /// Loads the configuration at `path` and every rule it names, checks everything
-/// `run` would refuse (see [`validate`]), and prints a summary; the first error
-/// names its file and line.
+/// `run` would refuse (see [`validate`]), and prints a summary. On errors, returns
+/// [`CheckFailed`] with every one found, each naming its file and line: the rules'
+/// (up to [`MAX_REPORTED_ERRORS`], then counted) and the configuration's refusals
+/// alike. A configuration file that cannot be read or parsed is one error: nothing
+/// else can be checked without it.
 pub fn check(path: &Path) -> anyhow::Result<()> {
-    let cfg = Config::load(path)?;
+    let mut errors = ErrorList::default();
+    let cfg = match Config::load(path) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            errors.push(e);
+            return Err(check_failed(path, errors));
+        }
+    };
     let (dns_config, dns_error) = dns_setup(&cfg);
     let rbl_limit = dns_config
         .as_ref()
         .map(|_| cfg.dns.max_lookups_per_transaction);
-    let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
-    let Validated { access, .. } = validate(&cfg, &waf)?;
+    let waf = match waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit) {
+        Ok(waf) => Some(waf),
+        Err(e) => {
+            errors.push_rules(&e);
+            None
+        }
+    };
+    let access = match validate(&cfg, waf.as_ref()) {
+        Ok(Validated { access, .. }) => access,
+        Err(refused) => {
+            errors.append(refused);
+            None
+        }
+    };
+    let Some(waf) = waf.filter(|_| errors.is_empty()) else {
+        return Err(check_failed(path, errors));
+    };
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
     println!(
@@ -159,6 +291,15 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The error `check` returns for `errors`.
+fn check_failed(path: &Path, errors: ErrorList) -> anyhow::Error {
+    CheckFailed {
+        path: path.to_path_buf(),
+        errors,
+    }
+    .into()
+}
+
 /// The name servers of `[dns]` (`None` when lookups are off), and why they could
 /// not be found (then lookups are off too).
 fn dns_setup(
@@ -224,7 +365,7 @@ fn sync_config(s: &crate::config::SyncSection) -> store::sync::SyncConfig {
 
 /// `palisade ctx`: carries out one operation on the store named by `--config`'s
 /// `[store]`, by `--store`, or at the default path. Returns false when `get` or
-/// `del` found nothing (the command then exits 1).
+/// `del` found nothing (the command then exits 3, [`crate::cli::Exit::NotFound`]).
 pub fn ctx(args: CtxArgs) -> anyhow::Result<bool> {
     let section = match (&args.config, &args.store) {
         (Some(c), _) => Config::load(c)?.store,
@@ -392,7 +533,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         waf.hash(),
         waf.engine_mode()
     );
-    let validated = validate(&cfg, &waf)?;
+    let validated = validate(&cfg, Some(&waf))?;
     let (log_tx, writer) =
         logs::LogWriter::start(&validated.log_targets, cfg.logs.channel_capacity)
             .context("opening log files")?;
@@ -803,6 +944,32 @@ mod tests {
             "[[listener]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n{extra}"
         );
         Config::parse(&text, Path::new("/x.toml")).unwrap()
+    }
+
+    #[test]
+    fn an_error_list_keeps_the_first_errors_and_counts_the_rest() {
+        let mut list = ErrorList::default();
+        assert!(list.is_empty());
+        for i in 0..MAX_REPORTED_ERRORS + 3 {
+            list.push(format!("error {i}"));
+        }
+        let mut other = ErrorList::default();
+        other.push("another");
+        list.append(other);
+        assert_eq!(list.listed().len(), MAX_REPORTED_ERRORS);
+        assert_eq!(list.total(), MAX_REPORTED_ERRORS + 4);
+        let shown = list.to_string();
+        assert!(shown.starts_with("error 0\nerror 1\n"), "{shown}");
+        assert!(shown.ends_with("\nand 4 more error(s)"), "{shown}");
+        let failed = CheckFailed {
+            path: PathBuf::from("/p.toml"),
+            errors: list,
+        };
+        assert!(
+            failed
+                .to_string()
+                .ends_with("\nconfiguration file /p.toml test failed: 54 error(s)")
+        );
     }
 
     #[test]

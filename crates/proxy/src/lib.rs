@@ -3,6 +3,8 @@
 //! the same parts.
 //!
 //! Where things live:
+//! - [`cli`]: the command line (clap), its exit statuses and version, and the
+//!   completion scripts and manual page made from it.
 //! - [`app`]: the commands (`check`, `run`, `ctx`): runtime, listeners, signals,
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
@@ -31,6 +33,7 @@ pub mod access;
 pub mod accounting;
 pub mod admin;
 pub mod app;
+pub mod cli;
 pub mod client_address;
 pub mod config;
 pub mod ctx;
