@@ -210,3 +210,67 @@ fn docs_crs_example_loads() {
     let out = palisade_check("--config", &cfg);
     assert!(out.status.success(), "{}", output_text(&out));
 }
+
+#[test]
+fn migration_example_checks() {
+    // docs/migrating-from-nginx-modsecurity.md's Palisade configuration, with its
+    // certificate, log and recommended-settings paths pointed at the test's own files.
+    let text =
+        std::fs::read_to_string(repo().join("docs/migrating-from-nginx-modsecurity.md")).unwrap();
+    let start = text.find("```toml\n").expect("the example's TOML block") + 8;
+    let example = &text[start..start + text[start..].find("```").unwrap()];
+    if required(
+        Path::new("/usr/bin/openssl"),
+        "the migration example (openssl)",
+    )
+    .is_none()
+        || required(
+            Path::new("/usr/share/modsecurity-crs/rules"),
+            "the migration example (Debian's modsecurity-crs)",
+        )
+        .is_none()
+    {
+        return;
+    }
+    let dir = TempDir::new("migration-example");
+    let (cert, key) = (dir.path("shop.pem"), dir.path("shop.key"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=shop.example.com",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", output_text(&made));
+    let config = example
+        .replace("0.0.0.0:443", &format!("127.0.0.1:{}", free_port()))
+        .replace("/etc/ssl/shop.pem", &cert.display().to_string())
+        .replace("/etc/ssl/shop.key", &key.display().to_string())
+        .replace("/var/log/palisade", &dir.0.display().to_string())
+        .replace(
+            "/usr/share/palisade/palisade-recommended.conf",
+            &repo()
+                .join("examples/palisade-recommended.conf")
+                .display()
+                .to_string(),
+        );
+    let cfg = dir.path("palisade.toml");
+    std::fs::write(&cfg, config).unwrap();
+    let out = palisade_check("--config", &cfg);
+    assert!(out.status.success(), "{}", output_text(&out));
+}
