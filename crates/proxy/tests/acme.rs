@@ -363,7 +363,7 @@ async fn obtains_and_renews(challenge: &str) {
         first.serial
     );
     assert!(first.issuer.contains("Pebble"), "{first:?}");
-    assert_eq!(first.names, [name.clone()]);
+    assert_eq!(first.names, std::slice::from_ref(&name));
     assert!(
         first.not_after - first.not_before <= VALIDITY as i64 + 1,
         "pebble was asked for {VALIDITY} s certificates: {first:?}"
