@@ -111,6 +111,47 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             a.heap_bytes() / 1024
         );
     }
+    for l in &cfg.listeners {
+        let Some(t) = &l.tls else { continue };
+        let p = crate::tls::sni::ListenerCerts::prepare(t, cfg.acme.is_some())?;
+        let names: Vec<String> = p
+            .certificates()
+            .map(|c| {
+                if c.names.is_empty() {
+                    "(no DNS name)".to_owned()
+                } else {
+                    c.names.join(" ")
+                }
+            })
+            .collect();
+        println!(
+            "palisade: listener {}: {} certificate(s){}{}",
+            l.address,
+            names.len(),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(": {} (default: the first)", names.join(", "))
+            },
+            if t.acme && cfg.acme.is_some() {
+                ", and the [acme] certificates"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(a) = &cfg.acme {
+        println!(
+            "palisade: acme: {} name(s) from {} ({}), state in {}",
+            a.names.len(),
+            a.directory,
+            match a.challenge {
+                crate::config::AcmeChallenge::Http01 => "http-01",
+                crate::config::AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+            },
+            a.state_dir.display()
+        );
+    }
     let ca = &cfg.client_address;
     if !ca.trusted_proxies.is_empty() {
         let pp = cfg.listeners.iter().filter(|l| l.proxy_protocol).count();
