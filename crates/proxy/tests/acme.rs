@@ -200,12 +200,26 @@ impl Drop for Pebble {
 /// test's Palisade trusts through `acme.ca_file`), validating on `http_port` and
 /// `tls_port` of 127.0.0.1 and resolving names through `dns`.
 fn start_pebble(dir: &TempDir, http_port: u16, tls_port: u16, dns: SocketAddr) -> Pebble {
-    let made =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .unwrap();
-    std::fs::write(dir.path("ca.pem"), made.cert.pem()).unwrap();
-    std::fs::write(dir.path("ca.key"), made.signing_key.serialize_pem()).unwrap();
-    let port = free_port();
+    start_pebble_on(dir, free_port(), http_port, tls_port, dns)
+}
+
+/// [`start_pebble`] on `port`; the HTTPS certificate is made once per directory.
+fn start_pebble_on(
+    dir: &TempDir,
+    port: u16,
+    http_port: u16,
+    tls_port: u16,
+    dns: SocketAddr,
+) -> Pebble {
+    if !dir.path("ca.pem").exists() {
+        let made = rcgen::generate_simple_self_signed(vec![
+            "127.0.0.1".to_owned(),
+            "localhost".to_owned(),
+        ])
+        .unwrap();
+        std::fs::write(dir.path("ca.pem"), made.cert.pem()).unwrap();
+        std::fs::write(dir.path("ca.key"), made.signing_key.serialize_pem()).unwrap();
+    }
     let cfg = serde_json::json!({
         "pebble": {
             "listenAddress": format!("127.0.0.1:{port}"),
@@ -598,4 +612,41 @@ retry_interval = "1s"
     .await;
     assert!(failed >= 3.0);
     assert_eq!(get(http, "/", "").await.status, 200);
+}
+
+/// A CA that lost the account (pebble keeps nothing across a restart): the failed
+/// renewal sets the saved account aside, the next attempt creates a new one, and the
+/// certificate is renewed.
+#[tokio::test]
+async fn a_ca_that_forgot_the_account_gets_a_new_one() {
+    if !tools_present() {
+        return;
+    }
+    let name = "forgot.acme.test";
+    let backend = Backend::start().await;
+    let dir = TempDir::new("acme-forgot");
+    let dns = start_dns();
+    let (http, tls, admin, port) = (
+        loopback(free_port()),
+        loopback(free_port()),
+        loopback(free_port()),
+        free_port(),
+    );
+    let pebble = start_pebble_on(&dir, port, http.port(), tls.port(), dns.1);
+    let cfg = palisade_config(http, tls, admin, backend.addr, &pebble, "http-01", name);
+    let p = Palisade::start(&dir, &cfg, tls);
+    let first = wait_for_cert(tls, name, Duration::from_secs(30), |_| true)
+        .await
+        .unwrap_or_else(|| panic!("no certificate: {}", p.stderr_text()));
+    drop(pebble);
+    let _pebble = start_pebble_on(&dir, port, http.port(), tls.port(), dns.1);
+    let renewed = wait_for_cert(tls, name, Duration::from_secs(60), |s| {
+        s.serial != first.serial
+    })
+    .await;
+    let log = p.stderr_text();
+    assert!(renewed.is_some(), "{log}");
+    assert!(log.contains("does not know the account"), "{log}");
+    assert_eq!(log.matches("created at").count(), 2, "{log}");
+    assert!(dir.path("acme-state/account.json.unknown").is_file());
 }

@@ -372,6 +372,15 @@ impl Acme {
                 };
                 // Whatever happened, no challenge stays pending.
                 self.clear_challenges();
+                if let Err(OrderError::Acme(instant_acme::Error::Api(p))) = &result
+                    && p.r#type.as_deref() == Some("urn:ietf:params:acme:error:accountDoesNotExist")
+                {
+                    // The CA no longer knows the account (a CA reset, a test
+                    // server restarted): set the file aside, the next attempt
+                    // creates a new one.
+                    account = None;
+                    self.forget_account();
+                }
                 self.settle(&name, result);
             }
             let next = lock(&self.names)
@@ -516,6 +525,24 @@ impl Acme {
             ),
         );
         Ok(account)
+    }
+
+    /// Moves `account.json` aside (to `account.json.unknown`), so that the next
+    /// order creates a new account.
+    fn forget_account(&self) {
+        let path = self.cfg.state_dir.join("account.json");
+        let aside = self.cfg.state_dir.join("account.json.unknown");
+        match std::fs::rename(&path, &aside) {
+            Ok(()) => self.event(
+                "warn",
+                &format!(
+                    "acme: the CA does not know the account of {}; moved to {}, a new account will be created",
+                    path.display(),
+                    aside.display()
+                ),
+            ),
+            Err(e) => tracing::warn!("acme: moving {} aside: {e}", path.display()),
+        }
     }
 
     /// One order for `name`, from the account to the certificate saved on disk.
