@@ -438,8 +438,15 @@ impl ListenerCerts {
             )));
             failed = true;
         } else {
+            let same = certs.len() == s.certs.len()
+                && certs
+                    .iter()
+                    .zip(&s.certs)
+                    .all(|(a, b)| a.0 == b.0 && Arc::ptr_eq(&a.1.key, &b.1.key));
+            if !same {
+                s.replaced += 1;
+            }
             s.certs = certs;
-            s.replaced += 1;
             self.map
                 .set(Arc::new(CertMap::build(s.certs.iter().map(|(_, c)| c))));
         }
