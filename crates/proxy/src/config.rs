@@ -1822,7 +1822,72 @@ servers = ["127.0.0.1:9000"]
     }
 
     #[test]
+    fn tls_and_acme_sections() {
+        let tls = MINIMAL.replace(
+            "address = \"127.0.0.1:8080\"",
+            "address = \"127.0.0.1:8443\"\n[listener.tls]\ncertificates = [{ cert = \"a.crt\", key = \"a.key\" }]\ncertificate_dir = \"certs\"",
+        );
+        let c = parse(&tls).unwrap();
+        let t = c.listeners[0].tls.as_ref().unwrap();
+        assert_eq!(t.certificates[0].cert, Path::new("/etc/palisade/a.crt"));
+        assert_eq!(
+            t.certificate_dir.as_deref(),
+            Some(Path::new("/etc/palisade/certs"))
+        );
+        assert_eq!(t.watch_interval, Duration::from_secs(10));
+        assert!(t.acme && t.cert.is_none());
+        let acme = "[[listener]]\naddress = \"127.0.0.1:80\"\n[[listener]]\naddress = \"127.0.0.1:443\"\ntls = { acme = true }\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\n[acme]\ndirectory = \"https://ca.test/dir\"\nnames = [\"a.example.com\"]\nstate_dir = \"acme\"\n";
+        let c = parse(acme).unwrap();
+        let a = c.acme.as_ref().unwrap();
+        assert_eq!(a.challenge, AcmeChallenge::Http01);
+        assert_eq!(a.renew_before, Duration::from_secs(30 * 86_400));
+        assert_eq!(a.state_dir, Path::new("/etc/palisade/acme"));
+        let c = parse(&format!(
+            "{acme}challenge = \"tls-alpn-01\"\nrenew_before = \"20d\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.acme.unwrap().challenge, AcmeChallenge::TlsAlpn01);
+        for (extra, named) in [
+            ("challenge = \"dns-01\"", "dns-01"),
+            ("contact = [\"ops\"]", "acme.contact[0]"),
+            ("renew_before = \"0s\"", "acme.renew_before"),
+            ("retry_interval = \"10ms\"", "acme.retry_interval"),
+            ("colour = 1", "colour"),
+        ] {
+            let err = parse(&format!("{acme}{extra}\n")).unwrap_err().to_string();
+            assert!(err.contains(named), "{extra}: {err}");
+        }
+        for (from, to, named) in [
+            ("\"a.example.com\"", "\"*.example.com\"", "wildcard"),
+            ("\"a.example.com\"", "\"10.0.0.1\"", "not a DNS name"),
+            ("\"a.example.com\"", "\"a..b\"", "not a DNS name"),
+            ("\"a.example.com\"", "\"a.b\", \"A.b\"", "listed twice"),
+            ("names = [\"a.example.com\"]", "names = []", "acme.names"),
+            ("https://ca.test/dir", "ftp://ca", "acme.directory"),
+            (
+                "address = \"127.0.0.1:80\"\n[[listener]]\n",
+                "",
+                "plain-HTTP",
+            ),
+            (
+                "tls = { acme = true }",
+                "tls = { acme = false }",
+                "tls needs a certificate",
+            ),
+        ] {
+            let err = parse(&acme.replacen(from, to, 1)).unwrap_err().to_string();
+            assert!(err.contains(named), "{to}: {err}");
+        }
+        // Without [acme], a listener needs a certificate of its own.
+        let err = parse(&acme[..acme.find("[acme]").unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tls needs a certificate"), "{err}");
+    }
+
+    #[test]
     fn durations() {
+        assert_eq!(duration::parse("30d"), Ok(Duration::from_secs(30 * 86_400)));
         assert_eq!(duration::parse("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(duration::parse("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(duration::parse("2h"), Ok(Duration::from_secs(7200)));
