@@ -561,6 +561,10 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(dns) = shared.dns() {
         crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
     }
+    crate::tls::sni::render_metrics(&mut out, shared.tls_listeners());
+    if let Some(acme) = shared.acme() {
+        acme.render_metrics(&mut out);
+    }
     out
 }
 
@@ -583,6 +587,8 @@ pub fn status_json(shared: &Shared) -> String {
         },
         "connections_open": shared.metrics.connections_open.load(Ordering::Relaxed),
         "logs": shared.logs.stats().status(|k| shared.logs.enabled(k)),
+        "tls": shared.tls_listeners().iter().map(|l| l.status()).collect::<Vec<_>>(),
+        "acme": shared.acme().map(|a| a.status()),
     });
     let mut s = doc.to_string();
     s.push('\n');

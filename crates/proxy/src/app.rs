@@ -119,9 +119,13 @@ fn validate(cfg: &Config, waf: Option<&waf::Waf>) -> Result<Validated, ErrorList
     for l in &cfg.listeners {
         if let Some(t) = &l.tls {
             errors.keep(
-                server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address)),
+                crate::tls::sni::ListenerCerts::prepare(t, cfg.acme.is_some())
+                    .with_context(|| format!("listener {}", l.address)),
             );
         }
+    }
+    if let Some(a) = &cfg.acme {
+        errors.keep(crate::tls::acme::check(a).context("[acme]"));
     }
     let access = errors.keep(load_access(cfg));
     errors.keep(
@@ -237,6 +241,47 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             "palisade: access lists: {} network(s), {} KiB",
             a.len(),
             a.heap_bytes() / 1024
+        );
+    }
+    for l in &cfg.listeners {
+        let Some(t) = &l.tls else { continue };
+        let p = crate::tls::sni::ListenerCerts::prepare(t, cfg.acme.is_some())?;
+        let names: Vec<String> = p
+            .certificates()
+            .map(|c| {
+                if c.names.is_empty() {
+                    "(no DNS name)".to_owned()
+                } else {
+                    c.names.join(" ")
+                }
+            })
+            .collect();
+        println!(
+            "palisade: listener {}: {} certificate(s){}{}",
+            l.address,
+            names.len(),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(": {} (default: the first)", names.join(", "))
+            },
+            if t.acme && cfg.acme.is_some() {
+                ", and the [acme] certificates"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(a) = &cfg.acme {
+        println!(
+            "palisade: acme: {} name(s) from {} ({}), state in {}",
+            a.names.len(),
+            a.directory,
+            match a.challenge {
+                crate::config::AcmeChallenge::Http01 => "http-01",
+                crate::config::AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+            },
+            a.state_dir.display()
         );
     }
     let ca = &cfg.client_address;
@@ -618,10 +663,15 @@ async fn serve(
     };
 
     let workers = server::worker_count(cfg.server.worker_threads);
-    let mut bound = Vec::new();
-    for l in &cfg.listeners {
-        bound.push(server::bind(l, workers)?);
-    }
+    // Certificates already in the ACME state directory are served from the start;
+    // the missing ones are ordered in the background once the listeners run.
+    let acme = match &cfg.acme {
+        Some(a) => {
+            Some(crate::tls::acme::Acme::new(a, workers, Some(log_tx.clone())).context("[acme]")?)
+        }
+        None => None,
+    };
+    let (tls_listeners, bound) = bind_listeners(&cfg, workers, acme.as_ref())?;
     let admin_listener = match &cfg.admin {
         Some(a) => Some(
             tokio::net::TcpListener::bind(a.address)
@@ -656,6 +706,7 @@ async fn serve(
         .with_shapes(shapes)
         .with_dns(dns)
         .with_client_address(client_address)
+        .with_tls(tls_listeners, acme.clone())
         .with_workers(workers),
     );
     if let Some(a) = &access {
@@ -751,6 +802,11 @@ async fn serve(
         });
     }
 
+    tokio::spawn(watch_certificates(shared.clone(), stop_rx.clone()));
+    if let Some(a) = acme {
+        tokio::spawn(a.run(stop_rx.clone()));
+    }
+
     wait_for_stop(&cfg, &shared, &token).await?;
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
@@ -778,6 +834,79 @@ async fn serve(
     Ok(())
 }
 
+/// Loads every TLS listener's certificates and binds every listener.
+fn bind_listeners(
+    cfg: &Config,
+    workers: usize,
+    acme: Option<&Arc<crate::tls::acme::Acme>>,
+) -> anyhow::Result<(Vec<Arc<crate::tls::sni::ListenerCerts>>, Vec<server::Bound>)> {
+    use crate::tls::sni::{ListenerCerts, Resolver};
+    let mut tls_listeners = Vec::new();
+    let mut bound = Vec::new();
+    for l in &cfg.listeners {
+        let acceptor = match &l.tls {
+            Some(t) => {
+                let certs = ListenerCerts::load(l.address, t, acme.cloned(), workers)
+                    .with_context(|| format!("listener {}", l.address))?;
+                let acme_alpn = t.acme
+                    && acme
+                        .is_some_and(|a| a.challenge() == crate::config::AcmeChallenge::TlsAlpn01);
+                let sc = crate::tls::server_config(
+                    t,
+                    l.http2,
+                    Arc::new(Resolver(certs.clone())),
+                    acme_alpn,
+                )
+                .with_context(|| format!("listener {}: TLS", l.address))?;
+                tls_listeners.push(certs);
+                Some(tokio_rustls::TlsAcceptor::from(Arc::new(sc)))
+            }
+            None => None,
+        };
+        bound.push(server::bind(l, workers, acceptor)?);
+    }
+    Ok((tls_listeners, bound))
+}
+
+/// Checks the TLS listeners' certificate files every `tls.watch_interval` (off
+/// the event loop) and logs what changed, until shutdown.
+async fn watch_certificates(
+    shared: Arc<exchange::Shared>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let listeners = shared.tls_listeners().to_vec();
+    if listeners.is_empty() {
+        return;
+    }
+    let mut last: Vec<tokio::time::Instant> = vec![tokio::time::Instant::now(); listeners.len()];
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = server::stopped(&mut stop) => return,
+        }
+        for (l, at) in listeners.iter().zip(last.iter_mut()) {
+            let every = l.watch_interval();
+            if every.is_zero() || at.elapsed() < every {
+                continue;
+            }
+            *at = tokio::time::Instant::now();
+            let l = l.clone();
+            let Ok(events) = tokio::task::spawn_blocking(move || l.check_files()).await else {
+                continue;
+            };
+            for e in events {
+                match e {
+                    crate::tls::sni::Event::Info(t) => tracing::info!("{t}"),
+                    crate::tls::sni::Event::Error(t) => {
+                        tracing::error!("{t}");
+                        shared.logs.event("error", &t);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Loads the `[access]` lists of `cfg` (`None` without the section).
 fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> {
     cfg.access
@@ -789,11 +918,29 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
 
 /// The sections of a configuration that a SIGHUP reload does not apply, as they are
 /// named in the file, with what they hold (compared to tell a changed one).
-fn restart_only(cfg: &Config) -> [(&'static str, String); 11] {
+fn restart_only(cfg: &Config) -> [(&'static str, String); 12] {
+    // A listener's certificates (tls cert, key, certificates, certificate_dir,
+    // watch_interval) are applied by a reload; the rest of it is not.
+    let listeners: Vec<_> = cfg
+        .listeners
+        .iter()
+        .map(|l| {
+            (
+                l.address,
+                l.http2,
+                l.proxy_protocol,
+                l.tls.as_ref().map(crate::config::TlsConfig::restart_only),
+            )
+        })
+        .collect();
     [
         ("[server]", format!("{:?}", cfg.server)),
         ("[client_address]", format!("{:?}", cfg.client_address)),
-        ("[[listener]]", format!("{:?}", cfg.listeners)),
+        (
+            "[[listener]] (other than its certificates)",
+            format!("{listeners:?}"),
+        ),
+        ("[acme]", format!("{:?}", cfg.acme)),
         ("[limits]", format!("{:?}", cfg.limits)),
         ("[logs]", format!("{:?}", cfg.logs)),
         (
@@ -834,17 +981,24 @@ fn changed_restart_only(running: &Config, read: &Config) -> Vec<&'static str> {
 /// Reports a reload that failed (everything in force stays) in the operator log and
 /// the error log.
 fn reload_failed(shared: &exchange::Shared, why: &str) {
-    let text = format!("reload failed, the rules, access lists and upstreams in force stay: {why}");
+    let text = format!(
+        "reload failed, the rules, access lists, upstreams and certificates in force stay: {why}"
+    );
     tracing::error!("{text}");
     shared.logs.event("error", &text);
 }
 
-/// What a reload reads: the configuration again, its rules, access lists and pools.
+/// What a reload reads: the configuration again, its rules, access lists, pools,
+/// and the certificates of the TLS listeners that stay.
 type Reloaded = (
     waf::Waf,
     Option<Arc<access::AccessList>>,
     upstream::Upstreams,
     Config,
+    Vec<(
+        Arc<crate::tls::sni::ListenerCerts>,
+        crate::tls::sni::Prepared,
+    )>,
 );
 
 /// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reads the configuration file again
@@ -882,6 +1036,8 @@ async fn wait_for_stop(
                 // [dns] is read at start: the resolver in force answers the new rules.
                 let rbl_limit = shared.dns().map(|d| d.max_lookups);
                 let upstreams = shared.upstreams();
+                let tls_listeners = shared.tls_listeners().to_vec();
+                let acme = shared.acme().is_some();
                 let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
                     let cfg = Config::load(&path)?;
                     let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?;
@@ -890,11 +1046,32 @@ async fn wait_for_stop(
                     let pools = upstreams
                         .reload(&cfg)
                         .with_context(|| format!("{}", cfg.path.display()))?;
-                    Ok((waf, access, pools, cfg))
+                    // The certificates of each TLS listener that is still in the
+                    // file at the same address (a new or moved listener needs a
+                    // restart, and is reported as such below).
+                    let mut certs = Vec::new();
+                    for lc in tls_listeners {
+                        let Some(t) = cfg
+                            .listeners
+                            .iter()
+                            .find(|l| l.address == lc.address)
+                            .and_then(|l| l.tls.as_ref())
+                        else {
+                            continue;
+                        };
+                        let p = crate::tls::sni::ListenerCerts::prepare(t, acme)
+                            .with_context(|| format!("listener {}", lc.address))?;
+                        certs.push((lc, p));
+                    }
+                    Ok((waf, access, pools, cfg, certs))
                 })
                 .await;
                 match loaded {
-                    Ok(Ok((w, access, pools, cfg))) => {
+                    Ok(Ok((w, access, pools, cfg, certs))) => {
+                        let n_certs: usize = certs.iter().map(|(_, p)| p.certificates().count()).sum();
+                        for (lc, p) in certs {
+                            lc.apply(p);
+                        }
                         let pools = Arc::new(pools);
                         let old = shared.replace_upstreams(pools.clone());
                         old.retire(&pools);
@@ -918,7 +1095,7 @@ async fn wait_for_stop(
                             None => {}
                         }
                         tracing::info!(
-                            "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s)",
+                            "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s), {n_certs} listener certificate(s)",
                             w.rule_count(),
                             w.files().len(),
                             w.hash(),

@@ -9,6 +9,8 @@
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
 //! - [`server`]: listeners, TLS with ALPN, worker threads, connections per address.
+//! - [`tls`]: the listeners' certificates: chosen by SNI, replaced when their files
+//!   change, and obtained and renewed through ACME.
 //! - [`client_address`]: the client's real address behind trusted proxies: PROXY
 //!   protocol headers, and the `X-Forwarded-For` / `Forwarded` walk.
 //! - [`slots`]: `limits.connections`, and reclaiming waiting connections under
@@ -50,5 +52,6 @@ pub mod ratelimit;
 pub mod server;
 pub mod shaping;
 pub mod slots;
+pub mod tls;
 pub mod upstream;
 pub mod waf;
