@@ -290,18 +290,18 @@ impl RulesetBuilder {
                 };
                 let mut found = false;
                 for e in &mut self.entries {
-                    if let Entry::Rule(r) = e {
-                        if sel.selects(r) {
-                            found = true;
-                            if let Some(rep) = &replaced {
-                                r.targets.retain(|t| {
-                                    !rep.iter()
-                                        .any(|x| x.written.eq_ignore_ascii_case(&t.written))
-                                });
-                            }
-                            r.targets.extend(add.iter().cloned());
-                            r.exclusions.extend(excl.iter().cloned());
+                    if let Entry::Rule(r) = e
+                        && sel.selects(r)
+                    {
+                        found = true;
+                        if let Some(rep) = &replaced {
+                            r.targets.retain(|t| {
+                                !rep.iter()
+                                    .any(|x| x.written.eq_ignore_ascii_case(&t.written))
+                            });
                         }
+                        r.targets.extend(add.iter().cloned());
+                        r.exclusions.extend(excl.iter().cloned());
                     }
                 }
                 if !found {
@@ -551,11 +551,11 @@ impl RulesetBuilder {
                 return Err(e);
             }
         };
-        if let Some(id) = rule.id {
-            if !self.ids.insert(id) {
-                self.broken_chain = failed_chain(Some(rule.phase), Some(id));
-                return Err(LoadError::rule(span, Some(id), "duplicate rule id"));
-            }
+        if let Some(id) = rule.id
+            && !self.ids.insert(id)
+        {
+            self.broken_chain = failed_chain(Some(rule.phase), Some(id));
+            return Err(LoadError::rule(span, Some(id), "duplicate rule id"));
         }
         self.open_chain = opens;
         self.entries.push(Entry::Rule(Box::new(rule)));
@@ -919,23 +919,22 @@ impl RulesetBuilder {
             }
             _ => {}
         }
-        if argument.contains("%{") {
-            if let Ok(m) = Macro::parse(argument) {
-                if !m.is_literal() {
-                    // Check the operator exists and takes such an argument.
-                    let probe = Operator::compile(name, "0", &self.compile_context(span));
-                    if let Err(e) = probe {
-                        if e.reason.contains("unknown") {
-                            return Err(e.to_string());
-                        }
-                    }
-                    return Ok(RuleOperator::Dynamic {
-                        name: name.to_string(),
-                        argument: m,
-                        plain: crate::operators::PlainOperator::from_name(name),
-                    });
-                }
+        if argument.contains("%{")
+            && let Ok(m) = Macro::parse(argument)
+            && !m.is_literal()
+        {
+            // Check the operator exists and takes such an argument.
+            let probe = Operator::compile(name, "0", &self.compile_context(span));
+            if let Err(e) = probe
+                && e.reason.contains("unknown")
+            {
+                return Err(e.to_string());
             }
+            return Ok(RuleOperator::Dynamic {
+                name: name.to_string(),
+                argument: m,
+                plain: crate::operators::PlainOperator::from_name(name),
+            });
         }
         let reads_files = matches!(
             lname.as_str(),
@@ -1180,10 +1179,10 @@ fn parse_severity(v: &str) -> Result<u8, String> {
         "DEBUG",
     ];
     let v = v.trim();
-    if let Ok(n) = v.parse::<u8>() {
-        if n <= 7 {
-            return Ok(n);
-        }
+    if let Ok(n) = v.parse::<u8>()
+        && n <= 7
+    {
+        return Ok(n);
     }
     NAMES
         .iter()
