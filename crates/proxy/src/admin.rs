@@ -37,7 +37,8 @@ use tokio::sync::{Semaphore, watch};
 
 /// Facts about the build, fixed at compile time.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// `git rev-parse HEAD` at build time, or `unknown`.
+/// The git revision built: `PALISADE_GIT_REVISION` from the build's environment
+/// when set, else `git rev-parse HEAD` at build time, else `unknown` (build.rs).
 pub const GIT_REVISION: &str = env!("PALISADE_GIT_REVISION");
 /// Cargo's build profile (`debug` or `release`).
 pub const BUILD_PROFILE: &str = env!("PALISADE_BUILD_PROFILE");
@@ -650,6 +651,10 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(dns) = shared.dns() {
         crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
     }
+    crate::tls::sni::render_metrics(&mut out, shared.tls_listeners());
+    if let Some(acme) = shared.acme() {
+        acme.render_metrics(&mut out);
+    }
     out
 }
 
@@ -673,6 +678,8 @@ pub fn status_json(shared: &Shared) -> String {
         "connections_open": shared.metrics.connections_open.load(Ordering::Relaxed),
         "logs": shared.logs.stats().status(|k| shared.logs.enabled(k)),
         "reload": shared.reloads.status(),
+        "tls": shared.tls_listeners().iter().map(|l| l.status()).collect::<Vec<_>>(),
+        "acme": shared.acme().map(|a| a.status()),
     });
     let mut s = doc.to_string();
     s.push('\n');

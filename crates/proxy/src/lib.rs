@@ -3,10 +3,14 @@
 //! the same parts.
 //!
 //! Where things live:
+//! - [`cli`]: the command line (clap), its exit statuses and version, and the
+//!   completion scripts and manual page made from it.
 //! - [`app`]: the commands (`check`, `run`, `ctx`): runtime, listeners, signals,
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
 //! - [`server`]: listeners, TLS with ALPN, worker threads, connections per address.
+//! - [`tls`]: the listeners' certificates: chosen by SNI, replaced when their files
+//!   change, and obtained and renewed through ACME.
 //! - [`client_address`]: the client's real address behind trusted proxies: PROXY
 //!   protocol headers, and the `X-Forwarded-For` / `Forwarded` walk.
 //! - [`slots`]: `limits.connections`, and reclaiming waiting connections under
@@ -33,6 +37,7 @@ pub mod access;
 pub mod accounting;
 pub mod admin;
 pub mod app;
+pub mod cli;
 pub mod client_address;
 pub mod config;
 pub mod ctx;
@@ -51,5 +56,6 @@ pub mod reload;
 pub mod server;
 pub mod shaping;
 pub mod slots;
+pub mod tls;
 pub mod upstream;
 pub mod waf;

@@ -68,6 +68,11 @@ pub struct Shared {
     dns: Option<Arc<crate::dns::Dns>>,
     /// The trusted proxies and the forwarding header (`[client_address]`).
     client_address: ClientAddress,
+    /// The certificates of the TLS listeners (status, metrics, reloads).
+    tls_listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>,
+    /// The ACME manager, with `[acme]`: its HTTP-01 challenges are answered on
+    /// the plain listeners.
+    acme: Option<Arc<crate::tls::acme::Acme>>,
     id_seed: u64,
     /// Transaction counters, one per worker thread: worker `w` of `W` numbers its
     /// transactions `w`, `w + W`, `w + 2W`, ..., so numbers never repeat across
@@ -120,6 +125,8 @@ impl Shared {
             reloads: crate::reload::ReloadState::new(),
             dns: None,
             client_address: ClientAddress::default(),
+            tls_listeners: Vec::new(),
+            acme: None,
             id_seed: h.finish(),
             id_counters: vec![IdCounter::default()].into_boxed_slice(),
         }
@@ -204,6 +211,28 @@ impl Shared {
     pub fn with_client_address(mut self, client_address: ClientAddress) -> Self {
         self.client_address = client_address;
         self
+    }
+
+    /// Keeps the TLS listeners' certificates and the ACME manager for the
+    /// challenges, reloads, `/status` and `/metrics`.
+    pub fn with_tls(
+        mut self,
+        listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>,
+        acme: Option<Arc<crate::tls::acme::Acme>>,
+    ) -> Self {
+        self.tls_listeners = listeners;
+        self.acme = acme;
+        self
+    }
+
+    /// The certificates of the TLS listeners.
+    pub fn tls_listeners(&self) -> &[Arc<crate::tls::sni::ListenerCerts>] {
+        &self.tls_listeners
+    }
+
+    /// The ACME manager, with `[acme]`.
+    pub fn acme(&self) -> Option<&Arc<crate::tls::acme::Acme>> {
+        self.acme.as_ref()
     }
 
     /// The trusted proxies and the forwarding header (`[client_address]`).
