@@ -1,4 +1,9 @@
-//! Records the git revision and build profile for `/status`.
+//! Records the git revision and build profile, for `/status` and `palisade --version`
+//! (`PALISADE_GIT_REVISION`, `PALISADE_BUILD_PROFILE`).
+//!
+//! The revision is `PALISADE_GIT_REVISION` from the environment when it is set (a
+//! package built from a source archive, without `.git`), else `git rev-parse HEAD`,
+//! else `unknown`: a build outside a git checkout still builds, and says so.
 
 use std::process::Command;
 
@@ -12,7 +17,14 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    let rev = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rerun-if-env-changed=PALISADE_GIT_REVISION");
+    let given = std::env::var("PALISADE_GIT_REVISION")
+        .ok()
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty() && !r.contains(char::is_whitespace));
+    let rev = given
+        .or_else(|| git(&["rev-parse", "HEAD"]))
+        .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=PALISADE_GIT_REVISION={rev}");
     let profile = std::env::var("PROFILE").unwrap_or_else(|_| "unknown".to_owned());
     println!("cargo:rustc-env=PALISADE_BUILD_PROFILE={profile}");

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 /// The body of the `client_address` target.
 pub fn fuzz_client_address(data: &[u8]) {
     let mut input = Input::new(data);
-    if input.byte() % 2 == 0 {
+    if input.byte().is_multiple_of(2) {
         proxy_header(input.rest());
     } else {
         walk(input.rest());

@@ -349,7 +349,7 @@ mod tests {
 
     /// Requests answered with `status` so far (from the proxy's metrics).
     fn answered(status: u16) -> u64 {
-        let text = shared().metrics.render(&[], &[]);
+        let text = shared().metrics.render(&[]);
         let key = format!("palisade_requests_total{{status=\"{status}\",");
         text.lines()
             .filter(|l| l.starts_with(&key))

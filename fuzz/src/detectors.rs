@@ -38,7 +38,10 @@ pub fn fuzz_detectors(data: &[u8]) {
         }
     }
     if detect::sql::confirm(data) {
-        assert!(candidates.contains(Class::Sql), "sql: confirmed outside the candidates");
+        assert!(
+            candidates.contains(Class::Sql),
+            "sql: confirmed outside the candidates"
+        );
     }
 }
 
@@ -87,7 +90,11 @@ pub fn fuzz_inputs(data: &[u8]) {
     let cookie = input.until(0);
     let body = input.rest();
     let mut uri = b"/fuzz/segment?".to_vec();
-    uri.extend(query.iter().filter(|b| !matches!(b, b' ' | b'#' | b'\r' | b'\n')));
+    uri.extend(
+        query
+            .iter()
+            .filter(|b| !matches!(b, b' ' | b'#' | b'\r' | b'\n')),
+    );
     let mut tx = Transaction::new(input_ruleset(), TxContext::default());
     tx.set_request_line(b"POST", &uri, b"HTTP/1.1");
     tx.add_request_header(b"Host", b"fuzz.example");

@@ -126,14 +126,14 @@ async fn handle(state: &State, request: Request<Incoming>) -> Response<Full<Byte
         }
     };
 
-    if let Some(recorder) = &state.recorder {
-        if let Err(e) = recorder.append(&Record::new(&parts, &body)) {
-            eprintln!("albedo: {e}");
-            return text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot record the request",
-            );
-        }
+    if let Some(recorder) = &state.recorder
+        && let Err(e) = recorder.append(&Record::new(&parts, &body))
+    {
+        eprintln!("albedo: {e}");
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot record the request",
+        );
     }
 
     let response = route(&parts.method, parts.uri.path(), parts.uri.query(), &body);
@@ -224,10 +224,10 @@ fn reflect(body: &[u8]) -> Response<Full<Bytes>> {
         };
         headers.append(name, value);
     }
-    if let Some(sniffed) = sniffed {
-        if !headers.contains_key(CONTENT_TYPE) {
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static(sniffed));
-        }
+    if let Some(sniffed) = sniffed
+        && !headers.contains_key(CONTENT_TYPE)
+    {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(sniffed));
     }
     response
 }

@@ -31,7 +31,7 @@ fn findings(value: &[u8]) -> Vec<String> {
 
 fn unhex(line: &str) -> Option<Vec<u8>> {
     let t = line.trim().as_bytes();
-    if t.len() % 2 != 0 {
+    if !t.len().is_multiple_of(2) {
         return None;
     }
     t.chunks(2)

@@ -765,7 +765,7 @@ mod tests {
                 s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
                 value.push(alphabet[(s >> 33) as usize % alphabet.len()]);
             }
-            if seed % 3 == 0 {
+            if seed.is_multiple_of(3) {
                 value.splice(0..0, b"<a onclickx=".iter().copied());
             }
             if event_attribute_in_tokens(&value) {

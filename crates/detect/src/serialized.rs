@@ -123,10 +123,10 @@ pub fn scan(input: &[u8]) -> Option<Finding> {
     if let Some(at) = find_ci(s, 0, b"aced0005") {
         return found("Java serialization stream (hex)", at);
     }
-    if let Some(at) = memchr::memmem::find(s, b"rO0AB") {
-        if at == 0 || !s[at - 1].is_ascii_alphanumeric() {
-            return found("Java serialization stream (base64)", at);
-        }
+    if let Some(at) = memchr::memmem::find(s, b"rO0AB")
+        && (at == 0 || !s[at - 1].is_ascii_alphanumeric())
+    {
+        return found("Java serialization stream (base64)", at);
     }
     if let Some(at) = memchr::memmem::find(s, b"AAEAAAD/////") {
         return found(".NET BinaryFormatter stream (base64)", at);

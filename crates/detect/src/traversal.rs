@@ -346,14 +346,14 @@ fn normalise(input: &[u8]) -> Vec<u8> {
     while i < twice.len() {
         let b = twice[i];
         // Overlong encodings of `/` (2F), `.` (2E) and `\` (5C).
-        if b == 0xc0 || b == 0xc1 {
-            if let Some(&n) = twice.get(i + 1) {
-                let cp = ((b as u32 & 0x1f) << 6) | (n as u32 & 0x3f);
-                if matches!(cp, 0x2f | 0x2e | 0x5c) {
-                    out.push(if cp == 0x2e { b'.' } else { b'/' });
-                    i += 2;
-                    continue;
-                }
+        if (b == 0xc0 || b == 0xc1)
+            && let Some(&n) = twice.get(i + 1)
+        {
+            let cp = ((b as u32 & 0x1f) << 6) | (n as u32 & 0x3f);
+            if matches!(cp, 0x2f | 0x2e | 0x5c) {
+                out.push(if cp == 0x2e { b'.' } else { b'/' });
+                i += 2;
+                continue;
             }
         }
         if b == 0xe0

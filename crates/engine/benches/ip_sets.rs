@@ -38,7 +38,7 @@ fn rss_kib() -> u64 {
 fn entry(rng: &mut Rng, out: &mut String) {
     use std::fmt::Write as _;
     let r = rng.next();
-    if r % 4 != 0 {
+    if !r.is_multiple_of(4) {
         let a = Ipv4Addr::from(rng.next() as u32);
         if r % 8 < 4 {
             let _ = writeln!(out, "{a}");
@@ -47,7 +47,7 @@ fn entry(rng: &mut Rng, out: &mut String) {
         }
     } else {
         let a = Ipv6Addr::from(u128::from(rng.next()) << 64 | u128::from(rng.next()));
-        if r % 8 == 0 {
+        if r.is_multiple_of(8) {
             let _ = writeln!(out, "{a}");
         } else {
             let _ = writeln!(out, "{a}/{}", 16 + (r >> 8) % 112);

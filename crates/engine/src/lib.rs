@@ -50,7 +50,7 @@ pub use collections::{
     CollectionError, CollectionReader, MemoryStore, RecordKey, RecordWrite, StoredRecord, VarOp,
 };
 pub use config::{EngineConfig, RuleEngineMode};
-pub use error::LoadError;
+pub use error::{LoadError, LoadErrors};
 pub use intervention::{Intervention, InterventionKind};
 pub use lookups::{GeoDb, RblAnswer, RblFailure, RblResolver};
 pub use policy::{Policy, PolicyBuilder, PolicyError, PolicyLimits};

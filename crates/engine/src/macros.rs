@@ -34,26 +34,26 @@ impl Macro {
         let mut lit = Vec::new();
         let mut i = 0;
         while i < bytes.len() {
-            if bytes[i] == b'%' && bytes.get(i + 1) == Some(&b'{') {
-                if let Some(end) = bytes[i + 2..].iter().position(|&b| b == b'}') {
-                    let inner = &text[i + 2..i + 2 + end];
-                    let (name, key) = match inner.find(['.', ':']) {
-                        Some(p) => (&inner[..p], Some(&inner[p + 1..])),
-                        None => (inner, None),
-                    };
-                    let var = Var::from_name(name).ok_or_else(|| {
-                        format!("unknown variable {name:?} in macro %{{{inner}}}")
-                    })?;
-                    if !lit.is_empty() {
-                        parts.push(Part::Literal(std::mem::take(&mut lit)));
-                    }
-                    parts.push(Part::Var {
-                        var,
-                        key: key.map(|k| k.to_ascii_lowercase().into_bytes()),
-                    });
-                    i += end + 3;
-                    continue;
+            if bytes[i] == b'%'
+                && bytes.get(i + 1) == Some(&b'{')
+                && let Some(end) = bytes[i + 2..].iter().position(|&b| b == b'}')
+            {
+                let inner = &text[i + 2..i + 2 + end];
+                let (name, key) = match inner.find(['.', ':']) {
+                    Some(p) => (&inner[..p], Some(&inner[p + 1..])),
+                    None => (inner, None),
+                };
+                let var = Var::from_name(name)
+                    .ok_or_else(|| format!("unknown variable {name:?} in macro %{{{inner}}}"))?;
+                if !lit.is_empty() {
+                    parts.push(Part::Literal(std::mem::take(&mut lit)));
                 }
+                parts.push(Part::Var {
+                    var,
+                    key: key.map(|k| k.to_ascii_lowercase().into_bytes()),
+                });
+                i += end + 3;
+                continue;
             }
             lit.push(bytes[i]);
             i += 1;

@@ -121,10 +121,8 @@ fn build_request(input: &Value) -> Request {
         let urlencoded = headers.iter().any(|(k, v)| {
             k.eq_ignore_ascii_case(b"content-type") && v == b"application/x-www-form-urlencoded"
         });
-        if urlencoded {
-            if let Some(encoded) = go_form_encode(&body) {
-                body = encoded;
-            }
+        if urlencoded && let Some(encoded) = go_form_encode(&body) {
+            body = encoded;
         }
     }
     if headers.iter().any(|(k, v)| {
@@ -207,46 +205,46 @@ type Headers = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The albedo backend's answer to a request: 200, or what `/reflect` asks for.
 fn response(req: &Request) -> (u16, Headers, Vec<u8>) {
-    if req.uri.starts_with(b"/reflect") {
-        if let Ok(spec) = serde_json::from_slice::<serde_json::Value>(&req.body) {
-            let status = spec
-                .get("status")
-                .and_then(|s| s.as_u64())
-                .filter(|&s| s > 0)
-                .unwrap_or(200) as u16;
-            let mut headers = Vec::new();
-            if let Some(h) = spec.get("headers").and_then(|h| h.as_object()) {
-                for (k, v) in h {
-                    headers.push((
-                        k.as_bytes().to_vec(),
-                        v.as_str().unwrap_or("").as_bytes().to_vec(),
-                    ));
-                }
-            }
-            let mut body = spec
-                .get("body")
-                .and_then(|b| b.as_str())
-                .unwrap_or("")
-                .as_bytes()
-                .to_vec();
-            if body.is_empty() {
-                if let Some(e) = spec.get("encodedBody").and_then(|b| b.as_str()) {
-                    body = base64::engine::general_purpose::STANDARD
-                        .decode(e)
-                        .unwrap_or_default();
-                }
-            }
-            if !headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case(b"content-type"))
-            {
+    if req.uri.starts_with(b"/reflect")
+        && let Ok(spec) = serde_json::from_slice::<serde_json::Value>(&req.body)
+    {
+        let status = spec
+            .get("status")
+            .and_then(|s| s.as_u64())
+            .filter(|&s| s > 0)
+            .unwrap_or(200) as u16;
+        let mut headers = Vec::new();
+        if let Some(h) = spec.get("headers").and_then(|h| h.as_object()) {
+            for (k, v) in h {
                 headers.push((
-                    b"Content-Type".to_vec(),
-                    b"text/plain; charset=utf-8".to_vec(),
+                    k.as_bytes().to_vec(),
+                    v.as_str().unwrap_or("").as_bytes().to_vec(),
                 ));
             }
-            return (status, headers, body);
         }
+        let mut body = spec
+            .get("body")
+            .and_then(|b| b.as_str())
+            .unwrap_or("")
+            .as_bytes()
+            .to_vec();
+        if body.is_empty()
+            && let Some(e) = spec.get("encodedBody").and_then(|b| b.as_str())
+        {
+            body = base64::engine::general_purpose::STANDARD
+                .decode(e)
+                .unwrap_or_default();
+        }
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(b"content-type"))
+        {
+            headers.push((
+                b"Content-Type".to_vec(),
+                b"text/plain; charset=utf-8".to_vec(),
+            ));
+        }
+        return (status, headers, body);
     }
     (
         200,
@@ -359,10 +357,10 @@ fn crs_regression_suite_through_the_engine() {
                     let missing: Vec<_> = expect.iter().filter(|i| !got.contains(i)).collect();
                     let unwanted: Vec<_> = forbid.iter().filter(|i| got.contains(i)).collect();
                     let mut regex_fail = false;
-                    if let Some(re) = log.and_then(|l| l.get("match_regex")).and_then(text) {
-                        if let Ok(re) = regex::Regex::new(&re) {
-                            regex_fail |= !lines.iter().any(|l| re.is_match(l));
-                        }
+                    if let Some(re) = log.and_then(|l| l.get("match_regex")).and_then(text)
+                        && let Ok(re) = regex::Regex::new(&re)
+                    {
+                        regex_fail |= !lines.iter().any(|l| re.is_match(l));
                     }
                     if !missing.is_empty() || !unwanted.is_empty() || regex_fail {
                         ok = false;

@@ -1,6 +1,7 @@
 //! The admin listener: `GET /metrics` (Prometheus text) and `GET /status` (JSON),
-//! open to whoever reaches the listener; and `/ctx`, the persistent collections
-//! (the operations of `palisade ctx` over HTTP), which ask for a bearer token.
+//! open to whoever reaches the listener; `/ctx`, the persistent collections (the
+//! operations of `palisade ctx` over HTTP), `GET /top` and `POST /reload` (the
+//! reload SIGHUP does, answered with its outcome), which ask for a bearer token.
 //!
 //! `/ctx` endpoints (`COLL` is IP, GLOBAL, SESSION, USER or RESOURCE; `KEY` and
 //! `VAR` are percent-encoded; `?app=` picks a `SecWebAppId`, `default` otherwise):
@@ -13,12 +14,14 @@
 //! - `POST /ctx/import`: JSON lines in the body, all or nothing.
 //!
 //! Without a token configured (`admin.token_file`, or `PALISADE_ADMIN_TOKEN`) every
-//! `/ctx` request is refused with 403; with one, a request without the right
-//! `Authorization: Bearer` is refused with 401 before its body is read.
+//! `/ctx`, `/top` and `/reload` request is refused with 403; with one, a request
+//! without the right `Authorization: Bearer` is refused with 401 before its body is
+//! read.
 
 use crate::config::AdminConfig;
 use crate::ctx::{self, CtxError};
 use crate::exchange::Shared;
+use crate::reload::{ReloadError, ReloadHandle};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
@@ -27,14 +30,15 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use store::StoreError;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 /// Facts about the build, fixed at compile time.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// `git rev-parse HEAD` at build time, or `unknown`.
+/// The git revision built: `PALISADE_GIT_REVISION` from the build's environment
+/// when set, else `git rev-parse HEAD` at build time, else `unknown` (build.rs).
 pub const GIT_REVISION: &str = env!("PALISADE_GIT_REVISION");
 /// Cargo's build profile (`debug` or `release`).
 pub const BUILD_PROFILE: &str = env!("PALISADE_BUILD_PROFILE");
@@ -43,12 +47,14 @@ pub const BUILD_PROFILE: &str = env!("PALISADE_BUILD_PROFILE");
 /// `cfg.timeout` (a client that sends its head slowly, or keeps the connection
 /// open, is cut off then), and at most `cfg.connections` are open at once. Each
 /// request is checked against the token in force when it arrives (`token` is
-/// replaced by a SIGHUP reload).
+/// replaced by a reload). `POST /reload` asks the main loop for a reload through
+/// `reloads`.
 pub async fn serve(
     listener: TcpListener,
     cfg: AdminConfig,
     token: TokenCell,
     shared: Arc<Shared>,
+    reloads: ReloadHandle,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(cfg.connections.max(1)));
@@ -74,20 +80,36 @@ pub async fn serve(
         let shared = shared.clone();
         let limit = cfg.timeout;
         let token = token.clone();
+        let reloads = reloads.clone();
         let max_body = cfg.max_body_bytes;
         tokio::spawn(async move {
             let _permit = permit;
+            // While a reload this connection asked for runs, the connection
+            // outlives `limit`; once it has ended, the answer gets `limit` more.
+            let reloading = Arc::new(AtomicU8::new(IDLE));
+            let busy = reloading.clone();
             let svc = service_fn(move |req| {
                 let shared = shared.clone();
                 let token = token.current();
-                async move { Ok::<_, Infallible>(route(&shared, &token, max_body, req).await) }
+                let reload = ReloadAccess {
+                    handle: reloads.clone(),
+                    running: reloading.clone(),
+                };
+                async move { Ok::<_, Infallible>(route(&shared, &token, &reload, max_body, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limit)
                 .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), svc);
-            let _ = tokio::time::timeout(limit, conn).await;
+            tokio::pin!(conn);
+            while tokio::time::timeout(limit, &mut conn).await.is_err() {
+                match busy.load(Ordering::Relaxed) {
+                    RELOADING => {}
+                    RELOADED => busy.store(IDLE, Ordering::Relaxed),
+                    _ => break,
+                }
+            }
         });
     }
 }
@@ -207,15 +229,42 @@ impl AdminToken {
     }
 }
 
+/// A connection's reload state: none asked for (or its answer had its time).
+const IDLE: u8 = 0;
+/// A reload this connection asked for runs.
+const RELOADING: u8 = 1;
+/// That reload has ended: its answer is being sent.
+const RELOADED: u8 = 2;
+
+/// What a connection needs to ask for a reload: the main loop's queue, and the
+/// state that keeps the connection open past `admin.timeout` while its reload runs.
+struct ReloadAccess {
+    handle: ReloadHandle,
+    running: Arc<AtomicU8>,
+}
+
+/// Marks the connection's reload as ended when its wait ends, answered or not.
+struct Running<'a>(&'a AtomicU8);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(RELOADED, Ordering::Relaxed);
+    }
+}
+
 async fn route(
     shared: &Arc<Shared>,
     token: &AdminToken,
+    reloads: &ReloadAccess,
     max_body: usize,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     if path == "/ctx" || path.starts_with("/ctx/") {
         return ctx_route(shared, token, max_body, req).await;
+    }
+    if path == "/reload" {
+        return reload_route(token, reloads, &req).await;
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(
@@ -234,7 +283,7 @@ async fn route(
         "/top" => refusal(token, &req).unwrap_or_else(|| top_json(shared, req.uri().query())),
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics, /status, /top or /ctx\n".into(),
+            "not found: try /metrics, /status, /top, /reload or /ctx\n".into(),
             "text/plain",
         ),
     }
@@ -319,14 +368,14 @@ fn ctx_error_status(e: &CtxError) -> StatusCode {
     }
 }
 
-/// Checks the bearer token of a request to `/ctx` or `/top` (endpoints that change
-/// state or show client addresses): 403 when no token is configured, 401 without
+/// Checks the bearer token of a request to `/ctx`, `/top` or `/reload` (endpoints
+/// that change state or show client addresses): 403 when no token is configured, 401 without
 /// the right one. `None`: the request may go on.
 fn refusal<B>(token: &AdminToken, req: &Request<B>) -> Option<Response<Full<Bytes>>> {
     if !token.is_set() {
         return Some(json_error(
             StatusCode::FORBIDDEN,
-            "the /ctx and /top endpoints are off: no admin token is configured (set admin.token_file, or PALISADE_ADMIN_TOKEN in the environment)",
+            "the /ctx, /top and /reload endpoints are off: no admin token is configured (set admin.token_file, or PALISADE_ADMIN_TOKEN in the environment)",
         ));
     }
     if !token.accepts(req.headers().get(header::AUTHORIZATION)) {
@@ -389,6 +438,47 @@ fn top_json(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
     .to_string();
     body.push('\n');
     text(StatusCode::OK, body, "application/json")
+}
+
+/// `POST /reload`: the reload SIGHUP does, run by the main loop (one at a time, after
+/// any already asked for), answered once it has ended, even past `admin.timeout`:
+/// 200 with the outcome when the new configuration is in force, 422 with the error
+/// when it failed and the configuration in force stayed (both JSON, as in
+/// `/status`); 503 when the proxy is shutting down or reloads already queue.
+async fn reload_route<B>(
+    token: &AdminToken,
+    reloads: &ReloadAccess,
+    req: &Request<B>,
+) -> Response<Full<Bytes>> {
+    if let Some(refused) = refusal(token, req) {
+        return refused;
+    }
+    if req.method() != Method::POST {
+        let mut r = json_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST /reload reloads the configuration",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+        return r;
+    }
+    reloads.running.store(RELOADING, Ordering::Relaxed);
+    let _running = Running(&reloads.running);
+    match reloads.handle.reload().await {
+        Ok(outcome) => {
+            let status = if outcome.is_ok() {
+                StatusCode::OK
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            let mut body = outcome.to_json().to_string();
+            body.push('\n');
+            text(status, body, "application/json")
+        }
+        Err(e @ (ReloadError::ShuttingDown | ReloadError::Busy(_))) => {
+            json_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
+        }
+    }
 }
 
 async fn ctx_route(
@@ -545,6 +635,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         ),
     ];
     let mut out = shared.metrics.render(&extra);
+    shared.reloads.render(&mut out);
     shared.logs.stats().render(&mut out);
     shared.workers.render(&mut out);
     shared.slots.render(&mut out);
@@ -559,6 +650,10 @@ pub fn metrics_text(shared: &Shared) -> String {
     crate::metrics::render_upstreams(&mut out, &shared.upstreams().server_states());
     if let Some(dns) = shared.dns() {
         crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
+    }
+    crate::tls::sni::render_metrics(&mut out, shared.tls_listeners());
+    if let Some(acme) = shared.acme() {
+        acme.render_metrics(&mut out);
     }
     out
 }
@@ -583,6 +678,9 @@ pub fn status_json(shared: &Shared) -> String {
         },
         "connections_open": shared.metrics.connections_open.load(Ordering::Relaxed),
         "logs": shared.logs.stats().status(|k| shared.logs.enabled(k)),
+        "reload": shared.reloads.status(),
+        "tls": shared.tls_listeners().iter().map(|l| l.status()).collect::<Vec<_>>(),
+        "acme": shared.acme().map(|a| a.status()),
     });
     let mut s = doc.to_string();
     s.push('\n');

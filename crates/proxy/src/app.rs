@@ -1,15 +1,101 @@
 //! The `palisade` commands as library functions: `check` loads a configuration and
-//! its rules and reports, like `nginx -t`; `run` serves until SIGTERM or SIGINT
-//! (runtime, listeners, admin API, SIGHUP reloads, graceful drain); `ctx` reads and
+//! its rules and reports every error, like `nginx -t`; `run` serves until SIGTERM or
+//! SIGINT (runtime, listeners, admin API, reloads on SIGHUP or `POST /reload`, log
+//! files reopened on SIGUSR1, systemd notifications, graceful drain); `ctx` reads and
 //! writes the persistent collections of a store, while the proxy runs or not.
 
 use crate::config::{Config, StoreSection};
 use crate::ctx::{CtxArgs, CtxCommand};
-use crate::{access, admin, ctx, exchange, logs, metrics, server, upstream, waf};
+use crate::reload::{Outcome, ReloadHandle, ReloadRequest, Trigger};
+use crate::{access, admin, ctx, exchange, logs, metrics, notify, server, upstream, waf};
 use anyhow::Context as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How many errors `check` prints (each error of the rules and each refusal of
+/// the configuration counts as one); the others are counted.
+pub const MAX_REPORTED_ERRORS: usize = crate::waf::MAX_LOAD_ERRORS;
+
+/// Errors found together, in the order found: the first [`MAX_REPORTED_ERRORS`]
+/// listed, the others counted. Displays one error per line, then
+/// `and N more error(s)` when some were only counted.
+#[derive(Debug, Default)]
+pub struct ErrorList {
+    listed: Vec<String>,
+    total: usize,
+}
+
+impl ErrorList {
+    /// Adds an error (with its causes, on one line).
+    pub fn push(&mut self, e: impl std::fmt::Display) {
+        self.total += 1;
+        if self.listed.len() < MAX_REPORTED_ERRORS {
+            self.listed.push(format!("{e:#}"));
+        }
+    }
+
+    /// Adds every error of a rule set load: those it lists and those it counted.
+    pub fn push_rules(&mut self, e: &waf::WafLoadError) {
+        for one in e.errors() {
+            self.push(one);
+        }
+        self.total += e.total().saturating_sub(e.errors().len());
+    }
+
+    /// Adds every error of another list: those it lists and those it counted.
+    pub fn append(&mut self, other: ErrorList) {
+        let counted = other.total - other.listed.len();
+        for one in other.listed {
+            self.push(one);
+        }
+        self.total += counted;
+    }
+
+    /// The errors listed, in the order found.
+    pub fn listed(&self) -> &[String] {
+        &self.listed
+    }
+
+    /// How many errors were found, listed or not.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// True when no error was found.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Keeps the error of `r`, if any, and gives its value otherwise.
+    fn keep<T>(&mut self, r: anyhow::Result<T>) -> Option<T> {
+        r.map_err(|e| self.push(e)).ok()
+    }
+}
+
+impl std::fmt::Display for ErrorList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.listed.join("\n"))?;
+        let more = self.total - self.listed.len();
+        if more > 0 {
+            write!(f, "\nand {more} more error(s)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ErrorList {}
+
+/// `palisade check` found errors. Displays them, one per line (see
+/// [`ErrorList`]), then `configuration file FILE test failed: N error(s)`.
+#[derive(Debug, thiserror::Error)]
+#[error("{errors}\nconfiguration file {} test failed: {} error(s)", path.display(), errors.total())]
+pub struct CheckFailed {
+    /// The configuration file checked.
+    pub path: PathBuf,
+    /// What was wrong.
+    pub errors: ErrorList,
+}
 
 /// What [`validate`] loaded and built on the way, for `run` to use as it is.
 struct Validated {
@@ -24,70 +110,122 @@ struct Validated {
 /// without creating anything: every listener's TLS files, the access lists, the
 /// upstream pools, the admin token, the log files, the rate limits and shapes,
 /// and the store's and the sync's settings. `check` and `run` both call it (`run`
-/// then uses what it built), so `check` refuses whatever `run` would. Left to
-/// `run`: binding the listening addresses (a running Palisade holds them),
-/// connecting to Redis, and LMDB's own checks of the store's files.
-fn validate(cfg: &Config, waf: &waf::Waf) -> anyhow::Result<Validated> {
+/// then uses what it built), so `check` refuses whatever `run` would. Each is
+/// checked whatever the others gave, and every refusal is returned. `waf` gives
+/// the log files the rules name (`None`: the rules did not load, and only the
+/// configuration's log files are checked). Left to `run`: binding the listening
+/// addresses (a running Palisade holds them), connecting to Redis, and LMDB's own
+/// checks of the store's files.
+fn validate(cfg: &Config, waf: Option<&waf::Waf>) -> Result<Validated, ErrorList> {
+    let mut errors = ErrorList::default();
     for l in &cfg.listeners {
         if let Some(t) = &l.tls {
-            server::tls_config(t, l.http2).with_context(|| format!("listener {}", l.address))?;
+            errors.keep(
+                crate::tls::sni::ListenerCerts::prepare(t, cfg.acme.is_some())
+                    .with_context(|| format!("listener {}", l.address)),
+            );
         }
     }
-    let access = load_access(cfg)?;
-    upstream::Upstreams::build(cfg, &Arc::new(crate::metrics::Metrics::new()), None, None)
-        .with_context(|| format!("{}", cfg.path.display()))?;
-    let token = match &cfg.admin {
-        Some(a) => admin::AdminToken::load(a).context("[admin] token")?,
-        None => admin::AdminToken::none(),
-    };
+    if let Some(a) = &cfg.acme {
+        errors.keep(crate::tls::acme::check(a).context("[acme]"));
+    }
+    let access = errors.keep(load_access(cfg));
+    errors.keep(
+        upstream::Upstreams::build(cfg, &Arc::new(crate::metrics::Metrics::new()), None, None)
+            .with_context(|| format!("{}", cfg.path.display())),
+    );
+    let token = errors.keep(match &cfg.admin {
+        Some(a) => admin::AdminToken::load(a).context("[admin] token"),
+        None => Ok(admin::AdminToken::none()),
+    });
     let log_targets = logs::LogTargets {
         error: cfg.logs.error_log.clone(),
         access: cfg.logs.access_log.clone(),
-        audit: cfg.logs.audit_log.clone().or_else(|| waf.audit_log_path()),
-        audit_files: waf.audit_concurrent(),
-        debug: waf.debug_log_path(),
+        audit: cfg
+            .logs
+            .audit_log
+            .clone()
+            .or_else(|| waf.and_then(waf::Waf::audit_log_path)),
+        audit_files: waf.is_some_and(waf::Waf::audit_concurrent),
+        debug: waf.and_then(waf::Waf::debug_log_path),
     };
-    log_targets.check().context("opening log files")?;
-    let rate_limits = cfg
-        .rate_limits
-        .iter()
-        .map(crate::ratelimit::RateLimiter::new)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("[[rate_limit]]: {e}"))?;
-    let shapes = cfg
-        .shapes
-        .iter()
-        .map(crate::shaping::Shaper::new)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("[[shape]]: {e}"))?;
-    store_config(&cfg.store)
-        .validate()
-        .with_context(|| store_error_context(&cfg.store))?;
-    if let Some(s) = &cfg.sync {
-        sync_config(s)
+    errors.keep(log_targets.check().context("opening log files"));
+    let rate_limits = errors.keep(
+        cfg.rate_limits
+            .iter()
+            .map(crate::ratelimit::RateLimiter::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("[[rate_limit]]: {e}")),
+    );
+    let shapes = errors.keep(
+        cfg.shapes
+            .iter()
+            .map(crate::shaping::Shaper::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("[[shape]]: {e}")),
+    );
+    errors.keep(
+        store_config(&cfg.store)
             .validate()
-            .with_context(|| format!("[sync] {}", s.redis))?;
+            .with_context(|| store_error_context(&cfg.store)),
+    );
+    if let Some(s) = &cfg.sync {
+        errors.keep(
+            sync_config(s)
+                .validate()
+                .with_context(|| format!("[sync] {}", s.redis)),
+        );
     }
-    Ok(Validated {
-        access,
-        token,
-        log_targets,
-        rate_limits,
-        shapes,
-    })
+    match (access, token, rate_limits, shapes) {
+        (Some(access), Some(token), Some(rate_limits), Some(shapes)) if errors.is_empty() => {
+            Ok(Validated {
+                access,
+                token,
+                log_targets,
+                rate_limits,
+                shapes,
+            })
+        }
+        _ => Err(errors),
+    }
 }
 
 /// Loads the configuration at `path` and every rule it names, checks everything
-/// `run` would refuse (see [`validate`]), and prints a summary; the first error
-/// names its file and line.
+/// `run` would refuse (see [`validate`]), and prints a summary. On errors, returns
+/// [`CheckFailed`] with every one found, each naming its file and line: the rules'
+/// (up to [`MAX_REPORTED_ERRORS`], then counted) and the configuration's refusals
+/// alike. A configuration file that cannot be read or parsed is one error: nothing
+/// else can be checked without it.
 pub fn check(path: &Path) -> anyhow::Result<()> {
-    let cfg = Config::load(path)?;
+    let mut errors = ErrorList::default();
+    let cfg = match Config::load(path) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            errors.push(e);
+            return Err(check_failed(path, errors));
+        }
+    };
     let (dns_config, dns_error) = dns_setup(&cfg);
     let rbl_limit = dns_config
         .as_ref()
         .map(|_| cfg.dns.max_lookups_per_transaction);
-    let waf = load_waf(&cfg, rbl_limit)?;
-    let Validated { access, .. } = validate(&cfg, &waf)?;
+    let waf = match load_waf(&cfg, rbl_limit) {
+        Ok(waf) => Some(waf),
+        Err(e) => {
+            errors.push_rules(&e);
+            None
+        }
+    };
+    let access = match validate(&cfg, waf.as_ref()) {
+        Ok(Validated { access, .. }) => access,
+        Err(refused) => {
+            errors.append(refused);
+            None
+        }
+    };
+    let Some(waf) = waf.filter(|_| errors.is_empty()) else {
+        return Err(check_failed(path, errors));
+    };
     let p = waf.rules_per_phase();
     println!("palisade: configuration file {} is ok", path.display());
     println!(
@@ -105,6 +243,47 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             "palisade: access lists: {} network(s), {} KiB",
             a.len(),
             a.heap_bytes() / 1024
+        );
+    }
+    for l in &cfg.listeners {
+        let Some(t) = &l.tls else { continue };
+        let p = crate::tls::sni::ListenerCerts::prepare(t, cfg.acme.is_some())?;
+        let names: Vec<String> = p
+            .certificates()
+            .map(|c| {
+                if c.names.is_empty() {
+                    "(no DNS name)".to_owned()
+                } else {
+                    c.names.join(" ")
+                }
+            })
+            .collect();
+        println!(
+            "palisade: listener {}: {} certificate(s){}{}",
+            l.address,
+            names.len(),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(": {} (default: the first)", names.join(", "))
+            },
+            if t.acme && cfg.acme.is_some() {
+                ", and the [acme] certificates"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(a) = &cfg.acme {
+        println!(
+            "palisade: acme: {} name(s) from {} ({}), state in {}",
+            a.names.len(),
+            a.directory,
+            match a.challenge {
+                crate::config::AcmeChallenge::Http01 => "http-01",
+                crate::config::AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+            },
+            a.state_dir.display()
         );
     }
     let ca = &cfg.client_address;
@@ -164,7 +343,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
 
 /// Loads the rules of `cfg` and compiles its sites over them: the rule set once,
 /// each site's own rules into a small overlay.
-fn load_waf(cfg: &Config, rbl_limit: Option<usize>) -> anyhow::Result<waf::Waf> {
+fn load_waf(cfg: &Config, rbl_limit: Option<usize>) -> Result<waf::Waf, waf::WafLoadError> {
     let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?.with_sites(
         &cfg.sites,
         &cfg.path,
@@ -201,6 +380,15 @@ fn site_summaries(waf: &waf::Waf) -> Vec<String> {
             ))
         })
         .collect()
+}
+
+/// The error `check` returns for `errors`.
+fn check_failed(path: &Path, errors: ErrorList) -> anyhow::Error {
+    CheckFailed {
+        path: path.to_path_buf(),
+        errors,
+    }
+    .into()
 }
 
 /// The name servers of `[dns]` (`None` when lookups are off), and why they could
@@ -268,7 +456,7 @@ fn sync_config(s: &crate::config::SyncSection) -> store::sync::SyncConfig {
 
 /// `palisade ctx`: carries out one operation on the store named by `--config`'s
 /// `[store]`, by `--store`, or at the default path. Returns false when `get` or
-/// `del` found nothing (the command then exits 1).
+/// `del` found nothing (the command then exits 3, [`crate::cli::Exit::NotFound`]).
 pub fn ctx(args: CtxArgs) -> anyhow::Result<bool> {
     let section = match (&args.config, &args.store) {
         (Some(c), _) => Config::load(c)?.store,
@@ -410,10 +598,23 @@ fn init_tracing(level: &str) {
 }
 
 /// Serves with the configuration at `path` until SIGTERM or SIGINT, then drains
-/// the requests in flight for `server.grace_period`.
+/// the requests in flight for `server.grace_period`. Under systemd (`Type=notify`,
+/// `NOTIFY_SOCKET` set) it reports readiness once the listeners are bound and the
+/// rules loaded, reloads, shutdown, and sends watchdog pings while healthy (see
+/// [`notify`]).
 pub fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
     init_tracing(&cfg.logs.level);
+    // The main thread's runtime carries the signals, the admin API, reloads and
+    // housekeeping; client connections run on the worker threads started in `serve`.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let signals = {
+        let _in_runtime = rt.enter();
+        Signals::install()?
+    };
     let (dns_config, dns_error) = dns_setup(&cfg);
     let rbl_limit = dns_config
         .as_ref()
@@ -437,7 +638,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     for w in waf.site_warnings() {
         tracing::warn!("{w}");
     }
-    let validated = validate(&cfg, &waf)?;
+    let validated = validate(&cfg, Some(&waf))?;
     let (log_tx, writer) =
         logs::LogWriter::start(&validated.log_targets, cfg.logs.channel_capacity)
             .context("opening log files")?;
@@ -470,20 +671,14 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         store_config(&cfg.store).path.display(),
         cfg.store.map_size
     );
-    // The main thread's runtime carries the signals, the admin API, reloads and
-    // housekeeping; client connections run on the worker threads started in `serve`.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
     let result = rt.block_on(serve(
         cfg,
         waf,
         validated,
         log_tx,
-        store.clone(),
-        sync,
+        (store.clone(), sync),
         dns_config,
+        signals,
     ));
     rt.shutdown_timeout(Duration::from_millis(500));
     // What the last requests wrote is committed before the process exits.
@@ -494,14 +689,34 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     result
 }
 
+/// SIGHUP and SIGUSR1, caught from before the rules are compiled: a reload or a log
+/// rotation asked for while Palisade starts must not end it (their default action),
+/// and is carried out once it serves. SIGTERM and SIGINT keep their default action
+/// until then, so that a start can be stopped at once.
+struct Signals {
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; must run inside the main runtime.
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
+            usr1: signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?,
+        })
+    }
+}
+
 async fn serve(
     cfg: Config,
     waf: Arc<waf::Waf>,
     validated: Validated,
     log_tx: logs::LogSender,
-    store: store::Store,
-    sync: Option<store::sync::Sync>,
+    (store, sync): (store::Store, Option<store::sync::Sync>),
     dns_config: Option<hickory_resolver::config::ResolverConfig>,
+    signals: Signals,
 ) -> anyhow::Result<()> {
     let Validated {
         access,
@@ -511,6 +726,8 @@ async fn serve(
         ..
     } = validated;
     use tokio::sync::{mpsc, watch};
+    // systemd's notification socket, if started by a unit of Type=notify.
+    let notifier = Arc::new(notify::Notifier::from_env());
     let token = admin::TokenCell::new(token);
     let dns = match dns_config.map(|c| crate::dns::Dns::start(&cfg.dns, c)) {
         Some(Ok(d)) => Some(Arc::new(d)),
@@ -522,10 +739,15 @@ async fn serve(
     };
 
     let workers = server::worker_count(cfg.server.worker_threads);
-    let mut bound = Vec::new();
-    for l in &cfg.listeners {
-        bound.push(server::bind(l, workers)?);
-    }
+    // Certificates already in the ACME state directory are served from the start;
+    // the missing ones are ordered in the background once the listeners run.
+    let acme = match &cfg.acme {
+        Some(a) => {
+            Some(crate::tls::acme::Acme::new(a, workers, Some(log_tx.clone())).context("[acme]")?)
+        }
+        None => None,
+    };
+    let (tls_listeners, bound) = bind_listeners(&cfg, workers, acme.as_ref())?;
     let admin_listener = match &cfg.admin {
         Some(a) => Some(
             tokio::net::TcpListener::bind(a.address)
@@ -560,6 +782,7 @@ async fn serve(
         .with_shapes(shapes)
         .with_dns(dns)
         .with_client_address(client_address)
+        .with_tls(tls_listeners, acme.clone())
         .with_workers(workers),
     );
     if let Some(a) = &access {
@@ -575,6 +798,7 @@ async fn serve(
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let mut per_worker: Vec<Vec<server::WorkerListener>> =
         (0..workers).map(|_| Vec::new()).collect();
+    let listeners = bound.len();
     for b in bound {
         tracing::info!(
             "listening on {} ({}, {workers} worker thread(s))",
@@ -593,11 +817,16 @@ async fn serve(
             per_worker[w].push(l);
         }
     }
+    // Kept only when systemd's watchdog is on (WatchdogSec=).
+    let heartbeats = notifier
+        .watchdog()
+        .map(|_| notify::Heartbeats::new(workers));
     let ctx = server::WorkerContext {
         shared: shared.clone(),
         shutdown: stop_rx.clone(),
         exit: exit_rx,
         alive: alive_tx.clone(),
+        heartbeats: heartbeats.clone(),
     };
     let mut threads = Vec::new();
     for (w, listeners) in per_worker.into_iter().enumerate() {
@@ -613,11 +842,12 @@ async fn serve(
         threads.push(t);
     }
     drop(ctx);
+    let (reload_handle, reload_rx) = ReloadHandle::channel();
     if let (Some(l), Some(a)) = (admin_listener, &cfg.admin) {
         tracing::info!("admin API on {}", l.local_addr()?);
         if !token.current().is_set() {
             tracing::info!(
-                "no admin token (admin.token_file or {}): the /ctx and /top endpoints are off",
+                "no admin token (admin.token_file or {}): the /ctx, /top and /reload endpoints are off",
                 admin::TOKEN_ENV
             );
         }
@@ -626,8 +856,13 @@ async fn serve(
             a.clone(),
             token.clone(),
             shared.clone(),
+            reload_handle.clone(),
             stop_rx.clone(),
         ));
+    }
+    drop(reload_handle);
+    if let Some(h) = heartbeats {
+        tokio::spawn(notify::watchdog(notifier.clone(), h, stop_rx.clone()));
     }
     {
         let shared = shared.clone();
@@ -655,7 +890,28 @@ async fn serve(
         });
     }
 
-    wait_for_stop(&cfg, &shared, &token).await?;
+    tokio::spawn(watch_certificates(shared.clone(), stop_rx.clone()));
+    if let Some(a) = acme {
+        tokio::spawn(a.run(stop_rx.clone()));
+    }
+
+    // The listeners are bound (connections queue until the workers accept them),
+    // the rules loaded and the admin API up: ready.
+    notifier.ready(&serving_status(&shared, listeners));
+    if notifier.is_enabled() {
+        tracing::info!(
+            "told the service manager: ready{}",
+            match notifier.watchdog() {
+                Some(w) => format!("; watchdog pings every {:?}", w / 2),
+                None => String::new(),
+            }
+        );
+    }
+    wait_for_stop(
+        &cfg, &shared, &token, &notifier, listeners, signals, reload_rx,
+    )
+    .await?;
+    notifier.stopping();
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
         cfg.server.grace_period
@@ -682,6 +938,79 @@ async fn serve(
     Ok(())
 }
 
+/// Loads every TLS listener's certificates and binds every listener.
+fn bind_listeners(
+    cfg: &Config,
+    workers: usize,
+    acme: Option<&Arc<crate::tls::acme::Acme>>,
+) -> anyhow::Result<(Vec<Arc<crate::tls::sni::ListenerCerts>>, Vec<server::Bound>)> {
+    use crate::tls::sni::{ListenerCerts, Resolver};
+    let mut tls_listeners = Vec::new();
+    let mut bound = Vec::new();
+    for l in &cfg.listeners {
+        let acceptor = match &l.tls {
+            Some(t) => {
+                let certs = ListenerCerts::load(l.address, t, acme.cloned(), workers)
+                    .with_context(|| format!("listener {}", l.address))?;
+                let acme_alpn = t.acme
+                    && acme
+                        .is_some_and(|a| a.challenge() == crate::config::AcmeChallenge::TlsAlpn01);
+                let sc = crate::tls::server_config(
+                    t,
+                    l.http2,
+                    Arc::new(Resolver(certs.clone())),
+                    acme_alpn,
+                )
+                .with_context(|| format!("listener {}: TLS", l.address))?;
+                tls_listeners.push(certs);
+                Some(tokio_rustls::TlsAcceptor::from(Arc::new(sc)))
+            }
+            None => None,
+        };
+        bound.push(server::bind(l, workers, acceptor)?);
+    }
+    Ok((tls_listeners, bound))
+}
+
+/// Checks the TLS listeners' certificate files every `tls.watch_interval` (off
+/// the event loop) and logs what changed, until shutdown.
+async fn watch_certificates(
+    shared: Arc<exchange::Shared>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let listeners = shared.tls_listeners().to_vec();
+    if listeners.is_empty() {
+        return;
+    }
+    let mut last: Vec<tokio::time::Instant> = vec![tokio::time::Instant::now(); listeners.len()];
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = server::stopped(&mut stop) => return,
+        }
+        for (l, at) in listeners.iter().zip(last.iter_mut()) {
+            let every = l.watch_interval();
+            if every.is_zero() || at.elapsed() < every {
+                continue;
+            }
+            *at = tokio::time::Instant::now();
+            let l = l.clone();
+            let Ok(events) = tokio::task::spawn_blocking(move || l.check_files()).await else {
+                continue;
+            };
+            for e in events {
+                match e {
+                    crate::tls::sni::Event::Info(t) => tracing::info!("{t}"),
+                    crate::tls::sni::Event::Error(t) => {
+                        tracing::error!("{t}");
+                        shared.logs.event("error", &t);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Loads the `[access]` lists of `cfg` (`None` without the section).
 fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> {
     cfg.access
@@ -693,11 +1022,29 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
 
 /// The sections of a configuration that a SIGHUP reload does not apply, as they are
 /// named in the file, with what they hold (compared to tell a changed one).
-fn restart_only(cfg: &Config) -> [(&'static str, String); 11] {
+fn restart_only(cfg: &Config) -> [(&'static str, String); 12] {
+    // A listener's certificates (tls cert, key, certificates, certificate_dir,
+    // watch_interval) are applied by a reload; the rest of it is not.
+    let listeners: Vec<_> = cfg
+        .listeners
+        .iter()
+        .map(|l| {
+            (
+                l.address,
+                l.http2,
+                l.proxy_protocol,
+                l.tls.as_ref().map(crate::config::TlsConfig::restart_only),
+            )
+        })
+        .collect();
     [
         ("[server]", format!("{:?}", cfg.server)),
         ("[client_address]", format!("{:?}", cfg.client_address)),
-        ("[[listener]]", format!("{:?}", cfg.listeners)),
+        (
+            "[[listener]] (other than its certificates)",
+            format!("{listeners:?}"),
+        ),
+        ("[acme]", format!("{:?}", cfg.acme)),
         ("[limits]", format!("{:?}", cfg.limits)),
         ("[logs]", format!("{:?}", cfg.logs)),
         (
@@ -738,39 +1085,63 @@ fn changed_restart_only(running: &Config, read: &Config) -> Vec<&'static str> {
 /// Reports a reload that failed (everything in force stays) in the operator log and
 /// the error log.
 fn reload_failed(shared: &exchange::Shared, why: &str) {
-    let text = format!("reload failed, the rules, access lists and upstreams in force stay: {why}");
+    let text = format!(
+        "reload failed, the rules, access lists, upstreams and certificates in force stay: {why}"
+    );
     tracing::error!("{text}");
     shared.logs.event("error", &text);
 }
 
-/// What a reload reads: the configuration again, its rules, access lists and pools.
+/// The status line given to the service manager (`systemctl status`).
+fn serving_status(shared: &exchange::Shared, listeners: usize) -> String {
+    let waf = shared.waf();
+    let mut s = format!(
+        "serving on {listeners} listener(s), {} rules (sha256 {})",
+        waf.rule_count(),
+        waf.hash().get(..12).unwrap_or(waf.hash())
+    );
+    if let Some(o) = shared.reloads.last()
+        && let Some(e) = &o.error
+    {
+        s.push_str("; the last reload failed: ");
+        s.push_str(e);
+    }
+    s
+}
+
+/// What a reload reads: the configuration again, its rules, access lists, pools,
+/// and the certificates of the TLS listeners that stay.
 type Reloaded = (
     waf::Waf,
     Option<Arc<access::AccessList>>,
     upstream::Upstreams,
     Config,
+    Vec<(
+        Arc<crate::tls::sni::ListenerCerts>,
+        crate::tls::sni::Prepared,
+    )>,
 );
 
-/// Waits for SIGTERM or SIGINT. SIGHUP meanwhile reads the configuration file again
-/// and puts its rules, access lists and upstream pools and routes in force, all or
-/// none: when any of them fails to load, the error (naming the file and the key or
-/// line) is logged and everything in force stays. It also rereads the admin token
-/// (the token in force stays when the new one cannot be read) and reopens the log
-/// files. Changes to sections a reload does not apply are logged as needing a
-/// restart.
+/// Waits for SIGTERM or SIGINT. Meanwhile:
+/// - SIGHUP, and a reload asked for through the admin API (`POST /reload`), run
+///   [`reload`], one at a time; the admin API gets the outcome back;
+/// - SIGUSR1 reopens the log files (after log rotation) and touches nothing else.
 async fn wait_for_stop(
     cfg: &Config,
     shared: &Arc<exchange::Shared>,
     token: &admin::TokenCell,
+    notifier: &notify::Notifier,
+    listeners: usize,
+    signals: Signals,
+    mut reloads: tokio::sync::mpsc::Receiver<ReloadRequest>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let path = cfg.path.as_path();
+    let Signals { mut hup, mut usr1 } = signals;
     let mut running = cfg.clone();
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     loop {
-        tokio::select! {
+        let (trigger, reply) = tokio::select! {
             _ = term.recv() => {
                 tracing::info!("SIGTERM received");
                 return Ok(());
@@ -779,67 +1150,142 @@ async fn wait_for_stop(
                 tracing::info!("SIGINT received");
                 return Ok(());
             }
-            _ = hup.recv() => {
-                tracing::info!("SIGHUP received: reloading {} and reopening logs", path.display());
+            _ = usr1.recv() => {
                 shared.logs.request_reopen();
-                let path = path.to_owned();
-                // [dns] is read at start: the resolver in force answers the new rules.
-                let rbl_limit = shared.dns().map(|d| d.max_lookups);
-                let upstreams = shared.upstreams();
-                let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
-                    let cfg = Config::load(&path)?;
-                    let waf = load_waf(&cfg, rbl_limit)?;
-                    crate::memory::collect();
-                    let access = load_access(&cfg)?;
-                    let pools = upstreams
-                        .reload(&cfg)
-                        .with_context(|| format!("{}", cfg.path.display()))?;
-                    Ok((waf, access, pools, cfg))
-                })
-                .await;
-                match loaded {
-                    Ok(Ok((w, access, pools, cfg))) => {
-                        let pools = Arc::new(pools);
-                        let old = shared.replace_upstreams(pools.clone());
-                        old.retire(&pools);
-                        pools.start();
-                        drop(old);
-                        let ignored = changed_restart_only(&running, &cfg);
-                        if !ignored.is_empty() {
-                            tracing::warn!(
-                                "reload: {} changed in {}; a reload does not apply them, they take effect on restart",
-                                ignored.join(", "),
-                                cfg.path.display()
-                            );
-                        }
-                        running = cfg.clone();
-                        shared.replace_access(access);
-                        match cfg.admin.as_ref().map(admin::AdminToken::load) {
-                            Some(Ok(t)) => token.replace(t),
-                            Some(Err(e)) => tracing::error!(
-                                "reload: the admin token in force stays: {e}"
-                            ),
-                            None => {}
-                        }
-                        for w in w.site_warnings() {
-                            tracing::warn!("reload: {w}");
-                        }
-                        tracing::info!(
-                            "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s)",
-                            w.rule_count(),
-                            w.files().len(),
-                            w.hash(),
-                            cfg.upstreams.len(),
-                            cfg.routes.len().max(1)
-                        );
-                        shared.replace_waf(Arc::new(w));
-                    }
-                    Ok(Err(e)) => reload_failed(shared, &format!("{e:#}")),
-                    Err(e) => reload_failed(shared, &e.to_string()),
-                }
+                tracing::info!("SIGUSR1 received: reopening the log files (rules and configuration unchanged)");
+                continue;
             }
+            _ = hup.recv() => {
+                tracing::info!(
+                    "SIGHUP received: reloading {} and reopening logs",
+                    running.path.display()
+                );
+                (Trigger::Signal, None)
+            }
+            Some(r) = reloads.recv() => {
+                tracing::info!(
+                    "reload asked for through the admin API: reloading {} and reopening logs",
+                    running.path.display()
+                );
+                (Trigger::Admin, Some(r.reply))
+            }
+        };
+        notifier.reloading();
+        let outcome = reload(&mut running, shared, token, trigger).await;
+        shared.reloads.record(&outcome);
+        notifier.reloaded(&serving_status(shared, listeners));
+        if let Some(reply) = reply {
+            // The admin client may have gone: the outcome is in /status anyway.
+            let _ = reply.send(outcome);
         }
     }
+}
+
+/// Reads the configuration file again (the one `running` was read from) and puts its
+/// rules, access lists and upstream pools and routes in force, all or none: when any
+/// of them fails to load, the error (naming the file and the key or line) is logged
+/// and everything in force stays. It also rereads the admin token (the token in force
+/// stays when the new one cannot be read) and reopens the log files. Changes to
+/// sections a reload does not apply are logged as needing a restart. On success
+/// `running` becomes the configuration read.
+async fn reload(
+    running: &mut Config,
+    shared: &Arc<exchange::Shared>,
+    token: &admin::TokenCell,
+    trigger: Trigger,
+) -> Outcome {
+    let started = std::time::Instant::now();
+    shared.logs.request_reopen();
+    let path = running.path.clone();
+    // [dns] is read at start: the resolver in force answers the new rules.
+    let rbl_limit = shared.dns().map(|d| d.max_lookups);
+    let upstreams = shared.upstreams();
+    let tls_listeners = shared.tls_listeners().to_vec();
+    let acme = shared.acme().is_some();
+    let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
+        let cfg = Config::load(&path)?;
+        let waf = load_waf(&cfg, rbl_limit)?;
+        crate::memory::collect();
+        let access = load_access(&cfg)?;
+        let pools = upstreams
+            .reload(&cfg)
+            .with_context(|| format!("{}", cfg.path.display()))?;
+        // The certificates of each TLS listener that is still in the file at the same
+        // address (a new or moved listener needs a restart, and is reported as such).
+        let mut certs = Vec::new();
+        for lc in tls_listeners {
+            let Some(t) = cfg
+                .listeners
+                .iter()
+                .find(|l| l.address == lc.address)
+                .and_then(|l| l.tls.as_ref())
+            else {
+                continue;
+            };
+            let p = crate::tls::sni::ListenerCerts::prepare(t, acme)
+                .with_context(|| format!("listener {}", lc.address))?;
+            certs.push((lc, p));
+        }
+        Ok((waf, access, pools, cfg, certs))
+    })
+    .await;
+    let (w, access, pools, cfg, certs) = match loaded {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            let why = format!("{e:#}");
+            reload_failed(shared, &why);
+            return Outcome::failed(trigger, started.elapsed(), why);
+        }
+        Err(e) => {
+            let why = format!("the reload stopped: {e}");
+            reload_failed(shared, &why);
+            return Outcome::failed(trigger, started.elapsed(), why);
+        }
+    };
+    let n_certs: usize = certs.iter().map(|(_, p)| p.certificates().count()).sum();
+    for (lc, p) in certs {
+        lc.apply(p);
+    }
+    let pools = Arc::new(pools);
+    let old = shared.replace_upstreams(pools.clone());
+    old.retire(&pools);
+    pools.start();
+    drop(old);
+    let ignored = changed_restart_only(running, &cfg);
+    if !ignored.is_empty() {
+        tracing::warn!(
+            "reload: {} changed in {}; a reload does not apply them, they take effect on restart",
+            ignored.join(", "),
+            cfg.path.display()
+        );
+    }
+    shared.replace_access(access);
+    match cfg.admin.as_ref().map(admin::AdminToken::load) {
+        Some(Ok(t)) => token.replace(t),
+        Some(Err(e)) => tracing::error!("reload: the admin token in force stays: {e}"),
+        None => {}
+    }
+    for w in w.site_warnings() {
+        tracing::warn!("reload: {w}");
+    }
+    tracing::info!(
+        "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s), {n_certs} listener certificate(s)",
+        w.rule_count(),
+        w.files().len(),
+        w.hash(),
+        cfg.upstreams.len(),
+        cfg.routes.len().max(1)
+    );
+    let outcome = Outcome::ok(
+        trigger,
+        started.elapsed(),
+        w.rule_count(),
+        w.hash().to_owned(),
+        ignored,
+    );
+    *running = cfg;
+    shared.replace_waf(Arc::new(w));
+    outcome
 }
 
 #[cfg(test)]
@@ -851,6 +1297,32 @@ mod tests {
             "[[listener]]\naddress = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1:2\"]\n{extra}"
         );
         Config::parse(&text, Path::new("/x.toml")).unwrap()
+    }
+
+    #[test]
+    fn an_error_list_keeps_the_first_errors_and_counts_the_rest() {
+        let mut list = ErrorList::default();
+        assert!(list.is_empty());
+        for i in 0..MAX_REPORTED_ERRORS + 3 {
+            list.push(format!("error {i}"));
+        }
+        let mut other = ErrorList::default();
+        other.push("another");
+        list.append(other);
+        assert_eq!(list.listed().len(), MAX_REPORTED_ERRORS);
+        assert_eq!(list.total(), MAX_REPORTED_ERRORS + 4);
+        let shown = list.to_string();
+        assert!(shown.starts_with("error 0\nerror 1\n"), "{shown}");
+        assert!(shown.ends_with("\nand 4 more error(s)"), "{shown}");
+        let failed = CheckFailed {
+            path: PathBuf::from("/p.toml"),
+            errors: list,
+        };
+        assert!(
+            failed
+                .to_string()
+                .ends_with("\nconfiguration file /p.toml test failed: 54 error(s)")
+        );
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub struct Config {
     /// absent: the TCP peer is the client.
     #[serde(default)]
     pub client_address: ClientAddressSection,
+    /// Certificates from an ACME certificate authority (`[acme]`); absent: none.
+    pub acme: Option<AcmeSection>,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -257,14 +259,33 @@ pub struct ClientAddressSection {
     pub header: Option<String>,
 }
 
-/// `tls` of a listener: PEM files.
+/// `tls` of a listener: where its certificates come from, and how sessions resume.
+///
+/// Certificates are chosen by the name the client asks for (SNI) among every
+/// source: `cert`/`key`, `certificates`, the pairs in `certificate_dir`, and, with
+/// `acme`, the certificates `[acme]` obtains (`docs/config.md`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
-    /// PEM certificate chain, leaf first.
-    pub cert: PathBuf,
-    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
-    pub key: PathBuf,
+    /// PEM certificate chain, leaf first (with `key`); the default certificate.
+    pub cert: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of `cert`.
+    pub key: Option<PathBuf>,
+    /// More certificate and key pairs, chosen by SNI.
+    #[serde(default)]
+    pub certificates: Vec<CertKeyPair>,
+    /// A directory of pairs: `NAME.crt` or `NAME.pem` with `NAME.key`, or a
+    /// `NAME.pem` that holds both the chain and the key.
+    pub certificate_dir: Option<PathBuf>,
+    /// Serve the certificates `[acme]` obtains on this listener (when there is an
+    /// `[acme]` section); they take precedence for their names.
+    #[serde(default = "yes")]
+    pub acme: bool,
+    /// How often the certificate files are checked for changes (modification
+    /// time, size, the directory's file list); a changed file is loaded without a
+    /// reload. `0s`: never (SIGHUP still reloads them).
+    #[serde(with = "duration", default = "default_watch_interval")]
+    pub watch_interval: Duration,
     /// Resume sessions from tickets the server encrypts and the client keeps
     /// (TLS 1.2 and 1.3), with keys made at start and rotated every 6 hours.
     #[serde(default = "yes")]
@@ -273,6 +294,86 @@ pub struct TlsConfig {
     /// without tickets; all clients when `session_tickets` is off); 0: none.
     #[serde(default = "default_session_cache")]
     pub session_cache: usize,
+}
+
+impl TlsConfig {
+    /// The settings that only a restart changes (everything but where the
+    /// certificates come from and how often they are checked), for telling a
+    /// reload that changes them.
+    pub fn restart_only(&self) -> (bool, bool, usize) {
+        (self.acme, self.session_tickets, self.session_cache)
+    }
+}
+
+/// One `{ cert = "...", key = "..." }` of `tls.certificates`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertKeyPair {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key of `cert`.
+    pub key: PathBuf,
+}
+
+fn default_watch_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// `[acme]`: certificates obtained and renewed from an ACME (RFC 8555)
+/// certificate authority, served by the TLS listeners (`docs/config.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeSection {
+    /// The CA's directory URL (`https://acme-v02.api.letsencrypt.org/directory`).
+    pub directory: String,
+    /// Contact addresses for the account (`ops@example.com` or `mailto:...`).
+    #[serde(default)]
+    pub contact: Vec<String>,
+    /// The DNS names to obtain certificates for, one certificate per name.
+    pub names: Vec<String>,
+    /// Where the account key and the certificates are kept (created when missing,
+    /// mode 0700).
+    pub state_dir: PathBuf,
+    /// How the CA checks that Palisade answers for a name.
+    #[serde(default)]
+    pub challenge: AcmeChallenge,
+    /// A certificate is renewed when it expires in less than this.
+    #[serde(with = "duration", default = "default_renew_before")]
+    pub renew_before: Duration,
+    /// PEM file of the authorities trusted for the CA's own HTTPS (pebble's test
+    /// CA); absent: the system's trust roots.
+    pub ca_file: Option<PathBuf>,
+    /// Wait after a failed order before the next attempt; doubled after each
+    /// failure in a row, up to 6 hours.
+    #[serde(with = "duration", default = "default_acme_retry")]
+    pub retry_interval: Duration,
+    /// Longest time one order may take (validation and issuance) before it counts
+    /// as failed.
+    #[serde(with = "duration", default = "default_acme_order_timeout")]
+    pub order_timeout: Duration,
+}
+
+/// `acme.challenge`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum AcmeChallenge {
+    /// The CA fetches `http://NAME/.well-known/acme-challenge/TOKEN` from a plain
+    /// listener (port 80).
+    #[default]
+    #[serde(rename = "http-01")]
+    Http01,
+    /// The CA opens TLS to `NAME:443` offering ALPN `acme-tls/1` (RFC 8737).
+    #[serde(rename = "tls-alpn-01")]
+    TlsAlpn01,
+}
+
+fn default_renew_before() -> Duration {
+    Duration::from_secs(30 * 86_400)
+}
+fn default_acme_retry() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_acme_order_timeout() -> Duration {
+    Duration::from_secs(120)
 }
 
 fn default_session_cache() -> usize {
@@ -1078,8 +1179,22 @@ impl Config {
         };
         for l in &mut self.listeners {
             if let Some(t) = &mut l.tls {
-                fix(&mut t.cert);
-                fix(&mut t.key);
+                for p in [&mut t.cert, &mut t.key, &mut t.certificate_dir]
+                    .into_iter()
+                    .flatten()
+                {
+                    fix(p);
+                }
+                for pair in &mut t.certificates {
+                    fix(&mut pair.cert);
+                    fix(&mut pair.key);
+                }
+            }
+        }
+        if let Some(a) = &mut self.acme {
+            fix(&mut a.state_dir);
+            if let Some(f) = &mut a.ca_file {
+                fix(f);
             }
         }
         for u in &mut self.upstreams {
@@ -1284,7 +1399,76 @@ impl Config {
         {
             return Err("admin.address is also a listener address".into());
         }
+        self.validate_tls()?;
         self.validate_store()
+    }
+
+    fn validate_tls(&self) -> Result<(), String> {
+        for l in &self.listeners {
+            let Some(t) = &l.tls else { continue };
+            if t.cert.is_some() != t.key.is_some() {
+                return Err(format!(
+                    "listener {}: tls.cert and tls.key go together",
+                    l.address
+                ));
+            }
+            let acme = t.acme && self.acme.is_some();
+            if t.cert.is_none() && t.certificates.is_empty() && t.certificate_dir.is_none() && !acme
+            {
+                return Err(format!(
+                    "listener {}: tls needs a certificate: cert and key, certificates, certificate_dir, or an [acme] section",
+                    l.address
+                ));
+            }
+        }
+        let Some(a) = &self.acme else { return Ok(()) };
+        if !(a.directory.starts_with("https://") || a.directory.starts_with("http://")) {
+            return Err(format!(
+                "acme.directory {:?} must be an https:// URL",
+                a.directory
+            ));
+        }
+        if a.names.is_empty() {
+            return Err("acme.names must name at least one DNS name".into());
+        }
+        for (i, n) in a.names.iter().enumerate() {
+            check_acme_name(n).map_err(|m| format!("acme.names[{i}] {n:?}: {m}"))?;
+            if a.names[..i].iter().any(|o| o.eq_ignore_ascii_case(n)) {
+                return Err(format!("acme.names[{i}] {n:?} is listed twice"));
+            }
+        }
+        for (i, c) in a.contact.iter().enumerate() {
+            let addr = c.strip_prefix("mailto:").unwrap_or(c);
+            if !addr.contains('@') || addr.contains(char::is_whitespace) {
+                return Err(format!("acme.contact[{i}] {c:?} is not an e-mail address"));
+            }
+        }
+        if a.state_dir.as_os_str().is_empty() {
+            return Err("acme.state_dir must not be empty".into());
+        }
+        if a.renew_before.is_zero() {
+            return Err("acme.renew_before must be more than 0".into());
+        }
+        at_least_a_second("acme.retry_interval", a.retry_interval)?;
+        at_least_a_second("acme.order_timeout", a.order_timeout)?;
+        let serves = |tls: bool| {
+            self.listeners
+                .iter()
+                .any(|l| l.tls.as_ref().map_or(!tls, |t| tls && t.acme))
+        };
+        if !serves(true) {
+            return Err(
+                "[acme] needs a TLS [[listener]] to serve its certificates (tls = { acme = true })"
+                    .into(),
+            );
+        }
+        if a.challenge == AcmeChallenge::Http01 && !serves(false) {
+            return Err(
+                "acme.challenge \"http-01\" needs a plain-HTTP [[listener]] (port 80) to answer the CA"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     fn validate_store(&self) -> Result<(), String> {
@@ -1425,6 +1609,28 @@ fn validate_balancing(u: &UpstreamConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a name of `acme.names`: a DNS name of letters, digits and hyphens in
+/// dot-separated labels (no wildcard: that needs DNS-01, which is not offered).
+fn check_acme_name(n: &str) -> Result<(), &'static str> {
+    if n.starts_with("*.") {
+        return Err("a wildcard needs the DNS-01 challenge, which Palisade does not offer");
+    }
+    if n.is_empty() || n.len() > 253 || n.parse::<std::net::IpAddr>().is_ok() {
+        return Err("not a DNS name");
+    }
+    let ok = n.split('.').all(|l| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    });
+    if !ok {
+        return Err("not a DNS name");
+    }
+    Ok(())
+}
+
 /// Checks that an upstream server is `HOST:PORT` (or `https://HOST:PORT`) with a
 /// numeric port.
 fn check_server_address(s: &str) -> Result<(), &'static str> {
@@ -1440,7 +1646,7 @@ fn check_server_address(s: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Durations written as text: `250ms`, `10s`, `5m`, `1h`, or a combination of
+/// Durations written as text: `250ms`, `10s`, `5m`, `1h`, `30d`, or a combination of
 /// them such as `1m30s`.
 pub mod duration {
     use serde::{Deserialize, Deserializer};
@@ -1471,14 +1677,15 @@ pub mod duration {
                 "s" => Duration::from_secs(n),
                 "m" => Duration::from_secs(n.saturating_mul(60)),
                 "h" => Duration::from_secs(n.saturating_mul(3600)),
+                "d" => Duration::from_secs(n.saturating_mul(86_400)),
                 "" => {
                     return Err(format!(
-                        "invalid duration {text:?}: missing unit (ms, s, m or h)"
+                        "invalid duration {text:?}: missing unit (ms, s, m, h or d)"
                     ));
                 }
                 _ => {
                     return Err(format!(
-                        "invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+                        "invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
                     ));
                 }
             };
@@ -1802,7 +2009,72 @@ servers = ["127.0.0.1:9000"]
     }
 
     #[test]
+    fn tls_and_acme_sections() {
+        let tls = MINIMAL.replace(
+            "address = \"127.0.0.1:8080\"",
+            "address = \"127.0.0.1:8443\"\n[listener.tls]\ncertificates = [{ cert = \"a.crt\", key = \"a.key\" }]\ncertificate_dir = \"certs\"",
+        );
+        let c = parse(&tls).unwrap();
+        let t = c.listeners[0].tls.as_ref().unwrap();
+        assert_eq!(t.certificates[0].cert, Path::new("/etc/palisade/a.crt"));
+        assert_eq!(
+            t.certificate_dir.as_deref(),
+            Some(Path::new("/etc/palisade/certs"))
+        );
+        assert_eq!(t.watch_interval, Duration::from_secs(10));
+        assert!(t.acme && t.cert.is_none());
+        let acme = "[[listener]]\naddress = \"127.0.0.1:80\"\n[[listener]]\naddress = \"127.0.0.1:443\"\ntls = { acme = true }\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\n[acme]\ndirectory = \"https://ca.test/dir\"\nnames = [\"a.example.com\"]\nstate_dir = \"acme\"\n";
+        let c = parse(acme).unwrap();
+        let a = c.acme.as_ref().unwrap();
+        assert_eq!(a.challenge, AcmeChallenge::Http01);
+        assert_eq!(a.renew_before, Duration::from_secs(30 * 86_400));
+        assert_eq!(a.state_dir, Path::new("/etc/palisade/acme"));
+        let c = parse(&format!(
+            "{acme}challenge = \"tls-alpn-01\"\nrenew_before = \"20d\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.acme.unwrap().challenge, AcmeChallenge::TlsAlpn01);
+        for (extra, named) in [
+            ("challenge = \"dns-01\"", "dns-01"),
+            ("contact = [\"ops\"]", "acme.contact[0]"),
+            ("renew_before = \"0s\"", "acme.renew_before"),
+            ("retry_interval = \"10ms\"", "acme.retry_interval"),
+            ("colour = 1", "colour"),
+        ] {
+            let err = parse(&format!("{acme}{extra}\n")).unwrap_err().to_string();
+            assert!(err.contains(named), "{extra}: {err}");
+        }
+        for (from, to, named) in [
+            ("\"a.example.com\"", "\"*.example.com\"", "wildcard"),
+            ("\"a.example.com\"", "\"10.0.0.1\"", "not a DNS name"),
+            ("\"a.example.com\"", "\"a..b\"", "not a DNS name"),
+            ("\"a.example.com\"", "\"a.b\", \"A.b\"", "listed twice"),
+            ("names = [\"a.example.com\"]", "names = []", "acme.names"),
+            ("https://ca.test/dir", "ftp://ca", "acme.directory"),
+            (
+                "address = \"127.0.0.1:80\"\n[[listener]]\n",
+                "",
+                "plain-HTTP",
+            ),
+            (
+                "tls = { acme = true }",
+                "tls = { acme = false }",
+                "tls needs a certificate",
+            ),
+        ] {
+            let err = parse(&acme.replacen(from, to, 1)).unwrap_err().to_string();
+            assert!(err.contains(named), "{to}: {err}");
+        }
+        // Without [acme], a listener needs a certificate of its own.
+        let err = parse(&acme[..acme.find("[acme]").unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tls needs a certificate"), "{err}");
+    }
+
+    #[test]
     fn durations() {
+        assert_eq!(duration::parse("30d"), Ok(Duration::from_secs(30 * 86_400)));
         assert_eq!(duration::parse("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(duration::parse("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(duration::parse("2h"), Ok(Duration::from_secs(7200)));

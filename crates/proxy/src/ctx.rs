@@ -154,12 +154,13 @@ pub struct CtxArgs {
         short,
         long,
         value_name = "FILE",
+        value_hint = clap::ValueHint::FilePath,
         global = true,
         conflicts_with = "store"
     )]
     pub config: Option<std::path::PathBuf>,
     /// The store's directory, instead of a configuration file.
-    #[arg(long, value_name = "PATH", global = true)]
+    #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::DirPath, global = true)]
     pub store: Option<std::path::PathBuf>,
     /// The application namespace (`SecWebAppId`).
     #[arg(long, default_value = engine::collections::DEFAULT_APP, global = true)]
@@ -172,7 +173,7 @@ pub struct CtxArgs {
 /// The `palisade ctx` operations.
 #[derive(Debug, clap::Subcommand)]
 pub enum CtxCommand {
-    /// Print a record as a JSON line (exit 1 when there is none).
+    /// Print a record as a JSON line (exit 3 when there is none).
     Get {
         /// IP, GLOBAL, SESSION, USER or RESOURCE.
         collection: String,
@@ -193,7 +194,8 @@ pub enum CtxCommand {
         #[arg(long, value_name = "SECONDS")]
         ttl: Option<u64>,
     },
-    /// Delete a variable, or the whole record when no variable is named.
+    /// Delete a variable, or the whole record when no variable is named (exit 3
+    /// when there is nothing to delete).
     Del {
         /// IP, GLOBAL, SESSION, USER or RESOURCE.
         collection: String,
@@ -214,6 +216,7 @@ pub enum CtxCommand {
     /// line imports nothing and is named.
     Import {
         /// The file; `-` or absent: standard input.
+        #[arg(value_hint = clap::ValueHint::FilePath)]
         file: Option<std::path::PathBuf>,
         /// Keep reading until the end of the input (a pipe from a scoring service, a
         /// FIFO), committing each batch as it comes: every `--batch-lines` lines, or

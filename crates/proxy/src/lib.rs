@@ -3,10 +3,14 @@
 //! the same parts.
 //!
 //! Where things live:
+//! - [`cli`]: the command line (clap), its exit statuses and version, and the
+//!   completion scripts and manual page made from it.
 //! - [`app`]: the commands (`check`, `run`, `ctx`): runtime, listeners, signals,
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
 //! - [`server`]: listeners, TLS with ALPN, worker threads, connections per address.
+//! - [`tls`]: the listeners' certificates: chosen by SNI, replaced when their files
+//!   change, and obtained and renewed through ACME.
 //! - [`client_address`]: the client's real address behind trusted proxies: PROXY
 //!   protocol headers, and the `X-Forwarded-For` / `Forwarded` walk.
 //! - [`slots`]: `limits.connections`, and reclaiming waiting connections under
@@ -20,7 +24,9 @@
 //! - [`inspect`]: where rule evaluation runs: inline for small inputs, on a small
 //!   pool of low-priority threads for large ones.
 //! - [`upstream`]: pools of upstream connections and routing.
-//! - [`logs`], [`metrics`], [`admin`]: what operators read.
+//! - [`logs`], [`metrics`], [`admin`]: what operators read; [`reload`]: how the
+//!   last configuration reload ended, and the admin API's way to ask for one.
+//! - [`notify`]: systemd's readiness, reload and watchdog notifications.
 //! - [`ctx`]: persistent collections from outside (`palisade ctx`, `/ctx`).
 //! - [`access`], [`ratelimit`], [`shaping`], [`keyed`]: access lists, rate limits,
 //!   bandwidth shaping, and the sharded per-key table the last two share.
@@ -31,6 +37,7 @@ pub mod access;
 pub mod accounting;
 pub mod admin;
 pub mod app;
+pub mod cli;
 pub mod client_address;
 pub mod config;
 pub mod ctx;
@@ -43,10 +50,13 @@ pub mod keyed;
 pub mod logs;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod ratelimit;
+pub mod reload;
 pub mod server;
 pub mod shaping;
 pub mod sites;
 pub mod slots;
+pub mod tls;
 pub mod upstream;
 pub mod waf;

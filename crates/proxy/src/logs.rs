@@ -269,7 +269,9 @@ impl LogSender {
         }
     }
 
-    /// Asks the writer to close and reopen the log files (after log rotation).
+    /// Asks the writer to close and reopen the log files (after log rotation): it
+    /// does before it writes the next line, and within half a second when no line
+    /// comes; the operator log then says `reopened N log file(s)`.
     pub fn request_reopen(&self) {
         self.reopen.store(true, Ordering::Relaxed);
     }
@@ -542,16 +544,20 @@ impl Sink {
     }
 
     /// Writes what is buffered now, then reopens the file (after rotation); a log
-    /// that was failing is tried again at once.
-    fn reopen(&mut self, kind: LogKind, stats: &LogStats) {
+    /// that was failing is tried again at once. True when a file was reopened.
+    fn reopen(&mut self, kind: LogKind, stats: &LogStats) -> bool {
         self.retry_at = self.retry_at.map(|_| Instant::now());
         self.flush(kind, stats);
         if let Some(p) = &self.path {
             match open(p) {
-                Ok(f) => self.out = Out::File(f),
+                Ok(f) => {
+                    self.out = Out::File(f);
+                    return true;
+                }
                 Err(e) => tracing::error!("cannot reopen log: {e}"),
             }
         }
+        false
     }
 }
 
@@ -572,11 +578,13 @@ impl Writer {
         loop {
             let next = rx.recv_timeout(Duration::from_millis(500));
             if reopen.swap(false, Ordering::Relaxed) {
+                let mut files = 0;
                 for (kind, sink) in LogKind::ALL.into_iter().zip(sinks.iter_mut()) {
                     if let Some(s) = sink {
-                        s.reopen(kind, &self.stats);
+                        files += usize::from(s.reopen(kind, &self.stats));
                     }
                 }
+                tracing::info!("reopened {files} log file(s)");
             }
             match next {
                 Ok(msg) => {

@@ -2,41 +2,14 @@
 //! every request before it reaches the upstream.
 //!
 //! `palisade run --config FILE` serves; `palisade check --config FILE` loads the
-//! configuration and every rule and reports, like `nginx -t`; `palisade ctx ...`
-//! reads and writes persistent collections. The work is done by the `proxy`
-//! library ([`proxy::app`]).
+//! configuration and every rule and reports every error, like `nginx -t`;
+//! `palisade ctx ...` reads and writes persistent collections; `palisade
+//! completions SHELL` and `palisade man` print a completion script and the manual
+//! page. The command line is [`proxy::cli`]; the work is done by [`proxy::app`].
 
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use clap::Parser;
+use proxy::cli::{Cli, Command, Exit};
 use std::process::ExitCode;
-
-/// A web application firewall that runs as a reverse proxy and speaks SecLang.
-#[derive(Debug, Parser)]
-#[command(name = "palisade", version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Serve until SIGTERM or SIGINT, then drain in-flight requests and exit.
-    Run {
-        /// The TOML configuration file (see docs/config.md).
-        #[arg(short, long, value_name = "FILE")]
-        config: PathBuf,
-    },
-    /// Load the configuration and every rule, print a summary, and exit non-zero
-    /// with file:line: reason on the first error.
-    Check {
-        /// The TOML configuration file (see docs/config.md).
-        #[arg(short, long, value_name = "FILE")]
-        config: PathBuf,
-    },
-    /// Read and write persistent collections (IP, GLOBAL, SESSION, USER, RESOURCE)
-    /// in the proxy's store, while it runs or not.
-    Ctx(proxy::ctx::CtxArgs),
-}
 
 /// The rule engine allocates many small, short-lived buffers per request; mimalloc
 /// serves them with fewer instructions and better locality than the system allocator
@@ -48,21 +21,39 @@ enum Command {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A usage error exits 2 (Exit::Usage), --help and --version 0.
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { config } => proxy::app::run(&config),
         Command::Check { config } => proxy::app::check(&config),
         Command::Ctx(args) => match proxy::app::ctx(args) {
             Ok(true) => Ok(()),
-            Ok(false) => return ExitCode::FAILURE,
+            Ok(false) => return Exit::NotFound.into(),
             Err(e) => Err(e),
         },
+        Command::Completions { shell } => printed(proxy::cli::write_completions(
+            shell,
+            &mut std::io::stdout().lock(),
+        )),
+        Command::Man => printed(proxy::cli::write_man_page(&mut std::io::stdout().lock())),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Exit::Success.into(),
         Err(e) => {
-            eprintln!("palisade: {e:#}");
-            ExitCode::FAILURE
+            // One line per error when several were found together (`check`).
+            for line in format!("{e:#}").lines() {
+                eprintln!("palisade: {line}");
+            }
+            Exit::Failure.into()
         }
+    }
+}
+
+/// The result of printing to standard output; a reader that went away early
+/// (`palisade man | head`) is not an error.
+fn printed(r: std::io::Result<()>) -> anyhow::Result<()> {
+    match r {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }

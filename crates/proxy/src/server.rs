@@ -1,12 +1,11 @@
-//! Listeners: binding, TLS with ALPN, the connection limit, and graceful shutdown.
+//! Listeners: binding, TLS handshakes with ALPN (the certificates are
+//! [`crate::tls`]'s), the connection limit, and graceful shutdown.
 
 use crate::client_address::SourceTrust;
-use crate::config::{ListenerConfig, TlsConfig};
+use crate::config::ListenerConfig;
 use crate::exchange::{ConnInfo, Shared};
 use crate::slots::{ConnectionSlot, Wait};
 use anyhow::Context as _;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -220,48 +219,6 @@ pub fn worker_count(configured: usize) -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
-/// Loads a certificate chain and key and builds a rustls server configuration
-/// offering `h2` (when enabled) and `http/1.1`, with session tickets and a session
-/// cache as `tls` asks.
-pub fn tls_config(tls: &TlsConfig, http2: bool) -> anyhow::Result<rustls::ServerConfig> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.cert)
-        .with_context(|| format!("reading certificate {}", tls.cert.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("reading certificate {}", tls.cert.display()))?;
-    if certs.is_empty() {
-        anyhow::bail!("{}: no certificate found", tls.cert.display());
-    }
-    let key = PrivateKeyDer::from_pem_file(&tls.key)
-        .with_context(|| format!("reading private key {}", tls.key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .with_context(|| {
-            format!(
-                "certificate {} and key {} do not fit together",
-                tls.cert.display(),
-                tls.key.display()
-            )
-        })?;
-    if tls.session_tickets {
-        cfg.ticketer = rustls::crypto::ring::Ticketer::new().context("TLS session tickets")?;
-    }
-    cfg.session_storage = if tls.session_cache > 0 {
-        rustls::server::ServerSessionMemoryCache::new(tls.session_cache)
-    } else {
-        Arc::new(rustls::server::NoServerSessionStorage {})
-    };
-    cfg.alpn_protocols = if http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
-    Ok(cfg)
-}
-
 /// One listening socket on `address`, non-blocking; with `reuse_port`, other
 /// sockets with the option may share the address.
 fn listen_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
@@ -283,17 +240,18 @@ fn listen_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::
     Ok(socket.into())
 }
 
-/// Binds a listener (and loads its TLS files): one socket per worker thread.
+/// Binds a listener, with `tls` for a TLS listener (see [`crate::tls`]): one socket
+/// per worker thread.
 ///
 /// The address is first bound once without `SO_REUSEPORT`, which fails when any
 /// other socket holds it, another Palisade's included, so two instances never
 /// share a port by accident; that probe is then closed and the `workers` sockets
 /// are bound with `SO_REUSEPORT` (on the port the probe got, for port 0).
-pub fn bind(cfg: &ListenerConfig, workers: usize) -> anyhow::Result<Bound> {
-    let tls = match &cfg.tls {
-        Some(t) => Some(TlsAcceptor::from(Arc::new(tls_config(t, cfg.http2)?))),
-        None => None,
-    };
+pub fn bind(
+    cfg: &ListenerConfig,
+    workers: usize,
+    tls: Option<TlsAcceptor>,
+) -> anyhow::Result<Bound> {
     let cannot = || format!("cannot listen on {}", cfg.address);
     let probe = listen_socket(cfg.address, false).with_context(cannot)?;
     let address = probe.local_addr().with_context(cannot)?;
@@ -323,6 +281,9 @@ pub struct WorkerContext {
     /// Held by every accept loop and connection, so the main thread knows when
     /// all of them have ended.
     pub alive: mpsc::Sender<()>,
+    /// With systemd's watchdog on: where the worker's event loop records that it
+    /// runs ([`crate::notify::Heartbeats`]); `None`: no heartbeat is kept.
+    pub heartbeats: Option<Arc<crate::notify::Heartbeats>>,
 }
 
 /// The single-threaded runtime of one worker thread.
@@ -349,7 +310,12 @@ pub fn run_worker(
             shutdown,
             mut exit,
             alive,
+            heartbeats,
         } = ctx;
+        if let Some(h) = heartbeats {
+            // Dropped with the runtime's other tasks when the worker stops.
+            tokio::spawn(h.run(index));
+        }
         for l in listeners {
             tokio::spawn(accept_loop(
                 l,
@@ -662,7 +628,15 @@ async fn serve_conn(
             return;
         }
     };
-    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let alpn = tls_stream.get_ref().1.alpn_protocol();
+    if alpn == Some(crate::tls::ACME_TLS_ALPN) {
+        // A TLS-ALPN-01 validation: the handshake (with the challenge certificate)
+        // was all of it; no HTTP follows (RFC 8737).
+        let mut tls_stream = tls_stream;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls_stream).await;
+        return;
+    }
+    let h2 = alpn == Some(b"h2");
     if h2 {
         Box::pin(crate::front::h2::serve(
             shared.clone(),

@@ -18,10 +18,58 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A rule set could not be loaded; displays as `file:line:column: [id N] reason`.
+/// How many errors of one rule set load are listed ([`WafLoadError::errors`]);
+/// the others are counted.
+pub const MAX_LOAD_ERRORS: usize = 50;
+
+/// A rule set could not be loaded: every error found (each
+/// `file:line:column: [id N] reason`), the first [`MAX_LOAD_ERRORS`] listed and
+/// the others counted. Displays as the first, with how many others there are.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct WafLoadError(String);
+#[error("{}{}", errors.first().map_or("", String::as_str), more_errors(*total))]
+pub struct WafLoadError {
+    errors: Vec<String>,
+    total: usize,
+}
+
+/// The tail of a [`WafLoadError`]'s display: how many errors follow the first.
+fn more_errors(total: usize) -> String {
+    match total {
+        0 | 1 => String::new(),
+        n => format!(
+            " (and {} more error(s); `palisade check` lists them)",
+            n - 1
+        ),
+    }
+}
+
+impl WafLoadError {
+    fn one(error: String) -> Self {
+        WafLoadError {
+            errors: vec![error],
+            total: 1,
+        }
+    }
+
+    /// The errors listed, in the order found (at least one).
+    pub fn errors(&self) -> &[String] {
+        &self.errors
+    }
+
+    /// How many errors were found, listed or not.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+}
+
+impl From<engine::LoadErrors> for WafLoadError {
+    fn from(e: engine::LoadErrors) -> Self {
+        WafLoadError {
+            errors: e.listed().iter().map(ToString::to_string).collect(),
+            total: e.total(),
+        }
+    }
+}
 
 /// A compiled rule set and facts about it.
 #[derive(Debug)]
@@ -110,18 +158,21 @@ impl Waf {
         let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
         b.rbl_resolver(rbl_limit.is_some());
         b.reach_paranoia_levels(levels);
+        // Every error is found in one load (`palisade check` lists them).
+        b.keep_going(MAX_LOAD_ERRORS);
         let mut inline_texts: Vec<&str> = Vec::new();
         for (i, src) in sources.iter().enumerate() {
             if let Some(file) = &src.file {
-                b.add_file(file).map_err(|e| WafLoadError(e.to_string()))?;
+                b.add_file(file)
+                    .map_err(|e| WafLoadError::one(e.to_string()))?;
             } else if let Some(text) = &src.inline {
                 let name = format!("{}#rules{}", config_path.display(), i + 1);
                 b.add_text(text, &name)
-                    .map_err(|e| WafLoadError(e.to_string()))?;
+                    .map_err(|e| WafLoadError::one(e.to_string()))?;
                 inline_texts.push(text);
             }
         }
-        let ruleset = b.build().map_err(|e| WafLoadError(e.to_string()))?;
+        let ruleset = b.finish()?;
         let hash = content_hash(ruleset.files(), &inline_texts);
         let empty = cannot_act(&ruleset, None);
         let waf = Waf {
@@ -136,7 +187,7 @@ impl Waf {
             sites: crate::sites::Sites::none(empty),
             site_warnings: Vec::new(),
         };
-        waf.check_audit_settings().map_err(WafLoadError)?;
+        waf.check_audit_settings().map_err(WafLoadError::one)?;
         Ok(waf)
     }
 
@@ -155,7 +206,7 @@ impl Waf {
         self.sites = crate::sites::Sites::compile(&self.ruleset, sections, config_path, |p| {
             cannot_act(p.base(), Some(p))
         })
-        .map_err(WafLoadError)?;
+        .map_err(WafLoadError::one)?;
         // The site sources count in the rules' hash: a change of a site's rules is
         // a change of the rules in force.
         let mut h = Sha256::new();
@@ -1046,5 +1097,29 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("palisade.toml#rules1:2"), "{err}");
+    }
+
+    #[test]
+    fn a_load_finds_every_error() {
+        let err = Waf::load(
+            &inline(
+                "SecBogus 1
+SecRule ARGS \"@rx a\" \"id:1,phase:2,nosuchaction\"\nSecFoo",
+            ),
+            Path::new("/p.toml"),
+            &ServerConfig::default(),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(err.total(), 3);
+        assert!(
+            err.errors()[2].starts_with("/p.toml#rules1:3:1: "),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with(" (and 2 more error(s); `palisade check` lists them)"),
+            "{err}"
+        );
     }
 }

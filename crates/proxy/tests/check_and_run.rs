@@ -190,3 +190,135 @@ fn a_good_configuration_passes_check_and_runs() {
         "run did not keep serving"
     );
 }
+
+/// Runs `palisade check --config CFG`: its exit code and standard error.
+fn check_output(cfg: &Path) -> (Option<i32>, String) {
+    let out = Command::new(palisade_bin())
+        .args(["check", "--config"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A configuration in `dir` whose rules are the file `rules.conf` holding `rules`,
+/// with `extra` after it.
+fn with_rule_file(dir: &TempDir, rules: &str, extra: &str) -> std::path::PathBuf {
+    std::fs::write(dir.path("rules.conf"), rules).unwrap();
+    let cfg = dir.path("palisade.toml");
+    let text = basic_config(
+        loopback(free_port()),
+        loopback(free_port()),
+        &format!(
+            "[[rules]]\nfile = \"{}\"\n[store]\npath = \"{}\"\n{extra}",
+            dir.path("rules.conf").display(),
+            dir.path("store").display()
+        ),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+/// `check` reports every error of a rule file, each with its file and line, not
+/// only the first; `run` still refuses to start, naming the first and the count.
+#[test]
+fn check_reports_every_error_of_the_rules() {
+    let dir = TempDir::new("check-every-error");
+    let cfg = with_rule_file(
+        &dir,
+        "SecRuleEngine On\n\
+         SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,t:nosuchtransform\"\n\
+         SecRule ARGS \"@rx b\" \"id:2,phase:2,deny\"\n\
+         SecNoSuchDirective on\n\
+         SecRule ARGS \"@rx c\" \"id:3,phase:2,deny\"\n\
+         SecRule ARGS \"@nosuchoperator c\" \"id:4,phase:2,deny\"\n",
+        "",
+    );
+    let (code, err) = check_output(&cfg);
+    assert_eq!(code, Some(1), "{err}");
+    let file = dir.path("rules.conf").display().to_string();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    assert!(
+        lines[0].starts_with(&format!("palisade: {file}:2:1: [id 1] "))
+            && lines[0].contains("nosuchtransform"),
+        "{err}"
+    );
+    assert_eq!(
+        lines[1],
+        format!("palisade: {file}:4:1: unknown directive \"SecNoSuchDirective\"")
+    );
+    assert!(
+        lines[2].starts_with(&format!("palisade: {file}:6:1: [id 4] "))
+            && lines[2].contains("nosuchoperator"),
+        "{err}"
+    );
+    assert_eq!(
+        lines[3],
+        format!(
+            "palisade: configuration file {} test failed: 3 error(s)",
+            cfg.display()
+        )
+    );
+
+    // `run` refuses to start: the first error and how many others.
+    let (ok, text) = run_bounded(&["run"], &cfg, Duration::from_secs(60)).expect("run exits");
+    assert!(!ok);
+    assert!(text.contains(&format!("{file}:2:1: [id 1]")), "{text}");
+    assert!(text.contains("and 2 more error(s)"), "{text}");
+}
+
+/// At most 50 errors are printed; the others are counted.
+#[test]
+fn check_bounds_the_errors_it_prints() {
+    let dir = TempDir::new("check-bound");
+    let rules: String = (1..=60)
+        .map(|i| format!("SecRule ARGS \"@rx a\" \"id:{i},phase:2,deny,t:bad{i}\"\n"))
+        .collect();
+    let cfg = with_rule_file(&dir, &rules, "");
+    let (code, err) = check_output(&cfg);
+    assert_eq!(code, Some(1), "{err}");
+    let file = dir.path("rules.conf").display().to_string();
+    let reported: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with(&format!("palisade: {file}:")))
+        .collect();
+    assert_eq!(reported.len(), 50, "{err}");
+    for (i, line) in reported.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("palisade: {file}:{}:1: [id {}]", i + 1, i + 1)),
+            "{line}"
+        );
+    }
+    assert!(err.contains("palisade: and 10 more error(s)\n"), "{err}");
+    assert!(err.contains("test failed: 60 error(s)"), "{err}");
+}
+
+/// Errors of the rules and refusals of the configuration are reported together.
+#[test]
+fn check_reports_rule_and_configuration_errors_together() {
+    let dir = TempDir::new("check-together");
+    let extra = format!(
+        "[logs]\naccess_log = \"/nonexistent-palisade-dir/access.log\"\n\
+         [admin]\naddress = \"{}\"\ntoken_file = \"{}\"\n\
+         [access]\ndeny_files = [\"{}\"]\n",
+        loopback(free_port()),
+        dir.path("no-such-token").display(),
+        dir.path("no-such-list").display()
+    );
+    let cfg = with_rule_file(&dir, "SecBogus 1\n", &extra);
+    let (code, err) = check_output(&cfg);
+    assert_eq!(code, Some(1), "{err}");
+    for phrase in [
+        "rules.conf:1:1: unknown directive",
+        "no-such-list",
+        "no-such-token",
+        "nonexistent-palisade-dir",
+        "test failed: 4 error(s)",
+    ] {
+        assert!(err.contains(phrase), "{phrase} missing: {err}");
+    }
+}

@@ -77,6 +77,10 @@ async fn header_lines_reach_the_rules_in_the_order_sent() {
     let got = backend.requests();
     assert_eq!(got[0].all("x-a"), vec!["1", "3"]);
     assert_eq!(got[0].all("x-b"), vec!["2"]);
+    // The log writer runs beside the requests: wait for the second refusal's line.
+    let _ = wait_for_line(&dir.path("error.log"), Duration::from_secs(10), |l| {
+        l.contains("3001") && l.contains("/third")
+    });
     let log = std::fs::read_to_string(dir.path("error.log")).unwrap_or_default();
     let blocked: Vec<&str> = log.lines().filter(|l| l.contains("3001")).collect();
     assert_eq!(blocked.len(), 2, "{log}");

@@ -39,11 +39,12 @@ fn plugins() -> PathBuf {
 
 fn crs() -> Option<PathBuf> {
     let crs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crs");
-    crs.join("rules").is_dir().then_some(crs)
+    required(&crs.join("rules"), "CRS v4 (../shared/crs)").map(|()| crs)
 }
 
 /// The example configurations' base rules (examples/palisade-recommended.conf),
-/// then CRS v4 when ../shared/crs is there, else the stand-in SQL injection rule.
+/// then CRS v4 from ../shared/crs (required; with PALISADE_ALLOW_SKIP=1 and no CRS,
+/// the stand-in SQL injection rule).
 fn base_and_crs() -> String {
     let base = format!(
         "[[rules]]\nfile = \"{}\"\n",
@@ -55,7 +56,6 @@ fn base_and_crs() -> String {
             crs = crs.display()
         ),
         None => {
-            eprintln!("../shared/crs not found: the stand-in rule replaces CRS");
             format!("{base}{SQLI_RULE}")
         }
     }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 
@@ -640,15 +641,15 @@ async fn admin_api_serves_metrics_and_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_listener_speaks_http1_and_http2() {
-    let (Ok(_), Ok(_)) = (
-        std::process::Command::new("openssl")
-            .arg("version")
-            .output(),
-        std::process::Command::new("curl").arg("--version").output(),
-    ) else {
-        eprintln!("skipping: openssl or curl not installed");
+    if required(
+        Path::new("/usr/bin/openssl"),
+        "the TLS listener test (openssl)",
+    )
+    .is_none()
+        || required(Path::new("/usr/bin/curl"), "the TLS listener test (curl)").is_none()
+    {
         return;
-    };
+    }
     let backend = Backend::start().await;
     let dir = TempDir::new("tls");
     let ok = std::process::Command::new("openssl")
@@ -725,8 +726,7 @@ async fn tls_listener_speaks_http1_and_http2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crs_v4_blocks_sqli_in_blocking_mode() {
     let crs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crs");
-    if !crs.join("rules").is_dir() {
-        eprintln!("skipping: {} not found", crs.display());
+    if required(&crs.join("rules"), "CRS v4 (../shared/crs)").is_none() {
         return;
     }
     let backend = Backend::start().await;

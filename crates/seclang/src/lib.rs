@@ -8,9 +8,12 @@
 //! load rules from disk ([`FsSource`]) or from memory ([`MemorySource`], used by tests).
 //!
 //! Entry points: [`parse_str`] (text, includes from disk), [`parse_source`] (text,
-//! includes through a [`FileSource`]) and [`parse_file`]. The [`rule`] module parses
-//! the variable, operator and action syntax on its own, for the places where the same
-//! syntax appears inside an action (such as `ctl:ruleRemoveTargetById=1;ARGS:x`).
+//! includes through a [`FileSource`]) and [`parse_file`], which stop at the first
+//! error; [`parse_source_each`] and [`parse_file_each`] go on after an error and hand
+//! over every directive and every error in order (so that `palisade check` can
+//! report them all). The [`rule`] module parses the variable, operator and action
+//! syntax on its own, for the places where the same syntax appears inside an action
+//! (such as `ctl:ruleRemoveTargetById=1;ARGS:x`).
 //!
 //! ```
 //! use seclang::{parse_str, DirectiveKind};
@@ -31,5 +34,8 @@ pub mod source;
 
 pub use ast::*;
 pub use error::{ParseError, ParseErrorKind};
-pub use parser::{MAX_INCLUDE_DEPTH, parse_file, parse_source, parse_str};
+pub use parser::{
+    Failure, MAX_INCLUDE_DEPTH, Parsed, parse_file, parse_file_each, parse_source,
+    parse_source_each, parse_str,
+};
 pub use source::{FileSource, FsSource, MemorySource};

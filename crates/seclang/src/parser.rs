@@ -15,6 +15,7 @@ use crate::rule::{
 use crate::source::{FileSource, FsSource};
 use std::borrow::Cow;
 use std::io;
+use std::ops::ControlFlow;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,35 +29,111 @@ pub fn parse_str(text: &str, name: &str) -> Result<Vec<Directive>, ParseError> {
 }
 
 /// Parses SecLang text whose file name (for spans and relative `Include` paths) is
-/// `name`; included files are read through `source`.
+/// `name`; included files are read through `source`. Stops at the first error.
 pub fn parse_source(
     source: &dyn FileSource,
     text: &str,
     name: &Path,
 ) -> Result<Vec<Directive>, ParseError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut parser = Parser::new(source);
-    parser.open.push(normalize(name));
-    parser.parse_text(text, &Arc::new(name.to_path_buf()))?;
-    Ok(parser.out)
+    first_error(|each| parse_source_each(source, text, name, each))
 }
 
-/// Reads and parses a file and everything it includes.
+/// Reads and parses a file and everything it includes. Stops at the first error.
 pub fn parse_file(source: &dyn FileSource, path: &Path) -> Result<Vec<Directive>, ParseError> {
+    first_error(|each| parse_file_each(source, path, each))
+}
+
+/// One step of a recovering parse ([`parse_source_each`], [`parse_file_each`]), in
+/// the order of the text (the directives of an included file where the `Include`
+/// is).
+#[derive(Debug, Clone)]
+pub enum Parsed {
+    /// A directive that parsed.
+    Directive(Directive),
+    /// A directive that did not parse, or a file that could not be read; the parse
+    /// goes on with the next directive (or the next file of an `Include`).
+    Failed(Failure),
+}
+
+/// A directive that did not parse, and what is known of it.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// What went wrong and where.
+    pub error: ParseError,
+    /// The directive's canonical name (such as `SecRule` or `Include`) when it was
+    /// recognised; `None` for an unknown directive or a file that could not be read
+    /// or decoded at the top level.
+    pub directive: Option<&'static str>,
+}
+
+/// Parses SecLang text like [`parse_source`], but goes on after an error: `each`
+/// gets every directive and every error in order, and the parse stops early only
+/// when `each` returns [`ControlFlow::Break`]. Recovery is per logical directive
+/// (a directive and its continuation lines): a directive that fails is skipped
+/// whole, an `Include` that fails reads none of the files it failed on, and a file
+/// that cannot be decoded is skipped whole.
+pub fn parse_source_each(
+    source: &dyn FileSource,
+    text: &str,
+    name: &Path,
+    each: &mut dyn FnMut(Parsed) -> ControlFlow<()>,
+) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut parser = Parser::new(source, each);
+    parser.open.push(normalize(name));
+    let _ = parser.parse_text(text, &Arc::new(name.to_path_buf()));
+}
+
+/// Reads and parses a file and everything it includes like [`parse_file`], but
+/// goes on after an error as [`parse_source_each`] does.
+pub fn parse_file_each(
+    source: &dyn FileSource,
+    path: &Path,
+    each: &mut dyn FnMut(Parsed) -> ControlFlow<()>,
+) {
     let file = Arc::new(path.to_path_buf());
     let whole_file = Span {
         file: Arc::clone(&file),
         line: 1,
         column: 1,
     };
-    let bytes = source
-        .read(path)
-        .map_err(|e| io_error(&whole_file, path, &e))?;
-    let text = decode(bytes, &file)?;
-    let mut parser = Parser::new(source);
+    let mut parser = Parser::new(source, each);
+    let text = match source.read(path) {
+        Ok(bytes) => decode(bytes, &file),
+        Err(e) => Err(io_error(&whole_file, path, &e)),
+    };
+    let text = match text {
+        Ok(text) => text,
+        Err(error) => {
+            let _ = parser.fail(error, None);
+            return;
+        }
+    };
     parser.open.push(normalize(path));
-    parser.parse_text(&text, &file)?;
-    Ok(parser.out)
+    let _ = parser.parse_text(&text, &file);
+}
+
+/// The directives a recovering parse gives, or its first error (the parse stops
+/// there).
+fn first_error(
+    parse: impl FnOnce(&mut dyn FnMut(Parsed) -> ControlFlow<()>),
+) -> Result<Vec<Directive>, ParseError> {
+    let mut out = Vec::new();
+    let mut first = None;
+    parse(&mut |item| match item {
+        Parsed::Directive(d) => {
+            out.push(d);
+            ControlFlow::Continue(())
+        }
+        Parsed::Failed(f) => {
+            first = Some(f.error);
+            ControlFlow::Break(())
+        }
+    });
+    match first {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 fn error(span: &Span, kind: ParseErrorKind) -> ParseError {
@@ -131,23 +208,36 @@ fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '['])
 }
 
-struct Parser<'s> {
+/// The canonical name of the directive a text starts with, when its first word is
+/// one (for the errors of a directive whose arguments cannot be split).
+fn leading_directive(text: &str) -> Option<&'static str> {
+    let word = text.split_ascii_whitespace().next()?;
+    directives::lookup(word).map(|(name, _)| name)
+}
+
+struct Parser<'s, 'e> {
     source: &'s dyn FileSource,
     /// Normalized paths of the files being read, outermost first.
     open: Vec<PathBuf>,
-    out: Vec<Directive>,
+    /// Where the directives and the errors go, in order.
+    each: &'e mut dyn FnMut(Parsed) -> ControlFlow<()>,
 }
 
-impl<'s> Parser<'s> {
-    fn new(source: &'s dyn FileSource) -> Self {
+impl<'s, 'e> Parser<'s, 'e> {
+    fn new(source: &'s dyn FileSource, each: &'e mut dyn FnMut(Parsed) -> ControlFlow<()>) -> Self {
         Self {
             source,
             open: Vec::new(),
-            out: Vec::new(),
+            each,
         }
     }
 
-    fn parse_text(&mut self, text: &str, file: &Arc<PathBuf>) -> Result<(), ParseError> {
+    /// Reports an error; `Break` when the caller wants no more.
+    fn fail(&mut self, error: ParseError, directive: Option<&'static str>) -> ControlFlow<()> {
+        (self.each)(Parsed::Failed(Failure { error, directive }))
+    }
+
+    fn parse_text(&mut self, text: &str, file: &Arc<PathBuf>) -> ControlFlow<()> {
         for line in LogicalLines::new(text) {
             let span = Span {
                 file: Arc::clone(file),
@@ -156,60 +246,69 @@ impl<'s> Parser<'s> {
             };
             self.directive(&line.text, span)?;
         }
-        Ok(())
+        ControlFlow::Continue(())
     }
 
-    /// Parses one directive and appends it (or the directives it includes) to the output.
-    fn directive(&mut self, text: &str, span: Span) -> Result<(), ParseError> {
-        let mut args = split_args(text).map_err(|kind| error(&span, kind))?;
+    /// Parses one directive and hands it (or the directives it includes) on.
+    fn directive(&mut self, text: &str, span: Span) -> ControlFlow<()> {
+        let mut args = match split_args(text) {
+            Ok(args) => args,
+            Err(kind) => return self.fail(error(&span, kind), leading_directive(text)),
+        };
         if args.is_empty() {
-            return Ok(());
+            return ControlFlow::Continue(());
         }
         let written = args.remove(0).into_owned();
         let Some((name, arity)) = directives::lookup(&written) else {
-            return Err(error(&span, ParseErrorKind::UnknownDirective(written)));
+            return self.fail(
+                error(&span, ParseErrorKind::UnknownDirective(written)),
+                None,
+            );
         };
         if !arity.accepts(args.len()) {
-            return Err(error(
-                &span,
-                ParseErrorKind::ArgumentCount {
-                    directive: name.to_owned(),
-                    expected: arity.describe,
-                    got: args.len(),
-                },
-            ));
+            let kind = ParseErrorKind::ArgumentCount {
+                directive: name.to_owned(),
+                expected: arity.describe,
+                got: args.len(),
+            };
+            return self.fail(error(&span, kind), Some(name));
         }
         if name == "Include" || name == "IncludeOptional" {
             let pattern = args.first().map_or("", |a| a.as_ref());
-            return self.include(pattern, name == "IncludeOptional", &span);
+            return self.include(name, pattern, &span);
         }
-        let kind = build(name, args).map_err(|kind| error(&span, kind))?;
-        self.out.push(Directive { span, kind });
-        Ok(())
+        match build(name, args) {
+            Ok(kind) => (self.each)(Parsed::Directive(Directive { span, kind })),
+            Err(kind) => self.fail(error(&span, kind), Some(name)),
+        }
     }
 
-    /// Reads the files an `Include` names and splices their directives in.
-    fn include(&mut self, pattern: &str, optional: bool, span: &Span) -> Result<(), ParseError> {
+    /// Reads the files an `Include` (or `IncludeOptional`, `name`) names and splices
+    /// their directives in. A file that fails is reported and skipped; the others
+    /// are read.
+    fn include(&mut self, name: &'static str, pattern: &str, span: &Span) -> ControlFlow<()> {
+        let optional = name == "IncludeOptional";
         if self.open.len() >= MAX_INCLUDE_DEPTH {
-            return Err(error(span, ParseErrorKind::IncludeDepth(MAX_INCLUDE_DEPTH)));
+            return self.fail(
+                error(span, ParseErrorKind::IncludeDepth(MAX_INCLUDE_DEPTH)),
+                Some(name),
+            );
         }
         let base = span.file.parent().unwrap_or(Path::new(""));
         // Joining drops interior `.` components; an absolute pattern replaces `base`.
         let path: PathBuf = base.join(pattern).components().collect();
         let files = if is_glob(pattern) {
-            let mut files = self
-                .source
-                .glob(&path)
-                .map_err(|e| io_error(span, &path, &e))?;
+            let mut files = match self.source.glob(&path) {
+                Ok(files) => files,
+                Err(e) => return self.fail(io_error(span, &path, &e), Some(name)),
+            };
             files.sort();
             if files.is_empty() && !optional {
-                return Err(error(
-                    span,
-                    ParseErrorKind::Io {
-                        path,
-                        reason: "no file matches the pattern".to_owned(),
-                    },
-                ));
+                let kind = ParseErrorKind::Io {
+                    path,
+                    reason: "no file matches the pattern".to_owned(),
+                };
+                return self.fail(error(span, kind), Some(name));
             }
             files
         } else {
@@ -218,21 +317,31 @@ impl<'s> Parser<'s> {
         for file in files {
             let key = normalize(&file);
             if self.open.contains(&key) {
-                return Err(error(span, ParseErrorKind::IncludeLoop(file)));
+                self.fail(error(span, ParseErrorKind::IncludeLoop(file)), Some(name))?;
+                continue;
             }
             let bytes = match self.source.read(&file) {
                 Ok(bytes) => bytes,
                 Err(e) if optional && e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error(span, &file, &e)),
+                Err(e) => {
+                    self.fail(io_error(span, &file, &e), Some(name))?;
+                    continue;
+                }
             };
             let file = Arc::new(file);
-            let text = decode(bytes, &file)?;
+            let text = match decode(bytes, &file) {
+                Ok(text) => text,
+                Err(e) => {
+                    self.fail(e, Some(name))?;
+                    continue;
+                }
+            };
             self.open.push(key);
-            let result = self.parse_text(&text, &file);
+            let flow = self.parse_text(&text, &file);
             self.open.pop();
-            result?;
+            flow?;
         }
-        Ok(())
+        ControlFlow::Continue(())
     }
 }
 
@@ -810,6 +919,153 @@ mod tests {
         );
         let dirs = parse_file(&source, Path::new("/d/0.conf")).unwrap();
         assert_eq!(dirs.len(), 1);
+    }
+
+    /// Every item of a recovering parse of `text` (as `/w/main.conf`).
+    fn parse_each(source: &MemorySource, text: &str) -> (Vec<Directive>, Vec<Failure>) {
+        let (mut dirs, mut fails) = (Vec::new(), Vec::new());
+        parse_source_each(source, text, Path::new("/w/main.conf"), &mut |item| {
+            match item {
+                Parsed::Directive(d) => dirs.push(d),
+                Parsed::Failed(f) => fails.push(f),
+            }
+            ControlFlow::Continue(())
+        });
+        (dirs, fails)
+    }
+
+    fn failure_lines(fails: &[Failure]) -> Vec<(String, Option<&'static str>)> {
+        fails
+            .iter()
+            .map(|f| (f.error.to_string(), f.directive))
+            .collect()
+    }
+
+    #[test]
+    fn a_recovering_parse_reports_every_bad_directive_and_keeps_the_good_ones() {
+        let text = "SecMarker A\n\
+                    SecFoo 1\n\
+                    SecRule ARGS \"@rx a\" \"id:1,msg:'x'y\"\n\
+                    SecMarker B\n\
+                    SecRuleEngine On \\\n  Off\n\
+                    SecAction 'id:2\n\
+                    SecMarker C\n";
+        let (dirs, fails) = parse_each(&MemorySource::new(), text);
+        let names: Vec<_> = markers(&dirs).into_iter().map(|(m, _)| m).collect();
+        assert_eq!(names, ["A", "B", "C"]);
+        assert_eq!(
+            failure_lines(&fails),
+            [
+                (
+                    "/w/main.conf:2:1: unknown directive \"SecFoo\"".to_owned(),
+                    None
+                ),
+                (
+                    "/w/main.conf:3:1: bad action list: unexpected text after the quoted value of action \"msg\"".to_owned(),
+                    Some("SecRule")
+                ),
+                (
+                    "/w/main.conf:5:1: SecRuleEngine: expected 1 argument, got 2 argument(s)"
+                        .to_owned(),
+                    Some("SecRuleEngine")
+                ),
+                (
+                    "/w/main.conf:7:1: unterminated quoted string".to_owned(),
+                    Some("SecAction")
+                ),
+            ]
+        );
+        // The stopping parse gives the first of them.
+        let e = parse_source(&MemorySource::new(), text, Path::new("/w/main.conf")).unwrap_err();
+        assert_eq!(e.to_string(), failure_lines(&fails)[0].0);
+    }
+
+    #[test]
+    fn a_recovering_parse_skips_the_include_files_that_fail_and_reads_the_others() {
+        let mut source = memory(&[
+            ("/w/inc/a.conf", "SecMarker A1\nSecBogus x\nSecMarker A2\n"),
+            ("/w/inc/c.conf", "SecMarker C\nInclude ../main.conf\n"),
+            ("/w/main.conf", "SecMarker NEVER\n"),
+        ]);
+        source.insert("/w/inc/b.conf", b"SecMarker B\n\xff\n".to_vec());
+        let text = "Include missing.conf\n\
+                    Include inc/*.conf\n\
+                    Include nothing/*.conf\n\
+                    IncludeOptional nothing/*.conf\n\
+                    SecMarker END\n";
+        let (dirs, fails) = parse_each(&source, text);
+        let names: Vec<_> = markers(&dirs).into_iter().map(|(m, _)| m).collect();
+        assert_eq!(names, ["A1", "A2", "C", "END"]);
+        let got = failure_lines(&fails);
+        assert_eq!(got.len(), 5, "{got:#?}");
+        assert!(
+            got[0]
+                .0
+                .starts_with("/w/main.conf:1:1: cannot read /w/missing.conf"),
+            "{got:?}"
+        );
+        assert_eq!(got[0].1, Some("Include"));
+        assert_eq!(
+            got[1],
+            (
+                "/w/inc/a.conf:2:1: unknown directive \"SecBogus\"".to_owned(),
+                None
+            )
+        );
+        assert_eq!(
+            got[2],
+            (
+                "/w/inc/b.conf:2:1: cannot read /w/inc/b.conf: the file is not valid UTF-8"
+                    .to_owned(),
+                Some("Include")
+            )
+        );
+        assert_eq!(
+            got[3],
+            (
+                "/w/inc/c.conf:2:1: include loop: /w/inc/../main.conf includes itself".to_owned(),
+                Some("Include")
+            )
+        );
+        assert_eq!(
+            got[4],
+            (
+                "/w/main.conf:3:1: cannot read /w/nothing/*.conf: no file matches the pattern"
+                    .to_owned(),
+                Some("Include")
+            )
+        );
+    }
+
+    #[test]
+    fn a_recovering_parse_stops_when_told_and_reports_an_unreadable_file() {
+        let text = "SecFoo 1\nSecMarker A\nSecBar 2\n";
+        let mut seen = Vec::new();
+        parse_source_each(
+            &MemorySource::new(),
+            text,
+            Path::new("m.conf"),
+            &mut |item| {
+                seen.push(format!("{item:?}").chars().take(9).collect::<String>());
+                ControlFlow::Break(())
+            },
+        );
+        assert_eq!(seen, ["Failed(Fa"]);
+
+        let mut fails = Vec::new();
+        parse_file_each(
+            &MemorySource::new(),
+            Path::new("/w/none.conf"),
+            &mut |item| {
+                if let Parsed::Failed(f) = item {
+                    fails.push(f);
+                }
+                ControlFlow::Continue(())
+            },
+        );
+        assert_eq!(fails.len(), 1);
+        assert_eq!(fails[0].directive, None);
+        assert!(matches!(fails[0].error.kind, ParseErrorKind::Io { .. }));
     }
 
     #[test]

@@ -141,25 +141,14 @@ fn crs_v4_spans_point_at_directive_starts() {
 }
 
 #[test]
-fn crs_v4_whole_set_parses_quickly() {
+fn crs_v4_whole_set_parses() {
+    // How long it takes is a benchmark's question (`cargo bench -p engine`), not a
+    // test's: the test only asks that every file parses.
     let crs = shared_crs();
     let mut files = vec![crs.join("crs-setup.conf.example")];
     files.extend(conf_files(&crs.join("rules")));
-    // Warm the page cache, then time the best of a few runs.
-    let _ = parse_all(&files);
-    let best = (0..5)
-        .map(|_| {
-            let started = Instant::now();
-            let parsed = parse_all(&files);
-            assert!(!parsed.is_empty());
-            started.elapsed()
-        })
-        .min()
-        .unwrap_or_default();
-    println!("best CRS parse: {best:?}");
-    // Generous bound so that a debug build on a busy machine still passes; a release
-    // build takes a few milliseconds.
-    assert!(best.as_millis() < 2000, "parsing CRS took {best:?}");
+    let parsed = parse_all(&files);
+    assert_eq!(parsed.len(), files.len());
 }
 
 #[test]
@@ -167,7 +156,13 @@ fn debian_crs_3_3_4_parses() {
     let rules = Path::new("/usr/share/modsecurity-crs/rules");
     let setup = Path::new("/etc/modsecurity/crs/crs-setup.conf");
     if !rules.is_dir() || !setup.is_file() {
-        println!("skipping: Debian's modsecurity-crs is not installed");
+        // A test that needs an outside data set fails without it, unless asked not to.
+        assert!(
+            std::env::var("PALISADE_ALLOW_SKIP").as_deref() == Ok("1"),
+            "Debian's modsecurity-crs is not installed (apt-get install modsecurity-crs, \
+             as .ci/run does) and PALISADE_ALLOW_SKIP=1 is not set"
+        );
+        println!("SKIPPED: Debian's modsecurity-crs is not installed");
         return;
     }
     let mut files = vec![setup.to_path_buf()];

@@ -324,10 +324,10 @@ fn read_boundary(ct: &[u8], flags: &mut MultipartFlags) -> Result<Vec<u8>, &'sta
         return Err("Multipart: Invalid boundary in C-T (content).");
     }
     // Some frameworks add `; charset=...` after the boundary; v3 tolerates that.
-    if !boundary_chars_valid(&boundary) {
-        if let Some(semi) = memchr::memchr(b';', &boundary) {
-            boundary.truncate(semi);
-        }
+    if !boundary_chars_valid(&boundary)
+        && let Some(semi) = memchr::memchr(b';', &boundary)
+    {
+        boundary.truncate(semi);
     }
     if !boundary_chars_valid(&boundary) {
         return Err("Multipart: Invalid boundary in C-T (characters).");

@@ -394,7 +394,7 @@ fn hex(v: &[u8]) -> Option<Vec<u8>> {
         .or_else(|| t.strip_prefix(b"0X"))
         .unwrap_or(t);
     if t.len() < MIN_ENCODED
-        || t.len() % 2 != 0
+        || !t.len().is_multiple_of(2)
         || !t.iter().all(u8::is_ascii_hexdigit)
         || t.iter().all(u8::is_ascii_digit)
     {
@@ -571,7 +571,7 @@ fn html(v: &[u8]) -> Option<Vec<u8>> {
 
 /// UTF-16 text (little or big endian) decoded, when every other byte is NUL.
 fn utf16(v: &[u8]) -> Option<Vec<u8>> {
-    if v.len() < 4 || v.len() % 2 != 0 {
+    if v.len() < 4 || !v.len().is_multiple_of(2) {
         return None;
     }
     let even_nul = v.iter().step_by(2).filter(|&&b| b == 0).count();

@@ -71,7 +71,7 @@ pub fn luhn(s: &[u8]) -> bool {
         };
         digits += 1;
     }
-    digits > 0 && sum % 10 == 0
+    digits > 0 && sum.is_multiple_of(10)
 }
 
 #[cfg(test)]

@@ -4,17 +4,19 @@ use super::Ruleset;
 use super::tags::TagSelector;
 use crate::actions::{Action, AllowScope, BodyProcessor, CollectionKind, Ctl, Disruptive, SetOp};
 use crate::config::{AuditEngineMode, EngineConfig, RuleEngineMode, SettingOutcome};
-use crate::error::LoadError;
+use crate::error::{LoadError, LoadErrors};
 use crate::macros::Macro;
 use crate::operators::{CompileContext, Operator};
 use crate::rule::{Entry, Rule, RuleMeta, RuleOperator};
 use crate::transforms::Transform;
 use crate::variables::{self, Exclusion, Target, Var};
 use seclang::{
-    ActionDef, Directive, DirectiveKind, FileSource, IdRange, RuleDef, RuleSelector, Span,
+    ActionDef, Directive, DirectiveKind, Failure, FileSource, IdRange, Parsed, RuleDef,
+    RuleSelector, Span,
 };
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,6 +51,32 @@ pub struct RulesetBuilder {
     /// TX seeds of the sites that will run over the rule set (their paranoia
     /// levels): the shared prefilter covers the rules their transactions reach too.
     reach_seeds: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// `Some(limit)` once [`RulesetBuilder::keep_going`] was called: errors are
+    /// kept (up to `limit`, the rest counted) and loading goes on.
+    keep_going: Option<usize>,
+    /// The errors kept in that mode, and how many were found.
+    errors: Vec<LoadError>,
+    error_total: usize,
+    /// A rule that failed (to parse or compile) and may have opened a chain: the
+    /// rules that follow it as its links are compiled for their own errors, then
+    /// dropped.
+    broken_chain: Option<BrokenChain>,
+    /// The ids of rules that failed to compile: a later directive that names one
+    /// (`SecRuleUpdateActionById`) is skipped rather than reported again.
+    failed_ids: HashSet<i64>,
+}
+
+/// The chain of a rule that failed (see [`RulesetBuilder::keep_going`]).
+#[derive(Debug, Clone, Copy)]
+struct BrokenChain {
+    /// The phase and id its links are compiled with.
+    phase: u8,
+    head_id: Option<i64>,
+    /// True when the failed rule is known to have had `chain`, so that the next
+    /// directive must be a link; false when the rule did not parse, so that
+    /// whether links follow is a guess (a SecRule without `id` or `phase` is taken
+    /// for one).
+    certain: bool,
 }
 
 /// What a site's directives do to the base rule set, gathered while its overlay is
@@ -121,6 +149,11 @@ impl RulesetBuilder {
             geo_rules: Vec::new(),
             overlay: None,
             reach_seeds: Vec::new(),
+            keep_going: None,
+            errors: Vec::new(),
+            error_total: 0,
+            broken_chain: None,
+            failed_ids: HashSet::new(),
         }
     }
 
@@ -250,6 +283,34 @@ impl RulesetBuilder {
         }
     }
 
+    /// Makes the builder go on after an error instead of stopping at the first:
+    /// a directive that does not parse or compile is recorded and skipped, and
+    /// loading goes on with the next one, so that one load finds every error
+    /// (`palisade check`). Errors that only follow from an earlier one are not
+    /// reported: the links of a chain whose first rule failed are checked on their
+    /// own and dropped, and `SecRuleUpdateActionById` on a rule that failed is
+    /// skipped. The first `max_errors` errors (at least 1) are kept and the rest
+    /// counted. In this mode [`add_file`](Self::add_file),
+    /// [`add_text`](Self::add_text) and [`add_directives`](Self::add_directives)
+    /// return `Ok`, and [`finish`](Self::finish) returns the errors.
+    pub fn keep_going(&mut self, max_errors: usize) -> &mut Self {
+        self.keep_going = Some(max_errors.max(1));
+        self
+    }
+
+    /// In the keep-going mode, keeps (or counts) `e` and returns `Ok`; otherwise
+    /// returns it.
+    fn record(&mut self, e: LoadError) -> Result<(), LoadError> {
+        let Some(limit) = self.keep_going else {
+            return Err(e);
+        };
+        self.error_total += 1;
+        if self.errors.len() < limit {
+            self.errors.push(e);
+        }
+        Ok(())
+    }
+
     /// Tells the builder whether the server will give transactions a DNS
     /// block-list resolver ([`TxContext::rbl`](crate::TxContext::rbl)). Without
     /// one, each `@rbl` rule gets a load warning (it never matches).
@@ -259,42 +320,104 @@ impl RulesetBuilder {
     }
 
     /// Loads a SecLang file (or every file a glob pattern matches, in lexical order).
+    /// Stops at the first error, unless [`keep_going`](Self::keep_going) was called.
     pub fn add_file(&mut self, path: &Path) -> Result<&mut Self, LoadError> {
         let is_glob = path.to_str().is_some_and(|s| s.contains(['*', '?', '[']));
         let paths = if is_glob {
-            self.source
-                .glob(path)
-                .map_err(|e| io_error(path, &e.to_string()))?
+            match self.source.glob(path) {
+                Ok(paths) => paths,
+                Err(e) => {
+                    self.record(io_error(path, &e.to_string()))?;
+                    return Ok(self);
+                }
+            }
         } else {
             vec![path.to_path_buf()]
         };
         if paths.is_empty() {
-            return Err(io_error(path, "no file matches the pattern"));
+            self.record(io_error(path, "no file matches the pattern"))?;
         }
         for p in paths {
             let source = self.source.clone();
-            let directives = seclang::parse_file(source.as_ref(), &p)?;
-            self.files.push(p);
-            self.add_directives(directives)?;
+            self.files.push(p.clone());
+            self.load_each(|each| seclang::parse_file_each(source.as_ref(), &p, each))?;
         }
         Ok(self)
     }
 
     /// Loads SecLang text; `name` stands for its file name in errors and logs.
+    /// Stops at the first error, unless [`keep_going`](Self::keep_going) was called.
     pub fn add_text(&mut self, text: &str, name: &str) -> Result<&mut Self, LoadError> {
         let source = self.source.clone();
-        let directives = seclang::parse_source(source.as_ref(), text, Path::new(name))?;
-        self.add_directives(directives)?;
+        self.load_each(|each| {
+            seclang::parse_source_each(source.as_ref(), text, Path::new(name), each)
+        })?;
         Ok(self)
     }
 
-    /// Applies parsed directives, in order.
+    /// Applies the directives of a parse as they come, so that the first error in
+    /// the text's order is the first reported (and, in the keep-going mode, every
+    /// other after it).
+    fn load_each(
+        &mut self,
+        parse: impl FnOnce(&mut dyn FnMut(Parsed) -> ControlFlow<()>),
+    ) -> Result<(), LoadError> {
+        let mut stopped = None;
+        parse(&mut |item| {
+            let done = match item {
+                Parsed::Directive(d) => self.apply(d),
+                Parsed::Failed(f) => self.parse_failed(f),
+            };
+            match done {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    stopped = Some(e);
+                    ControlFlow::Break(())
+                }
+            }
+        });
+        stopped.map_or(Ok(()), Err)
+    }
+
+    /// Applies parsed directives, in order. Stops at the first error, unless
+    /// [`keep_going`](Self::keep_going) was called.
     pub fn add_directives(&mut self, directives: Vec<Directive>) -> Result<&mut Self, LoadError> {
         for d in directives {
-            format!("{:?}", d.kind).hash(&mut self.hasher);
-            self.add_directive(d)?;
+            self.apply(d)?;
         }
         Ok(self)
+    }
+
+    /// Applies one directive; its error is returned, or kept in the keep-going mode.
+    fn apply(&mut self, d: Directive) -> Result<(), LoadError> {
+        format!("{:?}", d.kind).hash(&mut self.hasher);
+        match self.add_directive(d) {
+            Ok(()) => Ok(()),
+            Err(e) => self.record(e),
+        }
+    }
+
+    /// Records a directive that did not parse. When it may have been a rule, the
+    /// chain it may have opened or continued is broken (see [`BrokenChain`]); a
+    /// directive that is not a rule ends any chain, silently (the error about it is
+    /// this one).
+    fn parse_failed(&mut self, f: Failure) -> Result<(), LoadError> {
+        let maybe_rule = matches!(f.directive, None | Some("SecRule") | Some("SecAction"));
+        let open = match (self.open_chain, self.entries.last(), self.broken_chain) {
+            (true, Some(Entry::Rule(head)), _) => Some((head.phase, head.id)),
+            (_, _, Some(b)) => Some((b.phase, b.head_id)),
+            _ => None,
+        };
+        self.open_chain = false;
+        self.broken_chain = maybe_rule.then(|| {
+            let (phase, head_id) = open.unwrap_or((2, None));
+            BrokenChain {
+                phase,
+                head_id,
+                certain: false,
+            }
+        });
+        self.record(LoadError::Parse(f.error))
     }
 
     fn add_directive(&mut self, d: Directive) -> Result<(), LoadError> {
@@ -379,18 +502,18 @@ impl RulesetBuilder {
                 };
                 let mut found = false;
                 for e in &mut self.entries {
-                    if let Entry::Rule(r) = e {
-                        if sel.selects(r) {
-                            found = true;
-                            if let Some(rep) = &replaced {
-                                r.targets.retain(|t| {
-                                    !rep.iter()
-                                        .any(|x| x.written.eq_ignore_ascii_case(&t.written))
-                                });
-                            }
-                            r.targets.extend(add.iter().cloned());
-                            r.exclusions.extend(excl.iter().cloned());
+                    if let Entry::Rule(r) = e
+                        && sel.selects(r)
+                    {
+                        found = true;
+                        if let Some(rep) = &replaced {
+                            r.targets.retain(|t| {
+                                !rep.iter()
+                                    .any(|x| x.written.eq_ignore_ascii_case(&t.written))
+                            });
                         }
+                        r.targets.extend(add.iter().cloned());
+                        r.exclusions.extend(excl.iter().cloned());
                     }
                 }
                 if let Some(o) = &mut self.overlay {
@@ -431,6 +554,10 @@ impl RulesetBuilder {
                     .iter()
                     .position(|e| matches!(e, Entry::Rule(r) if r.id == Some(id)));
                 let Some(pos) = pos else {
+                    if self.failed_ids.contains(&id) {
+                        // Its rule failed, and that error is reported.
+                        return Ok(());
+                    }
                     if self
                         .overlay
                         .as_ref()
@@ -565,9 +692,13 @@ impl RulesetBuilder {
         }
     }
 
-    fn close_chain(&self, span: &Span) -> Result<(), LoadError> {
-        if self.open_chain {
-            return Err(LoadError::rule(
+    /// Before a directive that is not a rule: a chain left open is an error (kept in
+    /// the keep-going mode, which then goes on with the directive).
+    fn close_chain(&mut self, span: &Span) -> Result<(), LoadError> {
+        let broken = self.broken_chain.take().is_some_and(|b| b.certain);
+        if self.open_chain || broken {
+            self.open_chain = false;
+            return self.record(LoadError::rule(
                 span,
                 None,
                 "a rule with `chain` must be followed by a SecRule",
@@ -582,22 +713,65 @@ impl RulesetBuilder {
         def: Option<RuleDef>,
         actions: Vec<ActionDef>,
     ) -> Result<(), LoadError> {
+        let opens = has_action(&actions, "chain");
+        if let Some(broken) = self.broken_chain.take() {
+            // After a rule that failed: a link of its chain when it surely had one,
+            // or when this rule looks like a link (no id, no phase).
+            let looks_like_link =
+                def.is_some() && !has_action(&actions, "id") && !has_action(&actions, "phase");
+            if broken.certain || looks_like_link {
+                if def.is_none() {
+                    return Err(LoadError::rule(
+                        span,
+                        broken.head_id,
+                        "a chained rule must be a SecRule, not SecAction",
+                    ));
+                }
+                if opens {
+                    self.broken_chain = Some(BrokenChain {
+                        certain: true,
+                        ..broken
+                    });
+                }
+                // Checked for its own errors, then dropped with its chain.
+                let link_of = Some((broken.phase, broken.head_id));
+                self.compile_rule(span, def.as_ref(), &actions, link_of, false)?;
+                return Ok(());
+            }
+        }
         if self.open_chain {
             // A link of the chain opened by the last rule.
             let Some(Entry::Rule(head)) = self.entries.last() else {
+                self.open_chain = false;
                 return Err(LoadError::rule(span, None, "chain without a starting rule"));
             };
             let (phase, head_id) = (head.phase, head.id);
             if def.is_none() {
+                self.open_chain = false;
                 return Err(LoadError::rule(
                     span,
                     head_id,
                     "a chained rule must be a SecRule, not SecAction",
                 ));
             }
-            let rule =
-                self.compile_rule(span, def.as_ref(), &actions, Some((phase, head_id)), false)?;
-            let opens = has_action(&actions, "chain");
+            let rule = match self.compile_rule(
+                span,
+                def.as_ref(),
+                &actions,
+                Some((phase, head_id)),
+                false,
+            ) {
+                Ok(rule) => rule,
+                Err(e) => {
+                    self.open_chain = false;
+                    self.broken_chain = opens.then_some(BrokenChain {
+                        phase,
+                        head_id,
+                        certain: true,
+                    });
+                    return Err(e);
+                }
+            };
             let Some(Entry::Rule(head)) = self.entries.last_mut() else {
                 unreachable!()
             };
@@ -609,13 +783,29 @@ impl RulesetBuilder {
             self.open_chain = opens;
             return Ok(());
         }
-        let rule = self.compile_rule(span, def.as_ref(), &actions, None, false)?;
-        if let Some(id) = rule.id {
-            if !self.ids.insert(id) {
-                return Err(LoadError::rule(span, Some(id), "duplicate rule id"));
+        let failed_chain = |phase: Option<u8>, id: Option<i64>| {
+            opens.then_some(BrokenChain {
+                phase: phase.unwrap_or(2),
+                head_id: id,
+                certain: true,
+            })
+        };
+        let rule = match self.compile_rule(span, def.as_ref(), &actions, None, false) {
+            Ok(rule) => rule,
+            Err(e) => {
+                let id = find_id(&actions).ok().flatten();
+                self.failed_ids.extend(id);
+                self.broken_chain = failed_chain(find_phase(&actions).ok().flatten(), id);
+                return Err(e);
             }
+        };
+        if let Some(id) = rule.id
+            && !self.ids.insert(id)
+        {
+            self.broken_chain = failed_chain(Some(rule.phase), Some(id));
+            return Err(LoadError::rule(span, Some(id), "duplicate rule id"));
         }
-        self.open_chain = has_action(&actions, "chain");
+        self.open_chain = opens;
         self.entries.push(Entry::Rule(Box::new(rule)));
         Ok(())
     }
@@ -978,23 +1168,22 @@ impl RulesetBuilder {
             }
             _ => {}
         }
-        if argument.contains("%{") {
-            if let Ok(m) = Macro::parse(argument) {
-                if !m.is_literal() {
-                    // Check the operator exists and takes such an argument.
-                    let probe = Operator::compile(name, "0", &self.compile_context(span));
-                    if let Err(e) = probe {
-                        if e.reason.contains("unknown") {
-                            return Err(e.to_string());
-                        }
-                    }
-                    return Ok(RuleOperator::Dynamic {
-                        name: name.to_string(),
-                        argument: m,
-                        plain: crate::operators::PlainOperator::from_name(name),
-                    });
-                }
+        if argument.contains("%{")
+            && let Ok(m) = Macro::parse(argument)
+            && !m.is_literal()
+        {
+            // Check the operator exists and takes such an argument.
+            let probe = Operator::compile(name, "0", &self.compile_context(span));
+            if let Err(e) = probe
+                && e.reason.contains("unknown")
+            {
+                return Err(e.to_string());
             }
+            return Ok(RuleOperator::Dynamic {
+                name: name.to_string(),
+                argument: m,
+                plain: crate::operators::PlainOperator::from_name(name),
+            });
         }
         let reads_files = matches!(
             lname.as_str(),
@@ -1022,8 +1211,17 @@ impl RulesetBuilder {
         }
     }
 
-    /// Finishes the rule set.
-    pub fn build(mut self) -> Result<Ruleset, LoadError> {
+    /// Finishes the rule set, or gives the first error (see
+    /// [`RulesetBuilder::finish`] for all of them).
+    pub fn build(self) -> Result<Ruleset, LoadError> {
+        self.finish().map_err(LoadErrors::into_first)
+    }
+
+    /// Builds the rule set, or gives every error of the load: in the keep-going
+    /// mode ([`RulesetBuilder::keep_going`]) those kept and counted on the way and
+    /// the one found here, otherwise the one found here.
+    pub fn finish(mut self) -> Result<Ruleset, LoadErrors> {
+        // (A chain broken by a failed rule was reported with that rule.)
         if self.open_chain {
             let span = match self.entries.last() {
                 Some(Entry::Rule(r)) => r.span.clone(),
@@ -1033,10 +1231,15 @@ impl RulesetBuilder {
                     column: 0,
                 },
             };
-            return Err(LoadError::rule(
-                &span,
-                None,
-                "the last rule has `chain` but no rule follows",
+            let e = LoadError::rule(&span, None, "the last rule has `chain` but no rule follows");
+            if let Err(e) = self.record(e) {
+                return Err(LoadErrors::new(vec![e], 1));
+            }
+        }
+        if self.error_total > 0 {
+            return Err(LoadErrors::new(
+                std::mem::take(&mut self.errors),
+                self.error_total,
             ));
         }
         let mut warnings = std::mem::take(&mut self.warnings);
@@ -1347,10 +1550,10 @@ fn parse_severity(v: &str) -> Result<u8, String> {
         "DEBUG",
     ];
     let v = v.trim();
-    if let Ok(n) = v.parse::<u8>() {
-        if n <= 7 {
-            return Ok(n);
-        }
+    if let Ok(n) = v.parse::<u8>()
+        && n <= 7
+    {
+        return Ok(n);
     }
     NAMES
         .iter()
@@ -1571,4 +1774,184 @@ fn compile_selector(span: &Span, sel: &RuleSelector) -> Result<CompiledSelector,
 fn intern_in(prefixes: &mut HashMap<Vec<Transform>, u32>, prefix: &[Transform]) -> u32 {
     let next = prefixes.len() as u32;
     *prefixes.entry(prefix.to_vec()).or_insert(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seclang::MemorySource;
+
+    /// The errors of a keep-going load of `text` (as `r.conf`), each as displayed.
+    fn errors(text: &str, limit: usize) -> (Vec<String>, usize) {
+        let mut b = RulesetBuilder::new(Arc::new(MemorySource::new()));
+        b.keep_going(limit);
+        assert!(b.add_text(text, "r.conf").is_ok());
+        match b.finish() {
+            Ok(_) => (Vec::new(), 0),
+            Err(e) => (
+                e.listed().iter().map(ToString::to_string).collect(),
+                e.total(),
+            ),
+        }
+    }
+
+    const GOOD: &str = "SecRule ARGS \"@rx a\" \"id:100,phase:2,deny\"\n";
+
+    #[test]
+    fn keep_going_reports_every_independent_error_with_its_place() {
+        let text = format!(
+            "{GOOD}SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,t:nosuch\"\n\
+             SecBogus 1\n\
+             SecRule ARGS \"@nosuchop a\" \"id:2,phase:2,deny\"\n\
+             SecRule ARGS \"@rx b\" \"id:3,phase:2,deny\"\n\
+             SecRuleEngine Sometimes\n"
+        );
+        let (got, total) = errors(&text, 50);
+        assert_eq!(total, 4, "{got:#?}");
+        assert!(got[0].starts_with("r.conf:2:1: [id 1] "), "{got:?}");
+        assert!(got[0].contains("nosuch"), "{got:?}");
+        assert_eq!(got[1], "r.conf:3:1: unknown directive \"SecBogus\"");
+        assert!(got[2].starts_with("r.conf:4:1: [id 2] "), "{got:?}");
+        assert!(got[3].starts_with("r.conf:6:1: "), "{got:?}");
+        // Without keep_going, the first one stops the load.
+        let mut b = RulesetBuilder::new(Arc::new(MemorySource::new()));
+        let e = b.add_text(&text, "r.conf").err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some(got[0].as_str()));
+    }
+
+    #[test]
+    fn the_links_of_a_failed_rule_are_checked_but_not_reported_as_rules() {
+        // Rule 1 fails; its links have no id, which is right for links.
+        let (got, _) = errors(
+            &format!(
+                "SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,t:nosuch,chain\"\n\
+                 SecRule ARGS \"@rx b\" \"chain\"\n\
+                 SecRule ARGS \"@rx c\" \"t:none\"\n{GOOD}"
+            ),
+            50,
+        );
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(got[0].starts_with("r.conf:1:1: [id 1]"), "{got:?}");
+        // A link's own error is reported, once, with the chain's id.
+        let (got, _) = errors(
+            "SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,t:nosuch,chain\"\n\
+             SecRule ARGS \"@rx b\" \"chain,t:alsonot\"\n\
+             SecRule ARGS \"@rx c\" \"t:none\"\n\
+             SecRule ARGS \"@rx d\" \"id:2,phase:2,deny,chain\"\n\
+             SecRule ARGS \"@rx e\" \"t:third\"\n\
+             SecRule ARGS \"@rx f\" \"id:3,phase:2,deny\"\n",
+            50,
+        );
+        assert_eq!(got.len(), 3, "{got:#?}");
+        assert!(got[1].starts_with("r.conf:2:1: [id 1]"), "{got:?}");
+        assert!(got[2].starts_with("r.conf:5:1: [id 2]"), "{got:?}");
+    }
+
+    #[test]
+    fn a_chain_start_that_does_not_parse_does_not_turn_its_links_into_errors() {
+        let (got, _) = errors(
+            &format!(
+                "SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,chain\n\
+                 SecRule ARGS \"@rx b\" \"t:none\"\n{GOOD}"
+            ),
+            50,
+        );
+        assert_eq!(got, ["r.conf:1:1: unterminated quoted string"]);
+        // A rule without an id that sets its phase is taken for a rule, not a link.
+        let (got, _) = errors("SecFoo 1\nSecRule ARGS \"@rx b\" \"phase:2,deny\"\n", 50);
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert!(got[1].contains("rule has no id"), "{got:?}");
+    }
+
+    #[test]
+    fn an_open_chain_is_reported_and_the_next_directive_still_applies() {
+        let (got, _) = errors(
+            "SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,chain\"\n\
+             SecRuleEngine On\n\
+             SecRuleUpdateActionById 1 \"pass\"\n\
+             SecRuleUpdateActionById 7 \"pass\"\n\
+             SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"\n",
+            50,
+        );
+        assert_eq!(got.len(), 3, "{got:#?}");
+        assert!(
+            got[0].starts_with("r.conf:2:1: a rule with `chain`"),
+            "{got:?}"
+        );
+        assert!(got[1].starts_with("r.conf:4:1: [id 7]"), "{got:?}");
+        assert!(
+            got[2].starts_with("r.conf:5:1: [id 1] duplicate"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn updates_of_a_rule_that_failed_are_not_reported_again() {
+        let (got, _) = errors(
+            "SecRule ARGS \"@rx a\" \"id:5,phase:2,deny,t:nosuch\"\n\
+             SecRuleUpdateActionById 5 \"pass\"\n\
+             SecRuleUpdateTargetById 5 \"!ARGS:x\"\n\
+             SecRuleRemoveById 5\n",
+            50,
+        );
+        assert_eq!(got.len(), 1, "{got:#?}");
+    }
+
+    #[test]
+    fn errors_past_the_limit_are_counted() {
+        let text: String = (1..=60)
+            .map(|i| format!("SecRule ARGS \"@rx a\" \"id:{i},phase:2,deny,t:bad{i}\"\n"))
+            .collect();
+        let mut b = RulesetBuilder::new(Arc::new(MemorySource::new()));
+        b.keep_going(50);
+        assert!(b.add_text(&text, "r.conf").is_ok());
+        let Err(e) = b.finish() else {
+            panic!("the load has errors")
+        };
+        assert_eq!((e.listed().len(), e.total(), e.unlisted()), (50, 60, 10));
+        assert!(e.first().to_string().starts_with("r.conf:1:1: [id 1]"));
+        let shown = e.to_string();
+        assert_eq!(shown.lines().count(), 51);
+        assert!(shown.ends_with("\nand 10 more error(s)"), "{shown}");
+        assert!(
+            shown
+                .lines()
+                .nth(49)
+                .is_some_and(|l| l.starts_with("r.conf:50:1:"))
+        );
+    }
+
+    #[test]
+    fn keep_going_reads_every_file_and_reports_an_unmatched_pattern() {
+        let mut source = MemorySource::new();
+        source.insert(
+            "/r/a.conf",
+            "SecBogus 1\nSecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"\n",
+        );
+        source.insert(
+            "/r/b.conf",
+            "SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"\n",
+        );
+        let mut b = RulesetBuilder::new(Arc::new(source));
+        b.keep_going(10);
+        for f in ["/r/a.conf", "/r/none/*.conf", "/r/b.conf"] {
+            assert!(b.add_file(Path::new(f)).is_ok());
+        }
+        let got: Vec<String> = match b.finish() {
+            Ok(_) => Vec::new(),
+            Err(e) => e.listed().iter().map(ToString::to_string).collect(),
+        };
+        assert_eq!(got.len(), 3, "{got:#?}");
+        assert!(got[0].starts_with("/r/a.conf:2:1") || got[0].starts_with("/r/a.conf:1:1"));
+        assert!(got[1].contains("no file matches the pattern"), "{got:?}");
+        assert!(
+            got[2].starts_with("/r/b.conf:1:1: [id 1] duplicate"),
+            "{got:?}"
+        );
+        // Without errors, a keep-going load builds.
+        let mut b = RulesetBuilder::new(Arc::new(MemorySource::new()));
+        b.keep_going(10);
+        assert!(b.add_text(GOOD, "g.conf").is_ok());
+        assert_eq!(b.finish().map(|r| r.rule_count()).ok(), Some(1));
+    }
 }

@@ -626,15 +626,15 @@ impl<'a> View<'a> {
                         "id", "rev", "severity", "logdata", "msg", "ver", "maturity", "accuracy",
                         "phase",
                     ] {
-                        if sel.matches(key.as_bytes()) {
-                            if let Some(v) = self.rule_field(rule, key) {
-                                out.push(Value {
-                                    var,
-                                    key: Cow::Borrowed(key.as_bytes()),
-                                    value: Cow::Owned(v),
-                                    id: None,
-                                });
-                            }
+                        if sel.matches(key.as_bytes())
+                            && let Some(v) = self.rule_field(rule, key)
+                        {
+                            out.push(Value {
+                                var,
+                                key: Cow::Borrowed(key.as_bytes()),
+                                value: Cow::Owned(v),
+                                id: None,
+                            });
                         }
                     }
                 }

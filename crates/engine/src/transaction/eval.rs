@@ -1116,22 +1116,22 @@ impl Transaction {
                     .then(|| intervention.as_ref().map(|i| i.1))
                     .flatten(),
             );
-            if let Some((kind, status)) = intervention {
-                if enforce {
-                    let message = rule
-                        .meta
-                        .msg
-                        .as_ref()
-                        .map(|m| m.expand_string(&self.view(Some(rule))));
-                    let i = Intervention {
-                        status,
-                        kind,
-                        rule_id: rule.id,
-                        message,
-                    };
-                    self.state.intervention = Some(i.clone());
-                    return Some(i);
-                }
+            if let Some((kind, status)) = intervention
+                && enforce
+            {
+                let message = rule
+                    .meta
+                    .msg
+                    .as_ref()
+                    .map(|m| m.expand_string(&self.view(Some(rule))));
+                let i = Intervention {
+                    status,
+                    kind,
+                    rule_id: rule.id,
+                    message,
+                };
+                self.state.intervention = Some(i.clone());
+                return Some(i);
             }
             if let Disruptive::Allow(scope) = disruptive {
                 if self.debug_on(4) {
@@ -1183,10 +1183,10 @@ impl Transaction {
 
     fn is_removed(&self, rule: &Rule) -> bool {
         let s = &self.state;
-        if let Some(id) = rule.id {
-            if s.removed_ids.contains(id) {
-                return true;
-            }
+        if let Some(id) = rule.id
+            && s.removed_ids.contains(id)
+        {
+            return true;
         }
         if rule.tag_set.intersects(&s.removed_tags) {
             return true;
@@ -1220,10 +1220,10 @@ impl Transaction {
         if !matched {
             return false;
         }
-        if let Some(next) = &rule.chain {
-            if !self.eval_link(next, own_folds) {
-                return false;
-            }
+        if let Some(next) = &rule.chain
+            && !self.eval_link(next, own_folds)
+        {
+            return false;
         }
         self.run_full_match_actions(rule);
         true
@@ -1379,10 +1379,10 @@ impl Transaction {
     }
 
     fn eval_targets(&mut self, rule: &Rule) -> bool {
-        if let Some(slot) = rule.prefilter {
-            if !self.prefilter_may_match(slot) {
-                return false;
-            }
+        if let Some(slot) = rule.prefilter
+            && !self.prefilter_may_match(slot)
+        {
+            return false;
         }
         // Matched values are collected first and acted upon after, because actions
         // change the state the values are read from.

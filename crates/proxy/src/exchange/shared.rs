@@ -52,6 +52,8 @@ pub struct Shared {
     sync: Option<store::sync::Sync>,
     /// Per-client and per-route accounting (`GET /top` on the admin listener).
     pub accounting: crate::accounting::Accounting,
+    /// How the last configuration reload ended (`/status`, `/metrics`).
+    pub reloads: crate::reload::ReloadState,
     /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
     /// The `[[shape]]` classes, with their per-key buckets.
@@ -66,6 +68,11 @@ pub struct Shared {
     dns: Option<Arc<crate::dns::Dns>>,
     /// The trusted proxies and the forwarding header (`[client_address]`).
     client_address: ClientAddress,
+    /// The certificates of the TLS listeners (status, metrics, reloads).
+    tls_listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>,
+    /// The ACME manager, with `[acme]`: its HTTP-01 challenges are answered on
+    /// the plain listeners.
+    acme: Option<Arc<crate::tls::acme::Acme>>,
     id_seed: u64,
     /// Transaction counters, one per worker thread: worker `w` of `W` numbers its
     /// transactions `w`, `w + W`, `w + 2W`, ..., so numbers never repeat across
@@ -115,8 +122,11 @@ impl Shared {
             rate_limits: Vec::new(),
             shapes: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
+            reloads: crate::reload::ReloadState::new(),
             dns: None,
             client_address: ClientAddress::default(),
+            tls_listeners: Vec::new(),
+            acme: None,
             id_seed: h.finish(),
             id_counters: vec![IdCounter::default()].into_boxed_slice(),
         }
@@ -201,6 +211,28 @@ impl Shared {
     pub fn with_client_address(mut self, client_address: ClientAddress) -> Self {
         self.client_address = client_address;
         self
+    }
+
+    /// Keeps the TLS listeners' certificates and the ACME manager for the
+    /// challenges, reloads, `/status` and `/metrics`.
+    pub fn with_tls(
+        mut self,
+        listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>,
+        acme: Option<Arc<crate::tls::acme::Acme>>,
+    ) -> Self {
+        self.tls_listeners = listeners;
+        self.acme = acme;
+        self
+    }
+
+    /// The certificates of the TLS listeners.
+    pub fn tls_listeners(&self) -> &[Arc<crate::tls::sni::ListenerCerts>] {
+        &self.tls_listeners
+    }
+
+    /// The ACME manager, with `[acme]`.
+    pub fn acme(&self) -> Option<&Arc<crate::tls::acme::Acme>> {
+        self.acme.as_ref()
     }
 
     /// The trusted proxies and the forwarding header (`[client_address]`).

@@ -160,6 +160,17 @@ pub async fn serve<IO>(
                 return;
             }
         };
+        if !conn.tls
+            && let Some(answer) = shared
+                .acme()
+                .and_then(|a| a.http01(&head.method, &head.uri))
+        {
+            // An ACME HTTP-01 validation for a pending token: answered before the
+            // rules and the routes (which never see it), then closed.
+            Box::pin(answer_http01(&mut io, &head, &answer, &shared)).await;
+            linger(&mut io).await;
+            return;
+        }
         // Boxed: the request's state machine is large (the phases, the upstream
         // exchange), and a connection waiting for its next head should not carry
         // room for it (10,000 waiting connections would hold 100 MiB).
@@ -172,6 +183,28 @@ pub async fn serve<IO>(
             return;
         }
     }
+}
+
+/// Answers an ACME HTTP-01 validation request with the key authorization.
+async fn answer_http01<IO: AsyncWrite + Unpin>(
+    io: &mut IO,
+    head: &RequestHead,
+    key_authorization: &str,
+    shared: &Shared,
+) {
+    tracing::info!(
+        "acme: answered the HTTP-01 challenge {}",
+        String::from_utf8_lossy(&head.uri)
+    );
+    let mut msg = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        key_authorization.len()
+    );
+    if &head.method[..] != b"HEAD" {
+        msg.push_str(key_authorization);
+    }
+    let _ = timeout(shared.server.send_timeout, io.write_all(msg.as_bytes())).await;
+    let _ = io.flush().await;
 }
 
 /// Closes a connection politely: sends FIN (or TLS close_notify), then reads and

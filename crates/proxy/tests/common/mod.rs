@@ -237,7 +237,9 @@ impl Palisade {
             addr,
             stderr,
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // A bound, not a timing check: a debug build compiling CRS v4 on a busy
+        // machine (CI runs builds and fuzzers side by side) can take a minute.
+        let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             if std::net::TcpStream::connect(addr).is_ok() {
                 break;
