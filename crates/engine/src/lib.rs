@@ -33,6 +33,7 @@ pub mod civil;
 pub mod collections;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod inputs;
 pub mod intervention;
 pub mod log;
@@ -51,6 +52,7 @@ pub use collections::{
 };
 pub use config::{EngineConfig, RuleEngineMode};
 pub use error::{LoadError, LoadErrors};
+pub use events::{Event, Limit, RuleMatch};
 pub use intervention::{Intervention, InterventionKind};
 pub use lookups::{GeoDb, RblAnswer, RblFailure, RblResolver};
 pub use policy::{Policy, PolicyBuilder, PolicyError, PolicyLimits};

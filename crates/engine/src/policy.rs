@@ -703,7 +703,9 @@ SecMarker END-BASE-1
         assert_eq!(i, None);
         assert_eq!(tx.matched_rule_ids(), vec![20]);
         assert!(
-            tx.take_log_lines()
+            tx.events()
+                .filter_map(crate::events::Event::into_log_line)
+                .collect::<Vec<_>>()
                 .iter()
                 .any(|l| l.contains("[id \"20\"]"))
         );

@@ -51,7 +51,11 @@ fn step(
     query: &str,
 ) -> Option<u16> {
     let (status, mut tx) = run(rs, Some(store.clone()), secs, ip, query);
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     status
 }
 
@@ -72,7 +76,9 @@ fn expirevar_with_concurrent_increments_loses_no_count() {
                     (0..25)
                         .flat_map(|_| {
                             let (_, mut tx) = run(&rs, Some(store.clone()), 1000, "192.0.2.7", "");
-                            tx.take_collection_writes()
+                            tx.events()
+                                .filter_map(engine::Event::into_collection_write)
+                                .collect::<Vec<_>>()
                         })
                         .collect::<Vec<_>>()
                 })
@@ -115,9 +121,17 @@ fn built_in_fields() {
     assert_eq!(tx.tx_var("new"), Some(&b"1"[..]));
     assert_eq!(tx.tx_var("key"), Some(&b"1"[..]));
     assert_eq!(tx.tx_var("timeout"), Some(&b"1"[..]));
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     let (_, mut tx) = run(&rs, Some(store.clone()), 1010, "192.0.2.1", "");
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     assert_eq!(tx.tx_var("new"), None, "the record exists now");
     assert_eq!(tx.tx_var("counter1"), Some(&b"1"[..]));
     assert_eq!(tx.tx_var("created"), Some(&b"1"[..]));
@@ -175,7 +189,11 @@ fn lookups_are_by_exact_key() {
     );
     let store = Arc::new(MemoryStore::new());
     let (_, mut tx) = run(&rs, Some(store.clone()), 1000, "192.0.2.1", "r=sample1");
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     let (_, tx) = run(&rs, Some(store.clone()), 1001, "192.0.2.1", "r=sample");
     assert_eq!(tx.tx_var("fresh"), Some(&b"1"[..]));
     let (_, tx) = run(&rs, Some(store.clone()), 1001, "192.0.2.1", "r=sample1");
@@ -223,7 +241,10 @@ fn a_failed_read_is_reported_not_hidden() {
     let rs =
         ruleset(r#"SecAction "id:1,phase:1,pass,nolog,initcol:ip=%{REMOTE_ADDR},setvar:ip.n=+1""#);
     let (_, mut tx) = run(&rs, Some(Arc::new(FailingReader)), 1000, "192.0.2.1", "");
-    let errors = tx.take_collection_errors();
+    let errors = tx
+        .events()
+        .filter_map(engine::Event::into_collection_error)
+        .collect::<Vec<_>>();
     assert_eq!(errors.len(), 1);
     assert!(
         errors[0].to_string().contains("IP:192.0.2.1"),
@@ -231,7 +252,13 @@ fn a_failed_read_is_reported_not_hidden() {
         errors[0]
     );
     assert!(errors[0].to_string().contains("disk on fire"));
-    assert!(tx.take_collection_errors().is_empty(), "taken once");
+    assert!(
+        tx.events()
+            .filter_map(engine::Event::into_collection_error)
+            .collect::<Vec<_>>()
+            .is_empty(),
+        "taken once"
+    );
 }
 
 #[test]
@@ -248,10 +275,18 @@ fn multi_valued_variables() {
     let store = Arc::new(MemoryStore::new());
     let (_, mut tx) = run(&rs, Some(store.clone()), 1000, "192.0.2.1", "device=d1");
     assert_eq!(tx.tx_var("known"), None);
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     let (_, mut tx) = run(&rs, Some(store.clone()), 1001, "192.0.2.1", "device=d1");
     assert_eq!(tx.tx_var("known"), Some(&b"1"[..]));
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     assert_eq!(step(&rs, &store, 1002, "192.0.2.1", "device=d2"), None);
     assert_eq!(step(&rs, &store, 1003, "192.0.2.1", "device=d3"), Some(403));
     assert_eq!(step(&rs, &store, 1004, "192.0.2.1", "forget=d3"), None);
@@ -274,11 +309,19 @@ fn deprecatevar_lowers_by_elapsed_periods() {
     // Written at 1000: nothing elapsed, nothing deprecated.
     let (_, mut tx) = run(&rs, Some(store.clone()), 1000, "192.0.2.1", "add=50");
     assert_eq!(tx.tx_var("fifty"), Some(&b"1"[..]));
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     // 130 s later: two periods, 20 off.
     let (_, mut tx) = run(&rs, Some(store.clone()), 1130, "192.0.2.1", "");
     assert_eq!(tx.tx_var("thirty"), Some(&b"1"[..]));
-    store.apply_writes(tx.take_collection_writes());
+    store.apply_writes(
+        tx.events()
+            .filter_map(engine::Event::into_collection_write)
+            .collect::<Vec<_>>(),
+    );
     // Never below zero.
     let (_, tx) = run(&rs, Some(store.clone()), 4000, "192.0.2.1", "");
     assert_eq!(tx.tx_var("zero"), Some(&b"1"[..]));

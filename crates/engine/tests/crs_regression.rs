@@ -289,7 +289,10 @@ fn run(rs: &Arc<engine::Ruleset>, req: &Request) -> (BTreeSet<i64>, Vec<String>)
         }
     }
     tx.process_logging();
-    let lines = tx.take_log_lines();
+    let lines = tx
+        .events()
+        .filter_map(engine::Event::into_log_line)
+        .collect::<Vec<_>>();
     (logged_ids(&lines), lines)
 }
 

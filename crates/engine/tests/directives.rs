@@ -186,7 +186,9 @@ SecRule ARGS:q "@contains attack" "id:10,phase:1,deny,status:403,msg:'attack see
         };
         let rs = ruleset(&format!("{file}SecDebugLogLevel {level}\n{rules}"));
         let (_, mut tx) = get(&rs, "/p?q=attack");
-        tx.take_debug_lines()
+        tx.events()
+            .filter_map(engine::Event::into_debug_line)
+            .collect::<Vec<_>>()
     };
     assert!(lines(9, false).is_empty(), "no SecDebugLog: nothing");
     assert!(lines(0, true).is_empty(), "level 0: nothing");

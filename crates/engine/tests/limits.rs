@@ -86,7 +86,10 @@ fn send(rs: &Arc<Ruleset>, method: &str, uri: &str, ctype: &str, body: &[u8]) ->
         }
     }
     tx.process_logging();
-    let lines = tx.take_log_lines();
+    let lines = tx
+        .events()
+        .filter_map(engine::Event::into_log_line)
+        .collect::<Vec<_>>();
     Outcome {
         appends,
         intervention,

@@ -104,7 +104,12 @@ fn a_listed_client_address_matches_in_reversed_form() {
     let (status, mut tx) = run(&rs, "192.0.2.8", "/", Some(dns.clone()), None);
     assert_eq!(status, None);
     assert_eq!(dns.asked().last().unwrap(), "8.2.0.192.bl.test");
-    assert!(tx.take_rbl_failures().is_empty());
+    assert!(
+        tx.events()
+            .filter_map(engine::Event::into_rbl_failure)
+            .collect::<Vec<_>>()
+            .is_empty()
+    );
 
     // The names a server can resolve before phase 1.
     assert_eq!(
@@ -218,7 +223,10 @@ fn lookups_per_transaction_are_bounded_and_asked_once() {
         dns.asked(),
         vec!["h1.uribl.test", "h2.uribl.test", "h3.uribl.test"]
     );
-    let failures = tx.take_rbl_failures();
+    let failures = tx
+        .events()
+        .filter_map(engine::Event::into_rbl_failure)
+        .collect::<Vec<_>>();
     assert_eq!(
         failures,
         vec![RblFailure::OverLimit {
@@ -253,7 +261,10 @@ fn a_failed_lookup_does_not_match_and_is_reported() {
     });
     let (status, mut tx) = run(&rs, "192.0.2.7", "/", Some(dns), None);
     assert_eq!(status, None);
-    let f = tx.take_rbl_failures();
+    let f = tx
+        .events()
+        .filter_map(engine::Event::into_rbl_failure)
+        .collect::<Vec<_>>();
     assert_eq!(
         f,
         vec![RblFailure::Failed {
@@ -261,7 +272,13 @@ fn a_failed_lookup_does_not_match_and_is_reported() {
             reason: "server failure".into()
         }]
     );
-    assert!(tx.take_rbl_failures().is_empty(), "taken once");
+    assert!(
+        tx.events()
+            .filter_map(engine::Event::into_rbl_failure)
+            .collect::<Vec<_>>()
+            .is_empty(),
+        "taken once"
+    );
     // A negated rule matches what is not listed.
     let rs = rules("SecRule REMOTE_ADDR \"!@rbl bl.test\" \"id:1,phase:1,deny,status:403\"");
     let (status, _) = run(

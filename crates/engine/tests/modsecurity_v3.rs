@@ -42,7 +42,9 @@ fn request(
 
 /// The rule ids of the transaction's error-log lines.
 fn logged_ids(tx: &mut Transaction) -> Vec<u32> {
-    tx.take_log_lines()
+    tx.events()
+        .filter_map(engine::Event::into_log_line)
+        .collect::<Vec<_>>()
         .iter()
         .filter_map(|l| {
             let at = l.find("[id \"")? + 5;
@@ -401,6 +403,10 @@ fn long_logdata_is_kept_to_512_bytes() {
     // Cut on a character boundary at or below 512 bytes.
     assert!(data.len() <= 512 && data.len() >= 510, "{}", data.len());
     assert!(whole.starts_with(&data));
-    let line = tx.take_log_lines().remove(0);
+    let line = tx
+        .events()
+        .filter_map(engine::Event::into_log_line)
+        .collect::<Vec<_>>()
+        .remove(0);
     assert!(line.contains(&format!("[data \"{data}\"]")), "{line}");
 }

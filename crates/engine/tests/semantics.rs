@@ -42,7 +42,10 @@ fn deny_with_status_and_message() {
     assert_eq!(i.status, 406);
     assert_eq!(i.kind, InterventionKind::Deny);
     assert_eq!(i.message.as_deref(), Some("bad ARGS:q"));
-    let lines = tx.take_log_lines();
+    let lines = tx
+        .events()
+        .filter_map(engine::Event::into_log_line)
+        .collect::<Vec<_>>();
     assert_eq!(lines.len(), 1);
     assert!(
         lines[0].contains("Access denied with code 406 (phase 1)"),
@@ -142,7 +145,12 @@ fn detection_only_logs_but_never_disrupts() {
     let (i, mut tx) = get(&rs, "/?a=bad");
     assert!(i.is_none());
     assert_eq!(tx.matched_rule_ids(), vec![1]);
-    assert!(tx.take_log_lines()[0].starts_with("ModSecurity: Warning."));
+    assert!(
+        tx.events()
+            .filter_map(engine::Event::into_log_line)
+            .collect::<Vec<_>>()[0]
+            .starts_with("ModSecurity: Warning.")
+    );
 }
 
 #[test]
@@ -275,8 +283,18 @@ fn persistent_collections_count_across_transactions() {
     };
     let run = |secs: i64| {
         let (i, mut tx) = get_with(&rs, "/", at(secs));
-        store.apply_writes(tx.take_collection_writes());
-        assert!(tx.take_collection_writes().is_empty(), "taken once");
+        store.apply_writes(
+            tx.events()
+                .filter_map(engine::Event::into_collection_write)
+                .collect::<Vec<_>>(),
+        );
+        assert!(
+            tx.events()
+                .filter_map(engine::Event::into_collection_write)
+                .collect::<Vec<_>>()
+                .is_empty(),
+            "taken once"
+        );
         i.map(|i| i.status)
     };
     assert_eq!(run(1000), None);

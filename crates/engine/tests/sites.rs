@@ -213,7 +213,9 @@ fn a_detection_only_site_passes_an_attack_and_logs_it() {
     assert!(ids.contains(&941100) && ids.contains(&949110), "{ids:?}");
     assert!(tx.anomaly_scores().0 >= 5);
     assert!(
-        tx.take_log_lines()
+        tx.events()
+            .filter_map(engine::Event::into_log_line)
+            .collect::<Vec<_>>()
             .iter()
             .any(|l| l.contains("[id \"949110\"]"))
     );

@@ -655,7 +655,16 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(acme) = shared.acme() {
         acme.render_metrics(&mut out);
     }
-    out
+    let mut out = crate::metrics::Exposition::from_text(out);
+    let collectors: [&dyn crate::metrics::Collector; 3] = [
+        &shared.summaries,
+        &crate::procstat::BuildInfo,
+        &crate::procstat::ProcessCollector,
+    ];
+    for c in collectors {
+        c.collect(&mut out);
+    }
+    out.into_text()
 }
 
 /// The `/status` document.

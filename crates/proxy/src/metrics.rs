@@ -379,6 +379,7 @@ impl Metrics {
         );
         out.push_str("# TYPE palisade_site_requests_total counter\n");
         for (name, c) in &sites {
+            let name = escape_label(name);
             for (a, action) in Action::ALL.iter().enumerate() {
                 for (k, class) in STATUS_CLASSES.iter().enumerate() {
                     let n: u64 = c
@@ -411,6 +412,7 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {metric} {help}");
             let _ = writeln!(out, "# TYPE {metric} histogram");
             for (name, c) in &sites {
+                let name = escape_label(name);
                 let sum = |f: &dyn Fn(&Histogram) -> &AtomicU64| -> u64 {
                     c.workers
                         .iter()
@@ -721,7 +723,7 @@ pub struct UpstreamServerState {
 /// Appends the state of every upstream server: `palisade_upstream_server_up` and
 /// `palisade_upstream_server_in_flight`, labelled by pool and server.
 pub fn render_upstreams(out: &mut String, servers: &[UpstreamServerState]) {
-    let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    let esc = escape_label;
     type Value = fn(&UpstreamServerState) -> usize;
     let series: [(&str, &str, Value); 2] = [
         (
@@ -780,7 +782,12 @@ pub fn render_rate_limits(out: &mut String, limits: &[crate::ratelimit::RateLimi
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for l in limits {
-            let _ = writeln!(out, "{name}{{limit=\"{}\"}} {}", l.name, value(l));
+            let _ = writeln!(
+                out,
+                "{name}{{limit=\"{}\"}} {}",
+                escape_label(&l.name),
+                value(l)
+            );
         }
     }
 }
@@ -828,7 +835,12 @@ pub fn render_shapes(out: &mut String, classes: &[std::sync::Arc<crate::shaping:
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for (c, s) in &stats {
-            let _ = writeln!(out, "{name}{{class=\"{}\"}} {}", c.name, value(c, s));
+            let _ = writeln!(
+                out,
+                "{name}{{class=\"{}\"}} {}",
+                escape_label(&c.name),
+                value(c, s)
+            );
         }
     }
 }
@@ -1031,8 +1043,151 @@ pub fn render_dns(out: &mut String, s: &crate::dns::DnsStats, cached: u64) {
     write_plain(out, &all);
 }
 
+/// A subsystem's metrics: it writes them into the exposition when `/metrics` is
+/// scraped. The admin listener asks every registered collector in turn, so a
+/// subsystem adds its metrics without this module knowing its types.
+pub trait Collector: Send + Sync {
+    /// Writes the collector's metric families.
+    fn collect(&self, out: &mut Exposition);
+}
+
+/// The Prometheus text exposition being written: families with their `HELP` and
+/// `TYPE` lines, and samples whose label values are escaped.
+#[derive(Debug, Default)]
+pub struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// Continues an exposition already begun.
+    pub fn from_text(text: String) -> Self {
+        Exposition { text }
+    }
+
+    /// The text so far (for writers not yet ported to this type).
+    pub fn text_mut(&mut self) -> &mut String {
+        &mut self.text
+    }
+
+    /// The finished text.
+    pub fn into_text(self) -> String {
+        self.text
+    }
+
+    /// Starts a family: its `HELP` (escaped) and `TYPE` lines.
+    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    /// One sample of the current family, with its labels' values escaped.
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{k}=\"{}\"", escape_label(v));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+
+    /// A counter without labels.
+    pub fn counter(&mut self, name: &str, help: &str, value: f64) {
+        self.family(name, "counter", help);
+        self.sample(name, &[], value);
+    }
+
+    /// A gauge without labels.
+    pub fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        self.family(name, "gauge", help);
+        self.sample(name, &[], value);
+    }
+}
+
+/// A label value as the text format wants it: backslash, double quote and line
+/// feed escaped.
+pub fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return std::borrow::Cow::Borrowed(v);
+    }
+    let mut out = String::with_capacity(v.len() + 8);
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+    use crate::config::{RateLimitKey, RateLimitSection, ShapeSection};
+
+    const NASTY: &str = "a\"b\\c\nd";
+    const ESCAPED: &str = "a\\\"b\\\\c\\nd";
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("plain"), "plain");
+        assert_eq!(escape_label(NASTY), ESCAPED);
+        let mut out = Exposition::default();
+        out.family("x_total", "counter", "Help with \\ and\na newline.");
+        out.sample("x_total", &[("k", NASTY)], 1.0);
+        assert_eq!(
+            out.into_text(),
+            format!(
+                "# HELP x_total Help with \\\\ and\\na newline.\n# TYPE x_total counter\nx_total{{k=\"{ESCAPED}\"}} 1\n"
+            )
+        );
+    }
+
+    #[test]
+    fn limit_and_class_labels_are_escaped() {
+        let mut limit = crate::ratelimit::RateLimiter::new(&RateLimitSection {
+            name: "t".into(),
+            key: RateLimitKey::One("client_ip".into()),
+            rate: "10/s".into(),
+            burst: 1,
+            status: 429,
+            path_prefix: None,
+            sites: None,
+            max_keys: 10,
+        })
+        .unwrap();
+        limit.name = NASTY.into();
+        let mut out = String::new();
+        render_rate_limits(&mut out, &[limit]);
+        assert!(out.contains(&format!("{{limit=\"{ESCAPED}\"}}")), "{out}");
+        let mut class = crate::shaping::Shaper::new(&ShapeSection {
+            name: "t".into(),
+            key: RateLimitKey::One("client_ip".into()),
+            rate: "1MB/s".into(),
+            burst: "1KiB".into(),
+            when: None,
+            equals: None,
+            path_prefix: None,
+            max_keys: 10,
+        })
+        .unwrap();
+        class.name = NASTY.into();
+        let mut out = String::new();
+        render_shapes(&mut out, &[std::sync::Arc::new(class)]);
+        assert!(out.contains(&format!("{{class=\"{ESCAPED}\"}}")), "{out}");
+        // No sample line is broken by a raw line feed.
+        assert!(
+            out.lines()
+                .all(|l| l.starts_with('#') || l.starts_with("palisade_"))
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -10,7 +10,7 @@ use crate::config::{
 };
 use engine::{
     BodyAppend, BudgetAction, CollectionError, CollectionReader, CpuBudget, InterventionKind,
-    RecordKey, RecordWrite, RulesetBuilder, Transaction, TxContext,
+    RulesetBuilder, Transaction, TxContext,
 };
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
@@ -492,14 +492,14 @@ impl Waf {
                 tx: Some(tx),
                 failure: None,
                 fail_closed: self.fail_closed,
-                collection_errors: Vec::new(),
+                events: std::collections::VecDeque::new(),
                 store_failed: false,
             },
             Err(p) => WafTx {
                 tx: None,
                 failure: Some(panic_text(&*p)),
                 fail_closed: self.fail_closed,
-                collection_errors: Vec::new(),
+                events: std::collections::VecDeque::new(),
                 store_failed: false,
             },
         }
@@ -632,7 +632,8 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 /// named a collection or key that cannot be) is handled the same way after the
 /// phase that opened it: refused with 500 when failing closed, else let through;
 /// either way the error is kept for the logs and metrics
-/// ([`WafTx::take_collection_errors`]), never taken for an empty record.
+/// ([`engine::Event::CollectionReadFailed`] from [`WafTx::poll_event`]), never
+/// taken for an empty record.
 #[derive(Debug)]
 pub struct WafTx {
     /// Boxed: the engine's transaction is nearly 3 KiB, and a `WafTx` moves into
@@ -640,8 +641,8 @@ pub struct WafTx {
     tx: Option<Box<Transaction>>,
     failure: Option<String>,
     fail_closed: bool,
-    /// Collection errors not yet taken by the caller.
-    collection_errors: Vec<CollectionError>,
+    /// The engine's events not yet taken by the caller ([`WafTx::poll_event`]).
+    events: std::collections::VecDeque<engine::Event>,
     /// A read of the store failed in this transaction: its collection writes were
     /// computed from records it could not see.
     store_failed: bool,
@@ -675,42 +676,51 @@ impl WafTx {
         if self.tx.is_none() && self.fail_closed {
             return failed;
         }
-        let errors = self.guard(Vec::new(), Transaction::take_collection_errors);
-        if !errors.is_empty() {
-            self.store_failed |= errors.iter().any(|e| {
-                matches!(
-                    e,
-                    CollectionError::Read { .. } | CollectionError::Corrupt(_)
-                )
-            });
-            self.collection_errors.extend(errors);
-            if self.fail_closed && v.is_none() {
-                return failed;
-            }
+        if self.gather() && self.fail_closed && v.is_none() {
+            return failed;
         }
         verdict(v)
     }
 
-    /// Persistent-collection errors of the phases run so far, taking them.
-    pub fn take_collection_errors(&mut self) -> Vec<CollectionError> {
-        std::mem::take(&mut self.collection_errors)
+    /// Moves the engine's queued events into this transaction's queue. Returns
+    /// whether a persistent collection could not be read among them.
+    fn gather(&mut self) -> bool {
+        let Some(tx) = self.tx.as_mut() else {
+            return false;
+        };
+        let mut read_failed = false;
+        while let Some(e) = tx.poll_event() {
+            if let engine::Event::CollectionReadFailed(c) = &e {
+                read_failed = true;
+                self.store_failed |= matches!(
+                    c,
+                    CollectionError::Read { .. } | CollectionError::Corrupt(_)
+                );
+            }
+            self.events.push_back(e);
+        }
+        read_failed
     }
 
-    /// The `@rbl` lookups of the phases run so far that gave no answer, taking
-    /// them.
-    pub fn take_rbl_failures(&mut self) -> Vec<engine::RblFailure> {
-        self.guard(Vec::new(), Transaction::take_rbl_failures)
+    /// The next event of the transaction (rule matches, interventions, failed
+    /// reads and lookups, limits, debug lines, collection writes), oldest first,
+    /// taking it.
+    pub fn poll_event(&mut self) -> Option<engine::Event> {
+        if self.events.is_empty() {
+            self.gather();
+        }
+        self.events.pop_front()
+    }
+
+    /// For a transaction cut short before phase 5: queues its collection writes
+    /// ([`WafTx::poll_event`]).
+    pub fn close(&mut self) {
+        self.guard((), Transaction::close);
     }
 
     /// True when a read of the store failed in this transaction.
     pub fn store_failed(&self) -> bool {
         self.store_failed
-    }
-
-    /// The changes the rules made to persistent collections, one write per record,
-    /// taking them (after phase 5, or when the transaction ends early).
-    pub fn take_collection_writes(&mut self) -> Vec<(RecordKey, RecordWrite)> {
-        self.guard(Vec::new(), Transaction::take_collection_writes)
     }
 
     /// The engine failure of this transaction, if it had one.
@@ -827,19 +837,9 @@ impl WafTx {
         });
     }
 
-    /// The engine's match lines produced so far.
-    pub fn take_log_lines(&mut self) -> Vec<String> {
-        self.guard(Vec::new(), Transaction::take_log_lines)
-    }
-
     /// A TX variable's value (rate limit keys chosen by the rules).
     pub fn tx_var(&mut self, name: &str) -> Option<Vec<u8>> {
         self.guard(None, |tx| tx.tx_var(name).map(<[u8]>::to_vec))
-    }
-
-    /// The engine's debug-log lines produced so far.
-    pub fn take_debug_lines(&mut self) -> Vec<String> {
-        self.guard(Vec::new(), Transaction::take_debug_lines)
     }
 
     /// The audit record, when the audit engine selects this transaction.
@@ -847,17 +847,7 @@ impl WafTx {
         self.guard(None, |tx| tx.audit_record())
     }
 
-    /// Ids of the rules that matched, in order.
-    pub fn matched_rule_ids(&mut self) -> Vec<i64> {
-        self.guard(Vec::new(), |tx| tx.matched_rule_ids())
-    }
-
-    /// How the transaction went over its CPU budget, if it did.
-    pub fn budget_exceeded(&mut self) -> Option<engine::BudgetExceeded> {
-        self.guard(None, |tx| tx.budget_exceeded().cloned())
-    }
-
-    /// Inbound and outbound anomaly scores.
+    /// Inbound and outbound anomaly scores, as the engine sums them up.
     pub fn anomaly_scores(&mut self) -> (i64, i64) {
         self.guard((0, 0), |tx| tx.anomaly_scores())
     }
@@ -908,8 +898,19 @@ mod tests {
         assert_eq!(v.kind, VerdictKind::Deny);
         assert_eq!(v.rule_id, Some(1));
         tx.logging();
-        assert_eq!(tx.matched_rule_ids(), vec![1]);
-        let lines = tx.take_log_lines();
+        let events: Vec<_> = std::iter::from_fn(|| tx.poll_event()).collect();
+        let ids: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                engine::Event::RuleMatched(m) => m.rule_id,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, vec![1]);
+        let lines: Vec<_> = events
+            .into_iter()
+            .filter_map(engine::Event::into_log_line)
+            .collect();
         assert!(lines.iter().any(|l| l.contains("[id \"1\"]")), "{lines:?}");
     }
 
@@ -974,7 +975,11 @@ mod tests {
             assert_eq!(tx.request_headers_done(), None);
             assert_eq!(tx.request_body(body.as_bytes()), BodyFeed::Ok);
             let verdict = tx.request_body_done();
-            (verdict, tx.budget_exceeded())
+            let exceeded = std::iter::from_fn(|| tx.poll_event()).find_map(|e| match e {
+                engine::Event::LimitReached(engine::Limit::CpuBudget(b)) => Some(b),
+                _ => None,
+            });
+            (verdict, exceeded)
         };
         let mut server = ServerConfig {
             waf_cpu_budget: CpuBudgetSetting::Limit(std::time::Duration::from_micros(1)),
@@ -1004,7 +1009,10 @@ mod tests {
     struct BrokenStore;
 
     impl CollectionReader for BrokenStore {
-        fn read(&self, key: &RecordKey) -> Result<Option<engine::StoredRecord>, CollectionError> {
+        fn read(
+            &self,
+            key: &engine::RecordKey,
+        ) -> Result<Option<engine::StoredRecord>, CollectionError> {
             Err(CollectionError::Read {
                 key: format!(
                     "{}:{}",
@@ -1053,9 +1061,17 @@ mod tests {
         for _ in 0..3 {
             let (v, mut tx) = counted(&waf, store.clone());
             verdicts.push(v.map(|v| v.status));
-            assert!(tx.take_collection_errors().is_empty());
+            let events: Vec<_> = std::iter::from_fn(|| tx.poll_event()).collect();
+            assert!(
+                !events
+                    .iter()
+                    .any(|e| matches!(e, engine::Event::CollectionReadFailed(_)))
+            );
             assert!(!tx.store_failed());
-            let writes = tx.take_collection_writes();
+            let writes: Vec<_> = events
+                .into_iter()
+                .filter_map(engine::Event::into_collection_write)
+                .collect();
             assert_eq!(writes.len(), 1);
             store.apply_writes(writes);
         }
@@ -1079,7 +1095,9 @@ mod tests {
             let waf = Waf::load(&inline(COUNTER), Path::new("/p.toml"), &server, None).unwrap();
             let (v, mut tx) = counted(&waf, Arc::new(BrokenStore));
             assert_eq!(v.map(|v| v.status), want, "{policy:?}");
-            let errors = tx.take_collection_errors();
+            let errors: Vec<_> = std::iter::from_fn(|| tx.poll_event())
+                .filter_map(engine::Event::into_collection_error)
+                .collect();
             assert_eq!(errors.len(), 1, "{errors:?}");
             assert!(errors[0].to_string().contains("disk on fire"));
             assert!(tx.store_failed());

@@ -4,7 +4,7 @@
 //! through a [`CollectionReader`] the server gives it (a snapshot of its store; a
 //! failed read is an error the transaction reports, never an empty record). What the
 //! rules change is kept as operations in a [`WriteLog`] per record and handed back
-//! as data ([`RecordWrite`], see `Transaction::take_collection_writes`): an
+//! as data ([`RecordWrite`], see `Transaction::poll_event`): an
 //! increment stays an increment all the way to the store, so concurrent
 //! transactions and hosts add up instead of overwriting each other. [`apply`] is the
 //! reference definition of what a write does to a record on one host (the `store`

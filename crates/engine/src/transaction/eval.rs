@@ -930,7 +930,13 @@ impl Transaction {
     /// returns the intervention when the outcome is to block.
     fn budget_stop(&mut self, phase: u8, rule_id: Option<i64>) -> Option<Intervention> {
         let enforce = self.state.mode == crate::config::RuleEngineMode::On;
+        let first = self.budget.exceeded.is_none();
         let status = self.budget.stop(phase, rule_id, enforce);
+        if first && let Some(e) = self.budget.exceeded.clone() {
+            self.events.push_back(crate::events::Event::LimitReached(
+                crate::events::Limit::CpuBudget(e),
+            ));
+        }
         if self.debug_on(1) {
             self.debug_line(
                 1,
@@ -951,7 +957,7 @@ impl Transaction {
                 e.used_micros, e.limit_micros
             )),
         };
-        self.state.intervention = Some(i.clone());
+        self.intervene(phase, &i);
         Some(i)
     }
 
@@ -1130,7 +1136,7 @@ impl Transaction {
                     rule_id: rule.id,
                     message,
                 };
-                self.state.intervention = Some(i.clone());
+                self.intervene(phase, &i);
                 return Some(i);
             }
             if let Disruptive::Allow(scope) = disruptive {
@@ -1639,7 +1645,7 @@ impl Transaction {
 
     /// Opens a persistent collection for the rest of the transaction: reads its
     /// record once (a failed read leaves it empty and is reported through
-    /// `take_collection_errors`), and adds the built-in fields.
+    /// [`Event::CollectionReadFailed`](crate::events::Event)), and adds the built-in fields.
     fn init_collection(&mut self, kind: CollectionKind, key: Vec<u8>) {
         if self.state.persistent[kind.index()].is_some() {
             return;
@@ -1651,7 +1657,8 @@ impl Transaction {
         let record_key = match RecordKey::new(app, kind, key) {
             Ok(k) => k,
             Err(e) => {
-                self.state.collection_errors.push(e);
+                self.events
+                    .push_back(crate::events::Event::CollectionReadFailed(e));
                 return;
             }
         };
@@ -1660,7 +1667,8 @@ impl Transaction {
             Some(Ok(Some(r))) => r.live(now),
             Some(Err(e)) => {
                 tracing::warn!("collection read failed: {e}");
-                self.state.collection_errors.push(e);
+                self.events
+                    .push_back(crate::events::Event::CollectionReadFailed(e));
                 None
             }
         };
@@ -1951,11 +1959,10 @@ impl Transaction {
             auditlog,
             denied_with,
         };
-        if record.log {
-            let line = crate::log::error_log_line(&record, self);
-            self.log_lines.push(line);
-        }
-        self.matches.push(record);
+        let log_line = record
+            .log
+            .then(|| crate::log::error_log_line(&record, self));
+        self.push_match(record, log_line);
     }
 }
 

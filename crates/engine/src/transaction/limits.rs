@@ -113,7 +113,7 @@ impl Transaction {
             rule_id: None,
             message: Some(format!("Request body refused: {what}")),
         };
-        self.state.intervention = Some(i.clone());
+        self.intervene(phase, &i);
         Some(i)
     }
 
@@ -183,7 +183,7 @@ impl Transaction {
             rule_id: None,
             message: Some(format!("Request not fully inspected: {what}")),
         };
-        self.state.intervention = Some(i.clone());
+        self.intervene(phase, &i);
         Some(i)
     }
 
@@ -257,7 +257,6 @@ impl Transaction {
             denied_with: denied,
         };
         let line = crate::log::error_log_line(&record, self);
-        self.log_lines.push(line);
-        self.matches.push(record);
+        self.push_match(record, Some(line));
     }
 }

@@ -4,7 +4,7 @@
 //! chunks, then the response) and runs each phase; a phase returns an
 //! [`Intervention`] when a rule disrupts. The transaction does no I/O: persistent
 //! collections are read through [`CollectionReader`] and written back as data
-//! ([`Transaction::take_collection_writes`]), time comes through [`TxContext`].
+//! ([`Transaction::poll_event`]), time comes through [`TxContext`].
 
 pub mod budget;
 pub(crate) mod collect;
@@ -19,9 +19,7 @@ use crate::actions::{AllowScope, BodyProcessor};
 use crate::body::Arg;
 use crate::body::multipart::Multipart;
 use crate::body::xml::XmlDoc;
-use crate::collections::{
-    CollectionError, CollectionReader, RecordKey, RecordWrite, StoredVar, WriteLog,
-};
+use crate::collections::{CollectionReader, RecordKey, StoredVar, WriteLog};
 use crate::config::{AuditEngineMode, BodyLimitAction, RuleEngineMode};
 use crate::intervention::Intervention;
 use crate::log::MatchRecord;
@@ -62,8 +60,8 @@ pub struct TxContext {
     /// When the transaction started, in microseconds since the Unix epoch.
     pub now_unix_micros: i64,
     /// Where persistent collections are read from; `None` keeps IP, GLOBAL, ... for
-    /// this transaction only. Writes come back through
-    /// [`Transaction::take_collection_writes`].
+    /// this transaction only. Writes come back as events
+    /// ([`Transaction::poll_event`]).
     pub store: Option<Arc<dyn CollectionReader>>,
     /// The clock for DURATION; `None` makes DURATION read 0.
     pub clock: Option<Arc<dyn Clock>>,
@@ -212,8 +210,6 @@ pub(crate) struct State {
     /// times per request); iteration sorts by key, so it is ordered as a tree would be.
     pub tx: rustc_hash::FxHashMap<Vec<u8>, Vec<u8>>,
     pub persistent: [Option<Persistent>; 6],
-    /// Collection reads that failed (see `Transaction::take_collection_errors`).
-    pub collection_errors: Vec<CollectionError>,
     pub env: BTreeMap<Vec<u8>, Vec<u8>>,
     pub matched_var: Vec<u8>,
     pub matched_var_name: Vec<u8>,
@@ -333,11 +329,10 @@ pub struct Transaction {
     /// between rules so that matching does not allocate.
     pub(crate) hits: Vec<Hit>,
     pub(crate) matches: Vec<MatchRecord>,
-    pub(crate) log_lines: Vec<String>,
+    /// What the transaction reports, oldest first ([`Transaction::poll_event`]).
+    pub(crate) events: std::collections::VecDeque<crate::events::Event>,
     /// `SecDebugLogLevel`: debug lines of this level and below are kept.
     pub(crate) debug_level: u8,
-    /// Debug-log lines produced so far ([`Transaction::take_debug_lines`]).
-    pub(crate) debug_lines: Vec<String>,
     /// The CPU budget and the time accounted against it.
     pub(crate) budget: budget::BudgetState,
     /// `@rbl` answers and failures, and `@geoLookup`'s pending GEO.
@@ -405,7 +400,6 @@ impl Transaction {
             mode: cfg.rule_engine,
             tx: Default::default(),
             persistent: Default::default(),
-            collection_errors: Vec::new(),
             env: BTreeMap::new(),
             matched_var: Vec::new(),
             matched_var_name: Vec::new(),
@@ -446,9 +440,8 @@ impl Transaction {
             scratch: Vec::new(),
             hits: Vec::new(),
             matches: Vec::new(),
-            log_lines: Vec::new(),
+            events: std::collections::VecDeque::new(),
             debug_level,
-            debug_lines: Vec::new(),
             budget: budget::BudgetState::new(cpu_budget),
             lookups: Default::default(),
             pause_for_lookups: false,
@@ -498,16 +491,86 @@ impl Transaction {
     /// Sets how many DNS block-list names this transaction may look up
     /// (default [`DEFAULT_RBL_LOOKUPS`](crate::lookups::DEFAULT_RBL_LOOKUPS)); an
     /// `@rbl` past the limit does not match, and the limit is reported once
-    /// ([`Transaction::take_rbl_failures`]).
+    /// ([`Event::LimitReached`](crate::events::Event::LimitReached)).
     pub fn set_rbl_lookup_limit(&mut self, limit: usize) {
         self.lookups.limit = limit;
     }
 
-    /// The `@rbl` lookups that gave no answer so far (and the lookup limit, when
-    /// reached), taking them: each made its rule not match, for the server to log
-    /// and count.
-    pub fn take_rbl_failures(&mut self) -> Vec<crate::lookups::RblFailure> {
-        std::mem::take(&mut self.lookups.failures)
+    /// The next thing the transaction reports, oldest first, taking it: rule
+    /// matches, interventions, failed collection reads and lookups, limits reached,
+    /// debug-log lines and (from phase 5, or [`Transaction::close`]) collection
+    /// writes. A server takes them after each phase; nothing is lost by taking them
+    /// later.
+    pub fn poll_event(&mut self) -> Option<crate::events::Event> {
+        if !self.lookups.failures.is_empty() {
+            for f in std::mem::take(&mut self.lookups.failures) {
+                self.events.push_back(match f {
+                    crate::lookups::RblFailure::Failed { name, reason } => {
+                        crate::events::Event::LookupFailed { name, reason }
+                    }
+                    crate::lookups::RblFailure::OverLimit { name, limit } => {
+                        crate::events::Event::LimitReached(crate::events::Limit::Lookups {
+                            name,
+                            limit,
+                        })
+                    }
+                });
+            }
+        }
+        self.events.pop_front()
+    }
+
+    /// [`Transaction::poll_event`] as an iterator: the events queued so far.
+    pub fn events(&mut self) -> impl Iterator<Item = crate::events::Event> + '_ {
+        std::iter::from_fn(|| self.poll_event())
+    }
+
+    /// Queues the rules' changes to persistent collections (one
+    /// [`Event::CollectionWrite`](crate::events::Event::CollectionWrite) per record
+    /// written) for a transaction cut short before phase 5, which queues them
+    /// itself. Writes already queued are not queued again.
+    pub fn close(&mut self) {
+        let at = self.ctx.now_unix_micros / 1_000_000;
+        let timeout = i64::try_from(self.ruleset.config().collection_timeout).unwrap_or(i64::MAX);
+        for p in self.state.persistent.iter_mut().flatten() {
+            if p.log.is_empty() {
+                continue;
+            }
+            let log = std::mem::take(&mut p.log);
+            self.events.push_back(crate::events::Event::CollectionWrite(
+                p.key.clone(),
+                log.finish(at, timeout),
+            ));
+        }
+    }
+
+    /// Records an intervention decided in `phase` and reports it.
+    pub(crate) fn intervene(&mut self, phase: u8, i: &Intervention) {
+        self.state.intervention = Some(i.clone());
+        self.events.push_back(crate::events::Event::Intervention {
+            phase,
+            intervention: i.clone(),
+        });
+    }
+
+    /// Records a match for the audit log and reports it, with its error-log line
+    /// when the rule logs.
+    pub(crate) fn push_match(&mut self, record: MatchRecord, log_line: Option<String>) {
+        self.events
+            .push_back(crate::events::Event::RuleMatched(Box::new(
+                crate::events::RuleMatch {
+                    rule_id: record.rule_id,
+                    phase: record.phase,
+                    msg: record.msg.clone(),
+                    var_name: record.var_name.clone(),
+                    value: record.var_value.clone(),
+                    severity: record.severity,
+                    tags: record.tags.clone(),
+                    denied_with: record.denied_with,
+                    log_line,
+                },
+            )));
+        self.matches.push(record);
     }
 
     /// Gives the transaction a meter of consumed CPU time: from then on the time of
@@ -753,47 +816,15 @@ impl Transaction {
         self.run_phase(4)
     }
 
-    /// Runs phase 5 (logging), which never pauses. The server then takes the
-    /// collection writes ([`Transaction::take_collection_writes`]).
+    /// Runs phase 5 (logging), which never pauses, then queues the collection
+    /// writes ([`Event::CollectionWrite`](crate::events::Event::CollectionWrite)).
     pub fn process_logging(&mut self) {
         // Phase 5 always runs, even after an intervention or `allow`.
         self.state.allow = None;
         let saved = self.state.intervention.take();
         self.run_phase(5);
         self.state.intervention = saved;
-    }
-
-    /// The changes the rules made to persistent collections, one write per record,
-    /// for the server to hand to its store; taking them leaves none behind. A server
-    /// takes them after phase 5 (writes made before are included; a transaction cut
-    /// short can be taken at any point).
-    pub fn take_collection_writes(&mut self) -> Vec<(RecordKey, RecordWrite)> {
-        let at = self.ctx.now_unix_micros / 1_000_000;
-        let timeout = i64::try_from(self.ruleset.config().collection_timeout).unwrap_or(i64::MAX);
-        self.state
-            .persistent
-            .iter_mut()
-            .flatten()
-            .filter(|p| !p.log.is_empty())
-            .map(|p| {
-                let log = std::mem::take(&mut p.log);
-                (p.key.clone(), log.finish(at, timeout))
-            })
-            .collect()
-    }
-
-    /// Collection reads that failed in this transaction so far, taking them: each
-    /// left the collection empty for the rules, so a server applies its failure
-    /// policy and counts them.
-    pub fn take_collection_errors(&mut self) -> Vec<CollectionError> {
-        std::mem::take(&mut self.state.collection_errors)
-    }
-
-    /// Takes the debug-log lines produced so far (`SecDebugLog` with
-    /// `SecDebugLogLevel` above 0), each `[UNIQUE_ID] [URI] [LEVEL] message` as
-    /// ModSecurity writes them, without a newline.
-    pub fn take_debug_lines(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.debug_lines)
+        self.close();
     }
 
     /// True when debug lines of `level` are kept: build a message only then.
@@ -811,12 +842,7 @@ impl Transaction {
             String::from_utf8_lossy(&self.req.uri_raw),
             crate::log::escape(msg)
         );
-        self.debug_lines.push(line);
-    }
-
-    /// Takes the error-log lines produced so far (one per logged rule match).
-    pub fn take_log_lines(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.log_lines)
+        self.events.push_back(crate::events::Event::Debug(line));
     }
 
     /// The ids of the rules that matched and logged (or decided), in order (chains by

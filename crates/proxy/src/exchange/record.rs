@@ -1,11 +1,13 @@
-//! The record a request leaves behind: phase and upstream timings, sizes, the
-//! verdict, and the engine transaction. Finishing it runs phase 5 and queues the
-//! access, error and audit lines and the metrics.
+//! The record a request keeps while it runs: phase and upstream timings, sizes,
+//! the verdict, the engine transaction and what its events said. Finishing it
+//! runs phase 5 and builds the request's one [`RequestSummary`], which every sink
+//! reads ([`crate::summary`]).
 
 use super::shared::{ConnInfo, Shared};
 use crate::inspect::{Spent, measured};
 use crate::logs::{LogKind, Written, one_line, rfc3339_micros};
-use crate::metrics::{Action, Timer};
+use crate::metrics::Action;
+use crate::summary::RequestSummary;
 use crate::upstream::UpstreamTiming;
 use crate::waf::{Verdict, WafTx};
 use bytes::Bytes;
@@ -33,8 +35,10 @@ pub(super) struct Record {
     pub(super) phase_us: [Option<u64>; 5],
     /// CPU time the rule engine took for this request, over all phases.
     pub(super) waf_cpu_us: u64,
-    /// The CPU budget's verdict has been logged.
-    pub(super) budget_noted: bool,
+    /// The rule matches the engine reported so far, without their log lines.
+    pub(super) matches: Vec<engine::RuleMatch>,
+    /// Collection writes the engine reported, not yet handed to the store.
+    pub(super) writes: Vec<(engine::RecordKey, engine::RecordWrite)>,
     pub(super) upstream: Option<(Arc<str>, Option<Arc<str>>)>,
     pub(super) up_timing: Option<UpstreamTiming>,
     pub(super) transfer_us: Option<u64>,
@@ -83,10 +87,7 @@ impl Record {
         };
         let (out, spent) = measured(cpu, || f(tx));
         self.account(phase, spent);
-        self.emit_match_lines();
-        self.note_budget();
-        self.note_collection_errors(phase);
-        self.note_rbl_failures(phase);
+        self.take_events(phase);
         out
     }
 
@@ -139,10 +140,7 @@ impl Record {
             Ok(((mut in_flight, out), spent)) => {
                 self.tx = in_flight.tx.take();
                 self.account(phase, spent);
-                self.emit_match_lines();
-                self.note_budget();
-                self.note_collection_errors(phase);
-                self.note_rbl_failures(phase);
+                self.take_events(phase);
                 out
             }
             Err(e) => {
@@ -155,84 +153,110 @@ impl Record {
         }
     }
 
-    /// Logs and counts, once, a transaction that went over its CPU budget.
-    fn note_budget(&mut self) {
-        if self.budget_noted {
-            return;
-        }
-        let Some(b) = self.tx.as_mut().and_then(WafTx::budget_exceeded) else {
-            return;
-        };
-        self.budget_noted = true;
-        self.shared.metrics.budget_exceeded(b.blocked);
-        let at = b
-            .rule_id
-            .map(|id| format!(" at rule {id}"))
-            .unwrap_or_default();
-        let outcome = if b.blocked {
-            "request refused"
-        } else {
-            "the rest of the request passes uninspected"
-        };
-        let msg = format!(
-            "rule evaluation over its CPU budget in phase {}{at} ({} us used, budget {} us): {outcome}",
-            b.phase, b.used_micros, b.limit_micros
-        );
-        self.error_line(&msg);
-        self.error.get_or_insert(msg);
-    }
-
-    /// Logs and counts the persistent collections a phase could not read (the
-    /// failure policy has already decided the request's fate, see [`WafTx`]).
-    fn note_collection_errors(&mut self, phase: usize) {
-        let Some(errors) = self.tx.as_mut().map(WafTx::take_collection_errors) else {
+    /// Takes the transaction's events after a phase: match lines go to the error
+    /// log (before the response is sent, as ModSecurity writes them: tools that
+    /// tail the log rely on that order), matches into the record, failed reads and
+    /// lookups and limits are logged and counted, debug lines queued, collection
+    /// writes kept for the store.
+    pub(super) fn take_events(&mut self, phase: usize) {
+        let Some(tx) = self.tx.as_mut() else {
             return;
         };
-        if errors.is_empty() {
-            return;
-        }
-        let closed = self.shared.server.engine_failure == crate::config::FailurePolicy::Closed;
-        for e in errors {
-            self.shared
-                .metrics
-                .collection_errors
-                .fetch_add(1, Ordering::Relaxed);
-            let msg = format!(
-                "persistent collection in phase {phase}: {e} ({})",
-                if closed {
-                    "server.engine_failure = closed: request refused"
-                } else {
-                    "server.engine_failure = open: the rules saw the collection empty"
+        let mut lines = Vec::new();
+        let mut notes = Vec::new();
+        let debug = self.shared.logs.enabled(LogKind::Debug);
+        while let Some(e) = tx.poll_event() {
+            match e {
+                engine::Event::RuleMatched(mut m) => {
+                    if let Some(l) = m.log_line.take() {
+                        lines.push(l);
+                    }
+                    self.matches.push(*m);
                 }
-            );
-            self.error_line(&msg);
-            self.error.get_or_insert(msg);
-        }
-    }
-
-    /// Logs the `@rbl` lookups of a phase that gave no answer (the rule did not
-    /// match), and counts transactions that reached their lookup limit.
-    fn note_rbl_failures(&mut self, phase: usize) {
-        let Some(failures) = self.tx.as_mut().map(WafTx::take_rbl_failures) else {
-            return;
-        };
-        for f in failures {
-            if matches!(f, engine::RblFailure::OverLimit { .. })
-                && let Some(r) = &self.rbl
-            {
-                r.dns().stats.over_limit.fetch_add(1, Ordering::Relaxed);
+                engine::Event::CollectionWrite(k, w) => self.writes.push((k, w)),
+                engine::Event::CollectionReadFailed(e) => {
+                    self.shared
+                        .metrics
+                        .collection_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    let closed =
+                        self.shared.server.engine_failure == crate::config::FailurePolicy::Closed;
+                    notes.push((
+                        true,
+                        format!(
+                            "persistent collection in phase {phase}: {e} ({})",
+                            if closed {
+                                "server.engine_failure = closed: request refused"
+                            } else {
+                                "server.engine_failure = open: the rules saw the collection empty"
+                            }
+                        ),
+                    ));
+                }
+                engine::Event::LookupFailed { name, reason } => notes.push((
+                    false,
+                    format!(
+                        "phase {phase}: {}; the rule did not match",
+                        engine::RblFailure::Failed { name, reason }
+                    ),
+                )),
+                engine::Event::LimitReached(engine::Limit::Lookups { name, limit }) => {
+                    if let Some(r) = &self.rbl {
+                        r.dns().stats.over_limit.fetch_add(1, Ordering::Relaxed);
+                    }
+                    notes.push((
+                        false,
+                        format!(
+                            "phase {phase}: {}; the rule did not match",
+                            engine::RblFailure::OverLimit { name, limit }
+                        ),
+                    ));
+                }
+                engine::Event::LimitReached(engine::Limit::CpuBudget(b)) => {
+                    self.shared.metrics.budget_exceeded(b.blocked);
+                    let at = b
+                        .rule_id
+                        .map(|id| format!(" at rule {id}"))
+                        .unwrap_or_default();
+                    let outcome = if b.blocked {
+                        "request refused"
+                    } else {
+                        "the rest of the request passes uninspected"
+                    };
+                    notes.push((
+                        true,
+                        format!(
+                            "rule evaluation over its CPU budget in phase {}{at} ({} us used, budget {} us): {outcome}",
+                            b.phase, b.used_micros, b.limit_micros
+                        ),
+                    ));
+                }
+                engine::Event::Debug(line) if debug => {
+                    self.shared.logs.send(LogKind::Debug, line);
+                }
+                _ => {}
             }
-            self.error_line(&format!("phase {phase}: {f}; the rule did not match"));
+        }
+        self.match_lines(lines);
+        for (keep, msg) in notes {
+            self.error_line(&msg);
+            if keep {
+                self.error.get_or_insert(msg);
+            }
         }
     }
 
-    /// Hands the transaction's collection writes to the store. The writes of a
+    /// Hands the collection writes reported so far to the store. The writes of a
     /// transaction that could not read the store are dropped and counted: they were
     /// computed from records it did not see.
     pub(super) fn submit_collection_writes(&mut self) {
         if let Some(tx) = self.tx.as_mut() {
-            submit_writes(&self.shared, tx);
+            tx.close();
+            self.take_events(5);
         }
+        let writes = std::mem::take(&mut self.writes);
+        let failed = self.tx.as_ref().is_some_and(WafTx::store_failed);
+        submit_writes(&self.shared, writes, failed);
     }
 
     /// Whether the phases' CPU time is read: only the access log (`waf_cpu_us`)
@@ -255,27 +279,8 @@ impl Record {
             .get_or_insert_with(|| shared.unique_id(start_us))
     }
 
-    /// Queues the engine's debug-log lines so far (only when `SecDebugLog` is on).
-    pub(super) fn emit_debug_lines(&mut self) {
-        if !self.shared.logs.enabled(LogKind::Debug) {
-            return;
-        }
-        let Some(tx) = self.tx.as_mut() else {
-            return;
-        };
-        for line in tx.take_debug_lines() {
-            self.shared.logs.send(LogKind::Debug, line);
-        }
-    }
-
-    /// Queues the engine's match lines so far. Called after every phase, so that the
-    /// lines of a request reach the error log before its response is sent (tools
-    /// that tail the log rely on that order), as ModSecurity writes them.
-    pub(super) fn emit_match_lines(&mut self) {
-        let Some(tx) = self.tx.as_mut() else {
-            return;
-        };
-        let lines = tx.take_log_lines();
+    /// Queues a phase's match lines to the error log.
+    fn match_lines(&mut self, lines: Vec<String>) {
         if lines.is_empty() {
             return;
         }
@@ -325,7 +330,7 @@ impl Record {
         }
     }
 
-    /// Phase 5, then the log lines and metrics. Runs once.
+    /// Phase 5, then the request's summary, given to every sink. Runs once.
     pub(super) fn finish(&mut self) {
         if self.finished {
             return;
@@ -351,128 +356,65 @@ impl Record {
             self.error
                 .get_or_insert(format!("rule engine failure: {f}"));
         }
-        let total_us = micros_since(self.start);
+        let summary = self.summary();
         let shared = self.shared.clone();
-        self.emit_debug_lines();
-        if shared.logs.enabled(LogKind::Audit)
-            && let Some(rec) = self.tx.as_mut().and_then(|t| t.audit_record())
-        {
-            match rec.concurrent {
-                Some(c) => shared
-                    .logs
-                    .send_audit_file(c.path.into(), rec.text, c.index_line),
-                // A JSON record is one line; a native one is several by design.
-                None if rec.text.starts_with('{') => shared
-                    .logs
-                    .send(LogKind::Audit, one_line(&rec.text).into_owned()),
-                None => shared.logs.send(LogKind::Audit, rec.text),
-            }
-        }
-        let (rules, (anomaly_in, anomaly_out)) = match self.tx.as_mut() {
-            Some(tx) => (tx.matched_rule_ids(), tx.anomaly_scores()),
-            None => (Vec::new(), (0, 0)),
+        crate::summary::consume(&shared, self.site.site(), &summary);
+        shared.summaries.publish(Arc::new(summary));
+    }
+
+    /// The request's summary, built once from the record.
+    fn summary(&mut self) -> RequestSummary {
+        let total_us = micros_since(self.start);
+        let audit = match self.tx.as_mut() {
+            Some(tx) if self.shared.logs.enabled(LogKind::Audit) => tx.audit_record(),
+            _ => None,
         };
-        let m = &shared.metrics;
-        m.request(self.status, self.action);
-        shared.accounting.record(
-            self.conn.client.ip(),
-            self.upstream
-                .as_ref()
-                .map_or(crate::accounting::NO_ROUTE, |(pool, _)| pool),
-            self.bytes_in,
-            self.bytes_out,
-            matches!(
-                self.action,
-                Action::Deny | Action::Drop | Action::RateLimited
-            ),
-        );
-        m.rule_hits(&rules);
-        let timers = [
-            Timer::Phase1,
-            Timer::Phase2,
-            Timer::Phase3,
-            Timer::Phase4,
-            Timer::Phase5,
-        ];
-        for (t, us) in timers.iter().zip(self.phase_us) {
-            if let Some(us) = us {
-                m.observe(*t, us);
-            }
-        }
-        if let Some(u) = &self.up_timing {
-            if !u.reused {
-                m.observe(Timer::UpstreamConnect, u.connect_us);
-            }
-            m.observe(Timer::UpstreamFirstByte, u.first_byte_us);
-        }
-        if let Some(us) = self.transfer_us {
-            m.observe(Timer::UpstreamTransfer, us);
-        }
-        m.observe(Timer::Total, total_us);
-        let waf_us: u64 = self.phase_us.iter().flatten().sum();
-        m.site_request(
-            self.site.site().counters(m),
-            self.status,
-            self.action,
+        let anomaly = self.tx.as_mut().map_or((0, 0), WafTx::anomaly_scores);
+        self.unique_id();
+        let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+        RequestSummary {
+            unique_id: self.unique_id.clone().unwrap_or_default(),
+            start_us: self.start_us,
+            client: self.conn.client,
+            peer: self.conn.peer,
+            server: self.conn.local,
+            tls: self.conn.tls,
+            protocol: text(&self.protocol),
+            method: text(&self.method),
+            uri: crate::summary::cut(text(&self.uri), crate::summary::URI_MAX),
+            host: self.host.as_ref().map(text),
+            site: self.site.site().name().clone(),
+            status: self.status,
+            action: self.action,
+            rule_id: self.rule_id,
+            error: self.error.take(),
+            phase_us: self.phase_us,
+            waf_cpu_us: self.waf_cpu_us,
             total_us,
-            waf_us,
-        );
-        if shared.logs.enabled(LogKind::Access) {
-            self.unique_id();
-            let host = self.host.as_ref().map(|h| String::from_utf8_lossy(h));
-            let line = AccessLine {
-                ts_us: self.start_us,
-                time: &rfc3339_micros(self.start_us),
-                unique_id: self.unique_id.as_deref().unwrap_or_default(),
-                client: &self.conn.client.to_string(),
-                peer: &self.conn.peer.to_string(),
-                server: &self.conn.local.to_string(),
-                scheme: if self.conn.tls { "https" } else { "http" },
-                protocol: &String::from_utf8_lossy(&self.protocol),
-                method: &String::from_utf8_lossy(&self.method),
-                uri: &String::from_utf8_lossy(&self.uri),
-                host: host.as_deref(),
-                site: self.site.name(),
-                status: self.status,
-                bytes_in: self.bytes_in,
-                bytes_out: self.bytes_out,
-                total_us,
-                waf_us,
-                waf_cpu_us: self.waf_cpu_us,
-                phase1_us: self.phase_us[0],
-                phase2_us: self.phase_us[1],
-                phase3_us: self.phase_us[2],
-                phase4_us: self.phase_us[3],
-                phase5_us: self.phase_us[4],
-                upstream: self.upstream.as_ref().map(|u| &*u.0),
-                upstream_addr: self.upstream.as_ref().and_then(|u| u.1.as_deref()),
-                upstream_reused: self.up_timing.map(|u| u.reused),
-                upstream_connect_us: self.up_timing.map(|u| u.connect_us),
-                upstream_first_byte_us: self.up_timing.map(|u| u.first_byte_us),
-                upstream_transfer_us: self.transfer_us,
-                rules: &rules,
-                anomaly_inbound: anomaly_in,
-                anomaly_outbound: anomaly_out,
-                action: self.action.label(),
-                rule_id: self.rule_id,
-                error: self.error.as_deref(),
-            };
-            if let Ok(json) = serde_json::to_string(&line) {
-                shared.logs.send(LogKind::Access, json);
-            }
+            upstream: self.upstream.take(),
+            up_timing: self.up_timing,
+            transfer_us: self.transfer_us,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+            matches: std::mem::take(&mut self.matches),
+            anomaly,
+            audit,
         }
     }
 }
 
-/// Hands `tx`'s collection writes to the store, or drops and counts them when the
-/// transaction could not read the store (they were computed from records it did not
+/// Hands `writes` to the store, or drops and counts them when their transaction
+/// could not read the store (`failed`: they were computed from records it did not
 /// see).
-fn submit_writes(shared: &Shared, tx: &mut WafTx) {
-    let writes = tx.take_collection_writes();
+fn submit_writes(
+    shared: &Shared,
+    writes: Vec<(engine::RecordKey, engine::RecordWrite)>,
+    failed: bool,
+) {
     if writes.is_empty() {
         return;
     }
-    if tx.store_failed() {
+    if failed {
         shared
             .metrics
             .collection_writes_discarded
@@ -499,7 +441,11 @@ impl Drop for InFlight {
             return;
         }
         if let Some(tx) = self.tx.as_mut() {
-            submit_writes(&self.shared, tx);
+            tx.close();
+            let writes = std::iter::from_fn(|| tx.poll_event())
+                .filter_map(engine::Event::into_collection_write)
+                .collect();
+            submit_writes(&self.shared, writes, tx.store_failed());
         }
     }
 }
@@ -512,47 +458,4 @@ impl Drop for Record {
             self.submit_collection_writes();
         }
     }
-}
-
-#[derive(serde::Serialize)]
-struct AccessLine<'a> {
-    ts_us: i64,
-    time: &'a str,
-    unique_id: &'a str,
-    client: &'a str,
-    /// The TCP peer (the client unless a trusted proxy named another).
-    peer: &'a str,
-    server: &'a str,
-    scheme: &'a str,
-    protocol: &'a str,
-    method: &'a str,
-    uri: &'a str,
-    host: Option<&'a str>,
-    /// The request's site (`[[site]]`), or `default`.
-    site: &'a str,
-    status: u16,
-    bytes_in: u64,
-    bytes_out: u64,
-    total_us: u64,
-    waf_us: u64,
-    waf_cpu_us: u64,
-    phase1_us: Option<u64>,
-    phase2_us: Option<u64>,
-    phase3_us: Option<u64>,
-    phase4_us: Option<u64>,
-    phase5_us: Option<u64>,
-    upstream: Option<&'a str>,
-    upstream_addr: Option<&'a str>,
-    upstream_reused: Option<bool>,
-    upstream_connect_us: Option<u64>,
-    upstream_first_byte_us: Option<u64>,
-    upstream_transfer_us: Option<u64>,
-    rules: &'a [i64],
-    anomaly_inbound: i64,
-    anomaly_outbound: i64,
-    action: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rule_id: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
 }

@@ -76,6 +76,7 @@ impl Reply {
                 kind: BodyKind::Full(Some(body)),
                 rec: Some(rec),
                 pace: None,
+                done_at_end: false,
             },
             close: false,
             drop: false,
@@ -91,6 +92,9 @@ pub struct ReplyBody {
     pub(super) rec: Option<Box<Record>>,
     /// With a `[[shape]]` class: the body goes out in paced pieces.
     pub(super) pace: Option<Box<Pace>>,
+    /// Phase 5 runs when the last frame is taken ([`ReplyBody::finish_at_end`]),
+    /// not when the front end says the body was written.
+    pub(super) done_at_end: bool,
 }
 
 /// A shaped body's pacing: the key's bucket, the rest of the frame being cut into
@@ -208,7 +212,28 @@ impl ReplyBody {
         }
     }
 
-    /// Finishes the record now (the body will not be polled further).
+    /// The body is done: the upstream transfer's time is taken, then phase 5.
+    fn done(&mut self) {
+        if let Some(r) = &mut self.rec
+            && let Some(t) = r.transfer_start.take()
+        {
+            r.transfer_us = Some(r.transfer_acc + micros_since(t));
+        }
+        self.finish();
+    }
+
+    /// For a front end that stops polling once [`Body::is_end_stream`] says the
+    /// body is over (HTTP/2): phase 5 runs when the last frame is taken, or now
+    /// for a body with nothing to send.
+    pub fn finish_at_end(&mut self) {
+        self.done_at_end = true;
+        if Body::is_end_stream(self) {
+            self.finish();
+        }
+    }
+
+    /// Phase 5 and the request's summary, now (the body will not be polled
+    /// further). Runs once.
     pub fn finish(&mut self) {
         if let Some(mut r) = self.rec.take() {
             r.finish();
@@ -257,6 +282,9 @@ impl ReplyBody {
 }
 
 impl Drop for ReplyBody {
+    /// Phase 5 and the summary are a step of the exchange, taken when the body is
+    /// done ([`ReplyBody::finish`]); this catches a body dropped before it was
+    /// done (the client went away, the connection was cut) and says so.
     fn drop(&mut self) {
         if let Some(r) = &mut self.rec
             && !r.finished
@@ -264,6 +292,10 @@ impl Drop for ReplyBody {
             if matches!(self.kind, BodyKind::Stream { .. }) && r.error.is_none() {
                 r.error = Some("response not completed".into());
             }
+            tracing::debug!(
+                client = %r.conn.client,
+                "response body dropped before it was done: phase 5 and the logs run now"
+            );
             r.finish();
         }
     }
@@ -287,6 +319,11 @@ impl Body for ReplyBody {
                 if let (Some(d), Some(r)) = (f.data_ref(), &mut this.rec) {
                     r.bytes_out += d.len() as u64;
                 }
+                // The last frame of a body whose end is known, when the front end
+                // polls no further (HTTP/2 sends it with END_STREAM): done.
+                if this.done_at_end && this.rec.is_some() && this.is_end_stream() {
+                    this.done();
+                }
             }
             Some(Err(e)) => {
                 let msg = e.0.clone();
@@ -296,14 +333,7 @@ impl Body for ReplyBody {
                 }
                 this.finish();
             }
-            None => {
-                if let Some(r) = &mut this.rec
-                    && let Some(t) = r.transfer_start.take()
-                {
-                    r.transfer_us = Some(r.transfer_acc + micros_since(t));
-                }
-                this.finish();
-            }
+            None => this.done(),
         }
         Poll::Ready(out)
     }

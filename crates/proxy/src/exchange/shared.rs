@@ -54,6 +54,8 @@ pub struct Shared {
     pub accounting: crate::accounting::Accounting,
     /// How the last configuration reload ended (`/status`, `/metrics`).
     pub reloads: crate::reload::ReloadState,
+    /// The request summaries' broadcast ([`crate::summary`]).
+    pub summaries: crate::summary::Summaries,
     /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
     rate_limits: Vec<crate::ratelimit::RateLimiter>,
     /// The `[[shape]]` classes, with their per-key buckets.
@@ -123,6 +125,7 @@ impl Shared {
             shapes: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
             reloads: crate::reload::ReloadState::new(),
+            summaries: crate::summary::Summaries::default(),
             dns: None,
             client_address: ClientAddress::default(),
             tls_listeners: Vec::new(),

@@ -312,6 +312,7 @@ fn to_response(mut reply: Reply) -> Result<Response<ReplyBody>, Dropped> {
         reply.body.finish();
         return Err(Dropped);
     }
+    reply.body.finish_at_end();
     let mut resp = Response::new(reply.body);
     *resp.status_mut() = reply.status;
     *resp.headers_mut() = reply.headers;

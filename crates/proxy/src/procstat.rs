@@ -1,0 +1,152 @@
+//! The standard `process_*` metrics, read from `/proc` when `/metrics` is
+//! scraped, and `palisade_build_info`.
+
+use crate::metrics::{Collector, Exposition};
+
+/// The process's CPU time, memory, descriptors and start time (Linux `/proc`;
+/// a figure that cannot be read is left out).
+#[derive(Debug, Default)]
+pub struct ProcessCollector;
+
+/// `palisade_build_info{version,revision,profile} 1`.
+#[derive(Debug, Default)]
+pub struct BuildInfo;
+
+impl Collector for BuildInfo {
+    fn collect(&self, out: &mut Exposition) {
+        out.family(
+            "palisade_build_info",
+            "gauge",
+            "The build: version, git revision and cargo profile (always 1).",
+        );
+        out.sample(
+            "palisade_build_info",
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("revision", crate::admin::GIT_REVISION),
+                ("profile", crate::admin::BUILD_PROFILE),
+            ],
+            1.0,
+        );
+    }
+}
+
+/// The fields of `/proc/self/stat` after the command name, from the state
+/// (field 3) on: `fields[0]` is field 3.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    // The command name is in parentheses and may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_ascii_whitespace().collect())
+}
+
+/// Seconds since the epoch at boot (`btime` of `/proc/stat`).
+fn boot_time(proc_stat: &str) -> Option<u64> {
+    proc_stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The soft limit of `Max open files` in `/proc/self/limits`.
+fn max_fds(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_ascii_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+impl Collector for ProcessCollector {
+    fn collect(&self, out: &mut Exposition) {
+        let cpu = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        out.counter(
+            "process_cpu_seconds_total",
+            "Total user and system CPU time spent in seconds.",
+            cpu.tv_sec as f64 + cpu.tv_nsec as f64 / 1e9,
+        );
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        if let Some(f) = stat_fields(&stat) {
+            // Fields 23 (vsize, bytes), 24 (rss, pages) and 22 (starttime, ticks).
+            let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+            if let Some(v) = field(23) {
+                out.gauge(
+                    "process_virtual_memory_bytes",
+                    "Virtual memory size in bytes.",
+                    v as f64,
+                );
+            }
+            if let Some(pages) = field(24) {
+                out.gauge(
+                    "process_resident_memory_bytes",
+                    "Resident memory size in bytes.",
+                    (pages * rustix::param::page_size() as u64) as f64,
+                );
+            }
+            let boot = std::fs::read_to_string("/proc/stat")
+                .ok()
+                .and_then(|s| boot_time(&s));
+            if let (Some(ticks), Some(boot)) = (field(22), boot) {
+                let hz = rustix::param::clock_ticks_per_second().max(1);
+                out.gauge(
+                    "process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    boot as f64 + ticks as f64 / hz as f64,
+                );
+            }
+        }
+        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+            out.gauge(
+                "process_open_fds",
+                "Number of open file descriptors.",
+                dir.count().saturating_sub(1) as f64,
+            );
+        }
+        if let Some(max) = std::fs::read_to_string("/proc/self/limits")
+            .ok()
+            .and_then(|l| max_fds(&l))
+        {
+            out.gauge(
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+                max as f64,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_files_parse() {
+        let f = stat_fields("42 (a (b) c) S 1 2 3 4 5").unwrap();
+        assert_eq!(f[0], "S");
+        assert_eq!(
+            boot_time("cpu 1 2\nbtime 1700000000\n"),
+            Some(1_700_000_000)
+        );
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 524288               files\n";
+        assert_eq!(max_fds(limits), Some(1024));
+    }
+
+    #[test]
+    fn this_process_has_its_figures() {
+        let mut out = Exposition::default();
+        ProcessCollector.collect(&mut out);
+        BuildInfo.collect(&mut out);
+        let text = out.into_text();
+        for name in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_virtual_memory_bytes ",
+            "process_open_fds ",
+            "process_max_fds ",
+            "process_start_time_seconds ",
+            "palisade_build_info{version=\"",
+        ] {
+            assert!(text.contains(name), "{name} missing from {text}");
+        }
+    }
+}
