@@ -53,11 +53,21 @@ fn start(
     before: &str,
     backend: &Backend,
 ) -> Option<(TempDir, Palisade, std::net::SocketAddr)> {
+    start_with(name, before, "", backend)
+}
+
+/// [`start`] with `toml` (a recipe's configuration) added to the configuration file.
+fn start_with(
+    name: &str,
+    before: &str,
+    toml: &str,
+    backend: &Backend,
+) -> Option<(TempDir, Palisade, std::net::SocketAddr)> {
     let rules = rules(before)?;
     let dir = TempDir::new(name);
     let listen = loopback(free_port());
     let extra = format!(
-        "[logs]\nerror_log = \"{}\"\n\n{rules}",
+        "[logs]\nerror_log = \"{}\"\n\n{rules}\n{toml}",
         dir.path("error.log").display()
     );
     let p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
@@ -146,7 +156,7 @@ async fn exclude_one_crs_rule_for_one_path() {
 async fn run_one_site_in_detection_only() {
     let backend = Backend::start().await;
     let page = blocks("docs/recipes.md", "Run one site in DetectionOnly");
-    let Some((dir, _p, listen)) = start("recipe-detectiononly", &page[0], &backend) else {
+    let Some((dir, _p, listen)) = start_with("recipe-detectiononly", "", &page[0], &backend) else {
         return;
     };
     let attack = "GET /search?q=1%27%20OR%20%271%27%3D%271 HTTP/1.1\r\nHost: {host}\r\nUser-Agent: Mozilla/5.0\r\nAccept: */*\r\nConnection: close\r\n\r\n";
@@ -167,10 +177,32 @@ async fn run_one_site_in_detection_only() {
     );
     let warned = wait_for_line(&dir.path("error.log"), Duration::from_secs(10), |l| {
         l.contains("legacy.example.com") && l.contains("ModSecurity: Warning.")
-    });
-    assert!(
-        warned.is_some(),
-        "the DetectionOnly site's attack is logged as a warning"
+    })
+    .expect("the DetectionOnly site's attack is logged as a warning");
+    assert!(warned.contains("[site \"legacy\"]"), "{warned}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raise_the_upload_limit_on_one_route() {
+    let backend = Backend::start().await;
+    let page = blocks("docs/recipes.md", "Raise the upload limit on one route");
+    let Some((_dir, _p, listen)) = start_with("recipe-upload", "", &page[0], &backend) else {
+        return;
+    };
+    const BROWSER: &str = "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0\r\nAccept: text/html,*/*;q=0.8\r\nAccept-Language: en-GB,en;q=0.5\r\n";
+    // 14 MiB: over the global 13 MiB (limits.request_body_bytes and CRS's
+    // SecRequestBodyLimit in palisade-recommended.conf), under the route's 100 MiB.
+    let n = 14 << 20;
+    let up =
+        |host: &'static str, path: &'static str| multipart_upload(listen, host, path, n, BROWSER);
+    assert_eq!(up("files.example.com", "/upload/q3.txt").await, 200);
+    assert_eq!(up("files.example.com", "/profile").await, 413);
+    assert_eq!(up("www.example.com", "/upload/q3.txt").await, 413);
+    assert_eq!(up("files.example.com", "/Upload/q3.txt").await, 413);
+    // Under the global limit, every route takes it.
+    assert_eq!(
+        multipart_upload(listen, "files.example.com", "/profile", 1 << 20, BROWSER).await,
+        200
     );
 }
 
