@@ -332,7 +332,9 @@ impl LogSender {
         ];
         let mut r = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         r.current = prepared.targets.clone();
-        r.pending = Some(prepared.sinks);
+        if prepared.changed > 0 {
+            r.pending = Some(prepared.sinks);
+        }
         drop(r);
         for (flag, on) in self.enabled.iter().zip(on) {
             flag.store(on, Ordering::Relaxed);

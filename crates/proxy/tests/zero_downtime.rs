@@ -25,7 +25,7 @@ async fn admin_post_reload(admin: SocketAddr) -> serde_json::Value {
     )
     .await
     .unwrap();
-    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.status == 200 || r.status == 422, "{}", r.text());
     serde_json::from_slice(&r.body).unwrap()
 }
 
@@ -88,7 +88,13 @@ async fn a_reload_keeps_rate_limit_state_and_applies_listeners_limits_and_logs()
     // The listener removed: it stops accepting; the other one keeps its socket.
     std::fs::write(dir.path("palisade.toml"), cfg(503, false, "b.log")).unwrap();
     assert_eq!(admin_post_reload(admin).await["ok"], true);
-    assert!(TcpStream::connect(added).await.is_err());
+    // Its accept loops stop as each worker sees the change (a bound, not a timing
+    // check).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(added).await.is_ok() {
+        assert!(Instant::now() < deadline, "the removed listener still accepts");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(get(listen, "/", "").await.status, 503);
 
     // A limit of another identity starts afresh.
