@@ -730,6 +730,7 @@ impl Signals {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     cfg: Config,
     waf: Arc<waf::Waf>,
@@ -1053,7 +1054,10 @@ fn restart_only(cfg: &Config) -> [(&'static str, String); 8] {
     };
     [
         ("[server]", format!("{:?}", cfg.server)),
-        ("[limits] connections", format!("{}", cfg.limits.connections)),
+        (
+            "[limits] connections",
+            format!("{}", cfg.limits.connections),
+        ),
         ("[logs] (other than the log files)", format!("{logs:?}")),
         ("[acme]", format!("{:?}", cfg.acme)),
         (

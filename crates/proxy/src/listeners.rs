@@ -129,8 +129,12 @@ impl Prepared {
         use crate::tls::sni::Resolver;
         let mut items = Vec::new();
         for l in &cfg.listeners {
-            let kept = plan.running.iter().position(|(c, _)| c.address == l.address);
-            let restart = kept.is_none_or(|i| format!("{:?}", plan.running[i].0) != format!("{l:?}"));
+            let kept = plan
+                .running
+                .iter()
+                .position(|(c, _)| c.address == l.address);
+            let restart =
+                kept.is_none_or(|i| format!("{:?}", plan.running[i].0) != format!("{l:?}"));
             let bound = match kept {
                 Some(_) => None,
                 None => {
@@ -242,7 +246,10 @@ impl Listeners {
 
     /// The certificates of the TLS listeners in force.
     fn tls_listeners(&self) -> Vec<Arc<ListenerCerts>> {
-        self.running.iter().filter_map(|r| r.certs.clone()).collect()
+        self.running
+            .iter()
+            .filter_map(|r| r.certs.clone())
+            .collect()
     }
 
     /// Puts prepared listeners in force: new ones start accepting, changed ones

@@ -110,7 +110,11 @@ impl Inherited {
             .ok()
             .and_then(|p| p.parse::<u32>().ok())
             == Some(std::process::id());
-        if for_us && let Some(n) = std::env::var("LISTEN_FDS").ok().and_then(|n| n.parse::<i32>().ok()) {
+        if for_us
+            && let Some(n) = std::env::var("LISTEN_FDS")
+                .ok()
+                .and_then(|n| n.parse::<i32>().ok())
+        {
             for fd in 3..3 + n.clamp(0, 1024) {
                 if !fds.contains(&fd) {
                     fds.push(fd);
@@ -217,7 +221,9 @@ fn executable() -> std::io::Result<std::path::PathBuf> {
 /// Starts the executable at this process's path with the same arguments, handing
 /// it `sockets` (duplicates without close-on-exec, closed here once it started)
 /// and a pipe to say it is ready.
-pub fn spawn<'a>(sockets: impl Iterator<Item = std::os::fd::BorrowedFd<'a>>) -> std::io::Result<Started> {
+pub fn spawn<'a>(
+    sockets: impl Iterator<Item = std::os::fd::BorrowedFd<'a>>,
+) -> std::io::Result<Started> {
     let exe = executable()?;
     let dups = sockets
         .map(|s| rustix::io::dup(s).map_err(std::io::Error::from))
@@ -279,7 +285,10 @@ impl Started {
 /// Stops the new process `pid` that did not become ready in time (the thread in
 /// [`Started::wait_ready`] then reaps it).
 pub fn kill(pid: u32) {
-    if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
 }

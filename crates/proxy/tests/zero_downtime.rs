@@ -92,7 +92,10 @@ async fn a_reload_keeps_rate_limit_state_and_applies_listeners_limits_and_logs()
     // check).
     let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(added).await.is_ok() {
-        assert!(Instant::now() < deadline, "the removed listener still accepts");
+        assert!(
+            Instant::now() < deadline,
+            "the removed listener still accepts"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(get(listen, "/", "").await.status, 503);
@@ -109,7 +112,10 @@ async fn a_reload_keeps_rate_limit_state_and_applies_listeners_limits_and_logs()
     let o = admin_post_reload(admin).await;
     assert_eq!(o["ok"], false, "{o}");
     assert!(o["error"].as_str().unwrap().contains("dir.log"), "{o}");
-    assert!(TcpStream::connect(added).await.is_err(), "a failed reload bound a listener");
+    assert!(
+        TcpStream::connect(added).await.is_err(),
+        "a failed reload bound a listener"
+    );
     assert_eq!(get(listen, "/", "").await.status, 503);
     drop(p);
 }
@@ -201,7 +207,9 @@ async fn h1_client(
 
 /// Reads one response: its status and whether the server closes the connection;
 /// `Err((why, nothing_read))`.
-async fn read_h1<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Result<(u16, bool), (String, bool)> {
+async fn read_h1<S: tokio::io::AsyncRead + Unpin>(
+    s: &mut S,
+) -> Result<(u16, bool), (String, bool)> {
     use tokio::io::AsyncReadExt;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -225,16 +233,21 @@ async fn read_h1<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Result<(u16, boo
         let mut close = false;
         for h in r.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
-                len = std::str::from_utf8(h.value).unwrap_or("0").trim().parse().unwrap_or(0);
+                len = std::str::from_utf8(h.value)
+                    .unwrap_or("0")
+                    .trim()
+                    .parse()
+                    .unwrap_or(0);
             }
-            if h.name.eq_ignore_ascii_case("connection")
-                && h.value.eq_ignore_ascii_case(b"close")
-            {
+            if h.name.eq_ignore_ascii_case("connection") && h.value.eq_ignore_ascii_case(b"close") {
                 close = true;
             }
         }
         while buf.len() < head + len {
-            let n = s.read(&mut chunk).await.map_err(|e| (e.to_string(), false))?;
+            let n = s
+                .read(&mut chunk)
+                .await
+                .map_err(|e| (e.to_string(), false))?;
             if n == 0 {
                 return Err(("closed in the body".into(), false));
             }
@@ -263,10 +276,12 @@ async fn h2_client(
             if fresh {
                 let made = async {
                     let tls = tls_connect(addr, &ca, &[b"h2"]).await?;
-                    let (s, c) =
-                        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                            .await
-                            .map_err(std::io::Error::other)?;
+                    let (s, c) = hyper::client::conn::http2::handshake(
+                        TokioExecutor::new(),
+                        TokioIo::new(tls),
+                    )
+                    .await
+                    .map_err(std::io::Error::other)?;
                     tokio::spawn(c);
                     Ok::<_, std::io::Error>(s)
                 };
@@ -319,11 +334,7 @@ async fn h2_client(
 }
 
 /// A CA and a leaf certificate for `localhost` signed by it, written to `dir`.
-fn write_leaf(
-    dir: &TempDir,
-    issuer: &rcgen::Issuer<'_, rcgen::KeyPair>,
-    serial: u64,
-) {
+fn write_leaf(dir: &TempDir, issuer: &rcgen::Issuer<'_, rcgen::KeyPair>, serial: u64) {
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
     params.serial_number = Some(serial.into());
@@ -363,7 +374,10 @@ async fn reloads_and_a_binary_upgrade_under_load_fail_no_request() {
         format!(
             "[[listener]]\naddress = \"{plain}\"\n\n[[listener]]\naddress = \"{tls}\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n\n{}[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[admin]\naddress = \"{admin}\"\ntoken_file = \"{}\"\n\n[logs]\naccess_log = \"{}\"\n\n[limits]\nheader_bytes = {}\n\n[[rate_limit]]\nname = \"generous\"\nkey = \"client_ip\"\nrate = \"{}/s\"\nburst = 100000\n\n[[rules]]\nfile = \"{crs}/crs-setup.conf.example\"\n\n[[rules]]\nfile = \"{crs}/rules/*.conf\"\n",
             if (5..15).contains(&i) {
-                format!("[[listener]]\naddress = \"{extra_listener}\"\nhttp2 = {}\n\n", i % 2 == 0)
+                format!(
+                    "[[listener]]\naddress = \"{extra_listener}\"\nhttp2 = {}\n\n",
+                    i.is_multiple_of(2)
+                )
             } else {
                 String::new()
             },
@@ -383,10 +397,25 @@ async fn reloads_and_a_binary_upgrade_under_load_fail_no_request() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
     for _ in 0..2 {
-        clients.push(tokio::spawn(h1_client(plain, None, counts.clone(), stop.clone())));
-        clients.push(tokio::spawn(h2_client(tls, ca.clone(), counts.clone(), stop.clone())));
+        clients.push(tokio::spawn(h1_client(
+            plain,
+            None,
+            counts.clone(),
+            stop.clone(),
+        )));
+        clients.push(tokio::spawn(h2_client(
+            tls,
+            ca.clone(),
+            counts.clone(),
+            stop.clone(),
+        )));
     }
-    clients.push(tokio::spawn(h1_client(tls, Some(ca.clone()), counts.clone(), stop.clone())));
+    clients.push(tokio::spawn(h1_client(
+        tls,
+        Some(ca.clone()),
+        counts.clone(),
+        stop.clone(),
+    )));
 
     let start = Instant::now();
     let total = Duration::from_secs(seconds);
@@ -451,7 +480,12 @@ async fn reloads_and_a_binary_upgrade_under_load_fail_no_request() {
     println!(
         "LOAD RUN: {seconds} s, {ok} requests answered as expected, {failed} failed, {retried} retried on a new connection after an idle close, {reloaded} reloads (4 with certificate rotations, a listener added and removed), 1 SIGUSR1, 1 binary upgrade (pid {first_pid} -> {new})"
     );
-    assert_eq!(failed, 0, "{}", std::fs::read_to_string(&p.stderr).unwrap_or_default());
+    assert_eq!(
+        failed,
+        0,
+        "{}",
+        std::fs::read_to_string(&p.stderr).unwrap_or_default()
+    );
     assert!(ok > 0);
     assert!(!alive(new), "the new process did not stop on SIGTERM");
 }

@@ -516,8 +516,9 @@ impl Exchange {
         if has_body && !complete && self.rec.tx.as_ref().is_some_and(WafTx::wants_response_body) {
             let limit = shared.policy().limits.response_body_inspect_bytes;
             // A compressed body is decoded for the engine; the client gets it as sent.
-            let mut decoder = decode::Coding::of(&parts.headers)
-                .map(|c| decode::Decoder::new(c, shared.policy().limits.response_decompression_ratio));
+            let mut decoder = decode::Coding::of(&parts.headers).map(|c| {
+                decode::Decoder::new(c, shared.policy().limits.response_decompression_ratio)
+            });
             loop {
                 let t0 = Instant::now();
                 let frame = upstream_body.frame().await;

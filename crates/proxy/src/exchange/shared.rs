@@ -47,9 +47,8 @@ impl Policy {
     /// `running` (the policy in force, on a reload) hand their state on to those of
     /// the same identity. The error names the section at fault.
     pub fn build(cfg: &crate::config::Config, running: Option<&Policy>) -> anyhow::Result<Policy> {
-        let (limits, shapes) = running.map_or((&[][..], &[][..]), |p| {
-            (&p.rate_limits[..], &p.shapes[..])
-        });
+        let (limits, shapes) =
+            running.map_or((&[][..], &[][..]), |p| (&p.rate_limits[..], &p.shapes[..]));
         Ok(Policy {
             limits: cfg.limits.clone(),
             rate_limits: cfg
@@ -292,10 +291,7 @@ impl Shared {
 
     /// Replaces the list of TLS listeners (a reload added or removed some).
     pub fn replace_tls_listeners(&self, listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>) {
-        *self
-            .tls_listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = listeners;
+        *self.tls_listeners.lock().unwrap_or_else(|e| e.into_inner()) = listeners;
     }
 
     /// The ACME manager, with `[acme]`.
