@@ -477,8 +477,9 @@ async fn reloads_and_a_binary_upgrade_under_load_fail_no_request() {
     let ok = counts.ok.load(Ordering::Relaxed);
     let failed = counts.failed.load(Ordering::Relaxed);
     let retried = counts.retried.load(Ordering::Relaxed);
+    let ran = start.elapsed().as_secs();
     println!(
-        "LOAD RUN: {seconds} s, {ok} requests answered as expected, {failed} failed, {retried} retried on a new connection after an idle close, {reloaded} reloads (4 with certificate rotations, a listener added and removed), 1 SIGUSR1, 1 binary upgrade (pid {first_pid} -> {new})"
+        "LOAD RUN: {ran} s of load (at least {seconds} s; each CRS reload takes its time), {ok} requests answered as expected, {failed} failed, {retried} retried on a new connection after an idle close, {reloaded} reloads (4 with certificate rotations, a listener added and removed), 1 SIGUSR1, 1 binary upgrade (pid {first_pid} -> {new})"
     );
     assert_eq!(
         failed,
