@@ -770,12 +770,6 @@ async fn serve(
         }
         None => None,
     };
-    let prepared = crate::listeners::Prepared::new(
-        &crate::listeners::Plan::empty(workers),
-        &cfg,
-        acme.as_ref(),
-        &mut inherited,
-    )?;
     let admin_listener = match &cfg.admin {
         Some(a) => Some(match inherited.take(a.address).into_iter().next() {
             Some(s) => tokio::net::TcpListener::from_std(s)
@@ -786,6 +780,14 @@ async fn serve(
         }),
         None => None,
     };
+    // Bound after the admin listener: once a client can connect to a listener,
+    // the admin API can be reached too.
+    let prepared = crate::listeners::Prepared::new(
+        &crate::listeners::Plan::empty(workers),
+        &cfg,
+        acme.as_ref(),
+        &mut inherited,
+    )?;
     for a in inherited.leftover() {
         tracing::warn!("inherited socket {a} is no configured listener's: closed");
     }
