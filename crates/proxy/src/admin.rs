@@ -645,13 +645,14 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(sync) = shared.sync() {
         crate::metrics::render_sync(&mut out, &sync.stats());
     }
-    crate::metrics::render_rate_limits(&mut out, shared.rate_limits());
-    crate::metrics::render_shapes(&mut out, shared.shapes());
+    let policy = shared.policy();
+    crate::metrics::render_rate_limits(&mut out, &policy.rate_limits);
+    crate::metrics::render_shapes(&mut out, &policy.shapes);
     crate::metrics::render_upstreams(&mut out, &shared.upstreams().server_states());
     if let Some(dns) = shared.dns() {
         crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
     }
-    crate::tls::sni::render_metrics(&mut out, shared.tls_listeners());
+    crate::tls::sni::render_metrics(&mut out, &shared.tls_listeners());
     if let Some(acme) = shared.acme() {
         acme.render_metrics(&mut out);
     }

@@ -138,17 +138,7 @@ fn validate(cfg: &Config, waf: Option<&waf::Waf>) -> Result<Validated, ErrorList
         Some(a) => admin::AdminToken::load(a).context("[admin] token"),
         None => Ok(admin::AdminToken::none()),
     });
-    let log_targets = logs::LogTargets {
-        error: cfg.logs.error_log.clone(),
-        access: cfg.logs.access_log.clone(),
-        audit: cfg
-            .logs
-            .audit_log
-            .clone()
-            .or_else(|| waf.and_then(waf::Waf::audit_log_path)),
-        audit_files: waf.is_some_and(waf::Waf::audit_concurrent),
-        debug: waf.and_then(waf::Waf::debug_log_path),
-    };
+    let log_targets = log_targets(cfg, waf);
     errors.keep(log_targets.check().context("opening log files"));
     let rate_limits = errors.keep(
         cfg.rate_limits
@@ -187,6 +177,22 @@ fn validate(cfg: &Config, waf: Option<&waf::Waf>) -> Result<Validated, ErrorList
             })
         }
         _ => Err(errors),
+    }
+}
+
+/// Where the logs of `cfg` go: `[logs]`, and the audit and debug logs its rules
+/// name (`waf`, when they loaded).
+fn log_targets(cfg: &Config, waf: Option<&waf::Waf>) -> logs::LogTargets {
+    logs::LogTargets {
+        error: cfg.logs.error_log.clone(),
+        access: cfg.logs.access_log.clone(),
+        audit: cfg
+            .logs
+            .audit_log
+            .clone()
+            .or_else(|| waf.and_then(waf::Waf::audit_log_path)),
+        audit_files: waf.is_some_and(waf::Waf::audit_concurrent),
+        debug: waf.and_then(waf::Waf::debug_log_path),
     }
 }
 
@@ -603,8 +609,20 @@ fn init_tracing(level: &str) {
 /// rules loaded, reloads, shutdown, and sends watchdog pings while healthy (see
 /// [`notify`]).
 pub fn run(path: &Path) -> anyhow::Result<()> {
+    // First, before any file is opened: the sockets a binary upgrade (or systemd)
+    // handed over.
+    let (inherited, notes) = crate::upgrade::Inherited::from_env();
     let cfg = Config::load(path)?;
     init_tracing(&cfg.logs.level);
+    for n in notes {
+        tracing::warn!("{n}");
+    }
+    if inherited.is_upgrade() {
+        tracing::info!(
+            "started by a binary upgrade: {} listening socket(s) inherited",
+            inherited.len()
+        );
+    }
     // The main thread's runtime carries the signals, the admin API, reloads and
     // housekeeping; client connections run on the worker threads started in `serve`.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -679,6 +697,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         (store.clone(), sync),
         dns_config,
         signals,
+        inherited,
     ));
     rt.shutdown_timeout(Duration::from_millis(500));
     // What the last requests wrote is committed before the process exits.
@@ -689,13 +708,14 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     result
 }
 
-/// SIGHUP and SIGUSR1, caught from before the rules are compiled: a reload or a log
+/// SIGHUP, SIGUSR1 and SIGUSR2, caught from before the rules are compiled: a reload or a log
 /// rotation asked for while Palisade starts must not end it (their default action),
 /// and is carried out once it serves. SIGTERM and SIGINT keep their default action
 /// until then, so that a start can be stopped at once.
 struct Signals {
     hup: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -705,10 +725,12 @@ impl Signals {
         Ok(Signals {
             hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
             usr1: signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?,
+            usr2: signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?,
         })
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     cfg: Config,
     waf: Arc<waf::Waf>,
@@ -717,6 +739,7 @@ async fn serve(
     (store, sync): (store::Store, Option<store::sync::Sync>),
     dns_config: Option<hickory_resolver::config::ResolverConfig>,
     signals: Signals,
+    mut inherited: crate::upgrade::Inherited,
 ) -> anyhow::Result<()> {
     let Validated {
         access,
@@ -747,13 +770,33 @@ async fn serve(
         }
         None => None,
     };
-    let (tls_listeners, bound) = bind_listeners(&cfg, workers, acme.as_ref())?;
     let admin_listener = match &cfg.admin {
-        Some(a) => Some(
-            tokio::net::TcpListener::bind(a.address)
+        Some(a) => Some(match inherited.take(a.address).into_iter().next() {
+            Some(s) => tokio::net::TcpListener::from_std(s)
+                .with_context(|| format!("admin address {} (inherited)", a.address))?,
+            None => tokio::net::TcpListener::bind(a.address)
                 .await
                 .with_context(|| format!("cannot listen on admin address {}", a.address))?,
-        ),
+        }),
+        None => None,
+    };
+    // Bound after the admin listener: once a client can connect to a listener,
+    // the admin API can be reached too.
+    let prepared = crate::listeners::Prepared::new(
+        &crate::listeners::Plan::empty(workers),
+        &cfg,
+        acme.as_ref(),
+        &mut inherited,
+    )?;
+    for a in inherited.leftover() {
+        tracing::warn!("inherited socket {a} is no configured listener's: closed");
+    }
+    // A binary upgrade hands the admin socket over too.
+    let admin_fd = match &admin_listener {
+        Some(l) => {
+            use std::os::fd::AsFd as _;
+            Some(rustix::io::fcntl_dupfd_cloexec(l.as_fd(), 3).context("admin socket")?)
+        }
         None => None,
     };
     let metrics = Arc::new(metrics::Metrics::for_workers(workers));
@@ -782,7 +825,7 @@ async fn serve(
         .with_shapes(shapes)
         .with_dns(dns)
         .with_client_address(client_address)
-        .with_tls(tls_listeners, acme.clone())
+        .with_tls(Vec::new(), acme.clone())
         .with_workers(workers),
     );
     if let Some(a) = &access {
@@ -796,52 +839,39 @@ async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (exit_tx, exit_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-    let mut per_worker: Vec<Vec<server::WorkerListener>> =
-        (0..workers).map(|_| Vec::new()).collect();
-    let listeners = bound.len();
-    for b in bound {
-        tracing::info!(
-            "listening on {} ({}, {workers} worker thread(s))",
-            b.address,
-            if cfg
-                .listeners
-                .iter()
-                .any(|l| l.address == b.address && l.tls.is_some())
-            {
-                "https"
-            } else {
-                "http"
-            }
-        );
-        for (w, l) in b.split().into_iter().enumerate() {
-            per_worker[w].push(l);
-        }
-    }
     // Kept only when systemd's watchdog is on (WatchdogSec=).
     let heartbeats = notifier
         .watchdog()
         .map(|_| notify::Heartbeats::new(workers));
     let ctx = server::WorkerContext {
-        shared: shared.clone(),
-        shutdown: stop_rx.clone(),
         exit: exit_rx,
         alive: alive_tx.clone(),
         heartbeats: heartbeats.clone(),
     };
     let mut threads = Vec::new();
-    for (w, listeners) in per_worker.into_iter().enumerate() {
+    let mut handles = Vec::new();
+    for w in 0..workers {
         // Built here so that a runtime that cannot start stops Palisade at once.
         let rt = server::worker_runtime()?;
+        handles.push(rt.handle().clone());
         let ctx = ctx.clone();
         // Thread names are cut at 15 bytes: this one stays whole in /proc and
         // `ps -L` (bench/cores.py pins each worker by it).
         let t = std::thread::Builder::new()
             .name(format!("palisade-w{w}"))
-            .spawn(move || server::run_worker(w, rt, listeners, ctx))
+            .spawn(move || server::run_worker(w, rt, ctx))
             .context("starting a worker thread")?;
         threads.push(t);
     }
     drop(ctx);
+    let mut listeners = crate::listeners::Listeners::new(handles, shared.clone(), alive_tx.clone());
+    listeners.apply(prepared);
+    for (l, address) in cfg.listeners.iter().zip(listeners.addresses()) {
+        tracing::info!(
+            "listening on {address} ({}, {workers} worker thread(s))",
+            if l.tls.is_some() { "https" } else { "http" }
+        );
+    }
     let (reload_handle, reload_rx) = ReloadHandle::channel();
     if let (Some(l), Some(a)) = (admin_listener, &cfg.admin) {
         tracing::info!("admin API on {}", l.local_addr()?);
@@ -897,7 +927,13 @@ async fn serve(
 
     // The listeners are bound (connections queue until the workers accept them),
     // the rules loaded and the admin API up: ready.
-    notifier.ready(&serving_status(&shared, listeners));
+    notifier.ready(&serving_status(&shared, listeners.len()));
+    if inherited.is_upgrade() {
+        notifier.upgraded(&serving_status(&shared, listeners.len()));
+        inherited.ready();
+        tracing::info!("serving: told the old process to stop accepting and drain");
+    }
+    drop(inherited);
     if notifier.is_enabled() {
         tracing::info!(
             "told the service manager: ready{}",
@@ -907,15 +943,25 @@ async fn serve(
             }
         );
     }
-    wait_for_stop(
-        &cfg, &shared, &token, &notifier, listeners, signals, reload_rx,
+    let stop = wait_for_stop(
+        &cfg,
+        &shared,
+        &token,
+        &notifier,
+        &mut listeners,
+        admin_fd,
+        signals,
+        reload_rx,
     )
     .await?;
-    notifier.stopping();
+    if stop == Stop::Signal {
+        notifier.stopping();
+    }
     tracing::info!(
         "stopping: no new connections; waiting up to {:?} for requests in flight",
         cfg.server.grace_period
     );
+    listeners.stop();
     let _ = stop_tx.send(true);
     drop(alive_tx);
     let drained = tokio::time::timeout(cfg.server.grace_period, alive_rx.recv()).await;
@@ -938,58 +984,26 @@ async fn serve(
     Ok(())
 }
 
-/// Loads every TLS listener's certificates and binds every listener.
-fn bind_listeners(
-    cfg: &Config,
-    workers: usize,
-    acme: Option<&Arc<crate::tls::acme::Acme>>,
-) -> anyhow::Result<(Vec<Arc<crate::tls::sni::ListenerCerts>>, Vec<server::Bound>)> {
-    use crate::tls::sni::{ListenerCerts, Resolver};
-    let mut tls_listeners = Vec::new();
-    let mut bound = Vec::new();
-    for l in &cfg.listeners {
-        let acceptor = match &l.tls {
-            Some(t) => {
-                let certs = ListenerCerts::load(l.address, t, acme.cloned(), workers)
-                    .with_context(|| format!("listener {}", l.address))?;
-                let acme_alpn = t.acme
-                    && acme
-                        .is_some_and(|a| a.challenge() == crate::config::AcmeChallenge::TlsAlpn01);
-                let sc = crate::tls::server_config(
-                    t,
-                    l.http2,
-                    Arc::new(Resolver(certs.clone())),
-                    acme_alpn,
-                )
-                .with_context(|| format!("listener {}: TLS", l.address))?;
-                tls_listeners.push(certs);
-                Some(tokio_rustls::TlsAcceptor::from(Arc::new(sc)))
-            }
-            None => None,
-        };
-        bound.push(server::bind(l, workers, acceptor)?);
-    }
-    Ok((tls_listeners, bound))
-}
-
 /// Checks the TLS listeners' certificate files every `tls.watch_interval` (off
 /// the event loop) and logs what changed, until shutdown.
 async fn watch_certificates(
     shared: Arc<exchange::Shared>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let listeners = shared.tls_listeners().to_vec();
-    if listeners.is_empty() {
-        return;
-    }
-    let mut last: Vec<tokio::time::Instant> = vec![tokio::time::Instant::now(); listeners.len()];
+    // When each listener's files were last checked, by address (a reload may add
+    // and remove TLS listeners).
+    let mut last: std::collections::HashMap<std::net::SocketAddr, tokio::time::Instant> =
+        std::collections::HashMap::new();
     loop {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
             () = server::stopped(&mut stop) => return,
         }
-        for (l, at) in listeners.iter().zip(last.iter_mut()) {
+        for l in shared.tls_listeners() {
             let every = l.watch_interval();
+            let at = last
+                .entry(l.address)
+                .or_insert_with(tokio::time::Instant::now);
             if every.is_zero() || at.elapsed() < every {
                 continue;
             }
@@ -1020,33 +1034,34 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
         .with_context(|| format!("loading the [access] lists of {}", cfg.path.display()))
 }
 
-/// The sections of a configuration that a SIGHUP reload does not apply, as they are
-/// named in the file, with what they hold (compared to tell a changed one).
-fn restart_only(cfg: &Config) -> [(&'static str, String); 12] {
-    // A listener's certificates (tls cert, key, certificates, certificate_dir,
-    // watch_interval) are applied by a reload; the rest of it is not.
-    let listeners: Vec<_> = cfg
-        .listeners
-        .iter()
-        .map(|l| {
-            (
-                l.address,
-                l.http2,
-                l.proxy_protocol,
-                l.tls.as_ref().map(crate::config::TlsConfig::restart_only),
-            )
-        })
-        .collect();
+/// What a reload does not apply, as it is named in the file, with what it holds
+/// (compared to tell a changed one), each for a reason (docs/config.md,
+/// "Reloading"):
+/// - `[server]` (other than the keys the rules are loaded with): the worker
+///   threads, the inspection pool and the timeouts are set up at start;
+/// - `[limits] connections`: the connection slot table is sized at start;
+/// - `[logs]` other than the files: the level, the channel's capacity and
+///   `error_log_before_response` are set up at start;
+/// - `[acme]`: its account, state directory and orders run from the start;
+/// - `[admin]` (other than `token_file`): the admin listener is bound at start;
+/// - `[store]` and `[sync]`: the store stays open (with its data) and the sync
+///   connected across reloads;
+/// - `[dns]`: the `@rbl` resolver and its cache are made at start.
+fn restart_only(cfg: &Config) -> [(&'static str, String); 8] {
+    let logs = crate::config::LogsConfig {
+        error_log: None,
+        access_log: None,
+        audit_log: None,
+        ..cfg.logs.clone()
+    };
     [
         ("[server]", format!("{:?}", cfg.server)),
-        ("[client_address]", format!("{:?}", cfg.client_address)),
         (
-            "[[listener]] (other than its certificates)",
-            format!("{listeners:?}"),
+            "[limits] connections",
+            format!("{}", cfg.limits.connections),
         ),
+        ("[logs] (other than the log files)", format!("{logs:?}")),
         ("[acme]", format!("{:?}", cfg.acme)),
-        ("[limits]", format!("{:?}", cfg.limits)),
-        ("[logs]", format!("{:?}", cfg.logs)),
         (
             "[admin] (other than token_file)",
             format!(
@@ -1060,8 +1075,6 @@ fn restart_only(cfg: &Config) -> [(&'static str, String); 12] {
         ("[store]", format!("{:?}", cfg.store)),
         ("[sync]", format!("{:?}", cfg.sync)),
         ("[dns]", format!("{:?}", cfg.dns)),
-        ("[[rate_limit]]", format!("{:?}", cfg.rate_limits)),
-        ("[[shape]]", format!("{:?}", cfg.shapes)),
     ]
 }
 
@@ -1085,9 +1098,7 @@ fn changed_restart_only(running: &Config, read: &Config) -> Vec<&'static str> {
 /// Reports a reload that failed (everything in force stays) in the operator log and
 /// the error log.
 fn reload_failed(shared: &exchange::Shared, why: &str) {
-    let text = format!(
-        "reload failed, the rules, access lists, upstreams and certificates in force stay: {why}"
-    );
+    let text = format!("reload failed, the configuration in force stays: {why}");
     tracing::error!("{text}");
     shared.logs.event("error", &text);
 }
@@ -1109,51 +1120,128 @@ fn serving_status(shared: &exchange::Shared, listeners: usize) -> String {
     s
 }
 
-/// What a reload reads: the configuration again, its rules, access lists, pools,
-/// and the certificates of the TLS listeners that stay.
-type Reloaded = (
-    waf::Waf,
-    Option<Arc<access::AccessList>>,
-    upstream::Upstreams,
-    Config,
-    Vec<(
-        Arc<crate::tls::sni::ListenerCerts>,
-        crate::tls::sni::Prepared,
-    )>,
-);
+/// Everything a reload prepares before it puts anything in force.
+struct Reloaded {
+    cfg: Config,
+    waf: waf::Waf,
+    access: Option<Arc<access::AccessList>>,
+    pools: upstream::Upstreams,
+    policy: exchange::Policy,
+    logs: logs::PreparedLogs,
+    listeners: crate::listeners::Prepared,
+}
 
-/// Waits for SIGTERM or SIGINT. Meanwhile:
+/// Why [`wait_for_stop`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGTERM or SIGINT.
+    Signal,
+    /// A binary upgrade: the new process serves (and is the service's main
+    /// process now).
+    Upgraded,
+}
+
+/// Waits for SIGTERM or SIGINT, or for a binary upgrade to succeed. Meanwhile:
 /// - SIGHUP, and a reload asked for through the admin API (`POST /reload`), run
 ///   [`reload`], one at a time; the admin API gets the outcome back;
-/// - SIGUSR1 reopens the log files (after log rotation) and touches nothing else.
+/// - SIGUSR1 reopens the log files (after log rotation) and touches nothing else;
+/// - SIGUSR2 starts the binary upgrade ([`crate::upgrade`]): once the new process
+///   serves, this one returns [`Stop::Upgraded`] and drains; if it fails, this one
+///   keeps serving.
+#[allow(clippy::too_many_arguments)]
 async fn wait_for_stop(
     cfg: &Config,
     shared: &Arc<exchange::Shared>,
     token: &admin::TokenCell,
     notifier: &notify::Notifier,
-    listeners: usize,
+    listeners: &mut crate::listeners::Listeners,
+    admin_fd: Option<std::os::fd::OwnedFd>,
     signals: Signals,
     mut reloads: tokio::sync::mpsc::Receiver<ReloadRequest>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Stop> {
     use tokio::signal::unix::{SignalKind, signal};
-    let Signals { mut hup, mut usr1 } = signals;
+    let Signals {
+        mut hup,
+        mut usr1,
+        mut usr2,
+    } = signals;
     let mut running = cfg.clone();
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let (upgrade_tx, mut upgrade_rx) = tokio::sync::mpsc::channel::<Result<u32, String>>(1);
+    let mut upgrading = false;
     loop {
         let (trigger, reply) = tokio::select! {
             _ = term.recv() => {
                 tracing::info!("SIGTERM received");
-                return Ok(());
+                return Ok(Stop::Signal);
             }
             _ = int.recv() => {
                 tracing::info!("SIGINT received");
-                return Ok(());
+                return Ok(Stop::Signal);
             }
             _ = usr1.recv() => {
                 shared.logs.request_reopen();
                 tracing::info!("SIGUSR1 received: reopening the log files (rules and configuration unchanged)");
                 continue;
+            }
+            _ = usr2.recv() => {
+                if upgrading {
+                    tracing::warn!("SIGUSR2 received: a binary upgrade is already under way");
+                    continue;
+                }
+                use std::os::fd::AsFd as _;
+                let sockets = listeners
+                    .sockets()
+                    .map(|s| s.as_fd())
+                    .chain(admin_fd.iter().map(|f| f.as_fd()));
+                match crate::upgrade::spawn(sockets) {
+                    Ok(started) => {
+                        let pid = started.pid();
+                        tracing::info!(
+                            "SIGUSR2 received: binary upgrade: started process {pid}; this one serves until it does"
+                        );
+                        upgrading = true;
+                        let tx = upgrade_tx.clone();
+                        tokio::spawn(async move {
+                            let wait = tokio::task::spawn_blocking(move || started.wait_ready());
+                            let r = match tokio::time::timeout(crate::upgrade::READY_TIMEOUT, wait).await {
+                                Ok(Ok(r)) => r,
+                                Ok(Err(e)) => Err(format!("waiting for process {pid}: {e}")),
+                                Err(_) => {
+                                    crate::upgrade::kill(pid);
+                                    Err(format!(
+                                        "process {pid} did not serve within {:?}; stopped",
+                                        crate::upgrade::READY_TIMEOUT
+                                    ))
+                                }
+                            };
+                            let _ = tx.send(r).await;
+                        });
+                    }
+                    Err(e) => {
+                        let text = format!("binary upgrade failed, this process keeps serving: {e}");
+                        tracing::error!("{text}");
+                        shared.logs.event("error", &text);
+                    }
+                }
+                continue;
+            }
+            Some(r) = upgrade_rx.recv() => {
+                upgrading = false;
+                match r {
+                    Ok(pid) => {
+                        notifier.main_pid(pid);
+                        tracing::info!("binary upgrade: process {pid} serves; this one stops accepting and drains");
+                        return Ok(Stop::Upgraded);
+                    }
+                    Err(e) => {
+                        let text = format!("binary upgrade failed, this process keeps serving: {e}");
+                        tracing::error!("{text}");
+                        shared.logs.event("error", &text);
+                        continue;
+                    }
+                }
             }
             _ = hup.recv() => {
                 tracing::info!(
@@ -1171,9 +1259,9 @@ async fn wait_for_stop(
             }
         };
         notifier.reloading();
-        let outcome = reload(&mut running, shared, token, trigger).await;
+        let outcome = reload(&mut running, shared, token, listeners, trigger).await;
         shared.reloads.record(&outcome);
-        notifier.reloaded(&serving_status(shared, listeners));
+        notifier.reloaded(&serving_status(shared, listeners.len()));
         if let Some(reply) = reply {
             // The admin client may have gone: the outcome is in /status anyway.
             let _ = reply.send(outcome);
@@ -1181,17 +1269,24 @@ async fn wait_for_stop(
     }
 }
 
-/// Reads the configuration file again (the one `running` was read from) and puts its
-/// rules, access lists and upstream pools and routes in force, all or none: when any
-/// of them fails to load, the error (naming the file and the key or line) is logged
-/// and everything in force stays. It also rereads the admin token (the token in force
-/// stays when the new one cannot be read) and reopens the log files. Changes to
-/// sections a reload does not apply are logged as needing a restart. On success
-/// `running` becomes the configuration read.
+/// Reads the configuration file again (the one `running` was read from) and puts it
+/// in force, all or nothing: its rules (with sites), access lists, upstream pools
+/// and routes, listeners (added ones bound, removed ones drained, changed ones
+/// accepting with their new options; the sockets of those that stay are kept),
+/// TLS certificates, `[limits]`, `[[rate_limit]]`s and `[[shape]]`s (keeping the
+/// state of those whose identity stays), `[client_address]` and log files.
+/// Everything is prepared first (off the event loop: files read, rules compiled,
+/// sockets bound, log files opened); when any step fails, the error (naming the
+/// file and the key or line) is logged and everything in force stays. It also
+/// rereads the admin token (the token in force stays when the new one cannot be
+/// read) and reopens the log files. Changes to what a reload cannot apply are
+/// logged as needing a restart ([`restart_only`]). On success `running` becomes
+/// the configuration read.
 async fn reload(
     running: &mut Config,
     shared: &Arc<exchange::Shared>,
     token: &admin::TokenCell,
+    listeners: &mut crate::listeners::Listeners,
     trigger: Trigger,
 ) -> Outcome {
     let started = std::time::Instant::now();
@@ -1200,8 +1295,10 @@ async fn reload(
     // [dns] is read at start: the resolver in force answers the new rules.
     let rbl_limit = shared.dns().map(|d| d.max_lookups);
     let upstreams = shared.upstreams();
-    let tls_listeners = shared.tls_listeners().to_vec();
-    let acme = shared.acme().is_some();
+    let acme = shared.acme().cloned();
+    let policy = shared.policy();
+    let log_sender = shared.logs.clone();
+    let plan = listeners.plan();
     let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<Reloaded> {
         let cfg = Config::load(&path)?;
         let waf = load_waf(&cfg, rbl_limit)?;
@@ -1210,26 +1307,38 @@ async fn reload(
         let pools = upstreams
             .reload(&cfg)
             .with_context(|| format!("{}", cfg.path.display()))?;
-        // The certificates of each TLS listener that is still in the file at the same
-        // address (a new or moved listener needs a restart, and is reported as such).
-        let mut certs = Vec::new();
-        for lc in tls_listeners {
-            let Some(t) = cfg
-                .listeners
-                .iter()
-                .find(|l| l.address == lc.address)
-                .and_then(|l| l.tls.as_ref())
-            else {
-                continue;
-            };
-            let p = crate::tls::sni::ListenerCerts::prepare(t, acme)
-                .with_context(|| format!("listener {}", lc.address))?;
-            certs.push((lc, p));
-        }
-        Ok((waf, access, pools, cfg, certs))
+        let policy = exchange::Policy::build(&cfg, Some(&policy))
+            .with_context(|| format!("{}", cfg.path.display()))?;
+        let logs = log_sender
+            .prepare(&log_targets(&cfg, Some(&waf)))
+            .context("opening log files")?;
+        // Last: binding new addresses (dropped, and so closed, if this fails).
+        let listeners = crate::listeners::Prepared::new(
+            &plan,
+            &cfg,
+            acme.as_ref(),
+            &mut crate::upgrade::Inherited::none(),
+        )?;
+        Ok(Reloaded {
+            cfg,
+            waf,
+            access,
+            pools,
+            policy,
+            logs,
+            listeners,
+        })
     })
     .await;
-    let (w, access, pools, cfg, certs) = match loaded {
+    let Reloaded {
+        cfg,
+        waf: w,
+        access,
+        pools,
+        policy,
+        logs,
+        listeners: prepared,
+    } = match loaded {
         Ok(Ok(x)) => x,
         Ok(Err(e)) => {
             let why = format!("{e:#}");
@@ -1242,10 +1351,11 @@ async fn reload(
             return Outcome::failed(trigger, started.elapsed(), why);
         }
     };
-    let n_certs: usize = certs.iter().map(|(_, p)| p.certificates().count()).sum();
-    for (lc, p) in certs {
-        lc.apply(p);
-    }
+    // Everything is ready: put it in force.
+    let log_changes = logs.changed();
+    shared.logs.apply(logs);
+    shared.replace_policy(Arc::new(policy));
+    let applied = listeners.apply(prepared);
     let pools = Arc::new(pools);
     let old = shared.replace_upstreams(pools.clone());
     old.retire(&pools);
@@ -1268,13 +1378,26 @@ async fn reload(
     for w in w.site_warnings() {
         tracing::warn!("reload: {w}");
     }
+    let list = |v: &[std::net::SocketAddr]| {
+        v.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     tracing::info!(
-        "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s), {n_certs} listener certificate(s)",
+        "reloaded {} rules from {} files (sha256 {}), {} upstream pool(s) and {} route(s), {} listener certificate(s), {} listener(s) (added: [{}], changed: [{}], removed and draining: [{}]), {} rate limit(s), {} shape(s), {log_changes} log file change(s)",
         w.rule_count(),
         w.files().len(),
         w.hash(),
         cfg.upstreams.len(),
-        cfg.routes.len().max(1)
+        cfg.routes.len().max(1),
+        applied.certificates,
+        listeners.len(),
+        list(&applied.added),
+        list(&applied.changed),
+        list(&applied.removed),
+        cfg.rate_limits.len(),
+        cfg.shapes.len(),
     );
     let outcome = Outcome::ok(
         trigger,

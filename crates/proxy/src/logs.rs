@@ -175,12 +175,44 @@ impl Written {
 #[derive(Debug, Clone)]
 pub struct LogSender {
     tx: Sender<Msg>,
-    enabled: [bool; LOGS],
+    /// Which logs have a destination (a reload may change it).
+    enabled: Arc<[AtomicBool; LOGS]>,
     stats: Arc<LogStats>,
     reopen: Arc<AtomicBool>,
     error_ack: bool,
     /// The error log goes to a file (`logs.error_log`), not standard error.
-    error_file: bool,
+    error_file: Arc<AtomicBool>,
+    /// Where the logs go now, and a reload's files for the writer to take.
+    targets: Arc<std::sync::Mutex<Retarget>>,
+}
+
+/// The destinations in force, and those a reload opened for the writer to put in
+/// force (`None` per log: keep its file).
+#[derive(Debug, Default)]
+struct Retarget {
+    current: LogTargets,
+    pending: Option<[Option<Option<Sink>>; LOGS]>,
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sink").field("path", &self.path).finish()
+    }
+}
+
+/// A reload's log files, opened but not yet in force ([`LogSender::prepare`]).
+#[derive(Debug)]
+pub struct PreparedLogs {
+    targets: LogTargets,
+    sinks: [Option<Option<Sink>>; LOGS],
+    changed: usize,
+}
+
+impl PreparedLogs {
+    /// How many logs change destination.
+    pub fn changed(&self) -> usize {
+        self.changed
+    }
 }
 
 impl LogSender {
@@ -224,7 +256,7 @@ impl LogSender {
         ack: Option<oneshot::Sender<()>>,
         file: Option<(PathBuf, String)>,
     ) {
-        if !self.enabled[kind as usize] {
+        if !self.enabled[kind as usize].load(Ordering::Relaxed) {
             return;
         }
         match self.tx.try_send(Msg {
@@ -244,20 +276,80 @@ impl LogSender {
 
     /// True when this log has a destination.
     pub fn enabled(&self, kind: LogKind) -> bool {
-        self.enabled[kind as usize]
+        self.enabled[kind as usize].load(Ordering::Relaxed)
     }
 
     /// True when the error log is a file (`logs.error_log`); false when it goes to
     /// standard error, where the operator log already is.
     pub fn error_to_file(&self) -> bool {
+        self.error_file.load(Ordering::Relaxed)
+    }
+
+    /// Opens the files of `targets` whose path differs from the one in force (for
+    /// a reload), without changing anything yet: a file that cannot be opened is an
+    /// error naming it. The files whose path is the same are kept as they are.
+    pub fn prepare(&self, targets: &LogTargets) -> io::Result<PreparedLogs> {
+        let current = self
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .current
+            .clone();
+        let mut changed = 0;
+        let mut one = |now: &Option<PathBuf>, new: &Option<PathBuf>, error: bool| {
+            if now == new {
+                return Ok(None);
+            }
+            changed += 1;
+            Ok::<_, io::Error>(Some(match new {
+                Some(p) => Some(Sink::file(p)?),
+                None if error => Some(Sink::new(Out::Stderr, None)),
+                None => None,
+            }))
+        };
+        let sinks = [
+            one(&current.error, &targets.error, true)?,
+            one(&current.access, &targets.access, false)?,
+            one(&current.audit, &targets.audit, false)?,
+            one(&current.debug, &targets.debug, false)?,
+        ];
+        Ok(PreparedLogs {
+            targets: targets.clone(),
+            sinks,
+            changed,
+        })
+    }
+
+    /// Puts a reload's log files in force: the writer writes what it holds for the
+    /// files it leaves, then writes to the new ones.
+    pub fn apply(&self, prepared: PreparedLogs) {
+        let t = &prepared.targets;
+        let on = [
+            true,
+            t.access.is_some(),
+            t.audit.is_some() || t.audit_files,
+            t.debug.is_some(),
+        ];
+        let mut r = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        r.current = prepared.targets.clone();
+        if prepared.changed > 0 {
+            r.pending = Some(prepared.sinks);
+        }
+        drop(r);
+        for (flag, on) in self.enabled.iter().zip(on) {
+            flag.store(on, Ordering::Relaxed);
+        }
         self.error_file
+            .store(prepared.targets.error.is_some(), Ordering::Relaxed);
+        // Wakes the writer up at once.
+        self.request_reopen();
     }
 
     /// Queues an event of the proxy itself (not of one request) for the error log,
     /// as `TIME [LEVEL] palisade: TEXT`, when the error log is a file; on standard
     /// error the operator log already has it. Never blocks.
     pub fn event(&self, level: &str, text: &str) {
-        if self.error_file {
+        if self.error_to_file() {
             self.send(
                 LogKind::Error,
                 format!(
@@ -368,9 +460,14 @@ impl LogWriter {
         let reopen = Arc::new(AtomicBool::new(false));
         let flag = reopen.clone();
         let stats = Arc::new(LogStats::default());
+        let retarget = Arc::new(std::sync::Mutex::new(Retarget {
+            current: targets.clone(),
+            pending: None,
+        }));
         let writer = Writer {
             stats: stats.clone(),
             record_files: RecordFiles::default(),
+            retarget: retarget.clone(),
         };
         let handle = std::thread::Builder::new()
             .name("palisade-log".into())
@@ -378,11 +475,12 @@ impl LogWriter {
         Ok((
             LogSender {
                 tx,
-                enabled,
+                enabled: Arc::new(enabled.map(AtomicBool::new)),
                 stats,
                 reopen,
                 error_ack: false,
-                error_file: targets.error.is_some(),
+                error_file: Arc::new(AtomicBool::new(targets.error.is_some())),
+                targets: retarget,
             },
             LogWriter {
                 handle: Some(handle),
@@ -571,12 +669,33 @@ struct RecordFiles {
 struct Writer {
     stats: Arc<LogStats>,
     record_files: RecordFiles,
+    /// Where a reload leaves the files it opened.
+    retarget: Arc<std::sync::Mutex<Retarget>>,
 }
 
 impl Writer {
     fn run(mut self, rx: Receiver<Msg>, sinks: &mut [Option<Sink>; LOGS], reopen: &AtomicBool) {
         loop {
             let next = rx.recv_timeout(Duration::from_millis(500));
+            let pending = self
+                .retarget
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pending
+                .take();
+            if let Some(new) = pending {
+                let mut files = 0;
+                for ((kind, sink), new) in LogKind::ALL.into_iter().zip(sinks.iter_mut()).zip(new) {
+                    let Some(new) = new else { continue };
+                    if let Some(s) = sink {
+                        s.retry_at = None;
+                        s.flush(kind, &self.stats);
+                    }
+                    files += 1;
+                    *sink = new;
+                }
+                tracing::info!("{files} log(s) changed destination");
+            }
             if reopen.swap(false, Ordering::Relaxed) {
                 let mut files = 0;
                 for (kind, sink) in LogKind::ALL.into_iter().zip(sinks.iter_mut()) {

@@ -753,7 +753,10 @@ pub fn render_upstreams(out: &mut String, servers: &[UpstreamServerState]) {
 }
 
 /// Appends the `[[rate_limit]]` counters, labelled by limit.
-pub fn render_rate_limits(out: &mut String, limits: &[crate::ratelimit::RateLimiter]) {
+pub fn render_rate_limits(
+    out: &mut String,
+    limits: &[std::sync::Arc<crate::ratelimit::RateLimiter>],
+) {
     if limits.is_empty() {
         return;
     }
@@ -763,13 +766,13 @@ pub fn render_rate_limits(out: &mut String, limits: &[crate::ratelimit::RateLimi
             "palisade_rate_limited_total",
             "counter",
             "Requests refused by a rate limit.",
-            |l| l.limited.load(Ordering::Relaxed) as f64,
+            |l| l.limited() as f64,
         ),
         (
             "palisade_rate_limit_untracked_total",
             "counter",
             "Requests let through unlimited because the limit tracked max_keys keys, none idle.",
-            |l| l.untracked.load(Ordering::Relaxed) as f64,
+            |l| l.untracked() as f64,
         ),
         (
             "palisade_rate_limit_keys",

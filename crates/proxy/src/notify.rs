@@ -134,6 +134,25 @@ impl Notifier {
         self.send("STOPPING=1\nSTATUS=stopping: draining the requests in flight\n");
     }
 
+    /// A binary upgrade handed the service over to process `pid` (sent by the old
+    /// main process, which `NotifyAccess=main` lets speak; see [`crate::upgrade`]).
+    pub fn main_pid(&self, pid: u32) {
+        self.send(&format!(
+            "MAINPID={pid}\nSTATUS=upgraded: process {pid} serves\n"
+        ));
+    }
+
+    /// The new process of a binary upgrade is ready: it names itself the main
+    /// process (heard with `NotifyAccess=all`; with `NotifyAccess=main` the old
+    /// process's [`Notifier::main_pid`] does it).
+    pub fn upgraded(&self, status: &str) {
+        self.send(&format!(
+            "MAINPID={}\nREADY=1\nSTATUS={}\n",
+            std::process::id(),
+            one_line(status)
+        ));
+    }
+
     /// One watchdog ping.
     pub fn ping(&self) {
         self.send("WATCHDOG=1\n");

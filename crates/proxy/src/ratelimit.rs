@@ -70,22 +70,58 @@ pub struct RateLimiter {
     reads_path: bool,
     interval_ns: u64,
     tolerance_ns: u64,
+    max_keys: usize,
+    /// The per-key state and counters: shared with the limit of the same name,
+    /// key and `max_keys` that a reload puts in force (see
+    /// [`RateLimiter::new_keeping`]).
+    state: std::sync::Arc<LimitState>,
+}
+
+/// What a rate limit has counted: its keys' buckets and its counters. A reload
+/// hands it on to the new definition of the same limit.
+#[derive(Debug)]
+struct LimitState {
     epoch: Instant,
     table: KeyTable<Gcra>,
     /// Requests answered with the limit's status.
-    pub limited: AtomicU64,
+    limited: AtomicU64,
     /// Requests let through because their key found no room.
-    pub untracked: AtomicU64,
+    untracked: AtomicU64,
 }
 
 impl RateLimiter {
     /// Builds a limit from its configuration (already checked by the configuration's
     /// validation).
     pub fn new(cfg: &RateLimitSection) -> Result<RateLimiter, String> {
+        RateLimiter::new_keeping(cfg, &[])
+    }
+
+    /// Builds a limit like [`RateLimiter::new`] for a reload: when `running` has a
+    /// limit of the same identity (the same name, key parts and `max_keys`), the new
+    /// one takes over its per-key state and counters, so its clients' buckets stay
+    /// as they were; the new rate, burst, status, path and sites apply from now.
+    pub fn new_keeping(
+        cfg: &RateLimitSection,
+        running: &[std::sync::Arc<RateLimiter>],
+    ) -> Result<RateLimiter, String> {
         let rate = parse_rate(&cfg.rate).map_err(|e| format!("rate_limit {:?}: {e}", cfg.name))?;
         let parts = KeyPart::parse_all(&cfg.key.parts())
             .map_err(|e| format!("rate_limit {:?}: {e}", cfg.name))?;
         let interval_ns = (1e9 / rate).max(1.0) as u64;
+        let state = running
+            .iter()
+            .find(|l| l.name == cfg.name && l.parts == parts && l.max_keys == cfg.max_keys)
+            .map_or_else(
+                || {
+                    std::sync::Arc::new(LimitState {
+                        epoch: Instant::now(),
+                        table: KeyTable::new(cfg.max_keys, || Gcra::new(0)),
+                        limited: AtomicU64::new(0),
+                        untracked: AtomicU64::new(0),
+                    })
+                },
+                |l| l.state.clone(),
+            );
         Ok(RateLimiter {
             name: cfg.name.clone(),
             tx_keyed: parts.iter().any(|p| matches!(p, KeyPart::Tx(_))),
@@ -99,10 +135,8 @@ impl RateLimiter {
             status: cfg.status,
             interval_ns,
             tolerance_ns: interval_ns.saturating_mul(u64::from(cfg.burst)),
-            epoch: Instant::now(),
-            table: KeyTable::new(cfg.max_keys, || Gcra::new(0)),
-            limited: AtomicU64::new(0),
-            untracked: AtomicU64::new(0),
+            max_keys: cfg.max_keys,
+            state,
         })
     }
 
@@ -134,12 +168,22 @@ impl RateLimiter {
 
     /// Keys currently tracked.
     pub fn keys(&self) -> usize {
-        self.table.len()
+        self.state.table.len()
+    }
+
+    /// Requests answered with the limit's status so far.
+    pub fn limited(&self) -> u64 {
+        self.state.limited.load(Ordering::Relaxed)
+    }
+
+    /// Requests let through so far because their key found no room.
+    pub fn untracked(&self) -> u64 {
+        self.state.untracked.load(Ordering::Relaxed)
     }
 
     /// Counts one request of `key` at `now`.
     pub fn check(&self, key: &[u8], now: Instant) -> Verdict {
-        self.check_hash(self.table.hash(key), now)
+        self.check_hash(self.state.table.hash(key), now)
     }
 
     /// Counts one request at `now` under the key this limit's parts make for it
@@ -158,6 +202,7 @@ impl RateLimiter {
         I: Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
     {
         let hash = self
+            .state
             .table
             .hash_request(&self.parts, peer, path, headers, tx)?;
         Some(self.check_hash(hash, now))
@@ -165,10 +210,10 @@ impl RateLimiter {
 
     /// Counts one request of the key whose table hash is `hash`, at `now`.
     fn check_hash(&self, hash: u64, now: Instant) -> Verdict {
-        let now_ns = crate::keyed::nanos_since(self.epoch, now);
+        let now_ns = crate::keyed::nanos_since(self.state.epoch, now);
         // Idle keys' buckets are full again: forgetting them is exact (the table
         // retires them first, and a take on a retired bucket looks again).
-        let verdict = self.table.with(
+        let verdict = self.state.table.with(
             hash,
             now_ns,
             || Gcra::new(now_ns),
@@ -188,11 +233,11 @@ impl RateLimiter {
         );
         match verdict {
             None => {
-                self.untracked.fetch_add(1, Ordering::Relaxed);
+                self.state.untracked.fetch_add(1, Ordering::Relaxed);
                 Verdict::Pass
             }
             Some(v @ Verdict::Limited { .. }) => {
-                self.limited.fetch_add(1, Ordering::Relaxed);
+                self.state.limited.fetch_add(1, Ordering::Relaxed);
                 v
             }
             Some(Verdict::Pass) => Verdict::Pass,
@@ -257,7 +302,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(l.check(b"a", t2), Verdict::Pass);
         }
-        assert_eq!(l.limited.load(Ordering::Relaxed), 2);
+        assert_eq!(l.limited(), 2);
     }
 
     #[test]
@@ -268,15 +313,15 @@ mod tests {
             l.check(&i.to_le_bytes(), t0);
         }
         assert!(l.keys() <= 640, "{}", l.keys());
-        assert!(l.untracked.load(Ordering::Relaxed) > 0);
+        assert!(l.untracked() > 0);
         // Two seconds later every key is idle: new keys find room (100 keys over 64
         // shards of 10: no shard overflows but with negligible odds).
         let t1 = t0 + Duration::from_secs(2);
-        let before = l.untracked.load(Ordering::Relaxed);
+        let before = l.untracked();
         for i in 10_000..10_100u32 {
             assert_eq!(l.check(&i.to_le_bytes(), t1), Verdict::Pass);
         }
-        assert_eq!(l.untracked.load(Ordering::Relaxed), before);
+        assert_eq!(l.untracked(), before);
         // A tracked key is still limited.
         assert!(matches!(
             l.check(&10_000u32.to_le_bytes(), t1),

@@ -2,7 +2,6 @@
 //! [`crate::tls`]'s), the connection limit, and graceful shutdown.
 
 use crate::client_address::SourceTrust;
-use crate::config::ListenerConfig;
 use crate::exchange::{ConnInfo, Shared};
 use crate::slots::{ConnectionSlot, Wait};
 use anyhow::Context as _;
@@ -20,49 +19,6 @@ pub async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await.is_ok();
 }
 
-/// A configured listener, bound: one listening socket per worker thread, all on
-/// the same address with `SO_REUSEPORT`, so the kernel spreads new connections over
-/// the workers and each worker accepts from its own queue.
-pub struct Bound {
-    sockets: Vec<std::net::TcpListener>,
-    tls: Option<TlsAcceptor>,
-    proxy_protocol: bool,
-    /// The address actually bound.
-    pub address: SocketAddr,
-}
-
-impl std::fmt::Debug for Bound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bound")
-            .field("address", &self.address)
-            .field("sockets", &self.sockets.len())
-            .field("tls", &self.tls.is_some())
-            .field("proxy_protocol", &self.proxy_protocol)
-            .finish()
-    }
-}
-
-impl Bound {
-    /// Splits the listener into its per-worker parts, worker 0 first.
-    pub fn split(self) -> Vec<WorkerListener> {
-        let Bound {
-            sockets,
-            tls,
-            proxy_protocol,
-            address,
-        } = self;
-        sockets
-            .into_iter()
-            .map(|socket| WorkerListener {
-                socket,
-                tls: tls.clone(),
-                proxy_protocol,
-                address,
-            })
-            .collect()
-    }
-}
-
 /// The socket of one listener that one worker thread accepts from.
 pub struct WorkerListener {
     socket: std::net::TcpListener,
@@ -70,6 +26,23 @@ pub struct WorkerListener {
     /// Connections begin with a PROXY protocol header.
     proxy_protocol: bool,
     address: SocketAddr,
+}
+
+impl WorkerListener {
+    /// One worker's socket of a listener at `address`, with its options.
+    pub fn new(
+        socket: std::net::TcpListener,
+        tls: Option<TlsAcceptor>,
+        proxy_protocol: bool,
+        address: SocketAddr,
+    ) -> WorkerListener {
+        WorkerListener {
+            socket,
+            tls,
+            proxy_protocol,
+            address,
+        }
+    }
 }
 
 impl std::fmt::Debug for WorkerListener {
@@ -240,41 +213,31 @@ fn listen_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::
     Ok(socket.into())
 }
 
-/// Binds a listener, with `tls` for a TLS listener (see [`crate::tls`]): one socket
-/// per worker thread.
+/// Binds a listener's `address`: one socket per worker thread; returns the
+/// address actually bound (the port the system chose, for port 0) and the sockets.
 ///
 /// The address is first bound once without `SO_REUSEPORT`, which fails when any
 /// other socket holds it, another Palisade's included, so two instances never
 /// share a port by accident; that probe is then closed and the `workers` sockets
 /// are bound with `SO_REUSEPORT` (on the port the probe got, for port 0).
-pub fn bind(
-    cfg: &ListenerConfig,
+pub fn bind_sockets(
+    address: SocketAddr,
     workers: usize,
-    tls: Option<TlsAcceptor>,
-) -> anyhow::Result<Bound> {
-    let cannot = || format!("cannot listen on {}", cfg.address);
-    let probe = listen_socket(cfg.address, false).with_context(cannot)?;
-    let address = probe.local_addr().with_context(cannot)?;
+) -> anyhow::Result<(SocketAddr, Vec<std::net::TcpListener>)> {
+    let cannot = || format!("cannot listen on {address}");
+    let probe = listen_socket(address, false).with_context(cannot)?;
+    let bound = probe.local_addr().with_context(cannot)?;
     drop(probe);
     let sockets = (0..workers.max(1))
-        .map(|_| listen_socket(address, true))
+        .map(|_| listen_socket(bound, true))
         .collect::<Result<Vec<_>, _>>()
         .with_context(cannot)?;
-    Ok(Bound {
-        sockets,
-        tls,
-        proxy_protocol: cfg.proxy_protocol,
-        address,
-    })
+    Ok((bound, sockets))
 }
 
 /// What every worker thread shares with the main thread.
 #[derive(Debug, Clone)]
 pub struct WorkerContext {
-    /// Shared request state.
-    pub shared: Arc<Shared>,
-    /// Set when shutdown begins: accepting stops.
-    pub shutdown: watch::Receiver<bool>,
     /// Set when the worker threads are to end (the grace period is over or every
     /// connection has closed).
     pub exit: watch::Receiver<bool>,
@@ -294,20 +257,14 @@ pub fn worker_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting a worker runtime")
 }
 
-/// Body of worker thread `index`: accepts on its own socket of every listener and
-/// serves those connections on its own runtime, until `ctx.exit` is set; then the
-/// connections still open are closed.
-pub fn run_worker(
-    index: usize,
-    rt: tokio::runtime::Runtime,
-    listeners: Vec<WorkerListener>,
-    ctx: WorkerContext,
-) {
+/// Body of worker thread `index`: runs its own runtime, on which the main thread
+/// starts the accept loops of the listeners ([`crate::listeners`]) and which serves
+/// their connections, until `ctx.exit` is set; then the connections still open are
+/// closed.
+pub fn run_worker(index: usize, rt: tokio::runtime::Runtime, ctx: WorkerContext) {
     WORKER.with(|w| w.set(index));
     rt.block_on(async move {
         let WorkerContext {
-            shared,
-            shutdown,
             mut exit,
             alive,
             heartbeats,
@@ -315,15 +272,6 @@ pub fn run_worker(
         if let Some(h) = heartbeats {
             // Dropped with the runtime's other tasks when the worker stops.
             tokio::spawn(h.run(index));
-        }
-        for l in listeners {
-            tokio::spawn(accept_loop(
-                l,
-                index,
-                shared.clone(),
-                shutdown.clone(),
-                alive.clone(),
-            ));
         }
         drop(alive);
         // Dropped with the runtime's other tasks when the worker stops.
@@ -333,16 +281,20 @@ pub fn run_worker(
     rt.shutdown_timeout(Duration::from_millis(500));
 }
 
-/// Accepts connections on one worker's socket until shutdown begins. Each
-/// connection runs on this worker's runtime and holds a clone of `alive`, so the
-/// main thread knows when all of them have ended.
+/// Accepts connections on one worker's socket until `accepting` is set (a reload
+/// changed the listener's options: new loops take over the socket) or `drain` is
+/// (the listener was removed, or shutdown began). Each connection runs on this
+/// worker's runtime, drains when `drain` is set, and holds a clone of `alive`, so
+/// the main thread knows when all of them have ended.
 pub async fn accept_loop(
     listener: WorkerListener,
     worker: usize,
     shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
+    mut accepting: watch::Receiver<bool>,
+    drain: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
+    let mut shutdown = drain;
     let WorkerListener {
         socket,
         tls,
@@ -367,10 +319,11 @@ pub async fn accept_loop(
                     continue;
                 }
             },
-            () = crate::server::stopped(&mut shutdown) => return,
+            () = stopped(&mut accepting) => return,
+            () = stopped(&mut shutdown) => return,
         };
         shared.workers.count_connection(worker);
-        let trust = shared.client_address().trust(peer.ip());
+        let trust = shared.policy().client_address.trust(peer.ip());
         if proxy_protocol && trust != SourceTrust::Trusted {
             // Only a trusted proxy may say who the client is: closed at once,
             // before any read.
@@ -408,7 +361,7 @@ pub async fn accept_loop(
                 Some(s) => s,
                 None => return,
             },
-            () = crate::server::stopped(&mut shutdown) => return,
+            () = stopped(&mut shutdown) => return,
         };
         let _ = stream.set_nodelay(true);
         let local = stream.local_addr().unwrap_or(address);
@@ -516,7 +469,7 @@ async fn accept_proxied(
         }
     };
     let source = header.source.unwrap_or(peer);
-    let trust = shared.client_address().trust(source.ip());
+    let trust = shared.policy().client_address.trust(source.ip());
     let per_ip = if trust == SourceTrust::Trusted {
         None
     } else {
@@ -528,7 +481,8 @@ async fn accept_proxied(
 /// Open client connections per IP address, for `limits.connections_per_ip`.
 #[derive(Debug)]
 pub struct PerIp {
-    limit: usize,
+    /// The limit in force (a reload may change it for new connections).
+    limit: std::sync::atomic::AtomicUsize,
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -536,7 +490,7 @@ impl PerIp {
     /// Counts connections against `limit` per address; 0 means no limit.
     pub fn new(limit: usize) -> Arc<PerIp> {
         Arc::new(PerIp {
-            limit,
+            limit: std::sync::atomic::AtomicUsize::new(limit),
             open: Mutex::new(HashMap::new()),
         })
     }
@@ -544,14 +498,15 @@ impl PerIp {
     /// Counts a new connection from `ip`; `None` when `ip` already has `limit`
     /// open. The connection is counted until the guard is dropped.
     pub fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<PerIpGuard> {
-        if self.limit == 0 {
+        let limit = self.limit.load(Ordering::Relaxed);
+        if limit == 0 {
             return Some(PerIpGuard { owner: None, ip });
         }
         // IPv4 clients on a dual-stack socket arrive as IPv4-mapped IPv6.
         let ip = ip.to_canonical();
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let n = open.entry(ip).or_insert(0);
-        if *n >= self.limit {
+        if *n >= limit {
             return None;
         }
         *n += 1;
@@ -559,6 +514,12 @@ impl PerIp {
             owner: Some(self.clone()),
             ip,
         })
+    }
+
+    /// Changes the limit for the connections counted from now on (a reload); the
+    /// connections open stay counted. 0 means no limit.
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
     }
 
     /// Addresses with at least one connection open.

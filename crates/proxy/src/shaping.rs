@@ -83,6 +83,17 @@ pub struct Shaper {
     pub path_prefix: Option<String>,
     rate: u64,
     tolerance_ns: u64,
+    max_keys: usize,
+    /// The keys' buckets and the counters: shared with the class of the same
+    /// name, key and `max_keys` that a reload puts in force (see
+    /// [`Shaper::new_keeping`]).
+    state: Arc<ShapeState>,
+}
+
+/// What a class has counted: its keys' buckets and its counters. A reload hands
+/// it on to the new definition of the same class.
+#[derive(Debug)]
+struct ShapeState {
     epoch: Instant,
     table: KeyTable<Bucket>,
     stats: Box<[Stats]>,
@@ -109,6 +120,14 @@ impl Shaper {
     /// Builds a class from its configuration; the error names the class and what
     /// is wrong.
     pub fn new(cfg: &ShapeSection) -> Result<Shaper, String> {
+        Shaper::new_keeping(cfg, &[])
+    }
+
+    /// Builds a class like [`Shaper::new`] for a reload: when `running` has a
+    /// class of the same identity (the same name, key parts and `max_keys`), the
+    /// new one takes over its buckets and counters; the new rate, burst and
+    /// conditions apply from now.
+    pub fn new_keeping(cfg: &ShapeSection, running: &[Arc<Shaper>]) -> Result<Shaper, String> {
         let err = |e: String| format!("shape {:?}: {e}", cfg.name);
         let rate = parse_byte_rate(&cfg.rate).map_err(err)?;
         let burst = parse_bytes(&cfg.burst).map_err(|e| err(format!("burst: {e}")))?;
@@ -126,6 +145,19 @@ impl Shaper {
             return Err(err("max_keys must be at least 1".into()));
         }
         let tolerance = u128::from(burst) * NANOS / u128::from(rate);
+        let state = running
+            .iter()
+            .find(|c| c.name == cfg.name && c.parts == parts && c.max_keys == cfg.max_keys)
+            .map_or_else(
+                || {
+                    Arc::new(ShapeState {
+                        epoch: Instant::now(),
+                        table: KeyTable::new(cfg.max_keys, || Arc::new(Gcra::new(0))),
+                        stats: (0..SHARDS).map(|_| Stats::default()).collect(),
+                    })
+                },
+                |c| c.state.clone(),
+            );
         Ok(Shaper {
             name: cfg.name.clone(),
             parts,
@@ -134,9 +166,8 @@ impl Shaper {
             path_prefix: cfg.path_prefix.clone(),
             rate,
             tolerance_ns: u64::try_from(tolerance).unwrap_or(u64::MAX),
-            epoch: Instant::now(),
-            table: KeyTable::new(cfg.max_keys, || Arc::new(Gcra::new(0))),
-            stats: (0..SHARDS).map(|_| Stats::default()).collect(),
+            max_keys: cfg.max_keys,
+            state,
         })
     }
 
@@ -147,13 +178,13 @@ impl Shaper {
 
     /// Keys tracked now.
     pub fn keys(&self) -> usize {
-        self.table.len()
+        self.state.table.len()
     }
 
     /// The class's counters.
     pub fn stats(&self) -> ShapeStats {
         let mut s = ShapeStats::default();
-        for st in self.stats.iter() {
+        for st in self.state.stats.iter() {
             s.responses += st.responses.load(Ordering::Relaxed);
             s.bytes += st.bytes.load(Ordering::Relaxed);
             s.delayed_ns += st.delayed_ns.load(Ordering::Relaxed);
@@ -163,7 +194,7 @@ impl Shaper {
     }
 
     fn stats_of(&self, hash: u64) -> &Stats {
-        &self.stats[KeyTable::<Bucket>::shard_of(hash)]
+        &self.state.stats[KeyTable::<Bucket>::shard_of(hash)]
     }
 
     /// The pacer of a response whose request has this client, target, header lines
@@ -197,6 +228,7 @@ impl Shaper {
             }
             let Some(hash) =
                 class
+                    .state
                     .table
                     .hash_request(&class.parts, peer, path, headers.clone(), &mut tx)
             else {
@@ -215,15 +247,15 @@ impl Shaper {
 
     /// [`Shaper::pacer`] at `now`.
     pub fn pacer_at(class: &Arc<Shaper>, key: &[u8], now: Instant) -> Pacer {
-        Shaper::pacer_of_hash(class, class.table.hash(key), now)
+        Shaper::pacer_of_hash(class, class.state.table.hash(key), now)
     }
 
     /// [`Shaper::pacer_at`] for the key whose table hash is `hash`.
     fn pacer_of_hash(class: &Arc<Shaper>, hash: u64, now: Instant) -> Pacer {
-        let now_ns = crate::keyed::nanos_since(class.epoch, now);
+        let now_ns = crate::keyed::nanos_since(class.state.epoch, now);
         // A bucket no response holds and that is full again is idle (the table's
         // `Slot` for shared buckets): forgetting it is exact; a handle keeps it.
-        let (bucket, tracked) = class.table.with(
+        let (bucket, tracked) = class.state.table.with(
             hash,
             now_ns,
             || Arc::new(Gcra::new(0)),
@@ -244,7 +276,7 @@ impl Shaper {
     /// Takes `n` bytes from `bucket` (of the key whose hash is `hash`) at `now`:
     /// how long to wait before sending them.
     fn reserve(&self, bucket: &Gcra, hash: u64, tracked: bool, n: usize, now: Instant) -> Duration {
-        let now_ns = crate::keyed::nanos_since(self.epoch, now);
+        let now_ns = crate::keyed::nanos_since(self.state.epoch, now);
         let cost = u128::try_from(n).unwrap_or(u128::MAX) * NANOS / u128::from(self.rate);
         let cost = u64::try_from(cost).unwrap_or(u64::MAX);
         let end = loop {
@@ -252,7 +284,7 @@ impl Shaper {
                 Some(end) => break end,
                 // A sweep found the bucket idle as this response took its handle,
                 // and is giving it back (a held bucket is never forgotten).
-                None => self.table.settle(hash),
+                None => self.state.table.settle(hash),
             }
         };
         let wait = end.saturating_sub(self.tolerance_ns).saturating_sub(now_ns);

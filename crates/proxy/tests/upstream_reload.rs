@@ -149,13 +149,13 @@ async fn a_server_that_stays_keeps_its_connection_and_old_health_checks_stop() {
     );
     assert_eq!(a.requests().len(), 2);
     // A section a reload does not apply is reported as needing a restart.
-    let other_limits = format!("{unchecked}[limits]\nmax_headers = 77\n");
-    write_config(&dir, &other_limits);
+    let other_dns = format!("{unchecked}[dns]\nmin_ttl = \"2s\"\n");
+    write_config(&dir, &other_dns);
     p.sighup();
     wait_for_line(&p.stderr, Duration::from_secs(10), |l| {
-        l.contains("[limits] changed") && l.contains("take effect on restart")
+        l.contains("[dns] changed") && l.contains("take effect on restart")
     })
-    .expect("no restart notice for [limits]");
+    .expect("no restart notice for [dns]");
 }
 
 #[tokio::test]

@@ -152,7 +152,10 @@ where
     P: Plan,
 {
     // The request's client: the connection's, or the one a trusted proxy names.
-    let conn = conn.for_request(shared.client_address(), head.headers.clone());
+    // The limits, rate limits, shapes and client address in force when the
+    // request began, to its end (a reload may swap in others meanwhile).
+    let policy = shared.policy();
+    let conn = conn.for_request(&policy.client_address, head.headers.clone());
     // The request's site, in the rules in force now: its policy, limits and name.
     let site = crate::sites::SiteRef::select(shared.waf(), head.host.as_deref(), &head.uri);
     // A trusted proxy's connection was let in whatever its clients: the [access]
@@ -161,7 +164,7 @@ where
         && shared.has_access_lists()
         && !shared.access_allows(conn.client.ip());
     // Rate limits whose key the request head gives: decided before the rules run.
-    let limits = shared.rate_limits();
+    let limits = &policy.rate_limits;
     let uri = head.uri.clone();
     let arrived = head.start;
     // The request's header lines, for choosing a `[[shape]]` class at the end.
@@ -171,7 +174,7 @@ where
     // body is read) when the policy says so or the coding is not one the proxy
     // decodes.
     let (decode_as, refuse_coding) = match content_coding(head.headers.clone()) {
-        Some(name) if has_body => match shared.limits.request_content_encoding {
+        Some(name) if has_body => match policy.limits.request_content_encoding {
             EncodedBodyPolicy::Pass => (None, None),
             EncodedBodyPolicy::Refuse => (None, Some((name, "it cannot be inspected"))),
             EncodedBodyPolicy::Decode => match Coding::of_values(
@@ -236,7 +239,7 @@ where
         return Driven::answer(ex.reply_verdict(v), !has_body);
     }
     // Rate limits keyed by TX variables the rules set in phase 1.
-    if limits.iter().any(RateLimiter::after_phase1)
+    if limits.iter().any(|l| l.after_phase1())
         && let Some((name, status, retry)) = over_limit(
             limits,
             true,
@@ -328,7 +331,7 @@ where
         }
     };
     let mut reply = ex.forward(parts).await;
-    let shapes = shared.shapes();
+    let shapes = &policy.shapes;
     if !shapes.is_empty() && reply.body.is_forwarded() {
         // Chosen after phases 3 and 4, so any rule may set a `tx:` selector.
         let body = &mut reply.body;
@@ -352,7 +355,7 @@ where
 /// clock again would cost more than the rest of the check.
 #[allow(clippy::too_many_arguments)]
 fn over_limit<'l, 'h, I>(
-    limits: &'l [RateLimiter],
+    limits: &'l [std::sync::Arc<RateLimiter>],
     after_phase1: bool,
     conn: &ConnInfo,
     site: &str,

@@ -19,7 +19,7 @@ pub use headers::{
     valid_value,
 };
 pub use reply::{Reply, ReplyBody, Upgrade};
-pub use shared::{ConnInfo, IpText, Shared};
+pub use shared::{ConnInfo, IpText, Policy, Shared};
 
 use crate::metrics::Action;
 use crate::upstream::{UpstreamRequest, UpstreamTiming};
@@ -115,7 +115,7 @@ impl Exchange {
         };
         let body_limit = site
             .site()
-            .request_body_bytes(shared.limits.request_body_bytes);
+            .request_body_bytes(shared.policy().limits.request_body_bytes);
         let (tx, unique_id) = if empty {
             (None, None)
         } else {
@@ -230,7 +230,7 @@ impl Exchange {
     /// Reads the request body under `coding`: the engine is given its decoded
     /// bytes.
     pub fn decode_request_body(&mut self, coding: decode::Coding) {
-        let ratio = self.rec.shared.limits.request_decompression_ratio;
+        let ratio = self.rec.shared.policy().limits.request_decompression_ratio;
         self.request_decoder = Some(decode::Decoder::new(coding, ratio));
     }
 
@@ -294,7 +294,7 @@ impl Exchange {
                 Err(BodyStop::Undecodable(format!(
                     "request body decodes beyond limits.request_decompression_ratio ({} to 1): \
                      {n} bytes from {c}",
-                    self.rec.shared.limits.request_decompression_ratio
+                    self.rec.shared.policy().limits.request_decompression_ratio
                 )))
             }
             Err(decode::Stop::Corrupt(e)) => Err(BodyStop::Undecodable(format!(
@@ -515,10 +515,11 @@ impl Exchange {
         let mut prefix = BytesMut::new();
         let mut complete = !has_body || upstream_body.is_end_stream();
         if has_body && !complete && self.rec.tx.as_ref().is_some_and(WafTx::wants_response_body) {
-            let limit = shared.limits.response_body_inspect_bytes;
+            let limit = shared.policy().limits.response_body_inspect_bytes;
             // A compressed body is decoded for the engine; the client gets it as sent.
-            let mut decoder = decode::Coding::of(&parts.headers)
-                .map(|c| decode::Decoder::new(c, shared.limits.response_decompression_ratio));
+            let mut decoder = decode::Coding::of(&parts.headers).map(|c| {
+                decode::Decoder::new(c, shared.policy().limits.response_decompression_ratio)
+            });
             loop {
                 let t0 = Instant::now();
                 let frame = upstream_body.frame().await;
@@ -691,7 +692,7 @@ impl Exchange {
                 let (c, n) = d.totals();
                 Some(format!(
                     "{coding} response body decodes beyond limits.response_decompression_ratio ({} to 1): {n} bytes from {c}",
-                    self.rec.shared.limits.response_decompression_ratio
+                    self.rec.shared.policy().limits.response_decompression_ratio
                 ))
             }
             Err(decode::Stop::Corrupt(e)) => {

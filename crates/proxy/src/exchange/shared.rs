@@ -16,6 +16,59 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use store::Store;
 
+/// The part of the configuration a reload replaces as one snapshot, read by each
+/// request (and each new connection) once: `[limits]`, the `[[rate_limit]]`s and
+/// `[[shape]]`s (with their per-key state, handed on across reloads to the limits
+/// and classes that keep their identity), and `[client_address]`.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Request limits (`[limits]`).
+    pub limits: LimitsConfig,
+    /// The `[[rate_limit]]`s, with their per-key state.
+    pub rate_limits: Vec<Arc<crate::ratelimit::RateLimiter>>,
+    /// The `[[shape]]` classes, tried in order, with their per-key buckets.
+    pub shapes: Vec<Arc<crate::shaping::Shaper>>,
+    /// The trusted proxies and the forwarding header (`[client_address]`).
+    pub client_address: ClientAddress,
+}
+
+impl Policy {
+    /// The policy of `limits` alone: no rate limit, no shaping, no trusted proxy.
+    pub fn new(limits: LimitsConfig) -> Policy {
+        Policy {
+            limits,
+            rate_limits: Vec::new(),
+            shapes: Vec::new(),
+            client_address: ClientAddress::default(),
+        }
+    }
+
+    /// Builds the policy of a configuration; the rate limits and shapes of
+    /// `running` (the policy in force, on a reload) hand their state on to those of
+    /// the same identity. The error names the section at fault.
+    pub fn build(cfg: &crate::config::Config, running: Option<&Policy>) -> anyhow::Result<Policy> {
+        let (limits, shapes) =
+            running.map_or((&[][..], &[][..]), |p| (&p.rate_limits[..], &p.shapes[..]));
+        Ok(Policy {
+            limits: cfg.limits.clone(),
+            rate_limits: cfg
+                .rate_limits
+                .iter()
+                .map(|r| crate::ratelimit::RateLimiter::new_keeping(r, limits).map(Arc::new))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("[[rate_limit]]: {e}"))?,
+            shapes: cfg
+                .shapes
+                .iter()
+                .map(|s| crate::shaping::Shaper::new_keeping(s, shapes).map(Arc::new))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("[[shape]]: {e}"))?,
+            client_address: ClientAddress::new(&cfg.client_address)
+                .map_err(|e| anyhow::anyhow!("[client_address]: {e}"))?,
+        })
+    }
+}
+
 /// Everything requests share: rules, pools, logs, metrics, limits.
 #[derive(Debug)]
 pub struct Shared {
@@ -27,8 +80,9 @@ pub struct Shared {
     pub logs: LogSender,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Request limits.
-    pub limits: LimitsConfig,
+    /// The limits, rate limits, shapes and client address in force; a reload
+    /// swaps in a new snapshot.
+    policy: crate::server::PerWorker<Arc<Policy>>,
     /// Timeouts.
     pub server: ServerConfig,
     /// When the process started.
@@ -56,10 +110,6 @@ pub struct Shared {
     pub reloads: crate::reload::ReloadState,
     /// The request summaries' broadcast ([`crate::summary`]).
     pub summaries: crate::summary::Summaries,
-    /// The `[[rate_limit]]`s, with their per-key state (kept across rule reloads).
-    rate_limits: Vec<crate::ratelimit::RateLimiter>,
-    /// The `[[shape]]` classes, with their per-key buckets.
-    shapes: Vec<Arc<crate::shaping::Shaper>>,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
     access: crate::server::PerWorker<Option<Arc<crate::access::AccessList>>>,
     /// Whether any `[access]` lists are in force: a request from a trusted proxy
@@ -68,10 +118,9 @@ pub struct Shared {
     /// The DNS resolver of `@rbl` rules, with its cache; like the store it
     /// outlives rule reloads.
     dns: Option<Arc<crate::dns::Dns>>,
-    /// The trusted proxies and the forwarding header (`[client_address]`).
-    client_address: ClientAddress,
-    /// The certificates of the TLS listeners (status, metrics, reloads).
-    tls_listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>,
+    /// The certificates of the TLS listeners (status, metrics, reloads); a
+    /// reload that adds or removes TLS listeners replaces the list.
+    tls_listeners: std::sync::Mutex<Vec<Arc<crate::tls::sni::ListenerCerts>>>,
     /// The ACME manager, with `[acme]`: its HTTP-01 challenges are answered on
     /// the plain listeners.
     acme: Option<Arc<crate::tls::acme::Acme>>,
@@ -113,7 +162,7 @@ impl Shared {
             upstreams: crate::server::PerWorker::new(Arc::new(upstreams), 1),
             logs,
             metrics,
-            limits,
+            policy: crate::server::PerWorker::new(Arc::new(Policy::new(limits)), 1),
             server,
             started: Instant::now(),
             store: None,
@@ -121,14 +170,11 @@ impl Shared {
             sync: None,
             access: crate::server::PerWorker::new(None, 1),
             has_access: std::sync::atomic::AtomicBool::new(false),
-            rate_limits: Vec::new(),
-            shapes: Vec::new(),
             accounting: crate::accounting::Accounting::new([]),
             reloads: crate::reload::ReloadState::new(),
             summaries: crate::summary::Summaries::default(),
             dns: None,
-            client_address: ClientAddress::default(),
-            tls_listeners: Vec::new(),
+            tls_listeners: std::sync::Mutex::new(Vec::new()),
             acme: None,
             id_seed: h.finish(),
             id_counters: vec![IdCounter::default()].into_boxed_slice(),
@@ -142,6 +188,7 @@ impl Shared {
         self.waf = self.waf.resized(n);
         self.access = self.access.resized(n);
         self.upstreams = self.upstreams.resized(n);
+        self.policy = self.policy.resized(n);
         self.id_counters = (0..n.max(1)).map(|_| IdCounter::default()).collect();
         self
     }
@@ -166,25 +213,32 @@ impl Shared {
     }
 
     /// Gives requests the `[[rate_limit]]`s.
-    pub fn with_rate_limits(mut self, limits: Vec<crate::ratelimit::RateLimiter>) -> Self {
-        self.rate_limits = limits;
+    pub fn with_rate_limits(self, limits: Vec<crate::ratelimit::RateLimiter>) -> Self {
+        let mut p = (*self.policy.get()).clone();
+        p.rate_limits = limits.into_iter().map(Arc::new).collect();
+        self.policy.set(Arc::new(p));
         self
-    }
-
-    /// The `[[rate_limit]]`s.
-    pub fn rate_limits(&self) -> &[crate::ratelimit::RateLimiter] {
-        &self.rate_limits
     }
 
     /// Gives responses the `[[shape]]` classes, tried in order.
-    pub fn with_shapes(mut self, shapes: Vec<crate::shaping::Shaper>) -> Self {
-        self.shapes = shapes.into_iter().map(Arc::new).collect();
+    pub fn with_shapes(self, shapes: Vec<crate::shaping::Shaper>) -> Self {
+        let mut p = (*self.policy.get()).clone();
+        p.shapes = shapes.into_iter().map(Arc::new).collect();
+        self.policy.set(Arc::new(p));
         self
     }
 
-    /// The `[[shape]]` classes.
-    pub fn shapes(&self) -> &[Arc<crate::shaping::Shaper>] {
-        &self.shapes
+    /// The limits, rate limits, shapes and client address in force now. A request
+    /// reads it once and keeps it to its end.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.get()
+    }
+
+    /// Puts a reload's policy in force for new connections and requests, and
+    /// `limits.connections_per_ip` for new connections.
+    pub fn replace_policy(&self, policy: Arc<Policy>) {
+        self.per_ip.set_limit(policy.limits.connections_per_ip);
+        self.policy.set(policy);
     }
 
     /// Puts `[access]` lists in force (`None`: every address may connect).
@@ -211,8 +265,10 @@ impl Shared {
     }
 
     /// Takes the client's address from trusted proxies as `client_address` says.
-    pub fn with_client_address(mut self, client_address: ClientAddress) -> Self {
-        self.client_address = client_address;
+    pub fn with_client_address(self, client_address: ClientAddress) -> Self {
+        let mut p = (*self.policy.get()).clone();
+        p.client_address = client_address;
+        self.policy.set(Arc::new(p));
         self
     }
 
@@ -223,24 +279,27 @@ impl Shared {
         listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>,
         acme: Option<Arc<crate::tls::acme::Acme>>,
     ) -> Self {
-        self.tls_listeners = listeners;
+        self.tls_listeners = std::sync::Mutex::new(listeners);
         self.acme = acme;
         self
     }
 
-    /// The certificates of the TLS listeners.
-    pub fn tls_listeners(&self) -> &[Arc<crate::tls::sni::ListenerCerts>] {
-        &self.tls_listeners
+    /// The certificates of the TLS listeners in force.
+    pub fn tls_listeners(&self) -> Vec<Arc<crate::tls::sni::ListenerCerts>> {
+        self.tls_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the list of TLS listeners (a reload added or removed some).
+    pub fn replace_tls_listeners(&self, listeners: Vec<Arc<crate::tls::sni::ListenerCerts>>) {
+        *self.tls_listeners.lock().unwrap_or_else(|e| e.into_inner()) = listeners;
     }
 
     /// The ACME manager, with `[acme]`.
     pub fn acme(&self) -> Option<&Arc<crate::tls::acme::Acme>> {
         self.acme.as_ref()
-    }
-
-    /// The trusted proxies and the forwarding header (`[client_address]`).
-    pub fn client_address(&self) -> &ClientAddress {
-        &self.client_address
     }
 
     /// The `@rbl` resolver, if lookups are on.

@@ -77,7 +77,7 @@ pub async fn serve<IO>(
         });
         let wait_start = Instant::now();
         let end = loop {
-            match find_head_end(&buf, shared.limits.header_bytes) {
+            match find_head_end(&buf, shared.policy().limits.header_bytes) {
                 Ok(Some(end)) => break end,
                 Ok(None) => {}
                 Err(e) => {
@@ -149,7 +149,7 @@ pub async fn serve<IO>(
         }
         let (start, start_us) = arrived.unwrap_or((Instant::now(), now_unix_micros()));
         let raw = buf.split_to(end.end).freeze().slice(end.skip..);
-        let head = match parse_head(raw, shared.limits.max_headers) {
+        let head = match parse_head(raw, shared.policy().limits.max_headers) {
             Ok(h) => h,
             Err(e) => {
                 Box::pin(bad_head(
@@ -387,7 +387,7 @@ where
     let mut body = Http1Body {
         io: &mut *io,
         buf,
-        dec: BodyDecoder::new(framing, shared.limits.header_bytes),
+        dec: BodyDecoder::new(framing, shared.policy().limits.header_bytes),
         wants_continue,
     };
     // After phase 2: what only HTTP/1 can get wrong, then the request for the

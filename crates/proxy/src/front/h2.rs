@@ -50,7 +50,7 @@ pub async fn serve<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let header_limit = u32::try_from(shared.limits.header_bytes).unwrap_or(u32::MAX);
+    let header_limit = u32::try_from(shared.policy().limits.header_bytes).unwrap_or(u32::MAX);
     slot.wait(Wait::Head);
     let activity = Arc::new(Activity::new(slot));
     let order = Arc::new(Order::default());
@@ -79,7 +79,7 @@ pub async fn serve<IO>(
         .max_pending_accept_reset_streams(Some(64))
         // Streams the server had to reset for the client's errors.
         .max_local_error_reset_streams(Some(256));
-    let io = Tee::new(io, order, shared.limits.header_bytes);
+    let io = Tee::new(io, order, shared.policy().limits.header_bytes);
     let c = builder.serve_connection(TokioIo::new(io), svc);
     tokio::pin!(c);
     let server = &shared.server;

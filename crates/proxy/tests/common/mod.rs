@@ -189,8 +189,17 @@ impl Drop for TempDir {
     }
 }
 
+/// The `palisade` binary the tests start: the one cargo built with them, or the one
+/// `PALISADE_TEST_BIN` names (scripts/test-all runs the load run against the release
+/// build that way).
 pub fn palisade_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_palisade")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("PALISADE_TEST_BIN")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_palisade").to_string())
+    })
 }
 
 /// The real binary, running `run --config` in the background.
