@@ -81,7 +81,10 @@ fn transaction(content_type: &[u8], body: &[u8], split: usize) {
     tx.process_response_body();
     tx.process_logging();
     let _ = tx.audit_record();
-    let _ = tx.events().filter_map(engine::Event::into_log_line).collect::<Vec<_>>();
+    let _ = tx
+        .events()
+        .filter_map(engine::Event::into_log_line)
+        .collect::<Vec<_>>();
 }
 
 /// Limits small enough for the fuzzer to reach, chosen by one input byte.

@@ -115,7 +115,11 @@ pub fn fuzz_inputs(data: &[u8]) {
         );
     }
     tx.process_logging();
-    for line in tx.events().filter_map(engine::Event::into_log_line).collect::<Vec<_>>() {
+    for line in tx
+        .events()
+        .filter_map(engine::Event::into_log_line)
+        .collect::<Vec<_>>()
+    {
         assert!(!line.contains("input table past its bound"), "{line}");
     }
 }
