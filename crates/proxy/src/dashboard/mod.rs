@@ -400,7 +400,7 @@ fn health(shared: &Shared) -> serde_json::Value {
         "rules": { "count": waf.rule_count(), "engine_mode": waf.engine_mode() },
         "upstreams": upstreams,
         "store": shared.store().map(|s| {
-            let (used, size) = s.map_usage();
+            let (size, used) = s.map_usage();
             serde_json::json!({ "stats": s.stats(), "map_used_bytes": used, "map_size_bytes": size })
         }),
         "sync": shared.sync().map(|s| s.stats()),
