@@ -129,9 +129,12 @@ impl Dashboard {
             HeaderValue::from_static("nosniff"),
         );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        // Not `no-referrer`: with it, browsers send `Origin: null` on the forms'
+        // POSTs, and the same-origin check could not tell them from a sandboxed
+        // cross-site frame.
         h.insert(
             header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
+            HeaderValue::from_static("same-origin"),
         );
         h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
         (r, streaming)
