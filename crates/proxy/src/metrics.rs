@@ -1167,7 +1167,7 @@ mod tests {
         .unwrap();
         limit.name = NASTY.into();
         let mut out = String::new();
-        render_rate_limits(&mut out, &[limit]);
+        render_rate_limits(&mut out, &[std::sync::Arc::new(limit)]);
         assert!(out.contains(&format!("{{limit=\"{ESCAPED}\"}}")), "{out}");
         let mut class = crate::shaping::Shaper::new(&ShapeSection {
             name: "t".into(),

@@ -616,7 +616,9 @@ async fn dashboard_in_chromium() {
         false
     );
 
-    // --- The screenshot, kept.
+    // --- The screenshot, kept (with the newest request's matches open).
+    cdp.eval("document.querySelector('#explorer details').open = true; true")
+        .await;
     cdp.call(
         "Emulation.setDeviceMetricsOverride",
         json!({"width": 1280, "height": 1800, "deviceScaleFactor": 1, "mobile": false}),
