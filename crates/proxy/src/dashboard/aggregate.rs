@@ -315,6 +315,79 @@ fn explorer_entry(seq: u64, s: &RequestSummary, blocked: bool) -> serde_json::Va
 mod tests {
     use super::*;
 
+    fn summary(action: crate::metrics::Action, rules: &[i64], uri: &str) -> RequestSummary {
+        let addr: std::net::SocketAddr = "192.0.2.1:4000".parse().unwrap();
+        RequestSummary {
+            unique_id: "u1".into(),
+            start_us: 0,
+            client: addr,
+            peer: addr,
+            server: addr,
+            tls: false,
+            protocol: "HTTP/1.1".into(),
+            method: "GET".into(),
+            uri: uri.into(),
+            host: None,
+            site: "default".into(),
+            status: 403,
+            action,
+            rule_id: None,
+            error: None,
+            phase_us: [Some(10), Some(300), None, None, None],
+            waf_cpu_us: 0,
+            total_us: 2_000,
+            upstream: None,
+            up_timing: None,
+            transfer_us: None,
+            bytes_in: 0,
+            bytes_out: 0,
+            matches: rules
+                .iter()
+                .map(|id| engine::RuleMatch {
+                    rule_id: Some(*id),
+                    phase: 2,
+                    msg: None,
+                    var_name: "ARGS:q".into(),
+                    value: "<b>".into(),
+                    severity: None,
+                    tags: vec![],
+                    denied_with: None,
+                    log_line: None,
+                })
+                .collect(),
+            anomaly: (5, 0),
+            audit: None,
+        }
+    }
+
+    #[test]
+    fn aggregates_summaries() {
+        use crate::metrics::Action;
+        let a = Aggregate::default();
+        a.add(&summary(Action::Pass, &[], "/ok?x=1"), 100);
+        a.add(&summary(Action::Deny, &[941100, 949110], "/s?q=<b>"), 100);
+        a.add(&summary(Action::Pass, &[920350], "/s"), 101);
+        let s = a.snapshot();
+        assert_eq!(s["requests"], 3);
+        assert_eq!(s["blocked"], 1);
+        assert_eq!(s["detected"], 1);
+        assert_eq!(s["histograms"]["phase1"][0], 3);
+        assert_eq!(s["histograms"]["phase2"][3], 3);
+        assert_eq!(s["histograms"]["total"][5], 3);
+        assert_eq!(s["top"]["paths"][0]["key"], "/s");
+        assert_eq!(s["top"]["paths"][0]["count"], 2);
+        let recent = a.recent_after(0);
+        assert_eq!(recent.len(), 2);
+        assert_eq!(recent[0].1["verdict"], "blocked");
+        assert_eq!(recent[0].1["matches"][0]["value"], "<b>");
+        assert_eq!(recent[1].1["verdict"], "detected");
+        assert_eq!(a.recent_after(recent[0].0).len(), 1);
+        for _ in 0..(RECENT + 10) {
+            a.add(&summary(Action::Deny, &[1], "/x"), 102);
+        }
+        assert_eq!(a.recent_after(0).len(), RECENT);
+    }
+
     #[test]
     fn buckets() {
         assert_eq!(bucket(0), 0);
