@@ -3,6 +3,9 @@
 //! operations of `palisade ctx` over HTTP), `GET /top` and `POST /reload` (the
 //! reload SIGHUP does, answered with its outcome), which ask for a bearer token.
 //!
+//! `/dashboard` (on unless `admin.dashboard = false`) is the dashboard, behind the
+//! same token (see [`crate::dashboard`]).
+//!
 //! `/ctx` endpoints (`COLL` is IP, GLOBAL, SESSION, USER or RESOURCE; `KEY` and
 //! `VAR` are percent-encoded; `?app=` picks a `SecWebAppId`, `default` otherwise):
 //! - `GET /ctx/COLL/KEY`: the record as a JSON line, 404 when there is none;
@@ -20,11 +23,12 @@
 
 use crate::config::AdminConfig;
 use crate::ctx::{self, CtxError};
+use crate::dashboard::Dashboard;
 use crate::exchange::Shared;
 use crate::reload::{ReloadError, ReloadHandle};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -58,6 +62,10 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(cfg.connections.max(1)));
+    // The dashboard's aggregator runs only when the dashboard is on.
+    let dashboard = cfg
+        .dashboard
+        .then(|| Dashboard::start(&shared, shutdown.clone()));
     loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p {
@@ -82,20 +90,32 @@ pub async fn serve(
         let token = token.clone();
         let reloads = reloads.clone();
         let max_body = cfg.max_body_bytes;
+        let dashboard = dashboard.clone();
         tokio::spawn(async move {
             let _permit = permit;
             // While a reload this connection asked for runs, the connection
             // outlives `limit`; once it has ended, the answer gets `limit` more.
             let reloading = Arc::new(AtomicU8::new(IDLE));
             let busy = reloading.clone();
-            let svc = service_fn(move |req| {
+            let svc = service_fn(move |req: Request<Incoming>| {
                 let shared = shared.clone();
                 let token = token.current();
                 let reload = ReloadAccess {
                     handle: reloads.clone(),
                     running: reloading.clone(),
                 };
-                async move { Ok::<_, Infallible>(route(&shared, &token, &reload, max_body, req).await) }
+                let dashboard = dashboard.clone();
+                async move {
+                    if let Some(d) = dashboard.filter(|_| Dashboard::is_path(req.uri().path())) {
+                        let (r, streaming) = d.handle(&shared, &token, req).await;
+                        if streaming {
+                            reload.running.store(STREAMING, Ordering::Relaxed);
+                        }
+                        return Ok::<_, Infallible>(r);
+                    }
+                    let r = route(&shared, &token, &reload, max_body, req).await;
+                    Ok::<_, Infallible>(r.map(|b| b.boxed()))
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -105,7 +125,7 @@ pub async fn serve(
             tokio::pin!(conn);
             while tokio::time::timeout(limit, &mut conn).await.is_err() {
                 match busy.load(Ordering::Relaxed) {
-                    RELOADING => {}
+                    RELOADING | STREAMING => {}
                     RELOADED => busy.store(IDLE, Ordering::Relaxed),
                     _ => break,
                 }
@@ -215,17 +235,25 @@ impl AdminToken {
 
     /// True when `authorization` is `Bearer <the token>`.
     pub fn accepts(&self, authorization: Option<&header::HeaderValue>) -> bool {
+        authorization
+            .map(|v| v.as_bytes())
+            .and_then(|v| v.strip_prefix(b"Bearer "))
+            .is_some_and(|given| self.accepts_secret(given))
+    }
+
+    /// True when `given` (surrounding white space removed) is the token.
+    pub fn accepts_secret(&self, given: &[u8]) -> bool {
         use subtle::ConstantTimeEq as _;
         let Some(want) = &self.0 else {
             return false;
         };
-        let Some(given) = authorization
-            .map(|v| v.as_bytes())
-            .and_then(|v| v.strip_prefix(b"Bearer "))
-        else {
-            return false;
-        };
         digest(given.trim_ascii()).ct_eq(want).into()
+    }
+
+    /// The token's SHA-256 digest (what dashboard sessions are tied to), when a
+    /// token is set.
+    pub fn fingerprint(&self) -> Option<[u8; 32]> {
+        self.0
     }
 }
 
@@ -235,6 +263,9 @@ const IDLE: u8 = 0;
 const RELOADING: u8 = 1;
 /// That reload has ended: its answer is being sent.
 const RELOADED: u8 = 2;
+/// The connection carries the dashboard's event stream, which ends when the
+/// client goes or shutdown begins.
+const STREAMING: u8 = 3;
 
 /// What a connection needs to ask for a reload: the main loop's queue, and the
 /// state that keeps the connection open past `admin.timeout` while its reload runs.

@@ -855,6 +855,10 @@ pub struct AdminConfig {
     /// Largest request body the admin API reads (`POST /ctx/import`), in bytes.
     #[serde(default = "default_admin_body_bytes")]
     pub max_body_bytes: usize,
+    /// Serve the dashboard at `/dashboard` (behind the admin token), and run the
+    /// aggregator that reads the request summaries for it.
+    #[serde(default = "default_admin_dashboard")]
+    pub dashboard: bool,
 }
 
 /// `[store]`: where and how persistent collections are kept.
@@ -1136,6 +1140,9 @@ fn default_admin_connections() -> usize {
 }
 fn default_admin_body_bytes() -> usize {
     64 * 1024 * 1024
+}
+fn default_admin_dashboard() -> bool {
+    true
 }
 fn default_admin_address() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9901))

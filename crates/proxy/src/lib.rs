@@ -41,6 +41,7 @@ pub mod cli;
 pub mod client_address;
 pub mod config;
 pub mod ctx;
+pub mod dashboard;
 pub mod dns;
 pub mod exchange;
 pub mod front;

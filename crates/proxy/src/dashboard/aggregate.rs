@@ -1,0 +1,416 @@
+//! The dashboard's aggregator: one task that subscribes to the request summaries
+//! and keeps what the dashboard shows — counters, a per-second rate, latency
+//! histograms per phase, bounded top-N tables, and a ring of recent blocked or
+//! detected requests. It runs only when the dashboard is on; the request path pays
+//! nothing beyond the broadcast send it already makes.
+
+use crate::summary::{RequestSummary, Subscription};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use tokio::sync::{Notify, watch};
+
+/// Upper bounds of the latency histogram buckets, in microseconds (a last bucket
+/// holds everything above).
+pub const BUCKETS_US: [u64; 12] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+];
+
+/// How many recent blocked or detected requests the explorer keeps.
+pub const RECENT: usize = 200;
+
+/// How many seconds of request rate are kept.
+pub const RATE_SECONDS: usize = 60;
+
+/// The most distinct keys a top-N table tracks; past it, the smallest is evicted
+/// (its count carried by the newcomer, as in the Space-Saving algorithm, so a
+/// count may be over by at most the evicted one's).
+pub const TOP_KEYS: usize = 512;
+
+/// How many rows of each top table a snapshot shows.
+pub const TOP_SHOWN: usize = 10;
+
+/// The longest path or value kept, in bytes.
+const KEY_MAX: usize = 256;
+
+/// The latency histograms: the five phases, then the whole request.
+const HISTOGRAMS: [&str; 6] = ["phase1", "phase2", "phase3", "phase4", "phase5", "total"];
+
+/// A bounded table of counts.
+#[derive(Debug, Default)]
+struct Top {
+    counts: HashMap<String, (u64, u64)>,
+}
+
+impl Top {
+    /// Counts one more for `key` (and one more block when `blocked`).
+    fn add(&mut self, key: &str, blocked: bool) {
+        if let Some(c) = self.counts.get_mut(key) {
+            c.0 += 1;
+            c.1 += u64::from(blocked);
+            return;
+        }
+        let mut start = (0, 0);
+        if self.counts.len() >= TOP_KEYS
+            && let Some(min) = self
+                .counts
+                .iter()
+                .min_by_key(|(_, c)| c.0)
+                .map(|(k, c)| (k.clone(), *c))
+        {
+            self.counts.remove(&min.0);
+            start = min.1;
+        }
+        let key = crate::summary::cut(key.to_owned(), KEY_MAX);
+        self.counts
+            .insert(key, (start.0 + 1, start.1 + u64::from(blocked)));
+    }
+
+    /// The `n` largest, largest first (ties by key).
+    fn top(&self, n: usize) -> Vec<serde_json::Value> {
+        let mut v: Vec<_> = self.counts.iter().collect();
+        v.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| a.0.cmp(b.0)));
+        v.into_iter()
+            .take(n)
+            .map(|(k, c)| serde_json::json!({ "key": k, "count": c.0, "blocked": c.1 }))
+            .collect()
+    }
+}
+
+/// One second of traffic.
+#[derive(Debug, Clone, Copy, Default)]
+struct Second {
+    at: i64,
+    requests: u64,
+    blocked: u64,
+}
+
+/// What the aggregator has gathered.
+#[derive(Debug)]
+struct State {
+    requests: u64,
+    blocked: u64,
+    detected: u64,
+    seconds: VecDeque<Second>,
+    histograms: [[u64; BUCKETS_US.len() + 1]; HISTOGRAMS.len()],
+    rules: Top,
+    clients: Top,
+    paths: Top,
+    sites: Top,
+    recent: VecDeque<(u64, serde_json::Value)>,
+    seq: u64,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            requests: 0,
+            blocked: 0,
+            detected: 0,
+            seconds: VecDeque::with_capacity(RATE_SECONDS),
+            histograms: [[0; BUCKETS_US.len() + 1]; HISTOGRAMS.len()],
+            rules: Top::default(),
+            clients: Top::default(),
+            paths: Top::default(),
+            sites: Top::default(),
+            recent: VecDeque::with_capacity(RECENT),
+            seq: 0,
+        }
+    }
+}
+
+/// The dashboard's aggregate of the summary stream, shared by the aggregator task
+/// and the dashboard's requests.
+#[derive(Debug, Default)]
+pub struct Aggregate {
+    state: Mutex<State>,
+    /// Woken when a request joins the explorer.
+    pub new_recent: Notify,
+}
+
+/// The bucket index of `us`.
+fn bucket(us: u64) -> usize {
+    BUCKETS_US
+        .iter()
+        .position(|b| us <= *b)
+        .unwrap_or(BUCKETS_US.len())
+}
+
+/// The current Unix time in seconds.
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl Aggregate {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads summaries until the broadcast closes or shutdown begins.
+    pub async fn run(&self, mut sub: Subscription, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                s = sub.recv() => match s {
+                    Some(s) => self.add(&s, now_secs()),
+                    None => return,
+                },
+                () = crate::server::stopped(&mut shutdown) => return,
+            }
+        }
+    }
+
+    /// Counts one summary, finished at Unix second `now`.
+    pub fn add(&self, s: &RequestSummary, now: i64) {
+        let blocked = s.blocked();
+        let detected = !blocked && !s.matches.is_empty();
+        let mut st = self.state();
+        st.requests += 1;
+        st.blocked += u64::from(blocked);
+        st.detected += u64::from(detected);
+        match st.seconds.back_mut() {
+            Some(sec) if sec.at == now => {
+                sec.requests += 1;
+                sec.blocked += u64::from(blocked);
+            }
+            _ => {
+                if st.seconds.len() >= RATE_SECONDS {
+                    st.seconds.pop_front();
+                }
+                st.seconds.push_back(Second {
+                    at: now,
+                    requests: 1,
+                    blocked: u64::from(blocked),
+                });
+            }
+        }
+        for (i, us) in s.phase_us.iter().enumerate() {
+            if let Some(us) = us {
+                st.histograms[i][bucket(*us)] += 1;
+            }
+        }
+        st.histograms[5][bucket(s.total_us)] += 1;
+        let mut seen = Vec::new();
+        for id in s.rule_ids() {
+            if !seen.contains(&id) {
+                seen.push(id);
+                st.rules.add(&id.to_string(), blocked);
+            }
+        }
+        st.clients.add(&s.client.ip().to_string(), blocked);
+        let path = s.uri.split('?').next().unwrap_or_default();
+        st.paths.add(path, blocked);
+        st.sites.add(&s.site, blocked);
+        if blocked || detected {
+            st.seq += 1;
+            let seq = st.seq;
+            if st.recent.len() >= RECENT {
+                st.recent.pop_front();
+            }
+            st.recent.push_back((seq, explorer_entry(seq, s, blocked)));
+            drop(st);
+            self.new_recent.notify_waiters();
+        }
+    }
+
+    /// The counters, rate, histograms and top tables.
+    pub fn snapshot(&self) -> serde_json::Value {
+        let st = self.state();
+        let now = now_secs();
+        let rate: Vec<_> = (0..RATE_SECONDS as i64)
+            .rev()
+            .map(|ago| {
+                let at = now - ago;
+                let sec = st.seconds.iter().find(|s| s.at == at).copied();
+                serde_json::json!({
+                    "t": at,
+                    "requests": sec.map_or(0, |s| s.requests),
+                    "blocked": sec.map_or(0, |s| s.blocked),
+                })
+            })
+            .collect();
+        let histograms: serde_json::Map<String, serde_json::Value> = HISTOGRAMS
+            .iter()
+            .zip(st.histograms.iter())
+            .map(|(name, counts)| ((*name).to_owned(), serde_json::json!(counts.to_vec())))
+            .collect();
+        serde_json::json!({
+            "requests": st.requests,
+            "blocked": st.blocked,
+            "detected": st.detected,
+            "rate": rate,
+            "buckets_us": BUCKETS_US,
+            "histograms": histograms,
+            "top": {
+                "rules": st.rules.top(TOP_SHOWN),
+                "clients": st.clients.top(TOP_SHOWN),
+                "paths": st.paths.top(TOP_SHOWN),
+                "sites": st.sites.top(TOP_SHOWN),
+            },
+            "last_seq": st.seq,
+        })
+    }
+
+    /// The explorer's entries after `after` (sequence numbers), oldest first.
+    pub fn recent_after(&self, after: u64) -> Vec<(u64, serde_json::Value)> {
+        self.state()
+            .recent
+            .iter()
+            .filter(|(seq, _)| *seq > after)
+            .cloned()
+            .collect()
+    }
+}
+
+/// One request of the explorer, as JSON (the client renders every string as text).
+fn explorer_entry(seq: u64, s: &RequestSummary, blocked: bool) -> serde_json::Value {
+    let matches: Vec<_> = s
+        .matches
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "rule_id": m.rule_id,
+                "phase": m.phase,
+                "msg": m.msg,
+                "variable": m.var_name,
+                "value": m.value,
+                "severity": m.severity,
+                "tags": m.tags,
+                "denied_with": m.denied_with,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "seq": seq,
+        "unique_id": s.unique_id,
+        "start_us": s.start_us,
+        "verdict": if blocked { "blocked" } else { "detected" },
+        "action": s.action.label(),
+        "status": s.status,
+        "method": s.method,
+        "uri": crate::summary::cut(s.uri.clone(), 2048),
+        "host": s.host,
+        "site": &*s.site,
+        "rule_id": s.rule_id,
+        "rules": s.rule_ids(),
+        "anomaly_inbound": s.anomaly.0,
+        "anomaly_outbound": s.anomaly.1,
+        "matches": matches,
+        "total_us": s.total_us,
+        "lineage": {
+            "unique_id": s.unique_id,
+            "client": s.client.to_string(),
+            "peer": s.peer.to_string(),
+            "server": s.server.to_string(),
+            "tls": s.tls,
+            "protocol": s.protocol,
+            "site": &*s.site,
+            "upstream": s.upstream.as_ref().map(|u| &*u.0),
+            "upstream_server": s.upstream.as_ref().and_then(|u| u.1.as_deref()),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(action: crate::metrics::Action, rules: &[i64], uri: &str) -> RequestSummary {
+        let addr: std::net::SocketAddr = "192.0.2.1:4000".parse().unwrap();
+        RequestSummary {
+            unique_id: "u1".into(),
+            start_us: 0,
+            client: addr,
+            peer: addr,
+            server: addr,
+            tls: false,
+            protocol: "HTTP/1.1".into(),
+            method: "GET".into(),
+            uri: uri.into(),
+            host: None,
+            site: "default".into(),
+            status: 403,
+            action,
+            rule_id: None,
+            error: None,
+            phase_us: [Some(10), Some(300), None, None, None],
+            waf_cpu_us: 0,
+            total_us: 2_000,
+            upstream: None,
+            up_timing: None,
+            transfer_us: None,
+            bytes_in: 0,
+            bytes_out: 0,
+            matches: rules
+                .iter()
+                .map(|id| engine::RuleMatch {
+                    rule_id: Some(*id),
+                    phase: 2,
+                    msg: None,
+                    var_name: "ARGS:q".into(),
+                    value: "<b>".into(),
+                    severity: None,
+                    tags: vec![],
+                    denied_with: None,
+                    log_line: None,
+                })
+                .collect(),
+            anomaly: (5, 0),
+            audit: None,
+        }
+    }
+
+    #[test]
+    fn aggregates_summaries() {
+        use crate::metrics::Action;
+        let a = Aggregate::default();
+        a.add(&summary(Action::Pass, &[], "/ok?x=1"), 100);
+        a.add(&summary(Action::Deny, &[941100, 949110], "/s?q=<b>"), 100);
+        a.add(&summary(Action::Pass, &[920350], "/s"), 101);
+        let s = a.snapshot();
+        assert_eq!(s["requests"], 3);
+        assert_eq!(s["blocked"], 1);
+        assert_eq!(s["detected"], 1);
+        assert_eq!(s["histograms"]["phase1"][0], 3);
+        assert_eq!(s["histograms"]["phase2"][3], 3);
+        assert_eq!(s["histograms"]["total"][5], 3);
+        assert_eq!(s["top"]["paths"][0]["key"], "/s");
+        assert_eq!(s["top"]["paths"][0]["count"], 2);
+        let recent = a.recent_after(0);
+        assert_eq!(recent.len(), 2);
+        assert_eq!(recent[0].1["verdict"], "blocked");
+        assert_eq!(recent[0].1["matches"][0]["value"], "<b>");
+        assert_eq!(recent[1].1["verdict"], "detected");
+        assert_eq!(a.recent_after(recent[0].0).len(), 1);
+        for _ in 0..(RECENT + 10) {
+            a.add(&summary(Action::Deny, &[1], "/x"), 102);
+        }
+        assert_eq!(a.recent_after(0).len(), RECENT);
+    }
+
+    #[test]
+    fn buckets() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(50), 0);
+        assert_eq!(bucket(51), 1);
+        assert_eq!(bucket(250_000), 11);
+        assert_eq!(bucket(u64::MAX), 12);
+    }
+
+    #[test]
+    fn top_is_bounded() {
+        let mut t = Top::default();
+        for i in 0..(TOP_KEYS * 2) {
+            t.add(&format!("k{i}"), false);
+        }
+        for _ in 0..5 {
+            t.add("hot", true);
+        }
+        assert!(t.counts.len() <= TOP_KEYS);
+        let top = t.top(1);
+        assert_eq!(top[0]["key"], "hot");
+        assert_eq!(top[0]["blocked"], 5);
+        t.add(&"x".repeat(1000), false);
+        assert!(t.counts.keys().all(|k| k.len() <= KEY_MAX));
+    }
+}

@@ -1,0 +1,230 @@
+// Palisade dashboard. Everything the server sends is rendered with DOM APIs and
+// textContent: request data (which an attacker wrote) is never parsed as HTML.
+"use strict";
+
+(function () {
+  const MAX_ROWS = 200;
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  function clear(node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+  }
+
+  function fmtUs(us) {
+    if (us >= 1000000) return (us / 1000000).toFixed(1) + " s";
+    if (us >= 1000) return (us / 1000).toFixed(us >= 10000 ? 0 : 1) + " ms";
+    return us + " µs";
+  }
+
+  function renderCounters(s) {
+    $("c-requests").textContent = s.requests;
+    $("c-blocked").textContent = s.blocked;
+    $("c-detected").textContent = s.detected;
+    const last = s.rate.slice(-10);
+    const sum = last.reduce((a, r) => a + r.requests, 0);
+    $("c-rate").textContent = (sum / Math.max(last.length, 1)).toFixed(1);
+  }
+
+  function renderRate(rate) {
+    const box = $("rate");
+    clear(box);
+    const max = Math.max(1, ...rate.map((r) => r.requests));
+    for (const r of rate) {
+      const bar = el("div", null, "bar");
+      bar.title = new Date(r.t * 1000).toLocaleTimeString() + ": " + r.requests + " requests, " + r.blocked + " blocked";
+      const pass = el("div", null, "pass");
+      pass.style.height = ((r.requests - r.blocked) / max) * 100 + "%";
+      const blocked = el("div", null, "blocked");
+      blocked.style.height = (r.blocked / max) * 100 + "%";
+      bar.appendChild(blocked);
+      bar.appendChild(pass);
+      box.appendChild(bar);
+    }
+  }
+
+  function renderHistograms(bounds, hs) {
+    const box = $("histograms");
+    clear(box);
+    for (const name of Object.keys(hs)) {
+      const counts = hs[name];
+      const total = counts.reduce((a, b) => a + b, 0);
+      const card = el("div", null, "histogram");
+      card.appendChild(el("h3", name + " (" + total + ")"));
+      const max = Math.max(1, ...counts);
+      counts.forEach((n, i) => {
+        const row = el("div", null, "hrow");
+        const label = i < bounds.length ? "≤ " + fmtUs(bounds[i]) : "> " + fmtUs(bounds[bounds.length - 1]);
+        row.appendChild(el("span", label, "hlabel"));
+        const track = el("span", null, "htrack");
+        const fill = el("span", null, "hfill");
+        fill.style.width = (n / max) * 100 + "%";
+        track.appendChild(fill);
+        row.appendChild(track);
+        row.appendChild(el("span", n, "hcount"));
+        card.appendChild(row);
+      });
+      box.appendChild(card);
+    }
+  }
+
+  function renderTop(id, rows) {
+    const body = $(id).tBodies[0];
+    clear(body);
+    for (const r of rows) {
+      const tr = el("tr");
+      tr.appendChild(el("td", r.key, "key"));
+      tr.appendChild(el("td", r.count, "num"));
+      tr.appendChild(el("td", r.blocked, "num"));
+      body.appendChild(tr);
+    }
+  }
+
+  function dl(node, pairs) {
+    clear(node);
+    for (const [k, v] of pairs) {
+      node.appendChild(el("dt", k));
+      node.appendChild(el("dd", v === null || v === undefined ? "—" : v));
+    }
+  }
+
+  function renderHealth(h) {
+    $("version").textContent = "v" + h.version + " · " + h.rules.count + " rules · " + h.rules.engine_mode + " · up " + h.uptime_seconds + " s";
+    const body = $("upstreams").tBodies[0];
+    clear(body);
+    for (const u of h.upstreams) {
+      const tr = el("tr");
+      tr.appendChild(el("td", u.pool));
+      tr.appendChild(el("td", u.server));
+      tr.appendChild(el("td", u.up ? "up" : "down", u.up ? "up" : "down"));
+      tr.appendChild(el("td", u.in_flight, "num"));
+      body.appendChild(tr);
+    }
+    const store = [];
+    if (h.store) {
+      store.push(["store reads", h.store.stats.reads]);
+      store.push(["store writes committed", h.store.stats.writes_committed]);
+      store.push(["store writes failed", h.store.stats.writes_failed]);
+      store.push(["store map used", h.store.map_used_bytes + " / " + h.store.map_size_bytes + " bytes"]);
+    } else {
+      store.push(["store", "not open"]);
+    }
+    if (h.sync) {
+      store.push(["sync connected", h.sync.connected ? "yes" : "no"]);
+      store.push(["sync unpublished", h.sync.unpublished]);
+      store.push(["sync errors", h.sync.errors]);
+    } else {
+      store.push(["sync", "off"]);
+    }
+    dl($("store"), store);
+    const r = h.reload || {};
+    const last = r.last;
+    dl($("reload"), [
+      ["last", last ? (last.ok === false ? "failed" : "ok") + (last.time ? " at " + last.time : "") : "none since start"],
+      ["error", last && last.error ? last.error : null],
+      ["succeeded", r.succeeded],
+      ["failed", r.failed],
+    ]);
+  }
+
+  function renderSnapshot(s) {
+    renderCounters(s);
+    renderRate(s.rate);
+    renderHistograms(s.buckets_us, s.histograms);
+    renderTop("top-rules", s.top.rules);
+    renderTop("top-clients", s.top.clients);
+    renderTop("top-paths", s.top.paths);
+    renderTop("top-sites", s.top.sites);
+    renderHealth(s.health);
+  }
+
+  const seen = new Set();
+
+  function addRequest(r) {
+    if (seen.has(r.seq)) return;
+    seen.add(r.seq);
+    const body = $("explorer").tBodies[0];
+    const tr = el("tr", null, "req " + r.verdict);
+    tr.dataset.seq = r.seq;
+    tr.appendChild(el("td", new Date(r.start_us / 1000).toLocaleTimeString()));
+    tr.appendChild(el("td", r.verdict + " (" + r.action + ")", "verdict"));
+    tr.appendChild(el("td", r.lineage.client));
+    tr.appendChild(el("td", r.site));
+    tr.appendChild(el("td", r.method + " " + r.uri, "uri"));
+    tr.appendChild(el("td", r.status, "num"));
+    tr.appendChild(el("td", r.rules.join(" "), "rules"));
+    tr.appendChild(el("td", "in " + r.anomaly_inbound + " / out " + r.anomaly_outbound, "num"));
+
+    const detail = el("tr", null, "detail");
+    const td = el("td");
+    td.colSpan = 8;
+    const d = el("details");
+    d.appendChild(el("summary", r.matches.length + " match(es), id " + r.unique_id));
+    const m = el("table", null, "matches");
+    const head = el("tr");
+    for (const h of ["Rule", "Phase", "Variable", "Value", "Message", "Severity", "Tags"]) head.appendChild(el("th", h));
+    m.appendChild(head);
+    for (const x of r.matches) {
+      const row = el("tr");
+      row.appendChild(el("td", x.rule_id));
+      row.appendChild(el("td", x.phase));
+      row.appendChild(el("td", x.variable));
+      row.appendChild(el("td", x.value, "value"));
+      row.appendChild(el("td", x.msg));
+      row.appendChild(el("td", x.severity));
+      row.appendChild(el("td", (x.tags || []).join(", ")));
+      m.appendChild(row);
+    }
+    d.appendChild(m);
+    const lin = el("dl", null, "lineage");
+    for (const k of Object.keys(r.lineage)) {
+      lin.appendChild(el("dt", k));
+      lin.appendChild(el("dd", r.lineage[k] === null ? "—" : r.lineage[k]));
+    }
+    d.appendChild(lin);
+    td.appendChild(d);
+    detail.appendChild(td);
+
+    body.insertBefore(detail, body.firstChild);
+    body.insertBefore(tr, detail);
+    while (body.rows.length > MAX_ROWS * 2) body.deleteRow(body.rows.length - 1);
+  }
+
+  function start() {
+    const csrf = document.querySelector('meta[name="csrf-token"]').content;
+    if (!csrf) $("logout").hidden = true;
+    const conn = $("conn");
+    const es = new EventSource("/dashboard/events");
+    es.addEventListener("open", () => {
+      conn.textContent = "live";
+      conn.className = "conn live";
+    });
+    es.addEventListener("error", () => {
+      conn.textContent = "reconnecting…";
+      conn.className = "conn down";
+    });
+    es.addEventListener("snapshot", (e) => {
+      try {
+        renderSnapshot(JSON.parse(e.data));
+      } catch (err) {
+        conn.textContent = "bad snapshot: " + err;
+      }
+    });
+    es.addEventListener("request", (e) => {
+      try {
+        addRequest(JSON.parse(e.data));
+      } catch (err) {
+        conn.textContent = "bad event: " + err;
+      }
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
