@@ -63,9 +63,13 @@ pub async fn serve(
 ) {
     let slots = Arc::new(Semaphore::new(cfg.connections.max(1)));
     // The dashboard's aggregator runs only when the dashboard is on.
-    let dashboard = cfg
-        .dashboard
-        .then(|| Dashboard::start(&shared, shutdown.clone()));
+    let dashboard = cfg.dashboard.then(|| {
+        let criterion = crate::dashboard::aggregate::ReadinessCriterion {
+            min_requests: cfg.readiness_min_requests,
+            max_rate: cfg.readiness_max_rate,
+        };
+        Dashboard::start(&shared, shutdown.clone(), criterion)
+    });
     loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p {

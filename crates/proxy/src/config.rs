@@ -859,6 +859,14 @@ pub struct AdminConfig {
     /// aggregator that reads the request summaries for it.
     #[serde(default = "default_admin_dashboard")]
     pub dashboard: bool,
+    /// The dashboard's readiness to block: the fewest requests of a
+    /// DetectionOnly site in the last 60 minutes before it gets a verdict.
+    #[serde(default = "default_readiness_min_requests")]
+    pub readiness_min_requests: u64,
+    /// The dashboard's readiness to block: the highest would-block rate (0 to 1)
+    /// of a DetectionOnly site judged ready.
+    #[serde(default = "default_readiness_max_rate")]
+    pub readiness_max_rate: f64,
 }
 
 /// `[store]`: where and how persistent collections are kept.
@@ -1143,6 +1151,12 @@ fn default_admin_body_bytes() -> usize {
 }
 fn default_admin_dashboard() -> bool {
     true
+}
+fn default_readiness_min_requests() -> u64 {
+    1000
+}
+fn default_readiness_max_rate() -> f64 {
+    0.001
 }
 fn default_admin_address() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9901))
@@ -1527,6 +1541,11 @@ impl Config {
         {
             return Err("admin.max_body_bytes must be at least 1".into());
         }
+        if let Some(a) = &self.admin
+            && !(0.0..=1.0).contains(&a.readiness_max_rate)
+        {
+            return Err("admin.readiness_max_rate must be between 0 and 1".into());
+        }
         Ok(())
     }
 }
@@ -1735,6 +1754,27 @@ servers = ["127.0.0.1:9000"]
         assert_eq!(c.limits.header_bytes, 32 * 1024);
         assert!(c.admin.is_none());
         assert!(c.logs.error_log.is_none());
+    }
+
+    #[test]
+    fn dashboard_readiness_settings() {
+        let c = parse(&format!("{MINIMAL}\n[admin]\n")).unwrap();
+        let a = c.admin.unwrap();
+        assert_eq!(a.readiness_min_requests, 1000);
+        assert!((a.readiness_max_rate - 0.001).abs() < f64::EPSILON);
+        let c = parse(&format!(
+            "{MINIMAL}\n[admin]\nreadiness_min_requests = 50\nreadiness_max_rate = 0.02\n"
+        ))
+        .unwrap();
+        let a = c.admin.unwrap();
+        assert_eq!(a.readiness_min_requests, 50);
+        assert!((a.readiness_max_rate - 0.02).abs() < f64::EPSILON);
+        for bad in ["1.5", "-0.1", "nan"] {
+            let err = parse(&format!("{MINIMAL}\n[admin]\nreadiness_max_rate = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("readiness_max_rate"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -366,6 +366,20 @@ impl Waf {
         &self.hash
     }
 
+    /// The names of the sites whose engine mode is DetectionOnly (their own
+    /// `SecRuleEngine`, or the rules' for the default site without `[[site]]`).
+    pub fn detection_only_sites(&self) -> Vec<Arc<str>> {
+        use engine::config::RuleEngineMode;
+        let base = self.ruleset.config().rule_engine;
+        self.sites
+            .iter()
+            .filter(|s| {
+                s.policy().map_or(base, |p| p.rule_engine()) == RuleEngineMode::DetectionOnly
+            })
+            .map(|s| s.name().clone())
+            .collect()
+    }
+
     /// `SecRuleEngine` as text (`On`, `Off`, `DetectionOnly`).
     pub fn engine_mode(&self) -> String {
         format!("{:?}", self.ruleset.config().rule_engine)

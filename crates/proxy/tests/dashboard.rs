@@ -553,6 +553,11 @@ async fn dashboard_in_chromium() {
         "the counters",
     )
     .await;
+    cdp.wait_true(
+        "document.getElementById('readiness').textContent.includes('No site runs in DetectionOnly')",
+        "the readiness panel (the site blocks)",
+    )
+    .await;
 
     // --- Live: an attack sent while the page is open shows up.
     let r = get(listen, &format!("/live?q={}", pct(LIVE)), "").await;
@@ -644,4 +649,57 @@ async fn dashboard_in_chromium() {
         "the login page after logout",
     )
     .await;
+}
+
+/// A site in DetectionOnly shows in the snapshot's `readiness` with its counts,
+/// its top cause and its verdict (no browser needed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_of_a_detection_only_site() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("dashboard-readiness");
+    std::fs::write(dir.path("token"), TOKEN).unwrap();
+    let listen = loopback(free_port());
+    let admin_addr = loopback(free_port());
+    let extra = format!(
+        "[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\nreadiness_min_requests = 3\n\n[[rules]]\ninline = '''\nSecRuleEngine DetectionOnly\nSecRule ARGS:q \"@contains attack\" \"id:10,phase:1,deny,status:403,log\"\n'''\n",
+        dir.path("token").display()
+    );
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    for _ in 0..3 {
+        assert_eq!(get(listen, "/ok", "").await.status, 200);
+    }
+    let r = get(listen, "/s?q=attack", "").await;
+    assert_eq!(r.status, 200, "DetectionOnly lets it through");
+    // The aggregator reads the summaries on its own task: ask until it has all four.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = admin(
+            admin_addr,
+            "GET",
+            "/dashboard/api/snapshot",
+            &format!("Authorization: Bearer {TOKEN}\r\n"),
+            "",
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        let doc: Value = serde_json::from_slice(&r.body).unwrap();
+        let site = &doc["readiness"][0];
+        if site["requests"] == 4 {
+            assert_eq!(doc["readiness"].as_array().map(Vec::len), Some(1));
+            assert_eq!(site["site"], "default");
+            assert_eq!(site["would_block"], 1);
+            assert_eq!(site["verdict"], "not ready");
+            assert_eq!(site["top_rules"][0]["key"], "10");
+            assert_eq!(site["top_paths"][0]["key"], "/s");
+            assert!(
+                site["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("rule 10")),
+                "{site}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "not counted: {doc}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

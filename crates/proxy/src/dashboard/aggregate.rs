@@ -32,6 +32,13 @@ pub const TOP_SHOWN: usize = 10;
 /// The longest path or value kept, in bytes.
 const KEY_MAX: usize = 256;
 
+/// How many minutes of readiness counts are kept per site.
+pub const READINESS_MINUTES: usize = 60;
+
+/// The most sites whose readiness is tracked (sites come from the configuration;
+/// past the bound, a new site's requests are not tracked).
+pub const READINESS_SITES: usize = 256;
+
 /// The latency histograms: the five phases, then the whole request.
 const HISTOGRAMS: [&str; 6] = ["phase1", "phase2", "phase3", "phase4", "phase5", "total"];
 
@@ -84,6 +91,44 @@ struct Second {
     blocked: u64,
 }
 
+/// One minute of a site's traffic, for its readiness to block.
+#[derive(Debug, Clone, Copy, Default)]
+struct Minute {
+    /// The minute's start, Unix seconds / 60.
+    at: i64,
+    requests: u64,
+    would_block: u64,
+}
+
+/// A site's readiness counts: requests and would-blocks per minute, and what
+/// caused the would-blocks.
+#[derive(Debug, Default)]
+struct SiteReadiness {
+    minutes: VecDeque<Minute>,
+    rules: Top,
+    paths: Top,
+    clients: Top,
+}
+
+/// The readiness criterion's thresholds (`[admin] readiness_min_requests`,
+/// `readiness_max_rate`).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadinessCriterion {
+    /// The fewest requests in the window before a verdict is given.
+    pub min_requests: u64,
+    /// The highest would-block rate (0 to 1) a ready site may have.
+    pub max_rate: f64,
+}
+
+impl Default for ReadinessCriterion {
+    fn default() -> Self {
+        ReadinessCriterion {
+            min_requests: 1000,
+            max_rate: 0.001,
+        }
+    }
+}
+
 /// What the aggregator has gathered.
 #[derive(Debug)]
 struct State {
@@ -98,6 +143,7 @@ struct State {
     sites: Top,
     recent: VecDeque<(u64, serde_json::Value)>,
     seq: u64,
+    readiness: HashMap<std::sync::Arc<str>, SiteReadiness>,
 }
 
 impl Default for State {
@@ -114,6 +160,7 @@ impl Default for State {
             sites: Top::default(),
             recent: VecDeque::with_capacity(RECENT),
             seq: 0,
+            readiness: HashMap::new(),
         }
     }
 }
@@ -125,6 +172,7 @@ pub struct Aggregate {
     state: Mutex<State>,
     /// Woken when a request joins the explorer.
     pub new_recent: Notify,
+    criterion: ReadinessCriterion,
 }
 
 /// The bucket index of `us`.
@@ -142,7 +190,41 @@ fn now_secs() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// True for a match of one of CRS's evaluation or correlation rules (tag
+/// `anomaly-evaluation`, ids 949xxx, 959xxx, 980xxx): they decide on the
+/// scores the other rules added, so they are not a cause of their own.
+fn is_evaluation(m: &engine::RuleMatch) -> bool {
+    m.tags.iter().any(|t| t == "anomaly-evaluation")
+        || m.rule_id.is_some_and(|id| {
+            (949_000..950_000).contains(&id)
+                || (959_000..960_000).contains(&id)
+                || (980_000..981_000).contains(&id)
+        })
+}
+
+/// Whether a request that was not blocked would have been with the rule engine
+/// `On`: with anomaly scores (CRS), when an evaluation rule matched (949110
+/// and 959100 match, and are logged, in DetectionOnly as well); without scores,
+/// when any rule matched (an over-count for rules that only log).
+pub fn would_block(s: &RequestSummary) -> bool {
+    if s.blocked() || s.matches.is_empty() {
+        return false;
+    }
+    if s.anomaly == (0, 0) {
+        return true;
+    }
+    s.matches.iter().any(is_evaluation)
+}
+
 impl Aggregate {
+    /// An aggregate whose readiness verdicts follow `criterion`.
+    pub fn new(criterion: ReadinessCriterion) -> Aggregate {
+        Aggregate {
+            criterion,
+            ..Aggregate::default()
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -201,6 +283,7 @@ impl Aggregate {
         let path = s.uri.split('?').next().unwrap_or_default();
         st.paths.add(path, blocked);
         st.sites.add(&s.site, blocked);
+        add_readiness(&mut st, s, path, now);
         if blocked || detected {
             st.seq += 1;
             let seq = st.seq;
@@ -251,6 +334,56 @@ impl Aggregate {
         })
     }
 
+    /// The readiness to block of each site in `sites` (those in DetectionOnly),
+    /// in that order, as of Unix second `now`: its per-minute series, top causes
+    /// and verdict.
+    pub fn readiness(&self, sites: &[std::sync::Arc<str>], now: i64) -> serde_json::Value {
+        let st = self.state();
+        let empty = SiteReadiness::default();
+        let minute = now.div_euclid(60);
+        let list: Vec<_> = sites
+            .iter()
+            .map(|name| {
+                let r = st.readiness.get(name).unwrap_or(&empty);
+                let series: Vec<_> = (0..READINESS_MINUTES as i64)
+                    .rev()
+                    .map(|ago| {
+                        let at = minute - ago;
+                        let m = r.minutes.iter().find(|m| m.at == at).copied();
+                        serde_json::json!({
+                            "t": at * 60,
+                            "requests": m.map_or(0, |m| m.requests),
+                            "would_block": m.map_or(0, |m| m.would_block),
+                        })
+                    })
+                    .collect();
+                let window = |m: &&Minute| m.at > minute - READINESS_MINUTES as i64;
+                let requests: u64 = r.minutes.iter().filter(window).map(|m| m.requests).sum();
+                let would_block: u64 = r.minutes.iter().filter(window).map(|m| m.would_block).sum();
+                let rules = r.rules.top(TOP_SHOWN);
+                let (verdict, reason) = verdict(&self.criterion, requests, would_block, &rules);
+                serde_json::json!({
+                    "site": &**name,
+                    "requests": requests,
+                    "would_block": would_block,
+                    "rate": rate(requests, would_block),
+                    "series": series,
+                    "top_rules": rules,
+                    "top_paths": r.paths.top(TOP_SHOWN),
+                    "top_clients": r.clients.top(TOP_SHOWN),
+                    "verdict": verdict,
+                    "reason": reason,
+                    "criterion": {
+                        "min_requests": self.criterion.min_requests,
+                        "max_rate": self.criterion.max_rate,
+                        "window_minutes": READINESS_MINUTES,
+                    },
+                })
+            })
+            .collect();
+        serde_json::Value::Array(list)
+    }
+
     /// The explorer's entries after `after` (sequence numbers), oldest first.
     pub fn recent_after(&self, after: u64) -> Vec<(u64, serde_json::Value)> {
         self.state()
@@ -260,6 +393,107 @@ impl Aggregate {
             .cloned()
             .collect()
     }
+}
+
+/// Counts `s` (whose path is `path`) in its site's readiness, at Unix second
+/// `now`.
+fn add_readiness(st: &mut State, s: &RequestSummary, path: &str, now: i64) {
+    if !st.readiness.contains_key(&s.site) && st.readiness.len() >= READINESS_SITES {
+        return;
+    }
+    let wb = would_block(s);
+    let r = st.readiness.entry(s.site.clone()).or_default();
+    let minute = now.div_euclid(60);
+    // Usually the last minute; a summary finished just before the minute turned
+    // may come after it.
+    match r.minutes.iter_mut().rev().take(2).find(|m| m.at == minute) {
+        Some(m) => {
+            m.requests += 1;
+            m.would_block += u64::from(wb);
+        }
+        None => {
+            if r.minutes.len() >= READINESS_MINUTES {
+                r.minutes.pop_front();
+            }
+            r.minutes.push_back(Minute {
+                at: minute,
+                requests: 1,
+                would_block: u64::from(wb),
+            });
+        }
+    }
+    if wb {
+        let mut seen = Vec::new();
+        for id in s
+            .matches
+            .iter()
+            .filter(|m| !is_evaluation(m))
+            .filter_map(|m| m.rule_id)
+        {
+            if !seen.contains(&id) {
+                seen.push(id);
+                r.rules.add(&id.to_string(), true);
+            }
+        }
+        r.paths.add(path, true);
+        r.clients.add(&s.client.ip().to_string(), true);
+    }
+}
+
+/// `would_block / requests`, 0 without requests.
+fn rate(requests: u64, would_block: u64) -> f64 {
+    if requests == 0 {
+        0.0
+    } else {
+        would_block as f64 / requests as f64
+    }
+}
+
+/// The verdict (`not enough traffic`, `not ready`, `ready`) and its reason, for
+/// `requests` and `would_block` over the window and the top rules (largest
+/// first).
+fn verdict(
+    c: &ReadinessCriterion,
+    requests: u64,
+    would_block: u64,
+    rules: &[serde_json::Value],
+) -> (&'static str, String) {
+    let pct = |r: f64| format!("{:.3}%", r * 100.0);
+    if requests < c.min_requests.max(1) {
+        return (
+            "not enough traffic",
+            format!(
+                "{requests} requests in the last {READINESS_MINUTES} minutes; a verdict needs at least {}",
+                c.min_requests.max(1)
+            ),
+        );
+    }
+    let r = rate(requests, would_block);
+    if r <= c.max_rate {
+        return (
+            "ready",
+            format!(
+                "{would_block} of {requests} requests would have been blocked ({}), at most {} allowed",
+                pct(r),
+                pct(c.max_rate)
+            ),
+        );
+    }
+    let top = rules
+        .first()
+        .and_then(|t| Some((t["key"].as_str()?.to_owned(), t["count"].as_u64()?)));
+    let cause = match top {
+        Some((id, n)) => format!("; top cause: rule {id} in {n} of them"),
+        None => String::new(),
+    };
+    (
+        "not ready",
+        format!(
+            "{would_block} of {requests} requests would have been blocked ({}), over the {} allowed{cause}",
+            pct(r),
+            pct(c.max_rate)
+        ),
+    )
 }
 
 /// One request of the explorer, as JSON (the client renders every string as text).
@@ -412,5 +646,130 @@ mod tests {
         assert_eq!(top[0]["blocked"], 5);
         t.add(&"x".repeat(1000), false);
         assert!(t.counts.keys().all(|k| k.len() <= KEY_MAX));
+    }
+
+    /// A DetectionOnly request of site `dev`: CRS matched `rules` and, with
+    /// `evaluated`, its inbound evaluation rule 949110.
+    fn detected(rules: &[i64], evaluated: bool, uri: &str) -> RequestSummary {
+        let mut ids = rules.to_vec();
+        if evaluated {
+            ids.push(949110);
+        }
+        let mut s = summary(crate::metrics::Action::Pass, &ids, uri);
+        s.site = "dev".into();
+        s.status = 200;
+        s
+    }
+
+    fn ok(site: &str) -> RequestSummary {
+        let mut s = summary(crate::metrics::Action::Pass, &[], "/ok");
+        s.site = site.into();
+        s.status = 200;
+        s.anomaly = (0, 0);
+        s
+    }
+
+    #[test]
+    fn would_block_follows_the_evaluation_rules() {
+        assert!(would_block(&detected(&[942100], true, "/")));
+        // Scored below the threshold: no evaluation rule matched.
+        assert!(!would_block(&detected(&[920350], false, "/")));
+        assert!(!would_block(&ok("dev")));
+        // Refused already: not a would-block.
+        let s = summary(crate::metrics::Action::Deny, &[942100, 949110], "/");
+        assert!(!would_block(&s));
+        // No scores (rules outside CRS): any match counts.
+        let mut s = detected(&[1], false, "/");
+        s.anomaly = (0, 0);
+        assert!(would_block(&s));
+    }
+
+    #[test]
+    fn readiness_verdicts() {
+        let c = ReadinessCriterion {
+            min_requests: 100,
+            max_rate: 0.01,
+        };
+        let sites: Vec<std::sync::Arc<str>> = vec!["dev".into()];
+        let now = 6_000;
+
+        // Below the minimum: not enough traffic.
+        let a = Aggregate::new(c);
+        for _ in 0..50 {
+            a.add(&ok("dev"), now - 120);
+        }
+        a.add(&ok("other"), now);
+        let r = a.readiness(&sites, now);
+        assert_eq!(r.as_array().map(Vec::len), Some(1));
+        assert_eq!(r[0]["site"], "dev");
+        assert_eq!(r[0]["requests"], 50);
+        assert_eq!(r[0]["verdict"], "not enough traffic");
+        assert_eq!(
+            r[0]["series"].as_array().map(Vec::len),
+            Some(READINESS_MINUTES)
+        );
+        assert_eq!(r[0]["series"][READINESS_MINUTES - 3]["requests"], 50);
+        assert_eq!(r[0]["series"][READINESS_MINUTES - 1]["requests"], 0);
+
+        // 10 would-blocks in 200 requests (5%): not ready, naming rule 942100.
+        for _ in 0..150 {
+            a.add(&ok("dev"), now);
+        }
+        for _ in 0..8 {
+            a.add(&detected(&[942100], true, "/search?q=x"), now);
+        }
+        for _ in 0..2 {
+            a.add(&detected(&[932100, 920350], true, "/run"), now);
+        }
+        // Scored but not over the threshold: not counted.
+        a.add(&detected(&[920350], false, "/"), now);
+        let r = a.readiness(&sites, now);
+        assert_eq!(r[0]["requests"], 211);
+        assert_eq!(r[0]["would_block"], 10);
+        assert_eq!(r[0]["verdict"], "not ready");
+        assert_eq!(r[0]["top_rules"][0]["key"], "942100");
+        assert_eq!(r[0]["top_rules"][0]["count"], 8);
+        assert!(
+            r[0]["top_rules"]
+                .as_array()
+                .is_some_and(|t| t.iter().all(|x| x["key"] != "949110"))
+        );
+        assert_eq!(r[0]["top_paths"][0]["key"], "/search");
+        let reason = r[0]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("rule 942100"), "{reason}");
+
+        // An hour later the window has moved on: 1 would-block in 1000: ready.
+        let later = now + 3_600;
+        for _ in 0..999 {
+            a.add(&ok("dev"), later);
+        }
+        a.add(&detected(&[942100], true, "/"), later);
+        let r = a.readiness(&sites, later);
+        assert_eq!(r[0]["requests"], 1000);
+        assert_eq!(r[0]["would_block"], 1);
+        assert_eq!(r[0]["verdict"], "ready");
+
+        // A site with no traffic yet is listed, without a verdict.
+        let r = a.readiness(&["none".into()], later);
+        assert_eq!(r[0]["requests"], 0);
+        assert_eq!(r[0]["verdict"], "not enough traffic");
+    }
+
+    #[test]
+    fn readiness_is_bounded() {
+        let a = Aggregate::default();
+        for i in 0..(READINESS_SITES + 10) {
+            a.add(&ok(&format!("s{i}")), 0);
+        }
+        for m in 0..(READINESS_MINUTES as i64 * 2) {
+            a.add(&ok("s0"), m * 60);
+        }
+        let st = a.state();
+        assert!(st.readiness.len() <= READINESS_SITES);
+        assert!(
+            st.readiness
+                .values()
+                .all(|r| r.minutes.len() <= READINESS_MINUTES)
+        );
     }
 }

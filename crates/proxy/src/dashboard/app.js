@@ -133,6 +133,62 @@
     ]);
   }
 
+  function readinessTable(title, rows) {
+    const t = el("table");
+    const head = el("tr");
+    head.appendChild(el("th", title));
+    head.appendChild(el("th", "Would block"));
+    t.appendChild(el("thead")).appendChild(head);
+    const body = el("tbody");
+    for (const r of rows) {
+      const tr = el("tr");
+      tr.appendChild(el("td", r.key, "key"));
+      tr.appendChild(el("td", r.count, "num"));
+      body.appendChild(tr);
+    }
+    t.appendChild(body);
+    return t;
+  }
+
+  function renderReadiness(list) {
+    const box = $("readiness");
+    clear(box);
+    if (!list || list.length === 0) {
+      box.appendChild(el("p", "No site runs in DetectionOnly.", "hint"));
+      return;
+    }
+    for (const r of list) {
+      const card = el("div", null, "ready-site");
+      card.dataset.site = r.site;
+      const h = el("h3", r.site + ": ");
+      const cls = r.verdict === "ready" ? "ok" : r.verdict === "not ready" ? "bad" : "wait";
+      h.appendChild(el("span", r.verdict, "verdict " + cls));
+      card.appendChild(h);
+      card.appendChild(el("p", r.reason, "reason"));
+      card.appendChild(el("p", r.would_block + " of " + r.requests + " requests would have been blocked (" + (r.rate * 100).toFixed(3) + "%) in the last " + r.criterion.window_minutes + " min", "hint"));
+      const bars = el("div", null, "rate small");
+      const max = Math.max(1, ...r.series.map((m) => m.requests));
+      for (const m of r.series) {
+        const bar = el("div", null, "bar");
+        bar.title = new Date(m.t * 1000).toLocaleTimeString() + ": " + m.requests + " requests, " + m.would_block + " would block";
+        const pass = el("div", null, "pass");
+        pass.style.height = ((m.requests - m.would_block) / max) * 100 + "%";
+        const wb = el("div", null, "blocked");
+        wb.style.height = (m.would_block / max) * 100 + "%";
+        bar.appendChild(wb);
+        bar.appendChild(pass);
+        bars.appendChild(bar);
+      }
+      card.appendChild(bars);
+      const tops = el("div", null, "tops");
+      tops.appendChild(readinessTable("Rule", r.top_rules));
+      tops.appendChild(readinessTable("Path", r.top_paths));
+      tops.appendChild(readinessTable("Client", r.top_clients));
+      card.appendChild(tops);
+      box.appendChild(card);
+    }
+  }
+
   function renderSnapshot(s) {
     renderCounters(s);
     renderRate(s.rate);
@@ -142,6 +198,7 @@
     renderTop("top-paths", s.top.paths);
     renderTop("top-sites", s.top.sites);
     renderHealth(s.health);
+    renderReadiness(s.readiness);
   }
 
   const seen = new Set();

@@ -9,8 +9,8 @@
 //!   login page's cookie); opens a session (cookie `palisade_session`, HttpOnly,
 //!   SameSite=Strict) and redirects to the page.
 //! - `POST /dashboard/logout`: ends the session (with the session's CSRF token).
-//! - `GET /dashboard/api/snapshot`: the counters, histograms, top tables, health
-//!   and the explorer, as JSON.
+//! - `GET /dashboard/api/snapshot`: the counters, histograms, top tables, health,
+//!   the readiness to block of the DetectionOnly sites, as JSON.
 //! - `GET /dashboard/events`: `text/event-stream`: a `snapshot` event about every
 //!   500 ms and a `request` event per request joining the explorer.
 //! - `GET /dashboard/app.js`, `GET /dashboard/app.css`: the assets.
@@ -93,8 +93,12 @@ enum Auth {
 impl Dashboard {
     /// The dashboard, with its aggregator task subscribed to `shared`'s summaries
     /// until shutdown.
-    pub fn start(shared: &Shared, shutdown: watch::Receiver<bool>) -> Arc<Dashboard> {
-        let aggregate = Arc::new(Aggregate::default());
+    pub fn start(
+        shared: &Shared,
+        shutdown: watch::Receiver<bool>,
+        criterion: aggregate::ReadinessCriterion,
+    ) -> Arc<Dashboard> {
+        let aggregate = Arc::new(Aggregate::new(criterion));
         let sub = shared.summaries.subscribe();
         let agg = aggregate.clone();
         let stop = shutdown.clone();
@@ -309,6 +313,7 @@ impl Dashboard {
     fn snapshot(&self, shared: &Shared) -> serde_json::Value {
         let mut doc = self.aggregate.snapshot();
         doc["health"] = health(shared);
+        doc["readiness"] = readiness(&self.aggregate, shared);
         doc
     }
 
@@ -338,6 +343,7 @@ impl Dashboard {
                 if snapshot {
                     let mut doc = agg.snapshot();
                     doc["health"] = health(&shared);
+                    doc["readiness"] = readiness(&agg, &shared);
                     out.push(sse("snapshot", &doc));
                 }
                 for chunk in out {
@@ -378,6 +384,15 @@ impl http_body::Body for SseBody {
             .poll_recv(cx)
             .map(|c| c.map(|b| Ok(http_body::Frame::data(b))))
     }
+}
+
+/// The readiness to block of the sites the rules in force run in DetectionOnly.
+fn readiness(agg: &Aggregate, shared: &Shared) -> serde_json::Value {
+    let sites = shared.waf().detection_only_sites();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    agg.readiness(&sites, now)
 }
 
 /// Upstream servers, the store, sync, the last reload and the rule set.
