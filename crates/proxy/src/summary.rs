@@ -22,7 +22,9 @@ pub const CHANNEL_CAPACITY: usize = 1024;
 /// What a finished request looked like: built once, read by every sink.
 #[derive(Debug, Clone)]
 pub struct RequestSummary {
-    /// The transaction id (UNIQUE_ID).
+    /// The transaction id (UNIQUE_ID); empty when nothing made it (no rule, log
+    /// line or audit record used it) and no reader shows it (no access log, no
+    /// subscriber).
     pub unique_id: String,
     /// When the request arrived, in microseconds since the Unix epoch.
     pub start_us: i64,
@@ -151,6 +153,11 @@ impl Summaries {
         if self.tx.receiver_count() > 0 {
             let _ = self.tx.send(s);
         }
+    }
+
+    /// Whether anyone subscribes now (the dashboard's aggregator, for one).
+    pub fn has_subscribers(&self) -> bool {
+        self.tx.receiver_count() > 0
     }
 
     /// A new subscriber, which sees the summaries published from now on.

@@ -370,8 +370,18 @@ impl Record {
             _ => None,
         };
         let anomaly = self.tx.as_mut().map_or((0, 0), WafTx::anomaly_scores);
-        self.unique_id();
-        let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+        // The id is made (hex formatting) only when a reader of the summary shows it:
+        // the access log or a subscriber; the rules or an error line may have made it
+        // already.
+        if self.shared.logs.enabled(LogKind::Access) || self.shared.summaries.has_subscribers() {
+            self.unique_id();
+        }
+        // Valid UTF-8 (nearly always) is checked by the fast validator and copied;
+        // only other bytes take the lossy path, which walks the text in chunks.
+        let text = |b: &Bytes| match std::str::from_utf8(b) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(b).into_owned(),
+        };
         RequestSummary {
             unique_id: self.unique_id.clone().unwrap_or_default(),
             start_us: self.start_us,
