@@ -574,7 +574,7 @@ fn check_paranoia_not_overridden(base: &Ruleset) -> Result<(), PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Intervention, Transaction, TxContext};
+    use crate::{Transaction, TxContext};
 
     fn base(text: &str) -> Arc<Ruleset> {
         let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
@@ -601,21 +601,7 @@ mod tests {
         }
     }
 
-    /// A GET of `uri` through phases 1 to 5: the intervention, and the transaction.
-    fn get(tx: Transaction, uri: &str) -> (Option<Intervention>, Transaction) {
-        let mut tx = tx;
-        tx.set_request_line(b"GET", uri.as_bytes(), b"HTTP/1.1");
-        tx.add_request_header(b"Host", b"example.com");
-        let i = tx
-            .process_request_headers()
-            .or_else(|| tx.process_request_body());
-        tx.set_response_status(200, b"HTTP/1.1");
-        let i = i
-            .or_else(|| tx.process_response_headers())
-            .or_else(|| tx.process_response_body());
-        tx.process_logging();
-        (i, tx)
-    }
+    use crate::transaction::test_get::get;
 
     fn status_of(p: Option<&Arc<Policy>>, rs: &Arc<Ruleset>, uri: &str) -> Option<u16> {
         let tx = match p {

@@ -791,18 +791,10 @@ mod tests {
 
     /// Runs a GET of `uri` through phases 1 to 5; the status of the intervention.
     fn status(rs: &Arc<crate::Ruleset>, uri: &str) -> Option<u16> {
-        let mut tx = Transaction::new(rs.clone(), TxContext::default());
-        tx.set_request_line(b"GET", uri.as_bytes(), b"HTTP/1.1");
-        tx.add_request_header(b"Host", b"example.com");
-        let i = tx
-            .process_request_headers()
-            .or_else(|| tx.process_request_body());
-        tx.set_response_status(200, b"HTTP/1.1");
-        let i = i
-            .or_else(|| tx.process_response_headers())
-            .or_else(|| tx.process_response_body());
-        tx.process_logging();
-        i.map(|i| i.status)
+        let tx = Transaction::new(rs.clone(), TxContext::default());
+        crate::transaction::test_get::get(tx, uri)
+            .0
+            .map(|i| i.status)
     }
 
     const SETUP: &str = r#"

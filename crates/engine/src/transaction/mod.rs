@@ -12,6 +12,8 @@ pub(crate) mod eval;
 mod limits;
 pub(crate) mod removed;
 mod request;
+#[cfg(test)]
+pub(crate) mod test_get;
 
 pub use limits::ARGUMENTS_LIMIT_TX;
 
