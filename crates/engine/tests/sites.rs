@@ -22,23 +22,11 @@ fn site(name: &str, setup: impl FnOnce(&mut PolicyBuilder)) -> Arc<Policy> {
 
 /// Runs phases 1, 2 and 5 of `req` for `site` (the plain base without one).
 fn run(site: Option<&Arc<Policy>>, req: &Req<'_>) -> (Option<Intervention>, Transaction) {
-    let mut tx = match site {
+    let tx = match site {
         Some(p) => Transaction::with_policy(p.clone(), TxContext::default()),
         None => Transaction::new(crs().clone(), TxContext::default()),
     };
-    tx.set_request_line(req.method.as_bytes(), req.uri.as_bytes(), b"HTTP/1.1");
-    for (k, v) in &req.headers {
-        tx.add_request_header(k.as_bytes(), v.as_bytes());
-    }
-    let mut out = tx.process_request_headers();
-    if out.is_none() {
-        if !req.body.is_empty() {
-            tx.append_request_body(req.body);
-        }
-        out = tx.process_request_body();
-    }
-    tx.process_logging();
-    (out, tx)
+    common::run_tx(tx, req)
 }
 
 fn get<'a>(uri: &'a str, headers: Vec<(&'a str, &'a str)>) -> Req<'a> {

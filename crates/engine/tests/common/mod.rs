@@ -80,7 +80,11 @@ pub fn browser_headers() -> Vec<(&'static str, &'static str)> {
 
 /// Runs phases 1 and 2 (and 5); returns the intervention and the transaction.
 pub fn run(ruleset: &Arc<Ruleset>, req: &Req<'_>) -> (Option<Intervention>, Transaction) {
-    let mut tx = Transaction::new(ruleset.clone(), TxContext::default());
+    run_tx(Transaction::new(ruleset.clone(), TxContext::default()), req)
+}
+
+/// [`run`] on a transaction made by the caller (a site's, for one).
+pub fn run_tx(mut tx: Transaction, req: &Req<'_>) -> (Option<Intervention>, Transaction) {
     tx.set_request_line(req.method.as_bytes(), req.uri.as_bytes(), b"HTTP/1.1");
     for (k, v) in &req.headers {
         tx.add_request_header(k.as_bytes(), v.as_bytes());
