@@ -39,6 +39,24 @@ pub enum Event {
     /// A debug-log line (`SecDebugLog`), `[UNIQUE_ID] [URI] [LEVEL] message`, as
     /// ModSecurity writes them, without a newline.
     Debug(String),
+    /// The time each rule evaluated in a phase took, in the order they ran: only
+    /// for a transaction timed with
+    /// [`Transaction::time_rules`](crate::transaction::Transaction::time_rules).
+    RuleTimes {
+        /// The phase.
+        phase: u8,
+        /// One entry per rule evaluation (a chain counts once, by its first rule).
+        times: Vec<RuleTime>,
+    },
+}
+
+/// One rule evaluation's time in a timed transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleTime {
+    /// The rule's id (a chain's first rule's), if it has one.
+    pub rule_id: Option<i64>,
+    /// How long its evaluation took, in nanoseconds.
+    pub nanos: u64,
 }
 
 /// A limit a transaction reached.
@@ -143,5 +161,52 @@ impl Event {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Event, RuleTime};
+    use crate::{RulesetBuilder, Transaction, TxContext};
+    use std::sync::Arc;
+
+    const RULES: &str = r#"
+SecRuleEngine On
+SecRule ARGS "@contains a" "id:1,phase:1,pass,nolog"
+SecRule ARGS "@contains b" "id:2,phase:1,pass,nolog,chain"
+    SecRule ARGS "@contains c" ""
+SecAction "id:3,phase:1,pass,nolog,skip:1"
+SecAction "id:4,phase:1,pass,nolog"
+SecRule ARGS "@contains x" "id:5,phase:2,deny,status:403"
+"#;
+
+    /// The rule times a GET of `uri` reports per phase, timed or not.
+    fn times(timed: bool, uri: &str) -> Vec<(u8, Vec<Option<i64>>)> {
+        let mut b = RulesetBuilder::new(Arc::new(seclang::MemorySource::new()));
+        b.add_text(RULES, "test.conf").unwrap();
+        let mut tx = Transaction::new(Arc::new(b.build().unwrap()), TxContext::default());
+        if timed {
+            tx.time_rules();
+        }
+        let (_, mut tx) = crate::transaction::test_get::get(tx, uri);
+        std::iter::from_fn(|| tx.poll_event())
+            .filter_map(|e| match e {
+                Event::RuleTimes { phase, times } => {
+                    Some((phase, times.iter().map(|t: &RuleTime| t.rule_id).collect()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_timed_transaction_reports_each_evaluated_rule_once_per_phase() {
+        // Rule 4 is skipped, the chain counts once by its first rule, and phase 2
+        // stops at the deny.
+        assert_eq!(
+            times(true, "/?q=abcx"),
+            vec![(1, vec![Some(1), Some(2), Some(3)]), (2, vec![Some(5)])]
+        );
+        assert!(times(false, "/?q=abcx").is_empty());
     }
 }

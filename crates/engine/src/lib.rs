@@ -52,7 +52,7 @@ pub use collections::{
 };
 pub use config::{EngineConfig, RuleEngineMode};
 pub use error::{LoadError, LoadErrors};
-pub use events::{Event, Limit, RuleMatch};
+pub use events::{Event, Limit, RuleMatch, RuleTime};
 pub use intervention::{Intervention, InterventionKind};
 pub use lookups::{GeoDb, RblAnswer, RblFailure, RblResolver};
 pub use policy::{Policy, PolicyBuilder, PolicyError, PolicyLimits};

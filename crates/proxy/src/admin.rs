@@ -469,6 +469,11 @@ fn top_json(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
         "total": total,
         "clients": clients,
         "routes": routes,
+        "rule_cost": {
+            "sample": shared.waf().rule_cost_sampler().rate(),
+            "sampled_requests": shared.rule_costs.sampled(),
+            "rules": shared.rule_costs.top(n),
+        },
     })
     .to_string();
     body.push('\n');
@@ -692,8 +697,9 @@ pub fn metrics_text(shared: &Shared) -> String {
         acme.render_metrics(&mut out);
     }
     let mut out = crate::metrics::Exposition::from_text(out);
-    let collectors: [&dyn crate::metrics::Collector; 3] = [
+    let collectors: [&dyn crate::metrics::Collector; 4] = [
         &shared.summaries,
+        &shared.rule_costs,
         &crate::procstat::BuildInfo,
         &crate::procstat::ProcessCollector,
     ];

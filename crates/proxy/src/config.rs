@@ -156,6 +156,9 @@ pub struct ServerConfig {
     /// buffered response) are evaluated inline on the worker; larger ones on the
     /// inspection pool.
     pub inspect_inline_bytes: usize,
+    /// The fraction of requests (0 to 1) whose rules are timed one by one for the
+    /// per-rule cost account (`GET /top`, the dashboard); 0 turns it off.
+    pub rule_cost_sample: f64,
 }
 
 /// `server.engine_failure`: refuse (500) or let through a request the engine failed on.
@@ -188,6 +191,7 @@ impl Default for ServerConfig {
             waf_cpu_budget_status: 403,
             inspection_threads: 0,
             inspect_inline_bytes: 16 * 1024,
+            rule_cost_sample: 0.01,
         }
     }
 }
@@ -1541,6 +1545,9 @@ impl Config {
         {
             return Err("admin.max_body_bytes must be at least 1".into());
         }
+        if !(0.0..=1.0).contains(&self.server.rule_cost_sample) {
+            return Err("server.rule_cost_sample must be between 0 and 1".into());
+        }
         if let Some(a) = &self.admin
             && !(0.0..=1.0).contains(&a.readiness_max_rate)
         {
@@ -1774,6 +1781,20 @@ servers = ["127.0.0.1:9000"]
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("readiness_max_rate"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn rule_cost_sample_setting() {
+        let c = parse(MINIMAL).unwrap();
+        assert!((c.server.rule_cost_sample - 0.01).abs() < f64::EPSILON);
+        let c = parse(&format!("{MINIMAL}\n[server]\nrule_cost_sample = 0\n")).unwrap();
+        assert_eq!(c.server.rule_cost_sample, 0.0);
+        for bad in ["1.5", "-0.1", "nan"] {
+            let err = parse(&format!("{MINIMAL}\n[server]\nrule_cost_sample = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("rule_cost_sample"), "{bad}: {err}");
         }
     }
 

@@ -56,6 +56,7 @@ pub mod notify;
 pub mod procstat;
 pub mod ratelimit;
 pub mod reload;
+pub mod rulecost;
 pub mod server;
 pub mod shaping;
 pub mod sites;

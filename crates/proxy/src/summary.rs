@@ -75,6 +75,9 @@ pub struct RequestSummary {
     /// The rule matches, in order, with their variables (values cut as the logs
     /// cut them, [`engine::log::SHOWN_VALUE`]); without their log lines.
     pub matches: Vec<engine::RuleMatch>,
+    /// Each evaluated rule's time by phase, in the order they ran, when this
+    /// request was timed (`server.rule_cost_sample`); empty otherwise.
+    pub rule_times: Vec<(u8, engine::RuleTime)>,
     /// The inbound and outbound anomaly scores, as the engine sums them up.
     pub anomaly: (i64, i64),
     /// The audit record, when the audit engine selected this transaction and the
@@ -218,7 +221,7 @@ impl Subscription {
 }
 
 /// The in-line sinks, each called once per summary: the audit log, metrics,
-/// accounting and rule hits, then the access log. `site` is the request's site
+/// accounting and rule hits, the per-rule cost account, then the access log. `site` is the request's site
 /// (its metric counters).
 pub(crate) fn consume(
     shared: &crate::exchange::Shared,
@@ -236,6 +239,7 @@ pub(crate) fn consume(
         s.bytes_out,
         s.blocked(),
     );
+    shared.rule_costs.record(&s.rule_times);
     access_log(shared, s);
 }
 

@@ -88,6 +88,8 @@ pub struct Waf {
     sites: crate::sites::Sites,
     /// Load warnings about the sites.
     site_warnings: Vec<String>,
+    /// Which transactions are timed rule by rule (`server.rule_cost_sample`).
+    rule_cost_sampler: crate::rulecost::Sampler,
 }
 
 /// The engine's CPU meter: the calling thread's own CPU clock, so that time spent
@@ -186,9 +188,15 @@ impl Waf {
             rbl_limit,
             sites: crate::sites::Sites::none(empty),
             site_warnings: Vec::new(),
+            rule_cost_sampler: crate::rulecost::Sampler::new(server.rule_cost_sample),
         };
         waf.check_audit_settings().map_err(WafLoadError::one)?;
         Ok(waf)
+    }
+
+    /// Which transactions are timed rule by rule (`server.rule_cost_sample`).
+    pub fn rule_cost_sampler(&self) -> crate::rulecost::Sampler {
+        self.rule_cost_sampler
     }
 
     /// Compiles the `[[site]]`s over these rules (each site's own rules once, into
@@ -499,6 +507,9 @@ impl Waf {
             tx.set_cpu_meter(self.meter.clone());
             if let Some(b) = self.budget {
                 tx.set_cpu_budget(Some(b));
+            }
+            if self.rule_cost_sampler.next() {
+                tx.time_rules();
             }
             tx
         })) {

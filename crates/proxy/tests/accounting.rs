@@ -87,3 +87,110 @@ async fn top_lists_clients_and_routes() {
         serde_json::from_slice(&top("?by=bytes_out", Some("top-token")).await.body).unwrap();
     assert!(v["clients"][0]["count"].as_u64().unwrap() > 0, "{v}");
 }
+
+/// `/top` as the admin token's holder sees it, parsed.
+async fn top_json(admin: std::net::SocketAddr, token: &str) -> serde_json::Value {
+    let r = send_raw(
+        admin,
+        format!(
+            "GET /top HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+/// Starts Palisade with three rules and `server.rule_cost_sample = sample`, sends
+/// four GETs (one blocked by rule 3), and returns `/top` once the four are
+/// accounted, with the `/metrics` text.
+async fn rule_cost_after_four_requests(sample: &str) -> (serde_json::Value, f64) {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("rule-cost");
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    std::fs::write(dir.path("token"), "cost-token\n").unwrap();
+    let rules = rules_toml(
+        r#"SecRule ARGS "@rx ^[a-z]+$" "id:1,phase:1,pass,nolog,t:lowercase,t:urlDecodeUni"
+SecRule REQUEST_HEADERS "@contains x" "id:2,phase:1,pass,nolog,chain"
+    SecRule ARGS "@contains y" ""
+SecRule ARGS:q "@streq bad" "id:3,phase:2,deny,status:403""#,
+    );
+    let config = basic_config(
+        listen,
+        backend.addr,
+        &format!(
+            "{rules}\n[server]\nrule_cost_sample = {sample}\n[admin]\naddress = \"{admin}\"\ntoken_file = \"token\"\n"
+        ),
+    );
+    let _p = Palisade::start(&dir, &config, listen);
+    for q in ["ok", "ok", "ok", "bad"] {
+        let r = send_raw(
+            listen,
+            format!("GET /?q={q} HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, if q == "bad" { 403 } else { 200 });
+    }
+    // A request is accounted once its record is finished, just after its response:
+    // wait (generously, for a busy machine) until all four are.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let v = loop {
+        let v = top_json(admin, "cost-token").await;
+        if v["total"] == 4 || std::time::Instant::now() > deadline {
+            break v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(v["total"], 4, "{v}");
+    let sampled = metric(admin, "palisade_rule_cost_sampled_requests_total").await;
+    (v, sampled)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_lists_what_each_rule_costs() {
+    let (v, metrics) = rule_cost_after_four_requests("1.0").await;
+    let cost = &v["rule_cost"];
+    assert_eq!(cost["sample"], 1.0, "{v}");
+    assert_eq!(cost["sampled_requests"], 4, "{v}");
+    let rules = cost["rules"].as_array().unwrap();
+    let of = |id: i64| {
+        rules
+            .iter()
+            .find(|r| r["rule_id"] == id)
+            .unwrap_or_else(|| panic!("rule {id} in {v}"))
+    };
+    // Every request runs rules 1 and 2 (the chain counted once, by its first
+    // rule) in phase 1 and rule 3 in phase 2.
+    for (id, phase) in [(1, 1), (2, 1), (3, 2)] {
+        let r = of(id);
+        assert_eq!(r["phase"], phase, "{r}");
+        assert_eq!(r["evaluations"], 4, "{r}");
+        let mean = r["mean_us"].as_f64().unwrap();
+        let max = r["max_us"].as_f64().unwrap();
+        assert!(mean > 0.0 && max >= mean, "{r}");
+    }
+    let shares: f64 = rules.iter().map(|r| r["share"].as_f64().unwrap()).sum();
+    assert!(
+        (shares - 1.0).abs() < 1e-6,
+        "shares add up to the whole: {v}"
+    );
+    let totals: Vec<f64> = rules
+        .iter()
+        .map(|r| r["total_us"].as_f64().unwrap())
+        .collect();
+    assert!(totals.windows(2).all(|w| w[0] >= w[1]), "most first: {v}");
+    assert_eq!(metrics, 4.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_cost_sampling_can_be_turned_off() {
+    let (v, metrics) = rule_cost_after_four_requests("0").await;
+    assert_eq!(v["rule_cost"]["sampled_requests"], 0, "{v}");
+    assert_eq!(v["rule_cost"]["rules"], serde_json::json!([]), "{v}");
+    assert_eq!(metrics, 0.0);
+}

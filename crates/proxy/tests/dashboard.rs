@@ -374,8 +374,9 @@ async fn dashboard_in_chromium() {
     let listen = loopback(free_port());
     let admin_addr = loopback(free_port());
     let file = |p: &Path| format!("[[rules]]\nfile = \"{}\"\n", p.display());
+    // Every request's rules are timed, for the rule cost panel.
     let extra = format!(
-        "[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{}{}",
+        "[server]\nrule_cost_sample = 1.0\n[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{}{}",
         dir.path("token").display(),
         file(&repo().join("examples/palisade-recommended.conf")),
         file(&crs.join("crs-setup.conf.example")),
@@ -556,6 +557,13 @@ async fn dashboard_in_chromium() {
     cdp.wait_true(
         "document.getElementById('readiness').textContent.includes('No site runs in DetectionOnly')",
         "the readiness panel (the site blocks)",
+    )
+    .await;
+    // CRS's request rules were timed: the cost panel lists its costliest rules
+    // with their ids and shares.
+    cdp.wait_true(
+        "document.querySelectorAll('#rule-cost tbody tr').length > 0 && /^[0-9]+$/.test(document.querySelector('#rule-cost tbody td').textContent) && document.getElementById('rule-cost').textContent.includes('%')",
+        "the rule cost panel",
     )
     .await;
 

@@ -907,6 +907,13 @@ impl Transaction {
         self.budget.open();
         let result = self.run_phase_rules(phase, start);
         self.budget.close();
+        if let Some(times) = self.rule_times.as_mut()
+            && !times.is_empty()
+        {
+            let times = std::mem::take(times);
+            self.events
+                .push_back(crate::events::Event::RuleTimes { phase, times });
+        }
         if self.paused.is_some() {
             return None;
         }
@@ -1054,7 +1061,14 @@ impl Transaction {
                 return self.budget_stop(phase, rule.chain_id);
             }
             self.state.matched_vars.clear();
+            let started = self.rule_times.is_some().then(std::time::Instant::now);
             let matched = self.eval_link(rule, own_folds);
+            if let (Some(started), Some(times)) = (started, self.rule_times.as_mut()) {
+                times.push(crate::events::RuleTime {
+                    rule_id: rule.chain_id,
+                    nanos: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+                });
+            }
             if self.budget.tripped() {
                 // The budget ran out inside the rule: it is abandoned, actions and all.
                 return self.budget_stop(phase, rule.chain_id);

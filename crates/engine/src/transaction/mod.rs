@@ -344,6 +344,10 @@ pub struct Transaction {
     pub(crate) pause_for_lookups: bool,
     /// The phase and the entry of it where the walk paused, until it is resumed.
     pub(crate) paused: Option<(u8, usize)>,
+    /// Each evaluated rule's time in the phase running now, when the transaction
+    /// is timed ([`Transaction::time_rules`]); handed out as one
+    /// [`Event::RuleTimes`](crate::events::Event::RuleTimes) per phase.
+    pub(crate) rule_times: Option<Vec<crate::events::RuleTime>>,
 }
 
 impl Transaction {
@@ -448,6 +452,7 @@ impl Transaction {
             lookups: Default::default(),
             pause_for_lookups: false,
             paused: None,
+            rule_times: None,
         }
     }
 
@@ -582,6 +587,17 @@ impl Transaction {
     /// budget. Set it before the first phase.
     pub fn set_cpu_meter(&mut self, meter: Arc<dyn CpuMeter>) {
         self.budget.set_meter(meter);
+    }
+
+    /// Times each rule this transaction evaluates from now on, for a sampled
+    /// account of what rules cost: each phase then reports an
+    /// [`Event::RuleTimes`](crate::events::Event::RuleTimes). A rule's time is
+    /// the wall time of its evaluation on this thread (targets, transformations,
+    /// operators, chain and actions); evaluation never waits, so it is CPU time
+    /// unless the thread was preempted. A transaction not timed pays one branch per
+    /// rule.
+    pub fn time_rules(&mut self) {
+        self.rule_times.get_or_insert_with(Vec::new);
     }
 
     /// Replaces the configuration's CPU budget for this transaction (`None`: no

@@ -589,6 +589,7 @@ mod tests {
                     log_line: None,
                 })
                 .collect(),
+            rule_times: Vec::new(),
             anomaly: (5, 0),
             audit: None,
         }

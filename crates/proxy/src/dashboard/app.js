@@ -189,6 +189,24 @@
     }
   }
 
+  function renderRuleCost(c) {
+    $("rule-cost-note").textContent = c.sampled_requests + " requests timed (" +
+      (c.sample * 100).toFixed(2) + "% sampled)";
+    const body = $("rule-cost").tBodies[0];
+    clear(body);
+    for (const r of c.rules) {
+      const tr = el("tr");
+      tr.appendChild(el("td", r.rule_id === null ? "—" : r.rule_id, "key"));
+      tr.appendChild(el("td", r.phase, "num"));
+      tr.appendChild(el("td", r.evaluations, "num"));
+      tr.appendChild(el("td", r.mean_us.toFixed(1), "num"));
+      tr.appendChild(el("td", r.max_us.toFixed(1), "num"));
+      tr.appendChild(el("td", r.per_request_us.toFixed(1), "num"));
+      tr.appendChild(el("td", (r.share * 100).toFixed(1) + "%", "num"));
+      body.appendChild(tr);
+    }
+  }
+
   function renderSnapshot(s) {
     renderCounters(s);
     renderRate(s.rate);
@@ -199,6 +217,7 @@
     renderTop("top-sites", s.top.sites);
     renderHealth(s.health);
     renderReadiness(s.readiness);
+    renderRuleCost(s.rule_cost);
   }
 
   const seen = new Set();

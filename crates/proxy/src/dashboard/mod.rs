@@ -314,6 +314,7 @@ impl Dashboard {
         let mut doc = self.aggregate.snapshot();
         doc["health"] = health(shared);
         doc["readiness"] = readiness(&self.aggregate, shared);
+        doc["rule_cost"] = rule_cost(shared);
         doc
     }
 
@@ -344,6 +345,7 @@ impl Dashboard {
                     let mut doc = agg.snapshot();
                     doc["health"] = health(&shared);
                     doc["readiness"] = readiness(&agg, &shared);
+                    doc["rule_cost"] = rule_cost(&shared);
                     out.push(sse("snapshot", &doc));
                 }
                 for chunk in out {
@@ -384,6 +386,19 @@ impl http_body::Body for SseBody {
             .poll_recv(cx)
             .map(|c| c.map(|b| Ok(http_body::Frame::data(b))))
     }
+}
+
+/// How many rules the dashboard's rule cost table lists.
+const RULE_COST_ROWS: usize = 15;
+
+/// The rules that took the most time in the sampled requests (`GET /top` lists
+/// more).
+fn rule_cost(shared: &Shared) -> serde_json::Value {
+    serde_json::json!({
+        "sample": shared.waf().rule_cost_sampler().rate(),
+        "sampled_requests": shared.rule_costs.sampled(),
+        "rules": shared.rule_costs.top(RULE_COST_ROWS),
+    })
 }
 
 /// The readiness to block of the sites the rules in force run in DetectionOnly.

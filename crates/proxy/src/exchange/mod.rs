@@ -152,6 +152,7 @@ impl Exchange {
                 phase_us: [None; 5],
                 waf_cpu_us: 0,
                 matches: Vec::new(),
+                rule_times: Vec::new(),
                 writes: Vec::new(),
                 upstream: None,
                 up_timing: None,

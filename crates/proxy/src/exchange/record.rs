@@ -37,6 +37,9 @@ pub(super) struct Record {
     pub(super) waf_cpu_us: u64,
     /// The rule matches the engine reported so far, without their log lines.
     pub(super) matches: Vec<engine::RuleMatch>,
+    /// Each rule's time by phase, when the engine timed this request
+    /// (`server.rule_cost_sample`).
+    pub(super) rule_times: Vec<(u8, engine::RuleTime)>,
     /// Collection writes the engine reported, not yet handed to the store.
     pub(super) writes: Vec<(engine::RecordKey, engine::RecordWrite)>,
     pub(super) upstream: Option<(Arc<str>, Option<Arc<str>>)>,
@@ -231,6 +234,10 @@ impl Record {
                         ),
                     ));
                 }
+                engine::Event::RuleTimes { phase, times } => {
+                    self.rule_times
+                        .extend(times.into_iter().map(|t| (phase, t)));
+                }
                 engine::Event::Debug(line) if debug => {
                     self.shared.logs.send(LogKind::Debug, line);
                 }
@@ -407,6 +414,7 @@ impl Record {
             bytes_in: self.bytes_in,
             bytes_out: self.bytes_out,
             matches: std::mem::take(&mut self.matches),
+            rule_times: std::mem::take(&mut self.rule_times),
             anomaly,
             audit,
         }

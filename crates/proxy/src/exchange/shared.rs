@@ -106,6 +106,8 @@ pub struct Shared {
     sync: Option<store::sync::Sync>,
     /// Per-client and per-route accounting (`GET /top` on the admin listener).
     pub accounting: crate::accounting::Accounting,
+    /// The sampled per-rule time (`GET /top`, the dashboard, `/metrics`).
+    pub rule_costs: crate::rulecost::RuleCosts,
     /// How the last configuration reload ended (`/status`, `/metrics`).
     pub reloads: crate::reload::ReloadState,
     /// The request summaries' broadcast ([`crate::summary`]).
@@ -171,6 +173,7 @@ impl Shared {
             access: crate::server::PerWorker::new(None, 1),
             has_access: std::sync::atomic::AtomicBool::new(false),
             accounting: crate::accounting::Accounting::new([]),
+            rule_costs: crate::rulecost::RuleCosts::default(),
             reloads: crate::reload::ReloadState::new(),
             summaries: crate::summary::Summaries::default(),
             dns: None,
