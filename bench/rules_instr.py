@@ -42,13 +42,14 @@ SERIES = [
 TARGETS = {"GET": 0.2e6, "form POST 2 KiB": 0.6e6, "JSON POST 20 KiB": 2e6}
 
 
-def config(key, work, port, backend_port):
-    """bench/run.py's configuration, with no CPU budget and a long head timeout."""
+def config(key, work, port, backend_port, server_extra="", extra=""):
+    """bench/run.py's configuration, with no CPU budget and a long head timeout;
+    `server_extra` is added to its [server] section and `extra` at its end."""
     path = R.write_palisade_config(key, work, port, backend_port)
     with open(path) as f:
         text = f.read()
     text = text.replace("worker_threads = 1", "worker_threads = 1\nwaf_cpu_budget = \"off\"\n"
-                        "client_header_timeout = \"600s\"", 1)
+                        "client_header_timeout = \"600s\"" + server_extra, 1) + extra
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -66,10 +67,14 @@ def newest_dump(work, prefix, seen):
     raise RuntimeError("rules_instr: callgrind wrote no dump")
 
 
-def measure(args, key, work, backend_port, series):
-    """Instructions per request of each series under configuration `key`."""
+def measure(args, key, work, backend_port, series, variant=None):
+    """Instructions per request of each series under configuration `key`; a
+    `variant` (name, server_extra, extra, started) changes the configuration and
+    calls started(work) once the proxy listens (before the warm-up)."""
     port = R.free_port()
-    cfg = config(key, work, port, backend_port)
+    name_, server_extra, extra, started = variant or (key, "", "", None)
+    cfg = config(key, work, port, backend_port, server_extra, extra)
+    key = name_
     out = os.path.join(work, f"callgrind-{key}.out")
     proc = R.Proc(f"palisade-rules-instr-{key}",
                   ["valgrind", "--tool=callgrind", "--instr-atstart=no",
@@ -79,6 +84,8 @@ def measure(args, key, work, backend_port, series):
     seen = set()
     try:
         R.wait_port(port, proc, timeout=600)
+        if started:
+            started(work)
         client = P.Client(port)
         client.sock.settimeout(600)
         for label, name, warm, count in series:

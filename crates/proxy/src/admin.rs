@@ -679,30 +679,30 @@ pub fn metrics_text(shared: &Shared) -> String {
     shared.logs.stats().render(&mut out);
     shared.workers.render(&mut out);
     shared.slots.render(&mut out);
-    if let Some(store) = shared.store() {
-        crate::metrics::render_store(&mut out, &store.stats(), store.map_usage());
-    }
-    if let Some(sync) = shared.sync() {
-        crate::metrics::render_sync(&mut out, &sync.stats());
-    }
-    let policy = shared.policy();
-    crate::metrics::render_rate_limits(&mut out, &policy.rate_limits);
-    crate::metrics::render_shapes(&mut out, &policy.shapes);
-    crate::metrics::render_upstreams(&mut out, &shared.upstreams().server_states());
-    if let Some(dns) = shared.dns() {
-        crate::metrics::render_dns(&mut out, &dns.stats, dns.cached_entries());
-    }
     crate::tls::sni::render_metrics(&mut out, &shared.tls_listeners());
     if let Some(acme) = shared.acme() {
         acme.render_metrics(&mut out);
     }
     let mut out = crate::metrics::Exposition::from_text(out);
-    let collectors: [&dyn crate::metrics::Collector; 4] = [
+    let policy = shared.policy();
+    let upstreams = shared.upstreams();
+    let mut collectors: Vec<&dyn crate::metrics::Collector> = vec![
+        &*policy,
+        &*upstreams,
         &shared.summaries,
         &shared.rule_costs,
         &crate::procstat::BuildInfo,
         &crate::procstat::ProcessCollector,
     ];
+    if let Some(store) = shared.store() {
+        collectors.push(store);
+    }
+    if let Some(sync) = shared.sync() {
+        collectors.push(sync);
+    }
+    if let Some(dns) = shared.dns() {
+        collectors.push(&**dns);
+    }
     for c in collectors {
         c.collect(&mut out);
     }

@@ -398,6 +398,63 @@ impl RblResolver for TxResolver {
     }
 }
 
+/// The `@rbl` lookups' counters (`palisade_rbl_*`).
+impl crate::metrics::Collector for Dns {
+    fn collect(&self, out: &mut crate::metrics::Exposition) {
+        let s = &self.stats;
+        let cached = self.cached_entries();
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+        let all: [(&str, &str, f64); 9] = [
+            (
+                "palisade_rbl_lookups_total",
+                "Block-list names the @rbl rules asked for.",
+                n(&s.lookups),
+            ),
+            (
+                "palisade_rbl_cache_hits_total",
+                "Block-list answers found in the cache.",
+                n(&s.cache_hits),
+            ),
+            (
+                "palisade_rbl_queries_total",
+                "DNS queries sent to the name servers.",
+                n(&s.queries),
+            ),
+            (
+                "palisade_rbl_listed_total",
+                "DNS queries answered with an address (the name is listed).",
+                n(&s.listed),
+            ),
+            (
+                "palisade_rbl_failures_total",
+                "DNS queries that failed (timeouts included): the rule did not match.",
+                n(&s.failures),
+            ),
+            (
+                "palisade_rbl_timeouts_total",
+                "DNS queries with no answer within dns.timeout.",
+                n(&s.timeouts),
+            ),
+            (
+                "palisade_rbl_deferred_total",
+                "Names asked on a worker thread and not cached: looked up in the background, the rule did not match.",
+                n(&s.deferred),
+            ),
+            (
+                "palisade_rbl_over_limit_total",
+                "Requests that reached dns.max_lookups_per_transaction.",
+                n(&s.over_limit),
+            ),
+            (
+                "palisade_rbl_cache_entries",
+                "Answers in the cache.",
+                cached as f64,
+            ),
+        ];
+        crate::metrics::write_plain(out.text_mut(), &all);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

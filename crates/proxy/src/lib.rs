@@ -61,6 +61,7 @@ pub mod server;
 pub mod shaping;
 pub mod sites;
 pub mod slots;
+pub mod store_metrics;
 pub mod summary;
 pub mod tls;
 pub mod upgrade;

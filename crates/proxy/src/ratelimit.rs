@@ -245,6 +245,49 @@ impl RateLimiter {
     }
 }
 
+/// Writes the `[[rate_limit]]`s' counters, labelled by limit.
+pub fn write_metrics(out: &mut crate::metrics::Exposition, limits: &[std::sync::Arc<RateLimiter>]) {
+    use crate::metrics::escape_label;
+    use std::fmt::Write as _;
+    let out = out.text_mut();
+    if limits.is_empty() {
+        return;
+    }
+    type Value = fn(&RateLimiter) -> f64;
+    let series: [(&str, &str, &str, Value); 3] = [
+        (
+            "palisade_rate_limited_total",
+            "counter",
+            "Requests refused by a rate limit.",
+            |l| l.limited() as f64,
+        ),
+        (
+            "palisade_rate_limit_untracked_total",
+            "counter",
+            "Requests let through unlimited because the limit tracked max_keys keys, none idle.",
+            |l| l.untracked() as f64,
+        ),
+        (
+            "palisade_rate_limit_keys",
+            "gauge",
+            "Keys a rate limit tracks now.",
+            |l| l.keys() as f64,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for l in limits {
+            let _ = writeln!(
+                out,
+                "{name}{{limit=\"{}\"}} {}",
+                escape_label(&l.name),
+                value(l)
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

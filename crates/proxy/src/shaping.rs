@@ -329,6 +329,62 @@ impl Pacer {
     }
 }
 
+/// Writes the `[[shape]]` classes' counters, labelled by class.
+pub fn write_metrics(out: &mut crate::metrics::Exposition, classes: &[Arc<Shaper>]) {
+    use crate::metrics::escape_label;
+    use std::fmt::Write as _;
+    let out = out.text_mut();
+    if classes.is_empty() {
+        return;
+    }
+    let stats: Vec<_> = classes.iter().map(|c| (c, c.stats())).collect();
+    type Value = fn(&Shaper, &ShapeStats) -> f64;
+    let series: [(&str, &str, &str, Value); 5] = [
+        (
+            "palisade_shaped_responses_total",
+            "counter",
+            "Responses a bandwidth class shaped.",
+            |_, s| s.responses as f64,
+        ),
+        (
+            "palisade_shaped_bytes_total",
+            "counter",
+            "Response body bytes sent through a bandwidth class's buckets.",
+            |_, s| s.bytes as f64,
+        ),
+        (
+            "palisade_shaping_delay_seconds_total",
+            "counter",
+            "Time response body pieces were held back by a bandwidth class, summed over responses.",
+            |_, s| s.delayed_ns as f64 / 1e9,
+        ),
+        (
+            "palisade_shaping_overflow_total",
+            "counter",
+            "Pieces whose key found no room (max_keys) and drew on a shared spare bucket.",
+            |_, s| s.overflow as f64,
+        ),
+        (
+            "palisade_shaping_keys",
+            "gauge",
+            "Keys a bandwidth class tracks now.",
+            |c, _| c.keys() as f64,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (c, s) in &stats {
+            let _ = writeln!(
+                out,
+                "{name}{{class=\"{}\"}} {}",
+                escape_label(&c.name),
+                value(c, s)
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

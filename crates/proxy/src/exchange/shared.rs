@@ -69,6 +69,14 @@ impl Policy {
     }
 }
 
+/// The rate limits' and the bandwidth classes' metrics.
+impl crate::metrics::Collector for Policy {
+    fn collect(&self, out: &mut crate::metrics::Exposition) {
+        crate::ratelimit::write_metrics(out, &self.rate_limits);
+        crate::shaping::write_metrics(out, &self.shapes);
+    }
+}
+
 /// Everything requests share: rules, pools, logs, metrics, limits.
 #[derive(Debug)]
 pub struct Shared {
@@ -537,5 +545,54 @@ mod tests {
         }
         drop(shared);
         writer.finish();
+    }
+}
+
+#[cfg(test)]
+mod metrics_tests {
+    use crate::config::{RateLimitKey, RateLimitSection, ShapeSection};
+
+    const NASTY: &str = "a\"b\\c\nd";
+    const ESCAPED: &str = "a\\\"b\\\\c\\nd";
+
+    #[test]
+    fn limit_and_class_labels_are_escaped() {
+        let mut limit = crate::ratelimit::RateLimiter::new(&RateLimitSection {
+            name: "t".into(),
+            key: RateLimitKey::One("client_ip".into()),
+            rate: "10/s".into(),
+            burst: 1,
+            status: 429,
+            path_prefix: None,
+            sites: None,
+            max_keys: 10,
+        })
+        .unwrap();
+        limit.name = NASTY.into();
+        let mut out = crate::metrics::Exposition::default();
+        crate::ratelimit::write_metrics(&mut out, &[std::sync::Arc::new(limit)]);
+        let out = out.into_text();
+        assert!(out.contains(&format!("{{limit=\"{ESCAPED}\"}}")), "{out}");
+        let mut class = crate::shaping::Shaper::new(&ShapeSection {
+            name: "t".into(),
+            key: RateLimitKey::One("client_ip".into()),
+            rate: "1MB/s".into(),
+            burst: "1KiB".into(),
+            when: None,
+            equals: None,
+            path_prefix: None,
+            max_keys: 10,
+        })
+        .unwrap();
+        class.name = NASTY.into();
+        let mut out = crate::metrics::Exposition::default();
+        crate::shaping::write_metrics(&mut out, &[std::sync::Arc::new(class)]);
+        let out = out.into_text();
+        assert!(out.contains(&format!("{{class=\"{ESCAPED}\"}}")), "{out}");
+        // No sample line is broken by a raw line feed.
+        assert!(
+            out.lines()
+                .all(|l| l.starts_with('#') || l.starts_with("palisade_"))
+        );
     }
 }

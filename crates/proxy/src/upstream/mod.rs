@@ -27,6 +27,7 @@ mod balance;
 mod conn;
 mod events;
 mod health;
+mod metrics;
 mod resolve;
 
 use crate::config::{Balance, Config, HashKey, HealthCheckConfig, UpstreamConfig};
@@ -51,6 +52,7 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 pub use conn::Upgraded;
+pub use metrics::UpstreamServerState;
 
 /// Milliseconds on a clock shared by every pool (never 0).
 fn now_ms() -> u64 {
@@ -619,14 +621,14 @@ impl Upstreams {
 
     /// Every server of every pool: its pool, its address as written, whether it
     /// is in service, and its requests in flight (for `/metrics`).
-    pub fn server_states(&self) -> Vec<crate::metrics::UpstreamServerState> {
+    pub fn server_states(&self) -> Vec<UpstreamServerState> {
         self.pools
             .iter()
             .flat_map(|p| {
                 p.servers
                     .iter()
                     .chain(&p.backups)
-                    .map(|s| crate::metrics::UpstreamServerState {
+                    .map(|s| UpstreamServerState {
                         pool: p.name.clone(),
                         server: s.addr.clone(),
                         up: s.health.is_up(),
