@@ -693,6 +693,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         &shared.rule_costs,
         &crate::procstat::BuildInfo,
         &crate::procstat::ProcessCollector,
+        &crate::procstat::ThreadCpuCollector,
     ];
     if let Some(store) = shared.store() {
         collectors.push(store);

@@ -8,6 +8,115 @@ use crate::metrics::{Collector, Exposition};
 #[derive(Debug, Default)]
 pub struct ProcessCollector;
 
+/// Each thread's CPU time, split into user and system (kernel) time: per worker
+/// thread as `palisade_worker_cpu_seconds_total{worker,mode}`, and per kind of
+/// thread (workers, the inspection pool, the log writer, the store writer, the
+/// sync, the runtime's other threads) as
+/// `palisade_thread_cpu_seconds_total{thread,mode}`. A thread that ended is no
+/// longer counted; the process's own totals are `process_cpu_seconds_total` and
+/// `palisade_process_cpu_seconds_total{mode}`.
+#[derive(Debug, Default)]
+pub struct ThreadCpuCollector;
+
+/// One thread's name (`comm`) and its user and system CPU time in clock ticks,
+/// from its `/proc/self/task/TID/stat` line.
+fn thread_times(stat: &str) -> Option<(&str, u64, u64)> {
+    let name = &stat[stat.find('(')? + 1..stat.rfind(')')?];
+    let f = stat_fields(stat)?;
+    // Fields 14 (utime) and 15 (stime).
+    let user = f.get(14 - 3)?.parse().ok()?;
+    let system = f.get(15 - 3)?.parse().ok()?;
+    Some((name, user, system))
+}
+
+/// The kind of thread a thread name says, for `palisade_thread_cpu_seconds_total`:
+/// names that differ only by a trailing number are one kind.
+fn thread_kind(name: &str) -> &str {
+    let kind = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let kind = kind.strip_suffix('-').unwrap_or(kind);
+    if kind == "palisade-w" {
+        "palisade-worker"
+    } else {
+        kind
+    }
+}
+
+impl Collector for ThreadCpuCollector {
+    fn collect(&self, out: &mut Exposition) {
+        let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
+        let mut workers: Vec<(usize, u64, u64)> = Vec::new();
+        let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        let (mut user, mut system) = (0u64, 0u64);
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        if let Some(f) = stat_fields(&stat) {
+            // The whole process, ended threads included: fields 14 and 15.
+            let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+            user = field(14).unwrap_or(0);
+            system = field(15).unwrap_or(0);
+        }
+        for entry in std::fs::read_dir("/proc/self/task").into_iter().flatten() {
+            let Ok(entry) = entry else { continue };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let Some((name, u, s)) = thread_times(&stat) else {
+                continue;
+            };
+            if let Some(w) = name
+                .strip_prefix("palisade-w")
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                workers.push((w, u, s));
+            }
+            let k = kinds.entry(thread_kind(name).to_owned()).or_default();
+            k.0 += u;
+            k.1 += s;
+        }
+        workers.sort_unstable();
+        out.family(
+            "palisade_process_cpu_seconds_total",
+            "counter",
+            "The process's CPU time by mode: user, or system (in the kernel on its behalf).",
+        );
+        for (mode, ticks) in [("user", user), ("system", system)] {
+            out.sample(
+                "palisade_process_cpu_seconds_total",
+                &[("mode", mode)],
+                ticks as f64 / hz,
+            );
+        }
+        out.family(
+            "palisade_worker_cpu_seconds_total",
+            "counter",
+            "Each worker thread's CPU time by mode: user, or system (in the kernel on its behalf).",
+        );
+        for (w, u, s) in &workers {
+            let w = w.to_string();
+            for (mode, ticks) in [("user", u), ("system", s)] {
+                out.sample(
+                    "palisade_worker_cpu_seconds_total",
+                    &[("worker", &w), ("mode", mode)],
+                    *ticks as f64 / hz,
+                );
+            }
+        }
+        out.family(
+            "palisade_thread_cpu_seconds_total",
+            "counter",
+            "CPU time of the threads running now, by kind of thread and mode (user or system).",
+        );
+        for (kind, (u, s)) in &kinds {
+            for (mode, ticks) in [("user", u), ("system", s)] {
+                out.sample(
+                    "palisade_thread_cpu_seconds_total",
+                    &[("thread", kind), ("mode", mode)],
+                    *ticks as f64 / hz,
+                );
+            }
+        }
+    }
+}
+
 /// `palisade_build_info{version,revision,profile} 1`.
 #[derive(Debug, Default)]
 pub struct BuildInfo;
@@ -132,10 +241,22 @@ mod tests {
     }
 
     #[test]
+    fn thread_lines_parse() {
+        let line = "77 (palisade-w1) S 1 2 3 4 5 6 7 8 9 10 250 40 0 0 20";
+        assert_eq!(thread_times(line), Some(("palisade-w1", 250, 40)));
+        assert_eq!(thread_times("77 (x) S 1"), None);
+        assert_eq!(thread_kind("palisade-w12"), "palisade-worker");
+        assert_eq!(thread_kind("palisade-inspect-3"), "palisade-inspect");
+        assert_eq!(thread_kind("tokio-runtime-w"), "tokio-runtime-w");
+        assert_eq!(thread_kind("store-writer"), "store-writer");
+    }
+
+    #[test]
     fn this_process_has_its_figures() {
         let mut out = Exposition::default();
         ProcessCollector.collect(&mut out);
         BuildInfo.collect(&mut out);
+        ThreadCpuCollector.collect(&mut out);
         let text = out.into_text();
         for name in [
             "process_cpu_seconds_total ",
@@ -145,6 +266,9 @@ mod tests {
             "process_max_fds ",
             "process_start_time_seconds ",
             "palisade_build_info{version=\"",
+            "palisade_process_cpu_seconds_total{mode=\"user\"} ",
+            "palisade_process_cpu_seconds_total{mode=\"system\"} ",
+            "palisade_thread_cpu_seconds_total{thread=\"",
         ] {
             assert!(text.contains(name), "{name} missing from {text}");
         }

@@ -1,8 +1,9 @@
 //! `/metrics` from the real binary, after requests passed, were refused and went
 //! through a rate limit and a bandwidth class whose names need escaping, is valid
 //! Prometheus text: `promtool check metrics` (Debian's `prometheus` package)
-//! accepts it. It carries `palisade_build_info`, the standard `process_*` metrics
-//! and the request summaries' counters.
+//! accepts it. It carries `palisade_build_info`, the standard `process_*` metrics,
+//! the CPU time by mode (user, system) of the process, each worker and each kind of
+//! thread, and the request summaries' counters.
 
 mod common;
 
@@ -62,6 +63,10 @@ address = "{admin}"
         "process_max_fds ",
         "process_start_time_seconds ",
         "process_virtual_memory_bytes ",
+        "palisade_process_cpu_seconds_total{mode=\"system\"} ",
+        "palisade_worker_cpu_seconds_total{worker=\"0\",mode=\"user\"} ",
+        "palisade_worker_cpu_seconds_total{worker=\"0\",mode=\"system\"} ",
+        "palisade_thread_cpu_seconds_total{thread=\"palisade-worker\",mode=\"user\"} ",
         "palisade_summaries_published_total ",
         "palisade_rate_limit_keys{limit=\"per \\\"client\\\" \\\\ limit\"}",
         "palisade_shaping_keys{class=\"class \\\"a\\\" \\\\ b\"}",
