@@ -21,11 +21,21 @@ callgrind the proxy runs about fifty times slower, so the work done per unit of 
 (a snapshot every 500 ms) weighs about fifty times more per request than it does at
 native speed: the "on" figure is an upper bound.
 
+Then, natively (unless --no-native), both proxies run side by side (release
+builds, one worker thread each, pinned to the same CPU) behind the same albedo, with
+the same event stream open on "on", and wrk sends the varying corpus
+(bench/gen_varying.py, generated from a fixed seed: GET pages, assets and API
+calls, forms, multipart and JSON) to each in turn, `--rounds` rounds of
+`--duration` seconds; the figure is requests per CPU-second of each proxy process
+over all its rounds, and their ratio. At native speed the periodic work weighs what
+it weighs in production.
+
 Target (issue 33): on costs at most 2% more than off.
 """
 
 import argparse
 import os
+import statistics
 import shutil
 import socket
 import sys
@@ -99,36 +109,131 @@ def main():
     ap.add_argument("--palisade", default=os.path.join(R.REPO, "target", "release", "palisade"))
     ap.add_argument("--albedo", default=os.path.join(R.REPO, "target", "release", "albedo"))
     ap.add_argument("--out-md", default=None)
+    ap.add_argument("--only", default=None, metavar="NAME",
+                    help="one series of the corpus: get, form or json")
+    ap.add_argument("--keep-dumps", default=None, metavar="DIR",
+                    help="keep each series' callgrind dump in DIR (for callgrind_annotate)")
+    ap.add_argument("--no-callgrind", action="store_true", help="the native run only")
+    ap.add_argument("--no-native", action="store_true", help="the callgrind run only")
+    ap.add_argument("--rounds", type=int, default=6, help="native: rounds per proxy")
+    ap.add_argument("--duration", type=int, default=5, help="native: seconds per round")
+    ap.add_argument("--connections", type=int, default=8, help="native: wrk connections")
     args = ap.parse_args()
-    args.keep_dumps = None
     series = [(label, name, max(2, warm // 10), max(2, count // 20))
               if args.smoke else (label, name, warm, count)
-              for label, name, warm, count in RI.SERIES]
+              for label, name, warm, count in RI.SERIES
+              if args.only in (None, name)]
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
             raise SystemExit(f"console_cost: {tool} is missing (apt-get install valgrind)")
     work = tempfile.mkdtemp(prefix="palisade-console-cost-")
     table = {}
     stream = None
+    native = None
     try:
         _, backend_port = R.start_albedo(args.albedo, work, None, who="console_cost")
-        off = ("off", "\nrule_cost_sample = 0", "", None)
-        table["off"] = RI.measure(args, "d", work, backend_port, series, variant=off)
-        admin_port = R.free_port()
         token = os.path.join(work, "admin.token")
         with open(token, "w") as f:
             f.write(TOKEN + "\n")
-        stream = EventStream(admin_port)
-        on = ("on", "", f"\n[admin]\naddress = \"127.0.0.1:{admin_port}\"\n"
-              f"token_file = {R.toml_str(token)}\ndashboard = true\n", stream.start)
-        table["on"] = RI.measure(args, "d", work, backend_port, series, variant=on)
-        if stream.bytes == 0:
-            raise RuntimeError("console_cost: the event stream received nothing")
+
+        def variant(name, admin_port, stream):
+            if name == "off":
+                return ("off", "\nrule_cost_sample = 0", "", None)
+            return ("on", "", f"\n[admin]\naddress = \"127.0.0.1:{admin_port}\"\n"
+                    f"token_file = {R.toml_str(token)}\ndashboard = true\n", stream.start)
+
+        if not args.no_callgrind:
+            table["off"] = RI.measure(args, "d", work, backend_port, series,
+                                      variant=variant("off", None, None))
+            admin_port = R.free_port()
+            stream = EventStream(admin_port)
+            table["on"] = RI.measure(args, "d", work, backend_port, series,
+                                     variant=variant("on", admin_port, stream))
+            if stream.bytes == 0:
+                raise RuntimeError("console_cost: the event stream received nothing")
+            stream.close()
+        if not args.no_native:
+            native = run_native(args, work, backend_port, variant)
     finally:
         if stream:
             stream.close()
         R.stop_all()
         shutil.rmtree(work, ignore_errors=True)
+    if table:
+        report_callgrind(args, series, table, stream)
+    if native:
+        report_native(args, native)
+
+
+def run_native(args, work, backend_port, variant):
+    """Requests per CPU-second of both proxies, wrk over the varying corpus in
+    alternating rounds; returns {name: (requests, cpu_s, [per-round rates])}."""
+    import gen_varying
+    if shutil.which("wrk") is None:
+        raise SystemExit("console_cost: wrk is missing (apt-get install wrk)")
+    gen_varying.write(R.VARYING_DIR)
+    lua = os.path.join(R.BENCH, "wrk", "corpus.lua")
+    files = R.Varying(["get-page", "get-asset", "get-api", "form", "multipart", "json"])
+    systems = {}
+    streams = []
+    for name in ("off", "on"):
+        admin_port = R.free_port()
+        stream = EventStream(admin_port) if name == "on" else None
+        label, server_extra, extra, started = variant(name, admin_port, stream)
+        port = R.free_port()
+        path = RI.config("d", work, port, backend_port, server_extra, extra)
+        native_path = os.path.join(work, f"palisade-native-{name}.toml")
+        with open(path) as f:
+            text = f.read().replace('client_header_timeout = "600s"', "")
+        with open(native_path, "w") as f:
+            f.write(text.replace('waf_cpu_budget = "off"\n', ""))
+        proc = R.Proc(f"palisade-native-{name}", [args.palisade, "run", "--config", native_path],
+                      work, cpu=R.SUT_CPU)
+        R.wait_port(port, proc)
+        if started:
+            started(work)
+            streams.append(stream)
+        systems[name] = R.System(name, port, proc, lambda p=proc: [p.pid])
+    try:
+        for s in systems.values():
+            R.run_wrk(s.port, files, 2, args.connections, lua)  # warm-up
+        totals = {name: [0, 0.0, []] for name in systems}
+        for _ in range(args.rounds):
+            for name, s in systems.items():
+                R.settle(s)
+                c0 = R.cpu_seconds(s.pids())
+                r = R.run_wrk(s.port, files, args.duration, args.connections, lua)
+                cpu = R.cpu_seconds(s.pids()) - c0
+                if r["non2xx"] or r["socket_errors"]:
+                    R.log(f"console_cost: ({name}) {r['non2xx']} non-2xx answers, "
+                          f"{r['socket_errors']} socket errors (attacks in the corpus are 403)")
+                totals[name][0] += r["requests"]
+                totals[name][1] += cpu
+                totals[name][2].append(r["requests"] / cpu if cpu > 0 else 0.0)
+        if not all(st.bytes for st in streams):
+            raise RuntimeError("console_cost: the native event stream received nothing")
+        return {name: tuple(v) for name, v in totals.items()}
+    finally:
+        for st in streams:
+            st.close()
+
+
+def report_native(args, native):
+    off, on = native["off"], native["on"]
+    rate = {name: v[0] / v[1] for name, v in native.items()}
+    change = rate["off"] / rate["on"] - 1
+    print(f"| native (varying corpus, {args.rounds} x {args.duration} s each) | requests | "
+          f"CPU s | requests per CPU-second | median of rounds |")
+    print("|---|---:|---:|---:|---:|")
+    for name, v in native.items():
+        print(f"| console {name} | {v[0]:,} | {v[1]:.2f} | {rate[name]:,.0f} | "
+              f"{statistics.median(v[2]):,.0f} |")
+    print(f"console_cost: native, console on costs {change * 100:+.2f}% CPU per request "
+          f"(target {TARGET * 100:.0f}%): {'met' if change <= TARGET else 'NOT met'}; "
+          f"off {off[0]:,} requests in {off[1]:.2f} CPU s, on {on[0]:,} in {on[1]:.2f}")
+
+
+def report_callgrind(args, series, table, stream):
     lines = ["| request | console off | console on | change |", "|---|---:|---:|---:|"]
     worst = 0.0
     for label, _, _, _ in series:

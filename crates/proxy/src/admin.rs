@@ -263,7 +263,7 @@ impl AdminToken {
 
 /// A connection's reload state: none asked for (or its answer had its time).
 const IDLE: u8 = 0;
-/// A reload this connection asked for runs.
+/// A reload (or a CPU profile) this connection asked for runs.
 const RELOADING: u8 = 1;
 /// That reload has ended: its answer is being sent.
 const RELOADED: u8 = 2;
@@ -301,6 +301,9 @@ async fn route(
     if path == "/reload" {
         return reload_route(token, reloads, &req).await;
     }
+    if path == "/debug/profile" {
+        return profile_route(token, reloads, &req).await;
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -318,7 +321,7 @@ async fn route(
         "/top" => refusal(token, &req).unwrap_or_else(|| top_json(shared, req.uri().query())),
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics, /status, /top, /reload or /ctx\n".into(),
+            "not found: try /metrics, /status, /top, /reload, /ctx or /debug/profile\n".into(),
             "text/plain",
         ),
     }
@@ -478,6 +481,51 @@ fn top_json(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
     .to_string();
     body.push('\n');
     text(StatusCode::OK, body, "application/json")
+}
+
+/// `GET /debug/profile[?seconds=N][&format=svg|pprof]`: a CPU profile of the whole
+/// process over the next N seconds (default 10, at most 300), as a flame graph or
+/// a pprof profile ([`crate::diag::profile`]); behind the admin token, one at a
+/// time (409 while another runs). The connection outlives `admin.timeout` while
+/// the profile runs, as for a reload.
+async fn profile_route<B>(
+    token: &AdminToken,
+    conn: &ReloadAccess,
+    req: &Request<B>,
+) -> Response<Full<Bytes>> {
+    use crate::diag::profile::{Format, ProfileError, ProfileRequest};
+    if let Some(refused) = refusal(token, req) {
+        return refused;
+    }
+    if req.method() != Method::GET {
+        return json_error(StatusCode::METHOD_NOT_ALLOWED, "only GET");
+    }
+    let asked = match ProfileRequest::from_query(req.uri().query()) {
+        Ok(p) => p,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    conn.running.store(RELOADING, Ordering::Relaxed);
+    let _long = Running(&conn.running);
+    match crate::diag::profile::take(asked).await {
+        Ok(body) => {
+            let mut r = Response::new(Full::new(Bytes::from(body)));
+            let h = r.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(asked.format.content_type()),
+            );
+            if asked.format == Format::Pprof {
+                h.insert(
+                    header::CONTENT_DISPOSITION,
+                    header::HeaderValue::from_static("attachment; filename=\"palisade.pb\""),
+                );
+            }
+            r
+        }
+        Err(e @ ProfileError::Busy) => json_error(StatusCode::CONFLICT, &e.to_string()),
+        Err(e @ ProfileError::BadRequest(_)) => json_error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
 }
 
 /// `POST /reload`: the reload SIGHUP does, run by the main loop (one at a time, after
@@ -714,6 +762,7 @@ pub fn metrics_text(shared: &Shared) -> String {
 pub fn status_json(shared: &Shared) -> String {
     let waf = shared.waf();
     let doc = serde_json::json!({
+        "profile_running": crate::diag::profile::running(),
         "version": VERSION,
         "git_revision": GIT_REVISION,
         "build_profile": BUILD_PROFILE,

@@ -42,6 +42,7 @@ pub mod client_address;
 pub mod config;
 pub mod ctx;
 pub mod dashboard;
+pub mod diag;
 pub mod dns;
 pub mod exchange;
 pub mod front;

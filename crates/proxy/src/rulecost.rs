@@ -8,7 +8,7 @@
 //! sampled pay one branch per rule.
 
 use crate::metrics::{Collector, Exposition};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,7 +19,7 @@ pub const MAX_RULES: usize = 8192;
 /// The sampled time of every rule, since the process started.
 #[derive(Debug, Default)]
 pub struct RuleCosts {
-    table: Mutex<HashMap<(Option<i64>, u8), Cost>>,
+    table: Mutex<FxHashMap<(Option<i64>, u8), Cost>>,
     /// Requests timed.
     sampled: AtomicU64,
     /// Nanoseconds of rule evaluation in the timed requests, all rules together.

@@ -21,9 +21,11 @@ pub const RECENT: usize = 200;
 /// How many seconds of request rate are kept.
 pub const RATE_SECONDS: usize = 60;
 
-/// The most distinct keys a top-N table tracks; past it, the smallest is evicted
-/// (its count carried by the newcomer, as in the Space-Saving algorithm, so a
-/// count may be over by at most the evicted one's).
+/// The most distinct keys a top-N table tracks; past it, the smallest eighth is
+/// evicted at once and a newcomer starts from the largest count evicted (as in the
+/// Space-Saving algorithm, so a count may be over by at most that much). Evicting
+/// an eighth at a time keeps a stream of new keys (varied paths) from scanning
+/// the table for each one.
 pub const TOP_KEYS: usize = 512;
 
 /// How many rows of each top table a snapshot shows.
@@ -46,6 +48,8 @@ const HISTOGRAMS: [&str; 6] = ["phase1", "phase2", "phase3", "phase4", "phase5",
 #[derive(Debug, Default)]
 struct Top {
     counts: HashMap<String, (u64, u64)>,
+    /// The largest count evicted so far: where a newcomer starts.
+    floor: u64,
 }
 
 impl Top {
@@ -56,20 +60,16 @@ impl Top {
             c.1 += u64::from(blocked);
             return;
         }
-        let mut start = (0, 0);
-        if self.counts.len() >= TOP_KEYS
-            && let Some(min) = self
-                .counts
-                .iter()
-                .min_by_key(|(_, c)| c.0)
-                .map(|(k, c)| (k.clone(), *c))
-        {
-            self.counts.remove(&min.0);
-            start = min.1;
+        if self.counts.len() >= TOP_KEYS {
+            let mut counts: Vec<u64> = self.counts.values().map(|c| c.0).collect();
+            let (_, cut, _) = counts.select_nth_unstable(TOP_KEYS / 8);
+            let cut = *cut;
+            self.counts.retain(|_, c| c.0 > cut);
+            self.floor = self.floor.max(cut);
         }
         let key = crate::summary::cut(key.to_owned(), KEY_MAX);
         self.counts
-            .insert(key, (start.0 + 1, start.1 + u64::from(blocked)));
+            .insert(key, (self.floor + 1, u64::from(blocked)));
     }
 
     /// The `n` largest, largest first (ties by key).
@@ -642,6 +642,13 @@ mod tests {
             t.add("hot", true);
         }
         assert!(t.counts.len() <= TOP_KEYS);
+        // Every count is at least the true one (1, and 5 for "hot"), and over by at
+        // most the floor.
+        assert!(t.floor > 0);
+        for (k, c) in &t.counts {
+            let truth = if k == "hot" { 5 } else { 1 };
+            assert!(c.0 >= truth && c.0 <= truth + t.floor, "{k}: {c:?}");
+        }
         let top = t.top(1);
         assert_eq!(top[0]["key"], "hot");
         assert_eq!(top[0]["blocked"], 5);

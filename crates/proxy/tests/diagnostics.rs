@@ -1,0 +1,128 @@
+//! Diagnostics from the real binary: a CPU profile on demand
+//! (`GET /debug/profile` on the admin listener), as a flame graph and as a pprof
+//! profile that Go's `go tool pprof` reads, behind the admin token, one at a time.
+
+mod common;
+
+use common::*;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "profile-token";
+
+/// `GET path` on the admin listener, with the token when `auth`.
+async fn admin_get(admin: SocketAddr, path: &str, auth: bool) -> RawResponse {
+    let auth = if auth {
+        format!("Authorization: Bearer {TOKEN}\r\n")
+    } else {
+        String::new()
+    };
+    send_raw(
+        admin,
+        format!("GET {path} HTTP/1.1\r\nHost: admin\r\n{auth}Connection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Sends requests to `listen` until `until`, so that the workers use the CPU.
+async fn load(listen: SocketAddr, until: Instant) -> usize {
+    let mut n = 0;
+    while Instant::now() < until && n < 100_000 {
+        let r = get(listen, "/load?q=some+words+to+inspect", "").await;
+        assert_eq!(r.status, 200);
+        n += 1;
+    }
+    n
+}
+
+/// Go's toolchain (for `go tool pprof`): on the PATH, or where Go's tarball puts it.
+fn go() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("go"))
+            .find(|g| g.is_file())
+    });
+    let found = on_path.unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
+    required(&found, "reading the pprof profile with go tool pprof").map(|()| found)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_profile_on_demand() {
+    let Some(go) = go() else { return };
+    let backend = Backend::start().await;
+    let dir = TempDir::new("diagnostics-profile");
+    std::fs::write(dir.path("token"), format!("{TOKEN}\n")).unwrap();
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let rules = rules_toml(
+        r#"SecRule ARGS "@rx (?:union|select|insert)\s+\w+" "id:1,phase:2,deny,status:403,t:lowercase,t:urlDecodeUni""#,
+    );
+    let config = basic_config(
+        listen,
+        backend.addr,
+        &format!(
+            "{rules}\n[admin]\naddress = \"{admin}\"\ntoken_file = \"token\"\ntimeout = \"1s\"\n"
+        ),
+    );
+    let _p = Palisade::start(&dir, &config, listen);
+
+    // The token, the method and the query are checked before anything is sampled.
+    assert_eq!(admin_get(admin, "/debug/profile", false).await.status, 401);
+    for bad in ["seconds=0", "seconds=301", "format=png", "every=2"] {
+        let r = admin_get(admin, &format!("/debug/profile?{bad}"), true).await;
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+
+    // A flame graph of two seconds under load. The admin timeout (1 s) does not cut
+    // the answer: the connection waits for its profile.
+    let until = Instant::now() + Duration::from_secs(4);
+    let loader = tokio::spawn(load(listen, until));
+    let r = admin_get(admin, "/debug/profile?seconds=2&format=svg", true).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("image/svg+xml"));
+    let svg = String::from_utf8_lossy(&r.body).into_owned();
+    assert!(svg.contains("<svg"), "{svg}");
+    // The workers served the load, and their frames carry their thread names.
+    assert!(svg.contains("palisade-w"), "no worker samples in {svg}");
+    assert!(loader.await.unwrap() > 0);
+
+    // One profile at a time: a second one while the first runs is refused.
+    let until = Instant::now() + Duration::from_secs(4);
+    let loader = tokio::spawn(load(listen, until));
+    let first = tokio::spawn(async move {
+        admin_get(admin, "/debug/profile?seconds=3&format=pprof", true).await
+    });
+    // Wait until the first profile runs (the status says so), then ask again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = admin_get(admin, "/status", false).await;
+        let v: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
+        if v["profile_running"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the profile never started: {v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = admin_get(admin, "/debug/profile?seconds=1", true).await;
+    assert_eq!(second.status, 409, "{}", second.text());
+    let r = first.await.unwrap();
+    assert!(loader.await.unwrap() > 0);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+
+    // The pprof profile is one that Go's reader understands, with the workers' samples.
+    let pb = dir.path("palisade.pb");
+    std::fs::write(&pb, &r.body).unwrap();
+    let out = std::process::Command::new(&go)
+        .args(["tool", "pprof", "-traces"])
+        .arg(&pb)
+        .env("PPROF_TMPDIR", dir.path("pprof-tmp"))
+        .output()
+        .expect("go tool pprof runs");
+    let text = output_text(&out);
+    assert!(out.status.success(), "go tool pprof: {text}");
+    assert!(text.contains("palisade-w"), "{text}");
+    assert!(Path::new(&pb).metadata().unwrap().len() > 0);
+}
