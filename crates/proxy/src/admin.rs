@@ -319,9 +319,19 @@ async fn route(
         ),
         "/status" => text(StatusCode::OK, status_json(shared), "application/json"),
         "/top" => refusal(token, &req).unwrap_or_else(|| top_json(shared, req.uri().query())),
+        "/debug/slow" => refusal(token, &req).unwrap_or_else(|| {
+            let mut body = serde_json::json!({
+                "window_seconds": crate::diag::slow::WINDOW_SECS,
+                "requests": shared.slow.slowest(),
+            })
+            .to_string();
+            body.push('\n');
+            text(StatusCode::OK, body, "application/json")
+        }),
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics, /status, /top, /reload, /ctx or /debug/profile\n".into(),
+            "not found: try /metrics, /status, /top, /reload, /ctx, /debug/profile or /debug/slow\n"
+                .into(),
             "text/plain",
         ),
     }

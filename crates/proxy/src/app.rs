@@ -460,6 +460,17 @@ fn sync_config(s: &crate::config::SyncSection) -> store::sync::SyncConfig {
     }
 }
 
+/// `palisade diag`: writes the incident bundle, prints its path, and says on
+/// standard error what could not be collected.
+pub fn diag(req: &crate::diag::bundle::DiagRequest) -> anyhow::Result<()> {
+    let w = crate::diag::bundle::write(req)?;
+    for (part, why) in &w.missing {
+        eprintln!("palisade: diag: not collected: {part}: {why}");
+    }
+    println!("{}", w.path.display());
+    Ok(())
+}
+
 /// `palisade ctx`: carries out one operation on the store named by `--config`'s
 /// `[store]`, by `--store`, or at the default path. Returns false when `get` or
 /// `del` found nothing (the command then exits 3, [`crate::cli::Exit::NotFound`]).

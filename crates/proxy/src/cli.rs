@@ -113,6 +113,27 @@ found printed on standard error (at most 50, then how many more), followed by
 Exit status: 0 done; 1 error (bad collection or variable name, the store cannot be
 opened); 2 usage error; 3 `get` found no record or `del` had nothing to delete.")]
     Ctx(crate::ctx::CtxArgs),
+    /// Write one .tar.gz with what an incident needs: version, kernel and uptime,
+    /// the configuration (secrets removed) and the hashes of it and of the rules,
+    /// and from the running proxy's admin listener its status, metrics, slowest
+    /// recent requests, top clients and rules, and optionally a CPU profile.
+    #[command(after_help = "\
+Exit status: 0 when the bundle was written (parts that could not be collected are
+listed in its MANIFEST.txt and on standard error); 1 when the configuration cannot
+be loaded or the bundle cannot be written; 2 for a usage error.")]
+    Diag {
+        /// The TOML configuration file of the proxy (see docs/config.md).
+        #[arg(short, long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+        config: PathBuf,
+        /// Where to write the bundle: a file, or an existing directory (default: the
+        /// current directory, palisade-diag-HOST-TIME.tar.gz).
+        #[arg(short, long, value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
+        out: Option<PathBuf>,
+        /// Also take a CPU profile of this many seconds (1 to 300) from the
+        /// running proxy (profile.pb, pprof).
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=300))]
+        profile_seconds: Option<u64>,
+    },
     /// Print a completion script for SHELL on standard output.
     #[command(after_help = "\
 Install, for example:

@@ -221,7 +221,8 @@ impl Subscription {
 }
 
 /// The in-line sinks, each called once per summary: the audit log, metrics,
-/// accounting and rule hits, the per-rule cost account, then the access log. `site` is the request's site
+/// accounting and rule hits, the per-rule cost account, the slowest requests, then
+/// the access log. `site` is the request's site
 /// (its metric counters).
 pub(crate) fn consume(
     shared: &crate::exchange::Shared,
@@ -240,6 +241,7 @@ pub(crate) fn consume(
         s.blocked(),
     );
     shared.rule_costs.record(&s.rule_times);
+    shared.slow.offer(s);
     access_log(shared, s);
 }
 

@@ -532,7 +532,7 @@ impl Waf {
 }
 
 /// The files a rule source names: those a glob matches, or the file itself.
-fn glob_or_file(path: &Path) -> Vec<PathBuf> {
+pub(crate) fn glob_or_file(path: &Path) -> Vec<PathBuf> {
     use seclang::FileSource as _;
     let is_glob = path.to_str().is_some_and(|s| s.contains(['*', '?', '[']));
     if is_glob {

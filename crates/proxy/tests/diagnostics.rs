@@ -126,3 +126,157 @@ async fn cpu_profile_on_demand() {
     assert!(text.contains("palisade-w"), "{text}");
     assert!(Path::new(&pb).metadata().unwrap().len() > 0);
 }
+
+/// The files of a `.tar.gz` bundle, by name inside its one folder.
+fn bundle_files(path: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    use std::io::Read;
+    let gz = flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap());
+    let mut archive = tar::Archive::new(gz);
+    let mut out = std::collections::BTreeMap::new();
+    let mut folders = std::collections::BTreeSet::new();
+    for e in archive.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().to_string_lossy().into_owned();
+        let (folder, file) = name.split_once('/').expect("one folder");
+        folders.insert(folder.to_owned());
+        let mut body = Vec::new();
+        e.read_to_end(&mut body).unwrap();
+        out.insert(file.to_owned(), body);
+    }
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    assert!(folders.iter().all(|f| f.starts_with("palisade-diag-")));
+    out
+}
+
+fn diag(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(palisade_bin())
+        .arg("diag")
+        .args(args)
+        .env_remove("PALISADE_ADMIN_TOKEN")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diag_writes_an_incident_bundle() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("diagnostics-bundle");
+    std::fs::write(dir.path("token"), format!("{TOKEN}\n")).unwrap();
+    std::fs::write(
+        dir.path("rules.conf"),
+        "SecRuleEngine On\nSecRule ARGS \"@contains attack\" \"id:7,phase:2,deny,status:403\"\n",
+    )
+    .unwrap();
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let config = basic_config(
+        listen,
+        backend.addr,
+        &format!(
+            "[[rules]]\nfile = \"rules.conf\"\n\n[admin]\naddress = \"{admin}\"\ntoken_file = \"token\"\n"
+        ),
+    );
+    let p = Palisade::start(&dir, &config, listen);
+    for q in ["a", "b", "attack"] {
+        let r = get(listen, &format!("/slow-path?q={q}"), "").await;
+        assert_eq!(r.status, if q == "attack" { 403 } else { 200 });
+    }
+    let cfg = dir.path("palisade.toml");
+    let out_dir = dir.path("bundles");
+    std::fs::create_dir(&out_dir).unwrap();
+    // Requests are recorded just after their answers: wait until the three are.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(admin, "palisade_summaries_published_total").await < 3.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the requests were never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = diag(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--profile-seconds",
+        "1",
+    ]);
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(path.starts_with(&out_dir), "{text}");
+    let files = bundle_files(&path);
+    let names: Vec<&str> = files.keys().map(String::as_str).collect();
+    for want in [
+        "MANIFEST.txt",
+        "config.toml",
+        "hashes.txt",
+        "metrics.txt",
+        "profile.pb",
+        "slow.json",
+        "status.json",
+        "system.txt",
+        "top.json",
+        "version.txt",
+    ] {
+        assert!(names.contains(&want), "{want} missing: {names:?}");
+    }
+    let file = |n: &str| String::from_utf8_lossy(&files[n]).into_owned();
+    assert!(
+        !file("MANIFEST.txt").contains("not collected"),
+        "{}",
+        file("MANIFEST.txt")
+    );
+    assert!(file("version.txt").contains("revision: "));
+    assert!(
+        file("system.txt").contains("kernel: Linux "),
+        "{}",
+        file("system.txt")
+    );
+    assert!(file("config.toml").contains(&listen.to_string()));
+    assert!(
+        file("hashes.txt").contains("rules.conf"),
+        "{}",
+        file("hashes.txt")
+    );
+    let status: serde_json::Value = serde_json::from_slice(&files["status.json"]).unwrap();
+    assert_eq!(status["rules"]["count"], 1, "{status}");
+    assert!(file("metrics.txt").contains("palisade_requests_total{status=\"403\""));
+    let slow: serde_json::Value = serde_json::from_slice(&files["slow.json"]).unwrap();
+    let slow = slow["requests"].as_array().unwrap();
+    assert_eq!(slow.len(), 3, "{slow:?}");
+    assert!(
+        slow.iter()
+            .all(|r| r["uri"].as_str().unwrap().starts_with("/slow-path"))
+    );
+    assert!(slow.iter().any(|r| r["rules"] == serde_json::json!([7])));
+    assert!(slow.iter().all(|r| r["phase_us"][0].is_u64()), "{slow:?}");
+    assert!(!files["profile.pb"].is_empty());
+
+    // With the proxy gone, the bundle still has what the files give, and says what
+    // is missing.
+    drop(p);
+    let out = diag(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("not collected: status.json"), "{text}");
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let files = bundle_files(&path);
+    assert!(files.contains_key("config.toml") && !files.contains_key("status.json"));
+    assert!(String::from_utf8_lossy(&files["MANIFEST.txt"]).contains("status.json: GET /status"));
+
+    // A configuration that cannot be loaded is an error that names it.
+    std::fs::write(dir.path("bad.toml"), "[[listener]\n").unwrap();
+    let out = diag(&["--config", dir.path("bad.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        output_text(&out).contains("bad.toml"),
+        "{}",
+        output_text(&out)
+    );
+}

@@ -114,6 +114,8 @@ pub struct Shared {
     sync: Option<store::sync::Sync>,
     /// Per-client and per-route accounting (`GET /top` on the admin listener).
     pub accounting: crate::accounting::Accounting,
+    /// The slowest recent requests (`GET /debug/slow`, `palisade diag`).
+    pub slow: crate::diag::slow::SlowRequests,
     /// The sampled per-rule time (`GET /top`, the dashboard, `/metrics`).
     pub rule_costs: crate::rulecost::RuleCosts,
     /// How the last configuration reload ended (`/status`, `/metrics`).
@@ -182,6 +184,7 @@ impl Shared {
             has_access: std::sync::atomic::AtomicBool::new(false),
             accounting: crate::accounting::Accounting::new([]),
             rule_costs: crate::rulecost::RuleCosts::default(),
+            slow: crate::diag::slow::SlowRequests::default(),
             reloads: crate::reload::ReloadState::new(),
             summaries: crate::summary::Summaries::default(),
             dns: None,
