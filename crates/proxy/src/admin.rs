@@ -752,6 +752,7 @@ pub fn metrics_text(shared: &Shared) -> String {
         &crate::procstat::BuildInfo,
         &crate::procstat::ProcessCollector,
         &crate::procstat::ThreadCpuCollector,
+        &shared.incidents,
     ];
     if let Some(store) = shared.store() {
         collectors.push(store);

@@ -109,7 +109,7 @@ struct Validated {
 /// Everything `run` refuses for its configuration, checked without serving and
 /// without creating anything: every listener's TLS files, the access lists, the
 /// upstream pools, the admin token, the log files, the rate limits and shapes,
-/// and the store's and the sync's settings. `check` and `run` both call it (`run`
+/// the store's and the sync's settings, and the incidents' directory. `check` and `run` both call it (`run`
 /// then uses what it built), so `check` refuses whatever `run` would. Each is
 /// checked whatever the others gave, and every refusal is returned. `waf` gives
 /// the log files the rules name (`None`: the rules did not load, and only the
@@ -165,6 +165,9 @@ fn validate(cfg: &Config, waf: Option<&waf::Waf>) -> Result<Validated, ErrorList
                 .validate()
                 .with_context(|| format!("[sync] {}", s.redis)),
         );
+    }
+    if let Some(i) = &cfg.incidents {
+        errors.keep(crate::diag::incident::check_dir(&i.dir).map_err(|e| anyhow::anyhow!(e)));
     }
     match (access, token, rate_limits, shapes) {
         (Some(access), Some(token), Some(rate_limits), Some(shapes)) if errors.is_empty() => {
@@ -902,6 +905,18 @@ async fn serve(
         ));
     }
     drop(reload_handle);
+    if let Some(i) = &cfg.incidents {
+        tracing::info!(
+            "incident capture on: checked every second over {:?}, kept in {}",
+            i.hold,
+            i.dir.display()
+        );
+        tokio::spawn(crate::diag::incident::run(
+            shared.clone(),
+            i.clone(),
+            stop_rx.clone(),
+        ));
+    }
     if let Some(h) = heartbeats {
         tokio::spawn(notify::watchdog(notifier.clone(), h, stop_rx.clone()));
     }
@@ -1058,7 +1073,7 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
 /// - `[store]` and `[sync]`: the store stays open (with its data) and the sync
 ///   connected across reloads;
 /// - `[dns]`: the `@rbl` resolver and its cache are made at start.
-fn restart_only(cfg: &Config) -> [(&'static str, String); 8] {
+fn restart_only(cfg: &Config) -> [(&'static str, String); 9] {
     let logs = crate::config::LogsConfig {
         error_log: None,
         access_log: None,
@@ -1086,6 +1101,7 @@ fn restart_only(cfg: &Config) -> [(&'static str, String); 8] {
         ("[store]", format!("{:?}", cfg.store)),
         ("[sync]", format!("{:?}", cfg.sync)),
         ("[dns]", format!("{:?}", cfg.dns)),
+        ("[incidents]", format!("{:?}", cfg.incidents)),
     ]
 }
 
@@ -1098,6 +1114,7 @@ fn changed_restart_only(running: &Config, read: &Config) -> Vec<&'static str> {
     read.server.waf_cpu_budget = running.server.waf_cpu_budget;
     read.server.waf_cpu_budget_action = running.server.waf_cpu_budget_action;
     read.server.waf_cpu_budget_status = running.server.waf_cpu_budget_status;
+    read.server.rule_cost_sample = running.server.rule_cost_sample;
     restart_only(running)
         .into_iter()
         .zip(restart_only(&read))

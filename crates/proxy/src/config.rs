@@ -89,6 +89,9 @@ pub struct Config {
     /// DNS block-list lookups (`@rbl`): resolvers, timeout, cache, limit.
     #[serde(default)]
     pub dns: DnsSection,
+    /// Incident capture (`[incidents]`): a profile and a state snapshot taken by
+    /// itself when a condition holds; absent: off.
+    pub incidents: Option<IncidentSection>,
     /// The client's real address behind trusted proxies (`[client_address]`);
     /// absent: the TCP peer is the client.
     #[serde(default)]
@@ -1033,6 +1036,52 @@ impl RateLimitKey {
     }
 }
 
+/// `[incidents]`: when the proxy takes a CPU profile and a state snapshot by itself
+/// (docs/diagnostics.md). Each condition set is checked every second over the
+/// last `hold`; when one is above its threshold, an incident is captured, at most
+/// once per `cooldown`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncidentSection {
+    /// Where incidents are kept, one directory each (`incident-TIME-REASON`);
+    /// created when missing.
+    pub dir: PathBuf,
+    /// How many incidents are kept (the oldest go first).
+    #[serde(default = "default_incident_keep")]
+    pub keep: usize,
+    /// The window each condition is measured over.
+    #[serde(with = "duration", default = "default_incident_hold")]
+    pub hold: Duration,
+    /// The shortest time between two captures.
+    #[serde(with = "duration", default = "default_incident_cooldown")]
+    pub cooldown: Duration,
+    /// The length of the CPU profile taken, in seconds (1 to 300).
+    #[serde(default = "default_incident_profile_seconds")]
+    pub profile_seconds: u64,
+    /// Capture when the 99th percentile of a WAF phase's time over the window is
+    /// above this many milliseconds.
+    pub phase_p99_ms: Option<f64>,
+    /// Capture when the process used more than this many CPU cores on average
+    /// over the window (1.0: one core busy).
+    pub cpu_cores: Option<f64>,
+    /// Capture when the kernel's share of the process's CPU time over the window
+    /// is above this (0 to 1), while the process used at least a tenth of a core.
+    pub kernel_share: Option<f64>,
+}
+
+fn default_incident_keep() -> usize {
+    5
+}
+fn default_incident_hold() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_incident_cooldown() -> Duration {
+    Duration::from_secs(600)
+}
+fn default_incident_profile_seconds() -> u64 {
+    10
+}
+
 /// `[dns]`: how `@rbl` rules look names up (`docs/config.md`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -1215,6 +1264,9 @@ impl Config {
                     fix(&mut pair.key);
                 }
             }
+        }
+        if let Some(i) = &mut self.incidents {
+            fix(&mut i.dir);
         }
         if let Some(a) = &mut self.acme {
             fix(&mut a.state_dir);
@@ -1545,6 +1597,9 @@ impl Config {
         {
             return Err("admin.max_body_bytes must be at least 1".into());
         }
+        if let Some(i) = &self.incidents {
+            i.validate()?;
+        }
         if !(0.0..=1.0).contains(&self.server.rule_cost_sample) {
             return Err("server.rule_cost_sample must be between 0 and 1".into());
         }
@@ -1552,6 +1607,42 @@ impl Config {
             && !(0.0..=1.0).contains(&a.readiness_max_rate)
         {
             return Err("admin.readiness_max_rate must be between 0 and 1".into());
+        }
+        Ok(())
+    }
+}
+
+impl IncidentSection {
+    /// Refuses values that cannot work, naming the key.
+    fn validate(&self) -> Result<(), String> {
+        if self.keep == 0 {
+            return Err("incidents.keep must be at least 1".into());
+        }
+        if !(1..=crate::diag::profile::MAX_SECONDS).contains(&self.profile_seconds) {
+            return Err(format!(
+                "incidents.profile_seconds must be 1 to {}",
+                crate::diag::profile::MAX_SECONDS
+            ));
+        }
+        at_least_a_second("incidents.hold", self.hold)?;
+        at_least_a_second("incidents.cooldown", self.cooldown)?;
+        let positive = |key: &str, v: Option<f64>| match v {
+            Some(v) if !(v.is_finite() && v >= 0.0) => {
+                Err(format!("incidents.{key} must be a number of at least 0"))
+            }
+            _ => Ok(()),
+        };
+        positive("phase_p99_ms", self.phase_p99_ms)?;
+        positive("cpu_cores", self.cpu_cores)?;
+        if let Some(k) = self.kernel_share
+            && !(0.0..=1.0).contains(&k)
+        {
+            return Err("incidents.kernel_share must be between 0 and 1".into());
+        }
+        if self.phase_p99_ms.is_none() && self.cpu_cores.is_none() && self.kernel_share.is_none() {
+            return Err(
+                "[incidents] sets no condition: phase_p99_ms, cpu_cores or kernel_share".into(),
+            );
         }
         Ok(())
     }

@@ -97,6 +97,48 @@ const BUCKETS_US: [u64; 20] = [
     500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
 
+/// The histograms' bucket upper bounds, in microseconds.
+pub const TIMER_BOUNDS_US: [u64; 20] = BUCKETS_US;
+
+/// A histogram's counts at one moment ([`Metrics::timer_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimerCounts {
+    /// Observations per bucket (not cumulative).
+    pub buckets: [u64; BUCKETS_US.len()],
+    /// All observations, those over the last bound included.
+    pub count: u64,
+}
+
+impl TimerCounts {
+    /// The observations made between `earlier` and these.
+    pub fn since(&self, earlier: &TimerCounts) -> TimerCounts {
+        let mut d = *self;
+        for (b, e) in d.buckets.iter_mut().zip(&earlier.buckets) {
+            *b = b.saturating_sub(*e);
+        }
+        d.count = d.count.saturating_sub(earlier.count);
+        d
+    }
+
+    /// The upper bound of the bucket holding the `q` quantile (0 to 1), in
+    /// microseconds; `u64::MAX` when it is over the last bound, `None` without
+    /// observations.
+    pub fn quantile_us(&self, q: f64) -> Option<u64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = (q * self.count as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, n) in BUCKETS_US.iter().zip(&self.buckets) {
+            seen += n;
+            if seen >= rank {
+                return Some(*b);
+            }
+        }
+        Some(u64::MAX)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Histogram {
     buckets: [AtomicU64; BUCKETS_US.len()],
@@ -316,6 +358,20 @@ impl Metrics {
     /// Records a duration in microseconds.
     pub fn observe(&self, timer: Timer, us: u64) {
         self.worker().timers[timer as usize].observe(us);
+    }
+
+    /// A histogram's counts so far, summed over the workers: per bucket (not
+    /// cumulative; bounds in [`TIMER_BOUNDS_US`]) and over the last bound.
+    pub fn timer_counts(&self, timer: Timer) -> TimerCounts {
+        let mut out = TimerCounts::default();
+        for w in self.workers.iter() {
+            let h = &w.timers[timer as usize];
+            for (o, b) in out.buckets.iter_mut().zip(&h.buckets) {
+                *o += b.load(Ordering::Relaxed);
+            }
+            out.count += h.count.load(Ordering::Relaxed);
+        }
+        out
     }
 
     /// Counts a request whose rule evaluation went over its CPU budget.
@@ -851,6 +907,21 @@ mod tests {
             out.contains("palisade_rule_hits_total{id=\"942100\"} 2\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn quantiles_from_bucket_counts() {
+        let m = Metrics::new();
+        let before = m.timer_counts(Timer::Phase2);
+        assert_eq!(before.quantile_us(0.99), None);
+        for us in (1..=98).map(|_| 40).chain([3_000, 20_000_000]) {
+            m.observe(Timer::Phase2, us);
+        }
+        let d = m.timer_counts(Timer::Phase2).since(&before);
+        assert_eq!(d.count, 100);
+        assert_eq!(d.quantile_us(0.5), Some(50));
+        assert_eq!(d.quantile_us(0.99), Some(5_000));
+        assert_eq!(d.quantile_us(1.0), Some(u64::MAX));
     }
 
     #[test]

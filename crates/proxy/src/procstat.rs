@@ -46,14 +46,7 @@ impl Collector for ThreadCpuCollector {
         let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
         let mut workers: Vec<(usize, u64, u64)> = Vec::new();
         let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-        let (mut user, mut system) = (0u64, 0u64);
-        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-        if let Some(f) = stat_fields(&stat) {
-            // The whole process, ended threads included: fields 14 and 15.
-            let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-            user = field(14).unwrap_or(0);
-            system = field(15).unwrap_or(0);
-        }
+        let (user, system) = process_cpu_ticks().unwrap_or_default();
         for entry in std::fs::read_dir("/proc/self/task").into_iter().flatten() {
             let Ok(entry) = entry else { continue };
             let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -146,6 +139,14 @@ fn stat_fields(stat: &str) -> Option<Vec<&str>> {
     // The command name is in parentheses and may hold spaces and parentheses.
     let rest = &stat[stat.rfind(')')? + 1..];
     Some(rest.split_ascii_whitespace().collect())
+}
+
+/// The process's user and system CPU time so far, in clock ticks (fields 14 and
+/// 15 of `/proc/self/stat`; ended threads included).
+pub fn process_cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let f = stat_fields(&stat)?;
+    Some((f.get(14 - 3)?.parse().ok()?, f.get(15 - 3)?.parse().ok()?))
 }
 
 /// Seconds since the epoch at boot (`btime` of `/proc/stat`).

@@ -280,3 +280,92 @@ async fn diag_writes_an_incident_bundle() {
         output_text(&out)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incident_is_captured_when_a_condition_holds() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("diagnostics-incident");
+    std::fs::write(dir.path("token"), format!("{TOKEN}\n")).unwrap();
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    // Any request makes phase 1's p99 "above 0 ms": the condition holds as soon as
+    // requests flow for the one-second window.
+    let config = basic_config(
+        listen,
+        backend.addr,
+        &format!(
+            "{}\n[admin]\naddress = \"{admin}\"\ntoken_file = \"token\"\n\n[incidents]\ndir = \"incidents\"\nhold = \"1s\"\ncooldown = \"1h\"\nprofile_seconds = 1\nphase_p99_ms = 0\n",
+            rules_toml(r#"SecRule ARGS "@contains attack" "id:1,phase:1,deny,status:403""#)
+        ),
+    );
+    let _p = Palisade::start(&dir, &config, listen);
+    let incidents = dir.path("incidents");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let captured = loop {
+        assert_eq!(get(listen, "/?q=load", "").await.status, 200);
+        if metric(admin, "palisade_incidents_captured_total").await >= 1.0 {
+            break std::fs::read_dir(&incidents)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect::<Vec<_>>();
+        }
+        assert!(Instant::now() < deadline, "no incident was captured");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(captured.len(), 1, "{captured:?}");
+    let one = &captured[0];
+    let name = one.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("incident-") && name.ends_with("-phase1-p99"),
+        "{name}"
+    );
+    let reason = std::fs::read_to_string(one.join("reason.txt")).unwrap();
+    assert!(reason.contains("phase 1 p99"), "{reason}");
+    for f in ["status.json", "metrics.txt", "slow.json", "profile.pb"] {
+        assert!(
+            one.join(f).metadata().is_ok_and(|m| m.len() > 0),
+            "{f} in {name}"
+        );
+    }
+    // The cool-down holds: more load, still one incident.
+    for _ in 0..50 {
+        assert_eq!(get(listen, "/?q=more", "").await.status, 200);
+    }
+    assert_eq!(
+        metric(admin, "palisade_incidents_captured_total").await,
+        1.0
+    );
+
+    // The bundle carries it.
+    let out = diag(&[
+        "--config",
+        dir.path("palisade.toml").to_str().unwrap(),
+        "--out",
+        dir.path("").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let files = bundle_files(Path::new(String::from_utf8_lossy(&out.stdout).trim()));
+    assert!(
+        files.contains_key(&format!("incidents/{name}/profile.pb")),
+        "{:?}",
+        files.keys()
+    );
+    assert!(files.contains_key(&format!("incidents/{name}/reason.txt")));
+}
+
+#[test]
+fn check_refuses_incident_settings_that_cannot_work() {
+    assert_check_refuses(
+        "[incidents]\ndir = \"/proc/version/incidents\"\ncpu_cores = 1.5\n",
+        "is not a directory",
+    );
+    assert_check_refuses("[incidents]\ndir = \"x\"\n", "sets no condition");
+    assert_check_refuses(
+        "[incidents]\ndir = \"x\"\nkernel_share = 1.5\n",
+        "incidents.kernel_share",
+    );
+    assert_check_refuses(
+        "[incidents]\ndir = \"x\"\ncpu_cores = 1\nprofile_seconds = 0\n",
+        "incidents.profile_seconds",
+    );
+}

@@ -16,6 +16,7 @@
 //! | `slow.json` | `/debug/slow`: the slowest recent requests with their phase times |
 //! | `top.json` | `/top`: the heaviest clients, the routes, the costliest rules |
 //! | `profile.pb` | with `--profile-seconds N`: a CPU profile of the next N seconds (pprof) |
+//! | `incidents/NAME/...` | the last three incidents captured by `[incidents]`, their profiles included |
 //!
 //! What needs the admin token (`slow.json`, `top.json`, `profile.pb`) is taken
 //! with the token of `admin.token_file` (or `PALISADE_ADMIN_TOKEN`). A part that
@@ -37,6 +38,9 @@ const MAX_ANSWER: usize = 64 << 20;
 
 /// Longest wait for one admin request, besides the profile's own length.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many of the last incidents captured (`[incidents]`) the bundle carries.
+pub const INCIDENTS: usize = 3;
 
 /// What replaces a secret in `config.toml`.
 pub const REDACTED: &str = "[redacted]";
@@ -124,6 +128,23 @@ pub fn write(req: &DiagRequest) -> Result<Written, DiagError> {
         Err(e) => missing.push(("config.toml".into(), e)),
     }
     files.push(("hashes.txt".into(), hashes(&req.config, &text, &cfg).into()));
+    if let Some(i) = &cfg.incidents {
+        for dir in crate::diag::incident::kept(&i.dir)
+            .into_iter()
+            .take(INCIDENTS)
+        {
+            let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+                continue;
+            };
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let file = e.file_name().to_string_lossy().into_owned();
+                match std::fs::read(e.path()) {
+                    Ok(body) => files.push((format!("incidents/{name}/{file}"), body)),
+                    Err(err) => missing.push((format!("incidents/{name}/{file}"), err.to_string())),
+                }
+            }
+        }
+    }
 
     match &cfg.admin {
         None => missing.push((

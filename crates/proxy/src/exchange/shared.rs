@@ -114,6 +114,8 @@ pub struct Shared {
     sync: Option<store::sync::Sync>,
     /// Per-client and per-route accounting (`GET /top` on the admin listener).
     pub accounting: crate::accounting::Accounting,
+    /// Incidents captured by `[incidents]` (`/metrics`).
+    pub incidents: crate::diag::incident::IncidentStats,
     /// The slowest recent requests (`GET /debug/slow`, `palisade diag`).
     pub slow: crate::diag::slow::SlowRequests,
     /// The sampled per-rule time (`GET /top`, the dashboard, `/metrics`).
@@ -185,6 +187,7 @@ impl Shared {
             accounting: crate::accounting::Accounting::new([]),
             rule_costs: crate::rulecost::RuleCosts::default(),
             slow: crate::diag::slow::SlowRequests::default(),
+            incidents: crate::diag::incident::IncidentStats::default(),
             reloads: crate::reload::ReloadState::new(),
             summaries: crate::summary::Summaries::default(),
             dns: None,
