@@ -328,7 +328,20 @@ impl StoreReader {
 
 impl CollectionReader for StoreReader {
     fn read(&self, key: &RecordKey) -> Result<Option<StoredRecord>, CollectionError> {
-        match self.read_record(&key.encode()) {
+        // Tracepoints `palisade:store_read_start()` and
+        // `palisade:store_read_end(found)` (1 found, 0 not, -1 failed).
+        probe::probe_lazy!(palisade, store_read_start);
+        let r = self.read_record(&key.encode());
+        probe::probe_lazy!(
+            palisade,
+            store_read_end,
+            match &r {
+                Ok(Some(_)) => 1isize,
+                Ok(None) => 0,
+                Err(_) => -1,
+            }
+        );
+        match r {
             Ok(r) => Ok(r),
             Err(StoreError::Corrupt { key, reason }) => Err(CollectionError::Corrupt(format!(
                 "record {key:?}: {reason}"

@@ -228,7 +228,16 @@ impl Writer {
             p.writes.len() as u64 + p.imports.iter().map(|(i, _)| i.len() as u64).sum::<u64>();
         // Imports are all or nothing each: an import that fails alone (a bad key
         // cannot happen here, they are checked before) takes the batch with it.
+        let started = std::time::Instant::now();
         let result = self.write_batch(&mut p);
+        // Tracepoint `palisade:store_commit(writes, records, us)` (records -1: failed).
+        probe::probe_lazy!(
+            palisade,
+            store_commit,
+            n_writes as isize,
+            result.as_ref().map_or(-1, |r| *r as isize),
+            started.elapsed().as_micros() as isize
+        );
         match result {
             Ok(records) => {
                 *logged = LoggedOnce::default();

@@ -153,6 +153,7 @@ impl Exchange {
                 waf_cpu_us: 0,
                 matches: Vec::new(),
                 rule_times: Vec::new(),
+                probe_id: None,
                 writes: Vec::new(),
                 upstream: None,
                 up_timing: None,
@@ -466,6 +467,20 @@ impl Exchange {
         self.rec.upstream = Some((pool.name.clone(), None));
         let sent = pool.send(req, &mut timing).await;
         self.rec.up_timing = Some(timing);
+        if !timing.reused {
+            probe::probe_lazy!(
+                palisade,
+                upstream_connect,
+                self.rec.probe_id(),
+                timing.connect_us as isize
+            );
+        }
+        probe::probe_lazy!(
+            palisade,
+            upstream_first_byte,
+            self.rec.probe_id(),
+            timing.first_byte_us as isize
+        );
         let resp = match sent {
             Ok(r) => r,
             Err(e) => {

@@ -25,6 +25,9 @@ pub(super) struct Record {
     pub(super) tx: Option<WafTx>,
     /// The transaction id, made when first needed (at once when the engine runs).
     pub(super) unique_id: Option<String>,
+    /// The transaction id, NUL-terminated, for the static tracepoints' first
+    /// argument; made only when a tracer is attached.
+    pub(super) probe_id: Option<std::ffi::CString>,
     pub(super) conn: ConnInfo,
     pub(super) start: Instant,
     pub(super) start_us: i64,
@@ -66,6 +69,22 @@ pub(super) struct Record {
     pub(super) rbl_waits: [bool; 5],
 }
 
+/// [`Record::probe_id`] from the record's fields, for where its transaction is
+/// borrowed.
+fn probe_id(
+    probe: &mut Option<std::ffi::CString>,
+    unique: &mut Option<String>,
+    shared: &Shared,
+    start_us: i64,
+) -> isize {
+    if probe.is_none() {
+        let id = unique.get_or_insert_with(|| shared.unique_id(start_us));
+        // A unique id is hex digits: it has no NUL.
+        *probe = std::ffi::CString::new(id.as_str()).ok();
+    }
+    probe.as_ref().map_or(0, |c| c.as_ptr() as isize)
+}
+
 pub(super) fn micros_since(t: Instant) -> u64 {
     micros(t.elapsed())
 }
@@ -84,6 +103,9 @@ impl Record {
         f: impl FnOnce(&mut WafTx) -> T,
     ) -> T {
         let cpu = self.wants_cpu();
+        if self.tx.is_some() {
+            self.probe_phase_start(phase);
+        }
         let Some(tx) = self.tx.as_mut() else {
             self.phase_us[phase - 1].get_or_insert(0);
             return T::default();
@@ -129,6 +151,7 @@ impl Record {
             self.phase_us[phase - 1].get_or_insert(0);
             return None;
         };
+        self.probe_phase_start(phase);
         let shared = self.shared.clone();
         let mut in_flight = InFlight {
             tx: None,
@@ -174,7 +197,37 @@ impl Record {
                     if let Some(l) = m.log_line.take() {
                         lines.push(l);
                     }
+                    probe::probe_lazy!(
+                        palisade,
+                        rule_match,
+                        probe_id(
+                            &mut self.probe_id,
+                            &mut self.unique_id,
+                            &self.shared,
+                            self.start_us
+                        ),
+                        m.rule_id.unwrap_or(0) as isize,
+                        isize::from(m.phase)
+                    );
                     self.matches.push(*m);
+                }
+                engine::Event::Intervention {
+                    phase: p,
+                    intervention,
+                } => {
+                    probe::probe_lazy!(
+                        palisade,
+                        intervention,
+                        probe_id(
+                            &mut self.probe_id,
+                            &mut self.unique_id,
+                            &self.shared,
+                            self.start_us
+                        ),
+                        isize::from(p),
+                        intervention.status as isize,
+                        intervention.rule_id.unwrap_or(0) as isize
+                    );
                 }
                 engine::Event::CollectionWrite(k, w) => self.writes.push((k, w)),
                 engine::Event::CollectionReadFailed(e) => {
@@ -277,6 +330,32 @@ impl Record {
         let slot = &mut self.phase_us[phase - 1];
         *slot = Some(slot.unwrap_or(0) + micros(spent.wall));
         self.waf_cpu_us += micros(spent.cpu);
+        probe::probe_lazy!(
+            palisade,
+            phase_end,
+            self.probe_id(),
+            phase as isize,
+            micros(spent.wall) as isize,
+            micros(spent.cpu) as isize
+        );
+    }
+
+    /// The transaction id for a tracepoint's first argument: the address of a
+    /// NUL-terminated copy of the unique id (as the logs show it), which lives as
+    /// long as the request. Made only when a tracer is attached (the tracepoints'
+    /// arguments are evaluated only then).
+    pub(super) fn probe_id(&mut self) -> isize {
+        probe_id(
+            &mut self.probe_id,
+            &mut self.unique_id,
+            &self.shared,
+            self.start_us,
+        )
+    }
+
+    /// Tracepoint `palisade:phase_start(id, phase)`.
+    fn probe_phase_start(&mut self, phase: usize) {
+        probe::probe_lazy!(palisade, phase_start, self.probe_id(), phase as isize);
     }
 
     /// The transaction id (made now if it was not yet).

@@ -343,7 +343,15 @@ fn publisher(sh: &Shared, store: &Store) {
         for (f, v) in entry::state_fields(&sh.host, &payload) {
             cmd.arg(f).arg(v);
         }
-        match cmd.query::<String>(c) {
+        let sent = cmd.query::<String>(c);
+        // Tracepoint `palisade:sync_publish(batches, ok)`.
+        probe::probe_lazy!(
+            palisade,
+            sync_publish,
+            batch.len() as isize,
+            isize::from(sent.is_ok())
+        );
+        match sent {
             Ok(_) => {
                 sh.counters.publisher_up.store(true, Relaxed);
                 sh.recovered();
