@@ -763,6 +763,9 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(dns) = shared.dns() {
         collectors.push(&**dns);
     }
+    if let Some(ship) = shared.logs.shippers() {
+        collectors.push(ship);
+    }
     for c in collectors {
         c.collect(&mut out);
     }

@@ -109,7 +109,8 @@ struct Validated {
 /// Everything `run` refuses for its configuration, checked without serving and
 /// without creating anything: every listener's TLS files, the access lists, the
 /// upstream pools, the admin token, the log files, the rate limits and shapes,
-/// the store's and the sync's settings, and the incidents' directory. `check` and `run` both call it (`run`
+/// the store's and the sync's settings, the incidents' directory, and the TLS
+/// settings of the `[[syslog]]` receivers. `check` and `run` both call it (`run`
 /// then uses what it built), so `check` refuses whatever `run` would. Each is
 /// checked whatever the others gave, and every refusal is returned. `waf` gives
 /// the log files the rules name (`None`: the rules did not load, and only the
@@ -169,6 +170,7 @@ fn validate(cfg: &Config, waf: Option<&waf::Waf>) -> Result<Validated, ErrorList
     if let Some(i) = &cfg.incidents {
         errors.keep(crate::diag::incident::check_dir(&i.dir).map_err(|e| anyhow::anyhow!(e)));
     }
+    errors.keep(crate::logship::check(&cfg.syslogs).map_err(anyhow::Error::from));
     match (access, token, rate_limits, shapes) {
         (Some(access), Some(token), Some(rate_limits), Some(shapes)) if errors.is_empty() => {
             Ok(Validated {
@@ -671,9 +673,21 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         tracing::warn!("{w}");
     }
     let validated = validate(&cfg, Some(&waf))?;
-    let (log_tx, writer) =
-        logs::LogWriter::start(&validated.log_targets, cfg.logs.channel_capacity)
-            .context("opening log files")?;
+    let shippers = Arc::new(crate::logship::Shippers::start(&cfg.syslogs)?);
+    for s in &cfg.syslogs {
+        tracing::info!(
+            "shipping the {} log(s) to syslog at {} ({})",
+            s.logs.join(", "),
+            s.address,
+            s.transport.label()
+        );
+    }
+    let (log_tx, writer) = logs::LogWriter::start(
+        &validated.log_targets,
+        cfg.logs.channel_capacity,
+        Some(shippers.clone()),
+    )
+    .context("opening log files")?;
     let log_tx = log_tx.with_error_ack(cfg.logs.error_log_before_response);
     // Opened once, beside the rule set: a SIGHUP reload swaps the rules and keeps
     // the store, its writer and its data.
@@ -719,6 +733,8 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         tracing::error!("committing the last collection writes: {e}");
     }
     writer.finish();
+    // What the writer offered them is sent (or counted as lost) before exiting.
+    shippers.finish();
     result
 }
 
@@ -1073,7 +1089,7 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
 /// - `[store]` and `[sync]`: the store stays open (with its data) and the sync
 ///   connected across reloads;
 /// - `[dns]`: the `@rbl` resolver and its cache are made at start.
-fn restart_only(cfg: &Config) -> [(&'static str, String); 9] {
+fn restart_only(cfg: &Config) -> [(&'static str, String); 10] {
     let logs = crate::config::LogsConfig {
         error_log: None,
         access_log: None,
@@ -1102,6 +1118,7 @@ fn restart_only(cfg: &Config) -> [(&'static str, String); 9] {
         ("[sync]", format!("{:?}", cfg.sync)),
         ("[dns]", format!("{:?}", cfg.dns)),
         ("[incidents]", format!("{:?}", cfg.incidents)),
+        ("[[syslog]]", format!("{:?}", cfg.syslogs)),
     ]
 }
 

@@ -92,6 +92,9 @@ pub struct Config {
     /// Incident capture (`[incidents]`): a profile and a state snapshot taken by
     /// itself when a condition holds; absent: off.
     pub incidents: Option<IncidentSection>,
+    /// Syslog receivers the logs are shipped to (`[[syslog]]`).
+    #[serde(default, rename = "syslog")]
+    pub syslogs: Vec<SyslogSection>,
     /// The client's real address behind trusted proxies (`[client_address]`);
     /// absent: the TCP peer is the client.
     #[serde(default)]
@@ -1036,6 +1039,137 @@ impl RateLimitKey {
     }
 }
 
+/// `[[syslog]]`: a syslog receiver the access, audit and error lines are shipped
+/// to as RFC 5424 messages (docs/config.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyslogSection {
+    /// The receiver, `IP:PORT`.
+    pub address: SocketAddr,
+    /// `udp` (the default), `tcp` or `tls`.
+    #[serde(default)]
+    pub transport: SyslogTransport,
+    /// Which logs are shipped: `access`, `audit`, `error`, `debug`.
+    #[serde(default = "default_syslog_logs")]
+    pub logs: Vec<String>,
+    /// The syslog facility: `local0` (the default) to `local7`, `user`, `daemon`,
+    /// `auth`, `authpriv`, `syslog`.
+    #[serde(default = "default_syslog_facility")]
+    pub facility: String,
+    /// The APP-NAME of the messages.
+    #[serde(default = "default_syslog_app_name")]
+    pub app_name: String,
+    /// Lines held while the receiver is slow or away; past it, new lines are
+    /// dropped and counted.
+    #[serde(default = "default_syslog_queue")]
+    pub queue: usize,
+    /// With `tls`: the certificate authorities the receiver's certificate is
+    /// checked against (PEM); absent: the system's roots.
+    pub tls_ca_file: Option<PathBuf>,
+    /// With `tls`: the name the receiver's certificate must carry; absent: its IP
+    /// address.
+    pub server_name: Option<String>,
+}
+
+/// How a `[[syslog]]` receiver is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyslogTransport {
+    /// One datagram per message (RFC 5426).
+    #[default]
+    Udp,
+    /// A TCP stream, messages framed by their length (RFC 6587).
+    Tcp,
+    /// TLS over TCP (RFC 5425).
+    Tls,
+}
+
+impl SyslogTransport {
+    /// Its name in the configuration.
+    pub fn label(self) -> &'static str {
+        match self {
+            SyslogTransport::Udp => "udp",
+            SyslogTransport::Tcp => "tcp",
+            SyslogTransport::Tls => "tls",
+        }
+    }
+}
+
+/// The facilities `[[syslog]] facility` takes, with their codes.
+const SYSLOG_FACILITIES: [(&str, u8); 14] = [
+    ("user", 1),
+    ("daemon", 3),
+    ("auth", 4),
+    ("syslog", 5),
+    ("authpriv", 10),
+    ("local0", 16),
+    ("local1", 17),
+    ("local2", 18),
+    ("local3", 19),
+    ("local4", 20),
+    ("local5", 21),
+    ("local6", 22),
+    ("local7", 23),
+    ("kern", 0),
+];
+
+impl SyslogSection {
+    /// The facility's code (`local0` when the name is unknown, which
+    /// [`Config::validate`] refuses).
+    pub fn facility_code(&self) -> u8 {
+        SYSLOG_FACILITIES
+            .iter()
+            .find(|(n, _)| *n == self.facility)
+            .map_or(16, |(_, c)| *c)
+    }
+
+    /// Refuses values that cannot work, naming the receiver and the key.
+    fn validate(&self) -> Result<(), String> {
+        let at = format!("[[syslog]] {}", self.address);
+        if !SYSLOG_FACILITIES.iter().any(|(n, _)| *n == self.facility) {
+            return Err(format!(
+                "{at}: facility {:?}: expected one of {}",
+                self.facility,
+                SYSLOG_FACILITIES.map(|(n, _)| n).join(", ")
+            ));
+        }
+        if self.logs.is_empty() {
+            return Err(format!("{at}: logs is empty"));
+        }
+        for l in &self.logs {
+            if !["access", "audit", "error", "debug"].contains(&l.as_str()) {
+                return Err(format!(
+                    "{at}: logs: {l:?}: expected access, audit, error or debug"
+                ));
+            }
+        }
+        if self.queue == 0 {
+            return Err(format!("{at}: queue must be at least 1"));
+        }
+        if self.transport != SyslogTransport::Tls
+            && (self.tls_ca_file.is_some() || self.server_name.is_some())
+        {
+            return Err(format!(
+                "{at}: tls_ca_file and server_name are for transport = \"tls\""
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn default_syslog_logs() -> Vec<String> {
+    vec!["access".into(), "audit".into(), "error".into()]
+}
+fn default_syslog_facility() -> String {
+    "local0".into()
+}
+fn default_syslog_app_name() -> String {
+    "palisade".into()
+}
+fn default_syslog_queue() -> usize {
+    10_000
+}
+
 /// `[incidents]`: when the proxy takes a CPU profile and a state snapshot by itself
 /// (docs/diagnostics.md). Each condition set is checked every second over the
 /// last `hold`; when one is above its threshold, an incident is captured, at most
@@ -1267,6 +1401,11 @@ impl Config {
         }
         if let Some(i) = &mut self.incidents {
             fix(&mut i.dir);
+        }
+        for s in &mut self.syslogs {
+            if let Some(f) = &mut s.tls_ca_file {
+                fix(f);
+            }
         }
         if let Some(a) = &mut self.acme {
             fix(&mut a.state_dir);
@@ -1599,6 +1738,9 @@ impl Config {
         }
         if let Some(i) = &self.incidents {
             i.validate()?;
+        }
+        for s in &self.syslogs {
+            s.validate()?;
         }
         if !(0.0..=1.0).contains(&self.server.rule_cost_sample) {
             return Err("server.rule_cost_sample must be between 0 and 1".into());

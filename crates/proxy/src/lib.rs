@@ -51,6 +51,7 @@ pub mod inspect;
 pub mod keyed;
 pub mod listeners;
 pub mod logs;
+pub mod logship;
 pub mod memory;
 pub mod metrics;
 pub mod notify;

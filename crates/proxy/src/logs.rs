@@ -184,6 +184,8 @@ pub struct LogSender {
     error_file: Arc<AtomicBool>,
     /// Where the logs go now, and a reload's files for the writer to take.
     targets: Arc<std::sync::Mutex<Retarget>>,
+    /// The `[[syslog]]` receivers (started with the process; a reload keeps them).
+    ship: Option<Arc<crate::logship::Shippers>>,
 }
 
 /// The destinations in force, and those a reload opened for the writer to put in
@@ -324,11 +326,12 @@ impl LogSender {
     /// files it leaves, then writes to the new ones.
     pub fn apply(&self, prepared: PreparedLogs) {
         let t = &prepared.targets;
+        let shipped = |k| self.ship.as_ref().is_some_and(|s| s.wants(k));
         let on = [
             true,
-            t.access.is_some(),
-            t.audit.is_some() || t.audit_files,
-            t.debug.is_some(),
+            t.access.is_some() || shipped(LogKind::Access),
+            t.audit.is_some() || t.audit_files || shipped(LogKind::Audit),
+            t.debug.is_some() || shipped(LogKind::Debug),
         ];
         let mut r = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         r.current = prepared.targets.clone();
@@ -371,6 +374,11 @@ impl LogSender {
     /// What happened to each log's lines, for metrics and `/status`.
     pub fn stats(&self) -> &Arc<LogStats> {
         &self.stats
+    }
+
+    /// The `[[syslog]]` receivers, when there are any (their metrics).
+    pub fn shippers(&self) -> Option<&crate::logship::Shippers> {
+        self.ship.as_deref()
     }
 }
 
@@ -440,8 +448,13 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
-    /// Opens the files (appending, creating them if needed) and starts the writer.
-    pub fn start(targets: &LogTargets, capacity: usize) -> io::Result<(LogSender, LogWriter)> {
+    /// Opens the files (appending, creating them if needed) and starts the writer,
+    /// which also offers each line to the `[[syslog]]` receivers of `ship`.
+    pub fn start(
+        targets: &LogTargets,
+        capacity: usize,
+        ship: Option<Arc<crate::logship::Shippers>>,
+    ) -> io::Result<(LogSender, LogWriter)> {
         let error = match &targets.error {
             Some(p) => Sink::file(p)?,
             None => Sink::new(Out::Stderr, None),
@@ -449,11 +462,13 @@ impl LogWriter {
         let access = targets.access.as_deref().map(Sink::file).transpose()?;
         let audit = targets.audit.as_deref().map(Sink::file).transpose()?;
         let debug = targets.debug.as_deref().map(Sink::file).transpose()?;
+        // A log a `[[syslog]]` receiver takes is on even without a file.
+        let shipped = |k| ship.as_ref().is_some_and(|s| s.wants(k));
         let enabled = [
             true,
-            access.is_some(),
-            audit.is_some() || targets.audit_files,
-            debug.is_some(),
+            access.is_some() || shipped(LogKind::Access),
+            audit.is_some() || targets.audit_files || shipped(LogKind::Audit),
+            debug.is_some() || shipped(LogKind::Debug),
         ];
         let (tx, rx) = flume::bounded(capacity);
         let mut sinks = [Some(error), access, audit, debug];
@@ -468,6 +483,7 @@ impl LogWriter {
             stats: stats.clone(),
             record_files: RecordFiles::default(),
             retarget: retarget.clone(),
+            ship: ship.clone(),
         };
         let handle = std::thread::Builder::new()
             .name("palisade-log".into())
@@ -481,6 +497,7 @@ impl LogWriter {
                 error_ack: false,
                 error_file: Arc::new(AtomicBool::new(targets.error.is_some())),
                 targets: retarget,
+                ship,
             },
             LogWriter {
                 handle: Some(handle),
@@ -671,6 +688,8 @@ struct Writer {
     record_files: RecordFiles,
     /// Where a reload leaves the files it opened.
     retarget: Arc<std::sync::Mutex<Retarget>>,
+    /// The `[[syslog]]` receivers, offered each line written.
+    ship: Option<Arc<crate::logship::Shippers>>,
 }
 
 impl Writer {
@@ -771,6 +790,13 @@ impl Writer {
                 s.flush(msg.kind, &self.stats);
             }
         }
+        if let Some(ship) = &self.ship {
+            // A `Concurrent` audit record is shipped whole, not its index line.
+            match &msg.file {
+                Some((_, record)) => ship.offer(msg.kind, &one_line(record)),
+                None => ship.offer(msg.kind, &msg.line),
+            }
+        }
         if let Some(ack) = msg.ack {
             let _ = ack.send(());
         }
@@ -849,7 +875,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 64).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 64, None).unwrap();
         // Off: no acknowledgement is handed out.
         assert!(tx.send_error("plain".into(), true).is_none());
         let tx = tx.with_error_ack(true);
@@ -880,7 +906,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 1).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 1, None).unwrap();
         let tx = tx.with_error_ack(true);
         // With room for one line, most of these are dropped; every waiter resolves.
         let waiters: Vec<Written> = (0..1000)
@@ -906,7 +932,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 4).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 4, None).unwrap();
         tx.send(LogKind::Error, "match line".into());
         tx.send(LogKind::Access, "{\"a\":1}".into());
         tx.send(LogKind::Audit, "not written: audit is off".into());
@@ -1013,7 +1039,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 100_000).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 100_000, None).unwrap();
         for i in 0..1000 {
             tx.send(LogKind::Access, format!("{i}"));
             tx.send(LogKind::Error, format!("{i}"));
