@@ -87,8 +87,10 @@ async fn bpftrace_sees_phases_and_matches() {
     );
     let p = Palisade::start(&dir, &config, listen);
     let bin = std::fs::canonicalize(palisade_bin()).unwrap();
+    // BEGIN runs once every probe is attached: its line says bpftrace is ready.
     let script = format!(
-        "usdt:{b}:palisade:phase_end {{ printf(\"phase %s %d\\n\", str(arg0), arg1); }} \
+        "BEGIN {{ printf(\"ready\\n\"); }} \
+         usdt:{b}:palisade:phase_end {{ printf(\"phase %s %d\\n\", str(arg0), arg1); }} \
          usdt:{b}:palisade:rule_match {{ printf(\"match %s %d %d\\n\", str(arg0), arg1, arg2); }} \
          usdt:{b}:palisade:intervention {{ printf(\"intervention %s %d %d\\n\", str(arg0), arg2, arg3); }}",
         b = bin.display()
@@ -117,14 +119,10 @@ async fn bpftrace_sees_phases_and_matches() {
             e.push('\n');
         }
     });
-    // Wait until bpftrace has attached (it prints "Attaching N probes...").
+    // Wait until bpftrace has attached every probe (its BEGIN line).
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let attached = lines
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| l.starts_with("Attaching"));
+        let attached = lines.lock().unwrap().iter().any(|l| l == "ready");
         if attached {
             break;
         }
@@ -141,6 +139,23 @@ async fn bpftrace_sees_phases_and_matches() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // And until a request's phases show: the probes are live in the process.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with("phase "))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no phase seen: {:?}; stderr: {}",
+            lines.lock().unwrap(),
+            errors.lock().unwrap()
+        );
+        assert_eq!(get(listen, "/?q=warm-up", "").await.status, 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(get(listen, "/?q=attack", "").await.status, 403);
     assert_eq!(get(listen, "/?q=fine", "").await.status, 200);
     // The access log's unique ids are the tracepoints' transaction ids.
@@ -148,9 +163,9 @@ async fn bpftrace_sees_phases_and_matches() {
         .map(|i| {
             let line = wait_for_line(&access, Duration::from_secs(60), |l| {
                 l.contains(if i == 0 {
-                    "\"status\":403"
+                    "\"uri\":\"/?q=attack\""
                 } else {
-                    "\"status\":200"
+                    "\"uri\":\"/?q=fine\""
                 })
             })
             .expect("access log line");
