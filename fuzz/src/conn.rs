@@ -80,7 +80,7 @@ fn shared() -> &'static Arc<Shared> {
             ..LogTargets::default()
         };
         let (logs, writer) =
-            LogWriter::start(&targets, cfg.logs.channel_capacity, None).expect("log writer");
+            LogWriter::start(&targets, cfg.logs.channel_capacity, Vec::new()).expect("log writer");
         // The writer thread lives as long as the process.
         std::mem::forget(writer);
         let metrics = Arc::new(Metrics::new());

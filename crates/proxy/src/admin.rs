@@ -763,8 +763,8 @@ pub fn metrics_text(shared: &Shared) -> String {
     if let Some(dns) = shared.dns() {
         collectors.push(&**dns);
     }
-    if let Some(ship) = shared.logs.shippers() {
-        collectors.push(ship);
+    for sink in shared.logs.line_sinks() {
+        collectors.push(&**sink);
     }
     for c in collectors {
         c.collect(&mut out);

@@ -685,7 +685,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     let (log_tx, writer) = logs::LogWriter::start(
         &validated.log_targets,
         cfg.logs.channel_capacity,
-        Some(shippers.clone()),
+        vec![shippers.clone() as Arc<dyn crate::logship::LineSink>],
     )
     .context("opening log files")?;
     let log_tx = log_tx.with_error_ack(cfg.logs.error_log_before_response);

@@ -184,8 +184,9 @@ pub struct LogSender {
     error_file: Arc<AtomicBool>,
     /// Where the logs go now, and a reload's files for the writer to take.
     targets: Arc<std::sync::Mutex<Retarget>>,
-    /// The `[[syslog]]` receivers (started with the process; a reload keeps them).
-    ship: Option<Arc<crate::logship::Shippers>>,
+    /// The destinations off the box (started with the process; a reload keeps
+    /// them).
+    ship: Vec<Arc<dyn crate::logship::LineSink>>,
 }
 
 /// The destinations in force, and those a reload opened for the writer to put in
@@ -326,7 +327,7 @@ impl LogSender {
     /// files it leaves, then writes to the new ones.
     pub fn apply(&self, prepared: PreparedLogs) {
         let t = &prepared.targets;
-        let shipped = |k| self.ship.as_ref().is_some_and(|s| s.wants(k));
+        let shipped = |k| self.ship.iter().any(|s| s.wants(k));
         let on = [
             true,
             t.access.is_some() || shipped(LogKind::Access),
@@ -376,9 +377,9 @@ impl LogSender {
         &self.stats
     }
 
-    /// The `[[syslog]]` receivers, when there are any (their metrics).
-    pub fn shippers(&self) -> Option<&crate::logship::Shippers> {
-        self.ship.as_deref()
+    /// The destinations off the box (their metrics).
+    pub fn line_sinks(&self) -> &[Arc<dyn crate::logship::LineSink>] {
+        &self.ship
     }
 }
 
@@ -449,11 +450,11 @@ pub struct LogWriter {
 
 impl LogWriter {
     /// Opens the files (appending, creating them if needed) and starts the writer,
-    /// which also offers each line to the `[[syslog]]` receivers of `ship`.
+    /// which also offers each line to the destinations off the box of `ship`.
     pub fn start(
         targets: &LogTargets,
         capacity: usize,
-        ship: Option<Arc<crate::logship::Shippers>>,
+        ship: Vec<Arc<dyn crate::logship::LineSink>>,
     ) -> io::Result<(LogSender, LogWriter)> {
         let error = match &targets.error {
             Some(p) => Sink::file(p)?,
@@ -462,8 +463,8 @@ impl LogWriter {
         let access = targets.access.as_deref().map(Sink::file).transpose()?;
         let audit = targets.audit.as_deref().map(Sink::file).transpose()?;
         let debug = targets.debug.as_deref().map(Sink::file).transpose()?;
-        // A log a `[[syslog]]` receiver takes is on even without a file.
-        let shipped = |k| ship.as_ref().is_some_and(|s| s.wants(k));
+        // A log a destination off the box takes is on even without a file.
+        let shipped = |k| ship.iter().any(|s| s.wants(k));
         let enabled = [
             true,
             access.is_some() || shipped(LogKind::Access),
@@ -688,8 +689,8 @@ struct Writer {
     record_files: RecordFiles,
     /// Where a reload leaves the files it opened.
     retarget: Arc<std::sync::Mutex<Retarget>>,
-    /// The `[[syslog]]` receivers, offered each line written.
-    ship: Option<Arc<crate::logship::Shippers>>,
+    /// The destinations off the box, offered each line written.
+    ship: Vec<Arc<dyn crate::logship::LineSink>>,
 }
 
 impl Writer {
@@ -790,7 +791,7 @@ impl Writer {
                 s.flush(msg.kind, &self.stats);
             }
         }
-        if let Some(ship) = &self.ship {
+        for ship in &self.ship {
             // A `Concurrent` audit record is shipped whole, not its index line.
             match &msg.file {
                 Some((_, record)) => ship.offer(msg.kind, &one_line(record)),
@@ -875,7 +876,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 64, None).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 64, Vec::new()).unwrap();
         // Off: no acknowledgement is handed out.
         assert!(tx.send_error("plain".into(), true).is_none());
         let tx = tx.with_error_ack(true);
@@ -906,7 +907,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 1, None).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 1, Vec::new()).unwrap();
         let tx = tx.with_error_ack(true);
         // With room for one line, most of these are dropped; every waiter resolves.
         let waiters: Vec<Written> = (0..1000)
@@ -932,7 +933,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 4, None).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 4, Vec::new()).unwrap();
         tx.send(LogKind::Error, "match line".into());
         tx.send(LogKind::Access, "{\"a\":1}".into());
         tx.send(LogKind::Audit, "not written: audit is off".into());
@@ -1039,7 +1040,7 @@ mod tests {
             audit_files: false,
             debug: None,
         };
-        let (tx, writer) = LogWriter::start(&targets, 100_000, None).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 100_000, Vec::new()).unwrap();
         for i in 0..1000 {
             tx.send(LogKind::Access, format!("{i}"));
             tx.send(LogKind::Error, format!("{i}"));

@@ -56,6 +56,17 @@ pub enum ShipError {
     },
 }
 
+/// Where the log writer hands each line it writes, besides the log's file: a
+/// destination off the box (the `[[syslog]]` receivers, the OTLP exporter). It
+/// must never wait; its metrics are its [`Collector`].
+pub trait LineSink: Collector + std::fmt::Debug {
+    /// Whether it takes lines of `kind` (a log it takes is produced even without
+    /// a file of its own).
+    fn wants(&self, kind: LogKind) -> bool;
+    /// Offers one line; never waits (a full queue drops it and counts it).
+    fn offer(&self, kind: LogKind, line: &str);
+}
+
 /// One receiver's counters.
 #[derive(Debug, Default)]
 pub struct ShipStats {
@@ -132,25 +143,6 @@ impl Shippers {
         Ok(Shippers { receivers })
     }
 
-    /// Whether some receiver takes lines of `kind`.
-    pub fn wants(&self, kind: LogKind) -> bool {
-        self.receivers.iter().any(|r| r.kinds[kind as usize])
-    }
-
-    /// Offers a line to every receiver that takes its kind; never waits.
-    pub fn offer(&self, kind: LogKind, line: &str) {
-        for r in self.receivers.iter().filter(|r| r.kinds[kind as usize]) {
-            let mut q = r.queue.lines.lock().unwrap_or_else(|e| e.into_inner());
-            if q.0.len() >= r.cfg.queue {
-                r.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            q.0.push_back((kind, line.to_owned()));
-            drop(q);
-            r.queue.ready.notify_one();
-        }
-    }
-
     /// Stops the threads after they sent what they could of their queues (each
     /// gets at most a few seconds).
     pub fn finish(&self) {
@@ -163,6 +155,25 @@ impl Shippers {
             if let Some(t) = t {
                 let _ = t.join();
             }
+        }
+    }
+}
+
+impl LineSink for Shippers {
+    fn wants(&self, kind: LogKind) -> bool {
+        self.receivers.iter().any(|r| r.kinds[kind as usize])
+    }
+
+    fn offer(&self, kind: LogKind, line: &str) {
+        for r in self.receivers.iter().filter(|r| r.kinds[kind as usize]) {
+            let mut q = r.queue.lines.lock().unwrap_or_else(|e| e.into_inner());
+            if q.0.len() >= r.cfg.queue {
+                r.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            q.0.push_back((kind, line.to_owned()));
+            drop(q);
+            r.queue.ready.notify_one();
         }
     }
 }

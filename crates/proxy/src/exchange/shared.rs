@@ -527,7 +527,7 @@ mod tests {
         let (logs, writer) = crate::logs::LogWriter::start(
             &crate::logs::LogTargets::default(),
             cfg.logs.channel_capacity,
-            None,
+            Vec::new(),
         )
         .unwrap();
         let metrics = Arc::new(Metrics::new());

@@ -58,7 +58,7 @@ mod tests {
             error: Some(path.clone()),
             ..LogTargets::default()
         };
-        let (tx, writer) = LogWriter::start(&targets, 16, None).unwrap();
+        let (tx, writer) = LogWriter::start(&targets, 16, Vec::new()).unwrap();
         let events = Events::new(Some(tx));
         events.error(format_args!(
             "upstream app: server 127.0.0.1:1 is out\nforged"
@@ -78,7 +78,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
 
         // Error log on standard error: nothing is queued (tracing has the line).
-        let (tx, writer) = LogWriter::start(&LogTargets::default(), 16, None).unwrap();
+        let (tx, writer) = LogWriter::start(&LogTargets::default(), 16, Vec::new()).unwrap();
         assert!(Events::new(Some(tx)).error_log.is_none());
         writer.finish();
     }
