@@ -674,6 +674,26 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     }
     let validated = validate(&cfg, Some(&waf))?;
     let shippers = Arc::new(crate::logship::Shippers::start(&cfg.syslogs)?);
+    let otlp = match &cfg.otlp {
+        Some(o) => {
+            tracing::info!(
+                "exporting {}{} to {} (OTLP/HTTP)",
+                if o.traces { "spans" } else { "no spans" },
+                if o.logs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and the {} log(s)", o.logs.join(", "))
+                },
+                o.endpoint
+            );
+            Some(crate::otlp::Exporter::start(o)?)
+        }
+        None => None,
+    };
+    let mut line_sinks: Vec<Arc<dyn crate::logship::LineSink>> = vec![shippers.clone()];
+    if let Some(o) = &otlp {
+        line_sinks.push(o.clone());
+    }
     for s in &cfg.syslogs {
         tracing::info!(
             "shipping the {} log(s) to syslog at {} ({})",
@@ -685,7 +705,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     let (log_tx, writer) = logs::LogWriter::start(
         &validated.log_targets,
         cfg.logs.channel_capacity,
-        vec![shippers.clone() as Arc<dyn crate::logship::LineSink>],
+        line_sinks,
     )
     .context("opening log files")?;
     let log_tx = log_tx.with_error_ack(cfg.logs.error_log_before_response);
@@ -721,7 +741,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         cfg,
         waf,
         validated,
-        log_tx,
+        (log_tx, otlp.clone()),
         (store.clone(), sync),
         dns_config,
         signals,
@@ -735,6 +755,9 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     writer.finish();
     // What the writer offered them is sent (or counted as lost) before exiting.
     shippers.finish();
+    if let Some(o) = &otlp {
+        o.finish();
+    }
     result
 }
 
@@ -765,7 +788,7 @@ async fn serve(
     cfg: Config,
     waf: Arc<waf::Waf>,
     validated: Validated,
-    log_tx: logs::LogSender,
+    (log_tx, otlp): (logs::LogSender, Option<Arc<crate::otlp::Exporter>>),
     (store, sync): (store::Store, Option<store::sync::Sync>),
     dns_config: Option<hickory_resolver::config::ResolverConfig>,
     signals: Signals,
@@ -850,6 +873,7 @@ async fn serve(
         )
         .with_store(store)
         .with_sync(sync)
+        .with_otlp(otlp)
         .with_routes(cfg.upstreams.iter().map(|u| u.name.as_str()))
         .with_rate_limits(rate_limits)
         .with_shapes(shapes)
@@ -1089,7 +1113,7 @@ fn load_access(cfg: &Config) -> anyhow::Result<Option<Arc<access::AccessList>>> 
 /// - `[store]` and `[sync]`: the store stays open (with its data) and the sync
 ///   connected across reloads;
 /// - `[dns]`: the `@rbl` resolver and its cache are made at start.
-fn restart_only(cfg: &Config) -> [(&'static str, String); 10] {
+fn restart_only(cfg: &Config) -> [(&'static str, String); 11] {
     let logs = crate::config::LogsConfig {
         error_log: None,
         access_log: None,
@@ -1119,6 +1143,7 @@ fn restart_only(cfg: &Config) -> [(&'static str, String); 10] {
         ("[dns]", format!("{:?}", cfg.dns)),
         ("[incidents]", format!("{:?}", cfg.incidents)),
         ("[[syslog]]", format!("{:?}", cfg.syslogs)),
+        ("[otlp]", format!("{:?}", cfg.otlp)),
     ]
 }
 

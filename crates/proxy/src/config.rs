@@ -95,6 +95,8 @@ pub struct Config {
     /// Syslog receivers the logs are shipped to (`[[syslog]]`).
     #[serde(default, rename = "syslog")]
     pub syslogs: Vec<SyslogSection>,
+    /// OpenTelemetry export of spans and log records (`[otlp]`); absent: off.
+    pub otlp: Option<OtlpSection>,
     /// The client's real address behind trusted proxies (`[client_address]`);
     /// absent: the TCP peer is the client.
     #[serde(default)]
@@ -1039,6 +1041,105 @@ impl RateLimitKey {
     }
 }
 
+/// `[otlp]`: spans (one per request) and log records sent to an OTLP/HTTP
+/// receiver (docs/config.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpSection {
+    /// The receiver's base URL, `http://HOST:PORT` (and a path prefix, if any);
+    /// `/v1/traces` and `/v1/logs` are added.
+    pub endpoint: String,
+    /// Export one span per request, and pass W3C trace context to the upstream.
+    #[serde(default = "default_true")]
+    pub traces: bool,
+    /// Which logs are exported as log records: `access`, `audit`, `error`,
+    /// `debug`.
+    #[serde(default = "default_otlp_logs")]
+    pub logs: Vec<String>,
+    /// The `service.name` of the resource.
+    #[serde(default = "default_syslog_app_name")]
+    pub service_name: String,
+    /// Spans and records held while the receiver is slow or away; past it, new
+    /// ones are dropped and counted.
+    #[serde(default = "default_syslog_queue")]
+    pub queue: usize,
+    /// The most spans and records one export carries.
+    #[serde(default = "default_otlp_batch")]
+    pub batch: usize,
+    /// How long the exporter gathers before it sends a batch that is not full.
+    #[serde(with = "duration", default = "default_otlp_interval")]
+    pub interval: Duration,
+    /// The longest an export may take.
+    #[serde(with = "duration", default = "default_otlp_timeout")]
+    pub timeout: Duration,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_otlp_logs() -> Vec<String> {
+    vec!["access".into(), "audit".into(), "error".into()]
+}
+fn default_otlp_batch() -> usize {
+    512
+}
+fn default_otlp_interval() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_otlp_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl OtlpSection {
+    /// Refuses values that cannot work, naming the key.
+    fn validate(&self) -> Result<(), String> {
+        let uri: http::Uri = self
+            .endpoint
+            .parse()
+            .map_err(|e| format!("otlp.endpoint {:?}: {e}", self.endpoint))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return Err(format!(
+                    "otlp.endpoint {:?}: https is not supported; send to a collector on this host or network over http",
+                    self.endpoint
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "otlp.endpoint {:?}: expected http://HOST:PORT",
+                    self.endpoint
+                ));
+            }
+        }
+        if uri.host().is_none() {
+            return Err(format!("otlp.endpoint {:?}: no host", self.endpoint));
+        }
+        if uri.query().is_some() {
+            return Err(format!(
+                "otlp.endpoint {:?}: no query, please",
+                self.endpoint
+            ));
+        }
+        for l in &self.logs {
+            if !["access", "audit", "error", "debug"].contains(&l.as_str()) {
+                return Err(format!(
+                    "otlp.logs: {l:?}: expected access, audit, error or debug"
+                ));
+            }
+        }
+        if self.queue == 0 || self.batch == 0 {
+            return Err("otlp.queue and otlp.batch must be at least 1".into());
+        }
+        if self.interval < Duration::from_millis(10) || self.timeout < Duration::from_millis(100) {
+            return Err(
+                "otlp.interval must be at least 10ms and otlp.timeout at least 100ms".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 /// `[[syslog]]`: a syslog receiver the access, audit and error lines are shipped
 /// to as RFC 5424 messages (docs/config.md).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -1741,6 +1842,9 @@ impl Config {
         }
         for s in &self.syslogs {
             s.validate()?;
+        }
+        if let Some(o) = &self.otlp {
+            o.validate()?;
         }
         if !(0.0..=1.0).contains(&self.server.rule_cost_sample) {
             return Err("server.rule_cost_sample must be between 0 and 1".into());

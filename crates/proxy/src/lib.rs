@@ -55,6 +55,7 @@ pub mod logship;
 pub mod memory;
 pub mod metrics;
 pub mod notify;
+pub mod otlp;
 pub mod procstat;
 pub mod ratelimit;
 pub mod reload;

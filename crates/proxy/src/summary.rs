@@ -78,6 +78,8 @@ pub struct RequestSummary {
     /// Each evaluated rule's time by phase, in the order they ran, when this
     /// request was timed (`server.rule_cost_sample`); empty otherwise.
     pub rule_times: Vec<(u8, engine::RuleTime)>,
+    /// The request's W3C trace context, when spans are exported (`[otlp]`).
+    pub trace: Option<crate::otlp::TraceContext>,
     /// The inbound and outbound anomaly scores, as the engine sums them up.
     pub anomaly: (i64, i64),
     /// The audit record, when the audit engine selected this transaction and the
@@ -242,6 +244,9 @@ pub(crate) fn consume(
     );
     shared.rule_costs.record(&s.rule_times);
     shared.slow.offer(s);
+    if let Some(o) = shared.otlp() {
+        o.offer_span(s);
+    }
     access_log(shared, s);
 }
 

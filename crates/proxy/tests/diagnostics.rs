@@ -37,20 +37,11 @@ async fn load(listen: SocketAddr, until: Instant) -> usize {
     n
 }
 
-/// Go's toolchain (for `go tool pprof`): on the PATH, or where Go's tarball puts it.
-fn go() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("go"))
-            .find(|g| g.is_file())
-    });
-    let found = on_path.unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
-    required(&found, "reading the pprof profile with go tool pprof").map(|()| found)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_profile_on_demand() {
-    let Some(go) = go() else { return };
+    let Some(go) = go_tool("reading the pprof profile with go tool pprof") else {
+        return;
+    };
     let backend = Backend::start().await;
     let dir = TempDir::new("diagnostics-profile");
     std::fs::write(dir.path("token"), format!("{TOKEN}\n")).unwrap();

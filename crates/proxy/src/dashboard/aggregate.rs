@@ -590,6 +590,7 @@ mod tests {
                 })
                 .collect(),
             rule_times: Vec::new(),
+            trace: None,
             anomaly: (5, 0),
             audit: None,
         }

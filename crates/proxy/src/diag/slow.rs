@@ -174,6 +174,7 @@ mod tests {
             bytes_out: 0,
             matches: Vec::new(),
             rule_times: Vec::new(),
+            trace: None,
             anomaly: (0, 0),
             audit: None,
         }

@@ -116,6 +116,10 @@ impl Exchange {
         let body_limit = site
             .site()
             .request_body_bytes(shared.policy().limits.request_body_bytes);
+        // The caller's trace context, when spans are exported.
+        let tracing = shared.tracing();
+        let mut traceparent: Option<Vec<u8>> = None;
+        let mut headers = headers;
         let (tx, unique_id) = if empty {
             (None, None)
         } else {
@@ -131,11 +135,20 @@ impl Exchange {
                 rbl.clone().map(|r| r as Arc<dyn engine::RblResolver>),
             );
             tx.request_line(&method, &uri, &protocol);
-            for (n, v) in headers {
+            for (n, v) in headers.by_ref() {
+                if tracing && traceparent.is_none() && n.eq_ignore_ascii_case(b"traceparent") {
+                    traceparent = Some(v.to_vec());
+                }
                 tx.request_header(n, v);
             }
             (Some(tx), Some(id))
         };
+        if tracing && traceparent.is_none() {
+            traceparent = headers
+                .find(|(n, _)| n.eq_ignore_ascii_case(b"traceparent"))
+                .map(|(_, v)| v.to_vec());
+        }
+        let trace = tracing.then(|| crate::otlp::TraceContext::for_request(traceparent.as_deref()));
         Exchange {
             rec: Box::new(Record {
                 shared: shared.clone(),
@@ -154,6 +167,7 @@ impl Exchange {
                 matches: Vec::new(),
                 rule_times: Vec::new(),
                 probe_id: None,
+                trace,
                 writes: Vec::new(),
                 upstream: None,
                 up_timing: None,
@@ -462,6 +476,15 @@ impl Exchange {
         };
         let is_head = parts.method == Method::HEAD;
         let asks_upgrade = parts.headers.contains(b"upgrade");
+        let mut parts = parts;
+        if let Some(t) = &self.rec.trace {
+            // The upstream's parent is the proxy's span, in the caller's trace.
+            parts.headers.remove(b"traceparent");
+            parts.headers.push(
+                Bytes::from_static(b"traceparent"),
+                Bytes::from(t.traceparent()),
+            );
+        }
         let req = upstream_request(parts, body, self.rec.conn.client.ip());
         let mut timing = UpstreamTiming::default();
         self.rec.upstream = Some((pool.name.clone(), None));

@@ -25,6 +25,8 @@ pub(super) struct Record {
     pub(super) tx: Option<WafTx>,
     /// The transaction id, made when first needed (at once when the engine runs).
     pub(super) unique_id: Option<String>,
+    /// The W3C trace context, when spans are exported (`[otlp]`).
+    pub(super) trace: Option<crate::otlp::TraceContext>,
     /// The transaction id, NUL-terminated, for the static tracepoints' first
     /// argument; made only when a tracer is attached.
     pub(super) probe_id: Option<std::ffi::CString>,
@@ -494,6 +496,7 @@ impl Record {
             bytes_out: self.bytes_out,
             matches: std::mem::take(&mut self.matches),
             rule_times: std::mem::take(&mut self.rule_times),
+            trace: self.trace,
             anomaly,
             audit,
         }

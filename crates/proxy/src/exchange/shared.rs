@@ -114,6 +114,8 @@ pub struct Shared {
     sync: Option<store::sync::Sync>,
     /// Per-client and per-route accounting (`GET /top` on the admin listener).
     pub accounting: crate::accounting::Accounting,
+    /// The OTLP exporter, with `[otlp]`.
+    otlp: Option<Arc<crate::otlp::Exporter>>,
     /// Incidents captured by `[incidents]` (`/metrics`).
     pub incidents: crate::diag::incident::IncidentStats,
     /// The slowest recent requests (`GET /debug/slow`, `palisade diag`).
@@ -188,6 +190,7 @@ impl Shared {
             rule_costs: crate::rulecost::RuleCosts::default(),
             slow: crate::diag::slow::SlowRequests::default(),
             incidents: crate::diag::incident::IncidentStats::default(),
+            otlp: None,
             reloads: crate::reload::ReloadState::new(),
             summaries: crate::summary::Summaries::default(),
             dns: None,
@@ -317,6 +320,22 @@ impl Shared {
     /// The ACME manager, with `[acme]`.
     pub fn acme(&self) -> Option<&Arc<crate::tls::acme::Acme>> {
         self.acme.as_ref()
+    }
+
+    /// The OTLP exporter, with `[otlp]`.
+    pub fn otlp(&self) -> Option<&Arc<crate::otlp::Exporter>> {
+        self.otlp.as_ref()
+    }
+
+    /// Whether requests get a trace context (`[otlp] traces`).
+    pub fn tracing(&self) -> bool {
+        self.otlp.as_ref().is_some_and(|o| o.traces())
+    }
+
+    /// Exports spans and log records through `otlp`.
+    pub fn with_otlp(mut self, otlp: Option<Arc<crate::otlp::Exporter>>) -> Self {
+        self.otlp = otlp;
+        self
     }
 
     /// The `@rbl` resolver, if lookups are on.

@@ -775,3 +775,15 @@ pub async fn multipart_upload(
     }
     read_response(&mut s).await.unwrap().status
 }
+
+/// Go's toolchain, for `what`: on the PATH, or where Go's tarball puts it
+/// (`/usr/local/go/bin/go`); missing, a failure unless `PALISADE_ALLOW_SKIP=1`.
+pub fn go_tool(what: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("go"))
+            .find(|g| g.is_file())
+    });
+    let found = on_path.unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
+    required(&found, what).map(|()| found)
+}

@@ -1,0 +1,625 @@
+//! OpenTelemetry export (`[otlp]`): one span per request, and the log lines,
+//! sent to an OTLP/HTTP receiver (`/v1/traces`, `/v1/logs`, JSON encoding).
+//!
+//! - **Spans** are built from the request summary once the request is over: the
+//!   WAF's decision (`palisade.action`, the deciding rule), the matched rule ids,
+//!   the anomaly scores and each phase's time are attributes, next to the HTTP
+//!   semantic conventions (method, path, status, client, server address).
+//! - **W3C trace context**: a request's `traceparent` (version `00`) makes the
+//!   proxy's span a child of the caller's, in the caller's trace; without one, a
+//!   new trace starts. The upstream receives a `traceparent` naming the proxy's
+//!   span as its parent (and `tracestate` as sent).
+//! - **Never on the request path**: spans and lines go into one bounded queue
+//!   (full: dropped and counted); one thread sends batches every `interval`, or
+//!   sooner when a batch is full. When the receiver is away or refuses (5xx, 429),
+//!   the batch stays queued and the thread retries with a growing back-off (0.5 s
+//!   to 30 s); what was queued is sent when it is back.
+//!
+//! The JSON encoding of OTLP is written with `serde_json` here rather than
+//! through the OpenTelemetry SDK crates: the spans are made after the fact from
+//! the summary (not from live instrumentation), and the queue, its bounds and the
+//! retries have to be this module's own anyway.
+
+use crate::config::OtlpSection;
+use crate::logs::LogKind;
+use crate::metrics::{Collector, Exposition};
+use crate::summary::RequestSummary;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The first and the longest wait before an export is tried again.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
+
+/// The W3C trace context of a request: the trace, the proxy's own span in it,
+/// and the caller's span when the request carried a `traceparent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceContext {
+    /// The trace id.
+    pub trace_id: [u8; 16],
+    /// The proxy's span id.
+    pub span_id: [u8; 8],
+    /// The caller's span id, from its `traceparent`.
+    pub parent: Option<[u8; 8]>,
+    /// The trace flags (bit 0: sampled).
+    pub flags: u8,
+}
+
+/// Reads `N` bytes from lowercase hex.
+fn hex_bytes<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
+    if s.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, pair) in s.chunks(2).enumerate() {
+        let d = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        out[i] = d(pair[0])? << 4 | d(pair[1])?;
+    }
+    Some(out)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The trace id, parent span id and flags of a `traceparent` value
+/// (`00-TRACE-PARENT-FLAGS`); `None` when it is not one (an all-zero id, upper
+/// case hex, version `ff`, or a version-00 value with more fields).
+pub fn parse_traceparent(v: &[u8]) -> Option<([u8; 16], [u8; 8], u8)> {
+    let v = v.trim_ascii();
+    let mut parts = v.split(|&c| c == b'-');
+    let version = hex_bytes::<1>(parts.next()?)?[0];
+    let trace = hex_bytes::<16>(parts.next()?)?;
+    let parent = hex_bytes::<8>(parts.next()?)?;
+    let flags = hex_bytes::<1>(parts.next()?)?[0];
+    let more = parts.next().is_some();
+    if version == 0xff || (version == 0 && more) || trace == [0; 16] || parent == [0; 8] {
+        return None;
+    }
+    Some((trace, parent, flags))
+}
+
+impl TraceContext {
+    /// The context of a request carrying `traceparent` (or none): the caller's
+    /// trace with a new span, or a new trace.
+    pub fn for_request(traceparent: Option<&[u8]>) -> TraceContext {
+        let mut r = [0u8; 24];
+        // Without randomness (no getrandom), the ids still differ per request:
+        // the clock's nanoseconds and the thread-local counter fill them.
+        if getrandom::fill(&mut r).is_err() {
+            let n = crate::logs::now_unix_micros().to_le_bytes();
+            r[..8].copy_from_slice(&n);
+            r[16..].copy_from_slice(&n);
+        }
+        let span_id: [u8; 8] = r[16..].try_into().expect("8 bytes");
+        match traceparent.and_then(parse_traceparent) {
+            Some((trace_id, parent, flags)) => TraceContext {
+                trace_id,
+                span_id,
+                parent: Some(parent),
+                flags,
+            },
+            None => TraceContext {
+                trace_id: r[..16].try_into().expect("16 bytes"),
+                span_id,
+                parent: None,
+                flags: 1,
+            },
+        }
+    }
+
+    /// The `traceparent` the upstream receives: this trace, the proxy's span.
+    pub fn traceparent(&self) -> String {
+        format!(
+            "00-{}-{}-{:02x}",
+            hex(&self.trace_id),
+            hex(&self.span_id),
+            self.flags
+        )
+    }
+}
+
+/// What one export sends.
+#[derive(Debug)]
+enum Item {
+    Span(Value),
+    Log(LogKind, String, i64),
+}
+
+/// The exporter's counters.
+#[derive(Debug, Default)]
+pub struct OtlpStats {
+    /// Spans the receiver accepted.
+    pub spans: AtomicU64,
+    /// Log records the receiver accepted.
+    pub logs: AtomicU64,
+    /// Spans and records dropped because the queue was full.
+    pub dropped: AtomicU64,
+    /// Exports that failed (no connection, an error status).
+    pub errors: AtomicU64,
+    /// Whether the last export went through.
+    pub up: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    items: Mutex<(VecDeque<Item>, bool)>,
+    ready: Condvar,
+}
+
+/// The OTLP exporter: its queue, its thread and its counters.
+#[derive(Debug)]
+pub struct Exporter {
+    cfg: OtlpSection,
+    kinds: [bool; 4],
+    queue: Arc<Queue>,
+    stats: Arc<OtlpStats>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Why the exporter could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OtlpError {
+    /// The thread could not start.
+    #[error("[otlp]: starting its thread: {0}")]
+    Thread(std::io::Error),
+}
+
+impl Exporter {
+    /// Starts the exporter's thread.
+    pub fn start(cfg: &OtlpSection) -> Result<Arc<Exporter>, OtlpError> {
+        let queue = Arc::new(Queue::default());
+        let stats = Arc::new(OtlpStats::default());
+        let sender = Sender {
+            cfg: cfg.clone(),
+            resource: resource(&cfg.service_name),
+            queue: queue.clone(),
+            stats: stats.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("palisade-otlp".into())
+            .spawn(move || sender.run())
+            .map_err(OtlpError::Thread)?;
+        Ok(Arc::new(Exporter {
+            kinds: LogKind::ALL.map(|k| cfg.logs.iter().any(|l| l == k.label())),
+            cfg: cfg.clone(),
+            queue,
+            stats,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Whether spans are exported (`[otlp] traces`).
+    pub fn traces(&self) -> bool {
+        self.cfg.traces
+    }
+
+    fn push(&self, item: Item) {
+        let mut q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
+        if q.0.len() >= self.cfg.queue {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        q.0.push_back(item);
+        let full = q.0.len() >= self.cfg.batch;
+        drop(q);
+        if full {
+            self.queue.ready.notify_one();
+        }
+    }
+
+    /// Queues the span of a finished request; never waits.
+    pub fn offer_span(&self, s: &RequestSummary) {
+        if let Some(t) = &s.trace {
+            self.push(Item::Span(span_json(s, t)));
+        }
+    }
+
+    /// Sends what is queued (within a few seconds) and stops the thread.
+    pub fn finish(&self) {
+        self.queue.items.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.queue.ready.notify_one();
+        let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = t {
+            let _ = t.join();
+        }
+    }
+}
+
+impl crate::logship::LineSink for Exporter {
+    fn wants(&self, kind: LogKind) -> bool {
+        self.kinds[kind as usize]
+    }
+
+    fn offer(&self, kind: LogKind, line: &str) {
+        if self.kinds[kind as usize] {
+            self.push(Item::Log(
+                kind,
+                line.to_owned(),
+                crate::logs::now_unix_micros(),
+            ));
+        }
+    }
+}
+
+impl Collector for Exporter {
+    fn collect(&self, out: &mut Exposition) {
+        let queued = self
+            .queue
+            .items
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .len();
+        let s = &self.stats;
+        out.counter(
+            "palisade_otlp_spans_exported_total",
+            "Spans the OTLP receiver accepted.",
+            s.spans.load(Ordering::Relaxed) as f64,
+        );
+        out.counter(
+            "palisade_otlp_logs_exported_total",
+            "Log records the OTLP receiver accepted.",
+            s.logs.load(Ordering::Relaxed) as f64,
+        );
+        out.counter(
+            "palisade_otlp_dropped_total",
+            "Spans and log records dropped because the OTLP queue was full.",
+            s.dropped.load(Ordering::Relaxed) as f64,
+        );
+        out.counter(
+            "palisade_otlp_errors_total",
+            "OTLP exports that failed (no connection, or an error status); their batch stays queued.",
+            s.errors.load(Ordering::Relaxed) as f64,
+        );
+        out.gauge(
+            "palisade_otlp_up",
+            "1 when the last OTLP export went through.",
+            f64::from(u8::from(s.up.load(Ordering::Relaxed))),
+        );
+        out.gauge(
+            "palisade_otlp_queued",
+            "Spans and log records waiting to be exported.",
+            queued as f64,
+        );
+    }
+}
+
+fn kv(key: &str, value: Value) -> Value {
+    json!({ "key": key, "value": value })
+}
+fn s(v: &str) -> Value {
+    json!({ "stringValue": v })
+}
+fn i(v: i64) -> Value {
+    // OTLP JSON carries 64-bit integers as strings.
+    json!({ "intValue": v.to_string() })
+}
+
+fn resource(service: &str) -> Value {
+    json!({ "attributes": [
+        kv("service.name", s(service)),
+        kv("service.version", s(env!("CARGO_PKG_VERSION"))),
+        kv("host.name", s(&rustix::system::uname().nodename().to_string_lossy())),
+    ]})
+}
+
+/// The span of one request.
+fn span_json(r: &RequestSummary, t: &TraceContext) -> Value {
+    let (path, query) = r.uri.split_once('?').unwrap_or((&r.uri, ""));
+    let start = r.start_us.saturating_mul(1000);
+    let end = start.saturating_add(
+        i64::try_from(r.total_us)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1000),
+    );
+    let mut attrs = vec![
+        kv("http.request.method", s(&r.method)),
+        kv("url.path", s(path)),
+        kv("http.response.status_code", i(i64::from(r.status))),
+        kv("client.address", s(&r.client.ip().to_string())),
+        kv(
+            "network.protocol.version",
+            s(r.protocol.trim_start_matches("HTTP/")),
+        ),
+        kv("palisade.unique_id", s(&r.unique_id)),
+        kv("palisade.site", s(&r.site)),
+        kv("palisade.action", s(r.action.label())),
+        kv("palisade.blocked", json!({ "boolValue": r.blocked() })),
+        kv(
+            "palisade.rule_ids",
+            json!({ "arrayValue": { "values": r.rule_ids().into_iter().map(i).collect::<Vec<_>>() } }),
+        ),
+        kv("palisade.anomaly_score.inbound", i(r.anomaly.0)),
+        kv("palisade.anomaly_score.outbound", i(r.anomaly.1)),
+    ];
+    if !query.is_empty() {
+        attrs.push(kv("url.query", s(query)));
+    }
+    if let Some(h) = &r.host {
+        attrs.push(kv("server.address", s(h)));
+    }
+    if let Some(id) = r.rule_id {
+        attrs.push(kv("palisade.rule_id", i(id)));
+    }
+    for (n, us) in r.phase_us.iter().enumerate() {
+        if let Some(us) = us {
+            attrs.push(kv(
+                &format!("palisade.phase{}.us", n + 1),
+                i(i64::try_from(*us).unwrap_or(i64::MAX)),
+            ));
+        }
+    }
+    if let Some((pool, server)) = &r.upstream {
+        attrs.push(kv("palisade.upstream.pool", s(pool)));
+        if let Some(server) = server {
+            attrs.push(kv("server.upstream", s(server)));
+        }
+    }
+    // Status: an error for answers the proxy or the upstream failed (5xx); a
+    // refusal by the rules is the WAF working, not an error.
+    let status = if r.status >= 500 {
+        json!({ "code": 2, "message": r.error.clone().unwrap_or_default() })
+    } else {
+        json!({})
+    };
+    let mut span = json!({
+        "traceId": hex(&t.trace_id),
+        "spanId": hex(&t.span_id),
+        "name": r.method,
+        "kind": 2,
+        "startTimeUnixNano": start.to_string(),
+        "endTimeUnixNano": end.to_string(),
+        "attributes": attrs,
+        "status": status,
+        "flags": u32::from(t.flags),
+    });
+    if let Some(p) = t.parent {
+        span["parentSpanId"] = Value::String(hex(&p));
+    }
+    span
+}
+
+fn log_json(kind: LogKind, line: &str, unix_micros: i64) -> Value {
+    let (number, text) = match kind {
+        LogKind::Error => (13, "WARN"),
+        LogKind::Audit => (10, "INFO2"),
+        LogKind::Access => (9, "INFO"),
+        LogKind::Debug => (5, "DEBUG"),
+    };
+    json!({
+        "timeUnixNano": unix_micros.saturating_mul(1000).to_string(),
+        "severityNumber": number,
+        "severityText": text,
+        "body": s(line),
+        "attributes": [kv("log.name", s(kind.label()))],
+    })
+}
+
+/// The exporter's thread.
+struct Sender {
+    cfg: OtlpSection,
+    resource: Value,
+    queue: Arc<Queue>,
+    stats: Arc<OtlpStats>,
+}
+
+impl Sender {
+    fn run(self) {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::error!("[otlp]: no runtime for the exporter: {e}");
+                return;
+            }
+        };
+        let mut backoff = BACKOFF.0;
+        loop {
+            // Wait for a full batch, the interval, or the end.
+            let (batch, finishing) = {
+                let q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
+                let (q, _) = self
+                    .queue
+                    .ready
+                    .wait_timeout_while(q, self.cfg.interval, |q| {
+                        q.0.len() < self.cfg.batch && !q.1
+                    })
+                    .unwrap_or_else(|e| e.into_inner());
+                let n = q.0.len().min(self.cfg.batch);
+                (n, q.1)
+            };
+            if batch == 0 {
+                if finishing {
+                    return;
+                }
+                continue;
+            }
+            let (spans, logs) = {
+                let q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
+                let mut spans = Vec::new();
+                let mut logs = Vec::new();
+                for item in q.0.iter().take(batch) {
+                    match item {
+                        Item::Span(v) => spans.push(v.clone()),
+                        Item::Log(k, l, t) => logs.push(log_json(*k, l, *t)),
+                    }
+                }
+                (spans, logs)
+            };
+            let sent = rt.block_on(async {
+                if !spans.is_empty() {
+                    let body = json!({ "resourceSpans": [{
+                        "resource": self.resource,
+                        "scopeSpans": [{ "scope": { "name": "palisade" }, "spans": spans }],
+                    }]});
+                    self.post("/v1/traces", &body).await?;
+                }
+                if !logs.is_empty() {
+                    let body = json!({ "resourceLogs": [{
+                        "resource": self.resource,
+                        "scopeLogs": [{ "scope": { "name": "palisade" }, "logRecords": logs }],
+                    }]});
+                    self.post("/v1/logs", &body).await?;
+                }
+                Ok::<_, String>(())
+            });
+            match sent {
+                Ok(()) => {
+                    backoff = BACKOFF.0;
+                    self.stats
+                        .spans
+                        .fetch_add(spans.len() as u64, Ordering::Relaxed);
+                    self.stats
+                        .logs
+                        .fetch_add(logs.len() as u64, Ordering::Relaxed);
+                    if !self.stats.up.swap(true, Ordering::Relaxed) {
+                        tracing::info!("[otlp] {}: exporting", self.cfg.endpoint);
+                    }
+                    let mut q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
+                    let n = batch.min(q.0.len());
+                    q.0.drain(..n);
+                }
+                Err(e) => {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    if self.stats.up.swap(false, Ordering::Relaxed) || backoff == BACKOFF.0 {
+                        tracing::warn!(
+                            "[otlp] {}: {e}; spans and records stay queued (at most {}) and are sent again",
+                            self.cfg.endpoint,
+                            self.cfg.queue
+                        );
+                    }
+                    if finishing {
+                        let mut q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
+                        self.stats
+                            .dropped
+                            .fetch_add(q.0.len() as u64, Ordering::Relaxed);
+                        q.0.clear();
+                        return;
+                    }
+                    let q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = self
+                        .queue
+                        .ready
+                        .wait_timeout_while(q, backoff, |q| !q.1)
+                        .unwrap_or_else(|e| e.into_inner());
+                    backoff = (backoff * 2).min(BACKOFF.1);
+                }
+            }
+        }
+    }
+
+    /// POSTs one JSON export to `path` under the endpoint; an error unless the
+    /// receiver answers 2xx.
+    async fn post(&self, path: &str, body: &Value) -> Result<(), String> {
+        let uri: http::Uri = format!("{}{path}", self.cfg.endpoint.trim_end_matches('/'))
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        let host = uri.host().ok_or("no host")?.to_owned();
+        let port = uri.port_u16().unwrap_or(80);
+        let work = async {
+            let stream = tokio::net::TcpStream::connect((host.as_str(), port))
+                .await
+                .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
+            let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            let req = http::Request::post(uri.path())
+                .header(http::header::HOST, format!("{host}:{port}"))
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::from(body.to_string())))
+                .map_err(|e| e.to_string())?;
+            let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+            let status = resp.status();
+            let text = http_body_util::Limited::new(resp.into_body(), 64 * 1024)
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{path}: {status}: {}",
+                    String::from_utf8_lossy(&text[..text.len().min(200)]).trim()
+                ))
+            }
+        };
+        tokio::time::timeout(self.cfg.timeout, work)
+            .await
+            .map_err(|_| format!("{path}: no answer within {:?}", self.cfg.timeout))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_values_parse_or_are_refused() {
+        let v = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let (t, p, f) = parse_traceparent(v).unwrap();
+        assert_eq!(hex(&t), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(hex(&p), "00f067aa0ba902b7");
+        assert_eq!(f, 1);
+        for bad in [
+            &b"00-00000000000000000000000000000000-00f067aa0ba902b7-01"[..],
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            b"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            b"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+            b"00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            b"garbage",
+        ] {
+            assert_eq!(
+                parse_traceparent(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // A later version may carry more fields.
+        assert!(
+            parse_traceparent(b"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra")
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_request_joins_its_callers_trace_or_starts_one() {
+        let v = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        let c = TraceContext::for_request(Some(v));
+        assert_eq!(hex(&c.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            c.parent.map(|p| hex(&p)).as_deref(),
+            Some("00f067aa0ba902b7")
+        );
+        assert_eq!(c.flags, 0);
+        let up = c.traceparent();
+        assert!(
+            up.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+            "{up}"
+        );
+        assert!(
+            up.ends_with("-00") && !up.contains("00f067aa0ba902b7"),
+            "{up}"
+        );
+        let (_, p, _) = parse_traceparent(up.as_bytes()).unwrap();
+        assert_eq!(p, c.span_id);
+        let fresh = TraceContext::for_request(None);
+        assert_eq!((fresh.parent, fresh.flags), (None, 1));
+        assert_ne!(fresh.trace_id, TraceContext::for_request(None).trace_id);
+    }
+}
