@@ -35,7 +35,6 @@ fn receiver_binary() -> Option<PathBuf> {
 /// A running receiver and what it printed.
 struct Receiver {
     child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Receiver {
@@ -63,7 +62,7 @@ impl Receiver {
             assert!(Instant::now() < deadline, "the receiver never got ready");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Receiver { child, lines }
+        Receiver { child }
     }
 
     fn stop(&mut self) {
