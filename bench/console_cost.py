@@ -35,7 +35,6 @@ Target (issue 33): on costs at most 2% more than off.
 
 import argparse
 import os
-import statistics
 import shutil
 import socket
 import sys
@@ -44,6 +43,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rules_instr as RI  # noqa: E402  (callgrind measurement of the fixed corpus)
+import side_by_side as SBS  # noqa: E402  (the native comparison)
 import run as R  # noqa: E402  (bench/run.py: processes, ports, configurations)
 
 TOKEN = "console-cost-bench-token"
@@ -166,71 +166,28 @@ def main():
 
 
 def run_native(args, work, backend_port, variant):
-    """Requests per CPU-second of both proxies, wrk over the varying corpus in
-    alternating rounds; returns {name: (requests, cpu_s, [per-round rates])}."""
-    import gen_varying
-    if shutil.which("wrk") is None:
-        raise SystemExit("console_cost: wrk is missing (apt-get install wrk)")
-    gen_varying.write(R.VARYING_DIR)
-    lua = os.path.join(R.BENCH, "wrk", "corpus.lua")
-    files = R.Varying(["get-page", "get-asset", "get-api", "form", "multipart", "json"])
-    systems = {}
-    streams = []
-    for name in ("off", "on"):
-        admin_port = R.free_port()
-        stream = EventStream(admin_port) if name == "on" else None
-        label, server_extra, extra, started = variant(name, admin_port, stream)
-        port = R.free_port()
-        path = RI.config("d", work, port, backend_port, server_extra, extra)
-        native_path = os.path.join(work, f"palisade-native-{name}.toml")
-        with open(path) as f:
-            text = f.read().replace('client_header_timeout = "600s"', "")
-        with open(native_path, "w") as f:
-            f.write(text.replace('waf_cpu_budget = "off"\n', ""))
-        proc = R.Proc(f"palisade-native-{name}", [args.palisade, "run", "--config", native_path],
-                      work, cpu=R.SUT_CPU)
-        R.wait_port(port, proc)
-        if started:
-            started(work)
-            streams.append(stream)
-        systems[name] = R.System(name, port, proc, lambda p=proc: [p.pid])
-    try:
-        for s in systems.values():
-            R.run_wrk(s.port, files, 2, args.connections, lua)  # warm-up
-        totals = {name: [0, 0.0, []] for name in systems}
-        for _ in range(args.rounds):
-            for name, s in systems.items():
-                R.settle(s)
-                c0 = R.cpu_seconds(s.pids())
-                r = R.run_wrk(s.port, files, args.duration, args.connections, lua)
-                cpu = R.cpu_seconds(s.pids()) - c0
-                if r["non2xx"] or r["socket_errors"]:
-                    R.log(f"console_cost: ({name}) {r['non2xx']} non-2xx answers, "
-                          f"{r['socket_errors']} socket errors (attacks in the corpus are 403)")
-                totals[name][0] += r["requests"]
-                totals[name][1] += cpu
-                totals[name][2].append(r["requests"] / cpu if cpu > 0 else 0.0)
-        if not all(st.bytes for st in streams):
+    """Requests per CPU-second of both proxies (bench/side_by_side.py), the "on"
+    one with its own event stream open."""
+    admin_port = R.free_port()
+    stream = EventStream(admin_port)
+    _, on_server, on_extra, on_started = variant("on", admin_port, stream)
+    _, off_server, off_extra, _ = variant("off", None, None)
+
+    def received():
+        if stream.bytes == 0:
             raise RuntimeError("console_cost: the native event stream received nothing")
-        return {name: tuple(v) for name, v in totals.items()}
+
+    try:
+        return SBS.run(args, work, backend_port, [
+            SBS.Variant("off", off_server, off_extra),
+            SBS.Variant("on", on_server, on_extra, started=on_started, check=received),
+        ], "console_cost")
     finally:
-        for st in streams:
-            st.close()
+        stream.close()
 
 
 def report_native(args, native):
-    off, on = native["off"], native["on"]
-    rate = {name: v[0] / v[1] for name, v in native.items()}
-    change = rate["off"] / rate["on"] - 1
-    print(f"| native (varying corpus, {args.rounds} x {args.duration} s each) | requests | "
-          f"CPU s | requests per CPU-second | median of rounds |")
-    print("|---|---:|---:|---:|---:|")
-    for name, v in native.items():
-        print(f"| console {name} | {v[0]:,} | {v[1]:.2f} | {rate[name]:,.0f} | "
-              f"{statistics.median(v[2]):,.0f} |")
-    print(f"console_cost: native, console on costs {change * 100:+.2f}% CPU per request "
-          f"(target {TARGET * 100:.0f}%): {'met' if change <= TARGET else 'NOT met'}; "
-          f"off {off[0]:,} requests in {off[1]:.2f} CPU s, on {on[0]:,} in {on[1]:.2f}")
+    SBS.report(args, native, "off", "console_cost", {"on": TARGET})
 
 
 def report_callgrind(args, series, table, stream):

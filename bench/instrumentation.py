@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""What diagnostics and shipping cost a request (issue 34): the release proxy with
+CRS v4 PL1 in three configurations, side by side in one run (bench/side_by_side.py:
+wrk over the varying corpus, requests per CPU-second of each proxy process).
+
+    python3 bench/instrumentation.py [--rounds N] [--duration S] [--connections C]
+
+  base       no admin listener, `server.rule_cost_sample = 0`, nothing shipped
+  shipping   every request's access line shipped to a syslog receiver over TCP
+             ([[syslog]]) and a span per request with the access lines as log
+             records to an OTLP receiver ([otlp]; the OpenTelemetry Collector's
+             otlpreceiver of tests/otlp, built with Go); the syslog receiver here is
+             a socket that reads and discards
+  profiling  the admin listener, and a CPU profile (/debug/profile, 99 Hz) running
+             for the whole of each round
+
+Targets: shipping at most 3% more CPU per request, a running profile at most 5%.
+The timers, the metrics and the idle tracepoints are always on, so this run cannot
+show their share; bench/rules_instr.py's callgrind figures include them.
+"""
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run as R  # noqa: E402
+import side_by_side as SBS  # noqa: E402
+
+TOKEN = "instrumentation-bench-token"
+
+
+class Discard:
+    """A TCP receiver that reads and discards (the syslog receiver), counting bytes."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.bytes = 0
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.read, args=(c,), daemon=True).start()
+
+    def read(self, c):
+        while True:
+            try:
+                b = c.recv(1 << 16)
+            except OSError:
+                return
+            if not b:
+                return
+            self.bytes += len(b)
+
+
+def otlp_receiver(work):
+    """Builds and starts tests/otlp's receiver; returns (process, port)."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    binary = os.path.join(work, "otlprecv")
+    subprocess.run([go, "build", "-o", binary, "."], cwd=os.path.join(R.REPO, "tests", "otlp"),
+                   check=True, timeout=900)
+    port = R.free_port()
+    p = subprocess.Popen([binary, f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return p, port
+        time.sleep(0.1)
+    p.kill()
+    raise RuntimeError("instrumentation: the OTLP receiver did not listen")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--palisade", default=os.path.join(R.REPO, "target", "release", "palisade"))
+    ap.add_argument("--albedo", default=os.path.join(R.REPO, "target", "release", "albedo"))
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=8)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="palisade-instrumentation-")
+    recv = None
+    try:
+        _, backend_port = R.start_albedo(args.albedo, work, None, who="instrumentation")
+        discard = Discard()
+        recv, otlp_port = otlp_receiver(work)
+        token = os.path.join(work, "admin.token")
+        with open(token, "w") as f:
+            f.write(TOKEN + "\n")
+        admin_port = R.free_port()
+        off = "\nrule_cost_sample = 0"
+        shipping = (f'\n[[syslog]]\naddress = "127.0.0.1:{discard.port}"\ntransport = "tcp"\n'
+                    f'logs = ["access"]\n\n[otlp]\nendpoint = "http://127.0.0.1:{otlp_port}"\n'
+                    'logs = ["access"]\n')
+        profiling = (f'\n[admin]\naddress = "127.0.0.1:{admin_port}"\n'
+                     f"token_file = {R.toml_str(token)}\ndashboard = false\n")
+
+        @contextlib.contextmanager
+        def profile_running(_system):
+            # A profile a little longer than the round, started just before it; the
+            # round's CPU time is measured while it runs, and the next round starts
+            # once it has ended.
+            seconds = args.duration + 2
+            done = threading.Event()
+
+            def take():
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{admin_port}/debug/profile?seconds={seconds}&format=pprof",
+                    headers={"Authorization": f"Bearer {TOKEN}"})
+                with contextlib.suppress(Exception), urllib.request.urlopen(req, timeout=seconds + 60) as r:
+                    r.read()
+                done.set()
+
+            threading.Thread(target=take, daemon=True).start()
+            time.sleep(0.3)
+            try:
+                yield
+            finally:
+                done.wait(seconds + 60)
+
+        def shipped():
+            if discard.bytes == 0:
+                raise RuntimeError("instrumentation: the syslog receiver got nothing")
+
+        native = SBS.run(args, work, backend_port, [
+            SBS.Variant("base", off),
+            SBS.Variant("shipping", off, shipping, check=shipped),
+            SBS.Variant("profiling", off, profiling, during=profile_running),
+        ], "instrumentation")
+    finally:
+        if recv:
+            recv.kill()
+        R.stop_all()
+        shutil.rmtree(work, ignore_errors=True)
+    SBS.report(args, native, "base", "instrumentation", {"shipping": 0.03, "profiling": 0.05})
+
+
+if __name__ == "__main__":
+    main()
