@@ -62,6 +62,7 @@ pub mod reload;
 pub mod rulecost;
 pub mod server;
 pub mod shaping;
+pub mod shipqueue;
 pub mod sites;
 pub mod slots;
 pub mod store_metrics;

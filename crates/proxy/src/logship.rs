@@ -14,11 +14,11 @@
 use crate::config::{SyslogSection, SyslogTransport};
 use crate::logs::LogKind;
 use crate::metrics::{Collector, Exposition};
-use std::collections::VecDeque;
+use crate::shipqueue::{Backoff, ShipQueue};
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The longest message sent, in bytes (longer lines are cut at a character
@@ -31,9 +31,6 @@ pub const MAX_UDP_MESSAGE: usize = 8 * 1024;
 
 /// How long a connection attempt or a write may take.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The first and the longest wait before reconnecting.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
 
 /// Why a receiver could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -72,19 +69,10 @@ pub trait LineSink: Collector + std::fmt::Debug {
 pub struct ShipStats {
     /// Messages sent.
     pub sent: AtomicU64,
-    /// Lines dropped because the queue was full.
-    pub dropped: AtomicU64,
     /// Failed connections and writes.
     pub errors: AtomicU64,
     /// Whether a TCP or TLS connection is up (UDP: always).
     pub connected: AtomicBool,
-}
-
-/// The queue between the log writer and one receiver's thread.
-#[derive(Debug, Default)]
-struct Queue {
-    lines: Mutex<(VecDeque<(LogKind, String)>, bool)>,
-    ready: Condvar,
 }
 
 /// One receiver.
@@ -92,7 +80,7 @@ struct Queue {
 struct Receiver {
     cfg: SyslogSection,
     kinds: [bool; 4],
-    queue: Arc<Queue>,
+    queue: Arc<ShipQueue<(LogKind, String)>>,
     stats: Arc<ShipStats>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -116,7 +104,7 @@ impl Shippers {
                 SyslogTransport::Tls => Some(tls_config(cfg)?),
                 _ => None,
             };
-            let queue = Arc::new(Queue::default());
+            let queue = Arc::new(ShipQueue::new(cfg.queue));
             let stats = Arc::new(ShipStats::default());
             let sender = Sender {
                 cfg: cfg.clone(),
@@ -147,8 +135,7 @@ impl Shippers {
     /// gets at most a few seconds).
     pub fn finish(&self) {
         for r in &self.receivers {
-            r.queue.lines.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-            r.queue.ready.notify_one();
+            r.queue.finish();
         }
         for r in &self.receivers {
             let t = r.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -166,14 +153,7 @@ impl LineSink for Shippers {
 
     fn offer(&self, kind: LogKind, line: &str) {
         for r in self.receivers.iter().filter(|r| r.kinds[kind as usize]) {
-            let mut q = r.queue.lines.lock().unwrap_or_else(|e| e.into_inner());
-            if q.0.len() >= r.cfg.queue {
-                r.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            q.0.push_back((kind, line.to_owned()));
-            drop(q);
-            r.queue.ready.notify_one();
+            r.queue.push((kind, line.to_owned()), 1);
         }
     }
 }
@@ -183,7 +163,7 @@ impl Collector for Shippers {
         if self.receivers.is_empty() {
             return;
         }
-        type Value = fn(&ShipStats, usize) -> f64;
+        type Value = fn(&ShipStats, &ShipQueue<(LogKind, String)>) -> f64;
         let series: [(&str, &str, &str, Value); 5] = [
             (
                 "palisade_syslog_sent_total",
@@ -195,7 +175,7 @@ impl Collector for Shippers {
                 "palisade_syslog_dropped_total",
                 "counter",
                 "Log lines a [[syslog]] receiver lost because its queue was full.",
-                |s, _| s.dropped.load(Ordering::Relaxed) as f64,
+                |_, q| q.dropped() as f64,
             ),
             (
                 "palisade_syslog_errors_total",
@@ -213,21 +193,14 @@ impl Collector for Shippers {
                 "palisade_syslog_queued",
                 "gauge",
                 "Log lines waiting to be sent to a [[syslog]] receiver.",
-                |_, n| n as f64,
+                |_, q| q.len() as f64,
             ),
         ];
         for (name, kind, help, value) in series {
             out.family(name, kind, help);
             for r in &self.receivers {
-                let queued = r
-                    .queue
-                    .lines
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0
-                    .len();
                 let receiver = format!("{}/{}", r.cfg.transport.label(), r.cfg.address);
-                out.sample(name, &[("receiver", &receiver)], value(&r.stats, queued));
+                out.sample(name, &[("receiver", &receiver)], value(&r.stats, &r.queue));
             }
         }
     }
@@ -354,7 +327,7 @@ struct Sender {
     cfg: SyslogSection,
     host: String,
     tls: Option<Arc<rustls::ClientConfig>>,
-    queue: Arc<Queue>,
+    queue: Arc<ShipQueue<(LogKind, String)>>,
     stats: Arc<ShipStats>,
 }
 
@@ -381,43 +354,29 @@ impl Sender {
             }
             _ => None,
         };
-        let mut backoff = BACKOFF.0;
+        let mut backoff = Backoff::new();
         loop {
-            let next = {
-                let mut q = self.queue.lines.lock().unwrap_or_else(|e| e.into_inner());
-                while q.0.is_empty() && !q.1 {
-                    q = self.queue.ready.wait(q).unwrap_or_else(|e| e.into_inner());
-                }
-                match q.0.front() {
-                    Some(l) => l.clone(),
-                    None => return, // finishing, nothing left
-                }
+            let (front, finishing) = self.queue.front(1, 1, None);
+            let Some(next) = front.into_iter().next() else {
+                return; // finishing, nothing left
             };
-            let finishing = self.queue.lines.lock().unwrap_or_else(|e| e.into_inner()).1;
-            let now = crate::logs::now_unix_micros();
+            let max = if udp.is_some() {
+                MAX_UDP_MESSAGE
+            } else {
+                MAX_MESSAGE
+            };
+            let msg = format_message(
+                self.cfg.facility_code(),
+                next.0,
+                &self.host,
+                &self.cfg.app_name,
+                &next.1,
+                crate::logs::now_unix_micros(),
+                max,
+            );
             let sent = match &udp {
-                Some(sock) => {
-                    let msg = format_message(
-                        self.cfg.facility_code(),
-                        next.0,
-                        &self.host,
-                        &self.cfg.app_name,
-                        &next.1,
-                        now,
-                        MAX_UDP_MESSAGE,
-                    );
-                    sock.send_to(msg.as_bytes(), self.cfg.address).map(|_| ())
-                }
+                Some(sock) => sock.send_to(msg.as_bytes(), self.cfg.address).map(|_| ()),
                 None => {
-                    let msg = format_message(
-                        self.cfg.facility_code(),
-                        next.0,
-                        &self.host,
-                        &self.cfg.app_name,
-                        &next.1,
-                        now,
-                        MAX_MESSAGE,
-                    );
                     let framed = format!("{} {msg}", msg.len());
                     self.connected(&mut conn)
                         .and_then(|c| c.write_all(framed.as_bytes()))
@@ -425,29 +384,18 @@ impl Sender {
             };
             match sent {
                 Ok(()) => {
-                    backoff = BACKOFF.0;
+                    backoff.reset();
                     self.stats.sent.fetch_add(1, Ordering::Relaxed);
-                    self.queue
-                        .lines
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                        .pop_front();
+                    self.queue.remove_front(1);
                 }
                 Err(e) => {
                     self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    let was_up = self.stats.connected.swap(udp.is_some(), Ordering::Relaxed);
                     if udp.is_some() {
                         // A datagram is not sent again: it is lost, and counted.
-                        self.queue
-                            .lines
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0
-                            .pop_front();
+                        self.queue.remove_front(1);
                         continue;
                     }
-                    if was_up {
+                    if self.stats.connected.swap(false, Ordering::Relaxed) {
                         tracing::warn!(
                             "[[syslog]] {}: {e}; lines are queued (at most {}) until it is back",
                             self.cfg.address,
@@ -457,21 +405,10 @@ impl Sender {
                     conn = None;
                     if finishing {
                         // Shutting down: what is still queued is lost, and counted.
-                        let mut q = self.queue.lines.lock().unwrap_or_else(|e| e.into_inner());
-                        self.stats
-                            .dropped
-                            .fetch_add(q.0.len() as u64, Ordering::Relaxed);
-                        q.0.clear();
+                        self.queue.drop_all();
                         return;
                     }
-                    // Wait out the back-off, or stop when asked to finish.
-                    let q = self.queue.lines.lock().unwrap_or_else(|e| e.into_inner());
-                    let _ = self
-                        .queue
-                        .ready
-                        .wait_timeout_while(q, backoff, |q| !q.1)
-                        .unwrap_or_else(|e| e.into_inner());
-                    backoff = (backoff * 2).min(BACKOFF.1);
+                    self.queue.pause(backoff.next_wait());
                 }
             }
         }

@@ -13,7 +13,9 @@
 //!   (full: dropped and counted); one thread sends batches every `interval`, or
 //!   sooner when a batch is full. When the receiver is away or refuses (5xx, 429),
 //!   the batch stays queued and the thread retries with a growing back-off (0.5 s
-//!   to 30 s); what was queued is sent when it is back.
+//!   to 30 s); what was queued is sent when it is back. A batch whose spans went
+//!   through but whose records did not is sent again whole, so a receiver may see
+//!   a span twice after an outage (OTLP export is at least once).
 //!
 //! The JSON encoding of OTLP is written with `serde_json` here rather than
 //! through the OpenTelemetry SDK crates: the spans are made after the fact from
@@ -23,18 +25,14 @@
 use crate::config::OtlpSection;
 use crate::logs::LogKind;
 use crate::metrics::{Collector, Exposition};
+use crate::shipqueue::{Backoff, ShipQueue};
 use crate::summary::RequestSummary;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
-
-/// The first and the longest wait before an export is tried again.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
+use std::sync::{Arc, Mutex};
 
 /// The W3C trace context of a request: the trace, the proxy's own span in it,
 /// and the caller's span when the request carried a `traceparent`.
@@ -129,7 +127,7 @@ impl TraceContext {
 }
 
 /// What one export sends.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Item {
     Span(Value),
     Log(LogKind, String, i64),
@@ -142,18 +140,10 @@ pub struct OtlpStats {
     pub spans: AtomicU64,
     /// Log records the receiver accepted.
     pub logs: AtomicU64,
-    /// Spans and records dropped because the queue was full.
-    pub dropped: AtomicU64,
     /// Exports that failed (no connection, an error status).
     pub errors: AtomicU64,
     /// Whether the last export went through.
     pub up: AtomicBool,
-}
-
-#[derive(Debug, Default)]
-struct Queue {
-    items: Mutex<(VecDeque<Item>, bool)>,
-    ready: Condvar,
 }
 
 /// The OTLP exporter: its queue, its thread and its counters.
@@ -161,7 +151,7 @@ struct Queue {
 pub struct Exporter {
     cfg: OtlpSection,
     kinds: [bool; 4],
-    queue: Arc<Queue>,
+    queue: Arc<ShipQueue<Item>>,
     stats: Arc<OtlpStats>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -177,7 +167,7 @@ pub enum OtlpError {
 impl Exporter {
     /// Starts the exporter's thread.
     pub fn start(cfg: &OtlpSection) -> Result<Arc<Exporter>, OtlpError> {
-        let queue = Arc::new(Queue::default());
+        let queue = Arc::new(ShipQueue::new(cfg.queue));
         let stats = Arc::new(OtlpStats::default());
         let sender = Sender {
             cfg: cfg.clone(),
@@ -204,17 +194,7 @@ impl Exporter {
     }
 
     fn push(&self, item: Item) {
-        let mut q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
-        if q.0.len() >= self.cfg.queue {
-            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        q.0.push_back(item);
-        let full = q.0.len() >= self.cfg.batch;
-        drop(q);
-        if full {
-            self.queue.ready.notify_one();
-        }
+        self.queue.push(item, self.cfg.batch);
     }
 
     /// Queues the span of a finished request; never waits.
@@ -226,8 +206,7 @@ impl Exporter {
 
     /// Sends what is queued (within a few seconds) and stops the thread.
     pub fn finish(&self) {
-        self.queue.items.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.queue.ready.notify_one();
+        self.queue.finish();
         let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(t) = t {
             let _ = t.join();
@@ -253,13 +232,7 @@ impl crate::logship::LineSink for Exporter {
 
 impl Collector for Exporter {
     fn collect(&self, out: &mut Exposition) {
-        let queued = self
-            .queue
-            .items
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .len();
+        let queued = self.queue.len();
         let s = &self.stats;
         out.counter(
             "palisade_otlp_spans_exported_total",
@@ -274,7 +247,7 @@ impl Collector for Exporter {
         out.counter(
             "palisade_otlp_dropped_total",
             "Spans and log records dropped because the OTLP queue was full.",
-            s.dropped.load(Ordering::Relaxed) as f64,
+            self.queue.dropped() as f64,
         );
         out.counter(
             "palisade_otlp_errors_total",
@@ -409,7 +382,7 @@ fn log_json(kind: LogKind, line: &str, unix_micros: i64) -> Value {
 struct Sender {
     cfg: OtlpSection,
     resource: Value,
-    queue: Arc<Queue>,
+    queue: Arc<ShipQueue<Item>>,
     stats: Arc<OtlpStats>,
 }
 
@@ -425,39 +398,26 @@ impl Sender {
                 return;
             }
         };
-        let mut backoff = BACKOFF.0;
+        let mut backoff = Backoff::new();
         loop {
-            // Wait for a full batch, the interval, or the end.
-            let (batch, finishing) = {
-                let q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
-                let (q, _) = self
-                    .queue
-                    .ready
-                    .wait_timeout_while(q, self.cfg.interval, |q| {
-                        q.0.len() < self.cfg.batch && !q.1
-                    })
-                    .unwrap_or_else(|e| e.into_inner());
-                let n = q.0.len().min(self.cfg.batch);
-                (n, q.1)
-            };
-            if batch == 0 {
+            // A full batch, or what came within the interval, or the end.
+            let (batch, finishing) =
+                self.queue
+                    .front(self.cfg.batch, self.cfg.batch, Some(self.cfg.interval));
+            if batch.is_empty() {
                 if finishing {
                     return;
                 }
                 continue;
             }
-            let (spans, logs) = {
-                let q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
-                let mut spans = Vec::new();
-                let mut logs = Vec::new();
-                for item in q.0.iter().take(batch) {
-                    match item {
-                        Item::Span(v) => spans.push(v.clone()),
-                        Item::Log(k, l, t) => logs.push(log_json(*k, l, *t)),
-                    }
+            let mut spans = Vec::new();
+            let mut logs = Vec::new();
+            for item in &batch {
+                match item {
+                    Item::Span(v) => spans.push(v.clone()),
+                    Item::Log(k, l, t) => logs.push(log_json(*k, l, *t)),
                 }
-                (spans, logs)
-            };
+            }
             let sent = rt.block_on(async {
                 if !spans.is_empty() {
                     let body = json!({ "resourceSpans": [{
@@ -477,7 +437,7 @@ impl Sender {
             });
             match sent {
                 Ok(()) => {
-                    backoff = BACKOFF.0;
+                    backoff.reset();
                     self.stats
                         .spans
                         .fetch_add(spans.len() as u64, Ordering::Relaxed);
@@ -487,13 +447,11 @@ impl Sender {
                     if !self.stats.up.swap(true, Ordering::Relaxed) {
                         tracing::info!("[otlp] {}: exporting", self.cfg.endpoint);
                     }
-                    let mut q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
-                    let n = batch.min(q.0.len());
-                    q.0.drain(..n);
+                    self.queue.remove_front(batch.len());
                 }
                 Err(e) => {
                     self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    if self.stats.up.swap(false, Ordering::Relaxed) || backoff == BACKOFF.0 {
+                    if self.stats.up.swap(false, Ordering::Relaxed) || backoff.is_first() {
                         tracing::warn!(
                             "[otlp] {}: {e}; spans and records stay queued (at most {}) and are sent again",
                             self.cfg.endpoint,
@@ -501,20 +459,10 @@ impl Sender {
                         );
                     }
                     if finishing {
-                        let mut q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
-                        self.stats
-                            .dropped
-                            .fetch_add(q.0.len() as u64, Ordering::Relaxed);
-                        q.0.clear();
+                        self.queue.drop_all();
                         return;
                     }
-                    let q = self.queue.items.lock().unwrap_or_else(|e| e.into_inner());
-                    let _ = self
-                        .queue
-                        .ready
-                        .wait_timeout_while(q, backoff, |q| !q.1)
-                        .unwrap_or_else(|e| e.into_inner());
-                    backoff = (backoff * 2).min(BACKOFF.1);
+                    self.queue.pause(backoff.next_wait());
                 }
             }
         }

@@ -550,31 +550,9 @@ mod tests {
     use super::*;
 
     fn summary(action: crate::metrics::Action, rules: &[i64], uri: &str) -> RequestSummary {
-        let addr: std::net::SocketAddr = "192.0.2.1:4000".parse().unwrap();
         RequestSummary {
-            unique_id: "u1".into(),
-            start_us: 0,
-            client: addr,
-            peer: addr,
-            server: addr,
-            tls: false,
-            protocol: "HTTP/1.1".into(),
-            method: "GET".into(),
-            uri: uri.into(),
-            host: None,
-            site: "default".into(),
             status: 403,
             action,
-            rule_id: None,
-            error: None,
-            phase_us: [Some(10), Some(300), None, None, None],
-            waf_cpu_us: 0,
-            total_us: 2_000,
-            upstream: None,
-            up_timing: None,
-            transfer_us: None,
-            bytes_in: 0,
-            bytes_out: 0,
             matches: rules
                 .iter()
                 .map(|id| engine::RuleMatch {
@@ -589,10 +567,8 @@ mod tests {
                     log_line: None,
                 })
                 .collect(),
-            rule_times: Vec::new(),
-            trace: None,
             anomaly: (5, 0),
-            audit: None,
+            ..RequestSummary::for_test(uri)
         }
     }
 

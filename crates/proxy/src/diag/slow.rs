@@ -143,40 +143,12 @@ impl SlowRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Action;
-    use std::sync::Arc;
 
     fn summary(start_s: i64, total_us: u64, uri: &str) -> RequestSummary {
-        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         RequestSummary {
-            unique_id: String::new(),
             start_us: start_s * 1_000_000,
-            client: addr,
-            peer: addr,
-            server: addr,
-            tls: false,
-            protocol: "HTTP/1.1".into(),
-            method: "GET".into(),
-            uri: uri.into(),
-            host: None,
-            site: Arc::from("default"),
-            status: 200,
-            action: Action::Pass,
-            rule_id: None,
-            error: None,
-            phase_us: [Some(10), None, None, None, None],
-            waf_cpu_us: 0,
             total_us,
-            upstream: None,
-            up_timing: None,
-            transfer_us: None,
-            bytes_in: 0,
-            bytes_out: 0,
-            matches: Vec::new(),
-            rule_times: Vec::new(),
-            trace: None,
-            anomaly: (0, 0),
-            audit: None,
+            ..RequestSummary::for_test(uri)
         }
     }
 
