@@ -692,8 +692,9 @@ pub fn metrics_text(shared: &Shared) -> String {
         acme.render_metrics(&mut out);
     }
     let mut out = crate::metrics::Exposition::from_text(out);
-    let collectors: [&dyn crate::metrics::Collector; 3] = [
+    let collectors: [&dyn crate::metrics::Collector; 4] = [
         &shared.summaries,
+        &shared.shadow,
         &crate::procstat::BuildInfo,
         &crate::procstat::ProcessCollector,
     ];

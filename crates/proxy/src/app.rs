@@ -326,6 +326,9 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     for line in site_summaries(&waf) {
         println!("palisade: {line}");
     }
+    if let Some(s) = waf.shadow() {
+        println!("palisade: {}", s.summary());
+    }
     for w in waf.warnings().iter().chain(waf.site_warnings()) {
         println!("palisade: warning: {w}");
     }
@@ -355,7 +358,7 @@ fn load_waf(cfg: &Config, rbl_limit: Option<usize>) -> Result<waf::Waf, waf::Waf
         &cfg.path,
         cfg.limits.request_body_bytes,
     )?;
-    Ok(waf)
+    waf.with_shadow(cfg.shadow.as_ref(), &cfg.path, &cfg.server)
 }
 
 /// One line per site for `palisade check` and the start: what selects it and what
@@ -652,6 +655,9 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     );
     for line in site_summaries(&waf) {
         tracing::info!("{line}");
+    }
+    if let Some(s) = waf.shadow() {
+        tracing::info!("{}", s.summary());
     }
     for w in waf.site_warnings() {
         tracing::warn!("{w}");

@@ -57,6 +57,7 @@ pub mod procstat;
 pub mod ratelimit;
 pub mod reload;
 pub mod server;
+pub mod shadow;
 pub mod shaping;
 pub mod sites;
 pub mod slots;

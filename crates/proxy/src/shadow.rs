@@ -1,0 +1,897 @@
+//! The shadow rule set (`[shadow]`, docs/shadow.md): a second rule set (CRS at a
+//! higher paranoia level, a newer CRS, candidate exclusions) that runs
+//! detection-only beside the blocking one on a sample of the requests, and is
+//! compared with it request by request.
+//!
+//! The request's path never waits for the shadow. When a request is sampled, its
+//! head is copied before the primary rules run; once phases 1 and 2 of the primary
+//! rules have decided (blocked in phase 1, blocked in phase 2, or passed), the head,
+//! the buffered body (none when phase 1 blocked, or when the body was under a
+//! content coding: the shadow then sees the head only, and that is counted), the
+//! client and the primary's request-phase verdict are handed to one dedicated
+//! thread of low priority through a bounded queue that is never waited for (full:
+//! the request is skipped and counted). That thread runs the shadow's phases 1 and
+//! 2 as if its engine mode were `On`, records the intervention it would make and
+//! never enforces it, and compares the two request-phase verdicts: both passed,
+//! both blocked, only the shadow blocked, only the primary blocked. Response
+//! phases are not compared: the shadow has no response to see.
+//!
+//! The shadow's CPU time is its own budget (`cpu_budget`, a fraction of one core),
+//! kept as a token bucket of CPU time measured per evaluation on the shadow
+//! thread's own clock; while the bucket is empty sampled requests are skipped (and
+//! counted) before anything is copied.
+//!
+//! [`ShadowSet`] is the configuration's shadow, part of the rules snapshot
+//! ([`crate::waf::Waf::shadow`]), so that a reload swaps it with the rules;
+//! [`Shadow`] is the process's runner, counters and disagreements, which outlive
+//! reloads.
+
+use crate::config::ShadowSection;
+use crate::metrics::{Collector, Exposition};
+use crate::waf::{BodyFeed, Waf};
+use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The niceness of the shadow thread, as the inspection pool's.
+const SHADOW_NICE: i32 = 10;
+
+/// How many rules the per-rule disagreement table keeps at most.
+const MAX_RULES: usize = 10_000;
+
+/// How many rules the snapshot lists, most disagreements first.
+const TOP_RULES: usize = 20;
+
+/// The seconds of CPU time at the budget's rate the bucket holds when full.
+const BURST_SECONDS: f64 = 1.0;
+
+/// The configuration's shadow rule set, in the rules snapshot.
+#[derive(Debug)]
+pub struct ShadowSet {
+    waf: Waf,
+    sample: f64,
+    /// `sample` scaled to the random numbers' range (`u64::MAX`: every request).
+    threshold: u64,
+    cpu_budget: f64,
+    queue: usize,
+    ring: usize,
+    own_rules: bool,
+    paranoia_level: Option<u8>,
+}
+
+impl ShadowSet {
+    /// The shadow of `section` over the rules `waf` (built by
+    /// [`Waf::with_shadow`](crate::waf::Waf::with_shadow)).
+    pub fn new(waf: Waf, section: &ShadowSection) -> ShadowSet {
+        let threshold = if section.sample >= 1.0 {
+            u64::MAX
+        } else {
+            // Exact enough: the fraction of u64 values below it.
+            (section.sample * u64::MAX as f64) as u64
+        };
+        ShadowSet {
+            waf,
+            sample: section.sample,
+            threshold,
+            cpu_budget: section.cpu_budget,
+            queue: section.queue,
+            ring: section.disagreements,
+            own_rules: !section.rules.is_empty(),
+            paranoia_level: section.paranoia_level,
+        }
+    }
+
+    /// The shadow's rules (one site, whose policy is the shadow's).
+    pub fn waf(&self) -> &Waf {
+        &self.waf
+    }
+
+    /// The fraction of requests sampled.
+    pub fn sample(&self) -> f64 {
+        self.sample
+    }
+
+    /// The CPU budget, as a fraction of one core.
+    pub fn cpu_budget(&self) -> f64 {
+        self.cpu_budget
+    }
+
+    /// Load warnings of the shadow's rules.
+    pub fn warnings(&self) -> &[String] {
+        self.waf.site_warnings()
+    }
+
+    /// One line for `palisade check` and the start.
+    pub fn summary(&self) -> String {
+        format!(
+            "shadow: {} ({} rule(s){}), sample {}, CPU budget {} of a core, queue {}",
+            if self.own_rules {
+                "rules of its own"
+            } else {
+                "the [[rules]], shared"
+            },
+            self.waf.rule_count()
+                + self
+                    .waf
+                    .sites()
+                    .get(0)
+                    .policy()
+                    .map_or(0, |p| p.rule_count()),
+            self.paranoia_level
+                .map(|l| format!(", paranoia level {l}"))
+                .unwrap_or_default(),
+            self.sample,
+            self.cpu_budget,
+            self.queue
+        )
+    }
+
+    /// Whether this request is in the sample.
+    fn sampled(&self) -> bool {
+        self.threshold == u64::MAX || (self.threshold > 0 && next_random() < self.threshold)
+    }
+}
+
+thread_local! {
+    static RNG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A xorshift64* number from a per-thread state, seeded on first use.
+fn next_random() -> u64 {
+    RNG.with(|c| {
+        let mut x = c.get();
+        if x == 0 {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(crate::logs::now_unix_micros() as u64);
+            x = h.finish() | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        c.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}
+
+/// How a sampled request ended, for `palisade_shadow_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Neither rule set blocked.
+    AgreePass,
+    /// Both blocked.
+    AgreeBlock,
+    /// Only the shadow would have blocked.
+    ShadowOnly,
+    /// Only the primary blocked.
+    PrimaryOnly,
+    /// Skipped: the shadow's CPU budget was spent.
+    SkippedBudget,
+    /// Skipped: the shadow's queue was full.
+    SkippedQueue,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 6] = [
+        Outcome::AgreePass,
+        Outcome::AgreeBlock,
+        Outcome::ShadowOnly,
+        Outcome::PrimaryOnly,
+        Outcome::SkippedBudget,
+        Outcome::SkippedQueue,
+    ];
+
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::AgreePass => "agree_pass",
+            Outcome::AgreeBlock => "agree_block",
+            Outcome::ShadowOnly => "shadow_only",
+            Outcome::PrimaryOnly => "primary_only",
+            Outcome::SkippedBudget => "skipped_budget",
+            Outcome::SkippedQueue => "skipped_queue",
+        }
+    }
+
+    /// The outcome of two request-phase verdicts.
+    pub fn of(primary_blocked: bool, shadow_blocked: bool) -> Outcome {
+        match (primary_blocked, shadow_blocked) {
+            (false, false) => Outcome::AgreePass,
+            (true, true) => Outcome::AgreeBlock,
+            (false, true) => Outcome::ShadowOnly,
+            (true, false) => Outcome::PrimaryOnly,
+        }
+    }
+}
+
+/// What one rule set decided in phases 1 and 2.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Side {
+    /// Whether it blocked (or, for the shadow, would have).
+    pub blocked: bool,
+    /// The status of its intervention.
+    pub status: Option<u16>,
+    /// The ids of the rules that matched, in order, each once.
+    pub rules: Vec<i64>,
+    /// The inbound anomaly score.
+    pub score: i64,
+}
+
+impl Side {
+    /// The ids of `matches`, each once, in order of first match.
+    pub fn rule_ids(matches: impl Iterator<Item = Option<i64>>) -> Vec<i64> {
+        let mut out: Vec<i64> = Vec::new();
+        for id in matches.flatten() {
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "blocked": self.blocked,
+            "status": self.status,
+            "rules": self.rules,
+            "score": self.score,
+        })
+    }
+}
+
+/// A sampled request's head, copied before the primary rules ran.
+#[derive(Debug)]
+pub struct SampledHead {
+    set: Arc<ShadowSet>,
+    method: Bytes,
+    uri: Bytes,
+    protocol: Bytes,
+    headers: Vec<(Box<[u8]>, Box<[u8]>)>,
+    client: SocketAddr,
+    peer: Option<SocketAddr>,
+    local: SocketAddr,
+    site: Arc<str>,
+    start_us: i64,
+}
+
+/// The primary's side of a sampled request once its phases 1 and 2 decided.
+#[derive(Debug)]
+pub struct Primary {
+    /// The transaction id.
+    pub id: String,
+    /// Its request-phase verdict and matches.
+    pub side: Side,
+    /// The request body as buffered; `None` when the shadow must see the head
+    /// only (the body was not read, or is under a content coding).
+    pub body: Option<Vec<Bytes>>,
+}
+
+/// A sampled request on its way to the shadow thread.
+struct Job {
+    head: SampledHead,
+    primary: Primary,
+}
+
+/// One disagreement, as the dashboard and the API show it.
+#[derive(Debug, Clone)]
+struct Disagreement {
+    seq: u64,
+    id: String,
+    start_us: i64,
+    method: String,
+    target: String,
+    site: Arc<str>,
+    client: SocketAddr,
+    outcome: Outcome,
+    head_only: bool,
+    primary: Side,
+    shadow: Side,
+}
+
+/// The state the shadow thread and the request path share.
+#[derive(Debug, Default)]
+struct Inner {
+    outcomes: [AtomicU64; 6],
+    /// Requests shadowed without their body.
+    head_only: AtomicU64,
+    /// Shadow transactions that failed inside the engine.
+    errors: AtomicU64,
+    /// The shadow thread's CPU time, in microseconds.
+    cpu_us: AtomicU64,
+    /// Jobs queued and not yet taken.
+    pending: AtomicUsize,
+    /// Until when (microseconds since `epoch`) the budget is spent: sampled
+    /// requests before it are skipped without being copied.
+    resume_at_us: AtomicU64,
+    epoch: OnceLock<Instant>,
+    /// The last disagreements, newest last, and the number of the next.
+    ring: Mutex<(VecDeque<Disagreement>, u64)>,
+    /// Per rule: disagreements in which it matched on the blocking side only
+    /// (`[shadow_only, primary_only]`).
+    rules: Mutex<HashMap<i64, [u64; 2]>>,
+}
+
+impl Inner {
+    fn count(&self, o: Outcome) {
+        self.outcomes[o as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn epoch(&self) -> Instant {
+        *self.epoch.get_or_init(Instant::now)
+    }
+
+    fn since_epoch_us(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch()).as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The process's shadow runner: its thread (started with the first sampled
+/// request), counters and disagreements. It outlives reloads.
+#[derive(Debug, Default)]
+pub struct Shadow {
+    inner: Arc<Inner>,
+    sender: OnceLock<Option<mpsc::Sender<Job>>>,
+}
+
+impl Shadow {
+    /// Samples a request of the rules `waf`: `None` when there is no shadow, the
+    /// request is not in the sample, or the budget is spent (counted). Otherwise
+    /// its head is copied for the shadow.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample<'h>(
+        &self,
+        waf: &Waf,
+        method: &Bytes,
+        uri: &Bytes,
+        protocol: &Bytes,
+        headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+        conn: &crate::exchange::ConnInfo,
+        site: &Arc<str>,
+        start_us: i64,
+    ) -> Option<SampledHead> {
+        let set = waf.shadow()?;
+        if !set.sampled() {
+            return None;
+        }
+        let inner = &self.inner;
+        let resume = inner.resume_at_us.load(Ordering::Relaxed);
+        if resume > 0 && inner.since_epoch_us(Instant::now()) < resume {
+            inner.count(Outcome::SkippedBudget);
+            return None;
+        }
+        Some(SampledHead {
+            set: set.clone(),
+            method: method.clone(),
+            uri: uri.clone(),
+            protocol: protocol.clone(),
+            headers: headers.map(|(n, v)| (n.into(), v.into())).collect(),
+            client: conn.client,
+            peer: conn.peer_if_other(),
+            local: conn.local,
+            site: site.clone(),
+            start_us,
+        })
+    }
+
+    /// Hands a sampled request and the primary's verdict to the shadow thread;
+    /// never waits (a full queue: counted as skipped).
+    pub fn submit(&self, head: SampledHead, primary: Primary) {
+        let inner = &self.inner;
+        let bound = head.set.queue;
+        if inner.pending.fetch_add(1, Ordering::AcqRel) >= bound {
+            inner.pending.fetch_sub(1, Ordering::AcqRel);
+            inner.count(Outcome::SkippedQueue);
+            return;
+        }
+        let sent = self
+            .sender()
+            .is_some_and(|s| s.send(Job { head, primary }).is_ok());
+        if !sent {
+            inner.pending.fetch_sub(1, Ordering::AcqRel);
+            inner.count(Outcome::SkippedQueue);
+        }
+    }
+
+    /// The channel to the shadow thread, started on first use (`None` when the
+    /// thread could not be started: every sampled request is then skipped).
+    fn sender(&self) -> Option<&mpsc::Sender<Job>> {
+        self.sender
+            .get_or_init(|| {
+                let (tx, rx) = mpsc::channel::<Job>();
+                let inner = self.inner.clone();
+                match std::thread::Builder::new()
+                    .name("palisade-shadow".into())
+                    .spawn(move || run(&inner, &rx))
+                {
+                    Ok(_) => Some(tx),
+                    Err(e) => {
+                        tracing::error!(
+                            "starting the shadow thread: {e}; shadow requests are skipped"
+                        );
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// The count of one outcome.
+    pub fn outcome_count(&self, o: Outcome) -> u64 {
+        self.inner.outcomes[o as usize].load(Ordering::Relaxed)
+    }
+
+    /// The shadow's section of the dashboard snapshot and `/dashboard/api/snapshot`:
+    /// its settings (`set`, the shadow in force), counters, the rules that
+    /// disagree most and the last disagreements, newest first.
+    pub fn snapshot(&self, set: Option<&Arc<ShadowSet>>) -> serde_json::Value {
+        let inner = &self.inner;
+        let outcomes: serde_json::Map<String, serde_json::Value> = Outcome::ALL
+            .iter()
+            .map(|o| (o.label().to_owned(), self.outcome_count(*o).into()))
+            .collect();
+        let mut rules: Vec<(i64, [u64; 2])> = inner
+            .rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        rules.sort_by(|a, b| {
+            (b.1[0] + b.1[1])
+                .cmp(&(a.1[0] + a.1[1]))
+                .then(a.0.cmp(&b.0))
+        });
+        rules.truncate(TOP_RULES);
+        let recent: Vec<serde_json::Value> = inner
+            .ring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .iter()
+            .rev()
+            .map(|d| {
+                serde_json::json!({
+                    "seq": d.seq,
+                    "id": d.id,
+                    "time": crate::logs::rfc3339_micros(d.start_us),
+                    "method": d.method,
+                    "target": d.target,
+                    "site": d.site.as_ref(),
+                    "client": d.client.ip().to_string(),
+                    "outcome": d.outcome.label(),
+                    "head_only": d.head_only,
+                    "primary": d.primary.json(),
+                    "shadow": d.shadow.json(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "enabled": set.is_some(),
+            "sample": set.map(|s| s.sample),
+            "cpu_budget": set.map(|s| s.cpu_budget),
+            "outcomes": outcomes,
+            "head_only": inner.head_only.load(Ordering::Relaxed),
+            "errors": inner.errors.load(Ordering::Relaxed),
+            "cpu_seconds": inner.cpu_us.load(Ordering::Relaxed) as f64 / 1e6,
+            "queued": inner.pending.load(Ordering::Relaxed),
+            "rules": rules
+                .iter()
+                .map(|(id, [s, p])| serde_json::json!({"rule": id, "shadow_only": s, "primary_only": p}))
+                .collect::<Vec<_>>(),
+            "disagreements": recent,
+        })
+    }
+}
+
+impl Collector for Shadow {
+    fn collect(&self, out: &mut Exposition) {
+        let inner = &self.inner;
+        let name = "palisade_shadow_requests_total";
+        out.family(
+            name,
+            "counter",
+            "Requests sampled for the shadow rule set, by how its request-phase verdict compared with the blocking rules' (or why it was skipped).",
+        );
+        for o in Outcome::ALL {
+            out.sample(
+                name,
+                &[("outcome", o.label())],
+                self.outcome_count(o) as f64,
+            );
+        }
+        out.counter(
+            "palisade_shadow_cpu_seconds_total",
+            "CPU time the shadow rule set used (its own thread's clock).",
+            inner.cpu_us.load(Ordering::Relaxed) as f64 / 1e6,
+        );
+        out.counter(
+            "palisade_shadow_head_only_total",
+            "Sampled requests the shadow saw without their body (blocked in phase 1, or under a content coding).",
+            inner.head_only.load(Ordering::Relaxed) as f64,
+        );
+        out.counter(
+            "palisade_shadow_errors_total",
+            "Shadow transactions that failed inside the engine (not compared).",
+            inner.errors.load(Ordering::Relaxed) as f64,
+        );
+        out.gauge(
+            "palisade_shadow_queue_depth",
+            "Sampled requests waiting for the shadow thread.",
+            inner.pending.load(Ordering::Relaxed) as f64,
+        );
+    }
+}
+
+/// The token bucket of the shadow's CPU time, in seconds of CPU time.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(now: Instant, rate: f64) -> Bucket {
+        Bucket {
+            tokens: rate * BURST_SECONDS,
+            at: now,
+        }
+    }
+
+    /// Refills at `rate` CPU seconds per second up to a second's worth; whether an
+    /// evaluation may start.
+    fn refill(&mut self, now: Instant, rate: f64) -> bool {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = now;
+        self.tokens = (self.tokens + dt * rate).min(rate * BURST_SECONDS);
+        self.tokens > 0.0
+    }
+
+    /// Takes an evaluation's CPU time; when that leaves the bucket empty, how long
+    /// until it holds some again.
+    fn spend(&mut self, cpu: Duration, rate: f64) -> Option<Duration> {
+        self.tokens -= cpu.as_secs_f64();
+        (self.tokens <= 0.0).then(|| Duration::from_secs_f64(-self.tokens / rate + 1e-6))
+    }
+}
+
+/// The shadow thread: takes jobs until the runner is dropped.
+fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
+    // Linux keeps a niceness per thread: this lowers only this one.
+    if let Err(e) = rustix::process::setpriority_process(None, SHADOW_NICE) {
+        tracing::debug!("lowering the shadow thread's priority: {e}");
+    }
+    let mut bucket: Option<Bucket> = None;
+    while let Ok(job) = rx.recv() {
+        inner.pending.fetch_sub(1, Ordering::AcqRel);
+        let rate = job.head.set.cpu_budget;
+        let now = Instant::now();
+        let b = bucket.get_or_insert_with(|| Bucket::new(now, rate));
+        if !b.refill(now, rate) {
+            inner.count(Outcome::SkippedBudget);
+            continue;
+        }
+        let (shadow, spent) = crate::inspect::measured(true, || evaluate(&job));
+        inner.cpu_us.fetch_add(
+            u64::try_from(spent.cpu.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        if let Some(wait) = b.spend(spent.cpu, rate) {
+            let at = inner.since_epoch_us(Instant::now() + wait);
+            inner.resume_at_us.store(at.max(1), Ordering::Relaxed);
+        }
+        match shadow {
+            Some(side) => record(inner, job, side),
+            None => {
+                inner.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Runs the shadow's phases 1 and 2 over a sampled request; `None` when the
+/// engine failed.
+fn evaluate(job: &Job) -> Option<Side> {
+    let h = &job.head;
+    let waf = h.set.waf();
+    let mut tx = waf.transaction(
+        h.client,
+        h.peer,
+        h.local,
+        job.primary.id.clone(),
+        h.start_us,
+        None,
+        None,
+    );
+    tx.request_line(&h.method, &h.uri, &h.protocol);
+    for (n, v) in &h.headers {
+        tx.request_header(n, v);
+    }
+    let mut verdict = tx.request_headers_done();
+    if verdict.is_none() {
+        let mut refused = false;
+        if let Some(body) = &job.primary.body {
+            for chunk in body {
+                if !tx.wants_request_body() {
+                    break;
+                }
+                match tx.request_body(chunk) {
+                    BodyFeed::Ok => {}
+                    BodyFeed::LimitPartial => break,
+                    BodyFeed::LimitReject => {
+                        refused = true;
+                        break;
+                    }
+                }
+            }
+        }
+        verdict = if refused {
+            Some(crate::waf::Verdict {
+                status: 413,
+                kind: crate::waf::VerdictKind::Deny,
+                rule_id: None,
+            })
+        } else {
+            tx.request_body_done()
+        };
+    }
+    if tx.failure().is_some() {
+        return None;
+    }
+    let mut ids = Vec::new();
+    while let Some(e) = tx.poll_event() {
+        if let engine::Event::RuleMatched(m) = e {
+            ids.push(m.rule_id);
+        }
+    }
+    Some(Side {
+        blocked: verdict.is_some(),
+        status: verdict.map(|v| v.status),
+        rules: Side::rule_ids(ids.into_iter()),
+        score: tx.anomaly_scores().0,
+    })
+}
+
+/// Counts a compared request, and keeps it when the two disagree.
+fn record(inner: &Inner, job: Job, shadow: Side) {
+    let Job { head, primary } = job;
+    let head_only = primary.body.is_none();
+    if head_only {
+        inner.head_only.fetch_add(1, Ordering::Relaxed);
+    }
+    let outcome = Outcome::of(primary.side.blocked, shadow.blocked);
+    inner.count(outcome);
+    let (blocker, other, slot) = match outcome {
+        Outcome::ShadowOnly => (&shadow, &primary.side, 0),
+        Outcome::PrimaryOnly => (&primary.side, &shadow, 1),
+        _ => return,
+    };
+    {
+        let mut rules = inner.rules.lock().unwrap_or_else(|e| e.into_inner());
+        for id in blocker.rules.iter().filter(|id| !other.rules.contains(id)) {
+            if let Some(c) = rules.get_mut(id) {
+                c[slot] += 1;
+            } else if rules.len() < MAX_RULES {
+                let mut c = [0; 2];
+                c[slot] = 1;
+                rules.insert(*id, c);
+            }
+        }
+    }
+    let mut ring = inner.ring.lock().unwrap_or_else(|e| e.into_inner());
+    let seq = ring.1;
+    ring.1 += 1;
+    ring.0.push_back(Disagreement {
+        seq,
+        id: primary.id,
+        start_us: head.start_us,
+        method: String::from_utf8_lossy(&head.method).into_owned(),
+        target: String::from_utf8_lossy(&head.uri).into_owned(),
+        site: head.site,
+        client: head.client,
+        outcome,
+        head_only,
+        primary: primary.side,
+        shadow,
+    });
+    while ring.0.len() > head.set.ring {
+        ring.0.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn section(text: &str) -> ShadowSection {
+        toml::from_str(text).unwrap()
+    }
+
+    fn set(primary: &str, shadow: &str) -> Arc<ShadowSet> {
+        let rules = |t: &str| {
+            vec![crate::config::RuleSource {
+                file: None,
+                inline: Some(t.to_owned()),
+            }]
+        };
+        let mut s = section(&format!("sample = 1.0\nqueue = 4\ndisagreements = 2"));
+        s.rules = rules(shadow);
+        let waf = Waf::load(
+            &rules(primary),
+            Path::new("/p.toml"),
+            &Default::default(),
+            None,
+        )
+        .unwrap()
+        .with_shadow(Some(&s), Path::new("/p.toml"), &Default::default())
+        .unwrap();
+        waf.shadow().unwrap().clone()
+    }
+
+    fn head(set: &Arc<ShadowSet>, uri: &'static str) -> SampledHead {
+        SampledHead {
+            set: set.clone(),
+            method: Bytes::from_static(b"GET"),
+            uri: Bytes::from_static(uri.as_bytes()),
+            protocol: Bytes::from_static(b"HTTP/1.1"),
+            headers: vec![(b"Host".as_slice().into(), b"x".as_slice().into())],
+            client: "10.0.0.1:1000".parse().unwrap(),
+            peer: None,
+            local: "127.0.0.1:80".parse().unwrap(),
+            site: "default".into(),
+            start_us: 1_700_000_000_000_000,
+        }
+    }
+
+    const RULES: &str = "SecRuleEngine DetectionOnly\nSecRule ARGS \"@contains evil\" \"id:10,phase:1,deny,status:403,log\"";
+    const SHADOW: &str = "SecRule ARGS \"@contains evil\" \"id:10,phase:1,deny,status:403,log\"\nSecRule ARGS \"@contains odd\" \"id:20,phase:2,deny,status:403,log\"";
+
+    #[test]
+    fn outcomes_of_two_verdicts() {
+        assert_eq!(Outcome::of(false, false), Outcome::AgreePass);
+        assert_eq!(Outcome::of(true, true), Outcome::AgreeBlock);
+        assert_eq!(Outcome::of(false, true), Outcome::ShadowOnly);
+        assert_eq!(Outcome::of(true, false), Outcome::PrimaryOnly);
+        assert_eq!(
+            Side::rule_ids([Some(3), None, Some(1), Some(3)].into_iter()),
+            vec![3, 1]
+        );
+    }
+
+    /// The shadow runs as if its engine were On (its own rules say
+    /// DetectionOnly here), in phase 2 too, and reports the rules that matched.
+    #[test]
+    fn the_shadow_reports_what_it_would_do() {
+        let s = set(RULES, &format!("SecRuleEngine DetectionOnly\n{SHADOW}"));
+        let job = |uri| Job {
+            head: head(&s, uri),
+            primary: Primary {
+                id: "x".into(),
+                side: Side::default(),
+                body: Some(Vec::new()),
+            },
+        };
+        let odd = evaluate(&job("/?q=odd")).unwrap();
+        assert!(odd.blocked);
+        assert_eq!(odd.status, Some(403));
+        assert_eq!(odd.rules, vec![20]);
+        let plain = evaluate(&job("/?q=fine")).unwrap();
+        assert_eq!(plain, Side::default());
+    }
+
+    #[test]
+    fn disagreements_are_counted_kept_and_bounded() {
+        let s = set(RULES, SHADOW);
+        let inner = Inner::default();
+        let mut ids = 0;
+        let mut go = |uri, primary_blocked: bool, primary_rules: Vec<i64>| {
+            ids += 1;
+            let job = Job {
+                head: head(&s, uri),
+                primary: Primary {
+                    id: format!("id{ids}"),
+                    side: Side {
+                        blocked: primary_blocked,
+                        status: primary_blocked.then_some(403),
+                        rules: primary_rules,
+                        score: 0,
+                    },
+                    body: None,
+                },
+            };
+            let side = evaluate(&job).unwrap();
+            record(&inner, job, side);
+        };
+        go("/?a=evil", true, vec![10]);
+        go("/?a=fine", false, vec![]);
+        go("/?a=odd", false, vec![]);
+        go("/?a=odd&b=1", false, vec![]);
+        go("/?a=fine", true, vec![99]);
+        let n = |o: Outcome| inner.outcomes[o as usize].load(Ordering::Relaxed);
+        assert_eq!(n(Outcome::AgreeBlock), 1);
+        assert_eq!(n(Outcome::AgreePass), 1);
+        assert_eq!(n(Outcome::ShadowOnly), 2);
+        assert_eq!(n(Outcome::PrimaryOnly), 1);
+        assert_eq!(inner.head_only.load(Ordering::Relaxed), 5);
+        let ring = inner.ring.lock().unwrap();
+        // Three disagreements, two kept: the newest.
+        assert_eq!(ring.0.len(), 2);
+        assert_eq!(ring.0[0].target, "/?a=odd&b=1");
+        assert_eq!(ring.0[1].outcome, Outcome::PrimaryOnly);
+        assert_eq!(ring.0[1].primary.rules, vec![99]);
+        assert_eq!(ring.1, 3);
+        let rules = inner.rules.lock().unwrap();
+        assert_eq!(rules[&20], [2, 0]);
+        assert_eq!(rules[&99], [0, 1]);
+        assert!(!rules.contains_key(&10));
+    }
+
+    #[test]
+    fn the_budget_bucket_allows_its_rate() {
+        let t0 = Instant::now();
+        let rate = 0.1;
+        let mut b = Bucket::new(t0, rate);
+        // A full bucket holds a second's worth: 100 ms.
+        assert!(b.refill(t0, rate));
+        assert_eq!(b.spend(Duration::from_millis(60), rate), None);
+        assert!(b.refill(t0, rate));
+        // Overdrawn by 20 ms: 200 ms at 0.1 to refill.
+        let wait = b.spend(Duration::from_millis(60), rate).unwrap();
+        assert!((wait.as_secs_f64() - 0.2).abs() < 0.001, "{wait:?}");
+        assert!(!b.refill(t0 + Duration::from_millis(100), rate));
+        assert!(b.refill(t0 + Duration::from_millis(201), rate));
+        // Never more than the burst, however long idle.
+        b.refill(t0 + Duration::from_secs(3600), rate);
+        assert!((b.tokens - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn sampling_follows_the_fraction() {
+        let s = |f: f64| {
+            let mut sec = section(&format!("sample = {f}"));
+            sec.rules = Vec::new();
+            let waf = Waf::load(&[], Path::new("/p.toml"), &Default::default(), None)
+                .unwrap()
+                .with_shadow(Some(&sec), Path::new("/p.toml"), &Default::default())
+                .unwrap();
+            waf.shadow().unwrap().clone()
+        };
+        let (none, all, tenth) = (s(0.0), s(1.0), s(0.1));
+        assert!((0..1000).all(|_| !none.sampled()));
+        assert!((0..1000).all(|_| all.sampled()));
+        let hits = (0..100_000).filter(|_| tenth.sampled()).count();
+        assert!((9_000..11_000).contains(&hits), "{hits}");
+    }
+
+    #[test]
+    fn the_queue_bound_skips_and_counts() {
+        let s = set(RULES, SHADOW);
+        let shadow = Shadow::default();
+        // No thread yet: jobs over the bound (4) are refused before any is sent.
+        shadow.inner.pending.store(4, Ordering::Relaxed);
+        shadow.submit(
+            head(&s, "/"),
+            Primary {
+                id: "a".into(),
+                side: Side::default(),
+                body: None,
+            },
+        );
+        assert_eq!(shadow.outcome_count(Outcome::SkippedQueue), 1);
+        assert_eq!(shadow.inner.pending.load(Ordering::Relaxed), 4);
+        let mut out = Exposition::default();
+        shadow.collect(&mut out);
+        let text = out.into_text();
+        assert!(
+            text.contains("palisade_shadow_requests_total{outcome=\"skipped_queue\"} 1"),
+            "{text}"
+        );
+        let doc = shadow.snapshot(Some(&s));
+        assert_eq!(doc["outcomes"]["skipped_queue"], 1);
+        assert_eq!(doc["enabled"], true);
+    }
+}
