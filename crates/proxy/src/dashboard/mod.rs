@@ -314,6 +314,7 @@ impl Dashboard {
         let mut doc = self.aggregate.snapshot();
         doc["health"] = health(shared);
         doc["readiness"] = readiness(&self.aggregate, shared);
+        doc["shadow"] = shared.shadow.snapshot(shared.waf().shadow());
         doc
     }
 
@@ -344,6 +345,7 @@ impl Dashboard {
                     let mut doc = agg.snapshot();
                     doc["health"] = health(&shared);
                     doc["readiness"] = readiness(&agg, &shared);
+                    doc["shadow"] = shared.shadow.snapshot(shared.waf().shadow());
                     out.push(sse("snapshot", &doc));
                 }
                 for chunk in out {
