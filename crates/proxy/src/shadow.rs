@@ -243,6 +243,9 @@ impl Side {
     }
 }
 
+/// A header line's name and value, copied.
+type HeaderLine = (Box<[u8]>, Box<[u8]>);
+
 /// A sampled request's head, copied before the primary rules ran.
 #[derive(Debug)]
 pub struct SampledHead {
@@ -250,7 +253,7 @@ pub struct SampledHead {
     method: Bytes,
     uri: Bytes,
     protocol: Bytes,
-    headers: Vec<(Box<[u8]>, Box<[u8]>)>,
+    headers: Vec<HeaderLine>,
     client: SocketAddr,
     peer: Option<SocketAddr>,
     local: SocketAddr,
@@ -718,7 +721,7 @@ mod tests {
                 inline: Some(t.to_owned()),
             }]
         };
-        let mut s = section(&format!("sample = 1.0\nqueue = 4\ndisagreements = 2"));
+        let mut s = section("sample = 1.0\nqueue = 4\ndisagreements = 2");
         s.rules = rules(shadow);
         let waf = Waf::load(
             &rules(primary),
