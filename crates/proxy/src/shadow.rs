@@ -49,6 +49,10 @@ const TOP_RULES: usize = 20;
 /// The seconds of CPU time at the budget's rate the bucket holds when full.
 const BURST_SECONDS: f64 = 1.0;
 
+/// The request body bytes the queue may hold at once, all jobs together: a
+/// sampled request whose body would go over it is skipped (`skipped_queue`).
+pub const MAX_QUEUED_BODY_BYTES: usize = 64 << 20;
+
 /// The configuration's shadow rule set, in the rules snapshot.
 #[derive(Debug)]
 pub struct ShadowSet {
@@ -61,6 +65,9 @@ pub struct ShadowSet {
     ring: usize,
     own_rules: bool,
     paranoia_level: Option<u8>,
+    /// The body bytes the shadow's rules read (its request body limit), and one
+    /// more so that they see it was reached: the rest is not queued.
+    body_limit: usize,
 }
 
 impl ShadowSet {
@@ -73,7 +80,14 @@ impl ShadowSet {
             // Exact enough: the fraction of u64 values below it.
             (section.sample * u64::MAX as f64) as u64
         };
+        let body_limit = waf
+            .sites()
+            .get(0)
+            .policy()
+            .map_or(usize::MAX, |p| p.request_body_limit())
+            .saturating_add(1);
         ShadowSet {
+            body_limit,
             waf,
             sample: section.sample,
             threshold,
@@ -277,6 +291,27 @@ pub struct Primary {
 struct Job {
     head: SampledHead,
     primary: Primary,
+    /// Its body bytes, counted in [`Inner::pending_bytes`].
+    bytes: usize,
+}
+
+/// Cuts a body's buffers to their first `limit` bytes (the last kept one sliced,
+/// not copied); returns the bytes kept.
+fn cut_body(body: &mut Vec<Bytes>, limit: usize) -> usize {
+    let mut total = 0usize;
+    let mut keep = body.len();
+    for (i, chunk) in body.iter_mut().enumerate() {
+        let room = limit - total;
+        if chunk.len() >= room {
+            chunk.truncate(room);
+            total += room;
+            keep = i + 1;
+            break;
+        }
+        total += chunk.len();
+    }
+    body.truncate(keep);
+    total
 }
 
 /// One disagreement, as the dashboard and the API show it.
@@ -305,8 +340,10 @@ struct Inner {
     errors: AtomicU64,
     /// The shadow thread's CPU time, in microseconds.
     cpu_us: AtomicU64,
-    /// Jobs queued and not yet taken.
+    /// Jobs queued and not yet evaluated.
     pending: AtomicUsize,
+    /// The body bytes of the jobs queued and not yet evaluated.
+    pending_bytes: AtomicUsize,
     /// Until when (microseconds since `epoch`) the budget is spent: sampled
     /// requests before it are skipped without being copied.
     resume_at_us: AtomicU64,
@@ -382,19 +419,28 @@ impl Shadow {
 
     /// Hands a sampled request and the primary's verdict to the shadow thread;
     /// never waits (a full queue: counted as skipped).
-    pub fn submit(&self, head: SampledHead, primary: Primary) {
+    pub fn submit(&self, head: SampledHead, mut primary: Primary) {
         let inner = &self.inner;
+        let bytes = primary
+            .body
+            .as_mut()
+            .map_or(0, |b| cut_body(b, head.set.body_limit));
         let bound = head.set.queue;
-        if inner.pending.fetch_add(1, Ordering::AcqRel) >= bound {
-            inner.pending.fetch_sub(1, Ordering::AcqRel);
-            inner.count(Outcome::SkippedQueue);
-            return;
-        }
-        let sent = self
-            .sender()
-            .is_some_and(|s| s.send(Job { head, primary }).is_ok());
+        let queued = inner.pending.fetch_add(1, Ordering::AcqRel);
+        let queued_bytes = inner.pending_bytes.fetch_add(bytes, Ordering::AcqRel);
+        let room = queued < bound && queued_bytes.saturating_add(bytes) <= MAX_QUEUED_BODY_BYTES;
+        let sent = room
+            && self.sender().is_some_and(|s| {
+                s.send(Job {
+                    head,
+                    primary,
+                    bytes,
+                })
+                .is_ok()
+            });
         if !sent {
             inner.pending.fetch_sub(1, Ordering::AcqRel);
+            inner.pending_bytes.fetch_sub(bytes, Ordering::AcqRel);
             inner.count(Outcome::SkippedQueue);
         }
     }
@@ -569,15 +615,21 @@ fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
     }
     let mut bucket: Option<Bucket> = None;
     while let Ok(job) = rx.recv() {
-        inner.pending.fetch_sub(1, Ordering::AcqRel);
         let rate = job.head.set.cpu_budget;
         let now = Instant::now();
         let b = bucket.get_or_insert_with(|| Bucket::new(now, rate));
-        if !b.refill(now, rate) {
+        let allowed = b.refill(now, rate);
+        let (shadow, spent) = if allowed {
+            crate::inspect::measured(true, || evaluate(&job))
+        } else {
+            (None, crate::inspect::Spent::default())
+        };
+        inner.pending.fetch_sub(1, Ordering::AcqRel);
+        inner.pending_bytes.fetch_sub(job.bytes, Ordering::AcqRel);
+        if !allowed {
             inner.count(Outcome::SkippedBudget);
             continue;
         }
-        let (shadow, spent) = crate::inspect::measured(true, || evaluate(&job));
         inner.cpu_us.fetch_add(
             u64::try_from(spent.cpu.as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
@@ -660,7 +712,7 @@ fn evaluate(job: &Job) -> Option<Side> {
 
 /// Counts a compared request, and keeps it when the two disagree.
 fn record(inner: &Inner, job: Job, shadow: Side) {
-    let Job { head, primary } = job;
+    let Job { head, primary, .. } = job;
     let head_only = primary.body.is_none();
     if head_only {
         inner.head_only.fetch_add(1, Ordering::Relaxed);
@@ -777,6 +829,7 @@ mod tests {
                 side: Side::default(),
                 body: Some(Vec::new()),
             },
+            bytes: 0,
         };
         let odd = evaluate(&job("/?q=odd")).unwrap();
         assert!(odd.blocked);
@@ -805,6 +858,7 @@ mod tests {
                     },
                     body: None,
                 },
+                bytes: 0,
             };
             let side = evaluate(&job).unwrap();
             record(&inner, job, side);
@@ -831,6 +885,32 @@ mod tests {
         assert_eq!(rules[&20], [2, 0]);
         assert_eq!(rules[&99], [0, 1]);
         assert!(!rules.contains_key(&10));
+    }
+
+    #[test]
+    fn bodies_are_cut_to_the_shadows_limit() {
+        let chunks = || {
+            vec![
+                Bytes::from_static(b"abcd"),
+                Bytes::from_static(b"efgh"),
+                Bytes::from_static(b"ijkl"),
+            ]
+        };
+        let mut b = chunks();
+        assert_eq!(cut_body(&mut b, 6), 6);
+        assert_eq!(
+            b,
+            vec![Bytes::from_static(b"abcd"), Bytes::from_static(b"ef")]
+        );
+        let mut b = chunks();
+        assert_eq!(cut_body(&mut b, 8), 8);
+        assert_eq!(b.len(), 2);
+        let mut b = chunks();
+        assert_eq!(cut_body(&mut b, usize::MAX), 12);
+        assert_eq!(b.len(), 3);
+        let mut b = chunks();
+        assert_eq!(cut_body(&mut b, 0), 0);
+        assert!(b.iter().all(Bytes::is_empty));
     }
 
     #[test]
