@@ -358,7 +358,7 @@ fn load_waf(cfg: &Config, rbl_limit: Option<usize>) -> Result<waf::Waf, waf::Waf
         &cfg.path,
         cfg.limits.request_body_bytes,
     )?;
-    waf.with_shadow(cfg.shadow.as_ref(), &cfg.path, &cfg.server)
+    waf.with_shadow(cfg.shadow.as_ref(), &cfg.rules, &cfg.path, &cfg.server)
 }
 
 /// One line per site for `palisade check` and the start: what selects it and what

@@ -675,6 +675,14 @@ fn default_shadow_disagreements() -> usize {
 }
 
 impl ShadowSection {
+    /// The paranoia levels (blocking, detection) the shadow's prefilter must reach
+    /// when it runs above level 1.
+    pub fn reach(&self) -> Option<(u8, u8)> {
+        self.paranoia_level
+            .filter(|&l| l > 1)
+            .map(|l| (l, self.detection_paranoia_level.unwrap_or(l)))
+    }
+
     /// Checks the section's keys; errors name the key.
     fn validate(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.sample) {
@@ -701,29 +709,11 @@ impl ShadowSection {
                 self.disagreements
             ));
         }
-        if let Some(l) = self.paranoia_level
-            && !(1..=4).contains(&l)
-        {
-            return Err(format!("shadow.paranoia_level {l}: expected 1 to 4"));
-        }
-        match (self.paranoia_level, self.detection_paranoia_level) {
-            (_, Some(d)) if !(1..=4).contains(&d) => {
-                return Err(format!(
-                    "shadow.detection_paranoia_level {d}: expected 1 to 4"
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(
-                    "shadow.detection_paranoia_level needs shadow.paranoia_level".to_owned(),
-                );
-            }
-            (Some(p), Some(d)) if d < p => {
-                return Err(format!(
-                    "shadow.detection_paranoia_level {d} is below shadow.paranoia_level {p}"
-                ));
-            }
-            _ => {}
-        }
+        check_paranoia(
+            self.paranoia_level,
+            self.detection_paranoia_level,
+            "shadow.",
+        )?;
         for (key, list) in [("rules", &self.rules), ("overlay", &self.overlay)] {
             for (i, r) in list.iter().enumerate() {
                 if r.file.is_some() == r.inline.is_some() {
@@ -735,6 +725,28 @@ impl ShadowSection {
             }
         }
         Ok(())
+    }
+}
+
+/// Checks a paranoia level and detection paranoia level (`[[site]]`, `[shadow]`);
+/// errors name the keys, each after `prefix`.
+fn check_paranoia(blocking: Option<u8>, detection: Option<u8>, prefix: &str) -> Result<(), String> {
+    if let Some(l) = blocking
+        && !(1..=4).contains(&l)
+    {
+        return Err(format!("{prefix}paranoia_level {l}: expected 1 to 4"));
+    }
+    match (blocking, detection) {
+        (_, Some(d)) if !(1..=4).contains(&d) => Err(format!(
+            "{prefix}detection_paranoia_level {d}: expected 1 to 4"
+        )),
+        (None, Some(_)) => Err(format!(
+            "{prefix}detection_paranoia_level needs {prefix}paranoia_level"
+        )),
+        (Some(b), Some(d)) if d < b => Err(format!(
+            "{prefix}detection_paranoia_level {d} is below {prefix}paranoia_level {b}"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -800,29 +812,8 @@ impl SiteSection {
                 "site {n:?}: rule_engine {m:?}: expected \"On\", \"DetectionOnly\" or \"Off\""
             ));
         }
-        if let Some(l) = self.paranoia_level
-            && !(1..=4).contains(&l)
-        {
-            return Err(format!("site {n:?}: paranoia_level {l}: expected 1 to 4"));
-        }
-        match (self.paranoia_level, self.detection_paranoia_level) {
-            (_, Some(d)) if !(1..=4).contains(&d) => {
-                return Err(format!(
-                    "site {n:?}: detection_paranoia_level {d}: expected 1 to 4"
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(format!(
-                    "site {n:?}: detection_paranoia_level needs paranoia_level"
-                ));
-            }
-            (Some(b), Some(d)) if d < b => {
-                return Err(format!(
-                    "site {n:?}: detection_paranoia_level {d} is below paranoia_level {b}"
-                ));
-            }
-            _ => {}
-        }
+        check_paranoia(self.paranoia_level, self.detection_paranoia_level, "")
+            .map_err(|e| format!("site {n:?}: {e}"))?;
         let l = &self.limits;
         for (v, key) in [
             (l.request_body_bytes, "request_body_bytes"),

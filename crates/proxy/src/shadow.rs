@@ -63,7 +63,8 @@ pub struct ShadowSet {
     cpu_budget: f64,
     queue: usize,
     ring: usize,
-    own_rules: bool,
+    /// What the shadow's rules are, for the summary.
+    source: &'static str,
     paranoia_level: Option<u8>,
     /// The body bytes the shadow's rules read (its request body limit), and one
     /// more so that they see it was reached: the rest is not queued.
@@ -94,7 +95,13 @@ impl ShadowSet {
             cpu_budget: section.cpu_budget,
             queue: section.queue,
             ring: section.disagreements,
-            own_rules: !section.rules.is_empty(),
+            source: if !section.rules.is_empty() {
+                "rules of its own"
+            } else if section.reach().is_some() {
+                "the [[rules]], compiled again to reach its paranoia level"
+            } else {
+                "the [[rules]], shared"
+            },
             paranoia_level: section.paranoia_level,
         }
     }
@@ -123,11 +130,7 @@ impl ShadowSet {
     pub fn summary(&self) -> String {
         format!(
             "shadow: {} ({} rule(s){}), sample {}, CPU budget {} of a core, queue {}",
-            if self.own_rules {
-                "rules of its own"
-            } else {
-                "the [[rules]], shared"
-            },
+            self.source,
             self.waf.rule_count()
                 + self
                     .waf
@@ -782,7 +785,7 @@ mod tests {
             None,
         )
         .unwrap()
-        .with_shadow(Some(&s), Path::new("/p.toml"), &Default::default())
+        .with_shadow(Some(&s), &[], Path::new("/p.toml"), &Default::default())
         .unwrap();
         waf.shadow().unwrap().clone()
     }
@@ -939,7 +942,7 @@ mod tests {
             sec.rules = Vec::new();
             let waf = Waf::load(&[], Path::new("/p.toml"), &Default::default(), None)
                 .unwrap()
-                .with_shadow(Some(&sec), Path::new("/p.toml"), &Default::default())
+                .with_shadow(Some(&sec), &[], Path::new("/p.toml"), &Default::default())
                 .unwrap();
             waf.shadow().unwrap().clone()
         };

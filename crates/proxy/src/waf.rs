@@ -260,27 +260,32 @@ impl Waf {
         Ok(self)
     }
 
-    /// Builds the `[shadow]` rule set beside these rules (`section` absent: none).
-    /// Its own `rules` are loaded as a rule set of their own; without them it
-    /// shares these rules' compiled base. Either way its overlay, paranoia level
-    /// and engine mode `On` (it reports what it would do; the proxy never acts on
-    /// it) make one policy. Errors begin with `[shadow]`.
+    /// Builds the `[shadow]` rule set beside these rules, loaded from `primary`
+    /// (`section` absent: none). Its own `rules` are loaded as a rule set of their
+    /// own; without them it shares these rules' compiled base, unless it runs them
+    /// at a paranoia level above 1: `primary` is then compiled again, its
+    /// prefilter reaching that level. Either way its overlay, paranoia level and
+    /// engine mode `On` (it reports what it would do; the proxy never acts on it)
+    /// make one policy. Errors begin with `[shadow]`.
     pub fn with_shadow(
         mut self,
         section: Option<&crate::config::ShadowSection>,
+        primary: &[RuleSource],
         config_path: &Path,
         server: &ServerConfig,
     ) -> Result<Waf, WafLoadError> {
         let Some(s) = section else {
             return Ok(self);
         };
-        let shadow = self.shadow_rules(s, config_path, server).map_err(|e| {
-            let errors = e.errors.iter().map(|m| format!("[shadow] {m}")).collect();
-            WafLoadError {
-                errors,
-                total: e.total,
-            }
-        })?;
+        let shadow = self
+            .shadow_rules(s, primary, config_path, server)
+            .map_err(|e| {
+                let errors = e.errors.iter().map(|m| format!("[shadow] {m}")).collect();
+                WafLoadError {
+                    errors,
+                    total: e.total,
+                }
+            })?;
         self.shadow = Some(Arc::new(crate::shadow::ShadowSet::new(shadow, s)));
         Ok(self)
     }
@@ -289,20 +294,35 @@ impl Waf {
     fn shadow_rules(
         &self,
         s: &crate::config::ShadowSection,
+        primary: &[RuleSource],
         config_path: &Path,
         server: &ServerConfig,
     ) -> Result<Waf, WafLoadError> {
-        let own = if s.rules.is_empty() {
-            None
-        } else {
+        let levels: Vec<(u8, u8)> = s.reach().into_iter().collect();
+        let own = if !s.rules.is_empty() {
             Some(Self::load_labelled(
                 &s.rules,
                 config_path,
                 "shadow.rules",
                 server,
                 None,
-                &[],
+                &levels,
             )?)
+        } else if !levels.is_empty() {
+            // The rules' shared prefilter covers their own paranoia level only: at a
+            // higher one the shadow would pay for every pattern the prefilter does
+            // not cover. Compiled again, reaching the shadow's level, it costs what
+            // CRS at that level costs, and the blocking rules keep their automata.
+            Some(Self::load_labelled(
+                primary,
+                config_path,
+                "rules",
+                server,
+                None,
+                &levels,
+            )?)
+        } else {
+            None
         };
         let (ruleset, base_hash) = match &own {
             Some(w) => (w.ruleset.clone(), w.hash.clone()),

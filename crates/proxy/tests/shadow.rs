@@ -61,15 +61,24 @@ async fn outcome(admin: SocketAddr, o: &str) -> f64 {
     .await
 }
 
+/// The outcomes of compared requests.
+const COMPARED: [&str; 4] = ["agree_pass", "agree_block", "shadow_only", "primary_only"];
+
+/// The sum of the counts of `outcomes`.
+async fn total(admin: SocketAddr, outcomes: &[&str]) -> f64 {
+    let mut sum = 0.0;
+    for o in outcomes {
+        sum += outcome(admin, o).await;
+    }
+    sum
+}
+
 /// Waits (polling, with a bound for a busy machine) until the compared outcomes
 /// add up to `n`.
 async fn wait_compared(admin: SocketAddr, n: f64) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let mut sum = 0.0;
-        for o in ["agree_pass", "agree_block", "shadow_only", "primary_only"] {
-            sum += outcome(admin, o).await;
-        }
+        let sum = total(admin, &COMPARED).await;
         if sum >= n {
             assert_eq!(sum, n, "more requests compared than sent");
             return;
@@ -106,8 +115,11 @@ async fn post(listen: SocketAddr, path: &str, body: &str) -> RawResponse {
     .unwrap()
 }
 
-/// Waits until `n` reloads have succeeded.
-async fn wait_reloads(admin: SocketAddr, n: f64) {
+/// Puts `cfg` in force: written, SIGHUP, and waited for until `n` reloads have
+/// succeeded.
+async fn reload(p: &Palisade, dir: &TempDir, cfg: &str, admin: SocketAddr, n: f64) {
+    std::fs::write(dir.path("palisade.toml"), cfg).unwrap();
+    p.sighup();
     let deadline = Instant::now() + Duration::from_secs(120);
     while metric(admin, "palisade_config_reloads_total{result=\"success\"}").await < n {
         assert!(Instant::now() < deadline, "the reload did not take effect");
@@ -186,20 +198,17 @@ async fn shadow_compares_without_acting() {
     );
 
     // A reload swaps the shadow's rules: `yprobe` is fine now, `zprobe` is not.
-    std::fs::write(
-        dir.path("palisade.toml"),
+    let zprobe = |sample: f64| {
         config(
             listen,
             backend.addr,
             admin,
             &dir,
             &shadow_rules("zprobe", 201),
-            1.0,
-        ),
-    )
-    .unwrap();
-    p.sighup();
-    wait_reloads(admin, 1.0).await;
+            sample,
+        )
+    };
+    reload(&p, &dir, &zprobe(1.0), admin, 1.0).await;
     assert_eq!(get(listen, "/a?q=yprobe", "").await.status, 200);
     assert_eq!(get(listen, "/a?q=zprobe", "").await.status, 200);
     wait_compared(admin, 7.0).await;
@@ -212,34 +221,12 @@ async fn shadow_compares_without_acting() {
 
     // Sample 0: nothing is shadowed (decided on the request's path, before its
     // answer: the counters are final once the answers are in).
-    std::fs::write(
-        dir.path("palisade.toml"),
-        config(
-            listen,
-            backend.addr,
-            admin,
-            &dir,
-            &shadow_rules("zprobe", 201),
-            0.0,
-        ),
-    )
-    .unwrap();
-    p.sighup();
-    wait_reloads(admin, 2.0).await;
+    reload(&p, &dir, &zprobe(0.0), admin, 2.0).await;
     for path in ["/a?q=zprobe", "/a?q=fine", "/a?q=xattack"] {
         get(listen, path, "").await;
     }
-    let mut all = 0.0;
-    for o in [
-        "agree_pass",
-        "agree_block",
-        "shadow_only",
-        "primary_only",
-        "skipped_budget",
-        "skipped_queue",
-    ] {
-        all += outcome(admin, o).await;
-    }
+    let all =
+        total(admin, &COMPARED).await + total(admin, &["skipped_budget", "skipped_queue"]).await;
     assert_eq!(all, 7.0, "sample 0 shadowed something");
     assert_eq!(snapshot(admin).await["shadow"]["sample"], 0.0);
 }
@@ -296,7 +283,9 @@ fn check_refuses_a_bad_shadow() {
     let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("shadow: the [[rules]], shared") && text.contains("sample 0.25"),
+        text.contains("shadow: the [[rules]], compiled again to reach its paranoia level")
+            && text.contains("paranoia level 2")
+            && text.contains("sample 0.25"),
         "{text}"
     );
 }
