@@ -15,6 +15,9 @@ with wrk on CPU 1) in three configurations:
   off        no [shadow]
   pl2-0.1    [shadow] over the same rules at paranoia level 2, sample 0.1
   pl2-1.0    the same with sample 1.0 (for reference: every request twice)
+  pl2-alone  no [shadow], the blocking rules at paranoia level 2 (for reference:
+             what the shadow's rules cost when they are the only ones; only with
+             --configs)
 
 Each is loaded with the varying benign corpus (bench/gen_varying.py: pages, assets,
 API calls, forms, multipart and JSON bodies from a fixed seed; written to
@@ -47,19 +50,25 @@ CONFIGS = [
     ("off", None),
     ("pl2-0.1", 0.1),
     ("pl2-1.0", 1.0),
+    ("pl2-alone", None),
 ]
 
 KINDS = ["get-page", "get-asset", "get-api", "form", "multipart", "json"]
 
 
-def write_config(work, port, backend_port, admin_port, sample, budget, level):
+def write_config(work, port, backend_port, admin_port, sample, budget, share, level, alone):
     path = R.write_palisade_config("d", work, port, backend_port)
     with open(path) as f:
         text = f.read()
+    if alone:
+        # CRS's 901120 sets the level only when it is unset: set it before CRS.
+        at = text.index("[[rules]]")
+        text = (text[:at] + "[[rules]]\ninline = 'SecAction \"id:1,phase:1,pass,nolog,"
+                f"setvar:tx.blocking_paranoia_level={level}\"'\n\n" + text[at:])
     text += f"\n[admin]\naddress = {R.toml_str(f'127.0.0.1:{admin_port}')}\n"
     if sample is not None:
         text += (f"\n[shadow]\nsample = {sample}\nparanoia_level = {level}\n"
-                 f"cpu_budget = {budget}\nqueue = 1024\n")
+                 f"cpu_budget = {budget}\ncpu_share = {share}\nqueue = 1024\n")
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -80,7 +89,9 @@ def shadow_counters(admin_port):
 
 def measure(args, work, backend_port, name, sample, lua):
     port, admin_port = R.free_port(), R.free_port()
-    cfg = write_config(work, port, backend_port, admin_port, sample, args.budget, args.level)
+    cfg = write_config(work, port, backend_port, admin_port, sample, args.budget, args.share,
+                       args.level,
+                       name == "pl2-alone")
     check = R.subprocess.run([args.palisade, "check", "--config", cfg],
                              capture_output=True, text=True, timeout=600)
     if check.returncode != 0:
@@ -106,6 +117,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--budget", type=float, default=1.0)
+    ap.add_argument("--share", type=float, default=0.1)
     ap.add_argument("--level", type=int, default=2,
                     help="the shadow's paranoia level (1: the primary's own, to see the "
                          "cost of running a rule set twice)")
@@ -151,16 +163,21 @@ def main():
         R.stop_all()
         shutil.rmtree(work, ignore_errors=True)
     off = results["off"]["req_per_cpu_s"]
-    on = results["pl2-0.1"]["req_per_cpu_s"]
-    cost = off / on - 1.0
+    if "pl2-alone" in results:
+        alone = results["pl2-alone"]["req_per_cpu_s"]
+        print(f"shadow: the rules at level 2 alone: {alone:,.0f} req/cpu-s, "
+              f"{off / alone:.2f}x the CPU per request of level 1")
     if "pl2-1.0" in results:
         full = results["pl2-1.0"]["req_per_cpu_s"]
         print(f"shadow: sample 1.0 for reference: {full:,.0f} req/cpu-s, cost "
               f"{(off / full - 1.0) * 100:+.1f}%")
-    print(f"shadow: off {off:,.0f} req/cpu-s; pl2-0.1 {on:,.0f} req/cpu-s; "
-          f"cost {cost * 100:+.1f}% (target <= {TARGET * 100:.0f}%)")
-    if cost > TARGET:
-        failed = True
+    if "pl2-0.1" in results:
+        on = results["pl2-0.1"]["req_per_cpu_s"]
+        cost = off / on - 1.0
+        print(f"shadow: off {off:,.0f} req/cpu-s; pl2-0.1 {on:,.0f} req/cpu-s; "
+              f"cost {cost * 100:+.1f}% (target <= {TARGET * 100:.0f}%)")
+        if cost > TARGET:
+            failed = True
     sys.exit(1 if failed else 0)
 
 

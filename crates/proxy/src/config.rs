@@ -652,6 +652,11 @@ pub struct ShadowSection {
     /// per second); requests over it are skipped and counted.
     #[serde(default = "default_shadow_cpu_budget")]
     pub cpu_budget: f64,
+    /// The CPU time the shadow may use, as a fraction of the CPU time the rest of
+    /// the process uses meanwhile (0.1: at most a tenth more CPU than the proxy
+    /// without the shadow); requests over it are skipped and counted.
+    #[serde(default = "default_shadow_cpu_share")]
+    pub cpu_share: f64,
     /// How many sampled requests may wait for the shadow thread; more are
     /// skipped and counted.
     #[serde(default = "default_shadow_queue")]
@@ -663,6 +668,10 @@ pub struct ShadowSection {
 }
 
 fn default_shadow_cpu_budget() -> f64 {
+    0.1
+}
+
+fn default_shadow_cpu_share() -> f64 {
     0.1
 }
 
@@ -695,6 +704,12 @@ impl ShadowSection {
             return Err(format!(
                 "shadow.cpu_budget {}: expected a fraction of one core above 0 (0.1: 100 ms of CPU time per second)",
                 self.cpu_budget
+            ));
+        }
+        if !(self.cpu_share > 0.0 && self.cpu_share <= 1024.0) {
+            return Err(format!(
+                "shadow.cpu_share {}: expected a fraction of the proxy's own CPU time above 0 (0.1: at most a tenth more CPU)",
+                self.cpu_share
             ));
         }
         if !(1..=65_536).contains(&self.queue) {

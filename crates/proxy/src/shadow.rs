@@ -61,6 +61,7 @@ pub struct ShadowSet {
     /// `sample` scaled to the random numbers' range (`u64::MAX`: every request).
     threshold: u64,
     cpu_budget: f64,
+    cpu_share: f64,
     queue: usize,
     ring: usize,
     /// What the shadow's rules are, for the summary.
@@ -93,6 +94,7 @@ impl ShadowSet {
             sample: section.sample,
             threshold,
             cpu_budget: section.cpu_budget,
+            cpu_share: section.cpu_share,
             queue: section.queue,
             ring: section.disagreements,
             source: if !section.rules.is_empty() {
@@ -129,7 +131,7 @@ impl ShadowSet {
     /// One line for `palisade check` and the start.
     pub fn summary(&self) -> String {
         format!(
-            "shadow: {} ({} rule(s){}), sample {}, CPU budget {} of a core, queue {}",
+            "shadow: {} ({} rule(s){}), sample {}, CPU budget {} of a core and {} of the proxy's own CPU time, queue {}",
             self.source,
             self.waf.rule_count()
                 + self
@@ -143,6 +145,7 @@ impl ShadowSet {
                 .unwrap_or_default(),
             self.sample,
             self.cpu_budget,
+            self.cpu_share,
             self.queue
         )
     }
@@ -525,6 +528,7 @@ impl Shadow {
             "enabled": set.is_some(),
             "sample": set.map(|s| s.sample),
             "cpu_budget": set.map(|s| s.cpu_budget),
+            "cpu_share": set.map(|s| s.cpu_share),
             "outcomes": outcomes,
             "head_only": inner.head_only.load(Ordering::Relaxed),
             "errors": inner.errors.load(Ordering::Relaxed),
@@ -578,35 +582,102 @@ impl Collector for Shadow {
     }
 }
 
-/// The token bucket of the shadow's CPU time, in seconds of CPU time.
+/// A token bucket of CPU time, in seconds.
 #[derive(Debug)]
 struct Bucket {
     tokens: f64,
-    at: Instant,
 }
 
 impl Bucket {
-    fn new(now: Instant, rate: f64) -> Bucket {
-        Bucket {
-            tokens: rate * BURST_SECONDS,
-            at: now,
-        }
+    /// Adds `amount`, up to `cap`.
+    fn earn(&mut self, amount: f64, cap: f64) {
+        self.tokens = (self.tokens + amount).min(cap);
     }
 
-    /// Refills at `rate` CPU seconds per second up to a second's worth; whether an
-    /// evaluation may start.
-    fn refill(&mut self, now: Instant, rate: f64) -> bool {
-        let dt = now.saturating_duration_since(self.at).as_secs_f64();
-        self.at = now;
-        self.tokens = (self.tokens + dt * rate).min(rate * BURST_SECONDS);
+    /// Whether an evaluation may start.
+    fn open(&self) -> bool {
         self.tokens > 0.0
     }
 
-    /// Takes an evaluation's CPU time; when that leaves the bucket empty, how long
-    /// until it holds some again.
-    fn spend(&mut self, cpu: Duration, rate: f64) -> Option<Duration> {
+    /// Takes an evaluation's CPU time; returns how far the bucket is overdrawn.
+    fn spend(&mut self, cpu: Duration) -> f64 {
         self.tokens -= cpu.as_secs_f64();
-        (self.tokens <= 0.0).then(|| Duration::from_secs_f64(-self.tokens / rate + 1e-6))
+        (-self.tokens).max(0.0)
+    }
+}
+
+/// The CPU time this process has used so far, every thread together.
+fn process_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// The shadow's two CPU budgets: `cpu_budget`, a fraction of one core (a bucket
+/// filled with wall time), and `cpu_share`, a fraction of the CPU time the rest of
+/// the process uses (a bucket filled with that time). Each holds at most a
+/// second's worth; an evaluation starts while both hold some.
+#[derive(Debug)]
+struct Budgets {
+    core: Bucket,
+    share: Bucket,
+    /// When the buckets were last filled.
+    at: Instant,
+    /// The process's and the shadow thread's CPU time then.
+    process: Duration,
+    own: Duration,
+    /// The rest of the process's CPU use over the last interval, in cores.
+    load: f64,
+}
+
+impl Budgets {
+    fn new(now: Instant, set: &ShadowSet) -> Budgets {
+        Budgets {
+            core: Bucket {
+                tokens: set.cpu_budget * BURST_SECONDS,
+            },
+            share: Bucket {
+                tokens: set.cpu_share * BURST_SECONDS,
+            },
+            at: now,
+            process: process_cpu_time(),
+            own: crate::inspect::thread_cpu_time(),
+            load: 0.0,
+        }
+    }
+
+    /// Fills the buckets for the time since the last call: `dt` of wall time,
+    /// and `others` of CPU time used by the rest of the process.
+    fn fill(&mut self, set: &ShadowSet, dt: f64, others: f64) -> bool {
+        self.core
+            .earn(dt * set.cpu_budget, set.cpu_budget * BURST_SECONDS);
+        self.share
+            .earn(others * set.cpu_share, set.cpu_share * BURST_SECONDS);
+        if dt > 0.0 {
+            self.load = others / dt;
+        }
+        self.core.open() && self.share.open()
+    }
+
+    /// Fills the buckets from the clocks now; whether an evaluation may start.
+    fn refill(&mut self, now: Instant, set: &ShadowSet) -> bool {
+        let (process, own) = (process_cpu_time(), crate::inspect::thread_cpu_time());
+        let others = process.saturating_sub(self.process).as_secs_f64()
+            - own.saturating_sub(self.own).as_secs_f64();
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        (self.at, self.process, self.own) = (now, process, own);
+        self.fill(set, dt, others.max(0.0))
+    }
+
+    /// Takes an evaluation's CPU time from both; when that leaves one empty, about
+    /// how long until both hold some again (the share's at the recent load).
+    fn spend(&mut self, cpu: Duration, set: &ShadowSet) -> Option<Duration> {
+        let core = self.core.spend(cpu) / set.cpu_budget;
+        let share = self.share.spend(cpu) / (set.cpu_share * self.load.max(0.01));
+        let wait = core.max(share);
+        (wait > 0.0).then(|| Duration::from_secs_f64(wait.min(60.0) + 1e-6))
     }
 }
 
@@ -616,12 +687,12 @@ fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
     if let Err(e) = rustix::process::setpriority_process(None, SHADOW_NICE) {
         tracing::debug!("lowering the shadow thread's priority: {e}");
     }
-    let mut bucket: Option<Bucket> = None;
+    let mut budgets: Option<Budgets> = None;
     while let Ok(job) = rx.recv() {
-        let rate = job.head.set.cpu_budget;
+        let set = job.head.set.clone();
         let now = Instant::now();
-        let b = bucket.get_or_insert_with(|| Bucket::new(now, rate));
-        let allowed = b.refill(now, rate);
+        let b = budgets.get_or_insert_with(|| Budgets::new(now, &set));
+        let allowed = b.refill(now, &set);
         let (shadow, spent) = if allowed {
             crate::inspect::measured(true, || evaluate(&job))
         } else {
@@ -637,7 +708,7 @@ fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
             u64::try_from(spent.cpu.as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        if let Some(wait) = b.spend(spent.cpu, rate) {
+        if let Some(wait) = b.spend(spent.cpu, &set) {
             let at = inner.since_epoch_us(Instant::now() + wait);
             inner.resume_at_us.store(at.max(1), Ordering::Relaxed);
         }
@@ -917,22 +988,38 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_bucket_allows_its_rate() {
-        let t0 = Instant::now();
-        let rate = 0.1;
-        let mut b = Bucket::new(t0, rate);
-        // A full bucket holds a second's worth: 100 ms.
-        assert!(b.refill(t0, rate));
-        assert_eq!(b.spend(Duration::from_millis(60), rate), None);
-        assert!(b.refill(t0, rate));
-        // Overdrawn by 20 ms: 200 ms at 0.1 to refill.
-        let wait = b.spend(Duration::from_millis(60), rate).unwrap();
+    fn the_budgets_allow_their_rates() {
+        let mut sec = section("sample = 1.0\ncpu_budget = 0.1\ncpu_share = 0.5");
+        sec.rules = Vec::new();
+        let waf = Waf::load(&[], Path::new("/p.toml"), &Default::default(), None)
+            .unwrap()
+            .with_shadow(Some(&sec), &[], Path::new("/p.toml"), &Default::default())
+            .unwrap();
+        let set = waf.shadow().unwrap().clone();
+        let mut b = Budgets::new(Instant::now(), &set);
+        b.load = 0.0;
+        // Full: 100 ms of one core, 500 ms of share.
+        assert!(b.fill(&set, 0.0, 0.0));
+        assert_eq!(b.spend(Duration::from_millis(60), &set), None);
+        assert!(b.fill(&set, 0.0, 0.0));
+        // The core budget overdrawn by 20 ms: 200 ms at 0.1 to refill.
+        let wait = b.spend(Duration::from_millis(60), &set).unwrap();
         assert!((wait.as_secs_f64() - 0.2).abs() < 0.001, "{wait:?}");
-        assert!(!b.refill(t0 + Duration::from_millis(100), rate));
-        assert!(b.refill(t0 + Duration::from_millis(201), rate));
-        // Never more than the burst, however long idle.
-        b.refill(t0 + Duration::from_secs(3600), rate);
-        assert!((b.tokens - 0.1).abs() < 1e-9);
+        assert!(!b.fill(&set, 0.1, 1.0));
+        assert!(b.fill(&set, 0.11, 1.0));
+        // Never more than a second's worth, however long idle.
+        b.fill(&set, 3600.0, 3600.0);
+        assert!((b.core.tokens - 0.1).abs() < 1e-9);
+        assert!((b.share.tokens - 0.5).abs() < 1e-9);
+        // The share: the rest of the process used 0.2 s of CPU in 1 s (a load of
+        // 0.2 cores); 0.6 s spent from 0.5 leaves 0.1 s to earn at 0.5 x 0.2.
+        assert!(b.fill(&set, 1.0, 0.2));
+        b.core.tokens = 10.0;
+        let wait = b.spend(Duration::from_millis(600), &set).unwrap();
+        assert!((wait.as_secs_f64() - 1.0).abs() < 0.001, "{wait:?}");
+        assert!(!b.fill(&set, 0.5, 0.1));
+        assert!(b.fill(&set, 0.6, 0.12));
+        assert!(b.core.open());
     }
 
     #[test]

@@ -378,7 +378,7 @@ async fn dashboard_in_chromium() {
     // A shadow rule set without CRS's XSS rules: the XSS attacks are its
     // disagreements (blocked by the primary only), shown in the shadow panel.
     let extra = format!(
-        "[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{}{}\n[shadow]\nsample = 1.0\ncpu_budget = 4.0\noverlay = [{{ inline = 'SecRuleRemoveByTag attack-xss' }}]\n",
+        "[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{}{}\n[shadow]\nsample = 1.0\ncpu_budget = 4.0\ncpu_share = 4.0\noverlay = [{{ inline = 'SecRuleRemoveByTag attack-xss' }}]\n",
         dir.path("token").display(),
         file(&repo().join("examples/palisade-recommended.conf")),
         file(&crs.join("crs-setup.conf.example")),

@@ -45,7 +45,7 @@ fn config(
         listen,
         backend,
         &format!(
-            "[admin]\naddress = \"{admin}\"\ntoken_file = \"{}\"\n\n[logs]\nerror_log = \"{}\"\n\n{}\n[shadow]\nrules = [{{ file = \"shadow.conf\" }}]\nsample = {sample:?}\ncpu_budget = 4.0\n",
+            "[admin]\naddress = \"{admin}\"\ntoken_file = \"{}\"\n\n[logs]\nerror_log = \"{}\"\n\n{}\n[shadow]\nrules = [{{ file = \"shadow.conf\" }}]\nsample = {sample:?}\ncpu_budget = 4.0\ncpu_share = 4.0\n",
             dir.path("token").display(),
             dir.path("error.log").display(),
             rules_toml(PRIMARY)
@@ -241,6 +241,10 @@ fn check_refuses_a_bad_shadow() {
     assert_check_refuses(
         &format!("{primary}[shadow]\nsample = 0.1\ncpu_budget = 0\n"),
         "shadow.cpu_budget 0",
+    );
+    assert_check_refuses(
+        &format!("{primary}[shadow]\nsample = 0.1\ncpu_share = -1\n"),
+        "shadow.cpu_share -1",
     );
     assert_check_refuses(
         &format!("{primary}[shadow]\nsample = 0.1\nqueue = 0\n"),
