@@ -4,7 +4,8 @@
 shadow on at 10% sample against off, as a ratio).
 
     python3 bench/shadow.py [--duration 10] [--runs 3] [--warmup 2]
-                            [--connections 16] [--budget 1.0]
+                            [--connections 16] [--budget 1.0] [--share 0.1]
+                            [--level 2] [--configs off,pl2-0.1,pl2-1.0]
                             [--palisade PATH] [--albedo PATH]
 
 Starts albedo and, one after the other, the release `palisade` with CRS v4 at
@@ -24,9 +25,11 @@ API calls, forms, multipart and JSON bodies from a fixed seed; written to
 target/bench-corpus/varying/ when missing) through wrk for `--runs` runs of
 `--duration` seconds after a warm-up, and measured as requests answered per CPU
 second of the proxy process (every thread, the shadow's included). The shadow's CPU
-budget is `--budget` cores (default 1.0: large enough not to cut the 10% sample, so
-the figure is the shadow's real cost; the shadow's counters, read from /metrics after
-each configuration, say how many requests it compared and skipped).
+budgets are `--budget` cores (`cpu_budget`, default 1.0: not the limit here) and
+`--share` of the proxy's own CPU time (`cpu_share`, default 0.1, the configuration's
+default); `--share 10` shows what comparing every sampled request costs. The shadow's
+counters, read from /metrics after each configuration, say how many requests it
+compared and how many its budgets skipped.
 
 Prints one line per configuration and, last:
   shadow: off R0 req/cpu-s; pl2-0.1 R1 req/cpu-s; cost +X% (target <= 10%)
