@@ -600,9 +600,8 @@ impl Bucket {
     }
 
     /// Takes an evaluation's CPU time; returns how far the bucket is overdrawn.
-    fn spend(&mut self, cpu: Duration) -> f64 {
+    fn spend(&mut self, cpu: Duration) {
         self.tokens -= cpu.as_secs_f64();
-        (-self.tokens).max(0.0)
     }
 }
 
@@ -672,12 +671,22 @@ impl Budgets {
     }
 
     /// Takes an evaluation's CPU time from both; when that leaves one empty, about
-    /// how long until both hold some again (the share's at the recent load).
+    /// how long until both hold some again ([`Budgets::wait`]).
     fn spend(&mut self, cpu: Duration, set: &ShadowSet) -> Option<Duration> {
-        let core = self.core.spend(cpu) / set.cpu_budget;
-        let share = self.share.spend(cpu) / (set.cpu_share * self.load.max(0.01));
+        self.core.spend(cpu);
+        self.share.spend(cpu);
+        self.wait(set)
+    }
+
+    /// When a bucket is empty, about how long until both hold some again (the
+    /// share's at the load last measured; at most a minute, after which the
+    /// shadow thread looks again).
+    fn wait(&self, set: &ShadowSet) -> Option<Duration> {
+        let core = (-self.core.tokens).max(0.0) / set.cpu_budget;
+        let share = (-self.share.tokens).max(0.0) / (set.cpu_share * self.load.max(0.01));
         let wait = core.max(share);
-        (wait > 0.0).then(|| Duration::from_secs_f64(wait.min(60.0) + 1e-6))
+        (!self.core.open() || !self.share.open())
+            .then(|| Duration::from_secs_f64(wait.min(60.0) + 1e-6))
     }
 }
 
@@ -702,6 +711,12 @@ fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
         inner.pending_bytes.fetch_sub(job.bytes, Ordering::AcqRel);
         if !allowed {
             inner.count(Outcome::SkippedBudget);
+            // Requests sampled until the buckets hold some again are skipped on
+            // their path, before anything is copied.
+            if let Some(wait) = b.wait(&set) {
+                let at = inner.since_epoch_us(now + wait);
+                inner.resume_at_us.store(at.max(1), Ordering::Relaxed);
+            }
             continue;
         }
         inner.cpu_us.fetch_add(
