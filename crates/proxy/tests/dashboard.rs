@@ -571,9 +571,12 @@ async fn dashboard_in_chromium() {
         .eval("document.getElementById('shadow-panel').textContent")
         .await;
     let shadow = shadow.as_str().unwrap();
+    // The request target as sent (percent-encoded), as text.
     assert!(
-        shadow.contains("primary_only") && shadow.contains("<script>window.__dashXss=1</script>"),
-        "the disagreement, its payload as text: {shadow}"
+        shadow.contains("primary_only")
+            && shadow.contains("GET /search?q=%3Cscript%3Ewindow.__dashXss%3D1")
+            && shadow.contains("rules 941100"),
+        "the disagreement, its target and the primary's rules: {shadow}"
     );
     let shadow_rules = cdp
         .eval("document.getElementById('shadow-rules').textContent")

@@ -196,7 +196,7 @@
   function renderShadow(sh) {
     if (!sh) return;
     $("shadow-state").textContent = sh.enabled
-      ? "sample " + sh.sample + " · CPU budget " + sh.cpu_budget + " of a core · " + sh.cpu_seconds.toFixed(3) + " CPU s used · " + sh.queued + " queued · " + sh.head_only + " seen without body · " + sh.errors + " engine errors"
+      ? "sample " + sh.sample + " · CPU budget " + sh.cpu_budget + " of a core and " + sh.cpu_share + " of the proxy's CPU time · " + sh.cpu_seconds.toFixed(3) + " CPU s used · " + sh.queued + " queued · " + sh.head_only + " seen without body · " + sh.errors + " engine errors"
       : "No [shadow] rule set in force.";
     const box = $("shadow-counters");
     clear(box);
