@@ -5,7 +5,8 @@
 //! the disagreements and per-rule counts in `/dashboard/api/snapshot`, that a
 //! request only the shadow would block is answered 200, that a reload swaps the
 //! shadow's rules, that `sample = 0` runs nothing, and that `palisade check`
-//! refuses a bad `[shadow]`.
+//! refuses a bad `[shadow]`. Then CRS v4 at paranoia level 1 with a shadow at
+//! level 2 over the same rules.
 
 mod common;
 
@@ -292,4 +293,59 @@ fn check_refuses_a_bad_shadow() {
             && text.contains("sample 0.25"),
         "{text}"
     );
+}
+
+/// CRS v4 (../shared/crs) at paranoia level 1, blocking, with a shadow at level 2
+/// over the same rules (compiled again, reaching level 2): a SQL phrase only level
+/// 2 scores (942260) passes, and shows as the shadow's disagreement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crs_level_two_in_the_shadow() {
+    let crs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crs");
+    if required(
+        &crs.join("rules"),
+        "the CRS shadow test (CRS v4 at ../shared/crs)",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let backend = Backend::start().await;
+    let dir = TempDir::new("shadow-crs");
+    std::fs::write(dir.path("token"), TOKEN).unwrap();
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let file = |p: &std::path::Path| format!("[[rules]]\nfile = \"{}\"\n", p.display());
+    let extra = format!(
+        "[admin]\naddress = \"{admin}\"\ntoken_file = \"{}\"\n\n{}{}{}\n[shadow]\nsample = 1.0\nparanoia_level = 2\ncpu_budget = 4.0\ncpu_share = 10.0\n",
+        dir.path("token").display(),
+        file(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples/palisade-recommended.conf")
+        ),
+        file(&crs.join("crs-setup.conf.example")),
+        file(&crs.join("rules/*.conf")),
+    );
+    let _p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    assert_eq!(get(listen, "/s?q=hello", "").await.status, 200);
+    assert_eq!(get(listen, "/s?q=1%20OR%201%3D1", "").await.status, 403);
+    assert_eq!(
+        get(listen, "/s?q=select%20name%20from%20users", "")
+            .await
+            .status,
+        200
+    );
+    wait_compared(admin, 3.0).await;
+    assert_eq!(outcome(admin, "agree_pass").await, 1.0);
+    assert_eq!(outcome(admin, "agree_block").await, 1.0);
+    assert_eq!(outcome(admin, "shadow_only").await, 1.0);
+    let doc = snapshot(admin).await;
+    let d = &doc["shadow"]["disagreements"][0];
+    assert_eq!(d["target"], "/s?q=select%20name%20from%20users", "{d}");
+    let rules = d["shadow"]["rules"].as_array().unwrap();
+    assert!(
+        rules.contains(&serde_json::json!(942260)) && rules.contains(&serde_json::json!(949110)),
+        "{d}"
+    );
+    assert!(d["shadow"]["score"].as_i64().unwrap() >= 5, "{d}");
+    assert_eq!(d["primary"]["blocked"], false);
 }
