@@ -328,6 +328,9 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     }
     if let Some(s) = waf.shadow() {
         println!("palisade: {}", s.summary());
+        for w in s.warnings() {
+            println!("palisade: warning: [shadow] {w}");
+        }
     }
     for w in waf.warnings().iter().chain(waf.site_warnings()) {
         println!("palisade: warning: {w}");
@@ -658,6 +661,9 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     }
     if let Some(s) = waf.shadow() {
         tracing::info!("{}", s.summary());
+        for w in s.warnings() {
+            tracing::warn!("[shadow] {w}");
+        }
     }
     for w in waf.site_warnings() {
         tracing::warn!("{w}");
@@ -1383,6 +1389,12 @@ async fn reload(
     }
     for w in w.site_warnings() {
         tracing::warn!("reload: {w}");
+    }
+    if let Some(s) = w.shadow() {
+        tracing::info!("reload: {}", s.summary());
+        for w in s.warnings() {
+            tracing::warn!("reload: [shadow] {w}");
+        }
     }
     let list = |v: &[std::net::SocketAddr]| {
         v.iter()

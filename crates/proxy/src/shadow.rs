@@ -703,7 +703,13 @@ fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
         let b = budgets.get_or_insert_with(|| Budgets::new(now, &set));
         let allowed = b.refill(now, &set);
         let (shadow, spent) = if allowed {
-            crate::inspect::measured(true, || evaluate(&job))
+            // The engine's own panics are caught by its wrapper; this catches the
+            // rest, so that the thread outlives a bad request.
+            crate::inspect::measured(true, || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| evaluate(&job)))
+                    .ok()
+                    .flatten()
+            })
         } else {
             (None, crate::inspect::Spent::default())
         };

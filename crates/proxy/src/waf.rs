@@ -359,8 +359,11 @@ impl Waf {
             .collect();
         h.update(content_hash(&files, &inline).as_bytes());
         h.update(format!("{:?}", (s.paranoia_level, s.detection_paranoia_level)).as_bytes());
+        // The warnings of rules of its own (those of the [[rules]] compiled again
+        // are the blocking rules' own, reported with them).
         let mut warnings: Vec<String> = own
             .as_ref()
+            .filter(|_| !s.rules.is_empty())
             .map(|w| w.warnings().to_vec())
             .unwrap_or_default();
         warnings.extend(policy.warnings().iter().cloned());
