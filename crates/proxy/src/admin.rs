@@ -721,6 +721,7 @@ pub fn status_json(shared: &Shared) -> String {
             "engine_mode": waf.engine_mode(),
             "files": waf.files().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "sites": waf.site_status(),
+            "shadow": waf.shadow().map(|s| s.status()),
         },
         "connections_open": shared.metrics.connections_open.load(Ordering::Relaxed),
         "logs": shared.logs.stats().status(|k| shared.logs.enabled(k)),

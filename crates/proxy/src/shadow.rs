@@ -150,6 +150,19 @@ impl ShadowSet {
         )
     }
 
+    /// The shadow for `/status`: its rules and settings.
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::json!({
+            "summary": self.summary(),
+            "sha256": self.waf.hash(),
+            "sample": self.sample,
+            "cpu_budget": self.cpu_budget,
+            "cpu_share": self.cpu_share,
+            "queue": self.queue,
+            "paranoia_level": self.paranoia_level,
+        })
+    }
+
     /// Whether this request is in the sample.
     fn sampled(&self) -> bool {
         self.threshold == u64::MAX || (self.threshold > 0 && next_random() < self.threshold)

@@ -167,6 +167,10 @@ async fn shadow_compares_without_acting() {
     // The backend saw every request the primary let through, and only those.
     assert_eq!(backend.requests().len(), 3);
 
+    let status: Value = serde_json::from_slice(&get(admin, "/status", "").await.body).unwrap();
+    let st = &status["rules"]["shadow"];
+    assert_eq!(st["sample"], 1.0, "{status}");
+    assert_eq!(st["sha256"].as_str().map(str::len), Some(64), "{status}");
     let doc = snapshot(admin).await;
     let sh = &doc["shadow"];
     assert_eq!(sh["enabled"], true, "{sh}");
