@@ -207,18 +207,23 @@ where
         )
     };
     let site_name: Arc<str> = site.site().name().clone();
-    // A request sampled for the shadow rule set: its head, copied before the
-    // engine takes it; handed on once phases 1 and 2 decided.
-    let sampled = shared.shadow.sample(
-        site.waf(),
-        &head.method,
-        &head.uri,
-        &head.protocol,
-        head.headers.clone(),
-        &conn,
-        &site_name,
-        head.start_us,
-    );
+    // A request sampled for the shadow rule set (one the rules will see): its
+    // head, copied before the engine takes it; handed on once phases 1 and 2
+    // decided.
+    let mut sampled = if denied || over.is_some() {
+        None
+    } else {
+        shared.shadow.sample(
+            site.waf(),
+            &head.method,
+            &head.uri,
+            &head.protocol,
+            head.headers.clone(),
+            &conn,
+            &site_name,
+            head.start_us,
+        )
+    };
     let mut ex = Exchange::begin(
         shared,
         site,
@@ -247,9 +252,7 @@ where
     if let Some((name, status, retry)) = over {
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
     }
-    let phase1 = ex.phase1().await;
-    let mut sampled = sampled;
-    if let Some(v) = phase1 {
+    if let Some(v) = ex.phase1().await {
         if let Some(head) = sampled.take() {
             shared
                 .shadow
