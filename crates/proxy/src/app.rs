@@ -331,6 +331,12 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     for line in site_summaries(&waf) {
         println!("palisade: {line}");
     }
+    if let Some(s) = waf.shadow() {
+        println!("palisade: {}", s.summary());
+        for w in s.warnings() {
+            println!("palisade: warning: [shadow] {w}");
+        }
+    }
     for w in waf.warnings().iter().chain(waf.site_warnings()) {
         println!("palisade: warning: {w}");
     }
@@ -360,7 +366,7 @@ fn load_waf(cfg: &Config, rbl_limit: Option<usize>) -> Result<waf::Waf, waf::Waf
         &cfg.path,
         cfg.limits.request_body_bytes,
     )?;
-    Ok(waf)
+    waf.with_shadow(cfg.shadow.as_ref(), &cfg.rules, &cfg.path, &cfg.server)
 }
 
 /// One line per site for `palisade check` and the start: what selects it and what
@@ -668,6 +674,12 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     );
     for line in site_summaries(&waf) {
         tracing::info!("{line}");
+    }
+    if let Some(s) = waf.shadow() {
+        tracing::info!("{}", s.summary());
+        for w in s.warnings() {
+            tracing::warn!("[shadow] {w}");
+        }
     }
     for w in waf.site_warnings() {
         tracing::warn!("{w}");
@@ -1447,6 +1459,12 @@ async fn reload(
     }
     for w in w.site_warnings() {
         tracing::warn!("reload: {w}");
+    }
+    if let Some(s) = w.shadow() {
+        tracing::info!("reload: {}", s.summary());
+        for w in s.warnings() {
+            tracing::warn!("reload: [shadow] {w}");
+        }
     }
     let list = |v: &[std::net::SocketAddr]| {
         v.iter()

@@ -103,6 +103,9 @@ pub struct Config {
     pub client_address: ClientAddressSection,
     /// Certificates from an ACME certificate authority (`[acme]`); absent: none.
     pub acme: Option<AcmeSection>,
+    /// A second rule set run detection-only beside the blocking one on a sample
+    /// of the requests (`[shadow]`, docs/shadow.md); absent: none.
+    pub shadow: Option<ShadowSection>,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -636,6 +639,144 @@ pub struct SiteLimits {
     pub json_depth_limit: Option<usize>,
 }
 
+/// `[shadow]`: a second rule set that runs detection-only beside the blocking
+/// one on a sample of the requests, within a CPU budget of its own, and is
+/// compared with it request by request (docs/shadow.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShadowSection {
+    /// The shadow's rule set, in the form of `[[rules]]` (its own engine
+    /// settings included). Empty: the shadow runs the rules of `[[rules]]`,
+    /// compiled once and shared, with its own paranoia level and overlay.
+    #[serde(default)]
+    pub rules: Vec<RuleSource>,
+    /// SecLang run before the shadow's rules of each phase, as a site's own rules
+    /// are (candidate exclusions, extra rules).
+    #[serde(default)]
+    pub overlay: Vec<RuleSource>,
+    /// CRS's paranoia level for the shadow (1 to 4).
+    pub paranoia_level: Option<u8>,
+    /// CRS's detection paranoia level for the shadow (at least `paranoia_level`).
+    pub detection_paranoia_level: Option<u8>,
+    /// The fraction of requests the shadow sees, 0.0 to 1.0.
+    pub sample: f64,
+    /// The CPU time the shadow may use, as a fraction of one core (0.1: 100 ms
+    /// per second); requests over it are skipped and counted.
+    #[serde(default = "default_shadow_cpu_budget")]
+    pub cpu_budget: f64,
+    /// The CPU time the shadow may use, as a fraction of the CPU time the rest of
+    /// the process uses meanwhile (0.1: at most a tenth more CPU than the proxy
+    /// without the shadow); requests over it are skipped and counted.
+    #[serde(default = "default_shadow_cpu_share")]
+    pub cpu_share: f64,
+    /// How many sampled requests may wait for the shadow thread; more are
+    /// skipped and counted.
+    #[serde(default = "default_shadow_queue")]
+    pub queue: usize,
+    /// How many of the last disagreements are kept for the dashboard and the
+    /// admin API.
+    #[serde(default = "default_shadow_disagreements")]
+    pub disagreements: usize,
+}
+
+fn default_shadow_cpu_budget() -> f64 {
+    0.1
+}
+
+fn default_shadow_cpu_share() -> f64 {
+    0.1
+}
+
+fn default_shadow_queue() -> usize {
+    256
+}
+
+fn default_shadow_disagreements() -> usize {
+    200
+}
+
+impl ShadowSection {
+    /// The paranoia levels (blocking, detection) the shadow's prefilter must reach
+    /// when it runs above level 1.
+    pub fn reach(&self) -> Option<(u8, u8)> {
+        self.paranoia_level
+            .filter(|&l| l > 1)
+            .map(|l| (l, self.detection_paranoia_level.unwrap_or(l)))
+    }
+
+    /// Checks the section's keys; errors name the key.
+    fn validate(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.sample) {
+            return Err(format!(
+                "shadow.sample {}: expected a fraction from 0.0 to 1.0",
+                self.sample
+            ));
+        }
+        if !(self.cpu_budget > 0.0 && self.cpu_budget <= 1024.0) {
+            return Err(format!(
+                "shadow.cpu_budget {}: expected a fraction of one core above 0 (0.1: 100 ms of CPU time per second)",
+                self.cpu_budget
+            ));
+        }
+        if !(self.cpu_share > 0.0 && self.cpu_share <= 1024.0) {
+            return Err(format!(
+                "shadow.cpu_share {}: expected a fraction of the proxy's own CPU time above 0 (0.1: at most a tenth more CPU)",
+                self.cpu_share
+            ));
+        }
+        if !(1..=65_536).contains(&self.queue) {
+            return Err(format!(
+                "shadow.queue {}: expected 1 to 65536 requests",
+                self.queue
+            ));
+        }
+        if !(1..=100_000).contains(&self.disagreements) {
+            return Err(format!(
+                "shadow.disagreements {}: expected 1 to 100000 entries",
+                self.disagreements
+            ));
+        }
+        check_paranoia(
+            self.paranoia_level,
+            self.detection_paranoia_level,
+            "shadow.",
+        )?;
+        for (key, list) in [("rules", &self.rules), ("overlay", &self.overlay)] {
+            for (i, r) in list.iter().enumerate() {
+                if r.file.is_some() == r.inline.is_some() {
+                    return Err(format!(
+                        "shadow.{key} entry {} must have exactly one of `file` and `inline`",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a paranoia level and detection paranoia level (`[[site]]`, `[shadow]`);
+/// errors name the keys, each after `prefix`.
+fn check_paranoia(blocking: Option<u8>, detection: Option<u8>, prefix: &str) -> Result<(), String> {
+    if let Some(l) = blocking
+        && !(1..=4).contains(&l)
+    {
+        return Err(format!("{prefix}paranoia_level {l}: expected 1 to 4"));
+    }
+    match (blocking, detection) {
+        (_, Some(d)) if !(1..=4).contains(&d) => Err(format!(
+            "{prefix}detection_paranoia_level {d}: expected 1 to 4"
+        )),
+        (None, Some(_)) => Err(format!(
+            "{prefix}detection_paranoia_level needs {prefix}paranoia_level"
+        )),
+        (Some(b), Some(d)) if d < b => Err(format!(
+            "{prefix}detection_paranoia_level {d} is below {prefix}paranoia_level {b}"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The name of the requests no `[[site]]` matches.
 pub const DEFAULT_SITE: &str = "default";
 
@@ -698,29 +839,8 @@ impl SiteSection {
                 "site {n:?}: rule_engine {m:?}: expected \"On\", \"DetectionOnly\" or \"Off\""
             ));
         }
-        if let Some(l) = self.paranoia_level
-            && !(1..=4).contains(&l)
-        {
-            return Err(format!("site {n:?}: paranoia_level {l}: expected 1 to 4"));
-        }
-        match (self.paranoia_level, self.detection_paranoia_level) {
-            (_, Some(d)) if !(1..=4).contains(&d) => {
-                return Err(format!(
-                    "site {n:?}: detection_paranoia_level {d}: expected 1 to 4"
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(format!(
-                    "site {n:?}: detection_paranoia_level needs paranoia_level"
-                ));
-            }
-            (Some(b), Some(d)) if d < b => {
-                return Err(format!(
-                    "site {n:?}: detection_paranoia_level {d} is below paranoia_level {b}"
-                ));
-            }
-            _ => {}
-        }
+        check_paranoia(self.paranoia_level, self.detection_paranoia_level, "")
+            .map_err(|e| format!("site {n:?}: {e}"))?;
         let l = &self.limits;
         for (v, key) in [
             (l.request_body_bytes, "request_body_bytes"),
@@ -1523,6 +1643,11 @@ impl Config {
             .rules
             .iter_mut()
             .chain(self.sites.iter_mut().flat_map(|s| s.rules.iter_mut()))
+            .chain(
+                self.shadow
+                    .iter_mut()
+                    .flat_map(|s| s.rules.iter_mut().chain(s.overlay.iter_mut())),
+            )
         {
             if let Some(f) = &mut r.file {
                 fix(f);
@@ -1548,6 +1673,9 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if let Some(s) = &self.shadow {
+            s.validate()?;
+        }
         for (i, site) in self.sites.iter().enumerate() {
             site.validate()?;
             if self.sites[..i].iter().any(|o| o.name == site.name) {

@@ -61,6 +61,7 @@ pub mod ratelimit;
 pub mod reload;
 pub mod rulecost;
 pub mod server;
+pub mod shadow;
 pub mod shaping;
 pub mod shipqueue;
 pub mod sites;

@@ -93,6 +93,22 @@ impl Sites {
         }
     }
 
+    /// One policy for every request, under the default site's name (the
+    /// `[shadow]` rule set: [`crate::shadow`]).
+    pub fn single(policy: Arc<Policy>, empty: bool) -> Sites {
+        Sites {
+            list: vec![Site {
+                name: DEFAULT_SITE.into(),
+                hosts: Vec::new(),
+                path_prefix: None,
+                policy: Some(policy),
+                request_body_bytes: None,
+                empty,
+                counters: OnceLock::new(),
+            }],
+        }
+    }
+
     /// Compiles the sites of `sections` over `base` (each site's rules once, into
     /// its overlay). `config_path` names inline rules (`CONFIG#site.NAME.rulesN`)
     /// and anchors their `Include`s. `cannot_act` tells whether a policy can act on

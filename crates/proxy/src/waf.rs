@@ -90,6 +90,8 @@ pub struct Waf {
     site_warnings: Vec<String>,
     /// Which transactions are timed rule by rule (`server.rule_cost_sample`).
     rule_cost_sampler: crate::rulecost::Sampler,
+    /// The `[shadow]` rule set that runs beside these rules, if any.
+    shadow: Option<Arc<crate::shadow::ShadowSet>>,
 }
 
 /// The engine's CPU meter: the calling thread's own CPU clock, so that time spent
@@ -156,6 +158,18 @@ impl Waf {
         rbl_limit: Option<usize>,
         levels: &[(u8, u8)],
     ) -> Result<Waf, WafLoadError> {
+        Self::load_labelled(sources, config_path, "rules", server, rbl_limit, levels)
+    }
+
+    /// [`Waf::load_reaching`] with inline sources named `CONFIG#{label}N`.
+    fn load_labelled(
+        sources: &[RuleSource],
+        config_path: &Path,
+        label: &str,
+        server: &ServerConfig,
+        rbl_limit: Option<usize>,
+        levels: &[(u8, u8)],
+    ) -> Result<Waf, WafLoadError> {
         let fail_closed = server.engine_failure == FailurePolicy::Closed;
         let mut b = RulesetBuilder::new(Arc::new(seclang::FsSource));
         b.rbl_resolver(rbl_limit.is_some());
@@ -168,7 +182,7 @@ impl Waf {
                 b.add_file(file)
                     .map_err(|e| WafLoadError::one(e.to_string()))?;
             } else if let Some(text) = &src.inline {
-                let name = format!("{}#rules{}", config_path.display(), i + 1);
+                let name = format!("{}#{label}{}", config_path.display(), i + 1);
                 b.add_text(text, &name)
                     .map_err(|e| WafLoadError::one(e.to_string()))?;
                 inline_texts.push(text);
@@ -189,6 +203,7 @@ impl Waf {
             sites: crate::sites::Sites::none(empty),
             site_warnings: Vec::new(),
             rule_cost_sampler: crate::rulecost::Sampler::new(server.rule_cost_sample),
+            shadow: None,
         };
         waf.check_audit_settings().map_err(WafLoadError::one)?;
         Ok(waf)
@@ -251,6 +266,136 @@ impl Waf {
             }
         }
         Ok(self)
+    }
+
+    /// Builds the `[shadow]` rule set beside these rules, loaded from `primary`
+    /// (`section` absent: none). Its own `rules` are loaded as a rule set of their
+    /// own; without them it shares these rules' compiled base, unless it runs them
+    /// at a paranoia level above 1: `primary` is then compiled again, its
+    /// prefilter reaching that level. Either way its overlay, paranoia level and
+    /// engine mode `On` (it reports what it would do; the proxy never acts on it)
+    /// make one policy. Errors begin with `[shadow]`.
+    pub fn with_shadow(
+        mut self,
+        section: Option<&crate::config::ShadowSection>,
+        primary: &[RuleSource],
+        config_path: &Path,
+        server: &ServerConfig,
+    ) -> Result<Waf, WafLoadError> {
+        let Some(s) = section else {
+            return Ok(self);
+        };
+        let shadow = self
+            .shadow_rules(s, primary, config_path, server)
+            .map_err(|e| {
+                let errors = e.errors.iter().map(|m| format!("[shadow] {m}")).collect();
+                WafLoadError {
+                    errors,
+                    total: e.total,
+                }
+            })?;
+        self.shadow = Some(Arc::new(crate::shadow::ShadowSet::new(shadow, s)));
+        Ok(self)
+    }
+
+    /// The shadow's rules as a [`Waf`] of one site whose policy is the shadow's.
+    fn shadow_rules(
+        &self,
+        s: &crate::config::ShadowSection,
+        primary: &[RuleSource],
+        config_path: &Path,
+        server: &ServerConfig,
+    ) -> Result<Waf, WafLoadError> {
+        let levels: Vec<(u8, u8)> = s.reach().into_iter().collect();
+        let own = if !s.rules.is_empty() {
+            Some(Self::load_labelled(
+                &s.rules,
+                config_path,
+                "shadow.rules",
+                server,
+                None,
+                &levels,
+            )?)
+        } else if !levels.is_empty() {
+            // The rules' shared prefilter covers their own paranoia level only: at a
+            // higher one the shadow would pay for every pattern the prefilter does
+            // not cover. Compiled again, reaching the shadow's level, it costs what
+            // CRS at that level costs, and the blocking rules keep their automata.
+            Some(Self::load_labelled(
+                primary,
+                config_path,
+                "rules",
+                server,
+                None,
+                &levels,
+            )?)
+        } else {
+            None
+        };
+        let (ruleset, base_hash) = match &own {
+            Some(w) => (w.ruleset.clone(), w.hash.clone()),
+            None => (self.ruleset.clone(), self.hash.clone()),
+        };
+        let err = |e: engine::PolicyError| WafLoadError::one(e.to_string());
+        let mut b = engine::PolicyBuilder::new(&ruleset, "shadow", Arc::new(seclang::FsSource));
+        for (i, src) in s.overlay.iter().enumerate() {
+            if let Some(file) = &src.file {
+                b.add_file(file).map_err(err)?;
+            } else if let Some(text) = &src.inline {
+                let label = format!("{}#shadow.overlay{}", config_path.display(), i + 1);
+                b.add_text(text, &label).map_err(err)?;
+            }
+        }
+        b.rule_engine(engine::RuleEngineMode::On);
+        if let Some(l) = s.paranoia_level {
+            b.paranoia_level(l, s.detection_paranoia_level)
+                .map_err(err)?;
+        }
+        let policy = b.build().map_err(err)?;
+        let mut h = Sha256::new();
+        h.update(base_hash.as_bytes());
+        let files: Vec<PathBuf> = s
+            .overlay
+            .iter()
+            .filter_map(|r| r.file.clone())
+            .flat_map(|f| glob_or_file(&f))
+            .collect();
+        let inline: Vec<&str> = s
+            .overlay
+            .iter()
+            .filter_map(|r| r.inline.as_deref())
+            .collect();
+        h.update(content_hash(&files, &inline).as_bytes());
+        h.update(format!("{:?}", (s.paranoia_level, s.detection_paranoia_level)).as_bytes());
+        // The warnings of rules of its own (those of the [[rules]] compiled again
+        // are the blocking rules' own, reported with them).
+        let mut warnings: Vec<String> = own
+            .as_ref()
+            .filter(|_| !s.rules.is_empty())
+            .map(|w| w.warnings().to_vec())
+            .unwrap_or_default();
+        warnings.extend(policy.warnings().iter().cloned());
+        let empty = cannot_act(&ruleset, Some(&policy));
+        Ok(Waf {
+            ruleset,
+            hash: h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
+            clock: self.clock.clone(),
+            meter: self.meter.clone(),
+            budget: self.budget,
+            fail_closed: false,
+            empty,
+            rbl_limit: None,
+            sites: crate::sites::Sites::single(Arc::new(policy), empty),
+            site_warnings: warnings,
+            // The shadow's rules are not in the per-rule cost account.
+            rule_cost_sampler: crate::rulecost::Sampler::new(0.0),
+            shadow: None,
+        })
+    }
+
+    /// The `[shadow]` rule set in force with these rules, if any.
+    pub fn shadow(&self) -> Option<&Arc<crate::shadow::ShadowSet>> {
+        self.shadow.as_ref()
     }
 
     /// The sites (the default site last; alone without `[[site]]`).

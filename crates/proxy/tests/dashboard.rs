@@ -3,7 +3,8 @@
 //! front of a recording backend; Debian's `chromium`, headless, is driven over the
 //! DevTools protocol (a small WebSocket client below): it logs in through the login
 //! form, and the test reads what the page shows after known requests (a benign one,
-//! XSS attacks with distinctive payloads, one sent while the page is open). The
+//! XSS attacks with distinctive payloads, one sent while the page is open; a shadow
+//! rule set without CRS's XSS rules makes the attacks its disagreements). The
 //! screenshot is kept in target/test-artifacts/dashboard.png. Without chromium the
 //! test fails unless PALISADE_ALLOW_SKIP=1. The HTTP-level rules (401 without
 //! credentials, CSP and nosniff, cross-site POSTs refused, cookie attributes, CSRF
@@ -374,9 +375,11 @@ async fn dashboard_in_chromium() {
     let listen = loopback(free_port());
     let admin_addr = loopback(free_port());
     let file = |p: &Path| format!("[[rules]]\nfile = \"{}\"\n", p.display());
-    // Every request's rules are timed, for the rule cost panel.
+    // Every request's rules are timed, for the rule cost panel. A shadow rule set
+    // without CRS's XSS rules: the XSS attacks are its disagreements (blocked by the
+    // primary only), shown in the shadow panel.
     let extra = format!(
-        "[server]\nrule_cost_sample = 1.0\n[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{}{}",
+        "[server]\nrule_cost_sample = 1.0\n[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{}{}\n[shadow]\nsample = 1.0\ncpu_budget = 4.0\ncpu_share = 4.0\noverlay = [{{ inline = 'SecRuleRemoveByTag attack-xss' }}]\n",
         dir.path("token").display(),
         file(&repo().join("examples/palisade-recommended.conf")),
         file(&crs.join("crs-setup.conf.example")),
@@ -566,6 +569,30 @@ async fn dashboard_in_chromium() {
         "the rule cost panel",
     )
     .await;
+
+    cdp.wait_true(
+        "document.getElementById('shadow-disagreements').textContent.includes('dash-xss-probe')",
+        "the XSS attack among the shadow's disagreements",
+    )
+    .await;
+    let shadow = cdp
+        .eval("document.getElementById('shadow-panel').textContent")
+        .await;
+    let shadow = shadow.as_str().unwrap();
+    // The request target as sent (percent-encoded), as text.
+    assert!(
+        shadow.contains("primary_only")
+            && shadow.contains("GET /search?q=%3Cscript%3Ewindow.__dashXss%3D1")
+            && shadow.contains("rules 941100"),
+        "the disagreement, its target and the primary's rules: {shadow}"
+    );
+    let shadow_rules = cdp
+        .eval("document.getElementById('shadow-rules').textContent")
+        .await;
+    assert!(
+        shadow_rules.as_str().unwrap().contains("941"),
+        "the XSS rules behind it: {shadow_rules}"
+    );
 
     // --- Live: an attack sent while the page is open shows up.
     let r = get(listen, &format!("/live?q={}", pct(LIVE)), "").await;

@@ -207,6 +207,49 @@
     }
   }
 
+  function sideText(x) {
+    return (x.blocked ? "blocked " + (x.status || "") : "passed") + " · score " + x.score + " · rules " + (x.rules.length ? x.rules.join(" ") : "—");
+  }
+
+  function renderShadow(sh) {
+    if (!sh) return;
+    $("shadow-state").textContent = sh.enabled
+      ? "sample " + sh.sample + " · CPU budget " + sh.cpu_budget + " of a core and " + sh.cpu_share + " of the proxy's CPU time · " + sh.cpu_seconds.toFixed(3) + " CPU s used · " + sh.queued + " queued · " + sh.head_only + " seen without body · " + sh.errors + " engine errors"
+      : "No [shadow] rule set in force.";
+    const box = $("shadow-counters");
+    clear(box);
+    for (const k of Object.keys(sh.outcomes)) {
+      const c = el("div", null, "counter");
+      c.dataset.outcome = k;
+      c.appendChild(el("span", k.replace("_", " "), "label"));
+      c.appendChild(el("span", sh.outcomes[k], "value"));
+      box.appendChild(c);
+    }
+    const rules = $("shadow-rules").tBodies[0];
+    clear(rules);
+    for (const r of sh.rules) {
+      const tr = el("tr");
+      tr.appendChild(el("td", r.rule, "key"));
+      tr.appendChild(el("td", r.shadow_only, "num"));
+      tr.appendChild(el("td", r.primary_only, "num"));
+      rules.appendChild(tr);
+    }
+    const body = $("shadow-disagreements").tBodies[0];
+    clear(body);
+    for (const d of sh.disagreements) {
+      const tr = el("tr", null, "shadow " + d.outcome);
+      tr.dataset.seq = d.seq;
+      tr.appendChild(el("td", d.time));
+      tr.appendChild(el("td", d.outcome + (d.head_only ? " (head only)" : ""), "verdict"));
+      tr.appendChild(el("td", d.site));
+      tr.appendChild(el("td", d.method + " " + d.target, "uri"));
+      tr.appendChild(el("td", sideText(d.primary)));
+      tr.appendChild(el("td", sideText(d.shadow)));
+      tr.appendChild(el("td", d.id, "key"));
+      body.appendChild(tr);
+    }
+  }
+
   function renderSnapshot(s) {
     renderCounters(s);
     renderRate(s.rate);
@@ -218,6 +261,7 @@
     renderHealth(s.health);
     renderReadiness(s.readiness);
     renderRuleCost(s.rule_cost);
+    renderShadow(s.shadow);
   }
 
   const seen = new Set();

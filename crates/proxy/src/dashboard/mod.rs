@@ -315,6 +315,7 @@ impl Dashboard {
         doc["health"] = health(shared);
         doc["readiness"] = readiness(&self.aggregate, shared);
         doc["rule_cost"] = rule_cost(shared);
+        doc["shadow"] = shared.shadow.snapshot(shared.waf().shadow());
         doc
     }
 
@@ -346,6 +347,7 @@ impl Dashboard {
                     doc["health"] = health(&shared);
                     doc["readiness"] = readiness(&agg, &shared);
                     doc["rule_cost"] = rule_cost(&shared);
+                    doc["shadow"] = shared.shadow.snapshot(shared.waf().shadow());
                     out.push(sse("snapshot", &doc));
                 }
                 for chunk in out {

@@ -207,6 +207,23 @@ where
         )
     };
     let site_name: Arc<str> = site.site().name().clone();
+    // A request sampled for the shadow rule set (one the rules will see): its
+    // head, copied before the engine takes it; handed on once phases 1 and 2
+    // decided.
+    let mut sampled = if denied || over.is_some() {
+        None
+    } else {
+        shared.shadow.sample(
+            site.waf(),
+            &head.method,
+            &head.uri,
+            &head.protocol,
+            head.headers.clone(),
+            &conn,
+            &site_name,
+            head.start_us,
+        )
+    };
     let mut ex = Exchange::begin(
         shared,
         site,
@@ -236,6 +253,11 @@ where
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
     }
     if let Some(v) = ex.phase1().await {
+        if let Some(head) = sampled.take() {
+            shared
+                .shadow
+                .submit(head, ex.shadow_primary(Some(&v), false));
+        }
         return Driven::answer(ex.reply_verdict(v), !has_body);
     }
     // Rate limits keyed by TX variables the rules set in phase 1.
@@ -315,7 +337,13 @@ where
             }
         }
     }
-    if let Some(v) = ex.phase2().await {
+    let phase2 = ex.phase2().await;
+    if let Some(head) = sampled {
+        shared
+            .shadow
+            .submit(head, ex.shadow_primary(phase2.as_ref(), true));
+    }
+    if let Some(v) = phase2 {
         return Driven::answer(ex.reply_verdict(v), true);
     }
     let parts = match plan() {

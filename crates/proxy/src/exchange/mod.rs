@@ -328,6 +328,30 @@ impl Exchange {
             .await
     }
 
+    /// The primary's side of a request sampled for the shadow rule set, once its
+    /// phases 1 and 2 decided (`verdict`: what they decided): the transaction
+    /// id, the verdict, the rules matched so far and the inbound anomaly score,
+    /// and the body as buffered when `with_body` (none when the body was under a
+    /// content coding: the rules read it decoded, the buffer holds it as sent).
+    pub fn shadow_primary(
+        &mut self,
+        verdict: Option<&Verdict>,
+        with_body: bool,
+    ) -> crate::shadow::Primary {
+        let side = crate::shadow::Side {
+            blocked: verdict.is_some(),
+            status: verdict.map(|v| v.status),
+            rules: crate::shadow::Side::rule_ids(self.rec.matches.iter().map(|m| m.rule_id)),
+            score: self.rec.tx.as_mut().map_or(0, |t| t.anomaly_scores().0),
+        };
+        let body = (with_body && self.request_decoder.is_none()).then(|| self.body.clone());
+        crate::shadow::Primary {
+            id: self.rec.unique_id().to_owned(),
+            side,
+            body,
+        }
+    }
+
     /// Builds the answer to a rule's verdict.
     pub fn reply_verdict(mut self, v: Verdict) -> Reply {
         self.rec.rule_id = v.rule_id;

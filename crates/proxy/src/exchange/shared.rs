@@ -126,6 +126,9 @@ pub struct Shared {
     pub reloads: crate::reload::ReloadState,
     /// The request summaries' broadcast ([`crate::summary`]).
     pub summaries: crate::summary::Summaries,
+    /// The shadow rule set's runner, counters and disagreements
+    /// ([`crate::shadow`]); the shadow itself is in the rules snapshot.
+    pub shadow: crate::shadow::Shadow,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
     access: crate::server::PerWorker<Option<Arc<crate::access::AccessList>>>,
     /// Whether any `[access]` lists are in force: a request from a trusted proxy
@@ -193,6 +196,7 @@ impl Shared {
             otlp: None,
             reloads: crate::reload::ReloadState::new(),
             summaries: crate::summary::Summaries::default(),
+            shadow: crate::shadow::Shadow::default(),
             dns: None,
             tls_listeners: std::sync::Mutex::new(Vec::new()),
             acme: None,
