@@ -288,8 +288,11 @@ pub fn format_message(
         std::process::id(),
         kind.label()
     );
-    let room = max.saturating_sub(msg.len());
-    msg.push_str(&crate::summary::cut(line.to_owned(), room));
+    let mut at = line.len().min(max.saturating_sub(msg.len()));
+    while !line.is_char_boundary(at) {
+        at -= 1;
+    }
+    msg.push_str(&line[..at]);
     msg
 }
 

@@ -30,7 +30,6 @@ use crate::summary::RequestSummary;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -126,11 +125,12 @@ impl TraceContext {
     }
 }
 
-/// What one export sends.
+/// What one export sends: a span already encoded (OTLP JSON), or a log line
+/// with its time. Shared, so the sender's look at the queue copies no text.
 #[derive(Debug, Clone)]
 enum Item {
-    Span(Value),
-    Log(LogKind, String, i64),
+    Span(Arc<str>),
+    Log(LogKind, Arc<str>, i64),
 }
 
 /// The exporter's counters.
@@ -200,7 +200,10 @@ impl Exporter {
     /// Queues the span of a finished request; never waits.
     pub fn offer_span(&self, s: &RequestSummary) {
         if let Some(t) = &s.trace {
-            self.push(Item::Span(span_json(s, t)));
+            match serde_json::to_string(&span(s, t)) {
+                Ok(json) => self.push(Item::Span(json.into())),
+                Err(e) => tracing::warn!("[otlp]: a span could not be encoded: {e}"),
+            }
         }
     }
 
@@ -221,11 +224,7 @@ impl crate::logship::LineSink for Exporter {
 
     fn offer(&self, kind: LogKind, line: &str) {
         if self.kinds[kind as usize] {
-            self.push(Item::Log(
-                kind,
-                line.to_owned(),
-                crate::logs::now_unix_micros(),
-            ));
+            self.push(Item::Log(kind, line.into(), crate::logs::now_unix_micros()));
         }
     }
 }
@@ -267,27 +266,105 @@ impl Collector for Exporter {
     }
 }
 
-fn kv(key: &str, value: Value) -> Value {
-    json!({ "key": key, "value": value })
-}
-fn s(v: &str) -> Value {
-    json!({ "stringValue": v })
-}
-fn i(v: i64) -> Value {
-    // OTLP JSON carries 64-bit integers as strings.
-    json!({ "intValue": v.to_string() })
+/// An OTLP `AnyValue`, as OTLP's JSON encoding writes it (64-bit integers as
+/// strings).
+#[derive(Debug, serde::Serialize)]
+enum AnyValue<'a> {
+    #[serde(rename = "stringValue")]
+    Str(std::borrow::Cow<'a, str>),
+    #[serde(rename = "intValue")]
+    Int(String),
+    #[serde(rename = "boolValue")]
+    Bool(bool),
+    #[serde(rename = "arrayValue")]
+    Array(ArrayValue<'a>),
 }
 
-fn resource(service: &str) -> Value {
-    json!({ "attributes": [
+#[derive(Debug, serde::Serialize)]
+struct ArrayValue<'a> {
+    values: Vec<AnyValue<'a>>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct KeyValue<'a> {
+    key: &'a str,
+    value: AnyValue<'a>,
+}
+
+fn kv<'a>(key: &'a str, value: AnyValue<'a>) -> KeyValue<'a> {
+    KeyValue { key, value }
+}
+fn s(v: &str) -> AnyValue<'_> {
+    AnyValue::Str(v.into())
+}
+fn owned<'a>(v: String) -> AnyValue<'a> {
+    AnyValue::Str(v.into())
+}
+fn i<'a>(v: i64) -> AnyValue<'a> {
+    AnyValue::Int(v.to_string())
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+struct Status<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+/// A span, as OTLP's JSON encoding writes it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Span<'a> {
+    trace_id: String,
+    span_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_span_id: Option<String>,
+    name: &'a str,
+    kind: u8,
+    start_time_unix_nano: String,
+    end_time_unix_nano: String,
+    attributes: Vec<KeyValue<'a>>,
+    status: Status<'a>,
+    flags: u32,
+}
+
+/// A log record, as OTLP's JSON encoding writes it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogRecord<'a> {
+    time_unix_nano: String,
+    severity_number: u8,
+    severity_text: &'a str,
+    body: AnyValue<'a>,
+    attributes: [KeyValue<'a>; 1],
+}
+
+/// The resource every export names, encoded once.
+fn resource(service: &str) -> String {
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    let attributes = [
         kv("service.name", s(service)),
         kv("service.version", s(env!("CARGO_PKG_VERSION"))),
-        kv("host.name", s(&rustix::system::uname().nodename().to_string_lossy())),
-    ]})
+        kv("host.name", owned(host)),
+    ];
+    serde_json::json!({ "attributes": attributes }).to_string()
 }
 
+/// The attribute names of the phase times, phase 1 first.
+const PHASE_KEYS: [&str; 5] = [
+    "palisade.phase1.us",
+    "palisade.phase2.us",
+    "palisade.phase3.us",
+    "palisade.phase4.us",
+    "palisade.phase5.us",
+];
+
 /// The span of one request.
-fn span_json(r: &RequestSummary, t: &TraceContext) -> Value {
+fn span<'a>(r: &'a RequestSummary, t: &TraceContext) -> Span<'a> {
     let (path, query) = r.uri.split_once('?').unwrap_or((&r.uri, ""));
     let start = r.start_us.saturating_mul(1000);
     let end = start.saturating_add(
@@ -295,11 +372,11 @@ fn span_json(r: &RequestSummary, t: &TraceContext) -> Value {
             .unwrap_or(i64::MAX)
             .saturating_mul(1000),
     );
-    let mut attrs = vec![
+    let mut attributes = vec![
         kv("http.request.method", s(&r.method)),
         kv("url.path", s(path)),
         kv("http.response.status_code", i(i64::from(r.status))),
-        kv("client.address", s(&r.client.ip().to_string())),
+        kv("client.address", owned(r.client.ip().to_string())),
         kv(
             "network.protocol.version",
             s(r.protocol.trim_start_matches("HTTP/")),
@@ -307,81 +384,104 @@ fn span_json(r: &RequestSummary, t: &TraceContext) -> Value {
         kv("palisade.unique_id", s(&r.unique_id)),
         kv("palisade.site", s(&r.site)),
         kv("palisade.action", s(r.action.label())),
-        kv("palisade.blocked", json!({ "boolValue": r.blocked() })),
+        kv("palisade.blocked", AnyValue::Bool(r.blocked())),
         kv(
             "palisade.rule_ids",
-            json!({ "arrayValue": { "values": r.rule_ids().into_iter().map(i).collect::<Vec<_>>() } }),
+            AnyValue::Array(ArrayValue {
+                values: r.rule_ids().into_iter().map(i).collect(),
+            }),
         ),
         kv("palisade.anomaly_score.inbound", i(r.anomaly.0)),
         kv("palisade.anomaly_score.outbound", i(r.anomaly.1)),
     ];
     if !query.is_empty() {
-        attrs.push(kv("url.query", s(query)));
+        attributes.push(kv("url.query", s(query)));
     }
     if let Some(h) = &r.host {
-        attrs.push(kv("server.address", s(h)));
+        attributes.push(kv("server.address", s(h)));
     }
     if let Some(id) = r.rule_id {
-        attrs.push(kv("palisade.rule_id", i(id)));
+        attributes.push(kv("palisade.rule_id", i(id)));
     }
-    for (n, us) in r.phase_us.iter().enumerate() {
+    for (key, us) in PHASE_KEYS.iter().zip(r.phase_us) {
         if let Some(us) = us {
-            attrs.push(kv(
-                &format!("palisade.phase{}.us", n + 1),
-                i(i64::try_from(*us).unwrap_or(i64::MAX)),
-            ));
+            attributes.push(kv(key, i(i64::try_from(us).unwrap_or(i64::MAX))));
         }
     }
     if let Some((pool, server)) = &r.upstream {
-        attrs.push(kv("palisade.upstream.pool", s(pool)));
+        attributes.push(kv("palisade.upstream.pool", s(pool)));
         if let Some(server) = server {
-            attrs.push(kv("server.upstream", s(server)));
+            attributes.push(kv("server.upstream", s(server)));
         }
     }
     // Status: an error for answers the proxy or the upstream failed (5xx); a
     // refusal by the rules is the WAF working, not an error.
     let status = if r.status >= 500 {
-        json!({ "code": 2, "message": r.error.clone().unwrap_or_default() })
+        Status {
+            code: Some(2),
+            message: Some(r.error.as_deref().unwrap_or_default()),
+        }
     } else {
-        json!({})
+        Status::default()
     };
-    let mut span = json!({
-        "traceId": hex(&t.trace_id),
-        "spanId": hex(&t.span_id),
-        "name": r.method,
-        "kind": 2,
-        "startTimeUnixNano": start.to_string(),
-        "endTimeUnixNano": end.to_string(),
-        "attributes": attrs,
-        "status": status,
-        "flags": u32::from(t.flags),
-    });
-    if let Some(p) = t.parent {
-        span["parentSpanId"] = Value::String(hex(&p));
+    Span {
+        trace_id: hex(&t.trace_id),
+        span_id: hex(&t.span_id),
+        parent_span_id: t.parent.map(|p| hex(&p)),
+        name: &r.method,
+        kind: 2,
+        start_time_unix_nano: start.to_string(),
+        end_time_unix_nano: end.to_string(),
+        attributes,
+        status,
+        flags: u32::from(t.flags),
     }
-    span
 }
 
-fn log_json(kind: LogKind, line: &str, unix_micros: i64) -> Value {
+fn log_record(kind: LogKind, line: &str, unix_micros: i64) -> LogRecord<'_> {
     let (number, text) = match kind {
         LogKind::Error => (13, "WARN"),
         LogKind::Audit => (10, "INFO2"),
         LogKind::Access => (9, "INFO"),
         LogKind::Debug => (5, "DEBUG"),
     };
-    json!({
-        "timeUnixNano": unix_micros.saturating_mul(1000).to_string(),
-        "severityNumber": number,
-        "severityText": text,
-        "body": s(line),
-        "attributes": [kv("log.name", s(kind.label()))],
-    })
+    LogRecord {
+        time_unix_nano: unix_micros.saturating_mul(1000).to_string(),
+        severity_number: number,
+        severity_text: text,
+        body: s(line),
+        attributes: [kv("log.name", s(kind.label()))],
+    }
+}
+
+/// One export's body: `resource` and the encoded `items` in OTLP's envelope for
+/// `signal` (`Spans` or `Logs`).
+fn envelope(signal: &str, resource: &str, items: &[impl AsRef<str>]) -> String {
+    let records = if signal == "Spans" {
+        "spans"
+    } else {
+        "logRecords"
+    };
+    let mut out =
+        String::with_capacity(items.iter().map(|i| i.as_ref().len() + 1).sum::<usize>() + 256);
+    out.push_str(&format!(
+        "{{\"resource{signal}\":[{{\"resource\":{resource},\"scope{signal}\":[{{\"scope\":{{\"name\":\"palisade\"}},\"{records}\":["
+    ));
+    for (n, item) in items.iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        out.push_str(item.as_ref());
+    }
+    out.push_str("]}]}]}");
+    out
 }
 
 /// The exporter's thread.
 struct Sender {
     cfg: OtlpSection,
-    resource: Value,
+    /// The resource, encoded.
+    resource: String,
     queue: Arc<ShipQueue<Item>>,
     stats: Arc<OtlpStats>,
 }
@@ -410,28 +510,26 @@ impl Sender {
                 }
                 continue;
             }
-            let mut spans = Vec::new();
-            let mut logs = Vec::new();
+            let mut spans: Vec<Arc<str>> = Vec::new();
+            let mut logs: Vec<String> = Vec::new();
             for item in &batch {
                 match item {
-                    Item::Span(v) => spans.push(v.clone()),
-                    Item::Log(k, l, t) => logs.push(log_json(*k, l, *t)),
+                    Item::Span(json) => spans.push(json.clone()),
+                    Item::Log(k, l, t) => {
+                        if let Ok(json) = serde_json::to_string(&log_record(*k, l, *t)) {
+                            logs.push(json);
+                        }
+                    }
                 }
             }
             let sent = rt.block_on(async {
                 if !spans.is_empty() {
-                    let body = json!({ "resourceSpans": [{
-                        "resource": self.resource,
-                        "scopeSpans": [{ "scope": { "name": "palisade" }, "spans": spans }],
-                    }]});
-                    self.post("/v1/traces", &body).await?;
+                    let body = envelope("Spans", &self.resource, &spans);
+                    self.post("/v1/traces", body).await?;
                 }
                 if !logs.is_empty() {
-                    let body = json!({ "resourceLogs": [{
-                        "resource": self.resource,
-                        "scopeLogs": [{ "scope": { "name": "palisade" }, "logRecords": logs }],
-                    }]});
-                    self.post("/v1/logs", &body).await?;
+                    let body = envelope("Logs", &self.resource, &logs);
+                    self.post("/v1/logs", body).await?;
                 }
                 Ok::<_, String>(())
             });
@@ -470,7 +568,7 @@ impl Sender {
 
     /// POSTs one JSON export to `path` under the endpoint; an error unless the
     /// receiver answers 2xx.
-    async fn post(&self, path: &str, body: &Value) -> Result<(), String> {
+    async fn post(&self, path: &str, body: String) -> Result<(), String> {
         let uri: http::Uri = format!("{}{path}", self.cfg.endpoint.trim_end_matches('/'))
             .parse()
             .map_err(|e| format!("{e}"))?;
@@ -487,7 +585,7 @@ impl Sender {
             let req = http::Request::post(uri.path())
                 .header(http::header::HOST, format!("{host}:{port}"))
                 .header(http::header::CONTENT_TYPE, "application/json")
-                .body(Full::new(Bytes::from(body.to_string())))
+                .body(Full::new(Bytes::from(body)))
                 .map_err(|e| e.to_string())?;
             let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
             let status = resp.status();
