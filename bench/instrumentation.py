@@ -5,14 +5,16 @@ wrk over the varying corpus, requests per CPU-second of each proxy process).
 
     python3 bench/instrumentation.py [--rounds N] [--duration S] [--connections C]
 
-  base       no admin listener, `server.rule_cost_sample = 0`, nothing shipped
-  shipping   every request's access line shipped to a syslog receiver over TCP
+  base       no admin listener, `server.rule_cost_sample = 0`, the access log
+             written to a file, nothing shipped
+  shipping   the same, and every request's access line shipped to a syslog
+             receiver over TCP
              ([[syslog]]) and a span per request with the access lines as log
              records to an OTLP receiver ([otlp]; the OpenTelemetry Collector's
              otlpreceiver of tests/otlp, built with Go); the syslog receiver here is
              a socket that reads and discards
-  profiling  the admin listener, and a CPU profile (/debug/profile, 99 Hz) running
-             for the whole of each round
+  profiling  the same as base, with the admin listener, and a CPU profile
+             (/debug/profile, 99 Hz) running for the whole of each round
 
 Targets: shipping at most 3% more CPU per request, a running profile at most 5%.
 The timers, the metrics and the idle tracepoints are always on, so this run cannot
@@ -105,6 +107,8 @@ def main():
             f.write(TOKEN + "\n")
         admin_port = R.free_port()
         off = "\nrule_cost_sample = 0"
+        def access(name):
+            return f"access_log = {R.toml_str(os.path.join(work, name + '-access.log'))}\n"
         shipping = (f'\n[[syslog]]\naddress = "127.0.0.1:{discard.port}"\ntransport = "tcp"\n'
                     f'logs = ["access"]\n\n[otlp]\nendpoint = "http://127.0.0.1:{otlp_port}"\n'
                     'logs = ["access"]\n')
@@ -139,9 +143,10 @@ def main():
                 raise RuntimeError("instrumentation: the syslog receiver got nothing")
 
         native = SBS.run(args, work, backend_port, [
-            SBS.Variant("base", off),
-            SBS.Variant("shipping", off, shipping, check=shipped),
-            SBS.Variant("profiling", off, profiling, during=profile_running),
+            SBS.Variant("base", off, logs_extra=access("base")),
+            SBS.Variant("shipping", off, shipping, check=shipped, logs_extra=access("shipping")),
+            SBS.Variant("profiling", off, profiling, during=profile_running,
+                        logs_extra=access("profiling")),
         ], "instrumentation")
     finally:
         if recv:

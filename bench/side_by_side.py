@@ -19,13 +19,16 @@ import run as R  # processes, ports, wrk, CPU time
 
 
 class Variant:
-    """One configuration: `server_extra` goes into [server], `extra` at the end;
-    `started(work)` runs once it listens, `during(system)` around each of its rounds
-    (a context manager factory, or None), `check()` after the run."""
+    """One configuration: `server_extra` goes into [server], `logs_extra` into
+    [logs], `extra` at the end; `started(work)` runs once it listens,
+    `during(system)` around each of its rounds (a context manager factory, or
+    None), `check()` after the run."""
 
-    def __init__(self, name, server_extra="", extra="", started=None, during=None, check=None):
+    def __init__(self, name, server_extra="", extra="", started=None, during=None, check=None,
+                 logs_extra=""):
         self.name = name
         self.server_extra = server_extra
+        self.logs_extra = logs_extra
         self.extra = extra
         self.started = started
         self.during = during
@@ -48,7 +51,8 @@ def run(args, work, backend_port, variants, who):
         with open(path) as f:
             text = f.read().replace('client_header_timeout = "600s"', "")
         with open(native_path, "w") as f:
-            f.write(text.replace('waf_cpu_budget = "off"\n', ""))
+            text = text.replace('waf_cpu_budget = "off"\n', "")
+            f.write(text.replace("[logs]\n", "[logs]\n" + v.logs_extra, 1))
         proc = R.Proc(f"palisade-native-{v.name}",
                       [args.palisade, "run", "--config", native_path], work, cpu=R.SUT_CPU)
         R.wait_port(port, proc)
