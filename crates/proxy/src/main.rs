@@ -3,7 +3,8 @@
 //!
 //! `palisade run --config FILE` serves; `palisade check --config FILE` loads the
 //! configuration and every rule and reports every error, like `nginx -t`;
-//! `palisade ctx ...` reads and writes persistent collections; `palisade
+//! `palisade ctx ...` reads and writes persistent collections; `palisade tune`
+//! proposes and proves exclusions of false positives; `palisade
 //! completions SHELL` and `palisade man` print a completion script and the manual
 //! page. The command line is [`proxy::cli`]; the work is done by [`proxy::app`].
 
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
             Ok(false) => return Exit::NotFound.into(),
             Err(e) => Err(e),
         },
+        Command::Tune(args) => proxy::app::tune(&args),
         Command::Completions { shell } => printed(proxy::cli::write_completions(
             shell,
             &mut std::io::stdout().lock(),
