@@ -60,6 +60,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     reloads: ReloadHandle,
     mut shutdown: watch::Receiver<bool>,
+    config_path: std::path::PathBuf,
 ) {
     let slots = Arc::new(Semaphore::new(cfg.connections.max(1)));
     // The dashboard's aggregator runs only when the dashboard is on.
@@ -68,7 +69,11 @@ pub async fn serve(
             min_requests: cfg.readiness_min_requests,
             max_rate: cfg.readiness_max_rate,
         };
-        Dashboard::start(&shared, shutdown.clone(), criterion)
+        let tune = crate::dashboard::TuneSource {
+            config: config_path,
+            attacks: cfg.tune_attacks.clone(),
+        };
+        Dashboard::start(&shared, shutdown.clone(), criterion, tune)
     });
     loop {
         let permit = tokio::select! {

@@ -940,6 +940,7 @@ async fn serve(
             shared.clone(),
             reload_handle.clone(),
             stop_rx.clone(),
+            cfg.path.clone(),
         ));
     }
     drop(reload_handle);
