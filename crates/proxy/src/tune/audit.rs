@@ -18,12 +18,12 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     /// The file could not be opened or read.
-    #[error("audit log {path}: {source}")]
+    #[error("audit log {path}: {reason}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The reason.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// A line is not a JSON audit record.
     #[error(
@@ -142,9 +142,9 @@ pub fn request_path(uri: &str) -> String {
 
 /// Reads every record of the audit log at `path`.
 pub fn read(path: &Path) -> Result<Vec<Recorded>, AuditError> {
-    let file = std::fs::File::open(path).map_err(|source| AuditError::Read {
+    let file = std::fs::File::open(path).map_err(|reason| AuditError::Read {
         path: path.to_owned(),
-        source,
+        reason,
     })?;
     let mut reader = std::io::BufReader::new(file);
     let mut out = Vec::new();
@@ -156,9 +156,9 @@ pub fn read(path: &Path) -> Result<Vec<Recorded>, AuditError> {
         let n = Read::by_ref(&mut reader)
             .take(MAX_LINE as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|source| AuditError::Read {
+            .map_err(|reason| AuditError::Read {
                 path: path.to_owned(),
-                source,
+                reason,
             })?;
         if n == 0 {
             break;

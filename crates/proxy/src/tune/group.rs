@@ -11,6 +11,8 @@
 //! exclusion covers every item of an API.
 //!
 //! The signals of a likely false positive, each from 0 to 1:
+//! The rank is their weighted sum: benign 0.55, the others 0.15 each.
+//!
 //! - **benign**: the share of matched values in which no detector of
 //!   `crates/detect` finds an attack's syntax (the strongest signal, and a gate:
 //!   below one half, nothing is proposed);
@@ -27,13 +29,94 @@ use std::collections::{BTreeMap, BTreeSet};
 /// (two critical findings).
 pub const LOW_SCORE: i64 = 10;
 
+/// The collections a CRS rule may carry in a TX variable's name, as in
+/// `TX:rfi_parameter_args:q` (CRS's `setvar:tx.NAME_%{MATCHED_VAR_NAME}`).
+const COLLECTIONS: [&str; 12] = [
+    "args_get_names",
+    "args_post_names",
+    "args_names",
+    "args_get",
+    "args_post",
+    "args",
+    "request_cookies_names",
+    "request_cookies",
+    "request_headers_names",
+    "request_headers",
+    "files_names",
+    "xml",
+];
+
+/// The variable a match is on, as an exclusion names it: a chain's later links
+/// (`MATCHED_VARS:ARGS:comment`) name the variable of the first; a TX variable
+/// whose name carries a collection's (`TX:rfi_parameter_args:q`) names that one
+/// (`ARGS:q`); anything else as it is.
+pub fn match_target(var: &str) -> String {
+    let mut v = var;
+    loop {
+        match v
+            .strip_prefix("MATCHED_VARS:")
+            .or_else(|| v.strip_prefix("MATCHED_VAR:"))
+        {
+            Some(rest) => v = rest,
+            None => break,
+        }
+    }
+    if let Some(name) = v.strip_prefix("TX:") {
+        let lower = name.to_ascii_lowercase();
+        for c in COLLECTIONS {
+            let Some(at) = lower.find(&format!("{c}:")) else {
+                continue;
+            };
+            let starts = at == 0 || matches!(lower.as_bytes()[at - 1], b'_' | b'.' | b':');
+            if starts {
+                return format!("{}{}", c.to_ascii_uppercase(), &name[at + c.len()..]);
+            }
+        }
+    }
+    v.to_owned()
+}
+
+/// The target an exclusion removes for a match's variable: [`match_target`], and a
+/// key with array positions (`json.links.array_2`, `items.3.name`) as a selector
+/// regex matching every position (`/^json[.]links[.]array_[0-9]+$/`), so that one
+/// exclusion covers the whole list.
+pub fn exclusion_target(var: &str) -> String {
+    let t = match_target(var);
+    let Some((coll, key)) = t.split_once(':') else {
+        return t;
+    };
+    let is_index = |seg: &str| {
+        let digits = seg.strip_prefix("array_").unwrap_or(seg);
+        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+    };
+    if key.starts_with('/') || !key.split('.').any(is_index) {
+        return t;
+    }
+    let parts: Vec<String> = key
+        .split('.')
+        .map(|seg| {
+            if is_index(seg) {
+                if seg.starts_with("array_") {
+                    "array_[0-9]+".to_owned()
+                } else {
+                    "[0-9]+".to_owned()
+                }
+            } else {
+                seg.to_owned()
+            }
+        })
+        .collect();
+    format!("{coll}:/^{}$/", parts.join("[.]"))
+}
+
 /// Whether a match is CRS bookkeeping rather than a finding of its own.
 pub fn is_consequence(h: &Hit) -> bool {
     let block = h.rule_id / 1000;
+    let target = match_target(&h.var);
     h.rule_id <= 0
-        || h.var.is_empty()
-        || h.var.starts_with("TX:")
-        || h.var.eq_ignore_ascii_case("TX")
+        || target.is_empty()
+        || target.starts_with("TX:")
+        || target.eq_ignore_ascii_case("TX")
         || matches!(block, 901..=905 | 949 | 959 | 980)
 }
 
@@ -132,7 +215,7 @@ pub struct Signals {
     pub alone: f64,
     /// The share of its requests with a low score.
     pub low_score: f64,
-    /// The weighted sum: benign 0.4, the others 0.2 each.
+    /// The weighted sum: benign 0.55, the others 0.15 each.
     pub rank: f64,
 }
 
@@ -158,6 +241,8 @@ pub fn candidates(records: &[Recorded], ranking: &Ranking) -> Vec<Candidate> {
         }
         let findings: Vec<&Hit> = r.hits.iter().filter(|h| !is_consequence(h)).collect();
         let rules: BTreeSet<i64> = findings.iter().map(|h| h.rule_id).collect();
+        // A rule that matched several values of one variable counts once there.
+        let mut counted: BTreeSet<(i64, String)> = BTreeSet::new();
         let score: i64 = {
             // Each rule counts once per request, as CRS adds its score once.
             let mut seen = BTreeSet::new();
@@ -169,8 +254,11 @@ pub fn candidates(records: &[Recorded], ranking: &Ranking) -> Vec<Candidate> {
         };
         let template = path_template(&r.path());
         for h in &findings {
+            if !counted.insert((h.rule_id, exclusion_target(&h.var))) {
+                continue;
+            }
             let acc = groups
-                .entry((r.site.clone(), h.rule_id, h.var.clone()))
+                .entry((r.site.clone(), h.rule_id, exclusion_target(&h.var)))
                 .or_default();
             if acc.message.is_empty() {
                 acc.message = h.message.clone();
@@ -201,7 +289,7 @@ pub fn candidates(records: &[Recorded], ranking: &Ranking) -> Vec<Candidate> {
             let clients = (acc.clients.len() as f64 / ranking.full_clients.max(1) as f64).min(1.0);
             let alone = acc.alone.len() as f64 / n;
             let low_score = acc.low.len() as f64 / n;
-            let rank = 0.4 * benign + 0.2 * (clients + alone + low_score);
+            let rank = 0.55 * benign + 0.15 * (clients + alone + low_score);
             Candidate {
                 site,
                 rule_id,
@@ -288,6 +376,36 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn targets_of_matches() {
+        assert_eq!(
+            match_target("MATCHED_VARS:MATCHED_VARS:ARGS:comment"),
+            "ARGS:comment"
+        );
+        assert_eq!(
+            match_target("TX:rfi_parameter_args:json.links.array_2"),
+            "ARGS:json.links.array_2"
+        );
+        assert_eq!(
+            match_target("TX:blocking_inbound_anomaly_score"),
+            "TX:blocking_inbound_anomaly_score"
+        );
+        assert_eq!(
+            match_target("REQUEST_HEADERS:Referer"),
+            "REQUEST_HEADERS:Referer"
+        );
+        assert_eq!(
+            exclusion_target("TX:rfi_parameter_args:json.links.array_2"),
+            "ARGS:/^json[.]links[.]array_[0-9]+$/"
+        );
+        assert_eq!(
+            exclusion_target("ARGS:items.3.name"),
+            "ARGS:/^items[.][0-9]+[.]name$/"
+        );
+        assert_eq!(exclusion_target("ARGS:comment"), "ARGS:comment");
+        assert_eq!(exclusion_target("REQUEST_BODY"), "REQUEST_BODY");
     }
 
     #[test]

@@ -112,20 +112,20 @@ pub enum TuneError {
         config: PathBuf,
     },
     /// A file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {reason}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The reason.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// A tune file could not be written.
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}: {reason}")]
     Write {
         /// The file.
         path: PathBuf,
         /// The reason.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
 }
 
@@ -297,9 +297,9 @@ fn read_optional(path: &Path) -> Result<String, TuneError> {
     match std::fs::read_to_string(path) {
         Ok(t) => Ok(t),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(source) => Err(TuneError::Read {
+        Err(reason) => Err(TuneError::Read {
             path: path.to_owned(),
-            source,
+            reason,
         }),
     }
 }
@@ -357,7 +357,7 @@ fn shape_covers(shape: &str, path: &str) -> bool {
 /// `path`.
 fn removes_hit(p: &Proposal, rule: i64, var: &str, path: &str) -> bool {
     p.rule_id == rule
-        && p.var.eq_ignore_ascii_case(var)
+        && p.var.eq_ignore_ascii_case(&group::exclusion_target(var))
         && match &p.form {
             propose::Form::Everywhere => true,
             propose::Form::Paths(shapes) => shapes.iter().any(|s| shape_covers(s, path)),
@@ -413,9 +413,9 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
     let mut not_proposed: Vec<NotProposed> = Vec::new();
     let proof;
     if let Some(file) = &opts.prove {
-        let text = std::fs::read_to_string(file).map_err(|source| TuneError::Read {
+        let text = std::fs::read_to_string(file).map_err(|reason| TuneError::Read {
             path: file.clone(),
-            source,
+            reason,
         })?;
         let mut x = extra_of(&existing, &[]);
         x.after = joined(&x.after, &[text.as_str()]);
@@ -703,9 +703,9 @@ fn prove_proposals(
 /// them). Each is written whole to a temporary file then renamed. Returns the
 /// files written.
 pub fn write(report: &Report) -> Result<Vec<PathBuf>, TuneError> {
-    std::fs::create_dir_all(&report.out_dir).map_err(|source| TuneError::Write {
+    std::fs::create_dir_all(&report.out_dir).map_err(|reason| TuneError::Write {
         path: report.out_dir.clone(),
-        source,
+        reason,
     })?;
     let mut written = Vec::new();
     for f in &report.files {
@@ -713,9 +713,9 @@ pub fn write(report: &Report) -> Result<Vec<PathBuf>, TuneError> {
             continue;
         }
         let tmp = f.path.with_extension("conf.tmp");
-        let err = |source| TuneError::Write {
+        let err = |reason| TuneError::Write {
             path: f.path.clone(),
-            source,
+            reason,
         };
         std::fs::write(&tmp, &f.text).map_err(err)?;
         std::fs::rename(&tmp, &f.path).map_err(err)?;

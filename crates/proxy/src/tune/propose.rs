@@ -80,7 +80,9 @@ pub enum Unwritable {
 
 /// Whether a variable name can be written as a target: a collection name of
 /// upper-case letters and `_`, and a key (if any) of letters, digits and
-/// `_ - . [ ] @ $`, not starting with `/` (which would make it a regex).
+/// `_ - . [ ] @ $`, not starting with `/`; or a selector regex `/^...$/` of
+/// letters, digits and `_ - . [ ] + ^ $` (as [`super::group::exclusion_target`]
+/// writes them).
 pub fn safe_var(var: &str) -> bool {
     let (coll, key) = match var.split_once(':') {
         Some((c, k)) => (c, Some(k)),
@@ -88,6 +90,12 @@ pub fn safe_var(var: &str) -> bool {
     };
     let coll_ok = !coll.is_empty() && coll.bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
     let key_ok = key.is_none_or(|k| {
+        if let Some(rx) = k.strip_prefix("/^").and_then(|r| r.strip_suffix("$/")) {
+            return !rx.is_empty()
+                && rx
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.[]+".contains(&b));
+        }
         !k.is_empty()
             && !k.starts_with('/')
             && k.bytes()
@@ -344,6 +352,8 @@ mod tests {
         assert!(safe_var("REQUEST_HEADERS:User-Agent"));
         assert!(safe_var("ARGS:json.items[0].name"));
         assert!(safe_var("REQUEST_BODY"));
+        assert!(safe_var("ARGS:/^json[.]links[.]array_[0-9]+$/"));
+        assert!(!safe_var("ARGS:/^a,b$/"));
         assert!(safe_path("/a/{}/b.json"));
         assert_eq!(path_operator("/a/{}/b.json"), "@rx ^/a/[^/]+/b[.]json$");
     }

@@ -221,12 +221,12 @@ pub fn replay_all(waf: &Waf, requests: &[Request]) -> Vec<Outcome> {
 #[derive(Debug, thiserror::Error)]
 pub enum AttackError {
     /// The file could not be read.
-    #[error("attack corpus {path}: {source}")]
+    #[error("attack corpus {path}: {reason}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The reason.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// A line is not an attack request.
     #[error(
@@ -246,9 +246,9 @@ pub enum AttackError {
 /// [[name, value], ...] or {name: value}, "body" (text) or "body_base64", "label"
 /// (optional)}`.
 pub fn read_attacks(path: &Path) -> Result<Vec<Request>, AttackError> {
-    let text = std::fs::read_to_string(path).map_err(|source| AttackError::Read {
+    let text = std::fs::read_to_string(path).map_err(|reason| AttackError::Read {
         path: path.to_owned(),
-        source,
+        reason,
     })?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
