@@ -682,6 +682,18 @@ mod tests {
     }
 
     #[test]
+    fn shell_words() {
+        use std::path::Path;
+        assert_eq!(
+            shell_word(Path::new("/etc/palisade/p.toml")),
+            "/etc/palisade/p.toml"
+        );
+        assert_eq!(shell_word(Path::new("/a b/c")), "'/a b/c'");
+        assert_eq!(shell_word(Path::new("/it's")), "'/it'\\''s'");
+        assert_eq!(shell_word(Path::new("/x;rm")), "'/x;rm'");
+    }
+
+    #[test]
     fn cookies_and_forms() {
         let r = req(&[("cookie", "a=1; palisade_session=abc ; b=2")]);
         assert_eq!(cookie(&r, SESSION_COOKIE).as_deref(), Some("abc"));

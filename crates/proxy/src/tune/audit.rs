@@ -112,11 +112,13 @@ impl Recorded {
     }
 
     /// Whether the rules refused the request, or would have in blocking mode: a
-    /// match and an answer of 4xx (not 404) or 5xx, or CRS's inbound anomaly
-    /// evaluation (949110, 949111) among the matches.
+    /// match and an answer of 4xx (not 404) or 5xx, or no answer recorded (a rule
+    /// that denies answers before the response the record keeps), or CRS's inbound
+    /// anomaly evaluation (949110, 949111) among the matches.
     pub fn refused(&self) -> bool {
         !self.hits.is_empty()
-            && ((self.status >= 400 && self.status != 404)
+            && (self.status == 0
+                || (self.status >= 400 && self.status != 404)
                 || self
                     .hits
                     .iter()

@@ -43,7 +43,7 @@ pub const DEFAULT_MAX_PATHS: usize = 3;
 /// How many of the candidates that got no proposal the report lists.
 pub const SHOWN_REFUSED: usize = 20;
 /// The most rounds of the proof (each drops what failed and tries again).
-const MAX_ROUNDS: usize = 12;
+const MAX_ROUNDS: usize = 40;
 
 /// What `palisade tune` is asked to do.
 #[derive(Debug, Clone, PartialEq)]
