@@ -75,6 +75,8 @@ pub struct Hit {
     pub severity: Option<u8>,
     /// The rule's message.
     pub message: String,
+    /// The rule's expanded `logdata` (CRS: `Matched Data: X found within VAR: ...`).
+    pub data: String,
 }
 
 /// One request as recorded.
@@ -283,6 +285,7 @@ fn hit(m: &Value) -> Hit {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned(),
+        data: field("data").to_owned(),
     }
 }
 

@@ -76,6 +76,49 @@ pub fn match_target(var: &str) -> String {
     v.to_owned()
 }
 
+/// The variable of a finding: [`match_target`]; when that is a TX variable (the
+/// capture a chain's later link checks, `TX:1`), the variable CRS's `logdata`
+/// names (`Matched Data: X found within ARGS:q: ...`).
+pub fn finding_var(var: &str, data: &str) -> String {
+    let t = match_target(var);
+    if !(t.starts_with("TX:") || t.eq_ignore_ascii_case("TX")) {
+        return t;
+    }
+    let Some(i) = data.find(" found within ") else {
+        return t;
+    };
+    let rest = &data[i + " found within ".len()..];
+    let named = match_target(rest.split(": ").next().unwrap_or(""));
+    let coll = named.split(':').next().unwrap_or("");
+    let is_coll = !coll.is_empty() && coll.bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
+    if is_coll && coll != "TX" { named } else { t }
+}
+
+/// A TX variable [`finding_var`] could not name otherwise (the capture a chain
+/// checks, `TX:content_type`), named by the rule's own first link when that reads
+/// one keyed variable (`REQUEST_HEADERS:Content-Type`); `targets` gives a rule's
+/// targets as written ([`crate::waf::Waf::rule_targets`]).
+pub fn resolve_tx(var: String, rule_id: i64, targets: &dyn Fn(i64) -> Vec<String>) -> String {
+    if !var.starts_with("TX:") {
+        return var;
+    }
+    match targets(rule_id).as_slice() {
+        [one] if one.contains(':') && !one.starts_with("TX:") && !one.starts_with('!') => {
+            one.clone()
+        }
+        _ => var,
+    }
+}
+
+/// The `[data "..."]` field of an error-log line.
+pub fn logged_data(line: &str) -> &str {
+    let Some(i) = line.find(" [data \"") else {
+        return "";
+    };
+    let rest = &line[i + " [data \"".len()..];
+    rest.find("\"] [severity").map_or(rest, |j| &rest[..j])
+}
+
 /// The target an exclusion removes for a match's variable: [`match_target`], and a
 /// key with array positions (`json.links.array_2`, `items.3.name`) as a selector
 /// regex matching every position (`/^json[.]links[.]array_[0-9]+$/`), so that one
@@ -92,27 +135,39 @@ pub fn exclusion_target(var: &str) -> String {
     if key.starts_with('/') || !key.split('.').any(is_index) {
         return t;
     }
-    let parts: Vec<String> = key
-        .split('.')
-        .map(|seg| {
-            if is_index(seg) {
-                if seg.starts_with("array_") {
-                    "array_[0-9]+".to_owned()
-                } else {
-                    "[0-9]+".to_owned()
-                }
+    let mut parts: Vec<String> = Vec::new();
+    for seg in key.split('.') {
+        if is_index(seg) {
+            parts.push(if seg.starts_with("array_") {
+                "array_[0-9]+".to_owned()
             } else {
-                seg.to_owned()
+                "[0-9]+".to_owned()
+            });
+            continue;
+        }
+        let mut out = String::new();
+        for c in seg.chars() {
+            match c {
+                c if c.is_ascii_alphanumeric() || c == '_' || c == '-' => out.push(c),
+                '$' | '@' => {
+                    out.push('[');
+                    out.push(c);
+                    out.push(']');
+                }
+                // Anything else stays the exact name: no regex for it.
+                _ => return t,
             }
-        })
-        .collect();
+        }
+        parts.push(out);
+    }
     format!("{coll}:/^{}$/", parts.join("[.]"))
 }
 
-/// Whether a match is CRS bookkeeping rather than a finding of its own.
-pub fn is_consequence(h: &Hit) -> bool {
+/// Whether a match is CRS bookkeeping rather than a finding of its own (`targets`:
+/// as for [`resolve_tx`]).
+pub fn is_consequence(h: &Hit, targets: &dyn Fn(i64) -> Vec<String>) -> bool {
     let block = h.rule_id / 1000;
-    let target = match_target(&h.var);
+    let target = resolve_tx(finding_var(&h.var, &h.data), h.rule_id, targets);
     h.rule_id <= 0
         || target.is_empty()
         || target.starts_with("TX:")
@@ -222,7 +277,11 @@ pub struct Signals {
 /// Groups the matches of the refused requests among `records` into candidates,
 /// ranked (highest first). Requests that were not refused are left out: they are
 /// no false positive to remove.
-pub fn candidates(records: &[Recorded], ranking: &Ranking) -> Vec<Candidate> {
+pub fn candidates(
+    records: &[Recorded],
+    ranking: &Ranking,
+    targets: &dyn Fn(i64) -> Vec<String>,
+) -> Vec<Candidate> {
     #[derive(Default)]
     struct Acc {
         message: String,
@@ -239,7 +298,11 @@ pub fn candidates(records: &[Recorded], ranking: &Ranking) -> Vec<Candidate> {
         if !r.refused() {
             continue;
         }
-        let findings: Vec<&Hit> = r.hits.iter().filter(|h| !is_consequence(h)).collect();
+        let findings: Vec<&Hit> = r
+            .hits
+            .iter()
+            .filter(|h| !is_consequence(h, targets))
+            .collect();
         let rules: BTreeSet<i64> = findings.iter().map(|h| h.rule_id).collect();
         // A rule that matched several values of one variable counts once there.
         let mut counted: BTreeSet<(i64, String)> = BTreeSet::new();
@@ -254,11 +317,16 @@ pub fn candidates(records: &[Recorded], ranking: &Ranking) -> Vec<Candidate> {
         };
         let template = path_template(&r.path());
         for h in &findings {
-            if !counted.insert((h.rule_id, exclusion_target(&h.var))) {
+            let target = exclusion_target(&resolve_tx(
+                finding_var(&h.var, &h.data),
+                h.rule_id,
+                targets,
+            ));
+            if !counted.insert((h.rule_id, target.clone())) {
                 continue;
             }
             let acc = groups
-                .entry((r.site.clone(), h.rule_id, exclusion_target(&h.var)))
+                .entry((r.site.clone(), h.rule_id, target))
                 .or_default();
             if acc.message.is_empty() {
                 acc.message = h.message.clone();
@@ -373,6 +441,7 @@ mod tests {
                     value: (*value).to_owned(),
                     severity: Some(*sev),
                     message: format!("rule {id}"),
+                    data: String::new(),
                 })
                 .collect(),
         }
@@ -405,6 +474,32 @@ mod tests {
             "ARGS:/^items[.][0-9]+[.]name$/"
         );
         assert_eq!(exclusion_target("ARGS:comment"), "ARGS:comment");
+        assert_eq!(
+            exclusion_target("ARGS_NAMES:json.filter.$or.array_0.vip"),
+            "ARGS_NAMES:/^json[.]filter[.][$]or[.]array_[0-9]+[.]vip$/"
+        );
+        assert_eq!(exclusion_target("ARGS:a b.0"), "ARGS:a b.0");
+        assert_eq!(
+            finding_var(
+                "TX:1",
+                "Matched Data: h4 found within ARGS:json.content: <h4>x"
+            ),
+            "ARGS:json.content"
+        );
+        assert_eq!(
+            finding_var("TX:1", "Matched Data: x found within TX:y: z"),
+            "TX:1"
+        );
+        assert_eq!(
+            finding_var("TX:content_type", "|text/x|"),
+            "TX:content_type"
+        );
+        assert_eq!(
+            logged_data(
+                r#"ModSecurity: Warning. x [id "1"] [data "Matched Data: a found within ARGS:q: \"b"] [severity "2"]"#
+            ),
+            r#"Matched Data: a found within ARGS:q: \"b"#
+        );
         assert_eq!(exclusion_target("REQUEST_BODY"), "REQUEST_BODY");
     }
 
@@ -427,6 +522,7 @@ mod tests {
             value: String::new(),
             severity: None,
             message: String::new(),
+            data: String::new(),
         };
         assert!(is_consequence(&h(
             949110,
@@ -470,7 +566,7 @@ mod tests {
             ),
         ];
         let ranking = Ranking::default();
-        let c = candidates(&records, &ranking);
+        let c = candidates(&records, &ranking, &|_| Vec::new());
         assert_eq!(c[0].rule_id, 942100);
         assert_eq!(c[0].var, "ARGS:comment");
         assert_eq!(c[0].requests, 3);
@@ -503,6 +599,6 @@ mod tests {
     fn passed_requests_are_no_false_positives() {
         let mut r = rec("1.1.1.1", "/", &[(942100, "ARGS:a", "x", 2)]);
         r.status = 200;
-        assert!(candidates(&[r], &Ranking::default()).is_empty());
+        assert!(candidates(&[r], &Ranking::default(), &|_| Vec::new()).is_empty());
     }
 }

@@ -156,6 +156,8 @@ pub struct Proposed {
     pub clients: usize,
     /// A few matched values.
     pub examples: Vec<String>,
+    /// What the proof changed (narrowed to fewer paths, and why).
+    pub notes: Vec<String>,
 }
 
 /// A candidate that got no proposal, and why.
@@ -342,26 +344,12 @@ fn extra_of(existing: &BTreeMap<Placement, String>, proposals: &[&Proposal]) -> 
     x
 }
 
-/// Whether a path shape (`{}` for a segment) covers `path`, as the `@rx` tune
-/// writes for it does.
-fn shape_covers(shape: &str, path: &str) -> bool {
-    let a: Vec<&str> = shape.split('/').collect();
-    let b: Vec<&str> = path.split('/').collect();
-    a.len() == b.len()
-        && a.iter()
-            .zip(&b)
-            .all(|(s, p)| s == p || (*s == "{}" && !p.is_empty()))
-}
-
 /// Whether a proposal removes the target `(rule, var)` that matched a request for
 /// `path`.
 fn removes_hit(p: &Proposal, rule: i64, var: &str, path: &str) -> bool {
     p.rule_id == rule
         && p.var.eq_ignore_ascii_case(&group::exclusion_target(var))
-        && match &p.form {
-            propose::Form::Everywhere => true,
-            propose::Form::Paths(shapes) => shapes.iter().any(|s| shape_covers(s, path)),
-        }
+        && p.applies_on(path)
 }
 
 /// Reads the configuration at `config_path`, the audit log and the attack corpus,
@@ -401,7 +389,6 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
     let requests: Vec<Request> = records.iter().map(Request::from).collect();
     let before = prove::replay_all(&base, &requests);
     let attacks_before = prove::replay_all(&base, &attacks);
-    drop(base);
     let refused = records.iter().filter(|r| r.refused()).count();
     let replay_agrees = records
         .iter()
@@ -429,7 +416,7 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
             &prove::replay_all(&waf, &attacks),
         );
     } else {
-        let candidates = group::candidates(&records, &opts.ranking);
+        let candidates = group::candidates(&records, &opts.ranking, &|id| base.rule_targets(id));
         let used = existing.values().flat_map(|t| propose::ids_in(t));
         let mut ids = propose::Ids::new(opts.first_id, used);
         for c in &candidates {
@@ -444,6 +431,7 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
                     signals: c.signals,
                     clients: c.clients,
                     examples: c.examples.clone(),
+                    notes: Vec::new(),
                 }),
                 Err(reason) => not_proposed.push(NotProposed {
                     site: c.site.clone(),
@@ -458,6 +446,7 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
             &cfg,
             &existing,
             &mut proposals,
+            &mut ids,
             &records,
             &requests,
             &before,
@@ -575,6 +564,7 @@ fn prove_proposals(
     cfg: &Config,
     existing: &BTreeMap<Placement, String>,
     proposals: &mut [Proposed],
+    ids: &mut propose::Ids,
     records: &[audit::Recorded],
     requests: &[Request],
     before: &[Outcome],
@@ -593,36 +583,64 @@ fn prove_proposals(
             .collect();
         if !passing.is_empty() && !active.is_empty() {
             let mut dropped = false;
+            let snapshot: BTreeMap<usize, Proposal> = active
+                .iter()
+                .map(|&i| (i, proposals[i].proposal.clone()))
+                .collect();
             for &a in &passing {
                 let path = audit::request_path(&attacks[a].uri);
-                let hits = &attacks_before[a].hits;
-                let exact: Vec<usize> = active
+                // The matches the exclusions took from the attack.
+                let after: BTreeSet<&(i64, String)> = attacks_after[a].hits.iter().collect();
+                let lost: Vec<&(i64, String)> = attacks_before[a]
+                    .hits
                     .iter()
-                    .copied()
-                    .filter(|&i| {
-                        hits.iter()
-                            .any(|(r, v)| removes_hit(&proposals[i].proposal, *r, v, &path))
-                    })
+                    .filter(|h| !after.contains(h))
                     .collect();
-                let culprits = if exact.is_empty() {
+                let lost_rules: BTreeSet<i64> = lost.iter().map(|(r, _)| *r).collect();
+                let on_path = |p: &Proposal| p.applies_on(&path);
+                // Culprits are chosen among the proposals as they were when the
+                // attacks were replayed (the round's start), not as earlier
+                // attacks of this round left them.
+                let pick = |f: &dyn Fn(&Proposal) -> bool| -> Vec<usize> {
                     active
                         .iter()
                         .copied()
-                        .filter(|&i| {
-                            hits.iter()
-                                .any(|(r, _)| *r == proposals[i].proposal.rule_id)
-                        })
+                        .filter(|&i| f(&snapshot[&i]))
                         .collect()
-                } else {
-                    exact
                 };
+                let mut narrowable = true;
+                let mut culprits =
+                    pick(&|p| lost.iter().any(|(r, v)| removes_hit(p, *r, v, &path)));
+                if culprits.is_empty() {
+                    culprits = pick(&|p| lost_rules.contains(&p.rule_id) && on_path(p));
+                }
+                if culprits.is_empty() {
+                    narrowable = false;
+                    culprits = pick(&|p| lost_rules.contains(&p.rule_id));
+                }
+                let label = &attacks[a].label;
+                let took: Vec<String> = lost
+                    .iter()
+                    .take(3)
+                    .map(|(r, v)| format!("{r} on {v}"))
+                    .collect();
                 for i in culprits {
-                    if proposals[i].verdict == Verdict::Proven {
-                        proposals[i].verdict = Verdict::Dropped(format!(
-                            "lets an attack of the corpus through: {}",
-                            attacks[a].label
+                    if proposals[i].verdict != Verdict::Proven
+                        || (narrowable && !on_path(&proposals[i].proposal))
+                    {
+                        // Dropped, or narrowed off this path, for another attack.
+                        continue;
+                    }
+                    dropped = true;
+                    if narrowable && proposals[i].proposal.narrow(&path, ids) {
+                        proposals[i].notes.push(format!(
+                            "narrowed: not on {path}, where it let an attack of the corpus through ({label})"
                         ));
-                        dropped = true;
+                    } else {
+                        proposals[i].verdict = Verdict::Dropped(format!(
+                            "lets an attack of the corpus through: {label} (no longer matched: {})",
+                            took.join(", ")
+                        ));
                     }
                 }
             }
@@ -768,6 +786,7 @@ pub fn render(report: &Report, written: Option<&[PathBuf]>) -> String {
             let scope = match &pr.form {
                 propose::Form::Paths(paths) => format!("on {}", paths.join(", ")),
                 propose::Form::Everywhere => "on every path".to_owned(),
+                propose::Form::AllBut(but) => format!("on every path but {}", but.join(", ")),
             };
             let site = pr
                 .site
@@ -800,6 +819,9 @@ pub fn render(report: &Report, written: Option<&[PathBuf]>) -> String {
                     shown.join(" "),
                     if x.removes.len() > 5 { " ..." } else { "" }
                 );
+            }
+            for n in &x.notes {
+                let _ = writeln!(s, "  {n}");
             }
             for line in pr.text.lines() {
                 let _ = writeln!(s, "    {line}");
@@ -917,6 +939,8 @@ pub fn render(report: &Report, written: Option<&[PathBuf]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use propose::shape_covers;
 
     #[test]
     fn shapes_cover_paths_as_the_rx_does() {

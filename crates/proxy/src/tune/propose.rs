@@ -44,6 +44,9 @@ pub enum Form {
     Paths(Vec<String>),
     /// `SecRuleUpdateTargetById`, on every path.
     Everywhere,
+    /// `ctl:ruleRemoveTargetById` on every path but these shapes (an exclusion on
+    /// every path narrowed where the proof found it let an attack through).
+    AllBut(Vec<String>),
 }
 
 /// One proposed exclusion.
@@ -65,6 +68,13 @@ pub struct Proposal {
     pub covers: Vec<usize>,
     /// The candidate's rank.
     pub rank: f64,
+    /// The comment line the text starts with.
+    #[serde(skip)]
+    pub header: String,
+    /// Every path shape of the candidate and its requests (what narrowing chooses
+    /// from).
+    #[serde(skip)]
+    pub shapes: std::collections::BTreeMap<String, Vec<usize>>,
 }
 
 /// Why a candidate got no proposal.
@@ -81,20 +91,23 @@ pub enum Unwritable {
 /// Whether a variable name can be written as a target: a collection name of
 /// upper-case letters and `_`, and a key (if any) of letters, digits and
 /// `_ - . [ ] @ $`, not starting with `/`; or a selector regex `/^...$/` of
-/// letters, digits and `_ - . [ ] + ^ $` (as [`super::group::exclusion_target`]
-/// writes them).
+/// letters, digits and `_ - . [ ] + @ $` (as [`super::group::exclusion_target`]
+/// writes them); or `XML:/*`, `XML://@*`.
 pub fn safe_var(var: &str) -> bool {
     let (coll, key) = match var.split_once(':') {
         Some((c, k)) => (c, Some(k)),
         None => (var, None),
     };
     let coll_ok = !coll.is_empty() && coll.bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
+    if matches!(var, "XML:/*" | "XML://@*") {
+        return true;
+    }
     let key_ok = key.is_none_or(|k| {
         if let Some(rx) = k.strip_prefix("/^").and_then(|r| r.strip_suffix("$/")) {
             return !rx.is_empty()
                 && rx
                     .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_-.[]+".contains(&b));
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.[]+$@".contains(&b));
         }
         !k.is_empty()
             && !k.starts_with('/')
@@ -117,24 +130,11 @@ pub fn safe_path(template: &str) -> bool {
 /// The operator and argument matching REQUEST_FILENAME for a path shape: `@streq`
 /// for a plain path, `@rx` (anchored, `[^/]+` for each `{}`) for a shape.
 pub fn path_operator(template: &str) -> String {
-    if !template.contains("{}") {
-        return format!("@streq {template}");
+    if template.contains("{}") {
+        format!("@rx ^{}$", shape_regex(template))
+    } else {
+        format!("@streq {template}")
     }
-    let mut rx = String::from("^");
-    for (i, part) in template.split("{}").enumerate() {
-        if i > 0 {
-            rx.push_str("[^/]+");
-        }
-        for c in part.chars() {
-            if c == '.' {
-                rx.push_str("[.]");
-            } else {
-                rx.push(c);
-            }
-        }
-    }
-    rx.push('$');
-    format!("@rx {rx}")
 }
 
 /// Hands out rule ids from a first one up.
@@ -153,7 +153,8 @@ impl Ids {
         }
     }
 
-    fn take(&mut self) -> i64 {
+    /// The next id.
+    pub fn take(&mut self) -> i64 {
         let id = self.next;
         self.next += 1;
         id
@@ -175,19 +176,17 @@ pub fn ids_in(text: &str) -> Vec<i64> {
     out
 }
 
+/// The most path shapes a narrowed exclusion keeps rules for; past that it is
+/// dropped rather than narrowed.
+pub const MAX_NARROWED: usize = 32;
+
 /// The exclusion of a candidate: path-scoped when it is on at most `max_paths`
 /// path shapes, else on every path.
 pub fn propose(c: &Candidate, max_paths: usize, ids: &mut Ids) -> Result<Proposal, Unwritable> {
     if !safe_var(&c.var) {
         return Err(Unwritable::Variable(c.var.clone()));
     }
-    let covers: Vec<usize> = {
-        let mut v: Vec<usize> = c.paths.values().flatten().copied().collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    };
-    let what = format!(
+    let header = format!(
         "# palisade tune: rule {} on {} ({} request(s), {} client(s), rank {:.2}): {}",
         c.rule_id,
         c.var,
@@ -196,7 +195,18 @@ pub fn propose(c: &Candidate, max_paths: usize, ids: &mut Ids) -> Result<Proposa
         c.signals.rank,
         c.message.replace(['\n', '\r'], " ")
     );
-    let site_placement = c.site.clone().map(Placement::Site);
+    let mut p = Proposal {
+        site: c.site.clone(),
+        rule_id: c.rule_id,
+        var: c.var.clone(),
+        form: Form::Everywhere,
+        text: String::new(),
+        placement: Placement::After,
+        covers: Vec::new(),
+        rank: c.signals.rank,
+        header,
+        shapes: c.paths.clone(),
+    };
     if c.paths.len() <= max_paths {
         let paths: Vec<String> = c.paths.keys().filter(|p| safe_path(p)).cloned().collect();
         if paths.is_empty() {
@@ -204,47 +214,161 @@ pub fn propose(c: &Candidate, max_paths: usize, ids: &mut Ids) -> Result<Proposa
                 c.paths.keys().next().cloned().unwrap_or_default(),
             ));
         }
-        let covers: Vec<usize> = {
-            let mut v: Vec<usize> = paths.iter().flat_map(|p| c.paths[p].clone()).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        };
-        let mut text = what;
-        for p in &paths {
-            text.push_str(&format!(
-                "\nSecRule REQUEST_FILENAME \"{}\" \"id:{},phase:1,pass,nolog,ctl:ruleRemoveTargetById={};{}\"",
-                path_operator(p),
-                ids.take(),
-                c.rule_id,
-                c.var
-            ));
-        }
-        Ok(Proposal {
-            site: c.site.clone(),
-            rule_id: c.rule_id,
-            var: c.var.clone(),
-            form: Form::Paths(paths),
-            text,
-            placement: site_placement.unwrap_or(Placement::Before),
-            covers,
-            rank: c.signals.rank,
-        })
-    } else {
-        Ok(Proposal {
-            site: c.site.clone(),
-            rule_id: c.rule_id,
-            var: c.var.clone(),
-            form: Form::Everywhere,
-            text: format!(
-                "{what}\nSecRuleUpdateTargetById {} \"!{}\"",
-                c.rule_id, c.var
-            ),
-            placement: site_placement.unwrap_or(Placement::After),
-            covers,
-            rank: c.signals.rank,
-        })
+        p.form = Form::Paths(paths);
     }
+    p.render(ids);
+    Ok(p)
+}
+
+impl Proposal {
+    /// Writes the text, placement and covered requests of the form (new rule ids
+    /// for path-scoped rules).
+    pub fn render(&mut self, ids: &mut Ids) {
+        let site = self.site.clone().map(Placement::Site);
+        match &self.form {
+            Form::Paths(paths) => {
+                let mut text = self.header.clone();
+                for p in paths {
+                    text.push_str(&format!(
+                        "\nSecRule REQUEST_FILENAME \"{}\" \"id:{},phase:1,pass,nolog,ctl:ruleRemoveTargetById={};{}\"",
+                        path_operator(p),
+                        ids.take(),
+                        self.rule_id,
+                        self.var
+                    ));
+                }
+                self.text = text;
+                self.placement = site.unwrap_or(Placement::Before);
+                self.covers = paths
+                    .iter()
+                    .filter_map(|p| self.shapes.get(p))
+                    .flatten()
+                    .copied()
+                    .collect();
+            }
+            Form::AllBut(shapes) => {
+                let alternatives: Vec<String> = shapes.iter().map(|p| shape_regex(p)).collect();
+                self.text = format!(
+                    "{}\nSecRule REQUEST_FILENAME \"!@rx ^(?:{})$\" \"id:{},phase:1,pass,nolog,ctl:ruleRemoveTargetById={};{}\"",
+                    self.header,
+                    alternatives.join("|"),
+                    ids.take(),
+                    self.rule_id,
+                    self.var
+                );
+                self.placement = site.unwrap_or(Placement::Before);
+                self.covers = self
+                    .shapes
+                    .iter()
+                    .filter(|(s, _)| !shapes.iter().any(|b| shape_covers(b, s)))
+                    .flat_map(|(_, v)| v.iter().copied())
+                    .collect();
+            }
+            Form::Everywhere => {
+                self.text = format!(
+                    "{}\nSecRuleUpdateTargetById {} \"!{}\"",
+                    self.header, self.rule_id, self.var
+                );
+                self.placement = site.unwrap_or(Placement::After);
+                self.covers = self.shapes.values().flatten().copied().collect();
+            }
+        }
+        self.covers.sort_unstable();
+        self.covers.dedup();
+    }
+
+    /// Whether the exclusion applies to a request for `path`.
+    pub fn applies_on(&self, path: &str) -> bool {
+        match &self.form {
+            Form::Everywhere => true,
+            Form::Paths(shapes) => shapes.iter().any(|s| shape_covers(s, path)),
+            Form::AllBut(shapes) => !shapes.iter().any(|s| shape_covers(s, path)),
+        }
+    }
+
+    /// Narrows the exclusion so that it no longer applies to requests for `path`
+    /// (where it let an attack through): a path-scoped one loses the shapes that
+    /// cover it; one on every path becomes one per path shape of its requests but
+    /// those, or, past [`MAX_NARROWED`] shapes, one on every path but the shape of
+    /// `path`. `false` when that leaves nothing to write (or cannot be written):
+    /// then drop it.
+    pub fn narrow(&mut self, path: &str, ids: &mut Ids) -> bool {
+        if !self.applies_on(path) {
+            return false;
+        }
+        let shape = super::group::path_template(path);
+        match &self.form {
+            Form::Paths(paths) => {
+                let kept: Vec<String> = paths
+                    .iter()
+                    .filter(|s| !shape_covers(s, path))
+                    .cloned()
+                    .collect();
+                if kept.is_empty() {
+                    return false;
+                }
+                self.form = Form::Paths(kept);
+            }
+            Form::Everywhere => {
+                let kept: Vec<String> = self
+                    .shapes
+                    .keys()
+                    .filter(|s| safe_path(s) && !shape_covers(s, path))
+                    .cloned()
+                    .collect();
+                if kept.is_empty() {
+                    return false;
+                }
+                if kept.len() <= MAX_NARROWED {
+                    self.form = Form::Paths(kept);
+                } else if safe_path(&shape) {
+                    self.form = Form::AllBut(vec![shape]);
+                } else {
+                    return false;
+                }
+            }
+            Form::AllBut(but) => {
+                if !safe_path(&shape) || but.len() >= MAX_NARROWED {
+                    return false;
+                }
+                let mut but = but.clone();
+                but.push(shape);
+                self.form = Form::AllBut(but);
+            }
+        }
+        self.render(ids);
+        true
+    }
+}
+
+/// Whether a path shape (`{}` for a segment) covers `path`, as the `@rx` written
+/// for it does.
+pub fn shape_covers(shape: &str, path: &str) -> bool {
+    let a: Vec<&str> = shape.split('/').collect();
+    let b: Vec<&str> = path.split('/').collect();
+    a.len() == b.len()
+        && a.iter()
+            .zip(&b)
+            .all(|(s, p)| s == p || (*s == "{}" && !p.is_empty()))
+}
+
+/// The regex of a path shape, without anchors: `[^/]+` for each `{}`, `[.]` for a
+/// dot (no backslash, which SecLang's quoting would have to carry).
+fn shape_regex(template: &str) -> String {
+    let mut rx = String::new();
+    for (i, part) in template.split("{}").enumerate() {
+        if i > 0 {
+            rx.push_str("[^/]+");
+        }
+        for c in part.chars() {
+            if c == '.' {
+                rx.push_str("[.]");
+            } else {
+                rx.push(c);
+            }
+        }
+    }
+    rx
 }
 
 #[cfg(test)]
@@ -329,6 +453,56 @@ mod tests {
     }
 
     #[test]
+    fn narrowing() {
+        let mut ids = Ids::new(1_000_000, []);
+        let mut p = propose(
+            &cand("REQUEST_METHOD", &["/a", "/b/{}", "/c", "/d"]),
+            3,
+            &mut ids,
+        )
+        .unwrap();
+        assert_eq!(p.form, Form::Everywhere);
+        assert!(p.narrow("/b/77", &mut ids));
+        assert_eq!(
+            p.form,
+            Form::Paths(vec!["/a".to_owned(), "/c".to_owned(), "/d".to_owned()])
+        );
+        assert_eq!(p.placement, Placement::Before);
+        assert_eq!(p.covers, [0, 2, 3]);
+        assert_eq!(p.text.lines().count(), 4);
+        // A path it does not apply to: nothing to narrow.
+        assert!(!p.narrow("/zzz", &mut ids));
+        assert!(p.narrow("/c", &mut ids));
+        assert!(p.narrow("/d", &mut ids));
+        assert!(!p.narrow("/a", &mut ids));
+        // On many paths: every path but the attack's.
+        let many: Vec<String> = (0..40).map(|i| format!("/p{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let mut p = propose(&cand("REQUEST_METHOD", &many), 3, &mut ids).unwrap();
+        assert!(p.narrow("/items/7", &mut ids));
+        assert_eq!(p.form, Form::AllBut(vec!["/items/{}".to_owned()]));
+        assert!(
+            p.text
+                .contains(r#"SecRule REQUEST_FILENAME "!@rx ^(?:/items/[^/]+)$""#),
+            "{}",
+            p.text
+        );
+        assert!(
+            p.text
+                .contains("ctl:ruleRemoveTargetById=942100;REQUEST_METHOD")
+        );
+        assert!(!p.applies_on("/items/8"));
+        assert!(p.applies_on("/p1"));
+        assert!(p.narrow("/x.json", &mut ids));
+        assert!(
+            p.text.contains("^(?:/items/[^/]+|/x[.]json)$"),
+            "{}",
+            p.text
+        );
+        assert_eq!(p.covers.len(), 40);
+    }
+
+    #[test]
     fn refuses_what_cannot_be_written_safely() {
         let mut ids = Ids::new(1, []);
         for var in [
@@ -354,6 +528,10 @@ mod tests {
         assert!(safe_var("REQUEST_BODY"));
         assert!(safe_var("ARGS:/^json[.]links[.]array_[0-9]+$/"));
         assert!(!safe_var("ARGS:/^a,b$/"));
+        assert!(safe_var("XML:/*"));
+        assert!(safe_var(
+            "ARGS_NAMES:/^json[.]filter[.][$]or[.]array_[0-9]+$/"
+        ));
         assert!(safe_path("/a/{}/b.json"));
         assert_eq!(path_operator("/a/{}/b.json"), "@rx ^/a/[^/]+/b[.]json$");
     }

@@ -62,7 +62,7 @@ pub struct Outcome {
     pub status: u16,
     /// The rule that decided, if one did.
     pub rule_id: Option<i64>,
-    /// The matches: rule and variable.
+    /// The matches: rule and variable ([`super::group::finding_var`]).
     pub hits: Vec<(i64, String)>,
 }
 
@@ -182,7 +182,13 @@ pub fn replay(waf: &Waf, r: &Request, n: usize) -> Outcome {
     let mut hits = Vec::new();
     while let Some(e) = tx.poll_event() {
         if let engine::Event::RuleMatched(m) = e {
-            hits.push((m.rule_id.unwrap_or(0), m.var_name));
+            let data = m.log_line.as_deref().map_or("", super::group::logged_data);
+            let rule = m.rule_id.unwrap_or(0);
+            let var = super::group::finding_var(&m.var_name, data);
+            hits.push((
+                rule,
+                super::group::resolve_tx(var, rule, &|id| waf.rule_targets(id)),
+            ));
         }
     }
     tx.close();
