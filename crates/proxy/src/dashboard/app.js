@@ -283,8 +283,11 @@
       const ok = x.verdict.status === "proven";
       tr.appendChild(el("td", ok ? "proven" : "dropped: " + x.verdict.reason, ok ? "pass" : "block"));
       tr.appendChild(el("td", x.rule_id));
+      if (x.notes.length > 0) tr.title = x.notes.join("\n");
       tr.appendChild(el("td", x.var));
-      const scope = Array.isArray(x.form.paths) ? x.form.paths.join(", ") : "every path";
+      let scope = "every path";
+      if (Array.isArray(x.form.paths)) scope = x.form.paths.join(", ");
+      else if (Array.isArray(x.form.all_but)) scope = "every path but " + x.form.all_but.join(", ");
       tr.appendChild(el("td", (x.site ? x.site + ": " : "") + scope));
       tr.appendChild(el("td", ok ? x.removes.length + " pass" : x.covers.length));
       tr.appendChild(el("td", x.clients));

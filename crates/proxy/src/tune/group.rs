@@ -119,7 +119,8 @@ pub fn logged_data(line: &str) -> &str {
     rest.find("\"] [severity").map_or(rest, |j| &rest[..j])
 }
 
-/// The target an exclusion removes for a match's variable: [`match_target`], and a
+/// The target an exclusion removes for a match's variable: [`match_target`]; a
+/// collection of names (`ARGS_NAMES`, `REQUEST_HEADERS_NAMES`, ...) as a whole; and a
 /// key with array positions (`json.links.array_2`, `items.3.name`) as a selector
 /// regex matching every position (`/^json[.]links[.]array_[0-9]+$/`), so that one
 /// exclusion covers the whole list.
@@ -128,6 +129,12 @@ pub fn exclusion_target(var: &str) -> String {
     let Some((coll, key)) = t.split_once(':') else {
         return t;
     };
+    if coll.ends_with("_NAMES") {
+        // A rule that matches names matches many of a request's names (a query
+        // language's operators), and logs the first only: the exclusion is of
+        // the names as a whole, narrowed by path.
+        return coll.to_owned();
+    }
     let is_index = |seg: &str| {
         let digits = seg.strip_prefix("array_").unwrap_or(seg);
         !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
@@ -475,8 +482,12 @@ mod tests {
         );
         assert_eq!(exclusion_target("ARGS:comment"), "ARGS:comment");
         assert_eq!(
+            exclusion_target("ARGS:json.filter.$or.array_0.vip"),
+            "ARGS:/^json[.]filter[.][$]or[.]array_[0-9]+[.]vip$/"
+        );
+        assert_eq!(
             exclusion_target("ARGS_NAMES:json.filter.$or.array_0.vip"),
-            "ARGS_NAMES:/^json[.]filter[.][$]or[.]array_[0-9]+[.]vip$/"
+            "ARGS_NAMES"
         );
         assert_eq!(exclusion_target("ARGS:a b.0"), "ARGS:a b.0");
         assert_eq!(
@@ -524,14 +535,27 @@ mod tests {
             message: String::new(),
             data: String::new(),
         };
-        assert!(is_consequence(&h(
-            949110,
-            "TX:blocking_inbound_anomaly_score"
-        )));
-        assert!(is_consequence(&h(980170, "")));
-        assert!(is_consequence(&h(920000, "TX:x")));
-        assert!(is_consequence(&h(0, "ARGS:a")));
-        assert!(!is_consequence(&h(942100, "ARGS:a")));
+        let none = |_| Vec::new();
+        let ct = |id| {
+            if id == 920420 {
+                vec!["REQUEST_HEADERS:Content-Type".to_owned()]
+            } else {
+                vec!["ARGS".to_owned(), "ARGS_NAMES".to_owned()]
+            }
+        };
+        assert!(is_consequence(
+            &h(949110, "TX:blocking_inbound_anomaly_score"),
+            &none
+        ));
+        assert!(is_consequence(&h(980170, ""), &none));
+        assert!(is_consequence(&h(920000, "TX:x"), &ct));
+        assert!(is_consequence(&h(0, "ARGS:a"), &none));
+        assert!(!is_consequence(&h(942100, "ARGS:a"), &none));
+        assert!(!is_consequence(&h(920420, "TX:content_type"), &ct));
+        assert_eq!(
+            resolve_tx("TX:content_type".to_owned(), 920420, &ct),
+            "REQUEST_HEADERS:Content-Type"
+        );
     }
 
     #[test]

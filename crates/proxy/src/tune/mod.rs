@@ -44,6 +44,8 @@ pub const DEFAULT_MAX_PATHS: usize = 3;
 pub const SHOWN_REFUSED: usize = 20;
 /// The most rounds of the proof (each drops what failed and tries again).
 const MAX_ROUNDS: usize = 40;
+/// The most passes of proposals (each over what the ones before left blocked).
+const MAX_PASSES: usize = 5;
 
 /// What `palisade tune` is asked to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -416,33 +418,89 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
             &prove::replay_all(&waf, &attacks),
         );
     } else {
-        let candidates = group::candidates(&records, &opts.ranking, &|id| base.rule_targets(id));
         let used = existing.values().flat_map(|t| propose::ids_in(t));
         let mut ids = propose::Ids::new(opts.first_id, used);
-        for c in &candidates {
-            let made = group::likely_false_positive(c, &opts.ranking).and_then(|()| {
-                propose::propose(c, opts.max_paths, &mut ids).map_err(|e| e.to_string())
-            });
-            match made {
-                Ok(p) => proposals.push(Proposed {
-                    proposal: p,
-                    verdict: Verdict::Proven,
-                    removes: Vec::new(),
-                    signals: c.signals,
-                    clients: c.clients,
-                    examples: c.examples.clone(),
-                    notes: Vec::new(),
-                }),
-                Err(reason) => not_proposed.push(NotProposed {
-                    site: c.site.clone(),
-                    rule_id: c.rule_id,
-                    var: c.var.clone(),
-                    requests: c.requests,
-                    reason,
-                }),
+        // Pass after pass: the matches of the requests the proposals so far leave
+        // blocked (a rule that matched several values of a request logs the first
+        // only; the next shows once it is excluded) make the next candidates.
+        let mut seen: BTreeSet<(Option<String>, i64, String)> = BTreeSet::new();
+        let mut still: Vec<audit::Recorded> = records.clone();
+        // The index in `records` of each request of `still`.
+        let mut origin: Vec<usize> = (0..records.len()).collect();
+        let mut proposed_any = false;
+        for pass in 0..MAX_PASSES {
+            let candidates = group::candidates(&still, &opts.ranking, &|id| base.rule_targets(id));
+            let mut added = 0;
+            for c in &candidates {
+                if !seen.insert((c.site.clone(), c.rule_id, c.var.clone())) {
+                    continue;
+                }
+                let made = group::likely_false_positive(c, &opts.ranking).and_then(|()| {
+                    propose::propose(c, opts.max_paths, &mut ids).map_err(|e| e.to_string())
+                });
+                match made {
+                    Ok(mut p) => {
+                        // Requests are indices into `records`: a later pass's
+                        // candidates index `still`.
+                        if pass > 0 {
+                            for v in p.shapes.values_mut() {
+                                for i in v.iter_mut() {
+                                    *i = origin[*i];
+                                }
+                            }
+                            p.render(&mut ids);
+                        }
+                        added += 1;
+                        proposals.push(Proposed {
+                            proposal: p,
+                            verdict: Verdict::Proven,
+                            removes: Vec::new(),
+                            signals: c.signals,
+                            clients: c.clients,
+                            examples: c.examples.clone(),
+                            notes: Vec::new(),
+                        });
+                    }
+                    Err(reason) => not_proposed.push(NotProposed {
+                        site: c.site.clone(),
+                        rule_id: c.rule_id,
+                        var: c.var.clone(),
+                        requests: c.requests,
+                        reason,
+                    }),
+                }
+            }
+            if added == 0 && proposed_any {
+                break;
+            }
+            proposed_any = true;
+            let (_, after) = prove_proposals(
+                &cfg,
+                &existing,
+                &mut proposals,
+                &mut ids,
+                &records,
+                &requests,
+                &before,
+                &attacks,
+                &attacks_before,
+                false,
+            )?;
+            // What still blocks: the replayed matches of the requests left blocked.
+            origin = (0..records.len()).filter(|&i| after[i].blocked).collect();
+            still = origin
+                .iter()
+                .map(|&i| audit::Recorded {
+                    hits: after[i].details.clone(),
+                    ..records[i].clone()
+                })
+                .collect();
+            if still.is_empty() {
+                break;
             }
         }
-        proof = prove_proposals(
+        // The last pass kept proposals that changed nothing alone; drop them now.
+        let (figures, _) = prove_proposals(
             &cfg,
             &existing,
             &mut proposals,
@@ -452,7 +510,9 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
             &before,
             &attacks,
             &attacks_before,
+            true,
         )?;
+        proof = figures;
     }
     let proven: Vec<&Proposal> = proposals
         .iter()
@@ -570,7 +630,8 @@ fn prove_proposals(
     before: &[Outcome],
     attacks: &[Request],
     attacks_before: &[Outcome],
-) -> Result<Proof, TuneError> {
+    drop_useless: bool,
+) -> Result<(Proof, Vec<Outcome>), TuneError> {
     for round in 0..MAX_ROUNDS {
         let active: Vec<usize> = (0..proposals.len())
             .filter(|&i| proposals[i].verdict == Verdict::Proven)
@@ -682,23 +743,27 @@ fn prove_proposals(
             .copied()
             .filter(|i| !removes.contains_key(i))
             .collect();
-        if !useless.is_empty() && round + 1 < MAX_ROUNDS {
+        if drop_useless && !useless.is_empty() && round + 1 < MAX_ROUNDS {
             for i in useless {
                 proposals[i].verdict = Verdict::Dropped("changes no recorded verdict".to_owned());
             }
             continue;
         }
+        for p in proposals.iter_mut() {
+            p.removes.clear();
+        }
         for (i, ids) in removes {
             proposals[i].removes = ids;
         }
-        return Ok(figures(
+        let proof = figures(
             records,
             before,
             &after,
             attacks,
             attacks_before,
             &attacks_after,
-        ));
+        );
+        return Ok((proof, after));
     }
     // Every round dropped something: nothing is proven.
     for p in proposals.iter_mut() {
@@ -706,14 +771,15 @@ fn prove_proposals(
             p.verdict = Verdict::Dropped(format!("not proven in {MAX_ROUNDS} rounds"));
         }
     }
-    Ok(figures(
+    let proof = figures(
         records,
         before,
         before,
         attacks,
         attacks_before,
         attacks_before,
-    ))
+    );
+    Ok((proof, before.to_vec()))
 }
 
 /// Writes the tune files of `report` that gain exclusions (and creates the

@@ -64,6 +64,10 @@ pub struct Outcome {
     pub rule_id: Option<i64>,
     /// The matches: rule and variable ([`super::group::finding_var`]).
     pub hits: Vec<(i64, String)>,
+    /// The same matches with their values, severities and messages (for a next
+    /// pass of proposals over what still blocks a request).
+    #[serde(skip)]
+    pub details: Vec<super::audit::Hit>,
 }
 
 /// Exclusion text to load beside the configured rules: where the tune files go.
@@ -180,15 +184,22 @@ pub fn replay(waf: &Waf, r: &Request, n: usize) -> Outcome {
         }
     }
     let mut hits = Vec::new();
+    let mut details = Vec::new();
     while let Some(e) = tx.poll_event() {
         if let engine::Event::RuleMatched(m) = e {
             let data = m.log_line.as_deref().map_or("", super::group::logged_data);
             let rule = m.rule_id.unwrap_or(0);
             let var = super::group::finding_var(&m.var_name, data);
-            hits.push((
-                rule,
-                super::group::resolve_tx(var, rule, &|id| waf.rule_targets(id)),
-            ));
+            let var = super::group::resolve_tx(var, rule, &|id| waf.rule_targets(id));
+            hits.push((rule, var.clone()));
+            details.push(super::audit::Hit {
+                rule_id: rule,
+                var,
+                value: m.value,
+                severity: m.severity,
+                message: m.msg.unwrap_or_default(),
+                data: String::new(),
+            });
         }
     }
     tx.close();
@@ -198,18 +209,21 @@ pub fn replay(waf: &Waf, r: &Request, n: usize) -> Outcome {
             status: v.status,
             rule_id: v.rule_id,
             hits,
+            details,
         },
         None if refused_body => Outcome {
             blocked: true,
             status: 413,
             rule_id: None,
             hits,
+            details,
         },
         None => Outcome {
             blocked: false,
             status: 0,
             rule_id: None,
             hits,
+            details,
         },
     }
 }
