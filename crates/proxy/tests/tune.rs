@@ -60,8 +60,11 @@ fn benign(client: &str, n: usize) -> Vec<Vec<u8>> {
     ]
 }
 
-/// Attacks on the same paths and fields, and elsewhere: (label, request).
-fn attacks() -> Vec<(&'static str, String, String, Vec<(String, String)>, String)> {
+/// One attack of the corpus: label, method, target, headers, body.
+type Attack = (&'static str, String, String, Vec<(String, String)>, String);
+
+/// Attacks on the same paths and fields, and elsewhere.
+fn attacks() -> Vec<Attack> {
     let form = || {
         vec![(
             "Content-Type".to_owned(),
@@ -108,10 +111,7 @@ fn attacks() -> Vec<(&'static str, String, String, Vec<(String, String)>, String
     ]
 }
 
-fn attack_bytes(
-    a: &(&str, String, String, Vec<(String, String)>, String),
-    client: &str,
-) -> Vec<u8> {
+fn attack_bytes(a: &Attack, client: &str) -> Vec<u8> {
     let h: Vec<(&str, &str)> = a.3.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     raw(&a.1, &a.2, client, &h, &a.4)
 }

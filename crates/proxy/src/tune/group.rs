@@ -52,14 +52,11 @@ const COLLECTIONS: [&str; 12] = [
 /// (`ARGS:q`); anything else as it is.
 pub fn match_target(var: &str) -> String {
     let mut v = var;
-    loop {
-        match v
-            .strip_prefix("MATCHED_VARS:")
-            .or_else(|| v.strip_prefix("MATCHED_VAR:"))
-        {
-            Some(rest) => v = rest,
-            None => break,
-        }
+    while let Some(rest) = v
+        .strip_prefix("MATCHED_VARS:")
+        .or_else(|| v.strip_prefix("MATCHED_VAR:"))
+    {
+        v = rest;
     }
     if let Some(name) = v.strip_prefix("TX:") {
         let lower = name.to_ascii_lowercase();

@@ -724,7 +724,7 @@ fn prove_proposals(
             .enumerate()
             .map(|(i, r)| (r, (&before[i], &after[i])))
         {
-            if !(b.blocked && !a.blocked) {
+            if !b.blocked || a.blocked {
                 continue;
             }
             let path = r.path();
@@ -985,7 +985,7 @@ pub fn render(report: &Report, written: Option<&[PathBuf]>) -> String {
                 "\nNothing written: run again with --write to add the proven exclusions."
             );
         }
-        Some(w) if w.is_empty() => {
+        Some([]) => {
             let _ = writeln!(s, "\nNothing to write.");
         }
         Some(w) => {
