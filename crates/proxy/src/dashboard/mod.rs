@@ -190,14 +190,8 @@ impl Dashboard {
                 }
             }
             "/dashboard/api/snapshot" | "/dashboard/events" if get => {
-                if !token.is_set() {
-                    return no_token();
-                }
-                if matches!(self.auth(token, &req), Auth::Nobody) {
-                    return json(
-                        StatusCode::UNAUTHORIZED,
-                        &serde_json::json!({"error": "log in, or send Authorization: Bearer"}),
-                    );
+                if let Some(refused) = self.refuse_api(token, &req) {
+                    return refused;
                 }
                 if path == "/dashboard/events" {
                     match self.events(shared) {
@@ -221,18 +215,10 @@ impl Dashboard {
                     json(StatusCode::OK, &doc)
                 }
             }
-            "/dashboard/api/tune" if get => {
-                if !token.is_set() {
-                    return no_token();
-                }
-                if matches!(self.auth(token, &req), Auth::Nobody) {
-                    return json(
-                        StatusCode::UNAUTHORIZED,
-                        &serde_json::json!({"error": "log in, or send Authorization: Bearer"}),
-                    );
-                }
-                self.tune().await
-            }
+            "/dashboard/api/tune" if get => match self.refuse_api(token, &req) {
+                Some(refused) => refused,
+                None => self.tune().await,
+            },
             "/dashboard"
             | "/dashboard/"
             | "/dashboard/app.js"
@@ -245,6 +231,20 @@ impl Dashboard {
             }
             _ => plain(StatusCode::NOT_FOUND, "not found\n"),
         }
+    }
+
+    /// The refusal of an API request without credentials (403 without a token
+    /// configured, 401 without the token or a session); `None`: go on.
+    fn refuse_api<B>(&self, token: &AdminToken, req: &Request<B>) -> Option<Response<Body>> {
+        if !token.is_set() {
+            return Some(no_token());
+        }
+        matches!(self.auth(token, req), Auth::Nobody).then(|| {
+            json(
+                StatusCode::UNAUTHORIZED,
+                &serde_json::json!({"error": "log in, or send Authorization: Bearer"}),
+            )
+        })
     }
 
     /// `palisade tune`'s analysis of the configured audit log, as JSON: the report

@@ -428,6 +428,15 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
         // The index in `records` of each request of `still`.
         let mut origin: Vec<usize> = (0..records.len()).collect();
         let mut proposed_any = false;
+        let input = ProofInputs {
+            cfg: &cfg,
+            existing: &existing,
+            records: &records,
+            requests: &requests,
+            before: &before,
+            attacks: &attacks,
+            attacks_before: &attacks_before,
+        };
         for pass in 0..MAX_PASSES {
             let candidates = group::candidates(&still, &opts.ranking, &|id| base.rule_targets(id));
             let mut added = 0;
@@ -474,18 +483,7 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
                 break;
             }
             proposed_any = true;
-            let (_, after) = prove_proposals(
-                &cfg,
-                &existing,
-                &mut proposals,
-                &mut ids,
-                &records,
-                &requests,
-                &before,
-                &attacks,
-                &attacks_before,
-                false,
-            )?;
+            let (_, after) = prove_proposals(&input, &mut proposals, &mut ids, false)?;
             // What still blocks: the replayed matches of the requests left blocked.
             origin = (0..records.len()).filter(|&i| after[i].blocked).collect();
             still = origin
@@ -500,18 +498,7 @@ pub fn analyse(config_path: &Path, opts: &Options) -> Result<Report, TuneError> 
             }
         }
         // The last pass kept proposals that changed nothing alone; drop them now.
-        let (figures, _) = prove_proposals(
-            &cfg,
-            &existing,
-            &mut proposals,
-            &mut ids,
-            &records,
-            &requests,
-            &before,
-            &attacks,
-            &attacks_before,
-            true,
-        )?;
+        let (figures, _) = prove_proposals(&input, &mut proposals, &mut ids, true)?;
         proof = figures;
     }
     let proven: Vec<&Proposal> = proposals
@@ -616,22 +603,35 @@ fn figures(
     }
 }
 
+/// What every round of a proof replays and compares with.
+struct ProofInputs<'a> {
+    cfg: &'a Config,
+    existing: &'a BTreeMap<Placement, String>,
+    records: &'a [audit::Recorded],
+    requests: &'a [Request],
+    before: &'a [Outcome],
+    attacks: &'a [Request],
+    attacks_before: &'a [Outcome],
+}
+
 /// Proves the proposals together, dropping (with the reason) those that let an
 /// attack through and those that change no recorded verdict, round by round until
 /// what is left holds.
-#[allow(clippy::too_many_arguments)]
 fn prove_proposals(
-    cfg: &Config,
-    existing: &BTreeMap<Placement, String>,
+    input: &ProofInputs<'_>,
     proposals: &mut [Proposed],
     ids: &mut propose::Ids,
-    records: &[audit::Recorded],
-    requests: &[Request],
-    before: &[Outcome],
-    attacks: &[Request],
-    attacks_before: &[Outcome],
     drop_useless: bool,
 ) -> Result<(Proof, Vec<Outcome>), TuneError> {
+    let ProofInputs {
+        cfg,
+        existing,
+        records,
+        requests,
+        before,
+        attacks,
+        attacks_before,
+    } = *input;
     for round in 0..MAX_ROUNDS {
         let active: Vec<usize> = (0..proposals.len())
             .filter(|&i| proposals[i].verdict == Verdict::Proven)
