@@ -136,6 +136,13 @@ impl Dashboard {
         path == "/dashboard" || path.starts_with("/dashboard/")
     }
 
+    /// True for the paths whose answer may take longer than `admin.timeout` (the
+    /// tuning analysis, which loads the rules and replays requests): the admin
+    /// listener keeps their connection open while they run.
+    pub fn is_long(path: &str) -> bool {
+        path == "/dashboard/api/tune"
+    }
+
     /// Answers a dashboard request; the flag is true for an event stream (the
     /// connection then outlives `admin.timeout`).
     pub async fn handle(
