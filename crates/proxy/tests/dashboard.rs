@@ -647,6 +647,8 @@ async fn dashboard_in_chromium() {
         .await;
     let tuning = tuning.as_str().unwrap();
     assert!(tuning.contains("0 proven"), "{tuning}");
+    assert!(tuning.contains("No proposal"), "{tuning}");
+    assert!(tuning.contains("the detectors find an attack"), "{tuning}");
     assert!(tuning.contains("Recorded requests blocked"), "{tuning}");
     assert_eq!(cdp.eval("typeof window.__dashXss").await, "undefined");
 

@@ -268,6 +268,13 @@
         " of " + p.attacks + " (" + p.attacks_passing_now.length + " pass now)."
       : "No attack corpus ([admin] tune_attacks): the proof covers the recorded requests only.";
     out.appendChild(el("p", proof));
+    if (r.proposals.length === 0) {
+      out.appendChild(el("p", "No proposal: " + r.not_proposed_total +
+        " rule × variable group(s) of the refused requests, none a likely false positive" +
+        (r.not_proposed.length > 0 ? " (for example rule " + r.not_proposed[0].rule_id + " on " +
+          r.not_proposed[0].var + ": " + r.not_proposed[0].reason + ")." : ".")));
+      return;
+    }
     const table = el("table");
     table.id = "tune-proposals";
     const head = el("tr");
