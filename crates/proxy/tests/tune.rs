@@ -425,3 +425,90 @@ async fn dashboard_tuning_api() {
     // Nothing written.
     assert!(!dir.path("tune-before.conf").exists());
 }
+
+/// A false positive of a `[[site]]` gets an exclusion in that site's file
+/// (`tune-site-NAME.conf`, loaded by its `[[site.rules]]`): after `--write` and a
+/// reload, the request passes on that site and is still refused on the others.
+/// Small rules of its own: no CRS needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn site_exclusions_go_in_the_sites_file() {
+    let backend = Backend::start().await;
+    let dir = TempDir::new("tune-site");
+    let site_file = dir.path("tune-site-shop.conf");
+    std::fs::write(&site_file, "").unwrap();
+    let listen = loopback(free_port());
+    let extra = format!(
+        "[client_address]\ntrusted_proxies = [\"127.0.0.1\"]\nheader = \"X-Forwarded-For\"\n\n\
+         [[rules]]\ninline = '''\nSecRuleEngine On\nSecRequestBodyAccess On\nSecAuditEngine RelevantOnly\n\
+         SecAuditLogRelevantStatus \"^4\"\nSecAuditLogParts ABCFHZ\nSecAuditLogFormat JSON\nSecAuditLog {}\n\
+         SecRule ARGS:comment \"@contains select\" \"id:10,phase:2,deny,status:403,log,severity:2,msg:'select'\"\n'''\n\n\
+         [[site]]\nname = \"shop\"\nhosts = [\"shop.example\"]\n\n[[site.rules]]\nfile = \"{}\"\n",
+        dir.path("audit.log").display(),
+        site_file.display(),
+    );
+    let p = Palisade::start(&dir, &basic_config(listen, backend.addr, &extra), listen);
+    let request = |i: usize, client: &str| {
+        raw(
+            "POST",
+            &format!("/posts/{}/reply", 40 + i),
+            client,
+            &[FORM],
+            "comment=Please+select+the+blue+one%2C+it%27s+lovely",
+        )
+    };
+    let elsewhere = |req: Vec<u8>| {
+        String::from_utf8(req)
+            .unwrap()
+            .replace("Host: shop.example", "Host: blog.example")
+            .into_bytes()
+    };
+    for (i, client) in CLIENTS.iter().enumerate() {
+        assert_eq!(
+            send_raw(listen, &request(i, client)).await.unwrap().status,
+            403
+        );
+    }
+    wait_records(&dir.path("audit.log"), CLIENTS.len());
+    let out = tune(&dir.path("palisade.toml"), &["--write", "--json"]);
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p0 = &report["proposals"][0];
+    assert_eq!(p0["verdict"]["status"], "proven", "{report}");
+    assert_eq!(p0["site"], "shop");
+    assert_eq!(p0["placement"]["file"], "site");
+    assert_eq!(p0["placement"]["site"], "shop");
+    let site_file_report = report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["placement"]["file"] == "site")
+        .expect("the site's file");
+    assert_eq!(site_file_report["loaded"], true, "{report}");
+    let written = std::fs::read_to_string(&site_file).unwrap();
+    assert!(
+        written.contains(r#"SecRule REQUEST_FILENAME "@rx ^/posts/[^/]+/reply$""#)
+            && written.contains("ctl:ruleRemoveTargetById=10;ARGS:comment"),
+        "{written}"
+    );
+    p.sighup();
+    wait_for_line(&p.stderr, Duration::from_secs(60), |l| {
+        l.contains("reloaded ")
+    })
+    .expect("the reload");
+    assert_eq!(
+        send_raw(listen, &request(7, CLIENTS[0]))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    assert_eq!(
+        send_raw(listen, &elsewhere(request(7, CLIENTS[0])))
+            .await
+            .unwrap()
+            .status,
+        403,
+        "the exclusion is the site's only"
+    );
+}
