@@ -270,15 +270,18 @@ impl Report {
 /// The directory of the tune files: `out`, else that of the configuration's
 /// `tune-before.conf` or `tune-after.conf` entry, else the configuration's.
 pub fn out_dir(cfg: &Config, out: Option<&Path>) -> PathBuf {
-    if let Some(o) = out {
-        return o.to_owned();
-    }
-    cfg.rules
-        .iter()
-        .find(|r| prove::is_file(r, BEFORE_FILE) || prove::is_file(r, AFTER_FILE))
-        .and_then(|r| r.file.as_deref()?.parent().map(Path::to_owned))
-        .or_else(|| cfg.path.parent().map(Path::to_owned))
-        .unwrap_or_else(|| PathBuf::from("."))
+    let dir = match out {
+        Some(o) => o.to_owned(),
+        None => cfg
+            .rules
+            .iter()
+            .find(|r| prove::is_file(r, BEFORE_FILE) || prove::is_file(r, AFTER_FILE))
+            .and_then(|r| r.file.as_deref()?.parent().map(Path::to_owned))
+            .or_else(|| cfg.path.parent().map(Path::to_owned))
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    // Absolute, as the configuration's paths are, so that they compare.
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 /// Whether the configuration loads the tune file of `placement` from `dir`.
