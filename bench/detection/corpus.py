@@ -2339,3 +2339,40 @@ def to_bytes(req):
     lines.append("Connection: close")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
     return head + body
+
+
+def attack_line(item, n):
+    """Attack `n` as a line of `palisade tune --attacks`: method, uri, headers as
+    [name, value] pairs (with the Content-Length to_bytes sends), the body in base64,
+    and a label naming class, encoding, placement and number."""
+    method, target, headers, body = item["request"]
+    headers = list(headers)
+    if body or method in ("POST", "PUT", "PATCH"):
+        headers.append(("Content-Length", str(len(body))))
+    return json.dumps({
+        "label": f"{item['class']} {item['encoding']} {item['placement']} #{n}",
+        "method": method,
+        "uri": target,
+        "headers": [[k, v] for k, v in headers],
+        "body_base64": base64.b64encode(body).decode(),
+    })
+
+
+def main():
+    import argparse
+    ap = argparse.ArgumentParser(description="The project's attack corpus, from a seed.")
+    ap.add_argument("--emit-attacks", metavar="FILE", required=True,
+                    help="write the attacks as JSON lines for `palisade tune --attacks FILE`")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--per-class", type=int, default=1, help="payloads per class, encoding and placement")
+    args = ap.parse_args()
+    n = 0
+    with open(args.emit_attacks, "w") as f:
+        for item in attacks(args.seed, args.per_class):
+            f.write(attack_line(item, n) + "\n")
+            n += 1
+    print(f"{n} attack(s) written to {args.emit_attacks}")
+
+
+if __name__ == "__main__":
+    main()

@@ -60,6 +60,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     reloads: ReloadHandle,
     mut shutdown: watch::Receiver<bool>,
+    config_path: std::path::PathBuf,
 ) {
     let slots = Arc::new(Semaphore::new(cfg.connections.max(1)));
     // The dashboard's aggregator runs only when the dashboard is on.
@@ -68,7 +69,11 @@ pub async fn serve(
             min_requests: cfg.readiness_min_requests,
             max_rate: cfg.readiness_max_rate,
         };
-        Dashboard::start(&shared, shutdown.clone(), criterion)
+        let tune = crate::dashboard::TuneSource {
+            config: config_path,
+            attacks: cfg.tune_attacks.clone(),
+        };
+        Dashboard::start(&shared, shutdown.clone(), criterion, tune)
     });
     loop {
         let permit = tokio::select! {
@@ -97,8 +102,9 @@ pub async fn serve(
         let dashboard = dashboard.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            // While a reload this connection asked for runs, the connection
-            // outlives `limit`; once it has ended, the answer gets `limit` more.
+            // While a reload (or a dashboard tuning analysis) this connection
+            // asked for runs, the connection outlives `limit`; once it has ended,
+            // the answer gets `limit` more.
             let reloading = Arc::new(AtomicU8::new(IDLE));
             let busy = reloading.clone();
             let svc = service_fn(move |req: Request<Incoming>| {
@@ -111,9 +117,16 @@ pub async fn serve(
                 let dashboard = dashboard.clone();
                 async move {
                     if let Some(d) = dashboard.filter(|_| Dashboard::is_path(req.uri().path())) {
+                        // A tuning analysis outlives `limit` as a reload does.
+                        let long = Dashboard::is_long(req.uri().path());
+                        if long {
+                            reload.running.store(RELOADING, Ordering::Relaxed);
+                        }
                         let (r, streaming) = d.handle(&shared, &token, req).await;
                         if streaming {
                             reload.running.store(STREAMING, Ordering::Relaxed);
+                        } else if long {
+                            reload.running.store(RELOADED, Ordering::Relaxed);
                         }
                         return Ok::<_, Infallible>(r);
                     }

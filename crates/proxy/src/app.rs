@@ -360,7 +360,10 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
 
 /// Loads the rules of `cfg` and compiles its sites over them: the rule set once,
 /// each site's own rules into a small overlay.
-fn load_waf(cfg: &Config, rbl_limit: Option<usize>) -> Result<waf::Waf, waf::WafLoadError> {
+pub(crate) fn load_waf(
+    cfg: &Config,
+    rbl_limit: Option<usize>,
+) -> Result<waf::Waf, waf::WafLoadError> {
     let waf = waf::Waf::load(&cfg.rules, &cfg.path, &cfg.server, rbl_limit)?.with_sites(
         &cfg.sites,
         &cfg.path,
@@ -479,6 +482,55 @@ pub fn diag(req: &crate::diag::bundle::DiagRequest) -> anyhow::Result<()> {
         eprintln!("palisade: diag: not collected: {part}: {why}");
     }
     println!("{}", w.path.display());
+    Ok(())
+}
+
+/// `palisade tune`: proposes exclusions of the likely false positives in the audit
+/// log and proves them ([`crate::tune`]); prints the report (text, or JSON with
+/// `--json`) and, with `--write`, adds the proven ones to the tune files. With
+/// `--prove FILE`, fails when the file lets an attack of the corpus through.
+pub fn tune(args: &crate::cli::TuneArgs) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    if !(0.0..=1.0).contains(&args.threshold) {
+        anyhow::bail!("--threshold {} is not between 0 and 1", args.threshold);
+    }
+    if args.first_id <= 0 {
+        anyhow::bail!("--first-id {} is not a positive rule id", args.first_id);
+    }
+    let opts = crate::tune::Options {
+        audit_log: args.audit_log.clone(),
+        attacks: args.attacks.clone(),
+        out: args.out.clone(),
+        ranking: crate::tune::group::Ranking {
+            min_clients: args.min_clients,
+            threshold: args.threshold,
+            ..Default::default()
+        },
+        max_paths: args.max_paths,
+        first_id: args.first_id,
+        prove: args.prove.clone(),
+    };
+    let report = crate::tune::analyse(&args.config, &opts)?;
+    let written = if args.write {
+        Some(crate::tune::write(&report)?)
+    } else {
+        None
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut doc = serde_json::to_value(&report)?;
+        doc["written"] = serde_json::json!(written);
+        writeln!(out, "{doc}")?;
+    } else {
+        write!(out, "{}", crate::tune::render(&report, written.as_deref()))?;
+    }
+    out.flush()?;
+    if report.proved_file.is_some() && !report.safe() {
+        anyhow::bail!(
+            "the exclusion lets {} attack(s) of the corpus through that the rules in force block",
+            report.proof.attacks_passing_now.len()
+        );
+    }
     Ok(())
 }
 
@@ -954,6 +1006,7 @@ async fn serve(
             shared.clone(),
             reload_handle.clone(),
             stop_rx.clone(),
+            cfg.path.clone(),
         ));
     }
     drop(reload_handle);

@@ -69,7 +69,7 @@ pub const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0  success (check: the configuration and every rule loaded)
   1  failure, reason on standard error (check: every error found, at most 50,
-     then how many more)
+     then how many more; tune --prove: the exclusion lets an attack through)
   2  usage error: unknown command or option, missing or bad argument
   3  not found: `ctx get` found no record, `ctx del` had nothing to delete";
 
@@ -134,6 +134,19 @@ be loaded or the bundle cannot be written; 2 for a usage error.")]
         #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=300))]
         profile_seconds: Option<u64>,
     },
+    /// From false positives to proven exclusions: read the audit log, group the
+    /// rules' matches by site, rule, variable and path, rank the likely false
+    /// positives, propose the narrowest exclusions, and prove them by replaying the
+    /// recorded requests and an attack corpus through the rules (docs/tune.md).
+    #[command(after_help = "\
+Without --write it prints the report and writes nothing. With --write it adds the
+proven exclusions to tune-before.conf, tune-after.conf (and tune-site-NAME.conf)
+in the output directory; a reload (SIGHUP or POST /reload) applies them.
+
+Exit status: 0 done; 1 error (configuration, audit log without the parts tune needs,
+attack corpus), or with --prove an exclusion that lets an attack of the corpus
+through; 2 usage error.")]
+    Tune(TuneArgs),
     /// Print a completion script for SHELL on standard output.
     #[command(after_help = "\
 Install, for example:
@@ -154,6 +167,49 @@ View it with `palisade man | man -l -`; install it with
 `palisade man > /usr/local/share/man/man1/palisade.1`."
     )]
     Man,
+}
+
+/// The options of `palisade tune`.
+#[derive(Debug, clap::Args)]
+pub struct TuneArgs {
+    /// The TOML configuration file whose rules are tuned.
+    #[arg(short, long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub config: PathBuf,
+    /// The JSON audit log (SecAuditLogFormat JSON, SecAuditLogParts with B, C and
+    /// H); default: the one the configuration writes.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub audit_log: Option<PathBuf>,
+    /// An attack corpus (JSON lines: method, uri, headers, body or body_base64):
+    /// no attack it holds that the rules block may pass with the exclusions.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub attacks: Option<PathBuf>,
+    /// The directory of the tune files; default: that of the configuration's
+    /// tune-before.conf entry, else the configuration's.
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub out: Option<PathBuf>,
+    /// Write the proven exclusions.
+    #[arg(long)]
+    pub write: bool,
+    /// Propose only for matches sent by at least N distinct clients.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub min_clients: usize,
+    /// Exclude on every path (SecRuleUpdateTargetById) a rule and variable seen on
+    /// more than N path shapes; on fewer, per path.
+    #[arg(long, value_name = "N", default_value_t = crate::tune::DEFAULT_MAX_PATHS)]
+    pub max_paths: usize,
+    /// The first rule id of tune's rules.
+    #[arg(long, value_name = "ID", default_value_t = crate::tune::DEFAULT_FIRST_ID)]
+    pub first_id: i64,
+    /// The least rank (0 to 1) of a proposal.
+    #[arg(long, value_name = "RANK", default_value_t = 0.5)]
+    pub threshold: f64,
+    /// Prove an exclusion file of your own (loaded after the rules) instead of
+    /// proposing: exit 1 when it lets an attack of the corpus through.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath, conflicts_with = "write")]
+    pub prove: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The clap definition of the whole command line (for completions, the manual
@@ -343,6 +399,7 @@ mod tests {
             "palisade ctx import",
             "palisade completions",
             "palisade man",
+            "palisade tune",
         ] {
             assert!(page.contains(&format!(".SS \"{sub}\"")), "{sub} missing");
         }
@@ -365,7 +422,7 @@ mod tests {
             let mut out = Vec::new();
             write_completions(shell, &mut out).unwrap();
             let script = String::from_utf8(out).unwrap();
-            for sub in ["run", "check", "ctx", "completions", "man"] {
+            for sub in ["run", "check", "ctx", "tune", "completions", "man"] {
                 assert!(script.contains(sub), "{shell}: {sub} missing");
             }
         }

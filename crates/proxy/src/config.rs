@@ -999,6 +999,11 @@ pub struct AdminConfig {
     /// of a DetectionOnly site judged ready.
     #[serde(default = "default_readiness_max_rate")]
     pub readiness_max_rate: f64,
+    /// The attack corpus (JSON lines, as `palisade tune --attacks` reads it) the
+    /// dashboard's tuning panel replays to prove its proposals; absent: the proof
+    /// covers the recorded requests only.
+    #[serde(default)]
+    pub tune_attacks: Option<PathBuf>,
 }
 
 /// `[store]`: where and how persistent collections are kept.
@@ -1665,7 +1670,12 @@ impl Config {
             &mut self.store.path,
         ]
         .into_iter()
-        .chain(self.admin.as_mut().map(|a| &mut a.token_file))
+        .chain(
+            self.admin
+                .as_mut()
+                .into_iter()
+                .flat_map(|a| [&mut a.token_file, &mut a.tune_attacks]),
+        )
         .flatten()
         {
             fix(p);

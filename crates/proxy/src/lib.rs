@@ -30,6 +30,8 @@
 //! - [`ctx`]: persistent collections from outside (`palisade ctx`, `/ctx`).
 //! - [`access`], [`ratelimit`], [`shaping`], [`keyed`]: access lists, rate limits,
 //!   bandwidth shaping, and the sharded per-key table the last two share.
+//! - [`tune`]: `palisade tune`, from false positives in the audit log to proven
+//!   exclusions.
 //! - [`accounting`]: per-client and per-route figures (`/top`); [`dns`]: the
 //!   asynchronous resolver of `@rbl`; [`memory`]: giving freed memory back.
 
@@ -69,6 +71,7 @@ pub mod slots;
 pub mod store_metrics;
 pub mod summary;
 pub mod tls;
+pub mod tune;
 pub mod upgrade;
 pub mod upstream;
 pub mod waf;

@@ -4,7 +4,8 @@
 //! `palisade run --config FILE` serves; `palisade check --config FILE` loads the
 //! configuration and every rule and reports every error, like `nginx -t`;
 //! `palisade ctx ...` reads and writes persistent collections; `palisade diag`
-//! writes an incident bundle; `palisade
+//! writes an incident bundle; `palisade tune` proposes and proves exclusions of
+//! false positives; `palisade
 //! completions SHELL` and `palisade man` print a completion script and the manual
 //! page. The command line is [`proxy::cli`]; the work is done by [`proxy::app`].
 
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
             out,
             profile_seconds,
         }),
+        Command::Tune(args) => proxy::app::tune(&args),
         Command::Completions { shell } => printed(proxy::cli::write_completions(
             shell,
             &mut std::io::stdout().lock(),

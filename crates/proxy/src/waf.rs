@@ -493,6 +493,16 @@ impl Waf {
         self.sites.get(site).empty
     }
 
+    /// The variables rule `id` (its first link) reads, as written
+    /// (`REQUEST_HEADERS:Content-Type`, `ARGS`); empty for an unknown id. For
+    /// `palisade tune`, which names the variable a chained rule's finding was on.
+    pub fn rule_targets(&self, id: i64) -> Vec<String> {
+        self.ruleset
+            .rule_by_id(id)
+            .map(|r| r.targets.iter().map(|t| t.written.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Number of rules (a chain counts once).
     pub fn rule_count(&self) -> usize {
         self.ruleset.rule_count()

@@ -224,7 +224,13 @@ impl Cdp {
 
     /// Polls `expr` until it is `true`, up to a generous bound.
     async fn wait_true(&mut self, expr: &str, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        self.wait_true_within(expr, what, Duration::from_secs(60))
+            .await;
+    }
+
+    /// [`Cdp::wait_true`] with a bound of its own (for work that loads CRS).
+    async fn wait_true_within(&mut self, expr: &str, what: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
         loop {
             if self.eval(expr).await == Value::Bool(true) {
                 return;
@@ -377,9 +383,14 @@ async fn dashboard_in_chromium() {
     let file = |p: &Path| format!("[[rules]]\nfile = \"{}\"\n", p.display());
     // Every request's rules are timed, for the rule cost panel. A shadow rule set
     // without CRS's XSS rules: the XSS attacks are its disagreements (blocked by the
-    // primary only), shown in the shadow panel.
+    // primary only), shown in the shadow panel. A JSON audit log with the parts
+    // `palisade tune` replays, for the Tuning panel.
+    let audit = format!(
+        "[[rules]]\ninline = '''\nSecAuditEngine RelevantOnly\nSecAuditLogRelevantStatus \"^(?:5|4(?!04))\"\nSecAuditLogParts ABCFHZ\nSecAuditLogFormat JSON\nSecAuditLog {}\n'''\n",
+        dir.path("audit.log").display()
+    );
     let extra = format!(
-        "[server]\nrule_cost_sample = 1.0\n[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{}{}\n[shadow]\nsample = 1.0\ncpu_budget = 4.0\ncpu_share = 4.0\noverlay = [{{ inline = 'SecRuleRemoveByTag attack-xss' }}]\n",
+        "[server]\nrule_cost_sample = 1.0\n[admin]\naddress = \"{admin_addr}\"\ntoken_file = \"{}\"\n\n{}{audit}{}{}\n[shadow]\nsample = 1.0\ncpu_budget = 4.0\ncpu_share = 4.0\noverlay = [{{ inline = 'SecRuleRemoveByTag attack-xss' }}]\n",
         dir.path("token").display(),
         file(&repo().join("examples/palisade-recommended.conf")),
         file(&crs.join("crs-setup.conf.example")),
@@ -655,6 +666,26 @@ async fn dashboard_in_chromium() {
             .await,
         false
     );
+
+    // --- The Tuning panel: the analysis of the audit log, run from the page. The
+    // refused requests are attacks: the detectors find them, nothing is proposed.
+    cdp.eval("document.getElementById('tune-run').click(); true")
+        .await;
+    cdp.wait_true_within(
+        "document.getElementById('tune-result').textContent.includes('record(s) in')",
+        "the tuning analysis",
+        Duration::from_secs(300),
+    )
+    .await;
+    let tuning = cdp
+        .eval("document.getElementById('tuning').textContent")
+        .await;
+    let tuning = tuning.as_str().unwrap();
+    assert!(tuning.contains("0 proven"), "{tuning}");
+    assert!(tuning.contains("No proposal"), "{tuning}");
+    assert!(tuning.contains("the detectors find an attack"), "{tuning}");
+    assert!(tuning.contains("Recorded requests blocked"), "{tuning}");
+    assert_eq!(cdp.eval("typeof window.__dashXss").await, "undefined");
 
     // --- The screenshot, kept (with the newest request's matches open).
     cdp.eval("document.querySelector('#explorer details').open = true; true")

@@ -316,7 +316,87 @@
     while (body.rows.length > MAX_ROWS * 2) body.deleteRow(body.rows.length - 1);
   }
 
+  function renderTune(r) {
+    const out = $("tune-result");
+    clear(out);
+    const p = r.proof;
+    const proven = r.proposals.filter((x) => x.verdict.status === "proven");
+    out.appendChild(el("p", r.records + " record(s) in " + r.audit_log + ", " + r.refused +
+      " refused; replay agrees with " + r.replay_agrees + ". Proposals: " + proven.length +
+      " proven, " + (r.proposals.length - proven.length) + " dropped."));
+    let proof = "Recorded requests blocked " + p.blocked_before + " → " + p.blocked_after +
+      " (" + p.passed_now.length + " pass now, " + p.blocked_now.length + " blocked now). ";
+    proof += p.attack_corpus
+      ? "Attack corpus blocked " + p.attacks_blocked_before + " → " + p.attacks_blocked_after +
+        " of " + p.attacks + " (" + p.attacks_passing_now.length + " pass now)."
+      : "No attack corpus ([admin] tune_attacks): the proof covers the recorded requests only.";
+    out.appendChild(el("p", proof));
+    if (r.proposals.length === 0) {
+      out.appendChild(el("p", "No proposal: " + r.not_proposed_total +
+        " rule × variable group(s) of the refused requests, none a likely false positive" +
+        (r.not_proposed.length > 0 ? " (for example rule " + r.not_proposed[0].rule_id + " on " +
+          r.not_proposed[0].var + ": " + r.not_proposed[0].reason + ")." : ".")));
+      return;
+    }
+    const table = el("table");
+    table.id = "tune-proposals";
+    const head = el("tr");
+    for (const h of ["Verdict", "Rule", "Variable", "Scope", "Requests", "Clients", "Rank", "Exclusion"]) {
+      head.appendChild(el("th", h));
+    }
+    const thead = el("thead");
+    thead.appendChild(head);
+    table.appendChild(thead);
+    const body = el("tbody");
+    for (const x of r.proposals) {
+      const tr = el("tr");
+      const ok = x.verdict.status === "proven";
+      tr.appendChild(el("td", ok ? "proven" : "dropped: " + x.verdict.reason, ok ? "pass" : "block"));
+      tr.appendChild(el("td", x.rule_id));
+      if (x.notes.length > 0) tr.title = x.notes.join("\n");
+      tr.appendChild(el("td", x.var));
+      let scope = "every path";
+      if (Array.isArray(x.form.paths)) scope = x.form.paths.join(", ");
+      else if (Array.isArray(x.form.all_but)) scope = "every path but " + x.form.all_but.join(", ");
+      tr.appendChild(el("td", (x.site ? x.site + ": " : "") + scope));
+      tr.appendChild(el("td", ok ? x.removes.length + " pass" : x.covers.length));
+      tr.appendChild(el("td", x.clients));
+      tr.appendChild(el("td", x.signals.rank.toFixed(2)));
+      const td = el("td");
+      td.appendChild(el("pre", x.text));
+      tr.appendChild(td);
+      body.appendChild(tr);
+    }
+    table.appendChild(body);
+    out.appendChild(table);
+    if (proven.length > 0) {
+      out.appendChild(el("p", "To write the proven exclusions, then reload:"));
+      out.appendChild(el("pre", r.command));
+    }
+  }
+
+  function runTune() {
+    const status = $("tune-status");
+    const button = $("tune-run");
+    button.disabled = true;
+    status.textContent = "analysing…";
+    fetch("/dashboard/api/tune", { credentials: "same-origin" })
+      .then((resp) => resp.json().then((doc) => ({ ok: resp.ok, doc: doc })))
+      .then(({ ok, doc }) => {
+        if (!ok) throw new Error(doc.error || "failed");
+        status.textContent = "";
+        renderTune(doc);
+      })
+      .catch((err) => {
+        status.textContent = "analysis failed: " + err.message;
+      })
+      .finally(() => {
+        button.disabled = false;
+      });
+  }
+
   function start() {
+    $("tune-run").addEventListener("click", runTune);
     const csrf = document.querySelector('meta[name="csrf-token"]').content;
     if (!csrf) $("logout").hidden = true;
     const conn = $("conn");

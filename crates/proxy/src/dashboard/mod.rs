@@ -13,6 +13,9 @@
 //!   the readiness to block of the DetectionOnly sites, as JSON.
 //! - `GET /dashboard/events`: `text/event-stream`: a `snapshot` event about every
 //!   500 ms and a `request` event per request joining the explorer.
+//! - `GET /dashboard/api/tune`: `palisade tune`'s analysis of the configured audit
+//!   log (proposals and their proof, as JSON; nothing written), one at a time, on
+//!   a blocking thread; with the command that writes the proven exclusions.
 //! - `GET /dashboard/app.js`, `GET /dashboard/app.css`: the assets.
 //!
 //! Every response carries a strict Content-Security-Policy (no inline script,
@@ -78,6 +81,20 @@ pub struct Dashboard {
     sessions: Sessions,
     streams: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
+    tune: TuneSource,
+    /// One tuning analysis at a time.
+    tuning: Arc<Semaphore>,
+}
+
+/// What the tuning panel analyses: the configuration file the proxy runs (read
+/// again at each analysis, so that it sees the rules a reload put in force) and
+/// the attack corpus (`[admin] tune_attacks`).
+#[derive(Debug, Clone)]
+pub struct TuneSource {
+    /// The configuration file.
+    pub config: std::path::PathBuf,
+    /// The attack corpus, if configured.
+    pub attacks: Option<std::path::PathBuf>,
 }
 
 /// Who a request is.
@@ -97,6 +114,7 @@ impl Dashboard {
         shared: &Shared,
         shutdown: watch::Receiver<bool>,
         criterion: aggregate::ReadinessCriterion,
+        tune: TuneSource,
     ) -> Arc<Dashboard> {
         let aggregate = Arc::new(Aggregate::new(criterion));
         let sub = shared.summaries.subscribe();
@@ -108,12 +126,21 @@ impl Dashboard {
             sessions: Sessions::default(),
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             shutdown,
+            tune,
+            tuning: Arc::new(Semaphore::new(1)),
         })
     }
 
     /// True for the paths the dashboard answers.
     pub fn is_path(path: &str) -> bool {
         path == "/dashboard" || path.starts_with("/dashboard/")
+    }
+
+    /// True for the paths whose answer may take longer than `admin.timeout` (the
+    /// tuning analysis, which loads the rules and replays requests): the admin
+    /// listener keeps their connection open while they run.
+    pub fn is_long(path: &str) -> bool {
+        path == "/dashboard/api/tune"
     }
 
     /// Answers a dashboard request; the flag is true for an event stream (the
@@ -170,14 +197,8 @@ impl Dashboard {
                 }
             }
             "/dashboard/api/snapshot" | "/dashboard/events" if get => {
-                if !token.is_set() {
-                    return no_token();
-                }
-                if matches!(self.auth(token, &req), Auth::Nobody) {
-                    return json(
-                        StatusCode::UNAUTHORIZED,
-                        &serde_json::json!({"error": "log in, or send Authorization: Bearer"}),
-                    );
+                if let Some(refused) = self.refuse_api(token, &req) {
+                    return refused;
                 }
                 if path == "/dashboard/events" {
                     match self.events(shared) {
@@ -201,16 +222,83 @@ impl Dashboard {
                     json(StatusCode::OK, &doc)
                 }
             }
+            "/dashboard/api/tune" if get => match self.refuse_api(token, &req) {
+                Some(refused) => refused,
+                None => self.tune().await,
+            },
             "/dashboard"
             | "/dashboard/"
             | "/dashboard/app.js"
             | "/dashboard/app.css"
             | "/dashboard/api/snapshot"
+            | "/dashboard/api/tune"
             | "/dashboard/events" => plain(StatusCode::METHOD_NOT_ALLOWED, "only GET\n"),
             "/dashboard/login" | "/dashboard/logout" => {
                 plain(StatusCode::METHOD_NOT_ALLOWED, "only POST\n")
             }
             _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+
+    /// The refusal of an API request without credentials (403 without a token
+    /// configured, 401 without the token or a session); `None`: go on.
+    fn refuse_api<B>(&self, token: &AdminToken, req: &Request<B>) -> Option<Response<Body>> {
+        if !token.is_set() {
+            return Some(no_token());
+        }
+        matches!(self.auth(token, req), Auth::Nobody).then(|| {
+            json(
+                StatusCode::UNAUTHORIZED,
+                &serde_json::json!({"error": "log in, or send Authorization: Bearer"}),
+            )
+        })
+    }
+
+    /// `palisade tune`'s analysis of the configured audit log, as JSON: the report
+    /// and the command that writes the proven exclusions. 503 while another runs;
+    /// 422 with the reason when it cannot be made (no audit log, records without
+    /// the parts replay needs, rules that do not load).
+    async fn tune(&self) -> Response<Body> {
+        let Ok(permit) = self.tuning.clone().try_acquire_owned() else {
+            return json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &serde_json::json!({"error": "an analysis is running; try again when it ends"}),
+            );
+        };
+        let src = self.tune.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let opts = crate::tune::Options {
+                attacks: src.attacks.clone(),
+                ..Default::default()
+            };
+            crate::tune::analyse(&src.config, &opts).map(|r| (r, src))
+        })
+        .await;
+        match done {
+            Ok(Ok((report, src))) => match serde_json::to_value(&report) {
+                Ok(mut doc) => {
+                    let mut cmd = format!("palisade tune --config {}", shell_word(&src.config));
+                    if let Some(a) = &src.attacks {
+                        cmd += &format!(" --attacks {}", shell_word(a));
+                    }
+                    cmd += &format!(" --audit-log {} --write", shell_word(&report.audit_log));
+                    doc["command"] = serde_json::json!(cmd);
+                    json(StatusCode::OK, &doc)
+                }
+                Err(e) => json(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &serde_json::json!({"error": e.to_string()}),
+                ),
+            },
+            Ok(Err(e)) => json(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &serde_json::json!({"error": e.to_string()}),
+            ),
+            Err(_) => json(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &serde_json::json!({"error": "the analysis failed"}),
+            ),
         }
     }
 
@@ -368,6 +456,20 @@ impl Dashboard {
 }
 
 /// One server-sent event.
+/// A path as one shell word: as it is when it holds only safe characters, else in
+/// single quotes.
+fn shell_word(p: &std::path::Path) -> String {
+    let s = p.display().to_string();
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@=".contains(&b))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 fn sse(event: &str, data: &serde_json::Value) -> Bytes {
     // serde_json writes no line breaks outside strings, and escapes those inside.
     Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
@@ -601,6 +703,18 @@ mod tests {
             ("sec-fetch-site", "cross-site")
         ])));
         assert!(!same_origin(&req(&[host])));
+    }
+
+    #[test]
+    fn shell_words() {
+        use std::path::Path;
+        assert_eq!(
+            shell_word(Path::new("/etc/palisade/p.toml")),
+            "/etc/palisade/p.toml"
+        );
+        assert_eq!(shell_word(Path::new("/a b/c")), "'/a b/c'");
+        assert_eq!(shell_word(Path::new("/it's")), "'/it'\\''s'");
+        assert_eq!(shell_word(Path::new("/x;rm")), "'/x;rm'");
     }
 
     #[test]
