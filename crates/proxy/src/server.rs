@@ -356,7 +356,14 @@ pub async fn accept_loop(
         } else {
             Wait::Head
         };
+        // A connection accepted is served whenever a slot is free, even when a
+        // drain began meanwhile (the front end then serves it gracefully): were the
+        // two branches tried in random order, one accepted just as a drain began
+        // would be dropped, and its client reset (seen once in 300,000 requests of
+        // the zero-downtime load run, during a binary upgrade). Only a connection
+        // still waiting for a slot gives up when the drain begins.
         let slot = tokio::select! {
+            biased;
             s = shared.slots.take(first_wait) => match s {
                 Some(s) => s,
                 None => return,
