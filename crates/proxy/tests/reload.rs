@@ -133,6 +133,14 @@ async fn sigusr1_reopens_the_log_files_and_reloads_nothing() {
         l.contains("q=bar")
     });
     assert!(access.is_some(), "the new access log gets the new requests");
+    // A request's line is written just after its response: the first one's may
+    // come after the second one's on a busy machine.
+    assert!(
+        wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| l
+            .contains("q=foo"))
+        .is_some(),
+        "the new access log gets both requests"
+    );
     assert_eq!(lines(&dir.path("access.log")), 2);
     assert_eq!(
         (
