@@ -49,6 +49,7 @@ pub mod dns;
 pub mod exchange;
 pub mod front;
 pub mod http1;
+pub mod http_client;
 pub mod inspect;
 pub mod keyed;
 pub mod listeners;

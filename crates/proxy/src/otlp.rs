@@ -28,8 +28,7 @@ use crate::metrics::{Collector, Exposition};
 use crate::shipqueue::{Backoff, ShipQueue};
 use crate::summary::RequestSummary;
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -575,31 +574,19 @@ impl Sender {
         let host = uri.host().ok_or("no host")?.to_owned();
         let port = uri.port_u16().unwrap_or(80);
         let work = async {
-            let stream = tokio::net::TcpStream::connect((host.as_str(), port))
-                .await
-                .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
-            let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
             let req = http::Request::post(uri.path())
                 .header(http::header::HOST, format!("{host}:{port}"))
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .body(Full::new(Bytes::from(body)))
                 .map_err(|e| e.to_string())?;
-            let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-            let status = resp.status();
-            let text = http_body_util::Limited::new(resp.into_body(), 64 * 1024)
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
+            let (status, text) = crate::http_client::send(&host, port, req, 64 * 1024).await?;
             if status.is_success() {
                 Ok(())
             } else {
+                let text = text.unwrap_or_default();
                 Err(format!(
                     "{path}: {status}: {}",
-                    String::from_utf8_lossy(&text[..text.len().min(200)]).trim()
+                    crate::http_client::body_start(&text)
                 ))
             }
         };

@@ -25,8 +25,7 @@
 
 use crate::config::Config;
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
-use hyper_util::rt::TokioIo;
+use http_body_util::Empty;
 use sha2::Digest as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -337,29 +336,18 @@ fn fetch(
 }
 
 async fn get(addr: SocketAddr, target: &str, token: Option<&str>) -> Result<Vec<u8>, String> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
     let mut req = http::Request::get(target).header(http::header::HOST, addr.to_string());
     if let Some(t) = token {
         req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-    let status = resp.status();
-    let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER)
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
+    let (status, body) =
+        crate::http_client::send(&addr.ip().to_string(), addr.port(), req, MAX_ANSWER).await?;
+    let body = body?;
     if !status.is_success() {
         return Err(format!(
             "{status}: {}",
-            String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
+            crate::http_client::body_start(&body)
         ));
     }
     Ok(body.to_vec())
