@@ -36,18 +36,42 @@ pub struct Spent {
     pub wall: Duration,
     /// CPU time of the thread that ran it (zero when it was not asked for).
     pub cpu: Duration,
+    /// Its CPU time split into user and kernel time, with its page faults (only
+    /// with [`Measure::Split`]).
+    pub split: Option<crate::procstat::ThreadUsage>,
 }
 
-/// Runs `f`, returning its result and what it took; the thread's CPU time only
-/// when `cpu` (reading that clock is a system call, about 0.7 us here, where the
-/// wall clock is read without one).
-pub fn measured<T>(cpu: bool, f: impl FnOnce() -> T) -> (T, Spent) {
+/// What [`measured`] reads besides the wall clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// The wall clock only.
+    Wall,
+    /// The thread's CPU clock too (a system call, about 0.7 us here, where the
+    /// wall clock is read without one).
+    Cpu,
+    /// The thread's resource usage (`getrusage`): CPU time split into user and
+    /// kernel time, and page faults; for the requests sampled for rule costs.
+    Split,
+}
+
+/// Runs `f`, returning its result and what it took, as `how` asks.
+pub fn measured<T>(how: Measure, f: impl FnOnce() -> T) -> (T, Spent) {
     let wall = std::time::Instant::now();
-    let cpu_start = cpu.then(thread_cpu_time);
+    let usage_start = (how == Measure::Split)
+        .then(crate::procstat::ThreadUsage::now)
+        .flatten();
+    let cpu_start = (how == Measure::Cpu || (how == Measure::Split && usage_start.is_none()))
+        .then(thread_cpu_time);
     let out = f();
+    let split = usage_start.and_then(|u0| Some(crate::procstat::ThreadUsage::now()?.since(&u0)));
     let spent = Spent {
-        cpu: cpu_start.map_or(Duration::ZERO, |c| thread_cpu_time().saturating_sub(c)),
+        cpu: match (split, cpu_start) {
+            (Some(s), _) => s.user + s.system,
+            (None, Some(c)) => thread_cpu_time().saturating_sub(c),
+            (None, None) => Duration::ZERO,
+        },
         wall: wall.elapsed(),
+        split,
     };
     (out, spent)
 }
@@ -113,13 +137,18 @@ impl Inspector {
 
     /// Runs `f` over `size` bytes of input: inline when small, on the pool
     /// otherwise. Returns its result and what it took (CPU time only when `cpu`).
-    pub async fn run<T, F>(&self, size: usize, cpu: bool, f: F) -> Result<(T, Spent), JobPanicked>
+    pub async fn run<T, F>(
+        &self,
+        size: usize,
+        how: Measure,
+        f: F,
+    ) -> Result<(T, Spent), JobPanicked>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         if self.inline(size) {
-            return Ok(measured(cpu, f));
+            return Ok(measured(how, f));
         }
         // The semaphore lives as long as the inspector and is never closed.
         let permit = self.slots.clone().acquire_owned().await;
@@ -127,7 +156,7 @@ impl Inspector {
         self.pool.spawn(move || {
             let _permit = permit;
             // A panic must not reach rayon, which would abort the process.
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| measured(cpu, f)));
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| measured(how, f)));
             let _ = tx.send(out.map_err(|_| JobPanicked));
         });
         rx.await.unwrap_or(Err(JobPanicked))
@@ -140,12 +169,14 @@ mod tests {
 
     #[test]
     fn cpu_clock_counts_work_not_sleep() {
-        let ((), slept) = measured(true, || std::thread::sleep(Duration::from_millis(50)));
+        let ((), slept) = measured(Measure::Cpu, || {
+            std::thread::sleep(Duration::from_millis(50))
+        });
         assert!(slept.wall >= Duration::from_millis(50));
         assert!(slept.cpu < slept.wall, "{slept:?}");
         // Work until the thread's own clock has advanced 20 ms: the measure must
         // see at least that much.
-        let (_, spun) = measured(true, || {
+        let (_, spun) = measured(Measure::Cpu, || {
             let t0 = thread_cpu_time();
             let mut x = 0u64;
             while thread_cpu_time() - t0 < Duration::from_millis(20) {
@@ -156,7 +187,9 @@ mod tests {
         assert!(spun.cpu >= Duration::from_millis(20), "{spun:?}");
         assert!(spun.wall >= spun.cpu, "{spun:?}");
         // Not asked for: no CPU time, the wall time still.
-        let ((), unasked) = measured(false, || std::thread::sleep(Duration::from_millis(5)));
+        let ((), unasked) = measured(Measure::Wall, || {
+            std::thread::sleep(Duration::from_millis(5))
+        });
         assert_eq!(unasked.cpu, Duration::ZERO);
         assert!(unasked.wall >= Duration::from_millis(5));
     }
@@ -168,7 +201,7 @@ mod tests {
     async fn a_pool_job_leaves_the_worker_free() {
         let ins = Inspector::new(1, 0).unwrap();
         let (release, gate) = std::sync::mpsc::channel::<()>();
-        let job = ins.run(1, true, move || {
+        let job = ins.run(1, Measure::Cpu, move || {
             gate.recv_timeout(Duration::from_secs(10)).is_ok()
         });
         tokio::pin!(job);
@@ -190,21 +223,21 @@ mod tests {
         let ins = Inspector::new(1, 100).unwrap();
         let here = std::thread::current().id();
         let (small, _) = ins
-            .run(100, true, move || std::thread::current().id())
+            .run(100, Measure::Cpu, move || std::thread::current().id())
             .await
             .unwrap();
         assert_eq!(small, here);
         let (name, _) = ins
-            .run(101, true, || {
+            .run(101, Measure::Cpu, || {
                 std::thread::current().name().map(str::to_owned)
             })
             .await
             .unwrap();
         assert_eq!(name.as_deref(), Some("palisade-inspect-0"));
-        let failed = ins.run(101, true, || panic!("boom")).await;
+        let failed = ins.run(101, Measure::Cpu, || panic!("boom")).await;
         assert!(failed.is_err());
         // The pool survives a panicking job.
-        let (v, _) = ins.run(101, true, || 7).await.unwrap();
+        let (v, _) = ins.run(101, Measure::Cpu, || 7).await.unwrap();
         assert_eq!(v, 7);
     }
 }

@@ -51,6 +51,7 @@ pub mod front;
 pub mod http1;
 pub mod http_client;
 pub mod inspect;
+pub mod json_out;
 pub mod keyed;
 pub mod listeners;
 pub mod logs;

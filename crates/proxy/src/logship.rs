@@ -29,6 +29,14 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 /// fragmented; receivers commonly take at least 8 KiB).
 pub const MAX_UDP_MESSAGE: usize = 8 * 1024;
 
+/// The most lines one write to a TCP or TLS receiver carries.
+const BATCH: usize = 128;
+
+/// How long the sender waits for a batch to fill before it sends what it has: a
+/// line reaches the receiver at most this late, and a busy proxy makes one write
+/// per batch instead of one per line.
+const LINGER: Duration = Duration::from_millis(50);
+
 /// How long a connection attempt or a write may take.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -80,7 +88,7 @@ pub struct ShipStats {
 struct Receiver {
     cfg: SyslogSection,
     kinds: [bool; 4],
-    queue: Arc<ShipQueue<(LogKind, String)>>,
+    queue: Arc<ShipQueue<(LogKind, Arc<str>)>>,
     stats: Arc<ShipStats>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -153,7 +161,7 @@ impl LineSink for Shippers {
 
     fn offer(&self, kind: LogKind, line: &str) {
         for r in self.receivers.iter().filter(|r| r.kinds[kind as usize]) {
-            r.queue.push((kind, line.to_owned()), 1);
+            r.queue.push((kind, Arc::from(line)), BATCH);
         }
     }
 }
@@ -163,7 +171,7 @@ impl Collector for Shippers {
         if self.receivers.is_empty() {
             return;
         }
-        type Value = fn(&ShipStats, &ShipQueue<(LogKind, String)>) -> f64;
+        type Value = fn(&ShipStats, &ShipQueue<(LogKind, Arc<str>)>) -> f64;
         let series: [(&str, &str, &str, Value); 5] = [
             (
                 "palisade_syslog_sent_total",
@@ -279,21 +287,56 @@ pub fn format_message(
     unix_micros: i64,
     max: usize,
 ) -> String {
-    let pri = u16::from(facility) * 8 + u16::from(severity(kind));
-    let mut msg = format!(
-        "<{pri}>1 {} {} {} {} {} - ",
-        crate::logs::rfc3339_micros(unix_micros),
+    let mut out = String::new();
+    let fields = header_fields(host, app);
+    append_message(
+        &mut out,
+        facility,
+        kind,
+        &fields,
+        &crate::logs::rfc3339_micros(unix_micros),
+        line,
+        max,
+    );
+    out
+}
+
+/// The HOSTNAME, APP-NAME and PROCID fields of every message, made once per
+/// receiver.
+fn header_fields(host: &str, app: &str) -> String {
+    format!(
+        "{} {} {}",
         header_field(host),
         header_field(app),
-        std::process::id(),
-        kind.label()
-    );
-    let mut at = line.len().min(max.saturating_sub(msg.len()));
+        std::process::id()
+    )
+}
+
+/// Appends one message to `out`: `fields` from [`header_fields`], `stamp` its
+/// time, `line` cut so that the message is at most `max` bytes.
+fn append_message(
+    out: &mut String,
+    facility: u8,
+    kind: LogKind,
+    fields: &str,
+    stamp: &str,
+    line: &str,
+    max: usize,
+) {
+    let start = out.len();
+    let pri = u16::from(facility) * 8 + u16::from(severity(kind));
+    out.push('<');
+    out.push_str(itoa::Buffer::new().format(pri));
+    out.push_str(">1 ");
+    for part in [stamp, " ", fields, " ", kind.label(), " - "] {
+        out.push_str(part);
+    }
+    let head = out.len() - start;
+    let mut at = line.len().min(max.saturating_sub(head));
     while !line.is_char_boundary(at) {
         at -= 1;
     }
-    msg.push_str(&line[..at]);
-    msg
+    out.push_str(&line[..at]);
 }
 
 /// A header field: printable ASCII without spaces, at most 48 bytes, `-` when
@@ -330,7 +373,7 @@ struct Sender {
     cfg: SyslogSection,
     host: String,
     tls: Option<Arc<rustls::ClientConfig>>,
-    queue: Arc<ShipQueue<(LogKind, String)>>,
+    queue: Arc<ShipQueue<(LogKind, Arc<str>)>>,
     stats: Arc<ShipStats>,
 }
 
@@ -358,46 +401,75 @@ impl Sender {
             _ => None,
         };
         let mut backoff = Backoff::new();
+        let fields = header_fields(&self.host, &self.cfg.app_name);
+        let facility = self.cfg.facility_code();
+        let (mut message, mut framed) = (String::new(), Vec::<u8>::new());
         loop {
-            let (front, finishing) = self.queue.front(1, 1, None);
-            let Some(next) = front.into_iter().next() else {
-                return; // finishing, nothing left
-            };
-            let max = if udp.is_some() {
-                MAX_UDP_MESSAGE
-            } else {
-                MAX_MESSAGE
-            };
-            let msg = format_message(
-                self.cfg.facility_code(),
-                next.0,
-                &self.host,
-                &self.cfg.app_name,
-                &next.1,
-                crate::logs::now_unix_micros(),
-                max,
-            );
+            let (batch, finishing) = self.queue.front(BATCH, BATCH, Some(LINGER));
+            if batch.is_empty() {
+                if finishing {
+                    return;
+                }
+                continue;
+            }
+            let stamp = crate::logs::rfc3339_micros(crate::logs::now_unix_micros());
             let sent = match &udp {
-                Some(sock) => sock.send_to(msg.as_bytes(), self.cfg.address).map(|_| ()),
+                // One datagram per line; a datagram is not sent again: one the
+                // system refuses is lost, and counted.
+                Some(sock) => {
+                    for (kind, line) in &batch {
+                        message.clear();
+                        append_message(
+                            &mut message,
+                            facility,
+                            *kind,
+                            &fields,
+                            &stamp,
+                            line,
+                            MAX_UDP_MESSAGE,
+                        );
+                        match sock.send_to(message.as_bytes(), self.cfg.address) {
+                            Ok(_) => self.stats.sent.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => self.stats.errors.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                    self.queue.remove_front(batch.len());
+                    continue;
+                }
+                // The whole batch in one write, each message framed by its
+                // length (RFC 6587 octet counting).
                 None => {
-                    let framed = format!("{} {msg}", msg.len());
-                    self.connected(&mut conn)
-                        .and_then(|c| c.write_all(framed.as_bytes()))
+                    framed.clear();
+                    for (kind, line) in &batch {
+                        message.clear();
+                        append_message(
+                            &mut message,
+                            facility,
+                            *kind,
+                            &fields,
+                            &stamp,
+                            line,
+                            MAX_MESSAGE,
+                        );
+                        framed.extend_from_slice(
+                            itoa::Buffer::new().format(message.len()).as_bytes(),
+                        );
+                        framed.push(b' ');
+                        framed.extend_from_slice(message.as_bytes());
+                    }
+                    self.connected(&mut conn).and_then(|c| c.write_all(&framed))
                 }
             };
             match sent {
                 Ok(()) => {
                     backoff.reset();
-                    self.stats.sent.fetch_add(1, Ordering::Relaxed);
-                    self.queue.remove_front(1);
+                    self.stats
+                        .sent
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    self.queue.remove_front(batch.len());
                 }
                 Err(e) => {
                     self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    if udp.is_some() {
-                        // A datagram is not sent again: it is lost, and counted.
-                        self.queue.remove_front(1);
-                        continue;
-                    }
                     if self.stats.connected.swap(false, Ordering::Relaxed) {
                         tracing::warn!(
                             "[[syslog]] {}: {e}; lines are queued (at most {}) until it is back",

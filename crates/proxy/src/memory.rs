@@ -24,7 +24,6 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 /// free, and the free parts of the process's allocator arenas, without waiting for
 /// mimalloc's purge delay.
 pub fn collect() {
-    // The one unsafe block of the crate.
     #[allow(unsafe_code)]
     // SAFETY: `mi_collect` takes no pointer and touches no caller memory: it walks
     // the calling thread's own mimalloc heap and the process's arenas under

@@ -280,6 +280,10 @@ pub struct Metrics {
     /// Requests refused (403) because the `[access]` lists refuse the client a
     /// trusted proxy named.
     pub requests_denied: AtomicU64,
+    /// Per WAF phase, over the transactions sampled for rule costs: how many
+    /// phases ran, their user and kernel CPU time (µs) and their page faults
+    /// ([`Metrics::phase_usage`]).
+    phase_usage: [[AtomicU64; 4]; 5],
 }
 
 /// The reasons of `palisade_proxy_protocol_refused_total{reason}`: the peer is not
@@ -332,6 +336,7 @@ impl Metrics {
             decode_stopped: Default::default(),
             proxy_protocol_refused: Default::default(),
             requests_denied: AtomicU64::new(0),
+            phase_usage: Default::default(),
         }
     }
 
@@ -358,6 +363,60 @@ impl Metrics {
     /// Records a duration in microseconds.
     pub fn observe(&self, timer: Timer, us: u64) {
         self.worker().timers[timer as usize].observe(us);
+    }
+
+    /// The phases' CPU by mode and page faults, over the sampled transactions.
+    fn render_phase_usage(&self, out: &mut String) {
+        let get = |phase: usize, i: usize| self.phase_usage[phase][i].load(Ordering::Relaxed);
+        out.push_str(
+            "# HELP palisade_waf_phase_sampled_total WAF phases run by the transactions sampled for rule costs (server.rule_cost_sample).\n\
+             # TYPE palisade_waf_phase_sampled_total counter\n",
+        );
+        for p in 0..5 {
+            let _ = writeln!(
+                out,
+                "palisade_waf_phase_sampled_total{{phase=\"{}\"}} {}",
+                p + 1,
+                get(p, 0)
+            );
+        }
+        out.push_str(
+            "# HELP palisade_waf_phase_sampled_cpu_seconds_total CPU time of the sampled WAF phases, in user and kernel (system) mode.\n\
+             # TYPE palisade_waf_phase_sampled_cpu_seconds_total counter\n",
+        );
+        for p in 0..5 {
+            for (i, mode) in [(1, "user"), (2, "system")] {
+                let _ = writeln!(
+                    out,
+                    "palisade_waf_phase_sampled_cpu_seconds_total{{phase=\"{}\",mode=\"{mode}\"}} {}",
+                    p + 1,
+                    get(p, i) as f64 / 1e6
+                );
+            }
+        }
+        out.push_str(
+            "# HELP palisade_waf_phase_sampled_page_faults_total Page faults of the sampled WAF phases.\n\
+             # TYPE palisade_waf_phase_sampled_page_faults_total counter\n",
+        );
+        for p in 0..5 {
+            let _ = writeln!(
+                out,
+                "palisade_waf_phase_sampled_page_faults_total{{phase=\"{}\"}} {}",
+                p + 1,
+                get(p, 3)
+            );
+        }
+    }
+
+    /// Adds what one sampled transaction's phase (1 to 5) used, split by mode.
+    pub fn phase_usage(&self, phase: usize, u: &crate::procstat::ThreadUsage) {
+        let Some(slot) = phase.checked_sub(1).and_then(|i| self.phase_usage.get(i)) else {
+            return;
+        };
+        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        for (counter, v) in slot.iter().zip([1, us(u.user), us(u.system), u.faults]) {
+            counter.fetch_add(v, Ordering::Relaxed);
+        }
     }
 
     /// A histogram's counts so far, summed over the workers: per bucket (not
@@ -601,6 +660,7 @@ impl Metrics {
             );
             let _ = writeln!(out, "{name}_count{} {count}", braces(label));
         }
+        self.render_phase_usage(&mut out);
         let counters = [
             (
                 "palisade_connections_total",

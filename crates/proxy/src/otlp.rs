@@ -23,6 +23,7 @@
 //! retries have to be this module's own anyway.
 
 use crate::config::OtlpSection;
+use crate::json_out;
 use crate::logs::LogKind;
 use crate::metrics::{Collector, Exposition};
 use crate::shipqueue::{Backoff, ShipQueue};
@@ -63,8 +64,22 @@ fn hex_bytes<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// Appends `b` in lowercase hex to `out` (a table walk: this runs several times
+/// per request, where `format!` per byte cost thousands of instructions).
+fn push_hex(out: &mut String, b: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(2 * b.len());
+    for &x in b {
+        out.push(char::from(DIGITS[usize::from(x >> 4)]));
+        out.push(char::from(DIGITS[usize::from(x & 15)]));
+    }
+}
+
+#[cfg(test)]
 fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    let mut out = String::new();
+    push_hex(&mut out, b);
+    out
 }
 
 /// The trace id, parent span id and flags of a `traceparent` value
@@ -115,12 +130,14 @@ impl TraceContext {
 
     /// The `traceparent` the upstream receives: this trace, the proxy's span.
     pub fn traceparent(&self) -> String {
-        format!(
-            "00-{}-{}-{:02x}",
-            hex(&self.trace_id),
-            hex(&self.span_id),
-            self.flags
-        )
+        let mut out = String::with_capacity(55);
+        out.push_str("00-");
+        push_hex(&mut out, &self.trace_id);
+        out.push('-');
+        push_hex(&mut out, &self.span_id);
+        out.push('-');
+        push_hex(&mut out, &[self.flags]);
+        out
     }
 }
 
@@ -199,10 +216,9 @@ impl Exporter {
     /// Queues the span of a finished request; never waits.
     pub fn offer_span(&self, s: &RequestSummary) {
         if let Some(t) = &s.trace {
-            match serde_json::to_string(&span(s, t)) {
-                Ok(json) => self.push(Item::Span(json.into())),
-                Err(e) => tracing::warn!("[otlp]: a span could not be encoded: {e}"),
-            }
+            let mut json = String::with_capacity(2048 + 2 * s.uri.len());
+            encode_span(&mut json, s, t);
+            self.push(Item::Span(json.into()));
         }
     }
 
@@ -265,78 +281,71 @@ impl Collector for Exporter {
     }
 }
 
-/// An OTLP `AnyValue`, as OTLP's JSON encoding writes it (64-bit integers as
-/// strings).
-#[derive(Debug, serde::Serialize)]
-enum AnyValue<'a> {
-    #[serde(rename = "stringValue")]
-    Str(std::borrow::Cow<'a, str>),
-    #[serde(rename = "intValue")]
-    Int(String),
-    #[serde(rename = "boolValue")]
-    Bool(bool),
-    #[serde(rename = "arrayValue")]
-    Array(ArrayValue<'a>),
+/// The attributes of one span or record, written as OTLP's JSON encoding writes
+/// `KeyValue`s; the keys are fixed names that need no escape.
+struct Attributes<'o> {
+    out: &'o mut String,
+    first: bool,
 }
 
-#[derive(Debug, serde::Serialize)]
-struct ArrayValue<'a> {
-    values: Vec<AnyValue<'a>>,
-}
+impl<'o> Attributes<'o> {
+    /// Opens the `attributes` array.
+    fn open(out: &'o mut String) -> Attributes<'o> {
+        out.push_str("\"attributes\":[");
+        Attributes { out, first: true }
+    }
 
-#[derive(Debug, serde::Serialize)]
-struct KeyValue<'a> {
-    key: &'a str,
-    value: AnyValue<'a>,
-}
+    fn key(&mut self, key: &str) {
+        if !self.first {
+            self.out.push(',');
+        }
+        self.first = false;
+        self.out.push_str("{\"key\":\"");
+        self.out.push_str(key);
+        self.out.push_str("\",\"value\":{");
+    }
 
-fn kv<'a>(key: &'a str, value: AnyValue<'a>) -> KeyValue<'a> {
-    KeyValue { key, value }
-}
-fn s(v: &str) -> AnyValue<'_> {
-    AnyValue::Str(v.into())
-}
-fn owned<'a>(v: String) -> AnyValue<'a> {
-    AnyValue::Str(v.into())
-}
-fn i<'a>(v: i64) -> AnyValue<'a> {
-    AnyValue::Int(v.to_string())
-}
+    fn str(&mut self, key: &str, v: &str) {
+        self.key(key);
+        self.out.push_str("\"stringValue\":");
+        json_out::push_str(self.out, v);
+        self.out.push_str("}}");
+    }
 
-#[derive(Debug, Default, serde::Serialize)]
-struct Status<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code: Option<u8>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-}
+    fn int(&mut self, key: &str, v: i64) {
+        self.key(key);
+        self.out.push_str("\"intValue\":");
+        json_out::push_int_str(self.out, v);
+        self.out.push_str("}}");
+    }
 
-/// A span, as OTLP's JSON encoding writes it.
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Span<'a> {
-    trace_id: String,
-    span_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parent_span_id: Option<String>,
-    name: &'a str,
-    kind: u8,
-    start_time_unix_nano: String,
-    end_time_unix_nano: String,
-    attributes: Vec<KeyValue<'a>>,
-    status: Status<'a>,
-    flags: u32,
-}
+    fn bool(&mut self, key: &str, v: bool) {
+        self.key(key);
+        self.out.push_str(if v {
+            "\"boolValue\":true}}"
+        } else {
+            "\"boolValue\":false}}"
+        });
+    }
 
-/// A log record, as OTLP's JSON encoding writes it.
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct LogRecord<'a> {
-    time_unix_nano: String,
-    severity_number: u8,
-    severity_text: &'a str,
-    body: AnyValue<'a>,
-    attributes: [KeyValue<'a>; 1],
+    fn ints(&mut self, key: &str, v: impl Iterator<Item = i64>) {
+        self.key(key);
+        self.out.push_str("\"arrayValue\":{\"values\":[");
+        for (n, x) in v.enumerate() {
+            if n > 0 {
+                self.out.push(',');
+            }
+            self.out.push_str("{\"intValue\":");
+            json_out::push_int_str(self.out, x);
+            self.out.push('}');
+        }
+        self.out.push_str("]}}}");
+    }
+
+    /// Closes the array.
+    fn close(self) {
+        self.out.push(']');
+    }
 }
 
 /// The resource every export names, encoded once.
@@ -345,12 +354,14 @@ fn resource(service: &str) -> String {
         .nodename()
         .to_string_lossy()
         .into_owned();
-    let attributes = [
-        kv("service.name", s(service)),
-        kv("service.version", s(env!("CARGO_PKG_VERSION"))),
-        kv("host.name", owned(host)),
-    ];
-    serde_json::json!({ "attributes": attributes }).to_string()
+    let mut out = String::from("{");
+    let mut a = Attributes::open(&mut out);
+    a.str("service.name", service);
+    a.str("service.version", env!("CARGO_PKG_VERSION"));
+    a.str("host.name", &host);
+    a.close();
+    out.push('}');
+    out
 }
 
 /// The attribute names of the phase times, phase 1 first.
@@ -362,8 +373,8 @@ const PHASE_KEYS: [&str; 5] = [
     "palisade.phase5.us",
 ];
 
-/// The span of one request.
-fn span<'a>(r: &'a RequestSummary, t: &TraceContext) -> Span<'a> {
+/// Appends the span of one request, as OTLP's JSON encoding writes a span.
+fn encode_span(out: &mut String, r: &RequestSummary, t: &TraceContext) {
     let (path, query) = r.uri.split_once('?').unwrap_or((&r.uri, ""));
     let start = r.start_us.saturating_mul(1000);
     let end = start.saturating_add(
@@ -371,86 +382,99 @@ fn span<'a>(r: &'a RequestSummary, t: &TraceContext) -> Span<'a> {
             .unwrap_or(i64::MAX)
             .saturating_mul(1000),
     );
-    let mut attributes = vec![
-        kv("http.request.method", s(&r.method)),
-        kv("url.path", s(path)),
-        kv("http.response.status_code", i(i64::from(r.status))),
-        kv("client.address", owned(r.client.ip().to_string())),
-        kv(
-            "network.protocol.version",
-            s(r.protocol.trim_start_matches("HTTP/")),
-        ),
-        kv("palisade.unique_id", s(&r.unique_id)),
-        kv("palisade.site", s(&r.site)),
-        kv("palisade.action", s(r.action.label())),
-        kv("palisade.blocked", AnyValue::Bool(r.blocked())),
-        kv(
-            "palisade.rule_ids",
-            AnyValue::Array(ArrayValue {
-                values: r.rule_ids().into_iter().map(i).collect(),
-            }),
-        ),
-        kv("palisade.anomaly_score.inbound", i(r.anomaly.0)),
-        kv("palisade.anomaly_score.outbound", i(r.anomaly.1)),
-    ];
+    out.push_str("{\"traceId\":\"");
+    push_hex(out, &t.trace_id);
+    out.push_str("\",\"spanId\":\"");
+    push_hex(out, &t.span_id);
+    if let Some(p) = &t.parent {
+        out.push_str("\",\"parentSpanId\":\"");
+        push_hex(out, p);
+    }
+    out.push_str("\",\"name\":");
+    json_out::push_str(out, &r.method);
+    out.push_str(",\"kind\":2,\"startTimeUnixNano\":");
+    json_out::push_int_str(out, start);
+    out.push_str(",\"endTimeUnixNano\":");
+    json_out::push_int_str(out, end);
+    out.push(',');
+    let mut a = Attributes::open(out);
+    a.str("http.request.method", &r.method);
+    a.str("url.path", path);
+    a.int("http.response.status_code", i64::from(r.status));
+    let mut ip = String::with_capacity(40);
+    let _ = std::fmt::Write::write_fmt(&mut ip, format_args!("{}", r.client.ip()));
+    a.str("client.address", &ip);
+    a.str(
+        "network.protocol.version",
+        r.protocol.trim_start_matches("HTTP/"),
+    );
+    a.str("palisade.unique_id", &r.unique_id);
+    a.str("palisade.site", &r.site);
+    a.str("palisade.action", r.action.label());
+    a.bool("palisade.blocked", r.blocked());
+    a.ints(
+        "palisade.rule_ids",
+        r.matches.iter().filter_map(|m| m.rule_id),
+    );
+    a.int("palisade.anomaly_score.inbound", r.anomaly.0);
+    a.int("palisade.anomaly_score.outbound", r.anomaly.1);
     if !query.is_empty() {
-        attributes.push(kv("url.query", s(query)));
+        a.str("url.query", query);
     }
     if let Some(h) = &r.host {
-        attributes.push(kv("server.address", s(h)));
+        a.str("server.address", h);
     }
     if let Some(id) = r.rule_id {
-        attributes.push(kv("palisade.rule_id", i(id)));
+        a.int("palisade.rule_id", id);
     }
     for (key, us) in PHASE_KEYS.iter().zip(r.phase_us) {
         if let Some(us) = us {
-            attributes.push(kv(key, i(i64::try_from(us).unwrap_or(i64::MAX))));
+            a.int(key, i64::try_from(us).unwrap_or(i64::MAX));
         }
     }
     if let Some((pool, server)) = &r.upstream {
-        attributes.push(kv("palisade.upstream.pool", s(pool)));
+        a.str("palisade.upstream.pool", pool);
         if let Some(server) = server {
-            attributes.push(kv("server.upstream", s(server)));
+            a.str("server.upstream", server);
         }
     }
+    a.close();
     // Status: an error for answers the proxy or the upstream failed (5xx); a
     // refusal by the rules is the WAF working, not an error.
-    let status = if r.status >= 500 {
-        Status {
-            code: Some(2),
-            message: Some(r.error.as_deref().unwrap_or_default()),
-        }
+    if r.status >= 500 {
+        out.push_str(",\"status\":{\"code\":2,\"message\":");
+        json_out::push_str(out, r.error.as_deref().unwrap_or_default());
+        out.push('}');
     } else {
-        Status::default()
-    };
-    Span {
-        trace_id: hex(&t.trace_id),
-        span_id: hex(&t.span_id),
-        parent_span_id: t.parent.map(|p| hex(&p)),
-        name: &r.method,
-        kind: 2,
-        start_time_unix_nano: start.to_string(),
-        end_time_unix_nano: end.to_string(),
-        attributes,
-        status,
-        flags: u32::from(t.flags),
+        out.push_str(",\"status\":{}");
     }
+    out.push_str(",\"flags\":");
+    out.push_str(itoa::Buffer::new().format(t.flags));
+    out.push('}');
 }
 
-fn log_record(kind: LogKind, line: &str, unix_micros: i64) -> LogRecord<'_> {
+/// Appends one log record, as OTLP's JSON encoding writes it: the line is its
+/// body, the log's name an attribute.
+fn encode_log_record(out: &mut String, kind: LogKind, line: &str, unix_micros: i64) {
     let (number, text) = match kind {
-        LogKind::Error => (13, "WARN"),
-        LogKind::Audit => (10, "INFO2"),
-        LogKind::Access => (9, "INFO"),
-        LogKind::Debug => (5, "DEBUG"),
+        LogKind::Error => ("13", "WARN"),
+        LogKind::Audit => ("10", "INFO2"),
+        LogKind::Access => ("9", "INFO"),
+        LogKind::Debug => ("5", "DEBUG"),
     };
-    LogRecord {
-        time_unix_nano: unix_micros.saturating_mul(1000).to_string(),
-        severity_number: number,
-        severity_text: text,
-        body: s(line),
-        attributes: [kv("log.name", s(kind.label()))],
-    }
+    out.push_str("{\"timeUnixNano\":");
+    json_out::push_int_str(out, unix_micros.saturating_mul(1000));
+    out.push_str(",\"severityNumber\":");
+    out.push_str(number);
+    out.push_str(",\"severityText\":\"");
+    out.push_str(text);
+    out.push_str("\",\"body\":{\"stringValue\":");
+    json_out::push_str(out, line);
+    out.push_str("},");
+    let mut a = Attributes::open(out);
+    a.str("log.name", kind.label());
+    a.close();
+    out.push('}');
 }
 
 /// One export's body: `resource` and the encoded `items` in OTLP's envelope for
@@ -515,9 +539,9 @@ impl Sender {
                 match item {
                     Item::Span(json) => spans.push(json.clone()),
                     Item::Log(k, l, t) => {
-                        if let Ok(json) = serde_json::to_string(&log_record(*k, l, *t)) {
-                            logs.push(json);
-                        }
+                        let mut json = String::with_capacity(l.len() + l.len() / 4 + 256);
+                        encode_log_record(&mut json, *k, l, *t);
+                        logs.push(json);
                     }
                 }
             }
@@ -599,6 +623,49 @@ impl Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_and_records_are_json() {
+        let mut r = RequestSummary::for_test("/a \"quoted\"?q=\\x");
+        r.status = 502;
+        r.error = Some("upstream said \"no\"".into());
+        r.phase_us = [Some(10), Some(20), None, None, Some(5)];
+        let t = TraceContext::for_request(Some(
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ));
+        let mut out = String::new();
+        encode_span(&mut out, &r, &t);
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
+        assert_eq!(v["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(v["parentSpanId"], "00f067aa0ba902b7");
+        assert_eq!(v["status"]["code"], 2);
+        assert_eq!(v["status"]["message"], "upstream said \"no\"");
+        let attr = |k: &str| {
+            v["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["key"] == k)
+                .map(|a| a["value"].clone())
+        };
+        assert_eq!(attr("url.path").unwrap()["stringValue"], "/a \"quoted\"");
+        assert_eq!(attr("url.query").unwrap()["stringValue"], "q=\\x");
+        assert_eq!(attr("palisade.phase2.us").unwrap()["intValue"], "20");
+        assert_eq!(attr("palisade.phase3.us"), None);
+        assert_eq!(
+            attr("http.response.status_code").unwrap()["intValue"],
+            "502"
+        );
+        let mut out = String::new();
+        encode_log_record(&mut out, LogKind::Access, "{\"a\":\"b\nc\"}", 7);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["body"]["stringValue"], "{\"a\":\"b\nc\"}");
+        assert_eq!(v["timeUnixNano"], "7000");
+        assert_eq!(v["attributes"][0]["value"]["stringValue"], "access");
+        let res: serde_json::Value = serde_json::from_str(&resource("svc")).unwrap();
+        assert_eq!(res["attributes"][0]["value"]["stringValue"], "svc");
+    }
 
     #[test]
     fn traceparent_values_parse_or_are_refused() {

@@ -718,7 +718,7 @@ fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
         let (shadow, spent) = if allowed {
             // The engine's own panics are caught by its wrapper; this catches the
             // rest, so that the thread outlives a bad request.
-            crate::inspect::measured(true, || {
+            crate::inspect::measured(crate::inspect::Measure::Cpu, || {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| evaluate(&job)))
                     .ok()
                     .flatten()

@@ -24,6 +24,9 @@ pub struct ShipQueue<T> {
 struct State<T> {
     items: VecDeque<T>,
     finishing: bool,
+    /// Senders waiting in [`ShipQueue::front`]: a push wakes one only then (a
+    /// wake-up is a system call, too dear to make for every line).
+    waiting: usize,
 }
 
 impl<T> ShipQueue<T> {
@@ -33,6 +36,7 @@ impl<T> ShipQueue<T> {
             state: Mutex::new(State {
                 items: VecDeque::new(),
                 finishing: false,
+                waiting: 0,
             }),
             ready: Condvar::new(),
             capacity,
@@ -53,7 +57,7 @@ impl<T> ShipQueue<T> {
             return;
         }
         s.items.push_back(item);
-        let wake = s.items.len() >= wake_at;
+        let wake = s.waiting > 0 && s.items.len() >= wake_at;
         drop(s);
         if wake {
             self.ready.notify_one();
@@ -82,9 +86,10 @@ impl<T> ShipQueue<T> {
     where
         T: Clone,
     {
-        let s = self.lock();
+        let mut s = self.lock();
         let enough = |s: &mut State<T>| s.items.len() < min.max(1) && !s.finishing;
-        let s = match timeout {
+        s.waiting += 1;
+        let mut s = match timeout {
             Some(t) => {
                 self.ready
                     .wait_timeout_while(s, t, enough)
@@ -96,6 +101,7 @@ impl<T> ShipQueue<T> {
                 .wait_while(s, enough)
                 .unwrap_or_else(|e| e.into_inner()),
         };
+        s.waiting -= 1;
         (s.items.iter().take(max).cloned().collect(), s.finishing)
     }
 

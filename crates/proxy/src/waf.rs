@@ -663,13 +663,15 @@ impl Waf {
             if let Some(b) = self.budget {
                 tx.set_cpu_budget(Some(b));
             }
-            if self.rule_cost_sampler.next() {
+            let sampled = self.rule_cost_sampler.next();
+            if sampled {
                 tx.time_rules();
             }
-            tx
+            (tx, sampled)
         })) {
-            Ok(tx) => WafTx {
+            Ok((tx, sampled)) => WafTx {
                 tx: Some(tx),
+                sampled,
                 failure: None,
                 fail_closed: self.fail_closed,
                 events: std::collections::VecDeque::new(),
@@ -677,6 +679,7 @@ impl Waf {
             },
             Err(p) => WafTx {
                 tx: None,
+                sampled: false,
                 failure: Some(panic_text(&*p)),
                 fail_closed: self.fail_closed,
                 events: std::collections::VecDeque::new(),
@@ -819,6 +822,9 @@ pub struct WafTx {
     /// Boxed: the engine's transaction is nearly 3 KiB, and a `WafTx` moves into
     /// the exchange's record and in and out of every phase's evaluation.
     tx: Option<Box<Transaction>>,
+    /// Sampled for rule costs (`server.rule_cost_sample`): its rules are timed,
+    /// and its phases' CPU is split into user and kernel time.
+    sampled: bool,
     failure: Option<String>,
     fail_closed: bool,
     /// The engine's events not yet taken by the caller ([`WafTx::poll_event`]).
@@ -829,6 +835,12 @@ pub struct WafTx {
 }
 
 impl WafTx {
+    /// Whether this transaction is sampled for rule costs: the caller then splits
+    /// its phases' CPU time into user and kernel time.
+    pub fn sampled(&self) -> bool {
+        self.sampled
+    }
+
     fn guard<T>(&mut self, default: T, f: impl FnOnce(&mut Transaction) -> T) -> T {
         let Some(tx) = self.tx.as_mut() else {
             return default;

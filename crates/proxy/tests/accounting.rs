@@ -105,8 +105,9 @@ async fn top_json(admin: std::net::SocketAddr, token: &str) -> serde_json::Value
 
 /// Starts Palisade with three rules and `server.rule_cost_sample = sample`, sends
 /// four GETs (one blocked by rule 3), and returns `/top` once the four are
-/// accounted, with the `/metrics` text.
-async fn rule_cost_after_four_requests(sample: &str) -> (serde_json::Value, f64) {
+/// accounted, with the sampled requests' count from `/metrics` and the sampled
+/// phase-1 runs, user and kernel CPU seconds.
+async fn rule_cost_after_four_requests(sample: &str) -> (serde_json::Value, f64, [f64; 3]) {
     let backend = Backend::start().await;
     let dir = TempDir::new("rule-cost");
     let listen = loopback(free_port());
@@ -148,12 +149,26 @@ SecRule ARGS:q "@streq bad" "id:3,phase:2,deny,status:403""#,
     };
     assert_eq!(v["total"], 4, "{v}");
     let sampled = metric(admin, "palisade_rule_cost_sampled_requests_total").await;
-    (v, sampled)
+    let mut phase1 = [0.0; 3];
+    for (slot, series) in phase1.iter_mut().zip([
+        "palisade_waf_phase_sampled_total{phase=\"1\"}",
+        "palisade_waf_phase_sampled_cpu_seconds_total{phase=\"1\",mode=\"user\"}",
+        "palisade_waf_phase_sampled_cpu_seconds_total{phase=\"1\",mode=\"system\"}",
+    ]) {
+        *slot = metric(admin, series).await;
+    }
+    (v, sampled, phase1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_lists_what_each_rule_costs() {
-    let (v, metrics) = rule_cost_after_four_requests("1.0").await;
+    let (v, metrics, phase1) = rule_cost_after_four_requests("1.0").await;
+    // Each sampled request's phase 1 is counted, with its CPU split into user and
+    // kernel time. The kernel may read a thread's CPU in whole scheduler ticks, so
+    // four short phases can add up to zero: the series must be there, not positive
+    // (procstat's unit test checks the reading itself).
+    assert_eq!(phase1[0], 4.0, "{phase1:?}");
+    assert!(phase1[1] >= 0.0 && phase1[2] >= 0.0, "{phase1:?}");
     let cost = &v["rule_cost"];
     assert_eq!(cost["sample"], 1.0, "{v}");
     assert_eq!(cost["sampled_requests"], 4, "{v}");
@@ -189,7 +204,8 @@ async fn top_lists_what_each_rule_costs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_cost_sampling_can_be_turned_off() {
-    let (v, metrics) = rule_cost_after_four_requests("0").await;
+    let (v, metrics, phase1) = rule_cost_after_four_requests("0").await;
+    assert_eq!(phase1, [0.0; 3]);
     assert_eq!(v["rule_cost"]["sampled_requests"], 0, "{v}");
     assert_eq!(v["rule_cost"]["rules"], serde_json::json!([]), "{v}");
     assert_eq!(metrics, 0.0);

@@ -4,7 +4,7 @@
 //! reads ([`crate::summary`]).
 
 use super::shared::{ConnInfo, Shared};
-use crate::inspect::{Spent, measured};
+use crate::inspect::{Measure, Spent, measured};
 use crate::logs::{LogKind, Written, one_line, rfc3339_micros};
 use crate::metrics::Action;
 use crate::summary::RequestSummary;
@@ -104,7 +104,7 @@ impl Record {
         phase: usize,
         f: impl FnOnce(&mut WafTx) -> T,
     ) -> T {
-        let cpu = self.wants_cpu();
+        let how = self.measure();
         if self.tx.is_some() {
             self.probe_phase_start(phase);
         }
@@ -112,7 +112,7 @@ impl Record {
             self.phase_us[phase - 1].get_or_insert(0);
             return T::default();
         };
-        let (out, spent) = measured(cpu, || f(tx));
+        let (out, spent) = measured(how, || f(tx));
         self.account(phase, spent);
         self.take_events(phase);
         out
@@ -153,6 +153,7 @@ impl Record {
             self.phase_us[phase - 1].get_or_insert(0);
             return None;
         };
+        let how = self.measure_for(Some(&tx));
         self.probe_phase_start(phase);
         let shared = self.shared.clone();
         let mut in_flight = InFlight {
@@ -164,7 +165,7 @@ impl Record {
             in_flight.tx = Some(tx);
             (in_flight, out)
         };
-        match shared.inspector.run(size, self.wants_cpu(), job).await {
+        match shared.inspector.run(size, how, job).await {
             Ok(((mut in_flight, out), spent)) => {
                 self.tx = in_flight.tx.take();
                 self.account(phase, spent);
@@ -323,8 +324,21 @@ impl Record {
 
     /// Whether the phases' CPU time is read: only the access log (`waf_cpu_us`)
     /// shows it. (The CPU budget has its own meter, in the engine.)
-    fn wants_cpu(&self) -> bool {
-        self.shared.logs.enabled(LogKind::Access)
+    /// What a phase's timing reads: the CPU split by mode for a transaction
+    /// sampled for rule costs, the CPU clock when the access log shows the
+    /// rules' CPU time, else the wall clock only.
+    fn measure(&self) -> Measure {
+        self.measure_for(self.tx.as_ref())
+    }
+
+    fn measure_for(&self, tx: Option<&WafTx>) -> Measure {
+        if tx.is_some_and(WafTx::sampled) {
+            Measure::Split
+        } else if self.shared.logs.enabled(LogKind::Access) {
+            Measure::Cpu
+        } else {
+            Measure::Wall
+        }
     }
 
     /// Adds a phase's time to the record.
@@ -332,6 +346,9 @@ impl Record {
         let slot = &mut self.phase_us[phase - 1];
         *slot = Some(slot.unwrap_or(0) + micros(spent.wall));
         self.waf_cpu_us += micros(spent.cpu);
+        if let Some(usage) = spent.split {
+            self.shared.metrics.phase_usage(phase, &usage);
+        }
         probe::probe_lazy!(
             palisade,
             phase_end,
