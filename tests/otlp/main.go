@@ -5,7 +5,11 @@
 // "ready" once it listens and stops on SIGTERM or SIGINT. Palisade's OTLP export
 // tests start it (crates/proxy/tests/otlp.rs).
 //
+// With a certificate and its key (PEM files), it serves https: the receiver's own
+// `tls: {cert_file, key_file}` setting.
+//
 //	otlprecv 127.0.0.1:4318
+//	otlprecv 127.0.0.1:4318 cert.pem key.pem
 package main
 
 import (
@@ -27,8 +31,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: otlprecv HOST:PORT")
+	if len(os.Args) != 2 && len(os.Args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: otlprecv HOST:PORT [CERT KEY]")
 		os.Exit(2)
 	}
 	out := bufio.NewWriter(os.Stdout)
@@ -41,8 +45,12 @@ func main() {
 	}
 	f := otlpreceiver.NewFactory()
 	cfg := f.CreateDefaultConfig()
+	httpConf := map[string]any{"endpoint": os.Args[1]}
+	if len(os.Args) == 4 {
+		httpConf["tls"] = map[string]any{"cert_file": os.Args[2], "key_file": os.Args[3]}
+	}
 	conf := confmap.NewFromStringMap(map[string]any{
-		"protocols": map[string]any{"http": map[string]any{"endpoint": os.Args[1]}},
+		"protocols": map[string]any{"http": httpConf},
 	})
 	if err := conf.Unmarshal(cfg); err != nil {
 		fail("config", err)

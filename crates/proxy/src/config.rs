@@ -1171,9 +1171,12 @@ impl RateLimitKey {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OtlpSection {
-    /// The receiver's base URL, `http://HOST:PORT` (and a path prefix, if any);
-    /// `/v1/traces` and `/v1/logs` are added.
+    /// The receiver's base URL, `http://HOST:PORT` or `https://HOST:PORT` (and a
+    /// path prefix, if any); `/v1/traces` and `/v1/logs` are added.
     pub endpoint: String,
+    /// With an `https://` endpoint: the certificate authorities the receiver's
+    /// certificate is checked against (PEM); absent: the system's roots.
+    pub tls_ca_file: Option<PathBuf>,
     /// Export one span per request, and pass W3C trace context to the upstream.
     #[serde(default = "default_true")]
     pub traces: bool,
@@ -1222,23 +1225,39 @@ impl OtlpSection {
             .endpoint
             .parse()
             .map_err(|e| format!("otlp.endpoint {:?}: {e}", self.endpoint))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => {
                 return Err(format!(
-                    "otlp.endpoint {:?}: https is not supported; send to a collector on this host or network over http",
+                    "otlp.endpoint {:?}: expected http://HOST:PORT or https://HOST:PORT",
                     self.endpoint
                 ));
             }
-            _ => {
+        };
+        let Some(host) = uri.host().filter(|h| !h.is_empty()) else {
+            return Err(format!("otlp.endpoint {:?}: no host", self.endpoint));
+        };
+        if https {
+            let name = host.trim_start_matches('[').trim_end_matches(']');
+            if rustls::pki_types::ServerName::try_from(name).is_err() {
                 return Err(format!(
-                    "otlp.endpoint {:?}: expected http://HOST:PORT",
+                    "otlp.endpoint {:?}: {host:?} is not a host name or IP address a certificate can be checked against",
                     self.endpoint
                 ));
             }
         }
-        if uri.host().is_none() {
-            return Err(format!("otlp.endpoint {:?}: no host", self.endpoint));
+        match &self.tls_ca_file {
+            Some(_) if !https => {
+                return Err(format!(
+                    "otlp.tls_ca_file is for https:// endpoints, and otlp.endpoint is {:?}",
+                    self.endpoint
+                ));
+            }
+            Some(f) => {
+                crate::tls::client::read_roots(f).map_err(|e| format!("otlp.tls_ca_file {e}"))?;
+            }
+            None => {}
         }
         if uri.query().is_some() {
             return Err(format!(
@@ -1632,6 +1651,9 @@ impl Config {
             if let Some(f) = &mut s.tls_ca_file {
                 fix(f);
             }
+        }
+        if let Some(f) = self.otlp.as_mut().and_then(|o| o.tls_ca_file.as_mut()) {
+            fix(f);
         }
         if let Some(a) = &mut self.acme {
             fix(&mut a.state_dir);

@@ -228,42 +228,15 @@ pub fn check(sections: &[SyslogSection]) -> Result<(), ShipError> {
 /// The client configuration of a TLS receiver: its `tls_ca_file`, or the system's
 /// roots.
 fn tls_config(cfg: &SyslogSection) -> Result<Arc<rustls::ClientConfig>, ShipError> {
-    let err = |reason: String| ShipError::Tls {
-        address: cfg.address,
-        reason,
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    match &cfg.tls_ca_file {
-        Some(path) => {
-            let pem = std::fs::read(path)
-                .map_err(|e| err(format!("tls_ca_file {}: {e}", path.display())))?;
-            for c in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
-                let c: rustls::pki_types::CertificateDer<'static> =
-                    c.map_err(|e| err(format!("tls_ca_file {}: {e}", path.display())))?;
-                roots
-                    .add(c)
-                    .map_err(|e| err(format!("tls_ca_file {}: {e}", path.display())))?;
-            }
-            if roots.is_empty() {
-                return Err(err(format!(
-                    "tls_ca_file {}: no certificate",
-                    path.display()
-                )));
-            }
-        }
-        None => {
-            for c in rustls_native_certs::load_native_certs().certs {
-                let _ = roots.add(c);
-            }
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let c = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| err(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(c))
+    crate::tls::client::client_config(cfg.tls_ca_file.as_deref())
+        .map(Arc::new)
+        .map_err(|e| ShipError::Tls {
+            address: cfg.address,
+            reason: match e {
+                crate::tls::client::ClientTlsError::Rustls(_) => e.to_string(),
+                _ => format!("tls_ca_file {e}"),
+            },
+        })
 }
 
 /// The syslog severity of a log's lines.

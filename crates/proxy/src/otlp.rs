@@ -9,6 +9,10 @@
 //!   proxy's span a child of the caller's, in the caller's trace; without one, a
 //!   new trace starts. The upstream receives a `traceparent` naming the proxy's
 //!   span as its parent (and `tracestate` as sent).
+//! - **Transport**: `http://` or `https://` (rustls with ring; the receiver's
+//!   certificate checked against `tls_ca_file` or the system's roots, by the
+//!   endpoint's host name). One HTTP/1.1 connection is kept open between exports
+//!   and made again when the receiver closed it or it failed.
 //! - **Never on the request path**: spans and lines go into one bounded queue
 //!   (full: dropped and counted); one thread sends batches every `interval`, or
 //!   sooner when a batch is full. When the receiver is away or refuses (5xx, 429),
@@ -156,8 +160,11 @@ pub struct OtlpStats {
     pub spans: AtomicU64,
     /// Log records the receiver accepted.
     pub logs: AtomicU64,
-    /// Exports that failed (no connection, an error status).
+    /// Exports that failed (no connection, a failed TLS handshake, an error
+    /// status).
     pub errors: AtomicU64,
+    /// Connections made to the receiver.
+    pub connections: AtomicU64,
     /// Whether the last export went through.
     pub up: AtomicBool,
 }
@@ -175,9 +182,59 @@ pub struct Exporter {
 /// Why the exporter could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
+    /// The endpoint is not `http://HOST:PORT` or `https://HOST:PORT`.
+    #[error("[otlp] endpoint {endpoint:?}: {reason}")]
+    Endpoint {
+        /// The endpoint as configured.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The TLS client of an https endpoint could not be set up.
+    #[error("[otlp] tls_ca_file {0}")]
+    Tls(crate::tls::client::ClientTlsError),
     /// The thread could not start.
     #[error("[otlp]: starting its thread: {0}")]
     Thread(std::io::Error),
+}
+
+/// Where exports go: the connection to the receiver and the endpoint's path
+/// prefix (without a trailing `/`).
+#[derive(Debug)]
+struct Endpoint {
+    conn: crate::http_client::Connection,
+    prefix: String,
+}
+
+impl Endpoint {
+    /// The receiver of `endpoint` (`http://` or `https://`, checked at load), with
+    /// its TLS client for https.
+    fn new(endpoint: &str, tls_ca_file: Option<&std::path::Path>) -> Result<Endpoint, OtlpError> {
+        let bad = |reason: &str| OtlpError::Endpoint {
+            endpoint: endpoint.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let uri: http::Uri = endpoint.parse().map_err(|e| bad(&format!("{e}")))?;
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| bad("no host"))?;
+        let target = match uri.scheme_str() {
+            Some("http") => crate::http_client::Target::plain(host, uri.port_u16().unwrap_or(80)),
+            Some("https") => {
+                let mut cfg =
+                    crate::tls::client::client_config(tls_ca_file).map_err(OtlpError::Tls)?;
+                cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+                crate::http_client::Target::tls(host, uri.port_u16().unwrap_or(443), Arc::new(cfg))
+                    .map_err(|e| bad(&e.to_string()))?
+            }
+            _ => return Err(bad("expected http://HOST:PORT or https://HOST:PORT")),
+        };
+        Ok(Endpoint {
+            conn: crate::http_client::Connection::new(target),
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+        })
+    }
 }
 
 impl Exporter {
@@ -185,7 +242,9 @@ impl Exporter {
     pub fn start(cfg: &OtlpSection) -> Result<Arc<Exporter>, OtlpError> {
         let queue = Arc::new(ShipQueue::new(cfg.queue));
         let stats = Arc::new(OtlpStats::default());
+        let endpoint = Endpoint::new(&cfg.endpoint, cfg.tls_ca_file.as_deref())?;
         let sender = Sender {
+            endpoint,
             cfg: cfg.clone(),
             resource: resource(&cfg.service_name),
             queue: queue.clone(),
@@ -265,8 +324,13 @@ impl Collector for Exporter {
         );
         out.counter(
             "palisade_otlp_errors_total",
-            "OTLP exports that failed (no connection, or an error status); their batch stays queued.",
+            "OTLP exports that failed (no connection, a failed TLS handshake, or an error status); their batch stays queued.",
             s.errors.load(Ordering::Relaxed) as f64,
+        );
+        out.counter(
+            "palisade_otlp_connections_total",
+            "Connections the OTLP exporter made to its receiver (one is kept between exports).",
+            s.connections.load(Ordering::Relaxed) as f64,
         );
         out.gauge(
             "palisade_otlp_up",
@@ -502,6 +566,8 @@ fn envelope(signal: &str, resource: &str, items: &[impl AsRef<str>]) -> String {
 
 /// The exporter's thread.
 struct Sender {
+    /// The receiver, and the connection kept to it.
+    endpoint: Endpoint,
     cfg: OtlpSection,
     /// The resource, encoded.
     resource: String,
@@ -510,7 +576,7 @@ struct Sender {
 }
 
 impl Sender {
-    fn run(self) {
+    fn run(mut self) {
         let rt = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -589,34 +655,37 @@ impl Sender {
         }
     }
 
-    /// POSTs one JSON export to `path` under the endpoint; an error unless the
-    /// receiver answers 2xx.
-    async fn post(&self, path: &str, body: String) -> Result<(), String> {
-        let uri: http::Uri = format!("{}{path}", self.cfg.endpoint.trim_end_matches('/'))
-            .parse()
-            .map_err(|e| format!("{e}"))?;
-        let host = uri.host().ok_or("no host")?.to_owned();
-        let port = uri.port_u16().unwrap_or(80);
-        let work = async {
-            let req = http::Request::post(uri.path())
-                .header(http::header::HOST, format!("{host}:{port}"))
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(Full::new(Bytes::from(body)))
-                .map_err(|e| e.to_string())?;
-            let (status, text) = crate::http_client::send(&host, port, req, 64 * 1024).await?;
-            if status.is_success() {
-                Ok(())
-            } else {
-                let text = text.unwrap_or_default();
-                Err(format!(
-                    "{path}: {status}: {}",
-                    crate::http_client::body_start(&text)
-                ))
+    /// POSTs one JSON export to `path` under the endpoint, on the kept
+    /// connection; an error unless the receiver answers 2xx.
+    async fn post(&mut self, path: &str, body: String) -> Result<(), String> {
+        let target = format!("{}{path}", self.endpoint.prefix);
+        let req = http::Request::post(target.as_str())
+            .header(http::header::HOST, self.endpoint.conn.target().authority())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| format!("{path}: {e}"))?;
+        let conn = &mut self.endpoint.conn;
+        let sent = tokio::time::timeout(self.cfg.timeout, conn.send(req, 64 * 1024)).await;
+        self.stats
+            .connections
+            .store(conn.connects(), Ordering::Relaxed);
+        let (status, text) = match sent {
+            Ok(answer) => answer.map_err(|e| e.to_string())?,
+            Err(_) => {
+                // Halfway through an exchange: the connection cannot be used again.
+                conn.close();
+                return Err(format!("{path}: no answer within {:?}", self.cfg.timeout));
             }
         };
-        tokio::time::timeout(self.cfg.timeout, work)
-            .await
-            .map_err(|_| format!("{path}: no answer within {:?}", self.cfg.timeout))?
+        if status.is_success() {
+            Ok(())
+        } else {
+            let text = text.unwrap_or_default();
+            Err(format!(
+                "{path}: {status}: {}",
+                crate::http_client::body_start(&text)
+            ))
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 //! started on a loopback port. A request's span joins its caller's W3C trace, the
 //! upstream gets the proxy's span as its parent, spans carry the WAF's decision,
 //! log records carry the access lines, and what is queued while the receiver is
-//! away arrives once it is back.
+//! away arrives once it is back. Over https (the receiver's TLS, a CA made here
+//! with rcgen), spans and records arrive on one kept connection, and a receiver
+//! whose certificate the CA did not sign gets nothing.
 
 mod common;
 
@@ -39,8 +41,29 @@ struct Receiver {
 
 impl Receiver {
     fn start(bin: &Path, addr: SocketAddr, lines: Arc<Mutex<Vec<String>>>) -> Receiver {
+        Self::start_with(bin, addr, lines, &[])
+    }
+
+    /// The receiver serving https with the PEM files `cert` and `key`.
+    fn start_tls(
+        bin: &Path,
+        addr: SocketAddr,
+        lines: Arc<Mutex<Vec<String>>>,
+        cert: &Path,
+        key: &Path,
+    ) -> Receiver {
+        Self::start_with(bin, addr, lines, &[cert, key])
+    }
+
+    fn start_with(
+        bin: &Path,
+        addr: SocketAddr,
+        lines: Arc<Mutex<Vec<String>>>,
+        args: &[&Path],
+    ) -> Receiver {
         let mut child = Command::new(bin)
             .arg(addr.to_string())
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -254,15 +277,170 @@ async fn spans_and_logs_reach_an_otlp_receiver() {
     assert_eq!(metric(admin, "palisade_otlp_up").await, 1.0);
 }
 
+/// A CA, and a certificate for `localhost` (and 127.0.0.1) it signed, written to
+/// `dir` as ca.pem, cert.pem and key.pem; and a self-signed certificate for the same
+/// names, as other-cert.pem and other-key.pem.
+fn write_certificates(dir: &TempDir) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "palisade test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(names.clone())
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(dir.path("ca.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(dir.path("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.path("key.pem"), key.serialize_pem()).unwrap();
+    let other = rcgen::generate_simple_self_signed(names).unwrap();
+    std::fs::write(dir.path("other-cert.pem"), other.cert.pem()).unwrap();
+    std::fs::write(dir.path("other-key.pem"), other.signing_key.serialize_pem()).unwrap();
+}
+
+/// The `[otlp]` section exporting to `https://localhost:PORT` of `recv_addr`,
+/// checked against the test's CA.
+fn https_otlp(admin: SocketAddr, recv_addr: SocketAddr) -> String {
+    format!(
+        "[admin]\naddress = \"{admin}\"\n\n[otlp]\nendpoint = \"https://localhost:{}\"\ntls_ca_file = \"ca.pem\"\nlogs = [\"access\"]\ninterval = \"100ms\"\n",
+        recv_addr.port()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_logs_reach_an_otlp_receiver_over_https_on_one_connection() {
+    let Some(bin) = receiver_binary() else { return };
+    let dir = TempDir::new("otlps");
+    write_certificates(&dir);
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let recv_addr = loopback(free_port());
+    let _receiver = Receiver::start_tls(
+        &bin,
+        recv_addr,
+        lines.clone(),
+        &dir.path("cert.pem"),
+        &dir.path("key.pem"),
+    );
+
+    let backend = Backend::start().await;
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let _p = Palisade::start(
+        &dir,
+        &basic_config(listen, backend.addr, &https_otlp(admin, recv_addr)),
+        listen,
+    );
+
+    // Three rounds, each waited for: at least three exports of spans and records.
+    for round in 0..3 {
+        let path = format!("/tls-{round}");
+        assert_eq!(get(listen, &path, "").await.status, 200);
+        wait_for(&lines, &path, |spans, bodies| {
+            span_for(spans, &path).is_some()
+                && bodies
+                    .iter()
+                    .any(|b| b.contains(&format!("\"uri\":\"{path}\"")))
+        });
+    }
+    let (spans, _) = received(&lines);
+    let span = span_for(&spans, "/tls-0").unwrap();
+    assert_eq!(attr(span, "http.response.status_code")["intValue"], "200");
+    assert_eq!(metric(admin, "palisade_otlp_up").await, 1.0);
+    assert!(metric(admin, "palisade_otlp_spans_exported_total").await >= 3.0);
+    assert!(metric(admin, "palisade_otlp_logs_exported_total").await >= 3.0);
+    assert_eq!(metric(admin, "palisade_otlp_errors_total").await, 0.0);
+    // Every export went over the one connection made first.
+    assert_eq!(
+        metric(admin, "palisade_otlp_connections_total").await,
+        1.0,
+        "the connection is kept between exports"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_certificate_the_ca_did_not_sign_is_refused() {
+    let Some(bin) = receiver_binary() else { return };
+    let dir = TempDir::new("otlps-refused");
+    write_certificates(&dir);
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let recv_addr = loopback(free_port());
+    // Same names, but self-signed: not the CA's.
+    let _receiver = Receiver::start_tls(
+        &bin,
+        recv_addr,
+        lines.clone(),
+        &dir.path("other-cert.pem"),
+        &dir.path("other-key.pem"),
+    );
+
+    let backend = Backend::start().await;
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let _p = Palisade::start(
+        &dir,
+        &basic_config(listen, backend.addr, &https_otlp(admin, recv_addr)),
+        listen,
+    );
+    assert_eq!(get(listen, "/refused", "").await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(admin, "palisade_otlp_errors_total").await < 1.0 {
+        assert!(Instant::now() < deadline, "no failed export was counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(metric(admin, "palisade_otlp_up").await, 0.0);
+    assert_eq!(
+        metric(admin, "palisade_otlp_spans_exported_total").await,
+        0.0
+    );
+    assert_eq!(metric(admin, "palisade_otlp_connections_total").await, 0.0);
+    assert!(metric(admin, "palisade_otlp_queued").await >= 1.0);
+    // The receiver never accepted an export.
+    std::thread::sleep(Duration::from_millis(300));
+    let (spans, bodies) = received(&lines);
+    assert!(
+        spans.is_empty() && bodies.is_empty(),
+        "{spans:?} {bodies:?}"
+    );
+    let log = std::fs::read_to_string(dir.path("stderr.log")).unwrap();
+    assert!(
+        log.contains("[otlp]") && log.contains("certificate"),
+        "the refusal is logged: {log}"
+    );
+}
+
 #[test]
 fn check_refuses_otlp_settings_that_cannot_work() {
     assert_check_refuses(
-        "[otlp]\nendpoint = \"https://collector:4318\"\n",
-        "https is not supported",
+        "[otlp]\nendpoint = \"ftp://collector:4318\"\n",
+        "expected http://HOST:PORT or https://HOST:PORT",
     );
     assert_check_refuses(
         "[otlp]\nendpoint = \"collector:4318\"\n",
         "expected http://HOST:PORT",
+    );
+    assert_check_refuses("[otlp]\nendpoint = \"https:///v1\"\n", "otlp.endpoint");
+    assert_check_refuses(
+        "[otlp]\nendpoint = \"https://collector:4318\"\ntls_ca_file = \"/nonexistent/ca.pem\"\n",
+        "otlp.tls_ca_file /nonexistent/ca.pem",
+    );
+    let dir = TempDir::new("otlp-empty-ca");
+    let empty = dir.path("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    assert_check_refuses(
+        &format!(
+            "[otlp]\nendpoint = \"https://collector:4318\"\ntls_ca_file = \"{}\"\n",
+            empty.display()
+        ),
+        &format!("otlp.tls_ca_file {}: no certificate", empty.display()),
+    );
+    assert_check_refuses(
+        "[otlp]\nendpoint = \"http://collector:4318\"\ntls_ca_file = \"/etc/ssl/ca.pem\"\n",
+        "otlp.tls_ca_file is for https:// endpoints",
     );
     assert_check_refuses(
         "[otlp]\nendpoint = \"http://127.0.0.1:4318\"\nlogs = [\"accesss\"]\n",

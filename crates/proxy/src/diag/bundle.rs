@@ -341,8 +341,10 @@ async fn get(addr: SocketAddr, target: &str, token: Option<&str>) -> Result<Vec<
         req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
-    let (status, body) =
-        crate::http_client::send(&addr.ip().to_string(), addr.port(), req, MAX_ANSWER).await?;
+    let target = crate::http_client::Target::plain(&addr.ip().to_string(), addr.port());
+    let (status, body) = crate::http_client::send(&target, req, MAX_ANSWER)
+        .await
+        .map_err(|e| e.to_string())?;
     let body = body?;
     if !status.is_success() {
         return Err(format!(

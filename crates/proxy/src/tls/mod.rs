@@ -6,6 +6,8 @@
 //! - [`acme`]: certificates obtained and renewed from an ACME (RFC 8555)
 //!   certificate authority, with the HTTP-01 and TLS-ALPN-01 challenges.
 //! - `acme_client`: the HTTP client the ACME protocol runs over (hyper and rustls).
+//! - [`client`]: the client configuration of the senders off the box (syslog over
+//!   TLS, OTLP over https): a `tls_ca_file` or the system's roots.
 //!
 //! This module holds what they share: loading a PEM pair into what rustls serves,
 //! reading what a certificate says (names, validity, serial), and the rustls server
@@ -13,6 +15,7 @@
 
 pub mod acme;
 mod acme_client;
+pub mod client;
 pub mod sni;
 
 use crate::config::TlsConfig;
