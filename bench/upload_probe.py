@@ -6,8 +6,9 @@ Random bytes, new in every request, are what a compressed file's body looks like
 the rules: `--shape multipart` sends them as a multipart upload, `--shape json-base64`
 as a base64 string in a JSON call (`{"name":...,"data":"..."}`, SIZE bytes of file).
 bench/PROFILE.md ("The set of every pattern on bytes it has not seen") has the
-figures. Start the proxy with an `access_log` in `[logs]` (for instance benchmark
-configuration (d) from `bench/run.py --keep`, with an access log added), then:
+figures. Start the proxy with an `access_log` in `[logs]` and `waf_cpu_measure =
+"always"` in `[server]` (for instance benchmark configuration (d) from `bench/run.py
+--keep`, with both added), then:
 
     python3 bench/upload_probe.py --port PORT --access-log FILE [--sizes 1024,4096,16384]
         [--count 8] [--seed 7] [--shape multipart|json-base64]

@@ -170,6 +170,22 @@ pub struct ServerConfig {
     /// The fraction of requests (0 to 1) whose rules are timed one by one for the
     /// per-rule cost account (`GET /top`, the dashboard); 0 turns it off.
     pub rule_cost_sample: f64,
+    /// Which requests have their WAF phases' CPU time read (`waf_cpu_us` in the
+    /// access log and the slow requests): those sampled by `rule_cost_sample`, or
+    /// all of them.
+    pub waf_cpu_measure: WafCpuMeasure,
+}
+
+/// `server.waf_cpu_measure`: which requests have the CPU time of their WAF phases
+/// read (two system calls per phase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WafCpuMeasure {
+    /// The requests sampled by `rule_cost_sample` (their CPU is also split into
+    /// user and kernel time).
+    Sampled,
+    /// Every request.
+    Always,
 }
 
 /// `server.engine_failure`: refuse (500) or let through a request the engine failed on.
@@ -203,6 +219,7 @@ impl Default for ServerConfig {
             inspection_threads: 0,
             inspect_inline_bytes: 16 * 1024,
             rule_cost_sample: 0.01,
+            waf_cpu_measure: WafCpuMeasure::Sampled,
         }
     }
 }

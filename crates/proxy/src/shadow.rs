@@ -739,10 +739,10 @@ fn run(inner: &Inner, rx: &mpsc::Receiver<Job>) {
             continue;
         }
         inner.cpu_us.fetch_add(
-            u64::try_from(spent.cpu.as_micros()).unwrap_or(u64::MAX),
+            u64::try_from(spent.cpu.unwrap_or_default().as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        if let Some(wait) = b.spend(spent.cpu, &set) {
+        if let Some(wait) = b.spend(spent.cpu.unwrap_or_default(), &set) {
             let at = inner.since_epoch_us(Instant::now() + wait);
             inner.resume_at_us.store(at.max(1), Ordering::Relaxed);
         }

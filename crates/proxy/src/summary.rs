@@ -57,9 +57,10 @@ pub struct RequestSummary {
     /// The phases' wall times in microseconds (index 0 for phase 1), `None` for a
     /// phase that did not run.
     pub phase_us: [Option<u64>; 5],
-    /// CPU time the rule engine took, over all phases (0 unless the access log
-    /// asks for it).
-    pub waf_cpu_us: u64,
+    /// CPU time the rule engine took, over all phases, when it was measured (the
+    /// transactions sampled for rule costs, or all with
+    /// `server.waf_cpu_measure = "always"`).
+    pub waf_cpu_us: Option<u64>,
     /// The whole request, from arrival to the end of the response.
     pub total_us: u64,
     /// The upstream pool and server address, when the request went upstream.
@@ -131,7 +132,7 @@ impl RequestSummary {
             rule_id: None,
             error: None,
             phase_us: [Some(10), Some(300), None, None, None],
-            waf_cpu_us: 0,
+            waf_cpu_us: None,
             total_us: 2_000,
             upstream: None,
             up_timing: None,
@@ -412,7 +413,7 @@ struct AccessLine<'a> {
     bytes_out: u64,
     total_us: u64,
     waf_us: u64,
-    waf_cpu_us: u64,
+    waf_cpu_us: Option<u64>,
     phase1_us: Option<u64>,
     phase2_us: Option<u64>,
     phase3_us: Option<u64>,

@@ -90,6 +90,9 @@ pub struct Waf {
     site_warnings: Vec<String>,
     /// Which transactions are timed rule by rule (`server.rule_cost_sample`).
     rule_cost_sampler: crate::rulecost::Sampler,
+    /// Every transaction reads its phases' CPU clock (`server.waf_cpu_measure`),
+    /// not only the sampled ones.
+    cpu_always: bool,
     /// The `[shadow]` rule set that runs beside these rules, if any.
     shadow: Option<Arc<crate::shadow::ShadowSet>>,
 }
@@ -203,6 +206,7 @@ impl Waf {
             sites: crate::sites::Sites::none(empty),
             site_warnings: Vec::new(),
             rule_cost_sampler: crate::rulecost::Sampler::new(server.rule_cost_sample),
+            cpu_always: server.waf_cpu_measure == crate::config::WafCpuMeasure::Always,
             shadow: None,
         };
         waf.check_audit_settings().map_err(WafLoadError::one)?;
@@ -389,6 +393,7 @@ impl Waf {
             site_warnings: warnings,
             // The shadow's rules are not in the per-rule cost account.
             rule_cost_sampler: crate::rulecost::Sampler::new(0.0),
+            cpu_always: false,
             shadow: None,
         })
     }
@@ -672,6 +677,7 @@ impl Waf {
             Ok((tx, sampled)) => WafTx {
                 tx: Some(tx),
                 sampled,
+                cpu_always: self.cpu_always,
                 failure: None,
                 fail_closed: self.fail_closed,
                 events: std::collections::VecDeque::new(),
@@ -680,6 +686,7 @@ impl Waf {
             Err(p) => WafTx {
                 tx: None,
                 sampled: false,
+                cpu_always: false,
                 failure: Some(panic_text(&*p)),
                 fail_closed: self.fail_closed,
                 events: std::collections::VecDeque::new(),
@@ -825,6 +832,8 @@ pub struct WafTx {
     /// Sampled for rule costs (`server.rule_cost_sample`): its rules are timed,
     /// and its phases' CPU is split into user and kernel time.
     sampled: bool,
+    /// Its phases' CPU clock is read (`server.waf_cpu_measure = "always"`).
+    cpu_always: bool,
     failure: Option<String>,
     fail_closed: bool,
     /// The engine's events not yet taken by the caller ([`WafTx::poll_event`]).
@@ -839,6 +848,11 @@ impl WafTx {
     /// its phases' CPU time into user and kernel time.
     pub fn sampled(&self) -> bool {
         self.sampled
+    }
+
+    /// Whether every phase's CPU clock is read (`server.waf_cpu_measure`).
+    pub fn cpu_always(&self) -> bool {
+        self.cpu_always
     }
 
     fn guard<T>(&mut self, default: T, f: impl FnOnce(&mut Transaction) -> T) -> T {

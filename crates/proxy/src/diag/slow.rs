@@ -40,7 +40,7 @@ pub struct SlowRequest {
     /// Each WAF phase's wall time (`None`: did not run).
     pub phase_us: [Option<u64>; 5],
     /// The rule engine's CPU time, when measured.
-    pub waf_cpu_us: u64,
+    pub waf_cpu_us: Option<u64>,
     /// The upstream's connect and first-byte times, in microseconds.
     pub upstream_connect_us: Option<u64>,
     /// The upstream's first byte, in microseconds.

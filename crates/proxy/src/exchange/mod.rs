@@ -163,7 +163,7 @@ impl Exchange {
                 protocol,
                 host,
                 phase_us: [None; 5],
-                waf_cpu_us: 0,
+                waf_cpu_us: None,
                 matches: Vec::new(),
                 rule_times: Vec::new(),
                 probe_id: None,
