@@ -17,13 +17,37 @@ wrk over the varying corpus, requests per CPU-second of each proxy process).
              (/debug/profile, 99 Hz) running for the whole of each round
 
 Targets: shipping at most 3% more CPU per request, a running profile at most 5%.
-The timers, the metrics and the idle tracepoints are always on, so this run cannot
-show their share; bench/rules_instr.py's callgrind figures include them.
+
+Then (unless --no-callgrind) the share of Palisade's own instrumentation, which is
+always on: the proxy (configuration (d) with its defaults: no access log,
+`rule_cost_sample` 1%) runs under callgrind, one keep-alive connection sends the
+fixed corpus's GET, form and JSON requests (as bench/rules_instr.py does), and the
+inclusive instructions of the functions that are the instrumentation are read from
+the same dump as the total, by name (they are kept out of line for that):
+
+  metrics        proxy::summary::metrics (request counters, phase histograms, the
+                 site's counters, rule hits)
+  accounting     proxy::accounting::Accounting::record (/top's clients and routes)
+  rule costs     proxy::rulecost::RuleCosts::record
+  slowest        proxy::diag::slow::SlowRequests::offer
+  phase account  proxy::exchange::record::Record::account (the phase's times, the
+                 sampled phases' CPU split, the phase_end tracepoint)
+  CPU clocks     proxy::inspect::thread_cpu_time, proxy::procstat::ThreadUsage::now
+                 (the sampled transactions)
+  wall clocks    std's Instant::now, elapsed and duration_since, every call of the
+                 process (the runtime's timers too: an upper bound)
+
+"Off" is the total less these. An idle tracepoint is a load and a branch inlined
+where it stands, in these functions or on the request path; it is in the total and
+not separable. Kernel time (the CPU clock's system call) is not counted by
+callgrind: `server.waf_cpu_measure` keeps it to the sampled requests.
+Target: at most 1%.
 """
 
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -34,8 +58,23 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proxy_instr as P  # noqa: E402  (callgrind dumps)
+import rules_instr as RI  # noqa: E402  (callgrind measurement of the fixed corpus)
 import run as R  # noqa: E402
 import side_by_side as SBS  # noqa: E402
+
+# The instrumentation's functions, by what they are (see the docstring).
+INSTRUMENTATION = [
+    ("metrics", ["proxy::summary::metrics"]),
+    ("accounting", ["proxy::accounting::Accounting::record"]),
+    ("rule costs", ["proxy::rulecost::RuleCosts::record"]),
+    ("slowest", ["proxy::diag::slow::SlowRequests::offer"]),
+    ("phase account", ["proxy::exchange::record::Record::account"]),
+    ("CPU clocks", ["proxy::inspect::thread_cpu_time", "proxy::procstat::ThreadUsage::now"]),
+    ("wall clocks", ["<std::time::Instant>::now", "<std::time::Instant>::elapsed",
+                     "<std::time::Instant>::duration_since"]),
+]
+TARGET_INSTRUMENTATION = 0.01
 
 TOKEN = "instrumentation-bench-token"
 
@@ -87,6 +126,47 @@ def otlp_receiver(work):
     raise RuntimeError("instrumentation: the OTLP receiver did not listen")
 
 
+def inclusive(dump):
+    """Inclusive instructions per function name in a callgrind dump (the rows of one
+    function, split by source file, added up)."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", dump],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    costs = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+([^:]*):(.*?)(?: \[.*\])?$", line)
+        if m:
+            name = re.sub(r" '\d+$", "", m.group(3).strip())
+            costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def instrumentation_share(args, work, backend_port):
+    """Callgrind: the instrumentation's instructions against the total, per series."""
+    keep = os.path.join(work, "dumps")
+    cg = argparse.Namespace(palisade=args.palisade, keep_dumps=keep)
+    series = [(label, name, max(2, warm // 10), max(2, count // 20)) if args.smoke
+              else (label, name, warm, count) for label, name, warm, count in RI.SERIES]
+    per_request = RI.measure(cg, "d", work, backend_port, series,
+                             variant=("instrumented", "", "", None))
+    lines = ["| request | instructions per request | instrumentation | share | "
+             + " | ".join(k for k, _ in INSTRUMENTATION) + " |",
+             "|---|---:|---:|---:|" + "---:|" * len(INSTRUMENTATION)]
+    worst = 0.0
+    for label, name, _, count in series:
+        dump = os.path.join(keep, f"callgrind.instrumented.{name}.out")
+        costs = inclusive(dump)
+        total = P.totals(dump)
+        parts = [sum(v for n, v in costs.items() if n in names) for _, names in INSTRUMENTATION]
+        share = sum(parts) / total
+        worst = max(worst, share)
+        lines.append(f"| {label} | {per_request[label]:,.0f} | {sum(parts) / count:,.0f} | "
+                     f"{share * 100:.2f}% | " + " | ".join(f"{p / count:,.0f}" for p in parts) + " |")
+    print("\n".join(lines))
+    print(f"instrumentation: its share is at most {worst * 100:.2f}% of the instructions per "
+          f"request (target {TARGET_INSTRUMENTATION * 100:.0f}%): "
+          f"{'met' if worst <= TARGET_INSTRUMENTATION else 'NOT met'}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -95,11 +175,18 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--smoke", action="store_true", help="callgrind: a few requests per series")
+    ap.add_argument("--no-callgrind", action="store_true", help="the native run only")
+    ap.add_argument("--no-native", action="store_true", help="the callgrind run only")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="palisade-instrumentation-")
     recv = None
     try:
         _, backend_port = R.start_albedo(args.albedo, work, None, who="instrumentation")
+        if not args.no_callgrind:
+            instrumentation_share(args, work, backend_port)
+        if args.no_native:
+            return
         discard = Discard()
         recv, otlp_port = otlp_receiver(work)
         token = os.path.join(work, "admin.token")
@@ -148,12 +235,12 @@ def main():
             SBS.Variant("profiling", off, profiling, during=profile_running,
                         logs_extra=access("profiling")),
         ], "instrumentation")
+        SBS.report(args, native, "base", "instrumentation", {"shipping": 0.03, "profiling": 0.05})
     finally:
         if recv:
             recv.kill()
         R.stop_all()
         shutil.rmtree(work, ignore_errors=True)
-    SBS.report(args, native, "base", "instrumentation", {"shipping": 0.03, "profiling": 0.05})
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ use tokio::sync::{Semaphore, oneshot};
 const POOL_NICE: i32 = 10;
 
 /// The CPU time this thread has used so far.
+#[inline(never)] // bench/instrumentation.py reads its cost by name
 pub fn thread_cpu_time() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Duration::new(

@@ -41,6 +41,7 @@ pub struct ThreadUsage {
 
 impl ThreadUsage {
     /// The calling thread's usage now; `None` where the system cannot tell it.
+    #[inline(never)] // bench/instrumentation.py reads its cost by name
     pub fn now() -> Option<ThreadUsage> {
         let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
         // SAFETY: `ru` points to writable memory the size of a `rusage`, which

@@ -340,6 +340,8 @@ impl Record {
     }
 
     /// Adds a phase's time to the record.
+    // Not inlined: bench/instrumentation.py reads its cost by name.
+    #[inline(never)]
     fn account(&mut self, phase: usize, spent: Spent) {
         let slot = &mut self.phase_us[phase - 1];
         *slot = Some(slot.unwrap_or(0) + micros(spent.wall));
