@@ -27,46 +27,59 @@ fn needs_escape(w: u64) -> bool {
     below | zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\'))) != 0
 }
 
+/// What each byte becomes inside a JSON string: 0 for itself, else the letter
+/// after the backslash (`u` for `\u00XX`).
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = b'u';
+        c += 1;
+    }
+    t[b'\n' as usize] = b'n';
+    t[b'\r' as usize] = b'r';
+    t[b'\t' as usize] = b't';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
 /// Appends `s` escaped for the inside of a JSON string.
 pub fn push_escaped(out: &mut String, s: &str) {
     let b = s.as_bytes();
     let mut start = 0; // the first byte not yet copied
     let mut i = 0;
     while i < b.len() {
-        if let Some(chunk) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-            if !needs_escape(w) {
-                i += 8;
-                continue;
+        // Whole words with nothing to escape are skipped eight bytes at a time.
+        while let Some(chunk) = b.get(i..i + 8) {
+            if needs_escape(u64::from_le_bytes(chunk.try_into().expect("eight bytes"))) {
+                break;
             }
+            i += 8;
         }
-        let c = b[i];
-        let esc: Option<&str> = match c {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            b'\n' => Some("\\n"),
-            b'\r' => Some("\\r"),
-            b'\t' => Some("\\t"),
-            0..=0x1f => None,
-            _ => {
+        // Then the bytes of one word (or the tail) one by one, through the table.
+        let end = (i + 8).min(b.len());
+        while i < end {
+            let c = b[i];
+            let e = ESCAPE[usize::from(c)];
+            if e == 0 {
                 i += 1;
                 continue;
             }
-        };
-        // Every byte before `i` that is copied is ASCII or part of a UTF-8
-        // sequence left whole: `i` stops only at ASCII bytes.
-        out.push_str(&s[start..i]);
-        match esc {
-            Some(e) => out.push_str(e),
-            None => {
+            // `i` is at an ASCII byte: `start..i` is whole characters.
+            out.push_str(&s[start..i]);
+            if e == b'u' {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 out.push_str("\\u00");
                 out.push(char::from(HEX[usize::from(c >> 4)]));
                 out.push(char::from(HEX[usize::from(c & 15)]));
+            } else {
+                out.push('\\');
+                out.push(char::from(e));
             }
+            i += 1;
+            start = i;
         }
-        i += 1;
-        start = i;
     }
     out.push_str(&s[start..]);
 }
