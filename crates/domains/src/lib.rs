@@ -9,7 +9,12 @@
 //!   path prefixes) into one suffix set.
 
 pub mod normalize;
+pub mod set;
 
 pub use normalize::{
     Host, HostError, normalize_authority, normalize_host, normalize_host_port, normalize_name,
+};
+pub use set::{
+    Entry, EntryError, EntryKind, LoadError, MAX_VALUE, Match, SetError, SuffixSet, Value,
+    parse_entry,
 };
