@@ -242,6 +242,9 @@ fn normalize_decoded(host: &[u8]) -> Result<Host, HostError> {
     let decoded = percent_decode(host)?;
     // Decoding may have produced control characters or spaces (`%00`, `%20`).
     check_visible(&decoded)?;
+    if let Some(lower) = ascii_fast_path(&decoded) {
+        return finish_ascii(&lower);
+    }
     let ascii = Uts46::new()
         .to_ascii(
             &decoded,
@@ -251,6 +254,28 @@ fn normalize_decoded(host: &[u8]) -> Result<Host, HostError> {
         )
         .map_err(|_| HostError::Idna)?;
     finish_ascii(&ascii)
+}
+
+/// The output of UTS 46 for the common case, without running it: a name of ASCII
+/// letters, digits, `-`, `_` and `.` with no `xn--` label maps to itself lower-cased
+/// (each of these characters is valid or, for upper case, mapped to lower case, and
+/// none is on the URL deny list). Anything else goes through [`Uts46`].
+fn ascii_fast_path(name: &[u8]) -> Option<String> {
+    if !name
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return None;
+    }
+    let has_ace = name
+        .split(|&b| b == b'.')
+        .any(|label| label.len() >= 4 && label[..4].eq_ignore_ascii_case(b"xn--"));
+    if has_ace {
+        return None;
+    }
+    let mut out = name.to_vec();
+    out.make_ascii_lowercase();
+    String::from_utf8(out).ok()
 }
 
 /// Takes the output of UTS 46 (lower-case ASCII) to a [`Host`].
@@ -634,6 +659,31 @@ mod tests {
         assert_eq!(normalize_authority("blocked.com"), Ok(name("blocked.com")));
         // In a Host header, '@' is refused.
         assert!(normalize_host("allowed.com@blocked.com").is_err());
+    }
+
+    #[test]
+    fn ascii_fast_path_agrees_with_uts46() {
+        let alphabet = b"aZ09-_.xn";
+        let mut x = 7u64;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = 1 + (x >> 59) as usize;
+            let mut name: Vec<u8> = (0..len)
+                .map(|i| alphabet[((x >> (i * 3 % 56)) % alphabet.len() as u64) as usize])
+                .collect();
+            if x & 1 == 0 {
+                name.splice(0..0, b"xN--".iter().copied());
+            }
+            let slow = Uts46::new()
+                .to_ascii(&name, AsciiDenyList::URL, Hyphens::Allow, DnsLength::Ignore)
+                .ok()
+                .map(|c| c.into_owned());
+            if let Some(fast) = ascii_fast_path(&name) {
+                assert_eq!(Some(fast), slow, "{:?}", String::from_utf8_lossy(&name));
+            }
+        }
     }
 
     #[test]
