@@ -8,9 +8,11 @@
 //! * [`categories`]: [`Categories`], category lists loaded from files (with optional URL
 //!   path prefixes) into one suffix set.
 
+pub mod categories;
 pub mod normalize;
 pub mod set;
 
+pub use categories::{Categories, CategoryId, CategoryMatch, normalize_path};
 pub use normalize::{
     Host, HostError, normalize_authority, normalize_host, normalize_host_port, normalize_name,
 };
