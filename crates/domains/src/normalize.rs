@@ -243,7 +243,7 @@ fn normalize_decoded(host: &[u8]) -> Result<Host, HostError> {
     // Decoding may have produced control characters or spaces (`%00`, `%20`).
     check_visible(&decoded)?;
     if let Some(lower) = ascii_fast_path(&decoded) {
-        return finish_ascii(&lower);
+        return finish_ascii(lower);
     }
     let ascii = Uts46::new()
         .to_ascii(
@@ -253,7 +253,7 @@ fn normalize_decoded(host: &[u8]) -> Result<Host, HostError> {
             DnsLength::Ignore,
         )
         .map_err(|_| HostError::Idna)?;
-    finish_ascii(&ascii)
+    finish_ascii(ascii.into_owned())
 }
 
 /// The output of UTS 46 for the common case, without running it: a name of ASCII
@@ -279,20 +279,22 @@ fn ascii_fast_path(name: &[u8]) -> Option<String> {
 }
 
 /// Takes the output of UTS 46 (lower-case ASCII) to a [`Host`].
-fn finish_ascii(ascii: &str) -> Result<Host, HostError> {
-    let name = ascii.strip_suffix('.').unwrap_or(ascii);
+fn finish_ascii(mut name: String) -> Result<Host, HostError> {
+    if name.ends_with('.') {
+        name.pop();
+    }
     if name.is_empty() {
         return Err(HostError::Empty);
     }
-    if ends_in_number(name) {
-        return parse_ipv4(name)
+    if ends_in_number(&name) {
+        return parse_ipv4(&name)
             .map(|v4| Host::Ip(IpAddr::V4(v4)))
             .ok_or(HostError::InvalidIpv4);
     }
     if name.len() > MAX_NAME_LEN {
         return Err(HostError::TooLong);
     }
-    for label in name.split('.') {
+    for label in name.as_bytes().split(|&b| b == b'.') {
         if label.is_empty() {
             return Err(HostError::EmptyLabel);
         }
@@ -300,7 +302,7 @@ fn finish_ascii(ascii: &str) -> Result<Host, HostError> {
             return Err(HostError::TooLong);
         }
     }
-    Ok(Host::Name(name.to_owned()))
+    Ok(Host::Name(name))
 }
 
 fn percent_decode(host: &[u8]) -> Result<Cow<'_, [u8]>, HostError> {
@@ -338,7 +340,10 @@ fn hex_val(b: u8) -> Option<u8> {
 /// The URL Standard's "ends in a number": the last label is all decimal digits, or `0x`
 /// followed by hexadecimal digits (or nothing).
 fn ends_in_number(name: &str) -> bool {
-    let last = name.rsplit('.').next().unwrap_or(name);
+    let last = match name.as_bytes().iter().rposition(|&b| b == b'.') {
+        Some(dot) => &name[dot + 1..],
+        None => name,
+    };
     if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) {
         return true;
     }

@@ -844,6 +844,54 @@ mod tests {
     }
 
     #[test]
+    fn property_spellings_of_listed_names_all_match() {
+        let mut rng = Rng(7);
+        let mut set = SuffixSet::new();
+        let mut listed = Vec::new();
+        for i in 0..3_000u32 {
+            let name = format!(
+                "{}.{}.{}",
+                rng.label(),
+                rng.label(),
+                ["com", "org", "xn--p1ai"][i as usize % 3]
+            );
+            set.insert(&normalize_name(&name).unwrap(), EntryKind::Domain, 1)
+                .unwrap();
+            listed.push(name);
+        }
+        for name in &listed {
+            for _ in 0..8 {
+                // A subdomain, some upper case, percent-encoded bytes, a trailing dot, a
+                // port, userinfo: every spelling must still find the entry.
+                let mut s = String::new();
+                if rng.below(2) == 0 {
+                    s.push_str(&rng.label());
+                    s.push('.');
+                }
+                for c in name.chars() {
+                    match rng.below(6) {
+                        0 => s.push(c.to_ascii_uppercase()),
+                        1 => s.push_str(&format!("%{:02X}", c as u32)),
+                        _ => s.push(c),
+                    }
+                }
+                if rng.below(2) == 0 {
+                    s.push('.');
+                }
+                if rng.below(2) == 0 {
+                    s.push_str(&format!(":{}", rng.below(65536)));
+                }
+                let host = if rng.below(3) == 0 {
+                    normalize_authority(format!("u:p@{s}")).unwrap()
+                } else {
+                    normalize_host(&s).unwrap()
+                };
+                assert!(set.contains(&host), "{name}: {s} gave {host}");
+            }
+        }
+    }
+
+    #[test]
     fn load_file_and_errors() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("deny.txt");
