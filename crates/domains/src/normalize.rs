@@ -479,6 +479,8 @@ mod tests {
         assert_eq!(normalize_host("XN--BCHER-KVA.EXAMPLE."), Ok(want.clone()));
         // Decomposed ü (u + combining diaeresis) is NFC-normalised.
         assert_eq!(normalize_host("bu\u{308}cher.example"), Ok(want.clone()));
+        // A soft hyphen is mapped to nothing, as browsers do.
+        assert_eq!(normalize_host("b\u{ad}ücher.example"), Ok(want.clone()));
         // Percent-encoded UTF-8.
         assert_eq!(normalize_host("b%C3%BCcher.example"), Ok(want));
         // Full-width ASCII.
