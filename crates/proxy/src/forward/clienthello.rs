@@ -647,7 +647,7 @@ mod tests {
             let mut buf: Vec<u8> = (0..len).map(|_| rng.next().to_le_bytes()[0]).collect();
             // Half of them look like a handshake record, so the parser gets past
             // the first bytes.
-            if len >= 6 && rng.next() % 2 == 0 {
+            if len >= 6 && rng.next() & 1 == 0 {
                 buf[..3].copy_from_slice(&[22, 3, 1]);
                 buf[5] = 1;
             }
@@ -661,7 +661,7 @@ mod tests {
         let framed = reframe(&bytes, 64);
         let mut rng = Rng(42);
         for round in 0..20_000 {
-            let base = if round % 2 == 0 { &bytes } else { &framed };
+            let base = if round & 1 == 0 { &bytes } else { &framed };
             let mut b = base.clone();
             for _ in 0..1 + rng.below(4) {
                 let at = rng.below(b.len());
