@@ -42,12 +42,15 @@ const HANDSHAKE_CLIENT_HELLO: u8 = 1;
 const EXT_SERVER_NAME: u16 = 0;
 const EXT_ALPN: u16 = 16;
 const EXT_SUPPORTED_VERSIONS: u16 = 43;
+const EXT_ENCRYPTED_CLIENT_HELLO: u16 = 0xfe0d;
 
 /// The parts of a ClientHello the forward proxy decides on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientHello {
     /// The `host_name` of the server_name extension, in ASCII lower case; `None`
-    /// when the client sent no server_name extension (an IP address, say).
+    /// when the client sent no server_name extension (an IP address, say). With
+    /// Encrypted Client Hello this is the outer, public name, not the real one
+    /// (see [`ClientHello::encrypted_client_hello`]).
     pub sni: Option<String>,
     /// The ALPN protocol names offered, in the client's order (`h2`,
     /// `http/1.1`...); empty without the extension.
@@ -57,6 +60,9 @@ pub struct ClientHello {
     /// The versions of the supported_versions extension (0x0304 is TLS 1.3),
     /// GREASE values included; empty without the extension.
     pub supported_versions: Vec<u16>,
+    /// Whether the encrypted_client_hello extension is present: the real server
+    /// name is then encrypted, and a policy may refuse such tunnels.
+    pub encrypted_client_hello: bool,
     /// How many bytes at the start of the buffer hold the records that carried
     /// the ClientHello (record headers included).
     pub record_bytes: usize,
@@ -90,8 +96,8 @@ pub enum ClientHelloError {
     Malformed {
         /// What is wrong.
         what: &'static str,
-        /// Offset of the faulty field, in the buffer for record fields and in the
-        /// reassembled handshake message otherwise.
+        /// Offset of the faulty field: in the buffer for record fields, otherwise
+        /// in the reassembled ClientHello body (after its 4-byte handshake header).
         offset: usize,
         /// `"buffer"` or `"ClientHello message"`: what `offset` counts in.
         within: &'static str,
@@ -295,6 +301,7 @@ fn parse_client_hello(body: &[u8]) -> Result<ClientHello, ClientHelloError> {
         alpn: Vec::new(),
         legacy_version,
         supported_versions: Vec::new(),
+        encrypted_client_hello: false,
         record_bytes: 0,
     };
     if r.remaining() == 0 {
@@ -314,6 +321,7 @@ fn parse_client_hello(body: &[u8]) -> Result<ClientHello, ClientHelloError> {
             EXT_SERVER_NAME => hello.sni = parse_server_name(data)?,
             EXT_ALPN => hello.alpn = parse_alpn(data)?,
             EXT_SUPPORTED_VERSIONS => hello.supported_versions = parse_versions(data)?,
+            EXT_ENCRYPTED_CLIENT_HELLO => hello.encrypted_client_hello = true,
             _ => {}
         }
     }
@@ -464,6 +472,7 @@ mod tests {
         assert_eq!(hello.alpn, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
         assert_eq!(hello.legacy_version, 0x0303);
         assert!(hello.supported_versions.contains(&0x0304));
+        assert!(!hello.encrypted_client_hello);
         assert_eq!(hello.record_bytes, bytes.len());
     }
 
@@ -623,6 +632,51 @@ mod tests {
         let mut b = bytes.clone();
         b[sni + 9] = b'/';
         assert!(peek_client_hello(&b).is_err());
+    }
+
+    /// A one-record hello with the extension `kind` and `data` appended, every
+    /// enclosing length fixed.
+    fn with_extension(bytes: &[u8], kind: u16, data: &[u8]) -> Vec<u8> {
+        let mut b = bytes.to_vec();
+        b.extend_from_slice(&kind.to_be_bytes());
+        b.extend_from_slice(&u16::try_from(data.len()).unwrap().to_be_bytes());
+        b.extend_from_slice(data);
+        let added = 4 + data.len();
+        let grow16 = |b: &mut Vec<u8>, at: usize| {
+            let v = u16::from_be_bytes([b[at], b[at + 1]]) + u16::try_from(added).unwrap();
+            b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+        };
+        grow16(&mut b, 3);
+        let hs = u32::from_be_bytes([0, b[6], b[7], b[8]]) + u32::try_from(added).unwrap();
+        b[6..9].copy_from_slice(&hs.to_be_bytes()[1..]);
+        // The extensions' length: after version, random, session id, suites and
+        // compression methods.
+        let mut pos = 9 + 2 + 32;
+        pos += 1 + usize::from(b[pos]);
+        pos += 2 + usize::from(u16::from_be_bytes([b[pos], b[pos + 1]]));
+        pos += 1 + usize::from(b[pos]);
+        grow16(&mut b, pos);
+        b
+    }
+
+    #[test]
+    fn encrypted_client_hello_and_duplicate_extensions() {
+        let bytes = rustls_client_hello("public.example", &[]);
+        let ech = with_extension(&bytes, EXT_ENCRYPTED_CLIENT_HELLO, &[0, 0, 1, 0, 1, 7]);
+        let hello = hello_of(&ech);
+        assert!(hello.encrypted_client_hello);
+        assert_eq!(hello.sni.as_deref(), Some("public.example"));
+        // An unknown extension is skipped; the same one twice is refused.
+        let unknown = with_extension(&bytes, 0x7777, b"x");
+        assert!(!hello_of(&unknown).encrypted_client_hello);
+        let twice = with_extension(&unknown, 0x7777, b"");
+        assert!(matches!(
+            peek_client_hello(&twice),
+            Err(ClientHelloError::Malformed {
+                what: "an extension appears twice",
+                ..
+            })
+        ));
     }
 
     /// xorshift64*: deterministic bytes for the fuzz-style tests.

@@ -6,7 +6,8 @@
 //! each load it makes one fresh ECDSA P-256 key that all its leaves share (one key
 //! generation per load, a signature per host). A leaf has:
 //! - the host as its only subject alternative name: a DNS name, or an IP address
-//!   for an IP literal (`192.0.2.1`, `[2001:db8::1]`), and as its common name;
+//!   for an IP literal (`192.0.2.1`, `[2001:db8::1]`), and as its common name
+//!   when it fits in the 64 characters X.509 allows there;
 //! - a random 128-bit serial (browsers refuse two certificates with the same issuer
 //!   and serial, which a serial derived from the shared key would give);
 //! - validity from a day ago (clocks run late) to 30 days ahead, clamped into the
@@ -330,7 +331,9 @@ impl LeafMinter {
     }
 
     /// The leaf for `host` (a DNS name in any case, or an IP literal), from the
-    /// cache or minted now.
+    /// cache or minted now. A miss on a full cache evicts the least recently used
+    /// leaf, found by a scan of the cache (microseconds for thousands of entries,
+    /// next to the signature the miss costs anyway).
     ///
     /// # Errors
     ///
@@ -434,7 +437,10 @@ impl LeafMinter {
         params.not_after = not_after;
         params.serial_number = Some(SerialNumber::from_slice(&serial));
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, host);
+        // X.509 bounds the common name at 64 characters; the SAN is what counts.
+        if host.len() <= 64 {
+            dn.push(DnType::CommonName, host);
+        }
         params.distinguished_name = dn;
         params.subject_alt_names = vec![match name {
             LeafName::Ip(ip) => SanType::IpAddress(*ip),
@@ -552,6 +558,26 @@ mod tests {
             "{err:?}"
         );
         assert!(verify(&ca, &leaf, "example.com").is_err());
+    }
+
+    #[test]
+    fn other_ca_key_types() {
+        for alg in [&rcgen::PKCS_ECDSA_P384_SHA384, &rcgen::PKCS_ED25519] {
+            let key = KeyPair::generate_for(alg).unwrap();
+            let mut params = CertificateParams::default();
+            params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+            let now = OffsetDateTime::now_utc();
+            params.not_before = now - Duration::days(1);
+            params.not_after = now + Duration::days(100);
+            let ca = (params.self_signed(&key).unwrap().pem(), key.serialize_pem());
+            let m = minter(&ca, 1);
+            let long = format!("{}.example", "a".repeat(60));
+            for host in ["p384-or-ed25519.example", long.as_str()] {
+                let leaf = m.certified_key(host).unwrap();
+                verify(&ca, &leaf, host).unwrap();
+            }
+        }
     }
 
     #[test]

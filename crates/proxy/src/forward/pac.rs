@@ -4,7 +4,9 @@
 //!
 //! Decisions, in order:
 //! 1. plain host names (no dot: `intranet`, `localhost`) go `DIRECT` when
-//!    [`PacSettings::direct_plain_hosts`] is set;
+//!    [`PacSettings::direct_plain_hosts`] is set (IPv6 literals, which have no
+//!    dot either, are not plain names: like every IPv6 address they go through
+//!    the proxy, `isInNet` being IPv4 only);
 //! 2. a host equal to, or under, one of [`PacSettings::direct_suffixes`] goes
 //!    `DIRECT` (`corp.example` matches `corp.example` and `a.corp.example`, not
 //!    `evilcorp.example`);
@@ -241,7 +243,8 @@ pub fn render(settings: &PacSettings) -> Result<String, PacError> {
     );
     let _ = writeln!(js, "  var proxy = {};", js_string(&proxy));
     if settings.direct_plain_hosts {
-        js.push_str("  if (isPlainHostName(host)) return \"DIRECT\";\n");
+        // IPv6 literals have no dot either, but are not plain names: they go on.
+        js.push_str("  if (host.indexOf(\":\") < 0 && isPlainHostName(host)) return \"DIRECT\";\n");
     }
     if !suffixes.is_empty() {
         js.push_str("  var domains = [");
@@ -335,7 +338,9 @@ mod tests {
         let pac = render(&settings()).unwrap();
         assert!(pac.contains("function FindProxyForURL(url, host) {"));
         assert!(pac.contains(r#"var proxy = "PROXY proxy.school.example:3128";"#));
-        assert!(pac.contains(r#"if (isPlainHostName(host)) return "DIRECT";"#));
+        assert!(
+            pac.contains(r#"if (host.indexOf(":") < 0 && isPlainHostName(host)) return "DIRECT";"#)
+        );
         assert!(
             pac.contains(
                 r#"var domains = ["intranet.example", "school.example", "wiki.example"];"#
@@ -470,6 +475,8 @@ function isInNet(h, pat, mask) {
             "www.example.com",
             "printer.lan.example",
             "school.example.",
+            "2001:db8::1",
+            "::1",
         ];
         let Some(got) = decisions(&settings(), &hosts) else {
             return;
@@ -495,6 +502,8 @@ function isInNet(h, pat, mask) {
             // Not resolved: names never go to dnsResolve without resolve_names.
             ("printer.lan.example", proxy),
             ("school.example.", "DIRECT"),
+            ("2001:db8::1", proxy),
+            ("::1", proxy),
         ];
         let expected: Vec<String> = expected
             .iter()
