@@ -982,6 +982,40 @@ mod tests {
     }
 
     #[test]
+    fn all_three_bcrypt_prefixes_verify() {
+        use bcrypt::Version;
+        let parts = bcrypt::hash_with_result("s3cret", COST).unwrap();
+        let mut text = String::new();
+        for (user, version) in [
+            ("y", Version::TwoY),
+            ("b", Version::TwoB),
+            ("a", Version::TwoA),
+        ] {
+            text.push_str(&format!("{user}:{}\n", parts.format_for_version(version)));
+        }
+        assert!(text.contains(":$2y$") && text.contains(":$2b$") && text.contains(":$2a$"));
+        let users = Htpasswd::parse(text.as_bytes(), path()).unwrap();
+        let auth = Authenticator::new(users, "r", CacheSettings::default()).unwrap();
+        for user in ["y", "b", "a"] {
+            assert!(
+                auth.authenticate(Some(&header(user, "s3cret"))).is_ok(),
+                "{user}"
+            );
+            assert!(
+                auth.authenticate(Some(&header(user, "s3cre"))).is_err(),
+                "{user}"
+            );
+        }
+    }
+
+    #[test]
+    fn shared_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Authenticator>();
+        send_sync::<Groups>();
+    }
+
+    #[test]
     fn challenge_escapes_the_realm() {
         let auth = authenticator(1);
         assert_eq!(

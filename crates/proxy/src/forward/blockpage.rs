@@ -65,6 +65,7 @@ pub fn reference_id() -> String {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
+        // The low 64 bits of the nanoseconds are the ones that vary.
         let mixed = (nanos as u64) ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(40);
         bytes = mixed.to_be_bytes();
     }

@@ -700,6 +700,12 @@ mod tests {
     }
 
     #[test]
+    fn shared_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LeafMinter>();
+    }
+
+    #[test]
     fn bad_host_names() {
         let m = minter(&year_ca(), 2);
         for host in [
