@@ -47,6 +47,7 @@ pub mod dashboard;
 pub mod diag;
 pub mod dns;
 pub mod exchange;
+pub mod forward;
 pub mod front;
 pub mod http1;
 pub mod http_client;

@@ -1,0 +1,26 @@
+//! Building blocks of the filtering forward proxy (plain HTTP requests with an
+//! absolute URI, and `CONNECT` tunnels), for school and company networks.
+//!
+//! Each file is one part, usable and tested on its own; the request path that
+//! puts them together lives elsewhere.
+//! - [`auth`]: who is asking. `Proxy-Authorization: Basic` checked against a
+//!   bcrypt-only htpasswd file, with a bounded cache of good credentials so that
+//!   only the first request of a user pays for bcrypt; Apache-style group files
+//!   for policies by group; the `Proxy-Authenticate` challenge of a `407`.
+//! - [`pac`]: how browsers find the proxy. The `FindProxyForURL` script (served as
+//!   `application/x-ns-proxy-autoconfig`) that sends plain host names, listed
+//!   domains and private networks `DIRECT` and the rest through the proxy.
+//! - [`clienthello`]: where a tunnel goes. The SNI and ALPN of the TLS ClientHello
+//!   a client sends first inside a `CONNECT` tunnel, read without consuming the
+//!   bytes, which are then forwarded unchanged.
+//! - [`mint`]: TLS inspection. Leaf certificates for each host, signed by the
+//!   operator's CA and kept in a bounded cache, as rustls `CertifiedKey`s.
+//! - [`blockpage`]: what a refused client sees. An HTML page naming the host,
+//!   the refusing category or rule and a reference id for browsers; a short
+//!   plain-text `403` for other clients.
+
+pub mod auth;
+pub mod blockpage;
+pub mod clienthello;
+pub mod mint;
+pub mod pac;
