@@ -66,6 +66,10 @@ class Syslog:
         threading.Thread(target=self.accept, args=(self.sock,), daemon=True).start()
 
     def down(self):
+        # shutdown() first: a close() alone leaves the listener open while its
+        # accepting thread still holds it.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         for c in self.conns:
             with contextlib.suppress(OSError):

@@ -6,7 +6,7 @@
 //! to every receiver's bounded queue and goes on; a full queue drops the line and
 //! counts it. One thread per receiver sends what its queue holds. When a TCP or
 //! TLS receiver is away, the thread reconnects with a growing back-off (0.5 s to
-//! 30 s) while the queue holds what comes (up to `queue` lines, then the newest
+//! 5 s) while the queue holds what comes (up to `queue` lines, then the newest
 //! are dropped and counted); what was queued is sent when the receiver returns.
 //! UDP has no connection and no acknowledgement: a datagram the system refuses is
 //! counted as an error.

@@ -17,7 +17,7 @@
 //!   (full: dropped and counted); one thread sends batches every `interval`, or
 //!   sooner when a batch is full. When the receiver is away or refuses (5xx, 429),
 //!   the batch stays queued and the thread retries with a growing back-off (0.5 s
-//!   to 30 s); what was queued is sent when it is back. A batch whose spans went
+//!   to 5 s); what was queued is sent when it is back. A batch whose spans went
 //!   through but whose records did not is sent again whole, so a receiver may see
 //!   a span twice after an outage (OTLP export is at least once).
 //!

@@ -136,7 +136,9 @@ impl<T> ShipQueue<T> {
     }
 }
 
-/// A growing wait between tries: 0.5 s, doubled after each failure, at most 30 s.
+/// A growing wait between tries: 0.5 s, doubled after each failure, at most 5 s.
+/// A longer cap would keep dropping for that long after the receiver is back
+/// (while the queue is full), and one attempt every 5 s costs nothing.
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff(Duration);
 
@@ -144,7 +146,7 @@ impl Backoff {
     /// The first wait.
     pub const FIRST: Duration = Duration::from_millis(500);
     /// The longest wait.
-    pub const MAX: Duration = Duration::from_secs(30);
+    pub const MAX: Duration = Duration::from_secs(5);
 
     /// A back-off at its first wait.
     pub fn new() -> Backoff {
