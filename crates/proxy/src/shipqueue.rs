@@ -206,7 +206,7 @@ mod tests {
         let waits: Vec<_> = (0..9).map(|_| b.next_wait().as_millis()).collect();
         assert_eq!(
             waits,
-            [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+            [500, 1000, 2000, 4000, 5000, 5000, 5000, 5000, 5000]
         );
         b.reset();
         assert!(b.is_first());
