@@ -185,10 +185,12 @@ def instrumentation_share(args, work, backend_port):
         worst = max(worst, share)
         lines.append(f"| {label} | {per_request[label]:,.0f} | {sum(parts) / count:,.0f} | "
                      f"{share * 100:.2f}% | " + " | ".join(f"{p / count:,.0f}" for p in parts) + " |")
+    lines.append("")
+    lines.append(f"instrumentation: its share is at most {worst * 100:.2f}% of the instructions "
+                 f"per request (target {TARGET_INSTRUMENTATION * 100:.0f}%): "
+                 f"{'met' if worst <= TARGET_INSTRUMENTATION else 'NOT met'}")
     print("\n".join(lines))
-    print(f"instrumentation: its share is at most {worst * 100:.2f}% of the instructions per "
-          f"request (target {TARGET_INSTRUMENTATION * 100:.0f}%): "
-          f"{'met' if worst <= TARGET_INSTRUMENTATION else 'NOT met'}")
+    return lines
 
 
 def main():
@@ -202,13 +204,15 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="callgrind: a few requests per series")
     ap.add_argument("--no-callgrind", action="store_true", help="the native run only")
     ap.add_argument("--no-native", action="store_true", help="the callgrind run only")
+    ap.add_argument("--out-md", default=None, help="also write the tables to this file")
     args = ap.parse_args()
+    report = []
     work = tempfile.mkdtemp(prefix="palisade-instrumentation-")
     recv = None
     try:
         _, backend_port = R.start_albedo(args.albedo, work, None, who="instrumentation")
         if not args.no_callgrind:
-            instrumentation_share(args, work, backend_port)
+            report += instrumentation_share(args, work, backend_port) + [""]
         if args.no_native:
             return
         discard = Discard()
@@ -259,8 +263,13 @@ def main():
             SBS.Variant("profiling", off, profiling, during=profile_running,
                         logs_extra=access("profiling")),
         ], "instrumentation")
-        SBS.report(args, native, "base", "instrumentation", {"shipping": 0.03, "profiling": 0.05})
+        report += SBS.report(args, native, "base", "instrumentation",
+                             {"shipping": 0.03, "profiling": 0.05})
     finally:
+        if args.out_md and report:
+            with open(args.out_md, "w") as f:
+                f.write("## Diagnostics: what the instrumentation, shipping and a profile cost\n\n"
+                        + "\n".join(report) + "\n")
         if recv:
             recv.kill()
         R.stop_all()

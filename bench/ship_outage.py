@@ -154,7 +154,12 @@ def main():
     ap.add_argument("--albedo", default=os.path.join(R.REPO, "target", "release", "albedo"))
     ap.add_argument("--window", type=int, default=30, help="seconds per window")
     ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--smoke", action="store_true",
+                    help="5 s windows; the p99 is reported, not judged (CI's smoke run)")
+    ap.add_argument("--out-md", default=None, help="also write the table to this file")
     args = ap.parse_args()
+    if args.smoke:
+        args.window = min(args.window, 5)
     if shutil.which("wrk") is None:
         raise SystemExit("ship_outage: wrk is missing (apt-get install wrk)")
     work = tempfile.mkdtemp(prefix="palisade-ship-outage-")
@@ -236,19 +241,26 @@ def main():
             f"{d['palisade_otlp_logs_exported_total']:,.0f} | "
             f"{d['palisade_otlp_dropped_total']:,.0f} | {d['palisade_otlp_errors_total']:,.0f} | "
             f"{d['palisade_syslog_queued']:,.0f} / {d['palisade_otlp_queued']:,.0f} |")
-    print("\n".join(lines))
     waited = down["p99_ms"] is not None and normal["p99_ms"] is not None \
         and down["p99_ms"] > normal["p99_ms"] * NOISE
     drops = rows[1][2]["palisade_syslog_dropped_total"] + rows[1][2]["palisade_otlp_dropped_total"]
-    print(f"ship_outage: p99 {normal['p99_ms']} ms with the receivers up, {down['p99_ms']} ms "
-          f"while they were away: {'the request path WAITED' if waited else 'no wait'}")
-    print(f"ship_outage: {drops:,.0f} lines and spans dropped and counted during the outage "
-          f"(queues: syslog {final['palisade_syslog_queued']:,.0f}, OTLP "
-          f"{final['palisade_otlp_queued']:,.0f} at the end)")
-    print("ship_outage: shipping resumed by itself: "
-          + (f"both queues empty {resumed:.1f} s after the back window" if resumed is not None
-             else "NO, the queues did not drain within 120 s"))
-    if waited or resumed is None:
+    lines += [
+        "",
+        f"ship_outage: p99 {normal['p99_ms']} ms with the receivers up, {down['p99_ms']} ms "
+        f"while they were away: {'the request path WAITED' if waited else 'no wait'}",
+        f"ship_outage: {drops:,.0f} lines and spans dropped and counted during the outage "
+        f"(queues: syslog {final['palisade_syslog_queued']:,.0f}, OTLP "
+        f"{final['palisade_otlp_queued']:,.0f} at the end)",
+        "ship_outage: shipping resumed by itself: "
+        + (f"both queues empty {resumed:.1f} s after the back window" if resumed is not None
+           else "NO, the queues did not drain within 120 s"),
+    ]
+    print("\n".join(lines))
+    if args.out_md:
+        with open(args.out_md, "w") as f:
+            f.write("## Diagnostics: shipping while the receivers are away\n\n"
+                    + "\n".join(lines) + "\n")
+    if resumed is None or (waited and not args.smoke):
         sys.exit(1)
 
 
