@@ -7,7 +7,7 @@
 use crate::config::{Config, StoreSection};
 use crate::ctx::{CtxArgs, CtxCommand};
 use crate::reload::{Outcome, ReloadHandle, ReloadRequest, Trigger};
-use crate::{access, admin, ctx, exchange, logs, metrics, notify, server, upstream, waf};
+use crate::{access, admin, ctx, exchange, logs, metrics, notify, runtime, upstream, waf};
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -878,7 +878,7 @@ async fn serve(
         None => None,
     };
 
-    let workers = server::worker_count(cfg.server.worker_threads);
+    let workers = runtime::worker_count(cfg.server.worker_threads);
     // Certificates already in the ACME state directory are served from the start;
     // the missing ones are ordered in the background once the listeners run.
     let acme = match &cfg.acme {
@@ -961,7 +961,7 @@ async fn serve(
     let heartbeats = notifier
         .watchdog()
         .map(|_| notify::Heartbeats::new(workers));
-    let ctx = server::WorkerContext {
+    let ctx = runtime::WorkerContext {
         exit: exit_rx,
         alive: alive_tx.clone(),
         heartbeats: heartbeats.clone(),
@@ -970,14 +970,14 @@ async fn serve(
     let mut handles = Vec::new();
     for w in 0..workers {
         // Built here so that a runtime that cannot start stops Palisade at once.
-        let rt = server::worker_runtime()?;
+        let rt = runtime::worker_runtime()?;
         handles.push(rt.handle().clone());
         let ctx = ctx.clone();
         // Thread names are cut at 15 bytes: this one stays whole in /proc and
         // `ps -L` (bench/cores.py pins each worker by it).
         let t = std::thread::Builder::new()
             .name(format!("palisade-w{w}"))
-            .spawn(move || server::run_worker(w, rt, ctx))
+            .spawn(move || runtime::run_worker(w, rt, ctx))
             .context("starting a worker thread")?;
         threads.push(t);
     }
@@ -1045,7 +1045,7 @@ async fn serve(
                         // their handshake, head or next request lose their slot.
                         shared.slots.sweep();
                     }
-                    () = crate::server::stopped(&mut stop) => return,
+                    () = crate::runtime::stopped(&mut stop) => return,
                 }
             }
         });
@@ -1128,7 +1128,7 @@ async fn watch_certificates(
     loop {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
-            () = server::stopped(&mut stop) => return,
+            () = runtime::stopped(&mut stop) => return,
         }
         for l in shared.tls_listeners() {
             let every = l.watch_interval();

@@ -8,13 +8,15 @@
 //! - [`app`]: the commands (`check`, `run`, `ctx`): runtime, listeners, signals,
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
-//! - [`server`]: listeners, TLS with ALPN, worker threads, connections per address.
+//! - [`runtime`]: worker threads: which worker runs this, values kept per worker,
+//!   each worker's runtime, waiting for shutdown.
+//! - [`server`]: listeners, the accept loop, TLS with ALPN.
 //! - [`tls`]: the listeners' certificates: chosen by SNI, replaced when their files
 //!   change, and obtained and renewed through ACME.
 //! - [`client_address`]: the client's real address behind trusted proxies: PROXY
 //!   protocol headers, and the `X-Forwarded-For` / `Forwarded` walk.
-//! - [`slots`]: `limits.connections`, and reclaiming waiting connections under
-//!   pressure.
+//! - [`slots`]: `limits.connections`, reclaiming waiting connections under
+//!   pressure, and `limits.connections_per_ip`.
 //! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
 //! - [`http1`]: the HTTP/1 wire format: request heads read from raw bytes, body
 //!   framing (Content-Length, chunked).
@@ -64,6 +66,7 @@ pub mod procstat;
 pub mod ratelimit;
 pub mod reload;
 pub mod rulecost;
+pub mod runtime;
 pub mod server;
 pub mod shadow;
 pub mod shaping;

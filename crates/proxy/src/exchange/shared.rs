@@ -6,7 +6,7 @@ use crate::config::{LimitsConfig, ServerConfig};
 use crate::inspect::Inspector;
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
-use crate::server::PerIp;
+use crate::slots::PerIp;
 use crate::upstream::Upstreams;
 use crate::waf::Waf;
 use engine::CollectionReader;
@@ -81,16 +81,16 @@ impl crate::metrics::Collector for Policy {
 #[derive(Debug)]
 pub struct Shared {
     /// The rules in force; SIGHUP swaps in a newly loaded set.
-    waf: crate::server::PerWorker<Arc<Waf>>,
+    waf: crate::runtime::PerWorker<Arc<Waf>>,
     /// Pools and routes in force; SIGHUP swaps in newly built ones.
-    upstreams: crate::server::PerWorker<Arc<Upstreams>>,
+    upstreams: crate::runtime::PerWorker<Arc<Upstreams>>,
     /// The log channel.
     pub logs: LogSender,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// The limits, rate limits, shapes and client address in force; a reload
     /// swaps in a new snapshot.
-    policy: crate::server::PerWorker<Arc<Policy>>,
+    policy: crate::runtime::PerWorker<Arc<Policy>>,
     /// Timeouts.
     pub server: ServerConfig,
     /// When the process started.
@@ -102,7 +102,7 @@ pub struct Shared {
     /// The connection slots (`limits.connections`), reclaimed under pressure.
     pub slots: Arc<crate::slots::ConnectionSlots>,
     /// Connections accepted by each worker thread.
-    pub workers: crate::server::Workers,
+    pub workers: crate::runtime::Workers,
     /// The store of persistent collections. It lives here, beside the rules and
     /// not inside them, so a rule reload keeps it open with its data. `None` only
     /// where no store was opened (fuzz targets): collections then last one
@@ -130,7 +130,7 @@ pub struct Shared {
     /// ([`crate::shadow`]); the shadow itself is in the rules snapshot.
     pub shadow: crate::shadow::Shadow,
     /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
-    access: crate::server::PerWorker<Option<Arc<crate::access::AccessList>>>,
+    access: crate::runtime::PerWorker<Option<Arc<crate::access::AccessList>>>,
     /// Whether any `[access]` lists are in force: a request from a trusted proxy
     /// asks them about its client only then.
     has_access: std::sync::atomic::AtomicBool,
@@ -175,19 +175,19 @@ impl Shared {
                 limits.connections,
                 server.client_header_timeout_under_pressure,
             ),
-            workers: crate::server::Workers::new(1),
+            workers: crate::runtime::Workers::new(1),
             inspector,
-            waf: crate::server::PerWorker::new(waf, 1),
-            upstreams: crate::server::PerWorker::new(Arc::new(upstreams), 1),
+            waf: crate::runtime::PerWorker::new(waf, 1),
+            upstreams: crate::runtime::PerWorker::new(Arc::new(upstreams), 1),
             logs,
             metrics,
-            policy: crate::server::PerWorker::new(Arc::new(Policy::new(limits)), 1),
+            policy: crate::runtime::PerWorker::new(Arc::new(Policy::new(limits)), 1),
             server,
             started: Instant::now(),
             store: None,
             reader: None,
             sync: None,
-            access: crate::server::PerWorker::new(None, 1),
+            access: crate::runtime::PerWorker::new(None, 1),
             has_access: std::sync::atomic::AtomicBool::new(false),
             accounting: crate::accounting::Accounting::new([]),
             rule_costs: crate::rulecost::RuleCosts::default(),
@@ -207,7 +207,7 @@ impl Shared {
 
     /// Counts connections for `n` worker threads.
     pub fn with_workers(mut self, n: usize) -> Self {
-        self.workers = crate::server::Workers::new(n);
+        self.workers = crate::runtime::Workers::new(n);
         self.accounting = self.accounting.with_workers(n);
         self.waf = self.waf.resized(n);
         self.access = self.access.resized(n);
@@ -406,7 +406,7 @@ impl Shared {
     /// random counter, unique across requests and restarts.
     pub(super) fn unique_id(&self, now_us: i64) -> String {
         let workers = self.id_counters.len();
-        let w = crate::server::current_worker() % workers;
+        let w = crate::runtime::current_worker() % workers;
         let k = self.id_counters[w].0.fetch_add(1, Ordering::Relaxed);
         let n = k.wrapping_mul(workers as u64).wrapping_add(w as u64);
         let tail = self
@@ -569,7 +569,7 @@ mod tests {
         // Every id made in the same microsecond, spread over three workers.
         let mut ids = std::collections::HashSet::new();
         for i in 0..3000 {
-            let id = crate::server::as_worker(i % 3, || shared.unique_id(1_700_000_000_000_000));
+            let id = crate::runtime::as_worker(i % 3, || shared.unique_id(1_700_000_000_000_000));
             assert_eq!(id.len(), 20, "{id}");
             assert!(ids.insert(id.clone()), "{id} made twice");
         }

@@ -51,7 +51,7 @@ pub async fn serve<IO>(
     // One wait for shutdown for the whole connection: made (and registered with the
     // channel) once, not again for every request.
     let mut stop_rx = shutdown.clone();
-    let mut stop = std::pin::pin!(crate::server::stopped(&mut stop_rx));
+    let mut stop = std::pin::pin!(crate::runtime::stopped(&mut stop_rx));
     // Likewise one timer for the waits, moved to each wait's deadline: moving it
     // later does not take it out of the timer wheel and put it back.
     let mut timer = std::pin::pin!(tokio::time::sleep_until(

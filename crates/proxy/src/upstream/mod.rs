@@ -168,7 +168,7 @@ struct Server {
     tls_id: Option<Arc<str>>,
     /// Set when a reload dropped it: its connections are not kept any more.
     retired: AtomicBool,
-    /// Idle connections per worker thread ([`crate::server::current_worker`]): a
+    /// Idle connections per worker thread ([`crate::runtime::current_worker`]): a
     /// connection's socket is registered with the I/O driver of the worker that
     /// opened it, so each worker reuses its own, and workers never take the same
     /// lock.
@@ -198,7 +198,7 @@ fn idle_slots() -> Box<[IdleSlot]> {
 impl Server {
     /// The calling worker's idle connections to this server.
     fn idle(&self) -> &Mutex<Vec<IdleConn>> {
-        &self.idle[crate::server::current_worker() % self.idle.len()].0
+        &self.idle[crate::runtime::current_worker() % self.idle.len()].0
     }
 
     /// Drops every idle connection, on every worker.
