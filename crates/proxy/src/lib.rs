@@ -18,10 +18,12 @@
 //! - [`slots`]: `limits.connections`, reclaiming waiting connections under
 //!   pressure, and `limits.connections_per_ip`.
 //! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
-//! - [`http1`]: the HTTP/1 wire format: request heads read from raw bytes, body
-//!   framing (Content-Length, chunked).
+//! - [`http`](crate::http): HTTP below any request's policy: the HTTP/1 wire
+//!   format ([`crate::http::wire`]: request heads read from raw bytes, body
+//!   framing), header lines, and the hop-by-hop header policy
+//!   ([`crate::http::hop`]).
 //! - [`exchange`]: one request's path, protocol-neutral: the phase order
-//!   ([`exchange::driver`]), header policy, the reply and the record kept for logs.
+//!   ([`exchange::driver`]), the headers and target sent upstream, the reply and the record kept for logs.
 //! - [`waf`]: the rule engine behind a panic-safe transaction wrapper.
 //! - [`inspect`]: where rule evaluation runs: inline for small inputs, on a small
 //!   pool of low-priority threads for large ones.
@@ -50,7 +52,7 @@ pub mod diag;
 pub mod dns;
 pub mod exchange;
 pub mod front;
-pub mod http1;
+pub mod http;
 pub mod http_client;
 pub mod inspect;
 pub mod json_out;

@@ -14,13 +14,11 @@ mod record;
 pub mod reply;
 pub mod shared;
 
-pub use headers::{
-    HeaderLines, forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers,
-    valid_value,
-};
+pub use headers::{forward_target, forward_target_shared, upstream_headers};
 pub use reply::{Reply, ReplyBody, Upgrade};
 pub use shared::{ConnInfo, IpText, Policy, Shared};
 
+use crate::http::{HeaderLines, strip_hop_by_hop};
 use crate::metrics::Action;
 use crate::upstream::{UpstreamRequest, UpstreamTiming};
 use crate::waf::{BodyFeed, Verdict, VerdictKind, WafTx};

@@ -14,7 +14,7 @@
 
 use super::Server;
 use crate::config::{Balance, HashKey};
-use crate::exchange::HeaderLines;
+use crate::http::HeaderLines;
 use smallvec::SmallVec;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

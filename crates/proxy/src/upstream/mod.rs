@@ -32,8 +32,8 @@ mod resolve;
 
 use crate::config::{Balance, Config, HashKey, HealthCheckConfig, UpstreamConfig};
 use crate::dns::Dns;
-use crate::exchange::HeaderLines;
-use crate::http1::Decoded;
+use crate::http::HeaderLines;
+use crate::http::wire::Decoded;
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
 use bytes::Bytes;
@@ -1298,7 +1298,7 @@ pub enum UpstreamBodyError {
     Short,
     /// The chunked framing is broken.
     #[error("upstream body: {0}")]
-    Framing(#[from] crate::http1::BodyError),
+    Framing(#[from] crate::http::wire::BodyError),
 }
 
 /// A response body from the upstream. Reading it to the end returns its connection
