@@ -7,7 +7,7 @@ use crate::inspect::Inspector;
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
 use crate::slots::PerIp;
-use crate::upstream::Upstreams;
+use crate::upstream::{Destination, Peer, RequestHeadView, Upstreams};
 use crate::waf::Waf;
 use engine::CollectionReader;
 use std::net::SocketAddr;
@@ -378,10 +378,17 @@ impl Shared {
         self.upstreams.get()
     }
 
-    /// The pool that serves a request for `host` and `path` (see
-    /// [`Upstreams::route`]), without taking a reference to all the pools.
-    pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<Arc<crate::upstream::Pool>> {
-        self.upstreams.with(|u| u.route(host, path).cloned())
+    /// Where the request whose head is `head` goes, as the destination in force
+    /// chooses it (the routes and pools of [`Upstreams`], through the
+    /// [`Destination`] trait), without taking a reference to all the pools.
+    pub fn choose_destination(
+        &self,
+        head: &RequestHeadView<'_>,
+    ) -> Result<Peer, crate::upstream::Refusal> {
+        self.upstreams.with(|u| {
+            let destination: &dyn Destination = &**u;
+            destination.choose(head)
+        })
     }
 
     /// Puts newly built pools in force for every worker and returns those they

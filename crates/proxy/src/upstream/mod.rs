@@ -25,6 +25,7 @@
 
 mod balance;
 mod conn;
+pub mod destination;
 mod events;
 mod health;
 mod metrics;
@@ -52,6 +53,7 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 pub use conn::Upgraded;
+pub use destination::{Destination, Peer, Refusal, RequestHeadView};
 pub use metrics::UpstreamServerState;
 
 /// Milliseconds on a clock shared by every pool (never 0).
@@ -650,6 +652,25 @@ impl Upstreams {
                     });
                 }
             }
+        }
+    }
+}
+
+/// The reverse proxy's destination: the first route whose host and path prefix
+/// match the request ([`Upstreams::route`], on the path of the target sent
+/// upstream) chooses the pool; 404 when none does.
+impl Destination for Upstreams {
+    fn choose(&self, head: &RequestHeadView<'_>) -> Result<Peer, Refusal> {
+        let path = head
+            .uri
+            .path_and_query()
+            .map_or(&b"/"[..], |p| p.as_str().as_bytes());
+        match self.route(head.host, path) {
+            Some(pool) => Ok(Peer::Pool(pool.clone())),
+            None => Err(Refusal {
+                status: 404,
+                reason: "no route matches this host and path".into(),
+            }),
         }
     }
 }
