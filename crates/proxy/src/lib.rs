@@ -27,7 +27,9 @@
 //! - [`waf`]: the rule engine behind a panic-safe transaction wrapper.
 //! - [`inspect`]: where rule evaluation runs: inline for small inputs, on a small
 //!   pool of low-priority threads for large ones.
-//! - [`upstream`]: pools of upstream connections and routing.
+//! - [`upstream`]: where a request goes ([`upstream::Destination`], the seam the
+//!   exchange chooses its peer through; the routes are today's one destination)
+//!   and the pools of upstream connections.
 //! - [`logs`], [`metrics`], [`admin`]: what operators read; [`reload`]: how the
 //!   last configuration reload ended, and the admin API's way to ask for one.
 //! - [`notify`]: systemd's readiness, reload and watchdog notifications.

@@ -6,7 +6,7 @@
 //! ([`crate::exchange::Exchange::forward`]) knows only this trait. The reverse
 //! proxy's destination is [`super::Upstreams`]: the configured routes choose a
 //! pool, whose servers are tried in its balancing order with health, failover and
-//! retries (see [`super::Upstreams::route`]).
+//! retries (`routes.rs`, [`super::Upstreams::route`]).
 
 use super::{Pool, UpstreamError, UpstreamRequest, UpstreamResponse, UpstreamTiming};
 use http::{Method, Uri};

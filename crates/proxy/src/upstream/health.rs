@@ -5,8 +5,9 @@
 //! passed ones bring it back. A server that is out is tried only after every server
 //! that is in, so a pool whose servers are all out still tries them.
 
-use super::now_ms;
-use super::{Pool, Server, UpstreamRequest};
+use super::pool::Server;
+use super::pool::now_ms;
+use super::{Pool, UpstreamRequest};
 use crate::config::{HealthCheckConfig, HealthCheckKind};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
