@@ -922,6 +922,13 @@ async fn serve(
     let upstreams = upstream::Upstreams::build(&cfg, &metrics, dns.clone(), Some(log_tx.clone()))
         .with_context(|| format!("{}", cfg.path.display()))?;
     upstreams.start();
+    if let Some(a) = &access {
+        tracing::info!(
+            "access lists: {} networks ({} KiB)",
+            a.len(),
+            a.heap_bytes() / 1024
+        );
+    }
     let shared = Arc::new(
         exchange::Shared::new(
             waf,
@@ -943,17 +950,10 @@ async fn serve(
         .with_shapes(shapes)
         .with_dns(dns)
         .with_client_address(client_address)
+        .with_access(access)
         .with_tls(Vec::new(), acme.clone())
         .with_workers(workers),
     );
-    if let Some(a) = &access {
-        tracing::info!(
-            "access lists: {} networks ({} KiB)",
-            a.len(),
-            a.heap_bytes() / 1024
-        );
-    }
-    shared.replace_access(access);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (exit_tx, exit_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
@@ -1489,11 +1489,18 @@ async fn reload(
     // Everything is ready: put it in force.
     let log_changes = logs.changed();
     shared.logs.apply(logs);
-    shared.replace_policy(Arc::new(policy));
-    let applied = listeners.apply(prepared);
+    // The rules, pools and routes, limits and access lists: one snapshot, put in
+    // force at once.
+    let w = Arc::new(w);
     let pools = Arc::new(pools);
-    let old = shared.replace_upstreams(pools.clone());
-    old.retire(&pools);
+    let old = shared.put_in_force(exchange::PolicySnapshot {
+        waf: w.clone(),
+        upstreams: pools.clone(),
+        policy: Arc::new(policy),
+        access,
+    });
+    let applied = listeners.apply(prepared);
+    old.upstreams.retire(&pools);
     pools.start();
     drop(old);
     let ignored = changed_restart_only(running, &cfg);
@@ -1504,7 +1511,6 @@ async fn reload(
             cfg.path.display()
         );
     }
-    shared.replace_access(access);
     match cfg.admin.as_ref().map(admin::AdminToken::load) {
         Some(Ok(t)) => token.replace(t),
         Some(Err(e)) => tracing::error!("reload: the admin token in force stays: {e}"),
@@ -1548,7 +1554,6 @@ async fn reload(
         ignored,
     );
     *running = cfg;
-    shared.replace_waf(Arc::new(w));
     outcome
 }
 

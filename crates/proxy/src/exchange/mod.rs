@@ -16,7 +16,7 @@ pub mod shared;
 
 pub use headers::{forward_target, forward_target_shared, upstream_headers};
 pub use reply::{Reply, ReplyBody, Upgrade};
-pub use shared::{ConnInfo, IpText, Policy, Shared};
+pub use shared::{ConnInfo, IpText, Policy, PolicySnapshot, Shared};
 
 use crate::http::{HeaderLines, strip_hop_by_hop};
 use crate::metrics::Action;
