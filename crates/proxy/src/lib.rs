@@ -18,7 +18,7 @@
 //! - [`slots`]: `limits.connections`, reclaiming waiting connections under
 //!   pressure, and `limits.connections_per_ip`.
 //! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
-//! - [`http`](crate::http): HTTP below any request's policy: the HTTP/1 wire
+//! - [`crate::http`]: HTTP below any request's policy: the HTTP/1 wire
 //!   format ([`crate::http::wire`]: request heads read from raw bytes, body
 //!   framing), header lines, and the hop-by-hop header policy
 //!   ([`crate::http::hop`]).
