@@ -1,5 +1,5 @@
 //! The proxy's HTTP/1 wire format: the request head reader and the body decoder
-//! (`proxy::http1`).
+//! (`proxy::http::wire`).
 //!
 //! - [`fuzz_http1_head`]: `find_head_end` and `parse_head` on raw bytes, read whole
 //!   and in pieces (the answer cannot depend on how the bytes arrived); a head the
@@ -15,7 +15,7 @@ use crate::input::Input;
 use crate::url_decode::reference_decode;
 use bytes::{Bytes, BytesMut};
 use proxy::exchange::{IpText, forward_target, upstream_headers};
-use proxy::http1::{
+use proxy::http::wire::{
     BodyDecoder, BodyError, Decoded, Framing, HeadError, RequestHead, Version, find_head_end,
     parse_head,
 };

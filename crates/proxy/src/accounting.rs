@@ -207,7 +207,7 @@ impl Accounting {
     }
 
     /// The same accounting, empty, for `n` worker threads (see
-    /// [`crate::server::current_worker`]).
+    /// [`crate::runtime::current_worker`]).
     pub fn with_workers(mut self, n: usize) -> Accounting {
         self.workers = (0..n.max(1))
             .map(|_| PerWorker::new(self.route_names.len()))
@@ -227,7 +227,7 @@ impl Accounting {
         blocked: bool,
     ) {
         self.record_on(
-            crate::server::current_worker(),
+            crate::runtime::current_worker(),
             client,
             route,
             bytes_in,

@@ -81,7 +81,7 @@ pub async fn serve(
                 Ok(p) => p,
                 Err(_) => return,
             },
-            () = crate::server::stopped(&mut shutdown) => return,
+            () = crate::runtime::stopped(&mut shutdown) => return,
         };
         let (stream, _) = tokio::select! {
             r = listener.accept() => match r {
@@ -92,7 +92,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            () = crate::server::stopped(&mut shutdown) => return,
+            () = crate::runtime::stopped(&mut shutdown) => return,
         };
         let shared = shared.clone();
         let limit = cfg.timeout;

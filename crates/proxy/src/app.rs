@@ -7,7 +7,7 @@
 use crate::config::{Config, StoreSection};
 use crate::ctx::{CtxArgs, CtxCommand};
 use crate::reload::{Outcome, ReloadHandle, ReloadRequest, Trigger};
-use crate::{access, admin, ctx, exchange, logs, metrics, notify, server, upstream, waf};
+use crate::{access, admin, ctx, exchange, logs, metrics, notify, runtime, upstream, waf};
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -878,7 +878,7 @@ async fn serve(
         None => None,
     };
 
-    let workers = server::worker_count(cfg.server.worker_threads);
+    let workers = runtime::worker_count(cfg.server.worker_threads);
     // Certificates already in the ACME state directory are served from the start;
     // the missing ones are ordered in the background once the listeners run.
     let acme = match &cfg.acme {
@@ -922,6 +922,13 @@ async fn serve(
     let upstreams = upstream::Upstreams::build(&cfg, &metrics, dns.clone(), Some(log_tx.clone()))
         .with_context(|| format!("{}", cfg.path.display()))?;
     upstreams.start();
+    if let Some(a) = &access {
+        tracing::info!(
+            "access lists: {} networks ({} KiB)",
+            a.len(),
+            a.heap_bytes() / 1024
+        );
+    }
     let shared = Arc::new(
         exchange::Shared::new(
             waf,
@@ -943,17 +950,10 @@ async fn serve(
         .with_shapes(shapes)
         .with_dns(dns)
         .with_client_address(client_address)
+        .with_access(access)
         .with_tls(Vec::new(), acme.clone())
         .with_workers(workers),
     );
-    if let Some(a) = &access {
-        tracing::info!(
-            "access lists: {} networks ({} KiB)",
-            a.len(),
-            a.heap_bytes() / 1024
-        );
-    }
-    shared.replace_access(access);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (exit_tx, exit_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
@@ -961,7 +961,7 @@ async fn serve(
     let heartbeats = notifier
         .watchdog()
         .map(|_| notify::Heartbeats::new(workers));
-    let ctx = server::WorkerContext {
+    let ctx = runtime::WorkerContext {
         exit: exit_rx,
         alive: alive_tx.clone(),
         heartbeats: heartbeats.clone(),
@@ -970,14 +970,14 @@ async fn serve(
     let mut handles = Vec::new();
     for w in 0..workers {
         // Built here so that a runtime that cannot start stops Palisade at once.
-        let rt = server::worker_runtime()?;
+        let rt = runtime::worker_runtime()?;
         handles.push(rt.handle().clone());
         let ctx = ctx.clone();
         // Thread names are cut at 15 bytes: this one stays whole in /proc and
         // `ps -L` (bench/cores.py pins each worker by it).
         let t = std::thread::Builder::new()
             .name(format!("palisade-w{w}"))
-            .spawn(move || server::run_worker(w, rt, ctx))
+            .spawn(move || runtime::run_worker(w, rt, ctx))
             .context("starting a worker thread")?;
         threads.push(t);
     }
@@ -1045,7 +1045,7 @@ async fn serve(
                         // their handshake, head or next request lose their slot.
                         shared.slots.sweep();
                     }
-                    () = crate::server::stopped(&mut stop) => return,
+                    () = crate::runtime::stopped(&mut stop) => return,
                 }
             }
         });
@@ -1128,7 +1128,7 @@ async fn watch_certificates(
     loop {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
-            () = server::stopped(&mut stop) => return,
+            () = runtime::stopped(&mut stop) => return,
         }
         for l in shared.tls_listeners() {
             let every = l.watch_interval();
@@ -1489,11 +1489,18 @@ async fn reload(
     // Everything is ready: put it in force.
     let log_changes = logs.changed();
     shared.logs.apply(logs);
-    shared.replace_policy(Arc::new(policy));
-    let applied = listeners.apply(prepared);
+    // The rules, pools and routes, limits and access lists: one snapshot, put in
+    // force at once.
+    let w = Arc::new(w);
     let pools = Arc::new(pools);
-    let old = shared.replace_upstreams(pools.clone());
-    old.retire(&pools);
+    let old = shared.put_in_force(exchange::PolicySnapshot {
+        waf: w.clone(),
+        upstreams: pools.clone(),
+        policy: Arc::new(policy),
+        access,
+    });
+    let applied = listeners.apply(prepared);
+    old.upstreams.retire(&pools);
     pools.start();
     drop(old);
     let ignored = changed_restart_only(running, &cfg);
@@ -1504,7 +1511,6 @@ async fn reload(
             cfg.path.display()
         );
     }
-    shared.replace_access(access);
     match cfg.admin.as_ref().map(admin::AdminToken::load) {
         Some(Ok(t)) => token.replace(t),
         Some(Err(e)) => tracing::error!("reload: the admin token in force stays: {e}"),
@@ -1548,7 +1554,6 @@ async fn reload(
         ignored,
     );
     *running = cfg;
-    shared.replace_waf(Arc::new(w));
     outcome
 }
 

@@ -8,22 +8,28 @@
 //! - [`app`]: the commands (`check`, `run`, `ctx`): runtime, listeners, signals,
 //!   reload, the collection store.
 //! - [`config`]: the TOML configuration.
-//! - [`server`]: listeners, TLS with ALPN, worker threads, connections per address.
+//! - [`runtime`]: worker threads: which worker runs this, values kept per worker,
+//!   each worker's runtime, waiting for shutdown.
+//! - [`server`]: listeners, the accept loop, TLS with ALPN.
 //! - [`tls`]: the listeners' certificates: chosen by SNI, replaced when their files
 //!   change, and obtained and renewed through ACME.
 //! - [`client_address`]: the client's real address behind trusted proxies: PROXY
 //!   protocol headers, and the `X-Forwarded-For` / `Forwarded` walk.
-//! - [`slots`]: `limits.connections`, and reclaiming waiting connections under
-//!   pressure.
+//! - [`slots`]: `limits.connections`, reclaiming waiting connections under
+//!   pressure, and `limits.connections_per_ip`.
 //! - [`front`]: the HTTP/1 and HTTP/2 front ends, one task per client connection.
-//! - [`http1`]: the HTTP/1 wire format: request heads read from raw bytes, body
-//!   framing (Content-Length, chunked).
+//! - [`crate::http`]: HTTP below any request's policy: the HTTP/1 wire
+//!   format ([`crate::http::wire`]: request heads read from raw bytes, body
+//!   framing), header lines, and the hop-by-hop header policy
+//!   ([`crate::http::hop`]).
 //! - [`exchange`]: one request's path, protocol-neutral: the phase order
-//!   ([`exchange::driver`]), header policy, the reply and the record kept for logs.
+//!   ([`exchange::driver`]), the headers and target sent upstream, the reply and the record kept for logs.
 //! - [`waf`]: the rule engine behind a panic-safe transaction wrapper.
 //! - [`inspect`]: where rule evaluation runs: inline for small inputs, on a small
 //!   pool of low-priority threads for large ones.
-//! - [`upstream`]: pools of upstream connections and routing.
+//! - [`upstream`]: where a request goes ([`upstream::Destination`], the seam the
+//!   exchange chooses its peer through; the routes are today's one destination)
+//!   and the pools of upstream connections.
 //! - [`logs`], [`metrics`], [`admin`]: what operators read; [`reload`]: how the
 //!   last configuration reload ended, and the admin API's way to ask for one.
 //! - [`notify`]: systemd's readiness, reload and watchdog notifications.
@@ -49,7 +55,7 @@ pub mod dns;
 pub mod exchange;
 pub mod forward;
 pub mod front;
-pub mod http1;
+pub mod http;
 pub mod http_client;
 pub mod inspect;
 pub mod json_out;
@@ -65,6 +71,7 @@ pub mod procstat;
 pub mod ratelimit;
 pub mod reload;
 pub mod rulecost;
+pub mod runtime;
 pub mod server;
 pub mod shadow;
 pub mod shaping;

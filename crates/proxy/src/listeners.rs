@@ -31,7 +31,7 @@ pub struct Listeners {
     workers: Vec<tokio::runtime::Handle>,
     shared: Arc<Shared>,
     /// Held by every accept loop and connection (see
-    /// [`crate::server::WorkerContext::alive`]); dropped by [`Listeners::stop`].
+    /// [`crate::runtime::WorkerContext::alive`]); dropped by [`Listeners::stop`].
     alive: Option<mpsc::Sender<()>>,
     running: Vec<Running>,
 }

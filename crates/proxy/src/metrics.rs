@@ -216,7 +216,7 @@ pub struct SiteCounters {
 /// All of the proxy's metrics.
 #[derive(Debug)]
 pub struct Metrics {
-    /// Per worker thread ([`crate::server::current_worker`]).
+    /// Per worker thread ([`crate::runtime::current_worker`]).
     workers: Box<[WorkerMetrics]>,
     /// The counters of every site name configured since the start, in the order
     /// first used; bounded by the names in the configuration (plus `default`).
@@ -350,7 +350,7 @@ impl Metrics {
 
     /// The counters of the worker thread running this.
     fn worker(&self) -> &WorkerMetrics {
-        &self.workers[crate::server::current_worker() % self.workers.len()]
+        &self.workers[crate::runtime::current_worker() % self.workers.len()]
     }
 
     /// Counts a finished request.
@@ -469,7 +469,7 @@ impl Metrics {
         total_us: u64,
         waf_us: u64,
     ) {
-        let w = &site.workers[crate::server::current_worker() % site.workers.len()];
+        let w = &site.workers[crate::runtime::current_worker() % site.workers.len()];
         let class = if status == 0 {
             0
         } else {
@@ -933,7 +933,7 @@ mod tests {
     fn workers_count_apart_and_render_summed() {
         let m = Metrics::for_workers(2);
         for w in 0..2 {
-            crate::server::as_worker(w, || {
+            crate::runtime::as_worker(w, || {
                 m.request(200, Action::Pass);
                 m.observe(Timer::Total, 40 + w as u64 * 1000);
                 m.rule_hits(&[942100]);

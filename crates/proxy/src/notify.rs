@@ -285,7 +285,7 @@ pub async fn watchdog(
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            () = crate::server::stopped(&mut stop) => return,
+            () = crate::runtime::stopped(&mut stop) => return,
         }
         let stale = heartbeats.stale(limit);
         if stale.is_empty() {

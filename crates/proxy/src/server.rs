@@ -1,23 +1,19 @@
-//! Listeners: binding, TLS handshakes with ALPN (the certificates are
-//! [`crate::tls`]'s), the connection limit, and graceful shutdown.
+//! Listeners: binding, the accept loop, TLS handshakes with ALPN (the certificates
+//! are [`crate::tls`]'s), the connection limit, and graceful shutdown. The workers
+//! that run the accept loops are [`crate::runtime`]'s.
 
 use crate::client_address::SourceTrust;
 use crate::exchange::{ConnInfo, Shared};
-use crate::slots::{ConnectionSlot, Wait};
+use crate::runtime::stopped;
+use crate::slots::{ConnectionSlot, PerIpGuard, Wait};
 use anyhow::Context as _;
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
-
-/// Resolves once shutdown has begun (at once if it already has).
-pub async fn stopped(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|v| *v).await.is_ok();
-}
 
 /// The socket of one listener that one worker thread accepts from.
 pub struct WorkerListener {
@@ -53,143 +49,6 @@ impl std::fmt::Debug for WorkerListener {
             .field("proxy_protocol", &self.proxy_protocol)
             .finish()
     }
-}
-
-/// Connections accepted by each worker thread, each counter on its own cache line
-/// so that workers never write to a line another worker writes to.
-#[derive(Debug)]
-pub struct Workers {
-    connections: Box<[WorkerCounter]>,
-}
-
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct WorkerCounter(std::sync::atomic::AtomicU64);
-
-impl Workers {
-    /// Counters for `n` worker threads (at least one).
-    pub fn new(n: usize) -> Workers {
-        Workers {
-            connections: (0..n.max(1)).map(|_| WorkerCounter::default()).collect(),
-        }
-    }
-
-    /// The number of worker threads.
-    pub fn len(&self) -> usize {
-        self.connections.len()
-    }
-
-    /// Always false: there is at least one worker.
-    pub fn is_empty(&self) -> bool {
-        self.connections.is_empty()
-    }
-
-    fn count_connection(&self, worker: usize) {
-        if let Some(c) = self.connections.get(worker) {
-            c.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Connections accepted so far by each worker, worker 0 first.
-    pub fn connections(&self) -> Vec<u64> {
-        self.connections
-            .iter()
-            .map(|c| c.0.load(Ordering::Relaxed))
-            .collect()
-    }
-
-    /// Appends `palisade_worker_connections_total{worker="N"}` in the Prometheus
-    /// text format.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        out.push_str(
-            "# HELP palisade_worker_connections_total Client connections accepted, by worker thread.\n",
-        );
-        out.push_str("# TYPE palisade_worker_connections_total counter\n");
-        for (i, n) in self.connections().iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "palisade_worker_connections_total{{worker=\"{i}\"}} {n}"
-            );
-        }
-    }
-}
-
-thread_local! {
-    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// The index of the worker thread running this (0 on any other thread), for
-/// state kept per worker so that workers never share a lock or a cache line.
-pub fn current_worker() -> usize {
-    WORKER.with(std::cell::Cell::get)
-}
-
-/// Runs `f` as if on worker thread `index` (unit tests of per-worker state).
-#[cfg(test)]
-pub(crate) fn as_worker<T>(index: usize, f: impl FnOnce() -> T) -> T {
-    let before = WORKER.with(|w| w.replace(index));
-    let out = f();
-    WORKER.with(|w| w.set(before));
-    out
-}
-
-/// A value each worker thread reads from its own copy, on a cache line of its own,
-/// so that reading it never writes memory another worker reads (a shared lock's
-/// reader count would); replacing it writes every copy. For state read on every
-/// request and replaced rarely (the rules in force, the access lists).
-#[derive(Debug)]
-pub struct PerWorker<T> {
-    slots: Box<[Slot<T>]>,
-}
-
-#[derive(Debug)]
-#[repr(align(128))]
-struct Slot<T>(std::sync::RwLock<T>);
-
-impl<T: Clone> PerWorker<T> {
-    /// `value` for `n` worker threads (at least one).
-    pub fn new(value: T, n: usize) -> PerWorker<T> {
-        PerWorker {
-            slots: (0..n.max(1))
-                .map(|_| Slot(std::sync::RwLock::new(value.clone())))
-                .collect(),
-        }
-    }
-
-    /// The same value for `n` worker threads.
-    pub fn resized(&self, n: usize) -> PerWorker<T> {
-        PerWorker::new(self.get(), n)
-    }
-
-    /// The value, as seen by the worker thread running this.
-    pub fn get(&self) -> T {
-        let slot = &self.slots[current_worker() % self.slots.len()];
-        slot.0.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Calls `f` with the value the worker thread running this sees, without
-    /// cloning it.
-    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        let slot = &self.slots[current_worker() % self.slots.len()];
-        f(&slot.0.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Replaces the value for every worker.
-    pub fn set(&self, value: T) {
-        for slot in self.slots.iter() {
-            *slot.0.write().unwrap_or_else(|e| e.into_inner()) = value.clone();
-        }
-    }
-}
-
-/// The number of worker threads `server.worker_threads` asks for: `0` means one
-/// per CPU this process may run on.
-pub fn worker_count(configured: usize) -> usize {
-    if configured > 0 {
-        return configured;
-    }
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// One listening socket on `address`, non-blocking; with `reuse_port`, other
@@ -233,52 +92,6 @@ pub fn bind_sockets(
         .collect::<Result<Vec<_>, _>>()
         .with_context(cannot)?;
     Ok((bound, sockets))
-}
-
-/// What every worker thread shares with the main thread.
-#[derive(Debug, Clone)]
-pub struct WorkerContext {
-    /// Set when the worker threads are to end (the grace period is over or every
-    /// connection has closed).
-    pub exit: watch::Receiver<bool>,
-    /// Held by every accept loop and connection, so the main thread knows when
-    /// all of them have ended.
-    pub alive: mpsc::Sender<()>,
-    /// With systemd's watchdog on: where the worker's event loop records that it
-    /// runs ([`crate::notify::Heartbeats`]); `None`: no heartbeat is kept.
-    pub heartbeats: Option<Arc<crate::notify::Heartbeats>>,
-}
-
-/// The single-threaded runtime of one worker thread.
-pub fn worker_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting a worker runtime")
-}
-
-/// Body of worker thread `index`: runs its own runtime, on which the main thread
-/// starts the accept loops of the listeners ([`crate::listeners`]) and which serves
-/// their connections, until `ctx.exit` is set; then the connections still open are
-/// closed.
-pub fn run_worker(index: usize, rt: tokio::runtime::Runtime, ctx: WorkerContext) {
-    WORKER.with(|w| w.set(index));
-    rt.block_on(async move {
-        let WorkerContext {
-            mut exit,
-            alive,
-            heartbeats,
-        } = ctx;
-        if let Some(h) = heartbeats {
-            // Dropped with the runtime's other tasks when the worker stops.
-            tokio::spawn(h.run(index));
-        }
-        drop(alive);
-        // Dropped with the runtime's other tasks when the worker stops.
-        tokio::spawn(crate::memory::collect_periodically());
-        stopped(&mut exit).await;
-    });
-    rt.shutdown_timeout(Duration::from_millis(500));
 }
 
 /// Accepts connections on one worker's socket until `accepting` is set (a reload
@@ -485,80 +298,6 @@ async fn accept_proxied(
     Some((ConnInfo::proxied(peer, source, local, tls, trust), per_ip))
 }
 
-/// Open client connections per IP address, for `limits.connections_per_ip`.
-#[derive(Debug)]
-pub struct PerIp {
-    /// The limit in force (a reload may change it for new connections).
-    limit: std::sync::atomic::AtomicUsize,
-    open: Mutex<HashMap<IpAddr, usize>>,
-}
-
-impl PerIp {
-    /// Counts connections against `limit` per address; 0 means no limit.
-    pub fn new(limit: usize) -> Arc<PerIp> {
-        Arc::new(PerIp {
-            limit: std::sync::atomic::AtomicUsize::new(limit),
-            open: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// Counts a new connection from `ip`; `None` when `ip` already has `limit`
-    /// open. The connection is counted until the guard is dropped.
-    pub fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<PerIpGuard> {
-        let limit = self.limit.load(Ordering::Relaxed);
-        if limit == 0 {
-            return Some(PerIpGuard { owner: None, ip });
-        }
-        // IPv4 clients on a dual-stack socket arrive as IPv4-mapped IPv6.
-        let ip = ip.to_canonical();
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let n = open.entry(ip).or_insert(0);
-        if *n >= limit {
-            return None;
-        }
-        *n += 1;
-        Some(PerIpGuard {
-            owner: Some(self.clone()),
-            ip,
-        })
-    }
-
-    /// Changes the limit for the connections counted from now on (a reload); the
-    /// connections open stay counted. 0 means no limit.
-    pub fn set_limit(&self, limit: usize) {
-        self.limit.store(limit, Ordering::Relaxed);
-    }
-
-    /// Addresses with at least one connection open.
-    pub fn addresses(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-}
-
-/// One connection counted by [`PerIp`]; dropping it uncounts the connection.
-#[derive(Debug)]
-pub struct PerIpGuard {
-    owner: Option<Arc<PerIp>>,
-    ip: IpAddr,
-}
-
-impl Drop for PerIpGuard {
-    fn drop(&mut self) {
-        let Some(owner) = &self.owner else {
-            return;
-        };
-        let mut open = owner.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                // Forget addresses without connections: memory stays bounded by the
-                // connections open, not by every client ever seen.
-                open.remove(&self.ip);
-            }
-        }
-    }
-}
-
 async fn serve_conn(
     shared: &Arc<Shared>,
     conn: ConnInfo,
@@ -623,50 +362,5 @@ async fn serve_conn(
             shutdown,
         ))
         .await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn per_worker_values_are_replaced_everywhere() {
-        let v = PerWorker::new(1u32, 3).resized(4);
-        assert_eq!(v.slots.len(), 4);
-        v.set(7);
-        for w in 0..4 {
-            assert_eq!(as_worker(w, || v.get()), 7);
-        }
-        // A thread that is no worker reads worker 0's copy.
-        assert_eq!(v.get(), 7);
-    }
-
-    #[test]
-    fn per_ip_limit_counts_open_connections() {
-        let p = PerIp::new(2);
-        let a: IpAddr = "192.0.2.1".parse().unwrap();
-        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
-        let b: IpAddr = "2001:db8::1".parse().unwrap();
-        let g1 = p.enter(a).unwrap();
-        let g2 = p.enter(mapped).unwrap();
-        assert!(
-            p.enter(a).is_none(),
-            "a third connection from the same address"
-        );
-        let _g3 = p.enter(b).unwrap();
-        drop(g1);
-        let _g4 = p.enter(a).unwrap();
-        drop(g2);
-        drop(_g4);
-        assert_eq!(
-            p.addresses(),
-            1,
-            "addresses without connections are forgotten"
-        );
-
-        let unlimited = PerIp::new(0);
-        let guards: Vec<_> = (0..100).map(|_| unlimited.enter(a).unwrap()).collect();
-        assert_eq!(guards.len(), 100);
     }
 }

@@ -24,8 +24,12 @@
 //! atomic state: the connection leaves its wait with a compare-and-swap to busy,
 //! the reclaimer with a compare-and-swap to reclaimed; whichever wins decides, so
 //! a connection is never closed once its request is under way.
+//!
+//! [`PerIp`] counts the open connections of each client address, for
+//! `limits.connections_per_ip`.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -362,6 +366,80 @@ impl Drop for ConnectionSlot {
     }
 }
 
+/// Open client connections per IP address, for `limits.connections_per_ip`.
+#[derive(Debug)]
+pub struct PerIp {
+    /// The limit in force (a reload may change it for new connections).
+    limit: std::sync::atomic::AtomicUsize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl PerIp {
+    /// Counts connections against `limit` per address; 0 means no limit.
+    pub fn new(limit: usize) -> Arc<PerIp> {
+        Arc::new(PerIp {
+            limit: std::sync::atomic::AtomicUsize::new(limit),
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Counts a new connection from `ip`; `None` when `ip` already has `limit`
+    /// open. The connection is counted until the guard is dropped.
+    pub fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<PerIpGuard> {
+        let limit = self.limit.load(Ordering::Relaxed);
+        if limit == 0 {
+            return Some(PerIpGuard { owner: None, ip });
+        }
+        // IPv4 clients on a dual-stack socket arrive as IPv4-mapped IPv6.
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(PerIpGuard {
+            owner: Some(self.clone()),
+            ip,
+        })
+    }
+
+    /// Changes the limit for the connections counted from now on (a reload); the
+    /// connections open stay counted. 0 means no limit.
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
+    }
+
+    /// Addresses with at least one connection open.
+    pub fn addresses(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// One connection counted by [`PerIp`]; dropping it uncounts the connection.
+#[derive(Debug)]
+pub struct PerIpGuard {
+    owner: Option<Arc<PerIp>>,
+    ip: IpAddr,
+}
+
+impl Drop for PerIpGuard {
+    fn drop(&mut self) {
+        let Some(owner) = &self.owner else {
+            return;
+        };
+        let mut open = owner.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                // Forget addresses without connections: memory stays bounded by the
+                // connections open, not by every client ever seen.
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,5 +547,33 @@ mod tests {
             assert_eq!(slots.in_use(), 0);
             assert!(lock(&slots.open).is_empty());
         });
+    }
+
+    #[test]
+    fn per_ip_limit_counts_open_connections() {
+        let p = PerIp::new(2);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        let b: IpAddr = "2001:db8::1".parse().unwrap();
+        let g1 = p.enter(a).unwrap();
+        let g2 = p.enter(mapped).unwrap();
+        assert!(
+            p.enter(a).is_none(),
+            "a third connection from the same address"
+        );
+        let _g3 = p.enter(b).unwrap();
+        drop(g1);
+        let _g4 = p.enter(a).unwrap();
+        drop(g2);
+        drop(_g4);
+        assert_eq!(
+            p.addresses(),
+            1,
+            "addresses without connections are forgotten"
+        );
+
+        let unlimited = PerIp::new(0);
+        let guards: Vec<_> = (0..100).map(|_| unlimited.enter(a).unwrap()).collect();
+        assert_eq!(guards.len(), 100);
     }
 }

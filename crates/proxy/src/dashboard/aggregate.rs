@@ -237,7 +237,7 @@ impl Aggregate {
                     Some(s) => self.add(&s, now_secs()),
                     None => return,
                 },
-                () = crate::server::stopped(&mut shutdown) => return,
+                () = crate::runtime::stopped(&mut shutdown) => return,
             }
         }
     }

@@ -423,7 +423,7 @@ impl Dashboard {
                 let snapshot = tokio::select! {
                     _ = tick.tick() => true,
                     () = agg.new_recent.notified() => false,
-                    () = crate::server::stopped(&mut stop) => return,
+                    () = crate::runtime::stopped(&mut stop) => return,
                 };
                 let mut out = Vec::new();
                 for (seq, v) in agg.recent_after(last) {

@@ -155,7 +155,7 @@ pub async fn run(shared: Arc<Shared>, cfg: IncidentSection, mut stop: watch::Rec
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            () = crate::server::stopped(&mut stop) => return,
+            () = crate::runtime::stopped(&mut stop) => return,
         }
         let now = Sample::now(&shared);
         samples.push_back(now.clone());

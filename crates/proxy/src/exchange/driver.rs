@@ -151,18 +151,24 @@ where
     B: BodySource,
     P: Plan,
 {
+    // The rules, limits and access lists in force when the request began, read
+    // as one snapshot (a reload swaps all of them at once).
+    let in_force = shared.in_force();
     // The request's client: the connection's, or the one a trusted proxy names.
     // The limits, rate limits, shapes and client address in force when the
     // request began, to its end (a reload may swap in others meanwhile).
-    let policy = shared.policy();
+    let policy = &in_force.policy;
     let conn = conn.for_request(&policy.client_address, head.headers.clone());
     // The request's site, in the rules in force now: its policy, limits and name.
-    let site = crate::sites::SiteRef::select(shared.waf(), head.host.as_deref(), &head.uri);
+    let site = crate::sites::SiteRef::select(in_force.waf.clone(), head.host.as_deref(), &head.uri);
     // A trusted proxy's connection was let in whatever its clients: the [access]
     // lists are asked about each request's client.
     let denied = conn.trust == SourceTrust::Trusted
         && shared.has_access_lists()
-        && !shared.access_allows(conn.client.ip());
+        && !in_force
+            .access
+            .as_ref()
+            .is_none_or(|a| a.allows(conn.client.ip()));
     // Rate limits whose key the request head gives: decided before the rules run.
     let limits = &policy.rate_limits;
     let uri = head.uri.clone();

@@ -1,130 +1,13 @@
-//! Header policy between the client and the upstream: hop-by-hop headers, the
-//! X-Forwarded-* headers, and the request target sent upstream.
+//! Header policy between the client and the upstream: the header lines sent
+//! upstream (hop-by-hop lines dropped by [`crate::http::hop`]'s policy, the
+//! X-Forwarded-* headers added), and the request target sent upstream.
 
+use crate::http::hop::connection_named;
+use crate::http::{HeaderLines, valid_value};
 use bytes::Bytes;
-use http::header::{self, HeaderName};
-use http::{HeaderMap, Method, Uri};
+use http::{Method, Uri};
 
 use super::IpText;
-
-/// Removes hop-by-hop headers (RFC 9110 §7.6.1): the fixed list and every header
-/// the Connection header names.
-pub fn strip_hop_by_hop(h: &mut HeaderMap) {
-    // Most responses carry none: one pass over the names answers that, where a
-    // removal per listed name would hash each of them.
-    if !h.keys().any(|k| HOP_BY_HOP.contains(&k.as_str())) {
-        return;
-    }
-    let named: Vec<HeaderName> = h
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .filter(|n| !NEVER_HOP_BY_HOP.contains(&n.as_str()))
-        .collect();
-    for n in named {
-        h.remove(n);
-    }
-    for n in HOP_BY_HOP {
-        h.remove(*n);
-    }
-}
-
-/// Headers that `Connection` cannot make hop-by-hop: they describe the message
-/// itself (its target host and framing), so dropping them because a client or
-/// server listed them would make the upstream read a different request from the
-/// one the rules inspected (with `Connection: host`, the upstream's own address as
-/// Host), or a different response from the one the client is sent.
-const NEVER_HOP_BY_HOP: &[&str] = &["host", "content-length", "transfer-encoding"];
-
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// The header lines sent upstream, in order: each name as the client sent it
-/// (lower-case for the lines the proxy adds), each value as sent. No hash map is
-/// built: the upstream connection writes the lines as they are, and the few
-/// lookups the proxy makes (Host, Upgrade, a balancing key) scan a dozen lines.
-#[derive(Debug, Clone, Default)]
-pub struct HeaderLines(Vec<(Bytes, Bytes)>);
-
-impl HeaderLines {
-    /// No lines yet, with room for `n`.
-    pub fn with_capacity(n: usize) -> HeaderLines {
-        HeaderLines(Vec::with_capacity(n))
-    }
-
-    /// Adds a line. The name must be a token and the value a valid field value
-    /// (see [`valid_value`]); the callers check them.
-    pub fn push(&mut self, name: Bytes, value: Bytes) {
-        self.0.push((name, value));
-    }
-
-    /// Every value of the lines named `name` (ASCII case ignored), in order.
-    pub fn get_all<'a>(&'a self, name: &'a [u8]) -> impl DoubleEndedIterator<Item = &'a Bytes> {
-        self.0
-            .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    }
-
-    /// The first value named `name`.
-    pub fn get(&self, name: &[u8]) -> Option<&Bytes> {
-        self.0
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    }
-
-    /// Whether a line is named `name`.
-    pub fn contains(&self, name: &[u8]) -> bool {
-        self.get(name).is_some()
-    }
-
-    /// Removes every line named `name`.
-    pub fn remove(&mut self, name: &[u8]) {
-        self.0.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-    }
-
-    /// The lines, in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
-        self.0.iter().map(|(n, v)| (n, v))
-    }
-
-    /// Number of lines.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there is no line.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// Whether `v` can be sent as a field value: no control byte other than tab (the
-/// rule `http::HeaderValue` applies).
-pub fn valid_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| VALUE[usize::from(b)])
-}
-
-/// Which bytes a field value may hold (a look-up per byte).
-static VALUE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = i == 0x09 || (i >= 0x20 && i != 0x7f);
-        i += 1;
-    }
-    t
-};
 
 /// What becomes of a request header line on its way upstream.
 #[derive(Debug, PartialEq, Eq)]
@@ -173,26 +56,12 @@ pub fn upstream_headers(
     tls: bool,
 ) -> Result<HeaderLines, &'static str> {
     // The names the Connection lines list (rare): a borrowed token each.
-    let mut named: Vec<&[u8]> = Vec::new();
-    for (n, v) in lines {
-        if n.eq_ignore_ascii_case(b"connection") {
-            for t in v.split(|&b| b == b',') {
-                let t = t.trim_ascii();
-                if !t.is_empty()
-                    && !NEVER_HOP_BY_HOP
-                        .iter()
-                        .any(|p| p.as_bytes().eq_ignore_ascii_case(t))
-                {
-                    named.push(t);
-                }
-            }
-        }
-    }
+    let named = connection_named(lines);
     let mut out = HeaderLines::with_capacity(lines.len() + 2);
     let mut xff: Option<Vec<u8>> = None;
     let mut xfp: Option<Vec<u8>> = None;
     for (n, v) in lines {
-        if !crate::http1::is_token(n) {
+        if !crate::http::wire::is_token(n) {
             return Err("invalid header name");
         }
         let acc = match line_fate(n) {
@@ -337,7 +206,9 @@ fn percent_encode_odd(raw: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
+    use crate::http::hop::HOP_BY_HOP;
+    use crate::http::strip_hop_by_hop;
+    use http::{HeaderMap, HeaderValue};
 
     fn lines(raw: &[(&'static str, &'static str)]) -> Vec<(Bytes, Bytes)> {
         raw.iter()
@@ -485,18 +356,6 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h["content-length"], "5");
         assert_eq!(h["host"], "a");
-    }
-
-    #[test]
-    fn response_hop_by_hop_headers_are_removed() {
-        let mut h = HeaderMap::new();
-        h.insert("connection", HeaderValue::from_static("close, x-drop"));
-        h.insert("x-drop", HeaderValue::from_static("1"));
-        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
-        h.insert("content-type", HeaderValue::from_static("text/html"));
-        strip_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 1);
-        assert!(h.contains_key("content-type"));
     }
 
     #[test]

@@ -14,15 +14,13 @@ mod record;
 pub mod reply;
 pub mod shared;
 
-pub use headers::{
-    HeaderLines, forward_target, forward_target_shared, strip_hop_by_hop, upstream_headers,
-    valid_value,
-};
+pub use headers::{forward_target, forward_target_shared, upstream_headers};
 pub use reply::{Reply, ReplyBody, Upgrade};
-pub use shared::{ConnInfo, IpText, Policy, Shared};
+pub use shared::{ConnInfo, IpText, Policy, PolicySnapshot, Shared};
 
+use crate::http::{HeaderLines, strip_hop_by_hop};
 use crate::metrics::Action;
-use crate::upstream::{UpstreamRequest, UpstreamTiming};
+use crate::upstream::{RequestHeadView, UpstreamRequest, UpstreamTiming};
 use crate::waf::{BodyFeed, Verdict, VerdictKind, WafTx};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
@@ -476,16 +474,19 @@ impl Exchange {
     /// Sends the request upstream and runs phases 3 and 4 on the response.
     pub async fn forward(mut self, parts: ForwardParts) -> Reply {
         let shared = self.rec.shared.clone();
-        let path = parts
-            .uri
-            .path_and_query()
-            .map_or(&b"/"[..], |p| p.as_str().as_bytes());
-        let Some(pool) = shared.route(self.rec.host.as_deref(), path) else {
-            return self.reply_error(
-                404,
-                Action::BadRequest,
-                "no route matches this host and path",
-            );
+        let head = RequestHeadView {
+            method: &parts.method,
+            target: &self.rec.uri,
+            uri: &parts.uri,
+            host: self.rec.host.as_deref(),
+            site: &self.rec.site,
+            client: self.rec.conn.client,
+        };
+        let peer = match shared.choose_destination(&head) {
+            Ok(peer) => peer,
+            Err(refused) => {
+                return self.reply_error(refused.status, Action::BadRequest, &refused.reason);
+            }
         };
         let body = match self.body.len() {
             0 => Bytes::new(),
@@ -511,8 +512,8 @@ impl Exchange {
         }
         let req = upstream_request(parts, body, self.rec.conn.client.ip());
         let mut timing = UpstreamTiming::default();
-        self.rec.upstream = Some((pool.name.clone(), None));
-        let sent = pool.send(req, &mut timing).await;
+        self.rec.upstream = Some((peer.name().clone(), None));
+        let sent = peer.send(req, &mut timing).await;
         self.rec.up_timing = Some(timing);
         if !timing.reused {
             probe::probe_lazy!(
@@ -535,7 +536,7 @@ impl Exchange {
                 return self.reply_error(status, Action::UpstreamError, &e.to_string());
             }
         };
-        self.rec.upstream = Some((pool.name.clone(), Some(resp.server.clone())));
+        self.rec.upstream = Some((peer.name().clone(), Some(resp.server.clone())));
         let mut parts = resp.parts;
         let mut upstream_body = resp.body;
         let upgraded = resp.upgraded;

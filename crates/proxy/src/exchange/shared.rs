@@ -1,13 +1,15 @@
-//! What every request shares (rules in force, pools, logs, metrics, limits) and
-//! what it knows of its connection.
+//! What every request shares: the policy snapshot in force ([`PolicySnapshot`]:
+//! rules, pools and routes, limits, access lists, replaced as a whole by a
+//! reload), the services that outlive reloads (logs, metrics, the store, the
+//! resolver, telemetry), and what a request knows of its connection.
 
 use crate::client_address::{ClientAddress, SourceTrust};
 use crate::config::{LimitsConfig, ServerConfig};
 use crate::inspect::Inspector;
 use crate::logs::LogSender;
 use crate::metrics::Metrics;
-use crate::server::PerIp;
-use crate::upstream::Upstreams;
+use crate::slots::PerIp;
+use crate::upstream::{Destination, Peer, RequestHeadView, Upstreams};
 use crate::waf::Waf;
 use engine::CollectionReader;
 use std::net::SocketAddr;
@@ -69,6 +71,24 @@ impl Policy {
     }
 }
 
+/// Everything a reload replaces, as one snapshot swapped as a whole: the rules
+/// (with their sites and shadow), the routes and pools, the [`Policy`] (limits,
+/// rate limits, shapes, client address) and the `[access]` lists. A request or a
+/// connection that reads it sees all of one configuration, never half of one
+/// and half of the next. What outlives reloads (the store, the DNS resolver, the
+/// logs, metrics and telemetry, the connection slots) stays in [`Shared`].
+#[derive(Debug, Clone)]
+pub struct PolicySnapshot {
+    /// The rules in force, with their `[[site]]`s.
+    pub waf: Arc<Waf>,
+    /// The pools and the routes between them: the destination in force.
+    pub upstreams: Arc<Upstreams>,
+    /// The limits, rate limits, shapes and client address in force.
+    pub policy: Arc<Policy>,
+    /// The `[access]` lists in force (`None`: every address may connect).
+    pub access: Option<Arc<crate::access::AccessList>>,
+}
+
 /// The rate limits' and the bandwidth classes' metrics.
 impl crate::metrics::Collector for Policy {
     fn collect(&self, out: &mut crate::metrics::Exposition) {
@@ -77,20 +97,18 @@ impl crate::metrics::Collector for Policy {
     }
 }
 
-/// Everything requests share: rules, pools, logs, metrics, limits.
+/// Everything requests share: the policy snapshot in force (rules, pools,
+/// limits, access lists), and the services that outlive reloads (logs, metrics,
+/// the store, the resolver, telemetry).
 #[derive(Debug)]
 pub struct Shared {
-    /// The rules in force; SIGHUP swaps in a newly loaded set.
-    waf: crate::server::PerWorker<Arc<Waf>>,
-    /// Pools and routes in force; SIGHUP swaps in newly built ones.
-    upstreams: crate::server::PerWorker<Arc<Upstreams>>,
+    /// The rules, pools and routes, limits and access lists in force; a reload
+    /// swaps in a new snapshot, all of it at once.
+    in_force: crate::runtime::PerWorker<Arc<PolicySnapshot>>,
     /// The log channel.
     pub logs: LogSender,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// The limits, rate limits, shapes and client address in force; a reload
-    /// swaps in a new snapshot.
-    policy: crate::server::PerWorker<Arc<Policy>>,
     /// Timeouts.
     pub server: ServerConfig,
     /// When the process started.
@@ -102,7 +120,7 @@ pub struct Shared {
     /// The connection slots (`limits.connections`), reclaimed under pressure.
     pub slots: Arc<crate::slots::ConnectionSlots>,
     /// Connections accepted by each worker thread.
-    pub workers: crate::server::Workers,
+    pub workers: crate::runtime::Workers,
     /// The store of persistent collections. It lives here, beside the rules and
     /// not inside them, so a rule reload keeps it open with its data. `None` only
     /// where no store was opened (fuzz targets): collections then last one
@@ -129,8 +147,6 @@ pub struct Shared {
     /// The shadow rule set's runner, counters and disagreements
     /// ([`crate::shadow`]); the shadow itself is in the rules snapshot.
     pub shadow: crate::shadow::Shadow,
-    /// The `[access]` lists in force (SIGHUP swaps in newly loaded ones).
-    access: crate::server::PerWorker<Option<Arc<crate::access::AccessList>>>,
     /// Whether any `[access]` lists are in force: a request from a trusted proxy
     /// asks them about its client only then.
     has_access: std::sync::atomic::AtomicBool,
@@ -175,19 +191,24 @@ impl Shared {
                 limits.connections,
                 server.client_header_timeout_under_pressure,
             ),
-            workers: crate::server::Workers::new(1),
+            workers: crate::runtime::Workers::new(1),
             inspector,
-            waf: crate::server::PerWorker::new(waf, 1),
-            upstreams: crate::server::PerWorker::new(Arc::new(upstreams), 1),
+            in_force: crate::runtime::PerWorker::new(
+                Arc::new(PolicySnapshot {
+                    waf,
+                    upstreams: Arc::new(upstreams),
+                    policy: Arc::new(Policy::new(limits)),
+                    access: None,
+                }),
+                1,
+            ),
             logs,
             metrics,
-            policy: crate::server::PerWorker::new(Arc::new(Policy::new(limits)), 1),
             server,
             started: Instant::now(),
             store: None,
             reader: None,
             sync: None,
-            access: crate::server::PerWorker::new(None, 1),
             has_access: std::sync::atomic::AtomicBool::new(false),
             accounting: crate::accounting::Accounting::new([]),
             rule_costs: crate::rulecost::RuleCosts::default(),
@@ -207,12 +228,9 @@ impl Shared {
 
     /// Counts connections for `n` worker threads.
     pub fn with_workers(mut self, n: usize) -> Self {
-        self.workers = crate::server::Workers::new(n);
+        self.workers = crate::runtime::Workers::new(n);
         self.accounting = self.accounting.with_workers(n);
-        self.waf = self.waf.resized(n);
-        self.access = self.access.resized(n);
-        self.upstreams = self.upstreams.resized(n);
-        self.policy = self.policy.resized(n);
+        self.in_force = self.in_force.resized(n);
         self.id_counters = (0..n.max(1)).map(|_| IdCounter::default()).collect();
         self
     }
@@ -236,39 +254,57 @@ impl Shared {
         self
     }
 
+    /// The [`Policy`] in force changed by `f` (while the shared state is built).
+    fn with_policy(self, f: impl FnOnce(&mut Policy)) -> Self {
+        let mut snapshot = (*self.in_force.get()).clone();
+        let mut policy = (*snapshot.policy).clone();
+        f(&mut policy);
+        snapshot.policy = Arc::new(policy);
+        self.in_force.set(Arc::new(snapshot));
+        self
+    }
+
     /// Gives requests the `[[rate_limit]]`s.
     pub fn with_rate_limits(self, limits: Vec<crate::ratelimit::RateLimiter>) -> Self {
-        let mut p = (*self.policy.get()).clone();
-        p.rate_limits = limits.into_iter().map(Arc::new).collect();
-        self.policy.set(Arc::new(p));
-        self
+        self.with_policy(|p| p.rate_limits = limits.into_iter().map(Arc::new).collect())
     }
 
     /// Gives responses the `[[shape]]` classes, tried in order.
     pub fn with_shapes(self, shapes: Vec<crate::shaping::Shaper>) -> Self {
-        let mut p = (*self.policy.get()).clone();
-        p.shapes = shapes.into_iter().map(Arc::new).collect();
-        self.policy.set(Arc::new(p));
+        self.with_policy(|p| p.shapes = shapes.into_iter().map(Arc::new).collect())
+    }
+
+    /// Gives new connections the `[access]` lists (`None`: every address may
+    /// connect).
+    pub fn with_access(self, access: Option<Arc<crate::access::AccessList>>) -> Self {
+        let mut snapshot = (*self.in_force.get()).clone();
+        snapshot.access = access;
+        self.put_in_force(snapshot);
         self
+    }
+
+    /// The snapshot in force now: rules, pools and routes, limits, access lists.
+    pub fn in_force(&self) -> Arc<PolicySnapshot> {
+        self.in_force.get()
+    }
+
+    /// Puts a reload's snapshot in force for new connections and requests, all of
+    /// it at once (with `limits.connections_per_ip` for new connections), and
+    /// returns the one it replaces; requests already started keep theirs.
+    pub fn put_in_force(&self, snapshot: PolicySnapshot) -> Arc<PolicySnapshot> {
+        let old = self.in_force.get();
+        self.per_ip
+            .set_limit(snapshot.policy.limits.connections_per_ip);
+        self.has_access
+            .store(snapshot.access.is_some(), Ordering::Relaxed);
+        self.in_force.set(Arc::new(snapshot));
+        old
     }
 
     /// The limits, rate limits, shapes and client address in force now. A request
     /// reads it once and keeps it to its end.
     pub fn policy(&self) -> Arc<Policy> {
-        self.policy.get()
-    }
-
-    /// Puts a reload's policy in force for new connections and requests, and
-    /// `limits.connections_per_ip` for new connections.
-    pub fn replace_policy(&self, policy: Arc<Policy>) {
-        self.per_ip.set_limit(policy.limits.connections_per_ip);
-        self.policy.set(policy);
-    }
-
-    /// Puts `[access]` lists in force (`None`: every address may connect).
-    pub fn replace_access(&self, access: Option<Arc<crate::access::AccessList>>) {
-        self.has_access.store(access.is_some(), Ordering::Relaxed);
-        self.access.set(access);
+        self.in_force.with(|s| s.policy.clone())
     }
 
     /// Whether `[access]` lists are in force (reading it takes no lock).
@@ -278,8 +314,8 @@ impl Shared {
 
     /// Whether the `[access]` lists let a client at `ip` connect.
     pub fn access_allows(&self, ip: std::net::IpAddr) -> bool {
-        self.access
-            .with(|a| a.as_ref().is_none_or(|a| a.allows(ip)))
+        self.in_force
+            .with(|s| s.access.as_ref().is_none_or(|a| a.allows(ip)))
     }
 
     /// Gives `@rbl` rules their resolver.
@@ -290,10 +326,7 @@ impl Shared {
 
     /// Takes the client's address from trusted proxies as `client_address` says.
     pub fn with_client_address(self, client_address: ClientAddress) -> Self {
-        let mut p = (*self.policy.get()).clone();
-        p.client_address = client_address;
-        self.policy.set(Arc::new(p));
-        self
+        self.with_policy(|p| p.client_address = client_address)
     }
 
     /// Keeps the TLS listeners' certificates and the ACME manager for the
@@ -375,38 +408,32 @@ impl Shared {
 
     /// The pools and routes in force now.
     pub fn upstreams(&self) -> Arc<Upstreams> {
-        self.upstreams.get()
+        self.in_force.with(|s| s.upstreams.clone())
     }
 
-    /// The pool that serves a request for `host` and `path` (see
-    /// [`Upstreams::route`]), without taking a reference to all the pools.
-    pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<Arc<crate::upstream::Pool>> {
-        self.upstreams.with(|u| u.route(host, path).cloned())
-    }
-
-    /// Puts newly built pools in force for every worker and returns those they
-    /// replace; requests already sent keep theirs.
-    pub fn replace_upstreams(&self, upstreams: Arc<Upstreams>) -> Arc<Upstreams> {
-        let old = self.upstreams.get();
-        self.upstreams.set(upstreams);
-        old
+    /// Where the request whose head is `head` goes, as the destination in force
+    /// chooses it (the routes and pools of [`Upstreams`], through the
+    /// [`Destination`] trait), without taking a reference to all the pools.
+    pub fn choose_destination(
+        &self,
+        head: &RequestHeadView<'_>,
+    ) -> Result<Peer, crate::upstream::Refusal> {
+        self.in_force.with(|s| {
+            let destination: &dyn Destination = &*s.upstreams;
+            destination.choose(head)
+        })
     }
 
     /// The rules in force now.
     pub fn waf(&self) -> Arc<Waf> {
-        self.waf.get()
-    }
-
-    /// Puts a newly loaded rule set in force; requests already started keep theirs.
-    pub fn replace_waf(&self, waf: Arc<Waf>) {
-        self.waf.set(waf);
+        self.in_force.with(|s| s.waf.clone())
     }
 
     /// A new transaction id: 20 hex digits from the start time and a per-process
     /// random counter, unique across requests and restarts.
     pub(super) fn unique_id(&self, now_us: i64) -> String {
         let workers = self.id_counters.len();
-        let w = crate::server::current_worker() % workers;
+        let w = crate::runtime::current_worker() % workers;
         let k = self.id_counters[w].0.fetch_add(1, Ordering::Relaxed);
         let n = k.wrapping_mul(workers as u64).wrapping_add(w as u64);
         let tail = self
@@ -569,7 +596,7 @@ mod tests {
         // Every id made in the same microsecond, spread over three workers.
         let mut ids = std::collections::HashSet::new();
         for i in 0..3000 {
-            let id = crate::server::as_worker(i % 3, || shared.unique_id(1_700_000_000_000_000));
+            let id = crate::runtime::as_worker(i % 3, || shared.unique_id(1_700_000_000_000_000));
             assert_eq!(id.len(), 20, "{id}");
             assert!(ids.insert(id.clone()), "{id} made twice");
         }

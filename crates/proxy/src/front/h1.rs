@@ -1,12 +1,13 @@
 //! The HTTP/1.x front end: one task per client connection, reading raw request heads
-//! itself (see [`crate::http1`]) so the engine sees each request as it was sent.
+//! itself (see [`crate::http::wire`]) so the engine sees each request as it was sent.
 
 use super::tunnel;
 use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Driven, Head, Refusal, drive};
 use crate::exchange::{
-    ConnInfo, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers, valid_value,
+    ConnInfo, ForwardParts, Reply, Shared, forward_target_shared, upstream_headers,
 };
-use crate::http1::{
+use crate::http::valid_value;
+use crate::http::wire::{
     BodyDecoder, Decoded, Framing, HeadError, RequestHead, Version, find_head_end, parse_head,
 };
 use crate::logs::{LogKind, Written, now_unix_micros, one_line, rfc3339_micros};
@@ -51,7 +52,7 @@ pub async fn serve<IO>(
     // One wait for shutdown for the whole connection: made (and registered with the
     // channel) once, not again for every request.
     let mut stop_rx = shutdown.clone();
-    let mut stop = std::pin::pin!(crate::server::stopped(&mut stop_rx));
+    let mut stop = std::pin::pin!(crate::runtime::stopped(&mut stop_rx));
     // Likewise one timer for the waits, moved to each wait's deadline: moving it
     // later does not take it out of the timer wheel and put it back.
     let mut timer = std::pin::pin!(tokio::time::sleep_until(

@@ -93,7 +93,7 @@ pub async fn serve<IO>(
                 }
                 return;
             }
-            () = crate::server::stopped(&mut shutdown) => break,
+            () = crate::runtime::stopped(&mut shutdown) => break,
             () = activity.slot.reclaimed() => {
                 tracing::debug!("h2 connection from {}: reclaimed (connection slots)", conn.source);
                 break;

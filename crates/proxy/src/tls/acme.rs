@@ -28,7 +28,7 @@ use super::acme_client::AcmeHttp;
 use super::sni::CertMap;
 use super::{CertError, LoadedCert};
 use crate::config::{AcmeChallenge, AcmeSection};
-use crate::server::PerWorker;
+use crate::runtime::PerWorker;
 use instant_acme::{
     Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount,
     NewOrder, OrderStatus, RetryPolicy,
@@ -368,7 +368,7 @@ impl Acme {
                         "not done within acme.order_timeout ({:?})",
                         self.cfg.order_timeout
                     )))),
-                    () = crate::server::stopped(&mut stop) => return,
+                    () = crate::runtime::stopped(&mut stop) => return,
                 };
                 // Whatever happened, no challenge stays pending.
                 self.clear_challenges();
@@ -393,7 +393,7 @@ impl Acme {
                 .min(MAX_SLEEP);
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = crate::server::stopped(&mut stop) => return,
+                () = crate::runtime::stopped(&mut stop) => return,
             }
         }
     }

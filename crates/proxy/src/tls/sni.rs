@@ -16,7 +16,7 @@
 use super::acme::Acme;
 use super::{CertError, LoadedCert, load_pair};
 use crate::config::TlsConfig;
-use crate::server::PerWorker;
+use crate::runtime::PerWorker;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use std::collections::HashMap;

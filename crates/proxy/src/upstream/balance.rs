@@ -12,9 +12,9 @@
 //! them), each to its own second choice, so they spread over the rest; the keys of
 //! the other servers stay put. Failover follows the same order.
 
-use super::Server;
+use super::pool::Server;
 use crate::config::{Balance, HashKey};
-use crate::exchange::HeaderLines;
+use crate::http::HeaderLines;
 use smallvec::SmallVec;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

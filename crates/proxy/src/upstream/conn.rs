@@ -15,7 +15,7 @@
 //! oversized head) is an error and its connection is dropped.
 
 use super::UpstreamRequest;
-use crate::http1::{BodyDecoder, Framing, body_framing};
+use crate::http::wire::{BodyDecoder, Framing, body_framing};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};

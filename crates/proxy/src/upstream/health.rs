@@ -5,8 +5,9 @@
 //! passed ones bring it back. A server that is out is tried only after every server
 //! that is in, so a pool whose servers are all out still tries them.
 
-use super::now_ms;
-use super::{Pool, Server, UpstreamRequest};
+use super::pool::Server;
+use super::pool::now_ms;
+use super::{Pool, UpstreamRequest};
 use crate::config::{HealthCheckConfig, HealthCheckKind};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -195,10 +196,10 @@ async fn probe(pool: &Pool, server: &Server, check: &HealthCheckConfig) -> Resul
         HealthCheckKind::Http => {
             let (mut conn, _) = pool.connect(server).await?;
             let host = check.host.as_deref().unwrap_or(&server.addr);
-            if !crate::exchange::valid_value(host.as_bytes()) {
+            if !crate::http::valid_value(host.as_bytes()) {
                 return Err(format!("health check host {host:?} cannot be sent"));
             }
-            let mut headers = crate::exchange::HeaderLines::with_capacity(3);
+            let mut headers = crate::http::HeaderLines::with_capacity(3);
             headers.push(
                 Bytes::from_static(b"host"),
                 Bytes::copy_from_slice(host.as_bytes()),

@@ -79,7 +79,7 @@ pub(super) struct Addresses {
     fixed: Option<Arc<[SocketAddr]>>,
     current: Mutex<Option<Answer>>,
     /// When the answer in use is due to be asked again, in ms of
-    /// [`super::now_ms`] (0: none yet): read without the lock on the request path.
+    /// [`super::pool::now_ms`] (0: none yet): read without the lock on the request path.
     refresh_ms: AtomicU64,
     /// One lookup at a time per name; the others wait for its answer.
     lookup: tokio::sync::Mutex<()>,
@@ -128,14 +128,14 @@ impl Addresses {
     /// Whether the addresses in use may be used without asking again (always for
     /// an IP literal). Takes no lock.
     pub fn is_fresh(&self) -> bool {
-        self.fixed.is_some() || self.refresh_ms.load(Ordering::Acquire) > super::now_ms()
+        self.fixed.is_some() || self.refresh_ms.load(Ordering::Acquire) > super::pool::now_ms()
     }
 
     /// Puts `answer` in use (the lock on `current` held).
     fn keep(&self, cur: &mut Option<Answer>, answer: Answer) {
         let left = answer.refresh_at.saturating_duration_since(Instant::now());
-        let ms =
-            super::now_ms().saturating_add(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+        let ms = super::pool::now_ms()
+            .saturating_add(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
         *cur = Some(answer);
         self.refresh_ms.store(ms, Ordering::Release);
     }
@@ -259,6 +259,15 @@ fn list(addrs: &[SocketAddr]) -> String {
         .map(|a| a.ip().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resolver::Dns(_) => "dns",
+            Resolver::System { .. } => "system",
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,80 @@
+//! The destination seam: where a request goes, chosen from its head.
+//!
+//! A [`Destination`] reads a request's head ([`RequestHeadView`]: method, target,
+//! Host, site, client) and answers with the [`Peer`] the request is sent to, or a
+//! [`Refusal`] the client is answered with instead. The exchange
+//! ([`crate::exchange::Exchange::forward`]) knows only this trait. The reverse
+//! proxy's destination is [`super::Upstreams`]: the configured routes choose a
+//! pool, whose servers are tried in its balancing order with health, failover and
+//! retries (`routes.rs`, [`super::Upstreams::route`]).
+
+use super::{Pool, UpstreamError, UpstreamRequest, UpstreamResponse, UpstreamTiming};
+use http::{Method, Uri};
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Chooses where a request is sent, from its head alone (the body has not been
+/// read, or is not looked at).
+pub trait Destination: Send + Sync {
+    /// The peer that serves the request whose head is `head`, or why none does.
+    fn choose(&self, head: &RequestHeadView<'_>) -> Result<Peer, Refusal>;
+}
+
+/// What a [`Destination`] is chosen from: a request's head, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHeadView<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The request target as the client sent it (origin, absolute, authority or
+    /// asterisk form).
+    pub target: &'a [u8],
+    /// The target sent upstream: origin-form (or `*`, or authority-form for
+    /// CONNECT).
+    pub uri: &'a Uri,
+    /// The Host header's value as sent (a port included); `None` without one.
+    pub host: Option<&'a [u8]>,
+    /// The request's site (`[[site]]`, or `default`).
+    pub site: &'a crate::sites::SiteRef,
+    /// The client, as every client-keyed feature sees it (behind trusted proxies,
+    /// the address they name).
+    pub client: SocketAddr,
+}
+
+/// Where a request is sent.
+#[derive(Debug, Clone)]
+pub enum Peer {
+    /// A configured pool (`[[upstream]]`): its servers are tried in its balancing
+    /// order, with failover and retries ([`Pool::send`]).
+    Pool(Arc<Pool>),
+}
+
+impl Peer {
+    /// The name logs and metrics give the peer: the pool's name.
+    pub fn name(&self) -> &Arc<str> {
+        match self {
+            Peer::Pool(pool) => &pool.name,
+        }
+    }
+
+    /// Sends a request to the peer and waits for the response head.
+    pub async fn send(
+        &self,
+        req: UpstreamRequest,
+        timing: &mut UpstreamTiming,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        match self {
+            Peer::Pool(pool) => pool.send(req, timing).await,
+        }
+    }
+}
+
+/// Why a request has no destination: the status and the reason (for the error
+/// log and the client) it is answered with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The status to answer (404 when no route matches).
+    pub status: u16,
+    /// What is wrong.
+    pub reason: Cow<'static, str>,
+}
