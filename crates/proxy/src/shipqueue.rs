@@ -204,10 +204,7 @@ mod tests {
         let mut b = Backoff::new();
         assert!(b.is_first());
         let waits: Vec<_> = (0..9).map(|_| b.next_wait().as_millis()).collect();
-        assert_eq!(
-            waits,
-            [500, 1000, 2000, 4000, 5000, 5000, 5000, 5000, 5000]
-        );
+        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000, 5000, 5000, 5000]);
         b.reset();
         assert!(b.is_first());
     }
