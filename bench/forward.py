@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Palisade's forward mode against Debian's Squid, side by side in one run (issue 35).
+
+    python3 bench/forward.py [--rounds 3] [--duration 5] [--domains 1600000] [--smoke]
+        [--out-md FILE]
+
+Both proxies run on loopback, pinned to the same CPU, with the client and the origin
+(bench/forward/: a Go program, built here) on the other one. Neither caches. For
+each proxy, in rounds that alternate between them:
+
+  http        absolute-form GETs of a small page from a local HTTP origin (albedo)
+              on kept client connections: requests per CPU-second of the proxy
+  connect     a new CONNECT tunnel and a TLS handshake with a local TLS origin for
+              every request: tunnel setups per CPU-second of the proxy
+  throughput  one tunnel carrying a large TLS response: MiB/s, and the proxy's CPU
+              seconds per GiB
+
+Then memory: each proxy loads a list of `--domains` generated domains (a fixed
+seed; the same names for both: Squid's `dstdomain` ACL from a file, Palisade's
+`[forward] deny`), and the run reports the time until it answers and its resident
+memory, against the same proxy without the list; one request for a listed name
+must be refused by both.
+
+Palisade runs with its forward policy and no rule set (as a filter, like Squid);
+the CPU figures are of the proxy processes only (Squid's kids included).
+Targets: http and connect at least 2x Squid's per CPU-second, throughput within 10%
+of Squid's, the list loaded in at most 2 s in at most 150 MiB.
+"""
+
+import argparse
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run as R  # noqa: E402  (processes, ports, CPU time)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_loadgen(work):
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    out = os.path.join(work, "loadgen")
+    subprocess.run([go, "build", "-o", out, "."], cwd=os.path.join(HERE, "forward"),
+                   check=True, timeout=900)
+    return out
+
+
+def loadgen(binary, *argv, timeout=600):
+    """Runs the client on the load CPU; returns its JSON line."""
+    import json
+    r = subprocess.run(["taskset", "-c", R.LOAD_CPU, binary, *argv], capture_output=True,
+                       text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"loadgen {' '.join(argv)}: {r.stderr.strip()}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def start_origin(binary, work):
+    proc = R.Proc("tls-origin", [binary, "origin", "-listen", "127.0.0.1:0", "-dir", work],
+                  work, cpu=R.LOAD_CPU)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with open(proc.out_path) as f:
+            m = re.search(r"listening (\d+)", f.read())
+        if m:
+            return int(m.group(1))
+        time.sleep(0.05)
+    raise RuntimeError(f"forward: the TLS origin did not start:\n{proc.tail()}")
+
+
+def domains(n, seed):
+    """`n` distinct generated domains, none under another (Squid refuses nesting
+    in one dstdomain list): two-label names, and three-label names whose parents
+    come from another alphabet, so no entry is a parent of another."""
+    rnd = random.Random(seed)
+    tlds = ["com", "net", "org", "io", "de", "fr", "uk", "edu", "info", "biz"]
+    low, high = "abcdefghijklm", "nopqrstuvwxyz0123456789"
+    seen = set()
+    out = []
+    while len(out) < n:
+        if rnd.random() < 0.6:
+            name = "".join(rnd.choice(low) for _ in range(rnd.randint(6, 14)))
+            d = f"{name}.{rnd.choice(tlds)}"
+        else:
+            parent = "".join(rnd.choice(high) for _ in range(rnd.randint(5, 10)))
+            sub = "".join(rnd.choice(low + high) for _ in range(rnd.randint(3, 10)))
+            d = f"{sub}.{parent}.{rnd.choice(tlds)}"
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def squid_config(work, name, port, blocklist=None):
+    conf = os.path.join(work, f"squid-{name}.conf")
+    lines = [
+        f"http_port 127.0.0.1:{port}",
+        f"pid_filename {work}/squid-{name}.pid",
+        "cache deny all",
+        "cache_mem 8 MB",
+        "access_log none",
+        f"cache_log {work}/squid-{name}.log",
+        f"coredump_dir {work}",
+        "pinger_enable off",
+        "shutdown_lifetime 1 seconds",
+        "workers 1",
+    ]
+    if blocklist:
+        lines += [f'acl blocked dstdomain "{blocklist}"', "http_access deny blocked"]
+    lines += ["http_access allow localhost", "http_access deny all"]
+    with open(conf, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return conf
+
+
+def start_squid(work, name, blocklist=None):
+    port = R.free_port()
+    conf = squid_config(work, name, port, blocklist)
+    t0 = time.time()
+    proc = R.Proc(f"squid-{name}", ["squid", "-f", conf, "-N"], work, cpu=R.SUT_CPU)
+    R.wait_port(port, proc, timeout=600)
+    return proc, port, time.time() - t0
+
+
+def palisade_config(work, name, port, origin_port, blocklist=None):
+    path = os.path.join(work, f"palisade-{name}.toml")
+    deny = f"deny = [{R.toml_str(blocklist)}]\n" if blocklist else ""
+    with open(path, "w") as f:
+        f.write(f"""[server]
+worker_threads = 1
+
+[[listener]]
+address = "127.0.0.1:{port}"
+mode = "forward"
+
+[forward]
+connect_ports = [{origin_port}]
+{deny}
+[logs]
+error_log = {R.toml_str(os.path.join(work, f"palisade-{name}-error.log"))}
+level = "warn"
+""")
+    return path
+
+
+def start_palisade(args, work, name, origin_port, blocklist=None):
+    port = R.free_port()
+    conf = palisade_config(work, name, port, origin_port, blocklist)
+    t0 = time.time()
+    proc = R.Proc(f"palisade-{name}", [args.palisade, "run", "--config", conf], work,
+                  cpu=R.SUT_CPU)
+    R.wait_port(port, proc, timeout=600)
+    return proc, port, time.time() - t0
+
+
+def tree_pids(proc):
+    return [proc.pid] + R.children(proc.pid)
+
+
+def rss_mib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def refused(port, host):
+    """Whether the proxy refuses an absolute-form GET of `host` (a 403 or other
+    refusal, not a 200 or a gateway error from trying to reach it)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                  .encode())
+        head = s.recv(4096).split(b"\r\n", 1)[0]
+    m = re.match(rb"HTTP/1\.[01] (\d+)", head)
+    return m is not None and m.group(1) == b"403"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--palisade", default=os.path.join(R.REPO, "target", "release", "palisade"))
+    ap.add_argument("--albedo", default=os.path.join(R.REPO, "target", "release", "albedo"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--conns", type=int, default=8)
+    ap.add_argument("--bytes", type=int, default=1 << 30, help="throughput: bytes per run")
+    ap.add_argument("--domains", type=int, default=1_600_000)
+    ap.add_argument("--seed", type=int, default=35)
+    ap.add_argument("--smoke", action="store_true", help="1 round of 2 s, 64 MiB, 100,000 domains")
+    ap.add_argument("--out-md", default=None)
+    args = ap.parse_args()
+    if args.smoke:
+        args.rounds, args.duration, args.bytes = 1, 2, 64 << 20
+        args.domains = min(args.domains, 100_000)
+    if shutil.which("squid") is None:
+        raise SystemExit("forward: squid is missing (apt-get install squid)")
+    work = tempfile.mkdtemp(prefix="palisade-forward-")
+    lines = []
+    try:
+        lg = build_loadgen(work)
+        _, http_port = R.start_albedo(args.albedo, work, R.LOAD_CPU, who="forward")
+        origin_port = start_origin(lg, work)
+        ca = os.path.join(work, "ca.pem")
+        proxies = {}
+        sq, sq_port, _ = start_squid(work, "plain")
+        proxies["squid"] = (sq, sq_port)
+        pa, pa_port, _ = start_palisade(args, work, "plain", origin_port)
+        proxies["palisade"] = (pa, pa_port)
+        target = f"http://127.0.0.1:{http_port}/"
+        origin = f"localhost:{origin_port}"
+        tot = {n: {"http": [0, 0.0], "connect": [0, 0.0], "throughput": [0, 0.0, 0.0]}
+               for n in proxies}
+        for n, (p, port) in proxies.items():  # warm-up, and a check that both work
+            for mode, extra in (("http", ["-target", target]),
+                                ("connect", ["-origin", origin, "-ca", ca])):
+                r = loadgen(lg, mode, "-proxy", f"http://127.0.0.1:{port}", *extra,
+                            "-duration", "1s", "-conns", "2")
+                if r["errors"]:
+                    raise RuntimeError(f"forward: {n} {mode}: {r['first_error']}")
+        for _ in range(args.rounds):
+            for n, (p, port) in proxies.items():
+                pids = tree_pids(p)
+                proxy = f"http://127.0.0.1:{port}"
+                for mode, extra, key in (
+                        ("http", ["-target", target], "requests"),
+                        ("connect", ["-origin", origin, "-ca", ca], "setups")):
+                    c0 = R.cpu_seconds(pids)
+                    r = loadgen(lg, mode, "-proxy", proxy, *extra,
+                                "-duration", f"{args.duration}s", "-conns", str(args.conns))
+                    tot[n][mode][0] += r[key]
+                    tot[n][mode][1] += R.cpu_seconds(pids) - c0
+                    if r["errors"]:
+                        R.log(f"forward: {n} {mode}: {r['errors']} errors ({r['first_error']})")
+                c0 = R.cpu_seconds(pids)
+                r = loadgen(lg, "throughput", "-proxy", proxy, "-origin", origin, "-ca", ca,
+                            "-bytes", str(args.bytes))
+                tot[n]["throughput"][0] += r["bytes"]
+                tot[n]["throughput"][1] += r["seconds"]
+                tot[n]["throughput"][2] += R.cpu_seconds(pids) - c0
+        rates = {}
+        lines += [f"| proxy ({args.rounds} rounds x {args.duration} s, {args.conns} clients) | "
+                  "HTTP requests per CPU-second | CONNECT setups per CPU-second | "
+                  "tunnel MiB/s | proxy CPU s per GiB |", "|---|---:|---:|---:|---:|"]
+        for n, t in tot.items():
+            h = t["http"][0] / t["http"][1] if t["http"][1] else 0.0
+            c = t["connect"][0] / t["connect"][1] if t["connect"][1] else 0.0
+            mib = t["throughput"][0] / (1 << 20) / t["throughput"][1]
+            per_gib = t["throughput"][2] / (t["throughput"][0] / (1 << 30))
+            rates[n] = (h, c, mib)
+            lines.append(f"| {n} | {h:,.0f} | {c:,.0f} | {mib:,.0f} | {per_gib:.2f} |")
+        p, s = rates["palisade"], rates["squid"]
+        lines += ["", f"forward: HTTP {p[0] / s[0]:.2f}x Squid's per CPU-second, CONNECT setups "
+                  f"{p[1] / s[1]:.2f}x (target 2x); tunnel throughput {p[2] / s[2] * 100:.0f}% "
+                  "of Squid's (target at least 90%)"]
+        for p_, _ in proxies.values():
+            p_.stop()
+
+        # Memory and load time with the domain list.
+        names = domains(args.domains, args.seed)
+        plain_list = os.path.join(work, "domains.txt")
+        squid_list = os.path.join(work, "domains-squid.txt")
+        with open(plain_list, "w") as f:
+            f.write("\n".join(names) + "\n")
+        with open(squid_list, "w") as f:
+            f.write("\n".join("." + d for d in names) + "\n")
+        probe = "www." + names[len(names) // 2]
+        mem = []
+        for n, start in (("squid", lambda b: start_squid(work, "list" if b else "empty", b)),
+                         ("palisade", lambda b: start_palisade(args, work, "list" if b else "empty",
+                                                              origin_port, b))):
+            p0, port0, t_empty = start(None)
+            time.sleep(1)
+            base = rss_mib(tree_pids(p0))
+            p0.stop()
+            p1, port1, t_list = start(plain_list if n == "palisade" else squid_list)
+            time.sleep(1)
+            with_list = rss_mib(tree_pids(p1))
+            blocked = refused(port1, probe)
+            p1.stop()
+            mem.append((n, t_empty, t_list, base, with_list, blocked))
+        lines += ["", f"| proxy, {args.domains:,} domains | start without the list, s | "
+                  "start with it, s | RSS without, MiB | RSS with, MiB | the list costs, MiB | "
+                  "a listed name refused |", "|---|---:|---:|---:|---:|---:|---|"]
+        for n, t0, t1, b, w, blocked in mem:
+            lines.append(f"| {n} | {t0:.2f} | {t1:.2f} | {b:.1f} | {w:.1f} | {w - b:.1f} | "
+                         f"{'yes' if blocked else 'NO'} |")
+        if not all(m[5] for m in mem):
+            raise RuntimeError("forward: a listed name was not refused:\n" + "\n".join(lines))
+    finally:
+        R.stop_all()
+        shutil.rmtree(work, ignore_errors=True)
+    print("\n".join(lines))
+    if args.out_md:
+        with open(args.out_md, "w") as f:
+            f.write("## Forward proxy against Squid (issue 35)\n\n" + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+module palisade.bench/forward
+
+go 1.26
