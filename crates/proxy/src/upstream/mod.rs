@@ -48,6 +48,8 @@ pub use body::{UpstreamBody, UpstreamBodyError, UpstreamRequest, UpstreamRespons
 pub use conn::Upgraded;
 pub use destination::{Destination, Peer, Refusal, RequestHeadView};
 pub use metrics::UpstreamServerState;
+pub(crate) use pool::Env;
 pub use pool::{Pool, UpstreamError, UpstreamTiming};
+pub(crate) use resolve::Resolver;
 pub use registry::{UpstreamSetupError, Upstreams};
 pub(crate) use routes::{HostMatch, strip_port};
