@@ -2409,10 +2409,7 @@ servers = ["127.0.0.1:9000"]
 
     #[test]
     fn forward_listener_and_section() {
-        let c = parse(
-            "[[listener]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n",
-        )
-        .unwrap();
+        let c = parse("[[listener]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n").unwrap();
         assert_eq!(c.listeners[0].mode, ListenerMode::Forward);
         assert!(c.forward.is_none());
         let d = ForwardSection::default();
@@ -2423,9 +2420,11 @@ servers = ["127.0.0.1:9000"]
             .unwrap_err()
             .to_string();
         assert!(err.contains("forward.max_destinations"), "{err}");
-        let err = parse(&format!("{MINIMAL}\n[forward]\ndeny = [\"/nonexistent/list\"]\n"))
-            .unwrap_err()
-            .to_string();
+        let err = parse(&format!(
+            "{MINIMAL}\n[forward]\ndeny = [\"/nonexistent/list\"]\n"
+        ))
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("forward.deny"), "{err}");
         let err = parse(&format!("{MINIMAL}\n[forward]\nconnect_ports = [0]\n"))
             .unwrap_err()

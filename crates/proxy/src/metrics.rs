@@ -301,8 +301,13 @@ pub const PROXY_PROTOCOL_REFUSALS: [&str; 5] =
 /// the lists; or names another host than the `CONNECT` (domain fronting); the
 /// destination could not be reached; the client went away before the tunnel
 /// began.
-pub const FORWARD_TUNNEL_OUTCOMES: [&str; 5] =
-    ["spliced", "sni_refused", "fronting", "connect_failed", "client_gone"];
+pub const FORWARD_TUNNEL_OUTCOMES: [&str; 5] = [
+    "spliced",
+    "sni_refused",
+    "fronting",
+    "connect_failed",
+    "client_gone",
+];
 
 impl Default for Metrics {
     fn default() -> Self {

@@ -121,7 +121,9 @@ impl Lists {
         if let Some(allow) = &self.allow
             && !allow.contains(host)
         {
-            return Err(format!("destination {host} is not on the forward.allow list"));
+            return Err(format!(
+                "destination {host} is not on the forward.allow list"
+            ));
         }
         Ok(())
     }
@@ -349,14 +351,15 @@ impl TunnelTarget {
     pub async fn connect(&self) -> Result<(TcpStream, SocketAddr), TunnelError> {
         let addrs = match &self.host {
             Host::Ip(ip) => vec![SocketAddr::new(*ip, self.port)],
-            Host::Name(name) => self
-                .resolver
-                .addresses(name, self.port)
-                .await
-                .map_err(|reason| TunnelError::Resolve {
-                    host: name.clone(),
-                    reason,
-                })?,
+            Host::Name(name) => {
+                self.resolver
+                    .addresses(name, self.port)
+                    .await
+                    .map_err(|reason| TunnelError::Resolve {
+                        host: name.clone(),
+                        reason,
+                    })?
+            }
         };
         let mut last = String::from("no address");
         for a in addrs {
@@ -386,10 +389,12 @@ impl TunnelTarget {
             sni: String::from_utf8_lossy(sni).into_owned(),
             reason: e.to_string(),
         })?;
-        self.lists.check(&named).map_err(|reason| SniRefusal::Listed {
-            sni: named.to_string(),
-            reason,
-        })?;
+        self.lists
+            .check(&named)
+            .map_err(|reason| SniRefusal::Listed {
+                sni: named.to_string(),
+                reason,
+            })?;
         if self.refuse_fronting && named != self.host {
             return Err(SniRefusal::Fronting {
                 sni: named.to_string(),
@@ -519,7 +524,9 @@ mod tests {
         assert!(t.check_sni(Some(b"GOOD.example")).is_ok());
         assert!(t.check_sni(None).is_ok());
         assert_eq!(
-            t.check_sni(Some(b"sub.good.example")).unwrap_err().outcome(),
+            t.check_sni(Some(b"sub.good.example"))
+                .unwrap_err()
+                .outcome(),
             "fronting"
         );
         assert_eq!(

@@ -28,9 +28,9 @@ impl TunnelEnd {
     /// counted).
     pub fn bytes(&self) -> (u64, u64) {
         match *self {
-            TunnelEnd::Closed(up, down) | TunnelEnd::Idle(up, down) | TunnelEnd::Failed(up, down) => {
-                (up, down)
-            }
+            TunnelEnd::Closed(up, down)
+            | TunnelEnd::Idle(up, down)
+            | TunnelEnd::Failed(up, down) => (up, down),
         }
     }
 }

@@ -50,6 +50,6 @@ pub use destination::{Destination, Peer, Refusal, RequestHeadView};
 pub use metrics::UpstreamServerState;
 pub(crate) use pool::Env;
 pub use pool::{Pool, UpstreamError, UpstreamTiming};
-pub(crate) use resolve::Resolver;
 pub use registry::{UpstreamSetupError, Upstreams};
+pub(crate) use resolve::Resolver;
 pub(crate) use routes::{HostMatch, strip_port};

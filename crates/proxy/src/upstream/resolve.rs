@@ -51,7 +51,10 @@ impl Resolver {
     /// gave them, for the forward proxy's tunnels.
     pub(crate) async fn addresses(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
         let (ips, _) = self.lookup(host, port).await?;
-        Ok(ips.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
+        Ok(ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect())
     }
 
     /// How long a name is asked again after a failed lookup.
