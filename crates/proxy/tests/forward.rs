@@ -103,7 +103,7 @@ async fn absolute_form_requests_are_forwarded_and_filtered() {
         format!("http://2130706434:{port}/"),
         format!("http://0177.0.0.2:{port}/"),
         format!("http://[::ffff:127.0.0.2]:{port}/"),
-        format!("http://blocked.test/"),
+        "http://blocked.test/".to_owned(),
     ] {
         // HTTP/1.1 needs a Host header: the URI's authority, as clients send it.
         let authority = target
@@ -133,7 +133,10 @@ async fn absolute_form_requests_are_forwarded_and_filtered() {
             format!("http://127.0.0.1:{port}/"),
             "blocked.test".to_owned(),
         ),
-        (format!("http://blocked.test/"), format!("127.0.0.1:{port}")),
+        (
+            "http://blocked.test/".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ),
         (
             format!("http://127.0.0.1:{port}/"),
             "127.0.0.1:1".to_owned(),
