@@ -346,8 +346,7 @@ impl TunnelTarget {
     }
 
     /// Connects to the destination: its addresses (an IP literal, or the name
-    /// resolved with the proxy's resolver) tried in order, each for a few
-    /// seconds.
+    /// resolved with the proxy's resolver) tried as [`happy_eyeballs`] does.
     pub async fn connect(&self) -> Result<(TcpStream, SocketAddr), TunnelError> {
         let addrs = match &self.host {
             Host::Ip(ip) => vec![SocketAddr::new(*ip, self.port)],
@@ -361,21 +360,12 @@ impl TunnelTarget {
                     })?
             }
         };
-        let mut last = String::from("no address");
-        for a in addrs {
-            match tokio::time::timeout(TUNNEL_CONNECT_TIMEOUT, TcpStream::connect(a)).await {
-                Ok(Ok(s)) => {
-                    let _ = s.set_nodelay(true);
-                    return Ok((s, a));
-                }
-                Ok(Err(e)) => last = format!("{a}: {e}"),
-                Err(_) => last = format!("{a}: timed out"),
-            }
-        }
-        Err(TunnelError::Connect {
-            target: self.authority(),
-            reason: last,
-        })
+        happy_eyeballs(addrs)
+            .await
+            .map_err(|reason| TunnelError::Connect {
+                target: self.authority(),
+                reason,
+            })
     }
 
     /// Whether a tunnel whose ClientHello names `sni` (the server name
@@ -402,6 +392,62 @@ impl TunnelTarget {
             });
         }
         Ok(())
+    }
+}
+
+/// How long a connection attempt has before the next address is tried beside
+/// it (RFC 8305's Connection Attempt Delay).
+const ATTEMPT_DELAY: Duration = Duration::from_millis(250);
+
+/// Connects to the first of `addrs` that answers, in the manner of Happy
+/// Eyeballs (RFC 8305): the addresses are taken alternately from each family,
+/// in the resolver's order within a family; each attempt starts when the one
+/// before it failed or after [`ATTEMPT_DELAY`], the first connection made wins
+/// and the others are abandoned. Each attempt has [`TUNNEL_CONNECT_TIMEOUT`].
+/// The error says what the last attempt gave.
+pub async fn happy_eyeballs(addrs: Vec<SocketAddr>) -> Result<(TcpStream, SocketAddr), String> {
+    let first_v6 = addrs.first().is_some_and(SocketAddr::is_ipv6);
+    let (mut a, mut b): (Vec<_>, Vec<_>) = addrs.into_iter().partition(|x| x.is_ipv6() == first_v6);
+    a.reverse();
+    b.reverse();
+    let mut order = Vec::with_capacity(a.len() + b.len());
+    while let Some(x) = a.pop() {
+        order.push(x);
+        if let Some(y) = b.pop() {
+            order.push(y);
+        }
+    }
+    order.extend(b.into_iter().rev());
+    let mut next = order.into_iter();
+    let mut attempts = tokio::task::JoinSet::new();
+    let mut last = String::from("no address");
+    loop {
+        match next.next() {
+            Some(addr) => {
+                attempts.spawn(async move {
+                    let r = tokio::time::timeout(TUNNEL_CONNECT_TIMEOUT, TcpStream::connect(addr))
+                        .await;
+                    (addr, r)
+                });
+            }
+            None if attempts.is_empty() => return Err(last),
+            None => {}
+        }
+        let more = next.len() > 0;
+        // Wait for an attempt to end; a failure starts the next at once, as does
+        // the delay running out.
+        tokio::select! {
+            ended = attempts.join_next() => match ended {
+                Some(Ok((addr, Ok(Ok(s))))) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok((s, addr));
+                }
+                Some(Ok((addr, Ok(Err(e))))) => last = format!("{addr}: {e}"),
+                Some(Ok((addr, Err(_)))) => last = format!("{addr}: timed out"),
+                Some(Err(_)) | None => {}
+            },
+            () = tokio::time::sleep(ATTEMPT_DELAY), if more => {}
+        }
     }
 }
 
@@ -503,6 +549,23 @@ mod tests {
             (Peer::Pool(a), Peer::Pool(b)) => assert!(Arc::ptr_eq(&a, &b)),
             _ => panic!("pools expected"),
         }
+    }
+
+    #[tokio::test]
+    async fn happy_eyeballs_takes_the_address_that_answers() {
+        let good = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let good_addr = good.local_addr().unwrap();
+        // A port nothing listens on: bound, then closed.
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let (_, addr) = happy_eyeballs(vec![closed, good_addr]).await.unwrap();
+        assert_eq!(addr, good_addr);
+        let err = happy_eyeballs(vec![closed]).await.unwrap_err();
+        assert!(err.contains(&closed.to_string()), "{err}");
+        assert_eq!(happy_eyeballs(Vec::new()).await.unwrap_err(), "no address");
     }
 
     #[tokio::test]
