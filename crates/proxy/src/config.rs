@@ -349,6 +349,13 @@ pub struct ForwardSection {
     /// used dropped first); default 1024.
     #[serde(default = "default_max_destinations")]
     pub max_destinations: usize,
+    /// The proxy as clients reach it (`host:port`), written into the PAC file
+    /// served at `GET /proxy.pac`; absent: the Host header of the PAC request.
+    pub pac_proxy: Option<String>,
+    /// Domains whose hosts the PAC file sends `DIRECT` (besides plain host
+    /// names and the private and loopback networks).
+    #[serde(default)]
+    pub pac_direct: Vec<String>,
 }
 
 impl Default for ForwardSection {
@@ -359,6 +366,8 @@ impl Default for ForwardSection {
             allow: None,
             refuse_fronting: true,
             max_destinations: default_max_destinations(),
+            pac_proxy: None,
+            pac_direct: Vec::new(),
         }
     }
 }
@@ -384,6 +393,14 @@ impl ForwardSection {
                     .into(),
             );
         }
+        let mut pac = crate::forward::pac::PacSettings::new(
+            self.pac_proxy.as_deref().unwrap_or("proxy:3128"),
+        );
+        pac.direct_suffixes = self.pac_direct.clone();
+        crate::forward::pac::render(&pac).map_err(|e| match e {
+            crate::forward::pac::PacError::Proxy(_) => format!("forward.pac_proxy: {e}"),
+            _ => format!("forward.pac_direct: {e}"),
+        })?;
         for (key, f) in self
             .deny
             .iter()
@@ -2430,6 +2447,14 @@ servers = ["127.0.0.1:9000"]
             .unwrap_err()
             .to_string();
         assert!(err.contains("forward.connect_ports"), "{err}");
+        let err = parse(&format!("{MINIMAL}\n[forward]\npac_proxy = \"no port\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("forward.pac_proxy"), "{err}");
+        let err = parse(&format!("{MINIMAL}\n[forward]\npac_direct = [\"a b\"]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("forward.pac_direct"), "{err}");
         let err = parse(&format!("{MINIMAL}\n[forward]\nallow = []\n"))
             .unwrap_err()
             .to_string();

@@ -163,6 +163,25 @@ async fn absolute_form_requests_are_forwarded_and_filtered() {
         assert_eq!(r.status, 400, "{req}: {}", r.text());
     }
 
+    // The PAC file that points browsers at the proxy, as they reached it.
+    let r = send_raw(
+        listen,
+        format!("GET /proxy.pac HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/x-ns-proxy-autoconfig")
+    );
+    assert!(
+        r.text().contains(&format!("PROXY {listen}")),
+        "{}",
+        r.text()
+    );
+
     // Keep-alive to the destination: two requests, and the metrics still answer.
     for _ in 0..2 {
         let req = format!(

@@ -513,6 +513,19 @@ impl Exchange {
         };
         let peer = match shared.choose_destination(&head, self.rec.conn.forward) {
             Ok(Peer::Tunnel(target)) => return self.open_tunnel(*target).await,
+            Ok(Peer::Local(answer)) => {
+                self.rec.status = 200;
+                let mut r = Reply::new(self.rec, StatusCode::OK, answer.body);
+                r.headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(answer.content_type),
+                );
+                r.headers.insert(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("max-age=300"),
+                );
+                return r;
+            }
             Ok(peer) => peer,
             Err(refused) => {
                 let action = if refused.status == 403 {

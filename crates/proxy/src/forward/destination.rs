@@ -16,11 +16,16 @@
 //!   host passes the same lists; the answer is a [`Peer::Tunnel`] whose
 //!   [`TunnelTarget`] the exchange connects to, and whose
 //!   [`TunnelTarget::check_sni`] the front end asks about the ClientHello.
-//! - `https://` absolute URIs (a client must use `CONNECT`) and origin-form
-//!   requests: 400.
+//! - `GET /proxy.pac`: the PAC file ([`super::pac`]) that points browsers at
+//!   the proxy, answered by the proxy itself ([`Peer::Local`]).
+//! - `https://` absolute URIs (a client must use `CONNECT`) and other
+//!   origin-form requests: 400.
 
+use super::pac::{self, PacSettings};
 use crate::config::{ForwardSection, UpstreamConfig};
-use crate::upstream::{Destination, Env, Peer, Pool, Refusal, RequestHeadView, Resolver};
+use crate::upstream::{
+    Destination, Env, LocalAnswer, Peer, Pool, Refusal, RequestHeadView, Resolver,
+};
 use domains::{Host, SuffixSet, normalize_host_port, normalize_name};
 use http::Method;
 use std::borrow::Cow;
@@ -138,6 +143,10 @@ pub struct ForwardDestination {
     /// `max_destinations`.
     pools: moka::sync::Cache<String, Arc<Pool>>,
     env: Env,
+    /// The PAC file's settings (its proxy address taken from the request when
+    /// `pac_proxy` is not set).
+    pac: PacSettings,
+    pac_proxy_fixed: bool,
 }
 
 impl std::fmt::Debug for ForwardDestination {
@@ -165,6 +174,11 @@ impl ForwardDestination {
             refuse_fronting: cfg.refuse_fronting,
             pools: moka::sync::Cache::new(cfg.max_destinations as u64),
             env,
+            pac: PacSettings {
+                direct_suffixes: cfg.pac_direct.clone(),
+                ..PacSettings::new(cfg.pac_proxy.clone().unwrap_or_default())
+            },
+            pac_proxy_fixed: cfg.pac_proxy.is_some(),
         })
     }
 
@@ -209,8 +223,28 @@ impl ForwardDestination {
         })))
     }
 
+    /// The PAC file, for `GET /proxy.pac`: `pac_proxy`, or the Host header the
+    /// client reached the proxy with.
+    fn pac(&self, host: Option<&[u8]>) -> Result<Peer, Refusal> {
+        let mut settings = self.pac.clone();
+        if !self.pac_proxy_fixed {
+            let host = host
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .ok_or_else(|| bad("GET /proxy.pac needs a Host header (or forward.pac_proxy)"))?;
+            settings.proxy = host.to_owned();
+        }
+        let script = pac::render(&settings).map_err(|e| bad(e.to_string()))?;
+        Ok(Peer::Local(LocalAnswer {
+            content_type: pac::PAC_CONTENT_TYPE,
+            body: bytes::Bytes::from(script),
+        }))
+    }
+
     fn choose_http(&self, head: &RequestHeadView<'_>) -> Result<Peer, Refusal> {
         let target = head.target;
+        if matches!(*head.method, Method::GET | Method::HEAD) && target == b"/proxy.pac" {
+            return self.pac(head.host);
+        }
         let scheme_end = target.len().min(8);
         let lower = target[..scheme_end].to_ascii_lowercase();
         if lower.starts_with(b"https://") {
@@ -539,6 +573,16 @@ mod tests {
         assert_eq!(get("http://ok.example/", Some("ok.example:81")), 403);
         assert_eq!(get("https://ok.example/", None), 400);
         assert_eq!(get("/path", Some("ok.example")), 400);
+        match choose(&d, Method::GET, "/proxy.pac", Some("proxy.corp:3128")) {
+            Ok(Peer::Local(a)) => {
+                assert_eq!(a.content_type, "application/x-ns-proxy-autoconfig");
+                let js = String::from_utf8(a.body.to_vec()).unwrap();
+                assert!(js.contains("PROXY proxy.corp:3128"), "{js}");
+            }
+            other => panic!("PAC expected: {other:?}"),
+        }
+        assert_eq!(get("/proxy.pac", Some("bad host\"")), 400);
+        assert_eq!(get("/proxy.pac", None), 400);
         assert_eq!(get("http://a..b/", None), 400);
         assert_eq!(get("http://ok.example:0/", None), 400);
         assert_eq!(get("http://ok.example:99999/", None), 400);

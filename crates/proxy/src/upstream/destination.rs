@@ -50,6 +50,18 @@ pub enum Peer {
     /// A `CONNECT` tunnel of a forward-proxy listener: the exchange connects to
     /// the target and the front end joins the client to it.
     Tunnel(Box<crate::forward::TunnelTarget>),
+    /// An answer the proxy gives itself (the forward proxy's PAC file): no
+    /// upstream is asked.
+    Local(LocalAnswer),
+}
+
+/// An answer the proxy gives itself, with status 200.
+#[derive(Debug, Clone)]
+pub struct LocalAnswer {
+    /// Its media type.
+    pub content_type: &'static str,
+    /// Its body.
+    pub body: bytes::Bytes,
 }
 
 impl Peer {
@@ -58,7 +70,9 @@ impl Peer {
     pub fn name(&self) -> Arc<str> {
         match self {
             Peer::Pool(pool) => pool.name.clone(),
-            Peer::Tunnel(_) => Arc::from(crate::forward::destination::FORWARD_PEER),
+            Peer::Tunnel(_) | Peer::Local(_) => {
+                Arc::from(crate::forward::destination::FORWARD_PEER)
+            }
         }
     }
 
@@ -73,6 +87,10 @@ impl Peer {
             Peer::Tunnel(t) => Err(UpstreamError::Protocol {
                 server: t.authority(),
                 reason: "a tunnel carries no request".into(),
+            }),
+            Peer::Local(_) => Err(UpstreamError::Protocol {
+                server: crate::forward::destination::FORWARD_PEER.into(),
+                reason: "a local answer is not sent anywhere".into(),
             }),
         }
     }

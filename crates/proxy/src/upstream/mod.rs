@@ -46,7 +46,7 @@ mod tls;
 
 pub use body::{UpstreamBody, UpstreamBodyError, UpstreamRequest, UpstreamResponse};
 pub use conn::Upgraded;
-pub use destination::{Destination, Peer, Refusal, RequestHeadView};
+pub use destination::{Destination, LocalAnswer, Peer, Refusal, RequestHeadView};
 pub use metrics::UpstreamServerState;
 pub(crate) use pool::Env;
 pub use pool::{Pool, UpstreamError, UpstreamTiming};
