@@ -44,12 +44,13 @@ const TUNNEL_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardSetupError {
     /// A domain-list file could not be loaded.
-    #[error("{key}: {source}")]
+    #[error("{key}: {error}")]
     List {
         /// The key that names the file (`forward.deny`, `forward.allow`).
         key: &'static str,
-        /// What loading it gave (names the file and line).
-        source: domains::LoadError,
+        /// What loading it gave (names the file, the line and what is wrong, so
+        /// it is not chained as a source as well).
+        error: domains::LoadError,
     },
 }
 
@@ -94,9 +95,9 @@ impl Lists {
         let mut deny = SuffixSet::new();
         for f in &cfg.deny {
             deny.add_file(f, 1)
-                .map_err(|source| ForwardSetupError::List {
+                .map_err(|error| ForwardSetupError::List {
                     key: "forward.deny",
-                    source,
+                    error,
                 })?;
         }
         deny.shrink_to_fit();
@@ -106,9 +107,9 @@ impl Lists {
                 let mut set = SuffixSet::new();
                 for f in files {
                     set.add_file(f, 1)
-                        .map_err(|source| ForwardSetupError::List {
+                        .map_err(|error| ForwardSetupError::List {
                             key: "forward.allow",
-                            source,
+                            error,
                         })?;
                 }
                 set.shrink_to_fit();
