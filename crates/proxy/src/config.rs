@@ -106,6 +106,9 @@ pub struct Config {
     /// A second rule set run detection-only beside the blocking one on a sample
     /// of the requests (`[shadow]`, docs/shadow.md); absent: none.
     pub shadow: Option<ShadowSection>,
+    /// The forward proxy's policy (`[forward]`, docs/forward.md), for the
+    /// listeners with `mode = "forward"`; absent: its defaults.
+    pub forward: Option<ForwardSection>,
     /// The file this configuration was read from (not a key).
     #[serde(skip)]
     pub path: PathBuf,
@@ -275,6 +278,141 @@ pub struct ListenerConfig {
     /// other connection is closed.
     #[serde(default)]
     pub proxy_protocol: bool,
+    /// What the listener is: a reverse proxy for the `[[upstream]]`s (the
+    /// default), or a forward proxy for clients that name their destination
+    /// (`"forward"`, docs/forward.md).
+    #[serde(default)]
+    pub mode: ListenerMode,
+}
+
+impl UpstreamConfig {
+    /// A pool of one plain-HTTP server at `server` (`host:port`) with every
+    /// other setting at its default: what the forward proxy sends a
+    /// destination's requests through.
+    pub fn plain(name: &str, server: String) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.to_owned(),
+            servers: vec![server],
+            backup: Vec::new(),
+            keepalive: default_keepalive(),
+            connect_timeout: default_connect_timeout(),
+            read_timeout: default_read_timeout(),
+            idle_timeout: default_idle_timeout(),
+            tls: false,
+            tls_sni: None,
+            tls_ca_file: None,
+            tls_verify: true,
+            balance: Balance::default(),
+            hash_key: None,
+            max_fails: default_max_fails(),
+            fail_timeout: default_fail_timeout(),
+            retries: default_retries(),
+            retry_budget: default_retry_budget(),
+            resolve_min_ttl: default_resolve_min_ttl(),
+            health_check: None,
+        }
+    }
+}
+
+/// `mode` of a `[[listener]]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListenerMode {
+    /// A reverse proxy: requests go to the `[[upstream]]` pools through the
+    /// `[[route]]`s.
+    #[default]
+    Reverse,
+    /// A forward proxy: absolute-form `http://` requests go to the host they
+    /// name, and `CONNECT` opens a tunnel (`[forward]`).
+    Forward,
+}
+
+/// `[forward]`: the policy of the forward-proxy listeners.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardSection {
+    /// The ports a `CONNECT` may open a tunnel to (default `[443]`).
+    #[serde(default = "default_connect_ports")]
+    pub connect_ports: Vec<u16>,
+    /// Domain-list files (one domain or IP address a line; a domain covers its
+    /// subdomains) of destinations refused.
+    #[serde(default)]
+    pub deny: Vec<PathBuf>,
+    /// Domain-list files of the only destinations allowed; absent: every
+    /// destination not denied.
+    pub allow: Option<Vec<PathBuf>>,
+    /// Close a TLS tunnel whose ClientHello names (SNI) another host than the
+    /// `CONNECT` did (domain fronting); default true.
+    #[serde(default = "yes")]
+    pub refuse_fronting: bool,
+    /// How many destinations keep a connection pool at once (least recently
+    /// used dropped first); default 1024.
+    #[serde(default = "default_max_destinations")]
+    pub max_destinations: usize,
+    /// The proxy as clients reach it (`host:port`), written into the PAC file
+    /// served at `GET /proxy.pac`; absent: the Host header of the PAC request.
+    pub pac_proxy: Option<String>,
+    /// Domains whose hosts the PAC file sends `DIRECT` (besides plain host
+    /// names and the private and loopback networks).
+    #[serde(default)]
+    pub pac_direct: Vec<String>,
+}
+
+impl Default for ForwardSection {
+    fn default() -> Self {
+        ForwardSection {
+            connect_ports: default_connect_ports(),
+            deny: Vec::new(),
+            allow: None,
+            refuse_fronting: true,
+            max_destinations: default_max_destinations(),
+            pac_proxy: None,
+            pac_direct: Vec::new(),
+        }
+    }
+}
+
+fn default_connect_ports() -> Vec<u16> {
+    vec![443]
+}
+fn default_max_destinations() -> usize {
+    1024
+}
+
+impl ForwardSection {
+    fn validate(&self) -> Result<(), String> {
+        if let Some(p) = self.connect_ports.iter().find(|p| **p == 0) {
+            return Err(format!("forward.connect_ports: {p} is not a port"));
+        }
+        if self.max_destinations == 0 {
+            return Err("forward.max_destinations must be at least 1".into());
+        }
+        if self.allow.as_ref().is_some_and(Vec::is_empty) {
+            return Err(
+                "forward.allow is empty: it would refuse every destination (leave it out to allow all but forward.deny)"
+                    .into(),
+            );
+        }
+        let mut pac = crate::forward::pac::PacSettings::new(
+            self.pac_proxy.as_deref().unwrap_or("proxy:3128"),
+        );
+        pac.direct_suffixes = self.pac_direct.clone();
+        crate::forward::pac::render(&pac).map_err(|e| match e {
+            crate::forward::pac::PacError::Proxy(_) => format!("forward.pac_proxy: {e}"),
+            _ => format!("forward.pac_direct: {e}"),
+        })?;
+        for (key, f) in self
+            .deny
+            .iter()
+            .map(|f| ("forward.deny", f))
+            .chain(self.allow.iter().flatten().map(|f| ("forward.allow", f)))
+        {
+            if !f.is_file() {
+                return Err(format!("{key}: {} is not a readable file", f.display()));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `[client_address]`: which proxies may say who the client is, and how.
@@ -1702,6 +1840,11 @@ impl Config {
                 fix(f);
             }
         }
+        if let Some(f) = &mut self.forward {
+            for p in f.deny.iter_mut().chain(f.allow.iter_mut().flatten()) {
+                fix(p);
+            }
+        }
         for p in [
             &mut self.logs.error_log,
             &mut self.logs.access_log,
@@ -1807,8 +1950,25 @@ impl Config {
                 l.address
             ));
         }
-        if self.upstreams.is_empty() {
+        let reverse = self
+            .listeners
+            .iter()
+            .any(|l| l.mode == ListenerMode::Reverse);
+        if self.upstreams.is_empty() && reverse {
             return Err("at least one [[upstream]] is required".into());
+        }
+        if let Some(f) = &self.forward {
+            f.validate()?;
+        }
+        if let Some(l) = self
+            .listeners
+            .iter()
+            .find(|l| l.mode == ListenerMode::Forward && l.tls.is_some())
+        {
+            return Err(format!(
+                "listener {}: mode = \"forward\" listeners speak plain HTTP for now (no tls)",
+                l.address
+            ));
         }
         for (i, u) in self.upstreams.iter().enumerate() {
             if u.name.is_empty() {
@@ -2263,6 +2423,47 @@ address = "127.0.0.1:8080"
 name = "app"
 servers = ["127.0.0.1:9000"]
 "#;
+
+    #[test]
+    fn forward_listener_and_section() {
+        let c = parse("[[listener]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n").unwrap();
+        assert_eq!(c.listeners[0].mode, ListenerMode::Forward);
+        assert!(c.forward.is_none());
+        let d = ForwardSection::default();
+        assert_eq!(d.connect_ports, vec![443]);
+        assert!(d.refuse_fronting);
+        assert_eq!(d.max_destinations, 1024);
+        let err = parse(&format!("{MINIMAL}\n[forward]\nmax_destinations = 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("forward.max_destinations"), "{err}");
+        let err = parse(&format!(
+            "{MINIMAL}\n[forward]\ndeny = [\"/nonexistent/list\"]\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("forward.deny"), "{err}");
+        let err = parse(&format!("{MINIMAL}\n[forward]\nconnect_ports = [0]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("forward.connect_ports"), "{err}");
+        let err = parse(&format!("{MINIMAL}\n[forward]\npac_proxy = \"no port\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("forward.pac_proxy"), "{err}");
+        let err = parse(&format!("{MINIMAL}\n[forward]\npac_direct = [\"a b\"]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("forward.pac_direct"), "{err}");
+        let err = parse(&format!("{MINIMAL}\n[forward]\nallow = []\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("forward.allow"), "{err}");
+        let err = parse("[[listener]]\naddress = \"127.0.0.1:3128\"\nmode = \"sideways\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sideways"), "{err}");
+    }
 
     #[test]
     fn minimal_config_gets_defaults() {

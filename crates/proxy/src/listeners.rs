@@ -336,7 +336,8 @@ impl Listeners {
                 }
             };
             let worker = k % self.workers.len();
-            let l = WorkerListener::new(socket, tls.clone(), r.config.proxy_protocol, r.address);
+            let l = WorkerListener::new(socket, tls.clone(), r.config.proxy_protocol, r.address)
+                .forward(r.config.mode == crate::config::ListenerMode::Forward);
             self.workers[worker].spawn(crate::server::accept_loop(
                 l,
                 worker,

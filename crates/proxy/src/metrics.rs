@@ -277,6 +277,9 @@ pub struct Metrics {
     /// Connections closed on a listener with `proxy_protocol` before their PROXY
     /// header was accepted, by reason ([`PROXY_PROTOCOL_REFUSALS`]).
     pub proxy_protocol_refused: [AtomicU64; 5],
+    /// `CONNECT` tunnels of the forward-proxy listeners, by how they ended
+    /// ([`FORWARD_TUNNEL_OUTCOMES`]).
+    pub forward_tunnels: [AtomicU64; 5],
     /// Requests refused (403) because the `[access]` lists refuse the client a
     /// trusted proxy named.
     pub requests_denied: AtomicU64,
@@ -292,6 +295,19 @@ pub struct Metrics {
 /// `server.client_header_timeout`.
 pub const PROXY_PROTOCOL_REFUSALS: [&str; 5] =
     ["untrusted", "invalid", "too_long", "truncated", "timeout"];
+
+/// The outcomes of `palisade_forward_tunnels_total{outcome}`: the tunnel was
+/// spliced and ended; it was closed because the ClientHello's SNI is refused by
+/// the lists; or names another host than the `CONNECT` (domain fronting); the
+/// destination could not be reached; the client went away before the tunnel
+/// began.
+pub const FORWARD_TUNNEL_OUTCOMES: [&str; 5] = [
+    "spliced",
+    "sni_refused",
+    "fronting",
+    "connect_failed",
+    "client_gone",
+];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -335,6 +351,7 @@ impl Metrics {
             collection_writes_discarded: AtomicU64::new(0),
             decode_stopped: Default::default(),
             proxy_protocol_refused: Default::default(),
+            forward_tunnels: Default::default(),
             requests_denied: AtomicU64::new(0),
             phase_usage: Default::default(),
         }
@@ -345,6 +362,14 @@ impl Metrics {
     pub fn proxy_protocol_refused(&self, reason: &str) {
         if let Some(i) = PROXY_PROTOCOL_REFUSALS.iter().position(|r| *r == reason) {
             self.proxy_protocol_refused[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a forward-proxy tunnel; `outcome` is one of
+    /// [`FORWARD_TUNNEL_OUTCOMES`].
+    pub fn forward_tunnel(&self, outcome: &str) {
+        if let Some(i) = FORWARD_TUNNEL_OUTCOMES.iter().position(|r| *r == outcome) {
+            self.forward_tunnels[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -793,6 +818,14 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "palisade_proxy_protocol_refused_total{{reason=\"{reason}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP palisade_forward_tunnels_total CONNECT tunnels of the forward-proxy listeners, by outcome.\n# TYPE palisade_forward_tunnels_total counter\n");
+        for (outcome, n) in FORWARD_TUNNEL_OUTCOMES.iter().zip(&self.forward_tunnels) {
+            let _ = writeln!(
+                out,
+                "palisade_forward_tunnels_total{{outcome=\"{outcome}\"}} {}",
                 n.load(Ordering::Relaxed)
             );
         }

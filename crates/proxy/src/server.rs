@@ -21,6 +21,8 @@ pub struct WorkerListener {
     tls: Option<TlsAcceptor>,
     /// Connections begin with a PROXY protocol header.
     proxy_protocol: bool,
+    /// A forward-proxy listener (`mode = "forward"`).
+    forward: bool,
     address: SocketAddr,
 }
 
@@ -36,8 +38,15 @@ impl WorkerListener {
             socket,
             tls,
             proxy_protocol,
+            forward: false,
             address,
         }
+    }
+
+    /// The same listener as a forward proxy (`mode = "forward"`) when `forward`.
+    pub fn forward(mut self, forward: bool) -> WorkerListener {
+        self.forward = forward;
+        self
     }
 }
 
@@ -47,6 +56,7 @@ impl std::fmt::Debug for WorkerListener {
             .field("address", &self.address)
             .field("tls", &self.tls.is_some())
             .field("proxy_protocol", &self.proxy_protocol)
+            .field("forward", &self.forward)
             .finish()
     }
 }
@@ -112,6 +122,7 @@ pub async fn accept_loop(
         socket,
         tls,
         proxy_protocol,
+        forward,
         address,
     } = listener;
     let listener = match TcpListener::from_std(socket) {
@@ -214,7 +225,8 @@ pub async fn accept_loop(
             } else {
                 Some((ConnInfo::direct(peer, local, tls.is_some(), trust), per_ip))
             };
-            if let Some((conn, per_ip)) = accepted {
+            if let Some((mut conn, per_ip)) = accepted {
+                conn.forward = forward;
                 let _per_ip = per_ip;
                 serve_conn(&shared, conn, stream, tls, slot, shutdown).await;
             }

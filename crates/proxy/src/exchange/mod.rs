@@ -15,12 +15,12 @@ pub mod reply;
 pub mod shared;
 
 pub use headers::{forward_target, forward_target_shared, upstream_headers};
-pub use reply::{Reply, ReplyBody, Upgrade};
+pub use reply::{Reply, ReplyBody, Tunnel, Upgrade};
 pub use shared::{ConnInfo, IpText, Policy, PolicySnapshot, Shared};
 
 use crate::http::{HeaderLines, strip_hop_by_hop};
 use crate::metrics::Action;
-use crate::upstream::{RequestHeadView, UpstreamRequest, UpstreamTiming};
+use crate::upstream::{Peer, RequestHeadView, UpstreamRequest, UpstreamTiming};
 use crate::waf::{BodyFeed, Verdict, VerdictKind, WafTx};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
@@ -471,6 +471,35 @@ impl Exchange {
         r
     }
 
+    /// A forward-proxy `CONNECT` that passed phases 1 and 2: connects to the
+    /// target and answers 200 with the connection in [`Reply::tunnel`], for the
+    /// front end to check the ClientHello and join the client to it; or 502.
+    async fn open_tunnel(mut self, target: crate::forward::TunnelTarget) -> Reply {
+        let started = Instant::now();
+        self.rec.upstream = Some((Arc::from(crate::forward::destination::FORWARD_PEER), None));
+        match target.connect().await {
+            Ok((stream, addr)) => {
+                self.rec.up_timing = Some(UpstreamTiming {
+                    connect_us: micros_since(started),
+                    ..UpstreamTiming::default()
+                });
+                self.rec.upstream = Some((
+                    Arc::from(crate::forward::destination::FORWARD_PEER),
+                    Some(Arc::from(addr.to_string())),
+                ));
+                self.rec.status = 200;
+                let mut r = Reply::new(self.rec, StatusCode::OK, Bytes::new());
+                r.headers.clear();
+                r.tunnel = Some(reply::Tunnel { stream, target });
+                r
+            }
+            Err(e) => {
+                self.rec.shared.metrics.forward_tunnel("connect_failed");
+                self.reply_error(e.status(), Action::UpstreamError, &e.to_string())
+            }
+        }
+    }
+
     /// Sends the request upstream and runs phases 3 and 4 on the response.
     pub async fn forward(mut self, parts: ForwardParts) -> Reply {
         let shared = self.rec.shared.clone();
@@ -482,10 +511,29 @@ impl Exchange {
             site: &self.rec.site,
             client: self.rec.conn.client,
         };
-        let peer = match shared.choose_destination(&head) {
+        let peer = match shared.choose_destination(&head, self.rec.conn.forward) {
+            Ok(Peer::Tunnel(target)) => return self.open_tunnel(*target).await,
+            Ok(Peer::Local(answer)) => {
+                self.rec.status = 200;
+                let mut r = Reply::new(self.rec, StatusCode::OK, answer.body);
+                r.headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(answer.content_type),
+                );
+                r.headers.insert(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("max-age=300"),
+                );
+                return r;
+            }
             Ok(peer) => peer,
             Err(refused) => {
-                return self.reply_error(refused.status, Action::BadRequest, &refused.reason);
+                let action = if refused.status == 403 {
+                    Action::Deny
+                } else {
+                    Action::BadRequest
+                };
+                return self.reply_error(refused.status, action, &refused.reason);
             }
         };
         let body = match self.body.len() {
@@ -512,7 +560,7 @@ impl Exchange {
         }
         let req = upstream_request(parts, body, self.rec.conn.client.ip());
         let mut timing = UpstreamTiming::default();
-        self.rec.upstream = Some((peer.name().clone(), None));
+        self.rec.upstream = Some((peer.name(), None));
         let sent = peer.send(req, &mut timing).await;
         self.rec.up_timing = Some(timing);
         if !timing.reused {
@@ -536,7 +584,7 @@ impl Exchange {
                 return self.reply_error(status, Action::UpstreamError, &e.to_string());
             }
         };
-        self.rec.upstream = Some((peer.name().clone(), Some(resp.server.clone())));
+        self.rec.upstream = Some((peer.name(), Some(resp.server.clone())));
         let mut parts = resp.parts;
         let mut upstream_body = resp.body;
         let upgraded = resp.upgraded;
@@ -674,6 +722,7 @@ impl Exchange {
             close: false,
             drop: false,
             upgrade,
+            tunnel: None,
         }
     }
 }

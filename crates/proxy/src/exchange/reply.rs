@@ -37,6 +37,25 @@ pub struct Reply {
     /// For a `101 Switching Protocols` from the upstream: the protocol it switched
     /// to and its side of the connection, for the front end to join to the client.
     pub upgrade: Option<Upgrade>,
+    /// For a forward-proxy `CONNECT`: the connection to the destination, for the
+    /// front end to answer `200 Connection Established` and join to the client.
+    pub tunnel: Option<Tunnel>,
+}
+
+/// A forward-proxy tunnel's destination side.
+pub struct Tunnel {
+    /// The connection to the destination.
+    pub stream: tokio::net::TcpStream,
+    /// Where it goes, and what its ClientHello is checked against.
+    pub target: crate::forward::TunnelTarget,
+}
+
+impl std::fmt::Debug for Tunnel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tunnel")
+            .field("target", &self.target)
+            .finish()
+    }
 }
 
 /// The upstream's side of an upgraded connection.
@@ -81,6 +100,7 @@ impl Reply {
             close: false,
             drop: false,
             upgrade: None,
+            tunnel: None,
         }
     }
 }
@@ -200,6 +220,23 @@ impl ReplyBody {
     pub async fn error_lines_written(&mut self) {
         if let Some(w) = self.rec.as_mut().and_then(|r| r.logged.take()) {
             w.wait().await;
+        }
+    }
+
+    /// Adds bytes read from the client outside the request (a tunnel's) to the
+    /// record.
+    pub fn add_bytes_in(&mut self, n: u64) {
+        if let Some(r) = &mut self.rec {
+            r.bytes_in += n;
+        }
+    }
+
+    /// Notes that the proxy itself refused what followed the answer (a tunnel
+    /// closed for its ClientHello): logged and counted as a denial, with why.
+    pub fn set_denied(&mut self, why: &str) {
+        if let Some(r) = &mut self.rec {
+            r.action = crate::metrics::Action::Deny;
+            r.error = Some(why.to_owned());
         }
     }
 

@@ -412,14 +412,21 @@ impl Shared {
     }
 
     /// Where the request whose head is `head` goes, as the destination in force
-    /// chooses it (the routes and pools of [`Upstreams`], through the
-    /// [`Destination`] trait), without taking a reference to all the pools.
+    /// chooses it through the [`Destination`] trait: the routes and pools of
+    /// [`Upstreams`], or on a forward-proxy listener (`forward`) the host the
+    /// request names ([`crate::forward::ForwardDestination`]); without taking a
+    /// reference to all the pools.
     pub fn choose_destination(
         &self,
         head: &RequestHeadView<'_>,
+        forward: bool,
     ) -> Result<Peer, crate::upstream::Refusal> {
         self.in_force.with(|s| {
-            let destination: &dyn Destination = &*s.upstreams;
+            let destination: &dyn Destination = if forward {
+                &**s.upstreams.forward()
+            } else {
+                &*s.upstreams
+            };
             destination.choose(head)
         })
     }
@@ -463,6 +470,9 @@ pub struct ConnInfo {
     pub local: SocketAddr,
     /// True on TLS listeners.
     pub tls: bool,
+    /// True on forward-proxy listeners (`mode = "forward"`): the request names
+    /// its destination ([`crate::forward::ForwardDestination`]).
+    pub forward: bool,
     /// What the source may say about the client, and whether the X-Forwarded-For
     /// received is kept.
     pub trust: SourceTrust,
@@ -494,6 +504,7 @@ impl ConnInfo {
             source,
             local,
             tls,
+            forward: false,
             trust,
             source_text: IpText::new(source.ip()),
         }

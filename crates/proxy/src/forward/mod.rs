@@ -1,8 +1,13 @@
 //! Building blocks of the filtering forward proxy (plain HTTP requests with an
 //! absolute URI, and `CONNECT` tunnels), for school and company networks.
 //!
-//! Each file is one part, usable and tested on its own; the request path that
-//! puts them together lives elsewhere.
+//! Each file is one part, usable and tested on its own. On a listener with
+//! `mode = "forward"` the exchange chooses its peer through [`destination`],
+//! and the HTTP/1 front end runs `CONNECT` tunnels (`front/h1.rs`).
+//! - [`destination`]: where a request goes. Absolute-form `http://` requests
+//!   and `CONNECT` targets normalised, checked against the `[forward]` deny and
+//!   allow lists, a bounded cache of per-destination pools, the tunnel's
+//!   connection and the check of its ClientHello's SNI (domain fronting).
 //! - [`auth`]: who is asking. `Proxy-Authorization: Basic` checked against a
 //!   bcrypt-only htpasswd file, with a bounded cache of good credentials so that
 //!   only the first request of a user pays for bcrypt; Apache-style group files
@@ -22,5 +27,8 @@
 pub mod auth;
 pub mod blockpage;
 pub mod clienthello;
+pub mod destination;
 pub mod mint;
 pub mod pac;
+
+pub use destination::{ForwardDestination, ForwardSetupError, TunnelTarget};

@@ -423,6 +423,10 @@ where
     if reply.upgrade.is_some() {
         return write_upgrade(io, buf, reply, shared, conn).await;
     }
+    if reply.tunnel.is_some() {
+        Box::pin(run_tunnel(io, buf, reply, shared, conn)).await;
+        return false;
+    }
     let out = WriteCtx {
         keepalive: out.keepalive && body_read && !*shutdown.borrow(),
         ..out
@@ -477,6 +481,107 @@ where
         Err(e) => tracing::debug!("tunnel for {} failed: {e}", conn.client),
     }
     false
+}
+
+/// A forward proxy's `CONNECT` whose destination is connected: answers `200
+/// Connection Established`, reads the client's first bytes and, when they are a
+/// TLS ClientHello, checks its SNI ([`crate::forward::TunnelTarget::check_sni`]:
+/// the lists, domain fronting); then joins the client to the destination until
+/// either closes or the tunnel has been idle for `server.tunnel_idle_timeout`.
+/// The access log's line for the `CONNECT` is written when the tunnel ends, with
+/// the bytes of both ways.
+async fn run_tunnel<IO>(
+    io: &mut IO,
+    buf: &mut BytesMut,
+    mut reply: Reply,
+    shared: &Shared,
+    conn: ConnInfo,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    use crate::forward::clienthello::{Peek, peek_client_hello};
+    let Some(tunnel) = reply.tunnel.take() else {
+        return;
+    };
+    reply.body.error_lines_written().await;
+    let head = b"HTTP/1.1 200 Connection Established\r\n\r\n";
+    reply.body.add_bytes_out(head.len() as u64);
+    if let Err(e) = write_all(io, head, shared.server.send_timeout).await {
+        shared.metrics.forward_tunnel("client_gone");
+        reply.body.set_error(&format!("writing to the client: {e}"));
+        reply.body.finish();
+        return;
+    }
+    let _ = io.flush().await;
+    // The client's first bytes: a TLS client speaks first. A client that sends
+    // nothing within the header timeout may be waiting for the server to speak.
+    let deadline = Instant::now() + shared.server.client_header_timeout;
+    let checked = loop {
+        match peek_client_hello(buf) {
+            Ok(Peek::Hello(h)) => {
+                break tunnel
+                    .target
+                    .check_sni(h.sni.as_deref().map(str::as_bytes))
+                    .map_err(|r| (r.outcome(), r.to_string()));
+            }
+            Ok(Peek::NotTls) => break Ok(()),
+            Ok(Peek::NeedMore) => {}
+            // What the proxy cannot read, the destination may read otherwise.
+            Err(e) => break Err(("sni_refused", e.to_string())),
+        }
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(READ_CHUNK);
+        }
+        match tokio::time::timeout_at(deadline.into(), io.read_buf(buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                shared.metrics.forward_tunnel("client_gone");
+                reply.body.add_bytes_in(buf.len() as u64);
+                reply
+                    .body
+                    .set_error("client closed the tunnel before its first message was complete");
+                reply.body.finish();
+                return;
+            }
+            Ok(Ok(_)) => {}
+            // Nothing at all within the timeout: a protocol whose server speaks
+            // first. Part of a ClientHello, though, is never let through
+            // unchecked (its rest could name another host).
+            Err(_) if buf.is_empty() => break Ok(()),
+            Err(_) => {
+                break Err((
+                    "sni_refused",
+                    "ClientHello incomplete within server.client_header_timeout".to_owned(),
+                ));
+            }
+        }
+    };
+    if let Err((outcome, why)) = checked {
+        shared.metrics.forward_tunnel(outcome);
+        let msg = format!("CONNECT {} closed: {why}", tunnel.target.authority());
+        if let Some(w) = error_line(shared, conn, &msg) {
+            w.wait().await;
+        }
+        reply.body.add_bytes_in(buf.len() as u64);
+        reply.body.set_denied(&msg);
+        reply.body.finish();
+        return;
+    }
+    let early = buf.split().freeze();
+    let end = tunnel::splice(io, &early, tunnel.stream, shared.server.tunnel_idle_timeout).await;
+    shared.metrics.forward_tunnel("spliced");
+    match end {
+        Ok(end) => {
+            let (up, down) = end.bytes();
+            reply.body.add_bytes_in(early.len() as u64 + up);
+            reply.body.add_bytes_out(down);
+            tracing::debug!("tunnel for {} ended: {end:?}", conn.client);
+        }
+        Err(e) => {
+            reply.body.set_error(&format!("tunnel: {e}"));
+            tracing::debug!("tunnel for {} failed: {e}", conn.client);
+        }
+    }
+    reply.body.finish();
 }
 
 /// A request body read from an HTTP/1 connection through its framing.
@@ -542,6 +647,10 @@ fn forward_parts(
         conn.keeps_forwarded_for(),
         conn.tls,
     )?;
+    if conn.forward {
+        // Meant for this proxy, not for the destination.
+        headers.remove(b"proxy-authorization");
+    }
     if upgrade {
         // The one hop-by-hop exchange that must reach the upstream.
         for v in head.values(b"upgrade") {

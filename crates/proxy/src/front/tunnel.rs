@@ -1,7 +1,8 @@
-//! An upgraded connection (WebSocket and other `Upgrade` protocols): once the
-//! upstream has answered `101 Switching Protocols`, bytes are copied both ways
-//! between the client and the upstream, uninspected, until either side closes or
-//! no byte has moved for the idle timeout.
+//! A tunnel: an upgraded connection (WebSocket and other `Upgrade` protocols,
+//! once the upstream has answered `101 Switching Protocols`) or a forward
+//! proxy's `CONNECT`. Bytes are copied both ways between the client and the
+//! other side, uninspected, until either side closes or no byte has moved for
+//! the idle timeout.
 
 use std::io;
 use std::pin::Pin;
@@ -15,20 +16,38 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 pub enum TunnelEnd {
     /// One side closed; bytes copied client to upstream and upstream to client.
     Closed(u64, u64),
-    /// Nothing moved either way for the idle timeout.
-    Idle,
+    /// Nothing moved either way for the idle timeout; bytes copied client to
+    /// upstream and upstream to client until then.
+    Idle(u64, u64),
+    /// A side failed (reset, broken pipe); bytes copied each way until then.
+    Failed(u64, u64),
 }
 
-/// Joins `client` to the upgraded upstream connection. `early` holds bytes the
-/// client sent after its request head, before the switch; they go upstream first.
-pub async fn splice<C>(
+impl TunnelEnd {
+    /// Bytes copied client to upstream, and upstream to client (`early` not
+    /// counted).
+    pub fn bytes(&self) -> (u64, u64) {
+        match *self {
+            TunnelEnd::Closed(up, down)
+            | TunnelEnd::Idle(up, down)
+            | TunnelEnd::Failed(up, down) => (up, down),
+        }
+    }
+}
+
+/// Joins `client` to `upstream` (an upgraded upstream connection, or a forward
+/// proxy's connection to a `CONNECT` destination). `early` holds bytes the client
+/// sent before the tunnel began; they go upstream first. Fails only when `early`
+/// cannot be written.
+pub async fn splice<C, U>(
     client: &mut C,
     early: &[u8],
-    mut upstream: crate::upstream::Upgraded,
+    mut upstream: U,
     idle: Duration,
 ) -> io::Result<TunnelEnd>
 where
     C: AsyncRead + AsyncWrite + Unpin + Send,
+    U: AsyncRead + AsyncWrite + Unpin + Send,
 {
     if !early.is_empty() {
         upstream.write_all(early).await?;
@@ -39,36 +58,47 @@ where
         inner: client,
         last: &last,
         start,
+        read: 0,
     };
     let mut b = Watched {
         inner: &mut upstream,
         last: &last,
         start,
+        read: 0,
     };
-    let mut copy = std::pin::pin!(tokio::io::copy_bidirectional(&mut a, &mut b));
-    loop {
-        let quiet_since = start + Duration::from_millis(last.load(Ordering::Relaxed));
-        tokio::select! {
-            r = &mut copy => {
-                let (up, down) = r?;
-                return Ok(TunnelEnd::Closed(up, down));
-            }
-            () = tokio::time::sleep_until((quiet_since + idle).into()) => {
-                // Something may have moved since the deadline was set.
-                let quiet = Duration::from_millis(last.load(Ordering::Relaxed));
-                if start.elapsed().saturating_sub(quiet) >= idle {
-                    return Ok(TunnelEnd::Idle);
+    let ended = {
+        let mut copy = std::pin::pin!(tokio::io::copy_bidirectional(&mut a, &mut b));
+        loop {
+            let quiet_since = start + Duration::from_millis(last.load(Ordering::Relaxed));
+            tokio::select! {
+                r = &mut copy => break r.map(|_| ()),
+                () = tokio::time::sleep_until((quiet_since + idle).into()) => {
+                    // Something may have moved since the deadline was set.
+                    let quiet = Duration::from_millis(last.load(Ordering::Relaxed));
+                    if start.elapsed().saturating_sub(quiet) >= idle {
+                        break Err(io::Error::from(io::ErrorKind::TimedOut));
+                    }
                 }
             }
         }
-    }
+    };
+    // What each side read is what went to the other (a read not yet written when
+    // the tunnel ended is counted as sent).
+    let (up, down) = (a.read, b.read);
+    Ok(match ended {
+        Ok(()) => TunnelEnd::Closed(up, down),
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => TunnelEnd::Idle(up, down),
+        Err(_) => TunnelEnd::Failed(up, down),
+    })
 }
 
-/// A stream that notes when it last read something (milliseconds after `start`).
+/// A stream that notes when it last read something (milliseconds after `start`),
+/// and how much it read.
 struct Watched<'a, T> {
     inner: &'a mut T,
     last: &'a AtomicU64,
     start: Instant,
+    read: u64,
 }
 
 impl<T> Watched<'_, T> {
@@ -87,6 +117,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
         let before = buf.filled().len();
         let r = Pin::new(&mut *self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.read += (buf.filled().len() - before) as u64;
             self.touch();
         }
         r

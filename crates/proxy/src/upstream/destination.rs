@@ -42,18 +42,37 @@ pub struct RequestHeadView<'a> {
 }
 
 /// Where a request is sent.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Peer {
     /// A configured pool (`[[upstream]]`): its servers are tried in its balancing
     /// order, with failover and retries ([`Pool::send`]).
     Pool(Arc<Pool>),
+    /// A `CONNECT` tunnel of a forward-proxy listener: the exchange connects to
+    /// the target and the front end joins the client to it.
+    Tunnel(Box<crate::forward::TunnelTarget>),
+    /// An answer the proxy gives itself (the forward proxy's PAC file): no
+    /// upstream is asked.
+    Local(LocalAnswer),
+}
+
+/// An answer the proxy gives itself, with status 200.
+#[derive(Debug, Clone)]
+pub struct LocalAnswer {
+    /// Its media type.
+    pub content_type: &'static str,
+    /// Its body.
+    pub body: bytes::Bytes,
 }
 
 impl Peer {
-    /// The name logs and metrics give the peer: the pool's name.
-    pub fn name(&self) -> &Arc<str> {
+    /// The name logs and metrics give the peer: the pool's name (`forward` for
+    /// a tunnel).
+    pub fn name(&self) -> Arc<str> {
         match self {
-            Peer::Pool(pool) => &pool.name,
+            Peer::Pool(pool) => pool.name.clone(),
+            Peer::Tunnel(_) | Peer::Local(_) => {
+                Arc::from(crate::forward::destination::FORWARD_PEER)
+            }
         }
     }
 
@@ -65,6 +84,14 @@ impl Peer {
     ) -> Result<UpstreamResponse, UpstreamError> {
         match self {
             Peer::Pool(pool) => pool.send(req, timing).await,
+            Peer::Tunnel(t) => Err(UpstreamError::Protocol {
+                server: t.authority(),
+                reason: "a tunnel carries no request".into(),
+            }),
+            Peer::Local(_) => Err(UpstreamError::Protocol {
+                server: crate::forward::destination::FORWARD_PEER.into(),
+                reason: "a local answer is not sent anywhere".into(),
+            }),
         }
     }
 }

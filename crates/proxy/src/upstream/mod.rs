@@ -46,8 +46,10 @@ mod tls;
 
 pub use body::{UpstreamBody, UpstreamBodyError, UpstreamRequest, UpstreamResponse};
 pub use conn::Upgraded;
-pub use destination::{Destination, Peer, Refusal, RequestHeadView};
+pub use destination::{Destination, LocalAnswer, Peer, Refusal, RequestHeadView};
 pub use metrics::UpstreamServerState;
+pub(crate) use pool::Env;
 pub use pool::{Pool, UpstreamError, UpstreamTiming};
 pub use registry::{UpstreamSetupError, Upstreams};
+pub(crate) use resolve::Resolver;
 pub(crate) use routes::{HostMatch, strip_port};

@@ -272,16 +272,16 @@ pub struct Pool {
 
 /// What every pool is given: metrics, the resolver, the error log.
 #[derive(Clone)]
-pub(super) struct Env {
+pub(crate) struct Env {
     pub(super) metrics: Arc<Metrics>,
-    pub(super) resolver: resolve::Resolver,
+    pub(crate) resolver: resolve::Resolver,
     pub(super) events: Events,
 }
 
 impl Pool {
     /// The pool of `cfg`, carrying over the servers of `previous` (the pool of
     /// the same name before a reload) that stay as they were.
-    pub(super) fn new(
+    pub(crate) fn new(
         cfg: &UpstreamConfig,
         env: &Env,
         system_roots: &mut Option<Arc<rustls::RootCertStore>>,

@@ -23,12 +23,18 @@ pub enum UpstreamSetupError {
         /// What is wrong, naming the key or file.
         message: String,
     },
+    /// The forward proxy's lists (`[forward]`) cannot be loaded.
+    #[error(transparent)]
+    Forward(#[from] crate::forward::ForwardSetupError),
 }
 
 /// Every pool, and the routes that choose between them.
 pub struct Upstreams {
     pub(super) pools: Vec<Arc<Pool>>,
     pub(super) routes: Vec<Route>,
+    /// The forward-proxy listeners' destination (`[forward]`, its lists and
+    /// per-destination pools).
+    pub(super) forward: Arc<crate::forward::ForwardDestination>,
     /// What the pools share, kept for a reload.
     pub(super) env: Env,
     /// The background tasks of [`Upstreams::start`] (health checks, first
@@ -112,12 +118,22 @@ impl Upstreams {
             })
             .collect::<Result<_, _>>()?;
         let routes = routes::routes(cfg);
+        let forward = Arc::new(crate::forward::ForwardDestination::new(
+            cfg.forward.as_ref(),
+            env.clone(),
+        )?);
         Ok(Upstreams {
             pools,
             routes,
+            forward,
             env,
             tasks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The destination of the forward-proxy listeners.
+    pub fn forward(&self) -> &Arc<crate::forward::ForwardDestination> {
+        &self.forward
     }
 
     /// Starts the pools on the current runtime (nothing outside one): the server

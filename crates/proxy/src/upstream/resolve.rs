@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Where names are looked up.
 #[derive(Clone)]
-pub(super) enum Resolver {
+pub(crate) enum Resolver {
     /// hickory on the name servers of `[dns]`.
     Dns(Arc<Dns>),
     /// The system resolver (`getaddrinfo`), when `[dns]` lookups are off. It gives
@@ -45,6 +45,16 @@ impl Resolver {
                 Ok((ips, Duration::ZERO))
             }
         }
+    }
+
+    /// The addresses of `host` (a name) for `port`, in the order the resolver
+    /// gave them, for the forward proxy's tunnels.
+    pub(crate) async fn addresses(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        let (ips, _) = self.lookup(host, port).await?;
+        Ok(ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect())
     }
 
     /// How long a name is asked again after a failed lookup.

@@ -85,7 +85,7 @@ impl Upstreams {
             .find(|r| {
                 r.host.matches(host) && r.path_prefix.as_ref().is_none_or(|p| path.starts_with(p))
             })
-            .map(|r| &self.pools[r.pool])
+            .and_then(|r| self.pools.get(r.pool))
     }
 }
 
@@ -181,7 +181,7 @@ mod tests {
         };
         let destination: &dyn Destination = &u;
         match destination.choose(&head(b"only.example:8080")) {
-            Ok(peer) => assert_eq!(&**peer.name(), "b"),
+            Ok(peer) => assert_eq!(&*peer.name(), "b"),
             Err(refused) => panic!("refused: {refused:?}"),
         }
         let refused = destination.choose(&head(b"other.example")).unwrap_err();

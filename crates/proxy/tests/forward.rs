@@ -1,0 +1,345 @@
+//! The forward-proxy listener (`mode = "forward"`, `[forward]`), through the real
+//! binary: absolute-form HTTP requests reach the host they name and pass the
+//! rules; the deny list holds against every spelling of a host; `CONNECT`
+//! tunnels reach a TLS server, only on `connect_ports`, and are closed when the
+//! ClientHello names another host than the `CONNECT` (domain fronting).
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const RULES: &str = r#"[[rules]]
+inline = """
+SecRuleEngine On
+SecRule ARGS "@rx (?i)<script" "id:1,phase:2,deny,status:403,log,msg:'script tag'"
+SecRule REQUEST_METHOD "@streq CONNECT" "id:2,phase:1,chain,deny,status:403,log,msg:'CONNECT refused by a rule'"
+  SecRule REQUEST_URI "@beginsWith rule-refused.test" "t:none"
+"""
+"#;
+
+/// A forward proxy on a free port with the deny list `deny` and `extra` TOML
+/// in `[forward]`, its error and access logs in `dir`, and an admin listener.
+fn forward_proxy(dir: &TempDir, deny: &str, forward: &str) -> (Palisade, SocketAddr, SocketAddr) {
+    std::fs::write(dir.path("deny.txt"), deny).unwrap();
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let cfg = format!(
+        "[[listener]]\naddress = \"{listen}\"\nmode = \"forward\"\n\n[forward]\ndeny = [\"deny.txt\"]\n{forward}\n\n[admin]\naddress = \"{admin}\"\n\n[logs]\nerror_log = \"{}\"\naccess_log = \"{}\"\n\n{RULES}",
+        dir.path("error.log").display(),
+        dir.path("access.log").display()
+    );
+    let p = Palisade::start(dir, &cfg, listen);
+    (p, listen, admin)
+}
+
+fn curl(args: &[&str]) -> (String, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-S", "-m", "20", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    (
+        format!("{body}{}", String::from_utf8_lossy(&out.stderr)),
+        code.to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_form_requests_are_forwarded_and_filtered() {
+    let backend = Backend::start().await;
+    let port = backend.addr.port();
+    let dir = TempDir::new("forward-http");
+    let (_p, listen, admin) = forward_proxy(&dir, "localhost\nblocked.test\n127.0.0.2\n", "");
+    let proxy = format!("http://{listen}");
+
+    // Through curl, as a browser configured with the proxy would send it.
+    let (body, code) = curl(&["-x", &proxy, &format!("http://127.0.0.1:{port}/hello?a=1")]);
+    assert_eq!(code, "200", "{body}");
+    assert!(body.starts_with("hello from backend"), "{body}");
+    let seen = backend.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].uri, "/hello?a=1");
+    let host = format!("127.0.0.1:{port}");
+    assert_eq!(seen[0].header("host"), Some(host.as_str()));
+    assert_eq!(seen[0].header("proxy-connection"), None);
+
+    // The rules see the request as for any other listener.
+    let attack = format!(
+        "GET http://127.0.0.1:{port}/?q=<script>alert(1)</script> HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    );
+    let r = send_raw(listen, attack.as_bytes()).await.unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(
+        backend.requests().len(),
+        1,
+        "the attack reached the backend"
+    );
+
+    // The deny list holds against every spelling of a listed host.
+    for target in [
+        format!("http://localhost:{port}/"),
+        format!("http://LOCALHOST:{port}/"),
+        format!("http://localhost.:{port}/"),
+        format!("http://www.LocalHost.:{port}/"),
+        format!("http://user@localhost:{port}/"),
+        format!("http://127.0.0.2:{port}/"),
+        format!("http://0x7f.0.0.2:{port}/"),
+        format!("http://2130706434:{port}/"),
+        format!("http://0177.0.0.2:{port}/"),
+        format!("http://[::ffff:127.0.0.2]:{port}/"),
+        "http://blocked.test/".to_owned(),
+    ] {
+        // HTTP/1.1 needs a Host header: the URI's authority, as clients send it.
+        let authority = target
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .rsplit('@')
+            .next()
+            .unwrap_or_default();
+        let req =
+            format!("GET {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+        let r = send_raw(listen, req.as_bytes()).await.unwrap();
+        assert_eq!(r.status, 403, "{target}: {}", r.text());
+        // HTTP/1.0 needs none.
+        let req = format!("GET {target} HTTP/1.0\r\n\r\n");
+        let r = send_raw(listen, req.as_bytes()).await.unwrap();
+        assert_eq!(r.status, 403, "{target} (HTTP/1.0): {}", r.text());
+    }
+    // curl's own spelling of a listed name.
+    let (body, code) = curl(&["-x", &proxy, &format!("http://LocalHost.:{port}/x")]);
+    assert_eq!(code, "403", "{body}");
+    // A URI for an allowed host with a Host header for a listed one, and the
+    // reverse: refused either way.
+    for (target, host) in [
+        (
+            format!("http://127.0.0.1:{port}/"),
+            "blocked.test".to_owned(),
+        ),
+        (
+            "http://blocked.test/".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ),
+        (
+            format!("http://127.0.0.1:{port}/"),
+            "127.0.0.1:1".to_owned(),
+        ),
+    ] {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let r = send_raw(listen, req.as_bytes()).await.unwrap();
+        assert_eq!(r.status, 403, "{target} / {host}: {}", r.text());
+    }
+    assert_eq!(
+        backend.requests().len(),
+        1,
+        "a refused request reached the backend"
+    );
+
+    // https:// must use CONNECT; a forward proxy has no origin-form requests.
+    for req in [
+        format!(
+            "GET https://127.0.0.1:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        ),
+        format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"),
+    ] {
+        let r = send_raw(listen, req.as_bytes()).await.unwrap();
+        assert_eq!(r.status, 400, "{req}: {}", r.text());
+    }
+
+    // The PAC file that points browsers at the proxy, as they reached it.
+    let r = send_raw(
+        listen,
+        format!("GET /proxy.pac HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/x-ns-proxy-autoconfig")
+    );
+    assert!(
+        r.text().contains(&format!("PROXY {listen}")),
+        "{}",
+        r.text()
+    );
+
+    // Keep-alive to the destination: two requests, and the metrics still answer.
+    for _ in 0..2 {
+        let req = format!(
+            "GET http://127.0.0.1:{port}/again HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        );
+        let r = send_raw(listen, req.as_bytes()).await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(backend.requests().len(), 3);
+    assert!(metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await >= 0.0);
+}
+
+/// A TLS server on 127.0.0.1 with a self-signed certificate for `localhost`:
+/// answers `tls ok PATH`.
+async fn tls_server() -> (
+    SocketAddr,
+    String,
+    rustls::pki_types::CertificateDer<'static>,
+) {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(made.signing_key.serialize_der().into());
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![made.cert.der().clone()], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = service_fn(|req: Request<Incoming>| async move {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(format!(
+                        "tls ok {}",
+                        req.uri().path()
+                    )))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, made.cert.pem(), made.cert.der().clone())
+}
+
+/// Sends `CONNECT target` on a new connection and reads the answer's head.
+async fn connect(listen: SocketAddr, target: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(listen).await.unwrap();
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(Duration::from_secs(10), s.read(&mut b)).await {
+            Ok(Ok(1)) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    (s, String::from_utf8_lossy(&head).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_tunnels_are_checked_and_spliced() {
+    let (tls, cert_pem, cert) = tls_server().await;
+    let port = tls.port();
+    let dir = TempDir::new("forward-connect");
+    std::fs::write(dir.path("ca.pem"), &cert_pem).unwrap();
+    let (_p, listen, admin) = forward_proxy(
+        &dir,
+        "blocked.test\n",
+        &format!("connect_ports = [443, {port}]"),
+    );
+    let proxy = format!("http://{listen}");
+
+    // curl through the tunnel, checking the server's certificate end to end.
+    let ca = dir.path("ca.pem");
+    let (body, code) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        ca.to_str().unwrap(),
+        &format!("https://localhost:{port}/through"),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert!(body.starts_with("tls ok /through"), "{body}");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"method\":\"CONNECT\"")
+    })
+    .expect("an access-log line for the CONNECT");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["uri"], format!("localhost:{port}"));
+    assert_eq!(v["status"], 200);
+    assert!(v["bytes_in"].as_u64().unwrap() > 300, "{line}");
+    assert!(v["bytes_out"].as_u64().unwrap() > 300, "{line}");
+    assert_eq!(
+        metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await,
+        1.0
+    );
+
+    // A port not in connect_ports, a listed host in any spelling, a rule.
+    for target in [
+        format!("localhost:{}", port.wrapping_add(1).max(1)),
+        "127.0.0.1:22".to_owned(),
+        format!("blocked.test:{port}"),
+        format!("BLOCKED.test.:{port}"),
+        format!("www.blocked.test:{port}"),
+        format!("rule-refused.test:{port}"),
+    ] {
+        let (_s, head) = connect(listen, &target).await;
+        assert!(head.starts_with("HTTP/1.1 403"), "{target}: {head}");
+    }
+
+    // A ClientHello for another name than the CONNECT's: the tunnel is closed
+    // before the destination sees a byte of it.
+    let (s, head) = connect(listen, &format!("localhost:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let fronted = tls_client(&cert, &[])
+        .connect(ServerName::try_from("front.example").unwrap(), s)
+        .await;
+    assert!(fronted.is_err(), "a fronted tunnel was spliced");
+    assert_eq!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"fronting\"}"
+        )
+        .await,
+        1.0
+    );
+    let logged = wait_for_line(&dir.path("error.log"), Duration::from_secs(10), |l| {
+        l.contains("domain fronting") && l.contains("front.example")
+    });
+    assert!(logged.is_some(), "no error-log line for the fronting");
+
+    // The same name in another case, with a trailing dot in the CONNECT, passes.
+    let (s, head) = connect(listen, &format!("LOCALHOST.:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut t = tls_client(&cert, &[])
+        .connect(ServerName::try_from("localhost").unwrap(), s)
+        .await
+        .expect("the tunnel for the CONNECT's own name");
+    t.write_all(b"GET /again HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), t.read_to_end(&mut got)).await;
+    assert!(
+        String::from_utf8_lossy(&got).contains("tls ok /again"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+}
