@@ -35,6 +35,9 @@ impl TunnelEnd {
     }
 }
 
+/// The copy buffer of each direction.
+const BUFFER: usize = 64 * 1024;
+
 /// Joins `client` to `upstream` (an upgraded upstream connection, or a forward
 /// proxy's connection to a `CONNECT` destination). `early` holds bytes the client
 /// sent before the tunnel began; they go upstream first. Fails only when `early`
@@ -67,7 +70,11 @@ where
         read: 0,
     };
     let ended = {
-        let mut copy = std::pin::pin!(tokio::io::copy_bidirectional(&mut a, &mut b));
+        // 64 KiB each way (the default is 8): a bulk transfer then takes an eighth
+        // of the reads and writes (a tunnel moved 77% of Squid's MiB/s with 8).
+        let mut copy = std::pin::pin!(tokio::io::copy_bidirectional_with_sizes(
+            &mut a, &mut b, BUFFER, BUFFER
+        ));
         loop {
             let quiet_since = start + Duration::from_millis(last.load(Ordering::Relaxed));
             tokio::select! {
