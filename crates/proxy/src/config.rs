@@ -356,6 +356,43 @@ pub struct ForwardSection {
     /// names and the private and loopback networks).
     #[serde(default)]
     pub pac_direct: Vec<String>,
+    /// An htpasswd file (bcrypt hashes only): when set, every forward request
+    /// must carry valid `Proxy-Authorization: Basic` credentials (else `407`).
+    pub htpasswd: Option<PathBuf>,
+    /// An Apache-style group file (`group: user1 user2`), for `[[forward.group]]`.
+    pub groups: Option<PathBuf>,
+    /// The realm of the `407`'s `Proxy-Authenticate` challenge (default
+    /// `"Palisade"`).
+    #[serde(default = "default_realm")]
+    pub realm: String,
+    /// A directory of URL-category files (`<category>.txt`: domains, with an
+    /// optional path prefix).
+    pub categories: Option<PathBuf>,
+    /// Categories refused for everyone (names of files in `categories`).
+    #[serde(default)]
+    pub block_categories: Vec<String>,
+    /// Rules for the members of a group of the group file.
+    #[serde(default, rename = "group")]
+    pub groups_rules: Vec<ForwardGroup>,
+}
+
+/// `[[forward.group]]`: what applies to the members of one group, besides the
+/// rules of `[forward]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardGroup {
+    /// The group's name in the `groups` file.
+    pub name: String,
+    /// Categories refused for the members (beyond `forward.block_categories`).
+    #[serde(default)]
+    pub block_categories: Vec<String>,
+    /// Domain-list files of destinations refused to the members.
+    #[serde(default)]
+    pub deny: Vec<PathBuf>,
+    /// Domain-list files of destinations the members may reach even when a
+    /// category would refuse them (the global and group deny lists still win).
+    #[serde(default)]
+    pub allow: Vec<PathBuf>,
 }
 
 impl Default for ForwardSection {
@@ -368,8 +405,18 @@ impl Default for ForwardSection {
             max_destinations: default_max_destinations(),
             pac_proxy: None,
             pac_direct: Vec::new(),
+            htpasswd: None,
+            groups: None,
+            realm: default_realm(),
+            categories: None,
+            block_categories: Vec::new(),
+            groups_rules: Vec::new(),
         }
     }
+}
+
+fn default_realm() -> String {
+    "Palisade".into()
 }
 
 fn default_connect_ports() -> Vec<u16> {
@@ -409,6 +456,89 @@ impl ForwardSection {
         {
             if !f.is_file() {
                 return Err(format!("{key}: {} is not a readable file", f.display()));
+            }
+        }
+        self.validate_policy()
+    }
+
+    /// The keys of proxy authentication, categories and groups.
+    fn validate_policy(&self) -> Result<(), String> {
+        for (key, f) in [
+            ("forward.htpasswd", &self.htpasswd),
+            ("forward.groups", &self.groups),
+        ] {
+            if let Some(f) = f
+                && !f.is_file()
+            {
+                return Err(format!("{key}: {} is not a readable file", f.display()));
+            }
+        }
+        if self.realm.len() > 256 || self.realm.chars().any(char::is_control) {
+            return Err(format!(
+                "forward.realm {:?} holds control characters or is over 256 bytes",
+                self.realm
+            ));
+        }
+        if let Some(d) = &self.categories
+            && !d.is_dir()
+        {
+            return Err(format!(
+                "forward.categories: {} is not a directory",
+                d.display()
+            ));
+        }
+        let check_cats = |key: &str, names: &[String]| -> Result<(), String> {
+            if names.is_empty() {
+                return Ok(());
+            }
+            let Some(dir) = &self.categories else {
+                return Err(format!(
+                    "{key} needs forward.categories (a directory of <category>.txt files)"
+                ));
+            };
+            for n in names {
+                let bad = n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.');
+                if bad || !dir.join(format!("{n}.txt")).is_file() {
+                    return Err(format!(
+                        "{key}: unknown category {n:?} (no {}/{n}.txt)",
+                        dir.display()
+                    ));
+                }
+            }
+            Ok(())
+        };
+        check_cats("forward.block_categories", &self.block_categories)?;
+        if !self.groups_rules.is_empty() && self.groups.is_none() {
+            return Err("[[forward.group]] needs forward.groups (a group file)".into());
+        }
+        if !self.groups_rules.is_empty() && self.htpasswd.is_none() {
+            return Err("[[forward.group]] needs forward.htpasswd (users to group)".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for g in &self.groups_rules {
+            if g.name.trim().is_empty() {
+                return Err("forward.group.name must not be empty".into());
+            }
+            if !seen.insert(g.name.as_str()) {
+                return Err(format!("forward.group {:?} is defined twice", g.name));
+            }
+            check_cats(
+                &format!("forward.group {:?} block_categories", g.name),
+                &g.block_categories,
+            )?;
+            for (key, f) in g
+                .deny
+                .iter()
+                .map(|f| ("deny", f))
+                .chain(g.allow.iter().map(|f| ("allow", f)))
+            {
+                if !f.is_file() {
+                    return Err(format!(
+                        "forward.group {:?} {key}: {} is not a readable file",
+                        g.name,
+                        f.display()
+                    ));
+                }
             }
         }
         Ok(())
@@ -1843,6 +1973,17 @@ impl Config {
         if let Some(f) = &mut self.forward {
             for p in f.deny.iter_mut().chain(f.allow.iter_mut().flatten()) {
                 fix(p);
+            }
+            for p in [&mut f.htpasswd, &mut f.groups, &mut f.categories]
+                .into_iter()
+                .flatten()
+            {
+                fix(p);
+            }
+            for g in &mut f.groups_rules {
+                for p in g.deny.iter_mut().chain(g.allow.iter_mut()) {
+                    fix(p);
+                }
             }
         }
         for p in [

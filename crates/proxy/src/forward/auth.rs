@@ -650,6 +650,33 @@ impl Authenticator {
         }
     }
 
+    /// [`Authenticator::authenticate`] without bcrypt: the answer when it needs
+    /// none (no header, a malformed one, or credentials in the cache); `None`
+    /// when bcrypt must run (an unknown user too, for its decoy bcrypt): then
+    /// call `authenticate` where blocking is fine.
+    pub fn authenticate_cached(
+        &self,
+        header: Option<&[u8]>,
+    ) -> Option<Result<Authenticated, AuthFailure>> {
+        let creds = match header.map(parse_proxy_authorization) {
+            None => return Some(Err(AuthFailure::Missing)),
+            Some(Err(e)) => return Some(Err(e.into())),
+            Some(Ok(c)) => c,
+        };
+        let hash = self.users.users.get(&creds.user)?;
+        let key = cache_key(&creds, hash);
+        if self
+            .lock_cache()
+            .get(&key, self.cache_settings.ttl, Instant::now())
+        {
+            return Some(Ok(Authenticated {
+                user: creds.user,
+                cached: true,
+            }));
+        }
+        None
+    }
+
     /// The number of credentials in the cache (expired ones included until they
     /// are next looked up or evicted).
     pub fn cached_len(&self) -> usize {
