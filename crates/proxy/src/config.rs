@@ -2566,6 +2566,66 @@ servers = ["127.0.0.1:9000"]
 "#;
 
     #[test]
+    fn forward_policy_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let cats = dir.path().join("cats");
+        std::fs::create_dir(&cats).unwrap();
+        std::fs::write(cats.join("games.txt"), "games.example\n").unwrap();
+        std::fs::write(dir.path().join("users"), "").unwrap();
+        std::fs::write(dir.path().join("groups"), "").unwrap();
+        let cfg_path = dir.path().join("p.toml");
+        let with = |forward: &str| {
+            Config::parse(&format!("{MINIMAL}\n[forward]\n{forward}\n"), &cfg_path)
+                .map_err(|e| e.to_string())
+        };
+        let ok = with(
+            "htpasswd = \"users\"\ngroups = \"groups\"\ncategories = \"cats\"\n\
+             block_categories = [\"games\"]\n[[forward.group]]\nname = \"staff\"\n\
+             block_categories = [\"games\"]\n",
+        )
+        .unwrap();
+        let f = ok.forward.unwrap();
+        assert_eq!(f.realm, "Palisade");
+        assert_eq!(
+            f.htpasswd.as_deref(),
+            Some(dir.path().join("users").as_path())
+        );
+        assert_eq!(f.groups_rules[0].name, "staff");
+        for (forward, key) in [
+            ("htpasswd = \"nope\"", "forward.htpasswd"),
+            ("groups = \"nope\"", "forward.groups"),
+            ("categories = \"users\"", "forward.categories"),
+            (
+                "block_categories = [\"games\"]",
+                "forward.block_categories needs",
+            ),
+            (
+                "categories = \"cats\"\nblock_categories = [\"chess\"]",
+                "forward.block_categories: unknown category \"chess\"",
+            ),
+            (
+                "categories = \"cats\"\nblock_categories = [\"../users\"]",
+                "unknown category",
+            ),
+            ("realm = \"a\\nb\"", "forward.realm"),
+            ("[[forward.group]]\nname = \"x\"", "needs forward.groups"),
+            (
+                "htpasswd = \"users\"\ngroups = \"groups\"\n[[forward.group]]\nname = \"x\"\n\
+                 deny = [\"nope\"]",
+                "forward.group \"x\" deny",
+            ),
+            (
+                "htpasswd = \"users\"\ngroups = \"groups\"\n[[forward.group]]\nname = \"x\"\n\
+                 [[forward.group]]\nname = \"x\"",
+                "defined twice",
+            ),
+        ] {
+            let err = with(forward).unwrap_err();
+            assert!(err.contains(key), "{forward}: {err}");
+        }
+    }
+
+    #[test]
     fn forward_listener_and_section() {
         let c = parse("[[listener]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n").unwrap();
         assert_eq!(c.listeners[0].mode, ListenerMode::Forward);

@@ -1047,6 +1047,35 @@ fn label_escape(v: &str) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn forward_users_are_labelled_and_bounded() {
+        let m = Metrics::new();
+        let alice: Arc<str> = Arc::from("alice");
+        m.forward_user(&alice, 10, 20, false);
+        m.forward_user(&alice, 1, 2, true);
+        m.forward_user(&Arc::from("a\"b\\c"), 0, 0, false);
+        m.forward_auth_failure("missing");
+        let text = m.render(&[]);
+        assert!(
+            text.contains("palisade_forward_user_requests_total{user=\"alice\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("palisade_forward_user_received_bytes_total{user=\"alice\"} 11\n"));
+        assert!(text.contains("palisade_forward_user_sent_bytes_total{user=\"alice\"} 22\n"));
+        assert!(text.contains("palisade_forward_user_blocked_total{user=\"alice\"} 1\n"));
+        assert!(text.contains("{user=\"a\\\"b\\\\c\"} 1\n"), "{text}");
+        assert!(text.contains("palisade_forward_auth_failures_total{reason=\"missing\"} 1\n"));
+        for i in 0..MAX_FORWARD_USERS + 5 {
+            m.forward_user(&Arc::from(format!("u{i}").as_str()), 0, 0, false);
+        }
+        let n = m
+            .forward_users
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        assert_eq!(n, MAX_FORWARD_USERS);
+    }
+
     const NASTY: &str = "a\"b\\c\nd";
     const ESCAPED: &str = "a\\\"b\\\\c\\nd";
 

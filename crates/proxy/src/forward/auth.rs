@@ -1043,6 +1043,25 @@ mod tests {
     }
 
     #[test]
+    fn cached_answers_without_bcrypt() {
+        let a = authenticator(8);
+        assert_eq!(a.authenticate_cached(None), Some(Err(AuthFailure::Missing)));
+        assert!(matches!(
+            a.authenticate_cached(Some(b"Digest x")),
+            Some(Err(AuthFailure::Malformed(_)))
+        ));
+        let good = header("alice", "secret");
+        // Not verified yet, and an unknown user: bcrypt must run.
+        assert_eq!(a.authenticate_cached(Some(&good)), None);
+        assert_eq!(a.authenticate_cached(Some(&header("nobody", "x"))), None);
+        assert!(a.authenticate(Some(&good)).is_ok());
+        let hit = a.authenticate_cached(Some(&good)).unwrap().unwrap();
+        assert_eq!(hit.user, "alice");
+        assert!(hit.cached);
+        assert_eq!(a.authenticate_cached(Some(&header("alice", "other"))), None);
+    }
+
+    #[test]
     fn challenge_escapes_the_realm() {
         let auth = authenticator(1);
         assert_eq!(
