@@ -356,6 +356,43 @@ pub struct ForwardSection {
     /// names and the private and loopback networks).
     #[serde(default)]
     pub pac_direct: Vec<String>,
+    /// An htpasswd file (bcrypt hashes only): when set, every forward request
+    /// must carry valid `Proxy-Authorization: Basic` credentials (else `407`).
+    pub htpasswd: Option<PathBuf>,
+    /// An Apache-style group file (`group: user1 user2`), for `[[forward.group]]`.
+    pub groups: Option<PathBuf>,
+    /// The realm of the `407`'s `Proxy-Authenticate` challenge (default
+    /// `"Palisade"`).
+    #[serde(default = "default_realm")]
+    pub realm: String,
+    /// A directory of URL-category files (`<category>.txt`: domains, with an
+    /// optional path prefix).
+    pub categories: Option<PathBuf>,
+    /// Categories refused for everyone (names of files in `categories`).
+    #[serde(default)]
+    pub block_categories: Vec<String>,
+    /// Rules for the members of a group of the group file.
+    #[serde(default, rename = "group")]
+    pub groups_rules: Vec<ForwardGroup>,
+}
+
+/// `[[forward.group]]`: what applies to the members of one group, besides the
+/// rules of `[forward]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardGroup {
+    /// The group's name in the `groups` file.
+    pub name: String,
+    /// Categories refused for the members (beyond `forward.block_categories`).
+    #[serde(default)]
+    pub block_categories: Vec<String>,
+    /// Domain-list files of destinations refused to the members.
+    #[serde(default)]
+    pub deny: Vec<PathBuf>,
+    /// Domain-list files of destinations the members may reach even when a
+    /// category would refuse them (the global and group deny lists still win).
+    #[serde(default)]
+    pub allow: Vec<PathBuf>,
 }
 
 impl Default for ForwardSection {
@@ -368,8 +405,18 @@ impl Default for ForwardSection {
             max_destinations: default_max_destinations(),
             pac_proxy: None,
             pac_direct: Vec::new(),
+            htpasswd: None,
+            groups: None,
+            realm: default_realm(),
+            categories: None,
+            block_categories: Vec::new(),
+            groups_rules: Vec::new(),
         }
     }
+}
+
+fn default_realm() -> String {
+    "Palisade".into()
 }
 
 fn default_connect_ports() -> Vec<u16> {
@@ -409,6 +456,89 @@ impl ForwardSection {
         {
             if !f.is_file() {
                 return Err(format!("{key}: {} is not a readable file", f.display()));
+            }
+        }
+        self.validate_policy()
+    }
+
+    /// The keys of proxy authentication, categories and groups.
+    fn validate_policy(&self) -> Result<(), String> {
+        for (key, f) in [
+            ("forward.htpasswd", &self.htpasswd),
+            ("forward.groups", &self.groups),
+        ] {
+            if let Some(f) = f
+                && !f.is_file()
+            {
+                return Err(format!("{key}: {} is not a readable file", f.display()));
+            }
+        }
+        if self.realm.len() > 256 || self.realm.chars().any(char::is_control) {
+            return Err(format!(
+                "forward.realm {:?} holds control characters or is over 256 bytes",
+                self.realm
+            ));
+        }
+        if let Some(d) = &self.categories
+            && !d.is_dir()
+        {
+            return Err(format!(
+                "forward.categories: {} is not a directory",
+                d.display()
+            ));
+        }
+        let check_cats = |key: &str, names: &[String]| -> Result<(), String> {
+            if names.is_empty() {
+                return Ok(());
+            }
+            let Some(dir) = &self.categories else {
+                return Err(format!(
+                    "{key} needs forward.categories (a directory of <category>.txt files)"
+                ));
+            };
+            for n in names {
+                let bad = n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.');
+                if bad || !dir.join(format!("{n}.txt")).is_file() {
+                    return Err(format!(
+                        "{key}: unknown category {n:?} (no {}/{n}.txt)",
+                        dir.display()
+                    ));
+                }
+            }
+            Ok(())
+        };
+        check_cats("forward.block_categories", &self.block_categories)?;
+        if !self.groups_rules.is_empty() && self.groups.is_none() {
+            return Err("[[forward.group]] needs forward.groups (a group file)".into());
+        }
+        if !self.groups_rules.is_empty() && self.htpasswd.is_none() {
+            return Err("[[forward.group]] needs forward.htpasswd (users to group)".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for g in &self.groups_rules {
+            if g.name.trim().is_empty() {
+                return Err("forward.group.name must not be empty".into());
+            }
+            if !seen.insert(g.name.as_str()) {
+                return Err(format!("forward.group {:?} is defined twice", g.name));
+            }
+            check_cats(
+                &format!("forward.group {:?} block_categories", g.name),
+                &g.block_categories,
+            )?;
+            for (key, f) in g
+                .deny
+                .iter()
+                .map(|f| ("deny", f))
+                .chain(g.allow.iter().map(|f| ("allow", f)))
+            {
+                if !f.is_file() {
+                    return Err(format!(
+                        "forward.group {:?} {key}: {} is not a readable file",
+                        g.name,
+                        f.display()
+                    ));
+                }
             }
         }
         Ok(())
@@ -1844,6 +1974,17 @@ impl Config {
             for p in f.deny.iter_mut().chain(f.allow.iter_mut().flatten()) {
                 fix(p);
             }
+            for p in [&mut f.htpasswd, &mut f.groups, &mut f.categories]
+                .into_iter()
+                .flatten()
+            {
+                fix(p);
+            }
+            for g in &mut f.groups_rules {
+                for p in g.deny.iter_mut().chain(g.allow.iter_mut()) {
+                    fix(p);
+                }
+            }
         }
         for p in [
             &mut self.logs.error_log,
@@ -2423,6 +2564,66 @@ address = "127.0.0.1:8080"
 name = "app"
 servers = ["127.0.0.1:9000"]
 "#;
+
+    #[test]
+    fn forward_policy_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let cats = dir.path().join("cats");
+        std::fs::create_dir(&cats).unwrap();
+        std::fs::write(cats.join("games.txt"), "games.example\n").unwrap();
+        std::fs::write(dir.path().join("users"), "").unwrap();
+        std::fs::write(dir.path().join("groups"), "").unwrap();
+        let cfg_path = dir.path().join("p.toml");
+        let with = |forward: &str| {
+            Config::parse(&format!("{MINIMAL}\n[forward]\n{forward}\n"), &cfg_path)
+                .map_err(|e| e.to_string())
+        };
+        let ok = with(
+            "htpasswd = \"users\"\ngroups = \"groups\"\ncategories = \"cats\"\n\
+             block_categories = [\"games\"]\n[[forward.group]]\nname = \"staff\"\n\
+             block_categories = [\"games\"]\n",
+        )
+        .unwrap();
+        let f = ok.forward.unwrap();
+        assert_eq!(f.realm, "Palisade");
+        assert_eq!(
+            f.htpasswd.as_deref(),
+            Some(dir.path().join("users").as_path())
+        );
+        assert_eq!(f.groups_rules[0].name, "staff");
+        for (forward, key) in [
+            ("htpasswd = \"nope\"", "forward.htpasswd"),
+            ("groups = \"nope\"", "forward.groups"),
+            ("categories = \"users\"", "forward.categories"),
+            (
+                "block_categories = [\"games\"]",
+                "forward.block_categories needs",
+            ),
+            (
+                "categories = \"cats\"\nblock_categories = [\"chess\"]",
+                "forward.block_categories: unknown category \"chess\"",
+            ),
+            (
+                "categories = \"cats\"\nblock_categories = [\"../users\"]",
+                "unknown category",
+            ),
+            ("realm = \"a\\nb\"", "forward.realm"),
+            ("[[forward.group]]\nname = \"x\"", "needs forward.groups"),
+            (
+                "htpasswd = \"users\"\ngroups = \"groups\"\n[[forward.group]]\nname = \"x\"\n\
+                 deny = [\"nope\"]",
+                "forward.group \"x\" deny",
+            ),
+            (
+                "htpasswd = \"users\"\ngroups = \"groups\"\n[[forward.group]]\nname = \"x\"\n\
+                 [[forward.group]]\nname = \"x\"",
+                "defined twice",
+            ),
+        ] {
+            let err = with(forward).unwrap_err();
+            assert!(err.contains(key), "{forward}: {err}");
+        }
+    }
 
     #[test]
     fn forward_listener_and_section() {

@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What the proxy did with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,6 +280,12 @@ pub struct Metrics {
     /// `CONNECT` tunnels of the forward-proxy listeners, by how they ended
     /// ([`FORWARD_TUNNEL_OUTCOMES`]).
     pub forward_tunnels: [AtomicU64; 5],
+    /// Forward-proxy requests answered `407`, by why
+    /// ([`FORWARD_AUTH_FAILURES`]).
+    pub forward_auth_failures: [AtomicU64; 4],
+    /// Per authenticated forward-proxy user: requests, bytes in, bytes out,
+    /// requests blocked; at most [`MAX_FORWARD_USERS`] users.
+    forward_users: Mutex<std::collections::BTreeMap<Arc<str>, [u64; 4]>>,
     /// Requests refused (403) because the `[access]` lists refuse the client a
     /// trusted proxy named.
     pub requests_denied: AtomicU64,
@@ -308,6 +314,16 @@ pub const FORWARD_TUNNEL_OUTCOMES: [&str; 5] = [
     "connect_failed",
     "client_gone",
 ];
+
+/// Why a forward-proxy request was answered `407`
+/// (`palisade_forward_auth_failures_total{reason}`): no `Proxy-Authorization`;
+/// one that is not usable `Basic` credentials; an unknown user; a wrong password.
+pub const FORWARD_AUTH_FAILURES: [&str; 4] =
+    ["missing", "malformed", "unknown_user", "wrong_password"];
+
+/// The most users `palisade_forward_user_*` counts; the users are those of
+/// `forward.htpasswd` (authenticated), so this bounds a very large file only.
+pub const MAX_FORWARD_USERS: usize = 10_000;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -352,6 +368,8 @@ impl Metrics {
             decode_stopped: Default::default(),
             proxy_protocol_refused: Default::default(),
             forward_tunnels: Default::default(),
+            forward_auth_failures: Default::default(),
+            forward_users: Mutex::new(std::collections::BTreeMap::new()),
             requests_denied: AtomicU64::new(0),
             phase_usage: Default::default(),
         }
@@ -371,6 +389,32 @@ impl Metrics {
         if let Some(i) = FORWARD_TUNNEL_OUTCOMES.iter().position(|r| *r == outcome) {
             self.forward_tunnels[i].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a forward-proxy request answered `407`; `reason` is one of
+    /// [`FORWARD_AUTH_FAILURES`].
+    pub fn forward_auth_failure(&self, reason: &str) {
+        if let Some(i) = FORWARD_AUTH_FAILURES.iter().position(|r| *r == reason) {
+            self.forward_auth_failures[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a request of an authenticated forward-proxy user (a user of
+    /// `forward.htpasswd`): its bytes and whether it was blocked. Users past
+    /// [`MAX_FORWARD_USERS`] are not counted.
+    pub fn forward_user(&self, user: &Arc<str>, bytes_in: u64, bytes_out: u64, blocked: bool) {
+        let mut users = self
+            .forward_users
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if users.len() >= MAX_FORWARD_USERS && !users.contains_key(user) {
+            return;
+        }
+        let c = users.entry(user.clone()).or_default();
+        c[0] += 1;
+        c[1] += bytes_in;
+        c[2] += bytes_out;
+        c[3] += u64::from(blocked);
     }
 
     /// The counters of the worker thread running this.
@@ -829,6 +873,50 @@ impl Metrics {
                 n.load(Ordering::Relaxed)
             );
         }
+        out.push_str("# HELP palisade_forward_auth_failures_total Forward-proxy requests answered 407, by reason.\n# TYPE palisade_forward_auth_failures_total counter\n");
+        for (reason, n) in FORWARD_AUTH_FAILURES
+            .iter()
+            .zip(&self.forward_auth_failures)
+        {
+            let _ = writeln!(
+                out,
+                "palisade_forward_auth_failures_total{{reason=\"{reason}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        {
+            let users = self
+                .forward_users
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let series = [
+                (
+                    "palisade_forward_user_requests_total",
+                    "Forward-proxy requests by authenticated user.",
+                ),
+                (
+                    "palisade_forward_user_received_bytes_total",
+                    "Forward-proxy request bytes received by authenticated user.",
+                ),
+                (
+                    "palisade_forward_user_sent_bytes_total",
+                    "Forward-proxy response bytes sent by authenticated user.",
+                ),
+                (
+                    "palisade_forward_user_blocked_total",
+                    "Forward-proxy requests refused by authenticated user.",
+                ),
+            ];
+            for (i, (name, help)) in series.iter().enumerate() {
+                if users.is_empty() {
+                    break;
+                }
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+                for (user, c) in users.iter() {
+                    let _ = writeln!(out, "{name}{{user=\"{}\"}} {}", label_escape(user), c[i]);
+                }
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP palisade_connections_open Client connections open now.\n# TYPE palisade_connections_open gauge\npalisade_connections_open {}",
@@ -940,8 +1028,54 @@ pub fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A Prometheus label value with `\`, `"` and line feeds escaped.
+fn label_escape(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return std::borrow::Cow::Borrowed(v);
+    }
+    let mut out = String::with_capacity(v.len() + 2);
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn forward_users_are_labelled_and_bounded() {
+        let m = Metrics::new();
+        let alice: Arc<str> = Arc::from("alice");
+        m.forward_user(&alice, 10, 20, false);
+        m.forward_user(&alice, 1, 2, true);
+        m.forward_user(&Arc::from("a\"b\\c"), 0, 0, false);
+        m.forward_auth_failure("missing");
+        let text = m.render(&[]);
+        assert!(
+            text.contains("palisade_forward_user_requests_total{user=\"alice\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("palisade_forward_user_received_bytes_total{user=\"alice\"} 11\n"));
+        assert!(text.contains("palisade_forward_user_sent_bytes_total{user=\"alice\"} 22\n"));
+        assert!(text.contains("palisade_forward_user_blocked_total{user=\"alice\"} 1\n"));
+        assert!(text.contains("{user=\"a\\\"b\\\\c\"} 1\n"), "{text}");
+        assert!(text.contains("palisade_forward_auth_failures_total{reason=\"missing\"} 1\n"));
+        for i in 0..MAX_FORWARD_USERS + 5 {
+            m.forward_user(&Arc::from(format!("u{i}").as_str()), 0, 0, false);
+        }
+        let n = m
+            .forward_users
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        assert_eq!(n, MAX_FORWARD_USERS);
+    }
+
     const NASTY: &str = "a\"b\\c\nd";
     const ESCAPED: &str = "a\\\"b\\\\c\\nd";
 

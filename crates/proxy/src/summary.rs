@@ -44,6 +44,8 @@ pub struct RequestSummary {
     pub uri: String,
     /// The Host header (or `:authority`).
     pub host: Option<String>,
+    /// The user the forward proxy authenticated (`Proxy-Authorization`).
+    pub user: Option<Arc<str>>,
     /// The request's site (`[[site]]`), or `default`.
     pub site: Arc<str>,
     /// The response status (0 when none was sent).
@@ -126,6 +128,7 @@ impl RequestSummary {
             method: "GET".into(),
             uri: uri.into(),
             host: None,
+            user: None,
             site: "default".into(),
             status: 200,
             action: Action::Pass,
@@ -283,6 +286,11 @@ pub(crate) fn consume(
         s.bytes_out,
         s.blocked(),
     );
+    if let Some(user) = &s.user {
+        shared
+            .metrics
+            .forward_user(user, s.bytes_in, s.bytes_out, s.blocked());
+    }
     shared.rule_costs.record(&s.rule_times);
     shared.slow.offer(s);
     if let Some(o) = shared.otlp() {
@@ -364,6 +372,7 @@ fn access_log(shared: &crate::exchange::Shared, s: &RequestSummary) {
         method: &s.method,
         uri: &s.uri,
         host: s.host.as_deref(),
+        user: s.user.as_deref(),
         site: &s.site,
         status: s.status,
         bytes_in: s.bytes_in,
@@ -408,6 +417,9 @@ struct AccessLine<'a> {
     method: &'a str,
     uri: &'a str,
     host: Option<&'a str>,
+    /// The forward proxy's authenticated user, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
     /// The request's site (`[[site]]`), or `default`.
     site: &'a str,
     status: u16,

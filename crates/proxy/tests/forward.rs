@@ -343,3 +343,193 @@ async fn connect_tunnels_are_checked_and_spliced() {
         String::from_utf8_lossy(&got)
     );
 }
+
+/// `Proxy-Authorization: Basic` of `user:password`.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {token}")
+}
+
+/// Users `alice` (group `pupils`) and `bob`, both with password `pw`; the
+/// categories `games` (refused for everyone: `play.test` and the `/games/`
+/// paths of `localhost`) and `social` (`/social/` of `localhost`, refused to
+/// `pupils` only).
+fn policy_proxy(dir: &TempDir) -> (Palisade, SocketAddr, SocketAddr) {
+    let hash = bcrypt::hash("pw", 4).unwrap();
+    std::fs::write(dir.path("users"), format!("alice:{hash}\nbob:{hash}\n")).unwrap();
+    std::fs::write(dir.path("groups"), "pupils: alice\n").unwrap();
+    std::fs::create_dir_all(dir.path("cats")).unwrap();
+    std::fs::write(dir.path("cats/games.txt"), "play.test\nlocalhost/games/\n").unwrap();
+    std::fs::write(dir.path("cats/social.txt"), "localhost/social/\n").unwrap();
+    forward_proxy(
+        dir,
+        "blocked.test\n",
+        "htpasswd = \"users\"\ngroups = \"groups\"\ncategories = \"cats\"\n\
+         block_categories = [\"games\"]\n\n[[forward.group]]\nname = \"pupils\"\n\
+         block_categories = [\"social\"]\n",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_categories_and_the_block_page() {
+    let backend = Backend::start().await;
+    let port = backend.addr.port();
+    let dir = TempDir::new("forward-policy");
+    let (_p, listen, admin) = policy_proxy(&dir);
+    let url = |path: &str| format!("http://localhost:{port}{path}");
+
+    // No credentials: 407 with the challenge, for curl and a raw request alike.
+    let (body, code) = curl(&["-x", &format!("http://{listen}"), &url("/hello")]);
+    assert_eq!(code, "407", "{body}");
+    let req = format!(
+        "GET {} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n",
+        url("/hello")
+    );
+    let r = send_raw(listen, req.as_bytes()).await.unwrap();
+    assert_eq!(r.status, 407, "{}", r.text());
+    assert_eq!(
+        r.header("proxy-authenticate"),
+        Some("Basic realm=\"Palisade\", charset=\"UTF-8\"")
+    );
+    // A wrong password, an unknown user: 407.
+    let (body, code) = curl(&[
+        "-x",
+        &format!("http://alice:wrong@{listen}"),
+        &url("/hello"),
+    ]);
+    assert_eq!(code, "407", "{body}");
+    let (body, code) = curl(&["-x", &format!("http://eve:pw@{listen}"), &url("/hello")]);
+    assert_eq!(code, "407", "{body}");
+    assert!(
+        backend.requests().is_empty(),
+        "an unauthenticated request went on"
+    );
+    // The PAC file needs no credentials.
+    let r = send_raw(
+        listen,
+        format!("GET /proxy.pac HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // The right password: through, without the credentials.
+    let bob = format!("http://bob:pw@{listen}");
+    let alice = format!("http://alice:pw@{listen}");
+    let (body, code) = curl(&["-x", &bob, &url("/hello")]);
+    assert_eq!(code, "200", "{body}");
+    assert!(body.starts_with("hello from backend"), "{body}");
+    assert_eq!(backend.requests()[0].header("proxy-authorization"), None);
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("/hello") && l.contains("\"status\":200")
+    })
+    .expect("an access-log line for bob's request");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["user"], "bob", "{line}");
+
+    // A category refused for everyone: the plain-text block page for curl, the
+    // HTML one for a browser; the reference id is in the error log too.
+    let (body, code) = curl(&["-x", &bob, &url("/games/chess")]);
+    assert_eq!(code, "403", "{body}");
+    assert!(body.contains("refused by category games"), "{body}");
+    let reference = body
+        .split("(reference ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .expect("a reference id")
+        .to_owned();
+    let logged = wait_for_line(&dir.path("error.log"), Duration::from_secs(10), |l| {
+        l.contains(&reference) && l.contains("games")
+    });
+    assert!(
+        logged.is_some(),
+        "the error log lacks reference {reference}"
+    );
+    let (body, code) = curl(&[
+        "-x",
+        &bob,
+        "-H",
+        "Accept: text/html,application/xhtml+xml,*/*;q=0.8",
+        &url("/GAMES/go"),
+    ]);
+    assert_eq!(code, "403", "{body}");
+    assert!(body.starts_with("<!DOCTYPE html>"), "{body}");
+    assert!(body.contains("<strong>games</strong>"), "{body}");
+    let (body, code) = curl(&["-x", &bob, "http://play.test/"]);
+    assert_eq!(code, "403", "{body}");
+    // The list refusals use the block page as well.
+    let (body, code) = curl(&["-x", &bob, "http://www.blocked.test/"]);
+    assert_eq!(code, "403", "{body}");
+    assert!(body.contains("rule forward.deny"), "{body}");
+
+    // A category refused to a group's members only.
+    let (body, code) = curl(&["-x", &bob, &url("/social/feed")]);
+    assert_eq!(code, "200", "{body}");
+    let (body, code) = curl(&["-x", &alice, &url("/social/feed")]);
+    assert_eq!(code, "403", "{body}");
+    assert!(body.contains("category social"), "{body}");
+    let (body, code) = curl(&["-x", &alice, &url("/hello")]);
+    assert_eq!(code, "200", "{body}");
+
+    // CONNECT: credentials needed, and a blocked category refused.
+    let connect_to = |target: &str, auth: Option<String>| {
+        let auth = auth.map_or(String::new(), |a| format!("Proxy-Authorization: {a}\r\n"));
+        format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{auth}\r\n")
+    };
+    let r = send_raw(listen, connect_to("play.test:443", None).as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(r.status, 407, "{}", r.text());
+    assert!(r.header("proxy-authenticate").is_some());
+    let r = send_raw(
+        listen,
+        connect_to("www.play.test:443", Some(basic("bob", "pw"))).as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("category games"), "{}", r.text());
+
+    // Per-user counters, for the htpasswd users only (counted as each request's
+    // record is finished, just after its answer).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(metric(admin, "palisade_forward_user_requests_total{user=\"bob\"}").await >= 6.0);
+    assert_eq!(
+        metric(admin, "palisade_forward_user_blocked_total{user=\"alice\"}").await,
+        1.0
+    );
+    assert!(
+        metric(
+            admin,
+            "palisade_forward_user_sent_bytes_total{user=\"bob\"}"
+        )
+        .await
+            > 0.0
+    );
+    assert!(
+        metric(
+            admin,
+            "palisade_forward_auth_failures_total{reason=\"missing\"}"
+        )
+        .await
+            >= 2.0
+    );
+    assert_eq!(
+        metric(
+            admin,
+            "palisade_forward_auth_failures_total{reason=\"wrong_password\"}"
+        )
+        .await,
+        1.0
+    );
+    let m = send_raw(
+        admin,
+        b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap()
+    .text();
+    assert!(!m.contains("user=\"eve\""), "an unknown user has a series");
+}

@@ -53,6 +53,9 @@ pub struct ForwardParts {
     pub uri: Uri,
     /// Headers for the upstream: hop-by-hop removed, X-Forwarded-* added.
     pub headers: HeaderLines,
+    /// On a forward-proxy listener: the `Proxy-Authorization` value, taken out
+    /// of `headers` (it is meant for this proxy).
+    pub proxy_authorization: Option<Bytes>,
 }
 
 /// A request on its way through the proxy.
@@ -160,6 +163,7 @@ impl Exchange {
                 uri,
                 protocol,
                 host,
+                user: None,
                 phase_us: [None; 5],
                 waf_cpu_us: None,
                 matches: Vec::new(),
@@ -471,6 +475,54 @@ impl Exchange {
         r
     }
 
+    /// Answers with a proxy-made status and `page` as the body (the forward
+    /// proxy's block page), writing `reason` to the error log.
+    fn reply_page(
+        mut self,
+        status: u16,
+        action: Action,
+        reason: &str,
+        page: crate::upstream::LocalAnswer,
+    ) -> Reply {
+        self.rec.error_line(reason);
+        self.rec.error = Some(reason.to_owned());
+        self.rec.action = action;
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+        self.rec.status = status.as_u16();
+        let mut r = Reply::new(self.rec, status, page.body);
+        r.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(page.content_type),
+        );
+        r.headers
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r.close = true;
+        r
+    }
+
+    /// Answers `407 Proxy Authentication Required` with `challenge` as
+    /// `Proxy-Authenticate`, counting why.
+    fn reply_proxy_auth(
+        self,
+        challenge: &str,
+        failure: &crate::forward::auth::AuthFailure,
+    ) -> Reply {
+        use crate::forward::auth::AuthFailure;
+        let reason = match failure {
+            AuthFailure::Missing => "missing",
+            AuthFailure::Malformed(_) => "malformed",
+            AuthFailure::UnknownUser(_) => "unknown_user",
+            AuthFailure::WrongPassword(_) => "wrong_password",
+        };
+        self.rec.shared.metrics.forward_auth_failure(reason);
+        let message = format!("proxy authentication required: {failure}");
+        let mut r = self.reply_error(407, Action::Deny, &message);
+        if let Ok(v) = HeaderValue::from_str(challenge) {
+            r.headers.insert(header::PROXY_AUTHENTICATE, v);
+        }
+        r
+    }
+
     /// A forward-proxy `CONNECT` that passed phases 1 and 2: connects to the
     /// target and answers 200 with the connection in [`Reply::tunnel`], for the
     /// front end to check the ClientHello and join the client to it; or 502.
@@ -503,6 +555,16 @@ impl Exchange {
     /// Sends the request upstream and runs phases 3 and 4 on the response.
     pub async fn forward(mut self, parts: ForwardParts) -> Reply {
         let shared = self.rec.shared.clone();
+        if self.rec.conn.forward {
+            let forward = shared.upstreams().forward().clone();
+            if let Some(auth) = forward.authenticator_for(&parts.method, &self.rec.uri) {
+                match authenticate(auth, parts.proxy_authorization.clone()).await {
+                    Ok(user) => self.rec.user = Some(Arc::from(user)),
+                    Err(e) => return self.reply_proxy_auth(&auth.challenge(), &e),
+                }
+            }
+        }
+        let accept = parts.headers.get(b"accept").cloned();
         let head = RequestHeadView {
             method: &parts.method,
             target: &self.rec.uri,
@@ -510,6 +572,8 @@ impl Exchange {
             host: self.rec.host.as_deref(),
             site: &self.rec.site,
             client: self.rec.conn.client,
+            user: self.rec.user.as_deref(),
+            accept: accept.as_deref(),
         };
         let peer = match shared.choose_destination(&head, self.rec.conn.forward) {
             Ok(Peer::Tunnel(target)) => return self.open_tunnel(*target).await,
@@ -533,7 +597,10 @@ impl Exchange {
                 } else {
                     Action::BadRequest
                 };
-                return self.reply_error(refused.status, action, &refused.reason);
+                return match refused.page {
+                    None => self.reply_error(refused.status, action, &refused.reason),
+                    Some(page) => self.reply_page(refused.status, action, &refused.reason, page),
+                };
             }
         };
         let body = match self.body.len() {
@@ -859,5 +926,23 @@ fn upstream_request(parts: ForwardParts, body: Bytes, client: std::net::IpAddr) 
         headers,
         body,
         client: Some(client),
+    }
+}
+
+/// Checks a forward-proxy request's `Proxy-Authorization` (`header`): from the
+/// authenticator's cache when it can, else with bcrypt off the worker thread.
+/// The user name, or why it is refused.
+async fn authenticate(
+    auth: &Arc<crate::forward::auth::Authenticator>,
+    header: Option<Bytes>,
+) -> Result<String, crate::forward::auth::AuthFailure> {
+    if let Some(r) = auth.authenticate_cached(header.as_deref()) {
+        return r.map(|a| a.user);
+    }
+    let a = auth.clone();
+    match tokio::task::spawn_blocking(move || a.authenticate(header.as_deref())).await {
+        Ok(r) => r.map(|a| a.user),
+        // The blocking task panicked or was cancelled: refuse as for no header.
+        Err(_) => Err(crate::forward::auth::AuthFailure::Missing),
     }
 }

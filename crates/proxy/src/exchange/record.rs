@@ -37,6 +37,8 @@ pub(super) struct Record {
     pub(super) uri: Bytes,
     pub(super) protocol: Bytes,
     pub(super) host: Option<Bytes>,
+    /// The user the forward proxy authenticated.
+    pub(super) user: Option<Arc<str>>,
     pub(super) phase_us: [Option<u64>; 5],
     /// CPU time the rule engine took for this request, over all phases.
     pub(super) waf_cpu_us: Option<u64>,
@@ -500,6 +502,7 @@ impl Record {
             method: text(&self.method),
             uri: crate::summary::cut(text(&self.uri), crate::summary::URI_MAX),
             host: self.host.as_ref().map(text),
+            user: self.user.clone(),
             site: self.site.site().name().clone(),
             status: self.status,
             action: self.action,

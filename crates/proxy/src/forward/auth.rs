@@ -650,6 +650,33 @@ impl Authenticator {
         }
     }
 
+    /// [`Authenticator::authenticate`] without bcrypt: the answer when it needs
+    /// none (no header, a malformed one, or credentials in the cache); `None`
+    /// when bcrypt must run (an unknown user too, for its decoy bcrypt): then
+    /// call `authenticate` where blocking is fine.
+    pub fn authenticate_cached(
+        &self,
+        header: Option<&[u8]>,
+    ) -> Option<Result<Authenticated, AuthFailure>> {
+        let creds = match header.map(parse_proxy_authorization) {
+            None => return Some(Err(AuthFailure::Missing)),
+            Some(Err(e)) => return Some(Err(e.into())),
+            Some(Ok(c)) => c,
+        };
+        let hash = self.users.users.get(&creds.user)?;
+        let key = cache_key(&creds, hash);
+        if self
+            .lock_cache()
+            .get(&key, self.cache_settings.ttl, Instant::now())
+        {
+            return Some(Ok(Authenticated {
+                user: creds.user,
+                cached: true,
+            }));
+        }
+        None
+    }
+
     /// The number of credentials in the cache (expired ones included until they
     /// are next looked up or evicted).
     pub fn cached_len(&self) -> usize {
@@ -1013,6 +1040,25 @@ mod tests {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<Authenticator>();
         send_sync::<Groups>();
+    }
+
+    #[test]
+    fn cached_answers_without_bcrypt() {
+        let a = authenticator(8);
+        assert_eq!(a.authenticate_cached(None), Some(Err(AuthFailure::Missing)));
+        assert!(matches!(
+            a.authenticate_cached(Some(b"Digest x")),
+            Some(Err(AuthFailure::Malformed(_)))
+        ));
+        let good = header("alice", "secret");
+        // Not verified yet, and an unknown user: bcrypt must run.
+        assert_eq!(a.authenticate_cached(Some(&good)), None);
+        assert_eq!(a.authenticate_cached(Some(&header("nobody", "x"))), None);
+        assert!(a.authenticate(Some(&good)).is_ok());
+        let hit = a.authenticate_cached(Some(&good)).unwrap().unwrap();
+        assert_eq!(hit.user, "alice");
+        assert!(hit.cached);
+        assert_eq!(a.authenticate_cached(Some(&header("alice", "other"))), None);
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //! - `https://` absolute URIs (a client must use `CONNECT`) and other
 //!   origin-form requests: 400.
 
+use super::blockpage;
 use super::pac::{self, PacSettings};
+use super::policy::{Policy, PolicyRefusal};
 use crate::config::{ForwardSection, UpstreamConfig};
 use crate::upstream::{
     Destination, Env, LocalAnswer, Peer, Pool, Refusal, RequestHeadView, Resolver,
@@ -51,6 +53,15 @@ pub enum ForwardSetupError {
         /// What loading it gave (names the file, the line and what is wrong, so
         /// it is not chained as a source as well).
         error: domains::LoadError,
+    },
+    /// A file of the users, groups and categories policy could not be used.
+    #[error("{key}: {error}")]
+    Policy {
+        /// The key that names the file or value (`forward.htpasswd`,
+        /// `forward.categories`, `forward.group "staff" deny`, ...).
+        key: String,
+        /// What is wrong (names the file and line where there is one).
+        error: String,
     },
 }
 
@@ -119,6 +130,16 @@ impl Lists {
         Ok(Lists { deny, allow })
     }
 
+    /// Whether the deny list holds `host` (or a parent domain of it).
+    pub fn denies(&self, host: &Host) -> bool {
+        self.deny.contains(host)
+    }
+
+    /// Whether the allow list, when there is one, holds `host`.
+    pub fn allows(&self, host: &Host) -> bool {
+        self.allow.as_ref().is_none_or(|a| a.contains(host))
+    }
+
     /// Whether the lists let a request reach `host`; the reason when they do not.
     pub fn check(&self, host: &Host) -> Result<(), String> {
         if self.deny.contains(host) {
@@ -138,6 +159,7 @@ impl Lists {
 /// The forward proxy's destination: see the module documentation.
 pub struct ForwardDestination {
     lists: Arc<Lists>,
+    policy: Policy,
     connect_ports: Vec<u16>,
     refuse_fronting: bool,
     /// A pool per destination (`host:port`, normalised), bounded by
@@ -171,6 +193,7 @@ impl ForwardDestination {
         let cfg = cfg.unwrap_or(&default);
         Ok(ForwardDestination {
             lists: Arc::new(Lists::load(cfg)?),
+            policy: Policy::load(cfg)?,
             connect_ports: cfg.connect_ports.clone(),
             refuse_fronting: cfg.refuse_fronting,
             pools: moka::sync::Cache::new(cfg.max_destinations as u64),
@@ -194,6 +217,7 @@ impl ForwardDestination {
             .map_err(|e| Refusal {
                 status: 502,
                 reason: Cow::Owned(format!("forward proxy: {e}")),
+                page: None,
             })
     }
 
@@ -203,7 +227,21 @@ impl ForwardDestination {
         self.pools.entry_count()
     }
 
-    fn choose_connect(&self, target: &[u8]) -> Result<Peer, Refusal> {
+    /// The authenticator of `forward.htpasswd`, when a request of `method` to
+    /// `target` must authenticate (every request but the PAC file's).
+    pub fn authenticator_for(
+        &self,
+        method: &Method,
+        target: &[u8],
+    ) -> Option<&Arc<super::auth::Authenticator>> {
+        if matches!(*method, Method::GET | Method::HEAD) && target == b"/proxy.pac" {
+            return None;
+        }
+        self.policy.authenticator()
+    }
+
+    fn choose_connect(&self, head: &RequestHeadView<'_>) -> Result<Peer, Refusal> {
+        let target = head.target;
         let (host, port) = match normalize_host_port(target) {
             Ok((h, Some(p))) if p != 0 => (h, p),
             Ok(_) => return Err(bad("CONNECT target must be host:port")),
@@ -214,7 +252,9 @@ impl ForwardDestination {
                 "CONNECT to port {port} refused: not in forward.connect_ports"
             )));
         }
-        self.lists.check(&host).map_err(forbidden)?;
+        self.policy
+            .check(&self.lists, &host, "", head.user)
+            .map_err(|r| blocked(r, head.accept))?;
         Ok(Peer::Tunnel(Box::new(TunnelTarget {
             host,
             port,
@@ -285,7 +325,13 @@ impl ForwardDestination {
                 Err(e) => return Err(bad(format!("Host header: {e}"))),
             }
         }
-        self.lists.check(&host).map_err(forbidden)?;
+        let path = match std::str::from_utf8(&rest[end..]) {
+            Ok(p) if p.starts_with('/') => p,
+            _ => "/",
+        };
+        self.policy
+            .check(&self.lists, &host, path, head.user)
+            .map_err(|r| blocked(r, head.accept))?;
         Ok(Peer::Pool(self.pool(&host, port)?))
     }
 }
@@ -293,7 +339,7 @@ impl ForwardDestination {
 impl Destination for ForwardDestination {
     fn choose(&self, head: &RequestHeadView<'_>) -> Result<Peer, Refusal> {
         if *head.method == Method::CONNECT {
-            self.choose_connect(head.target)
+            self.choose_connect(head)
         } else {
             self.choose_http(head)
         }
@@ -304,6 +350,7 @@ fn bad(reason: impl Into<Cow<'static, str>>) -> Refusal {
     Refusal {
         status: 400,
         reason: reason.into(),
+        page: None,
     }
 }
 
@@ -311,6 +358,21 @@ fn forbidden(reason: impl Into<Cow<'static, str>>) -> Refusal {
     Refusal {
         status: 403,
         reason: reason.into(),
+        page: None,
+    }
+}
+
+/// A refusal of the policy: 403 with the block page (HTML when `accept`
+/// lists `text/html`, plain text otherwise).
+fn blocked(r: PolicyRefusal, accept: Option<&[u8]>) -> Refusal {
+    let page = blockpage::block_response(accept, &r.block);
+    Refusal {
+        status: page.status.as_u16(),
+        reason: r.reason.into(),
+        page: Some(LocalAnswer {
+            content_type: page.content_type,
+            body: bytes::Bytes::from(page.body),
+        }),
     }
 }
 
@@ -538,6 +600,8 @@ mod tests {
             host: host.map(str::as_bytes),
             site: &site,
             client: "127.0.0.1:1".parse().unwrap(),
+            user: None,
+            accept: None,
         };
         d.choose(&head)
     }

@@ -12,6 +12,10 @@
 //!   bcrypt-only htpasswd file, with a bounded cache of good credentials so that
 //!   only the first request of a user pays for bcrypt; Apache-style group files
 //!   for policies by group; the `Proxy-Authenticate` challenge of a `407`.
+//! - [`policy`]: who may go where. Users that must authenticate, groups with
+//!   their own deny and allow lists and blocked categories, URL categories
+//!   refused for everyone; decides in the order global deny, group deny,
+//!   categories, allow lists, and names what refused for the block page.
 //! - [`pac`]: how browsers find the proxy. The `FindProxyForURL` script (served as
 //!   `application/x-ns-proxy-autoconfig`) that sends plain host names, listed
 //!   domains and private networks `DIRECT` and the rest through the proxy.
@@ -30,5 +34,6 @@ pub mod clienthello;
 pub mod destination;
 pub mod mint;
 pub mod pac;
+pub mod policy;
 
 pub use destination::{ForwardDestination, ForwardSetupError, TunnelTarget};

@@ -647,8 +647,10 @@ fn forward_parts(
         conn.keeps_forwarded_for(),
         conn.tls,
     )?;
+    let mut proxy_authorization = None;
     if conn.forward {
         // Meant for this proxy, not for the destination.
+        proxy_authorization = head.values(b"proxy-authorization").next().cloned();
         headers.remove(b"proxy-authorization");
     }
     if upgrade {
@@ -668,6 +670,7 @@ fn forward_parts(
         method,
         uri,
         headers,
+        proxy_authorization,
     })
 }
 

@@ -39,6 +39,11 @@ pub struct RequestHeadView<'a> {
     /// The client, as every client-keyed feature sees it (behind trusted proxies,
     /// the address they name).
     pub client: SocketAddr,
+    /// The user the forward proxy authenticated (`Proxy-Authorization`);
+    /// `None` without one.
+    pub user: Option<&'a str>,
+    /// The request's `Accept` value, for the form of a block page.
+    pub accept: Option<&'a [u8]>,
 }
 
 /// Where a request is sent.
@@ -55,8 +60,8 @@ pub enum Peer {
     Local(LocalAnswer),
 }
 
-/// An answer the proxy gives itself, with status 200.
-#[derive(Debug, Clone)]
+/// An answer the proxy gives itself, with status 200 (or a refusal's page).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalAnswer {
     /// Its media type.
     pub content_type: &'static str,
@@ -104,4 +109,7 @@ pub struct Refusal {
     pub status: u16,
     /// What is wrong.
     pub reason: Cow<'static, str>,
+    /// The answer's content type and body in place of the plain-text one (the
+    /// forward proxy's block page); `None` for the plain-text answer.
+    pub page: Option<LocalAnswer>,
 }

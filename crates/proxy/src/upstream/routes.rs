@@ -103,6 +103,7 @@ impl Destination for Upstreams {
             None => Err(Refusal {
                 status: 404,
                 reason: "no route matches this host and path".into(),
+                page: None,
             }),
         }
     }
@@ -178,6 +179,8 @@ mod tests {
             host: Some(host),
             site: &site,
             client: "192.0.2.1:5000".parse().unwrap(),
+            user: None,
+            accept: None,
         };
         let destination: &dyn Destination = &u;
         match destination.choose(&head(b"only.example:8080")) {
