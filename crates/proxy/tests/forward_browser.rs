@@ -43,7 +43,9 @@ async fn chromium_loads_pages_through_the_proxy_and_shows_the_block_page() {
             eprintln!("SKIPPED: the forward browser test needs {CHROMIUM}");
             return;
         }
-        panic!("the forward browser test needs Debian's chromium (apt-get install chromium), or PALISADE_ALLOW_SKIP=1");
+        panic!(
+            "the forward browser test needs Debian's chromium (apt-get install chromium), or PALISADE_ALLOW_SKIP=1"
+        );
     }
     let backend = Backend::start().await;
     let port = backend.addr.port();
@@ -94,10 +96,16 @@ async fn chromium_loads_pages_through_the_proxy_and_shows_the_block_page() {
     .await
     .unwrap();
     assert!(page.contains("Access refused"), "the block page: {page}");
-    assert!(page.contains("games"), "the block page names the category: {page}");
+    assert!(
+        page.contains("games"),
+        "the block page names the category: {page}"
+    );
     assert!(!page.contains("hello from backend"), "{page}");
     assert!(
-        !backend.requests().iter().any(|r| r.uri.starts_with("/games/")),
+        !backend
+            .requests()
+            .iter()
+            .any(|r| r.uri.starts_with("/games/")),
         "a blocked page reached the backend"
     );
 }
