@@ -511,7 +511,10 @@ impl Exchange {
             site: &self.rec.site,
             client: self.rec.conn.client,
         };
-        let peer = match shared.choose_destination(&head, self.rec.conn.forward) {
+        // Inside an inspected tunnel, the tunnel's origin (see forward::inspect).
+        let chosen = crate::forward::inspect::choose(&head)
+            .unwrap_or_else(|| shared.choose_destination(&head, self.rec.conn.forward));
+        let peer = match chosen {
             Ok(Peer::Tunnel(target)) => return self.open_tunnel(*target).await,
             Ok(Peer::Local(answer)) => {
                 self.rec.status = 200;
@@ -581,7 +584,9 @@ impl Exchange {
             Ok(r) => r,
             Err(e) => {
                 let status = e.status();
-                return self.reply_error(status, Action::UpstreamError, &e.to_string());
+                let why = e.to_string();
+                crate::forward::inspect::upstream_failed(&shared.metrics, &why);
+                return self.reply_error(status, Action::UpstreamError, &why);
             }
         };
         self.rec.upstream = Some((peer.name(), Some(resp.server.clone())));
