@@ -434,7 +434,11 @@ impl ForwardSection {
             .map(|f| ("forward.deny", f))
             .chain(self.allow.iter().flatten().map(|f| ("forward.allow", f)))
             .chain(self.inspect.iter().map(|f| ("forward.inspect", f)))
-            .chain(self.inspect_bypass.iter().map(|f| ("forward.inspect_bypass", f)))
+            .chain(
+                self.inspect_bypass
+                    .iter()
+                    .map(|f| ("forward.inspect_bypass", f)),
+            )
         {
             if !f.is_file() {
                 return Err(format!("{key}: {} is not a readable file", f.display()));

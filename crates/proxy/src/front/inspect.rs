@@ -129,11 +129,9 @@ pub(super) fn run<'a>(
             counts: Arc::clone(&counts),
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        let handshake = tokio::time::timeout(
-            shared.server.client_header_timeout,
-            acceptor.accept(replay),
-        )
-        .await;
+        let handshake =
+            tokio::time::timeout(shared.server.client_header_timeout, acceptor.accept(replay))
+                .await;
         let bytes = |reply: &mut Reply| {
             reply
                 .body
