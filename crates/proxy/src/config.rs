@@ -374,8 +374,8 @@ pub struct ForwardSection {
     /// banking, health).
     #[serde(default)]
     pub inspect_bypass: Vec<PathBuf>,
-    /// PEM file of the certificate authorities trusted for the origins of
-    /// inspected tunnels, in place of the system's roots.
+    /// PEM file of certificate authorities trusted for the origins of
+    /// inspected tunnels, besides the system's roots.
     pub upstream_ca_file: Option<PathBuf>,
 }
 

@@ -6,7 +6,7 @@
 //! serves the decrypted HTTP/1.1 requests through the same request path as any
 //! other. Each of them goes to the `CONNECT`'s `host:port` over TLS, through a
 //! pool whose certificate check is a browser's: webpki with the `CONNECT` host
-//! as the name, against the system's roots or `upstream_ca_file`.
+//! as the name, against the system's roots and those of `upstream_ca_file`.
 //!
 //! Which tunnel a request belongs to is carried by a task-local
 //! ([`InspectedTunnel::scope`]): the exchange asks [`choose`] before the forward
@@ -110,7 +110,8 @@ pub struct Inspector {
     bypass: SuffixSet,
     upstream_ca_file: Option<PathBuf>,
     pools: moka::sync::Cache<String, Arc<Pool>>,
-    system_roots: Mutex<Option<Arc<rustls::RootCertStore>>>,
+    /// The system's roots and `upstream_ca_file`'s, read when first needed.
+    roots: Mutex<Option<Arc<rustls::RootCertStore>>>,
     env: Env,
 }
 
@@ -144,7 +145,7 @@ impl Inspector {
             bypass,
             upstream_ca_file: cfg.upstream_ca_file.clone(),
             pools: moka::sync::Cache::new(cfg.max_destinations as u64),
-            system_roots: Mutex::new(None),
+            roots: Mutex::new(None),
             env,
         }))
     }
@@ -202,12 +203,17 @@ impl Inspector {
                 if let Host::Name(n) = &host {
                     cfg.tls_sni = Some(n.clone());
                 }
-                cfg.tls_ca_file = self.upstream_ca_file.clone();
+                // The pool takes these as the system's roots.
                 let mut roots = self
-                    .system_roots
+                    .roots
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                Pool::new(&cfg, &self.env, &mut roots, None).map(Arc::new)
+                if roots.is_none() {
+                    *roots = Some(self.load_roots()?);
+                }
+                Pool::new(&cfg, &self.env, &mut roots, None)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
             })
             .map_err(|e| e.to_string())?;
         Ok(InspectedTunnel {
@@ -216,6 +222,40 @@ impl Inspector {
             sni,
             pool,
         })
+    }
+}
+
+impl Inspector {
+    /// The roots the origins' certificates are verified against: the system's
+    /// and those of `upstream_ca_file`.
+    fn load_roots(&self) -> Result<Arc<rustls::RootCertStore>, String> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject as _;
+        let mut store = rustls::RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        store.add_parsable_certificates(found.certs);
+        if let Some(path) = &self.upstream_ca_file {
+            let pem = std::fs::read(path).map_err(|e| {
+                format!(
+                    "forward.upstream_ca_file: {}: cannot read: {e}",
+                    path.display()
+                )
+            })?;
+            for c in CertificateDer::pem_slice_iter(&pem) {
+                let c =
+                    c.map_err(|e| format!("forward.upstream_ca_file: {}: {e}", path.display()))?;
+                store
+                    .add(c)
+                    .map_err(|e| format!("forward.upstream_ca_file: {}: {e}", path.display()))?;
+            }
+        }
+        if store.is_empty() {
+            return Err(
+                "no trust roots for the origins of inspected tunnels: the system has none and forward.upstream_ca_file is not set"
+                    .into(),
+            );
+        }
+        Ok(Arc::new(store))
     }
 }
 
