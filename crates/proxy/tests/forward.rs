@@ -528,4 +528,24 @@ async fn inspected_tunnels_pass_the_rules() {
         })
         .is_some()
     );
+
+    // No tunnel inside a tunnel.
+    let (s, head) = connect(listen, &format!("localhost:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut t = tls_client(&ca_der, &[])
+        .connect(ServerName::try_from("localhost").unwrap(), s)
+        .await
+        .expect("a handshake with the minted certificate");
+    t.write_all(
+        format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut got = vec![0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(10), t.read(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    let got = String::from_utf8_lossy(&got[..n]);
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
 }
