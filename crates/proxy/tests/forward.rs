@@ -2,7 +2,8 @@
 //! binary: absolute-form HTTP requests reach the host they name and pass the
 //! rules; the deny list holds against every spelling of a host; `CONNECT`
 //! tunnels reach a TLS server, only on `connect_ports`, and are closed when the
-//! ClientHello names another host than the `CONNECT` (domain fronting).
+//! ClientHello names another host than the `CONNECT` (domain fronting); with
+//! TLS inspection, the requests inside a tunnel pass the rules.
 
 mod common;
 
