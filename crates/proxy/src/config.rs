@@ -374,6 +374,27 @@ pub struct ForwardSection {
     /// Rules for the members of a group of the group file.
     #[serde(default, rename = "group")]
     pub groups_rules: Vec<ForwardGroup>,
+    /// TLS inspection (docs/forward.md): the CA certificate (PEM) the leaf
+    /// certificates minted for inspected tunnels are signed with; with
+    /// `inspect_ca_key`, both or neither.
+    pub inspect_ca_cert: Option<PathBuf>,
+    /// The PKCS#8 key (PEM) of `inspect_ca_cert`.
+    pub inspect_ca_key: Option<PathBuf>,
+    /// Domain-list files of the destinations whose tunnels are decrypted and
+    /// their requests passed through the rules; a line `*` stands for every
+    /// destination.
+    #[serde(default)]
+    pub inspect: Vec<PathBuf>,
+    /// Decrypt every tunnel (but those of `inspect_bypass`).
+    #[serde(default)]
+    pub inspect_all: bool,
+    /// Domain-list files of destinations never decrypted (pinned applications,
+    /// banking, health).
+    #[serde(default)]
+    pub inspect_bypass: Vec<PathBuf>,
+    /// PEM file of certificate authorities trusted for the origins of
+    /// inspected tunnels, besides the system's roots.
+    pub upstream_ca_file: Option<PathBuf>,
 }
 
 /// `[[forward.group]]`: what applies to the members of one group, besides the
@@ -411,6 +432,12 @@ impl Default for ForwardSection {
             categories: None,
             block_categories: Vec::new(),
             groups_rules: Vec::new(),
+            inspect_ca_cert: None,
+            inspect_ca_key: None,
+            inspect: Vec::new(),
+            inspect_all: false,
+            inspect_bypass: Vec::new(),
+            upstream_ca_file: None,
         }
     }
 }
@@ -453,11 +480,18 @@ impl ForwardSection {
             .iter()
             .map(|f| ("forward.deny", f))
             .chain(self.allow.iter().flatten().map(|f| ("forward.allow", f)))
+            .chain(self.inspect.iter().map(|f| ("forward.inspect", f)))
+            .chain(
+                self.inspect_bypass
+                    .iter()
+                    .map(|f| ("forward.inspect_bypass", f)),
+            )
         {
             if !f.is_file() {
                 return Err(format!("{key}: {} is not a readable file", f.display()));
             }
         }
+        crate::forward::inspect::validate(self)?;
         self.validate_policy()
     }
 
@@ -1971,7 +2005,16 @@ impl Config {
             }
         }
         if let Some(f) = &mut self.forward {
-            for p in f.deny.iter_mut().chain(f.allow.iter_mut().flatten()) {
+            for p in f
+                .deny
+                .iter_mut()
+                .chain(f.allow.iter_mut().flatten())
+                .chain(f.inspect.iter_mut())
+                .chain(f.inspect_bypass.iter_mut())
+                .chain(f.inspect_ca_cert.iter_mut())
+                .chain(f.inspect_ca_key.iter_mut())
+                .chain(f.upstream_ca_file.iter_mut())
+            {
                 fix(p);
             }
             for p in [&mut f.htpasswd, &mut f.groups, &mut f.categories]

@@ -279,7 +279,7 @@ pub struct Metrics {
     pub proxy_protocol_refused: [AtomicU64; 5],
     /// `CONNECT` tunnels of the forward-proxy listeners, by how they ended
     /// ([`FORWARD_TUNNEL_OUTCOMES`]).
-    pub forward_tunnels: [AtomicU64; 5],
+    pub forward_tunnels: [AtomicU64; 8],
     /// Forward-proxy requests answered `407`, by why
     /// ([`FORWARD_AUTH_FAILURES`]).
     pub forward_auth_failures: [AtomicU64; 4],
@@ -306,13 +306,18 @@ pub const PROXY_PROTOCOL_REFUSALS: [&str; 5] =
 /// spliced and ended; it was closed because the ClientHello's SNI is refused by
 /// the lists; or names another host than the `CONNECT` (domain fronting); the
 /// destination could not be reached; the client went away before the tunnel
-/// began.
-pub const FORWARD_TUNNEL_OUTCOMES: [&str; 5] = [
+/// began; the tunnel was decrypted (TLS inspection) and ended; the client's
+/// handshake with the minted certificate failed; and, per request inside an
+/// inspected tunnel, the origin's certificate could not be verified.
+pub const FORWARD_TUNNEL_OUTCOMES: [&str; 8] = [
     "spliced",
     "sni_refused",
     "fronting",
     "connect_failed",
     "client_gone",
+    "inspected",
+    "inspect_failed",
+    "upstream_cert_failed",
 ];
 
 /// Why a forward-proxy request was answered `407`

@@ -2,7 +2,8 @@
 //! binary: absolute-form HTTP requests reach the host they name and pass the
 //! rules; the deny list holds against every spelling of a host; `CONNECT`
 //! tunnels reach a TLS server, only on `connect_ports`, and are closed when the
-//! ClientHello names another host than the `CONNECT` (domain fronting).
+//! ClientHello names another host than the `CONNECT` (domain fronting); with
+//! TLS inspection, the requests inside a tunnel pass the rules.
 
 mod common;
 
@@ -203,13 +204,23 @@ async fn tls_server() -> (
 ) {
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(made.signing_key.serialize_der().into());
+    let addr = tls_server_with(made.cert.der().clone(), key).await;
+    (addr, made.cert.pem(), made.cert.der().clone())
+}
+
+/// A TLS server on 127.0.0.1 with the certificate `cert` (key `key`): answers
+/// `tls ok PATH`.
+async fn tls_server_with(
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> SocketAddr {
     let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
     .with_no_client_auth()
-    .with_single_cert(vec![made.cert.der().clone()], key)
+    .with_single_cert(vec![cert], key)
     .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -233,7 +244,7 @@ async fn tls_server() -> (
             });
         }
     });
-    (addr, made.cert.pem(), made.cert.der().clone())
+    addr
 }
 
 /// Sends `CONNECT target` on a new connection and reads the answer's head.
@@ -342,6 +353,202 @@ async fn connect_tunnels_are_checked_and_spliced() {
         "{}",
         String::from_utf8_lossy(&got)
     );
+}
+
+/// A CA made with rcgen: its certificate as PEM and DER, and its issuer.
+fn test_ca(name: &str) -> (String, String, rcgen::Issuer<'static, rcgen::KeyPair>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    let cert = params.self_signed(&key).unwrap();
+    let pem = cert.pem();
+    let key_pem = key.serialize_pem();
+    (pem, key_pem, rcgen::Issuer::new(params, key))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspected_tunnels_pass_the_rules() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    // The origin: a certificate for localhost and 127.0.0.1 from its own CA.
+    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &origin_ca)
+        .unwrap();
+    let origin = tls_server_with(
+        leaf.der().clone(),
+        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .await;
+    let port = origin.port();
+    // An origin whose certificate nobody trusts.
+    let (untrusted, _, _) = tls_server().await;
+    let uport = untrusted.port();
+
+    let dir = TempDir::new("forward-inspect");
+    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
+    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
+    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
+    std::fs::write(dir.path("bypass.txt"), "127.0.0.1\n").unwrap();
+    let (_p, listen, admin) = forward_proxy(
+        &dir,
+        "blocked.test\n",
+        &format!(
+            "connect_ports = [{port}, {uport}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\ninspect_bypass = [\"bypass.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
+        ),
+    );
+    let proxy = format!("http://{listen}");
+    let inspect_ca = dir.path("inspect-ca.pem");
+    let inspect_ca = inspect_ca.to_str().unwrap();
+    let origin_ca_path = dir.path("origin-ca.pem");
+    let origin_ca_path = origin_ca_path.to_str().unwrap();
+
+    // The client trusts the inspection CA, and gets the origin's answer.
+    let (body, code) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{port}/hello"),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert!(body.starts_with("tls ok /hello"), "{body}");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"uri\":\"/hello\"")
+    })
+    .expect("an access-log line for the decrypted request");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["scheme"], "https", "{line}");
+    assert_eq!(v["status"], 200, "{line}");
+    assert!(line.contains(&format!("localhost:{port}")), "{line}");
+
+    // An attack inside the tunnel is refused by the rules: it was decrypted.
+    let (body, code) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{port}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
+    ]);
+    assert_eq!(code, "403", "{body}");
+    assert!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"inspected\"}"
+        )
+        .await
+            >= 2.0
+    );
+    assert_eq!(
+        metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await,
+        0.0
+    );
+
+    // A bypassed host is spliced: the client sees the origin's certificate.
+    let (body, code) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        origin_ca_path,
+        &format!("https://127.0.0.1:{port}/bypassed"),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert!(body.starts_with("tls ok /bypassed"), "{body}");
+    let (body, code) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://127.0.0.1:{port}/bypassed"),
+    ]);
+    assert_ne!(code, "200", "a bypassed tunnel was decrypted: {body}");
+    assert_eq!(
+        metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await,
+        2.0
+    );
+
+    // An origin whose certificate is not trusted: 502, counted.
+    let (body, code) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{uport}/"),
+    ]);
+    assert_eq!(code, "502", "{body}");
+    assert_eq!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"upstream_cert_failed\"}"
+        )
+        .await,
+        1.0
+    );
+
+    // A Host header inside the tunnel naming another host than the SNI: 403,
+    // and the origin sees nothing of it.
+    let ca_der = CertificateDer::from_pem_slice(inspect_ca_pem.as_bytes()).unwrap();
+    for host in [
+        "other.example".to_owned(),
+        format!("localhost:{}", port.wrapping_add(1)),
+    ] {
+        let (s, head) = connect(listen, &format!("localhost:{port}")).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let mut t = tls_client(&ca_der, &[b"http/1.1"])
+            .connect(ServerName::try_from("localhost").unwrap(), s)
+            .await
+            .expect("a handshake with the minted certificate");
+        assert_eq!(t.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+        t.write_all(
+            format!("GET /fronted HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), t.read_to_end(&mut got)).await;
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 403"), "{host}: {got}");
+    }
+    assert!(
+        wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+            l.contains("/fronted") && l.contains("\"status\":403")
+        })
+        .is_some()
+    );
+
+    // No tunnel inside a tunnel.
+    let (s, head) = connect(listen, &format!("localhost:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut t = tls_client(&ca_der, &[])
+        .connect(ServerName::try_from("localhost").unwrap(), s)
+        .await
+        .expect("a handshake with the minted certificate");
+    t.write_all(
+        format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut got = vec![0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(10), t.read(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    let got = String::from_utf8_lossy(&got[..n]);
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
 }
 
 /// `Proxy-Authorization: Basic` of `user:password`.

@@ -575,7 +575,10 @@ impl Exchange {
             user: self.rec.user.as_deref(),
             accept: accept.as_deref(),
         };
-        let peer = match shared.choose_destination(&head, self.rec.conn.forward) {
+        // Inside an inspected tunnel, the tunnel's origin (see forward::inspect).
+        let chosen = crate::forward::inspect::choose(&head)
+            .unwrap_or_else(|| shared.choose_destination(&head, self.rec.conn.forward));
+        let peer = match chosen {
             Ok(Peer::Tunnel(target)) => return self.open_tunnel(*target).await,
             Ok(Peer::Local(answer)) => {
                 self.rec.status = 200;
@@ -648,7 +651,9 @@ impl Exchange {
             Ok(r) => r,
             Err(e) => {
                 let status = e.status();
-                return self.reply_error(status, Action::UpstreamError, &e.to_string());
+                let why = e.to_string();
+                crate::forward::inspect::upstream_failed(&shared.metrics, &why);
+                return self.reply_error(status, Action::UpstreamError, &why);
             }
         };
         self.rec.upstream = Some((peer.name(), Some(resp.server.clone())));

@@ -431,6 +431,11 @@ impl Shared {
         })
     }
 
+    /// TLS inspection of the forward proxy's tunnels, as configured now.
+    pub fn forward_inspector(&self) -> Option<Arc<crate::forward::inspect::Inspector>> {
+        self.in_force.with(|s| s.upstreams.inspector().cloned())
+    }
+
     /// The rules in force now.
     pub fn waf(&self) -> Arc<Waf> {
         self.in_force.with(|s| s.waf.clone())

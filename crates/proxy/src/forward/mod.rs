@@ -22,6 +22,8 @@
 //! - [`clienthello`]: where a tunnel goes. The SNI and ALPN of the TLS ClientHello
 //!   a client sends first inside a `CONNECT` tunnel, read without consuming the
 //!   bytes, which are then forwarded unchanged.
+//! - [`inspect`]: TLS inspection of the tunnels the `inspect` lists name: the
+//!   lists, the client-side TLS configuration and the origin pools.
 //! - [`mint`]: TLS inspection. Leaf certificates for each host, signed by the
 //!   operator's CA and kept in a bounded cache, as rustls `CertifiedKey`s.
 //! - [`blockpage`]: what a refused client sees. An HTML page naming the host,
@@ -32,6 +34,7 @@ pub mod auth;
 pub mod blockpage;
 pub mod clienthello;
 pub mod destination;
+pub mod inspect;
 pub mod mint;
 pub mod pac;
 pub mod policy;

@@ -38,8 +38,22 @@ const FIRST_READ: usize = 1024;
 pub async fn serve<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
-    mut io: IO,
+    io: IO,
     slot: ConnectionSlot,
+    shutdown: watch::Receiver<bool>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    serve_with(shared, conn, io, &slot, shutdown).await;
+}
+
+/// [`serve`] with a borrowed slot: also the decrypted side of an inspected
+/// `CONNECT` tunnel (`front/inspect.rs`), which holds its connection's slot.
+pub(super) async fn serve_with<IO>(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    mut io: IO,
+    slot: &ConnectionSlot,
     shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
@@ -176,7 +190,7 @@ pub async fn serve<IO>(
         // exchange), and a connection waiting for its next head should not carry
         // room for it (10,000 waiting connections would hold 100 MiB).
         let keep = Box::pin(handle_request(
-            &shared, conn, &mut io, &mut buf, head, start, start_us, &shutdown,
+            &shared, conn, &mut io, &mut buf, head, start, start_us, slot, &shutdown,
         ))
         .await;
         if !keep || *shutdown.borrow() {
@@ -323,6 +337,7 @@ async fn handle_request<IO>(
     head: RequestHead,
     start: Instant,
     start_us: i64,
+    slot: &ConnectionSlot,
     shutdown: &watch::Receiver<bool>,
 ) -> bool
 where
@@ -424,7 +439,7 @@ where
         return write_upgrade(io, buf, reply, shared, conn).await;
     }
     if reply.tunnel.is_some() {
-        Box::pin(run_tunnel(io, buf, reply, shared, conn)).await;
+        Box::pin(run_tunnel(io, buf, reply, shared, conn, slot, shutdown)).await;
         return false;
     }
     let out = WriteCtx {
@@ -494,8 +509,10 @@ async fn run_tunnel<IO>(
     io: &mut IO,
     buf: &mut BytesMut,
     mut reply: Reply,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     conn: ConnInfo,
+    slot: &ConnectionSlot,
+    shutdown: &watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -516,9 +533,12 @@ async fn run_tunnel<IO>(
     // The client's first bytes: a TLS client speaks first. A client that sends
     // nothing within the header timeout may be waiting for the server to speak.
     let deadline = Instant::now() + shared.server.client_header_timeout;
+    // The ClientHello's SNI, when the client spoke TLS: for TLS inspection.
+    let mut hello: Option<Option<String>> = None;
     let checked = loop {
         match peek_client_hello(buf) {
             Ok(Peek::Hello(h)) => {
+                hello = Some(h.sni.clone());
                 break tunnel
                     .target
                     .check_sni(h.sni.as_deref().map(str::as_bytes))
@@ -564,6 +584,28 @@ async fn run_tunnel<IO>(
         reply.body.add_bytes_in(buf.len() as u64);
         reply.body.set_denied(&msg);
         reply.body.finish();
+        return;
+    }
+    if let Some(sni) = hello
+        && let Some(inspector) = shared.forward_inspector()
+        && inspector.wants(&tunnel.target.host, sni.as_deref())
+    {
+        // Decrypted here, its requests sent on through pools of their own.
+        drop(tunnel.stream);
+        let early = buf.split().freeze();
+        super::inspect::run(
+            io,
+            early,
+            reply,
+            shared,
+            conn,
+            slot,
+            shutdown,
+            &inspector,
+            &tunnel.target,
+            sni,
+        )
+        .await;
         return;
     }
     let early = buf.split().freeze();

@@ -4,4 +4,5 @@
 pub mod h1;
 pub mod h2;
 pub mod h2order;
+mod inspect;
 pub mod tunnel;

@@ -26,6 +26,9 @@ pub enum UpstreamSetupError {
     /// The forward proxy's lists (`[forward]`) cannot be loaded.
     #[error(transparent)]
     Forward(#[from] crate::forward::ForwardSetupError),
+    /// The forward proxy's TLS inspection (`[forward] inspect*`) cannot be set up.
+    #[error("{0}")]
+    Inspect(String),
 }
 
 /// Every pool, and the routes that choose between them.
@@ -35,6 +38,8 @@ pub struct Upstreams {
     /// The forward-proxy listeners' destination (`[forward]`, its lists and
     /// per-destination pools).
     pub(super) forward: Arc<crate::forward::ForwardDestination>,
+    /// TLS inspection of the forward proxy's tunnels, when a CA is configured.
+    pub(super) inspect: Option<Arc<crate::forward::inspect::Inspector>>,
     /// What the pools share, kept for a reload.
     pub(super) env: Env,
     /// The background tasks of [`Upstreams::start`] (health checks, first
@@ -122,10 +127,14 @@ impl Upstreams {
             cfg.forward.as_ref(),
             env.clone(),
         )?);
+        let inspect = crate::forward::inspect::Inspector::new(cfg.forward.as_ref(), env.clone())
+            .map_err(UpstreamSetupError::Inspect)?
+            .map(Arc::new);
         Ok(Upstreams {
             pools,
             routes,
             forward,
+            inspect,
             env,
             tasks: Mutex::new(Vec::new()),
         })
@@ -134,6 +143,11 @@ impl Upstreams {
     /// The destination of the forward-proxy listeners.
     pub fn forward(&self) -> &Arc<crate::forward::ForwardDestination> {
         &self.forward
+    }
+
+    /// TLS inspection of the forward proxy's tunnels; `None` without a CA.
+    pub fn inspector(&self) -> Option<&Arc<crate::forward::inspect::Inspector>> {
+        self.inspect.as_ref()
     }
 
     /// Starts the pools on the current runtime (nothing outside one): the server
