@@ -15,6 +15,14 @@ each proxy, in rounds that alternate between them:
   throughput  one tunnel carrying a large TLS response: MiB/s, and the proxy's CPU
               seconds per GiB
 
+Then TLS inspection's handshake: Palisade with `inspect_all` (leaves minted from a CA
+made here with openssl, cached after the first) against Palisade terminating TLS as
+a reverse proxy (a `tls` listener with a certificate from the same CA, albedo behind
+it): a new connection, TLS handshake and GET per request in both, the client
+trusting that CA; the figure is the CPU per setup of each, and their ratio (target:
+the intercepted handshake at most 1.3x the plain termination). The inspected
+requests go on to the TLS origin over the pool's kept connections.
+
 Then memory: each proxy loads a list of `--domains` generated domains (a fixed
 seed; the same names for both: Squid's `dstdomain` ACL from a file, Palisade's
 `[forward] deny`), and the run reports the time until it answers and its resident
@@ -160,6 +168,100 @@ def start_palisade(args, work, name, origin_port, blocklist=None):
     return proc, port, time.time() - t0
 
 
+def openssl_ca(work):
+    """A CA (P-256, PKCS#8 key) and a `localhost` leaf it signed, made with openssl:
+    (ca_cert, ca_key, leaf_cert, leaf_key)."""
+    def run(*argv):
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, timeout=60)
+    ca_key, ca, key, csr, leaf = (os.path.join(work, n) for n in (
+        "inspect-ca.key", "inspect-ca.pem", "tls.key", "tls.csr", "tls.pem"))
+    ext = os.path.join(work, "leaf.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", ca_key)
+    run("req", "-x509", "-new", "-key", ca_key, "-subj", "/CN=palisade bench inspection CA",
+        "-days", "2", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", ca)
+    run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key)
+    run("req", "-new", "-key", key, "-subj", "/CN=localhost", "-out", csr)
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+        "-days", "2", "-extfile", ext, "-out", leaf)
+    return ca, ca_key, leaf, key
+
+
+def start_config(args, work, name, text):
+    port = R.free_port()
+    path = os.path.join(work, f"palisade-{name}.toml")
+    with open(path, "w") as f:
+        f.write(text.replace("PORT", str(port)))
+    proc = R.Proc(f"palisade-{name}", [args.palisade, "run", "--config", path], work,
+                  cpu=R.SUT_CPU)
+    R.wait_port(port, proc, timeout=600)
+    return proc, port
+
+
+def inspection_cost(args, work, lg, origin_port, http_port):
+    """CPU per setup: an inspected tunnel against a plain TLS termination."""
+    ca, ca_key, leaf, key = openssl_ca(work)
+    logs = f'[logs]\nlevel = "warn"\nerror_log = {R.toml_str(os.path.join(work, "tls-error.log"))}\n'
+    inspect, iport = start_config(args, work, "inspect", f"""[server]
+worker_threads = 1
+
+[[listener]]
+address = "127.0.0.1:PORT"
+mode = "forward"
+
+[forward]
+connect_ports = [{origin_port}]
+inspect_ca_cert = {R.toml_str(ca)}
+inspect_ca_key = {R.toml_str(ca_key)}
+inspect_all = true
+upstream_ca_file = {R.toml_str(os.path.join(work, "ca.pem"))}
+
+{logs}""")
+    term, tport = start_config(args, work, "tls", f"""[server]
+worker_threads = 1
+
+[[listener]]
+address = "127.0.0.1:PORT"
+tls = {{ cert = {R.toml_str(leaf)}, key = {R.toml_str(key)} }}
+
+[[upstream]]
+name = "backend"
+servers = ["127.0.0.1:{http_port}"]
+
+{logs}""")
+    runs = {
+        "inspected tunnel": (inspect, ["connect", "-proxy", f"http://127.0.0.1:{iport}",
+                                       "-origin", f"localhost:{origin_port}", "-ca", ca]),
+        "TLS termination": (term, ["tls", "-target", f"https://localhost:{tport}/", "-ca", ca]),
+    }
+    for p, argv in runs.values():  # warm-up (the leaf is minted and cached here)
+        r = loadgen(lg, *argv, "-duration", "1s", "-conns", "2")
+        if r["errors"]:
+            raise RuntimeError(f"forward: {argv[0]} warm-up: {r['first_error']}")
+    tot = {n: [0, 0.0] for n in runs}
+    for _ in range(args.rounds):
+        for n, (p, argv) in runs.items():
+            pids = tree_pids(p)
+            c0 = R.cpu_seconds(pids)
+            r = loadgen(lg, *argv, "-duration", f"{args.duration}s", "-conns", str(args.conns))
+            tot[n][0] += r["setups"]
+            tot[n][1] += R.cpu_seconds(pids) - c0
+    inspect.stop()
+    term.stop()
+    lines = ["| Palisade | setups (new connection, TLS handshake, GET) | CPU s | "
+             "setups per CPU-second | CPU per setup, us |", "|---|---:|---:|---:|---:|"]
+    per = {}
+    for n, (k, cpu) in tot.items():
+        per[n] = cpu / k * 1e6 if k else float("inf")
+        lines.append(f"| {n} | {k:,} | {cpu:.2f} | {k / cpu if cpu else 0:,.0f} | {per[n]:,.0f} |")
+    ratio = per["inspected tunnel"] / per["TLS termination"]
+    lines += ["", f"forward: an intercepted handshake (leaf cached) costs {ratio:.2f}x a plain "
+              f"TLS termination (target at most 1.3x)"]
+    return lines
+
+
 def tree_pids(proc):
     return [proc.pid] + R.children(proc.pid)
 
@@ -267,6 +369,7 @@ def main():
                   "of Squid's (target at least 90%)"]
         for p_, _ in proxies.values():
             p_.stop()
+        lines += [""] + inspection_cost(args, work, lg, origin_port, http_port)
 
         # Memory and load time with the domain list.
         names = domains(args.domains, args.seed)

@@ -14,6 +14,9 @@
 //	    a new CONNECT tunnel and TLS handshake for every request ("setup")
 //	loadgen throughput -proxy URL -origin localhost:PORT -ca DIR/ca.pem -bytes N
 //	    one tunnel, one response of N bytes through it
+//	loadgen tls -target https://localhost:PORT/ -ca CA -duration 5s -conns 4
+//	    no proxy: a new TLS connection for every request ("setup"), for a
+//	    TLS-terminating reverse proxy
 package main
 
 import (
@@ -66,6 +69,8 @@ func main() {
 		runConnect(*proxy, *origin, *ca, *duration, *conns)
 	case "throughput":
 		runThroughput(*proxy, *origin, *ca, *bytes)
+	case "tls":
+		runTLS(*target, *ca, *duration, *conns)
 	default:
 		fail("unknown mode " + os.Args[1])
 	}
@@ -244,4 +249,15 @@ func runThroughput(proxy, origin, ca string, n int64) {
 	}
 	emit(map[string]any{"mode": "throughput", "bytes": got, "seconds": secs,
 		"mib_per_s": float64(got) / secs / (1 << 20)})
+}
+
+func runTLS(target, ca string, d time.Duration, conns int) {
+	pool := caPool(ca)
+	ok, bad, e := loop(d, conns, func() error {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		return get(c, target)
+	})
+	emit(map[string]any{"mode": "tls", "setups": ok, "errors": bad, "first_error": e})
 }
