@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Palisade's forward mode against Debian's Squid, side by side in one run (issue 35).
+"""Palisade's forward mode against Debian's Squid and e2guardian, side by side in one
+run (issue 35).
 
     python3 bench/forward.py [--rounds 3] [--duration 5] [--domains 1600000] [--smoke]
         [--out-md FILE]
@@ -29,6 +30,8 @@ seed; the same names for both: Squid's `dstdomain` ACL from a file, Palisade's
 memory, against the same proxy without the list; one request for a listed name
 must be refused by both.
 
+e2guardian (standalone, no upstream proxy, its Debian configuration: content
+filtering with its phrase lists, no TLS interception) runs the same three modes.
 Palisade runs with its forward policy and no rule set (as a filter, like Squid);
 the CPU figures are of the proxy processes only (Squid's kids included).
 Targets: http and connect at least 2x Squid's per CPU-second, throughput within 10%
@@ -135,6 +138,33 @@ def start_squid(work, name, blocklist=None):
     proc = R.Proc(f"squid-{name}", ["squid", "-f", conf, "-N"], work, cpu=R.SUT_CPU)
     R.wait_port(port, proc, timeout=600)
     return proc, port, time.time() - t0
+
+
+def start_e2guardian(work):
+    """e2guardian as a standalone filtering proxy on loopback, with Debian's
+    configuration and lists, not in the background (`-N`), without its logger. Its
+    files go in a directory of their own under `work`, open to its own user."""
+    d = os.path.join(work, "e2guardian")
+    os.mkdir(d)
+    os.chmod(work, 0o711)
+    os.chmod(d, 0o777)  # it drops to its own user
+    port = R.free_port()
+    with open("/etc/e2guardian/e2guardian.conf") as f:
+        conf = f.read()
+    for key, value in (("filterip", "127.0.0.1"), ("filterports", str(port)),
+                       ("nodaemon", "on"), ("nologger", "on"), ("httpworkers", "64"),
+                       ("pidfilename", f"'{d}/e2guardian.pid'")):
+        conf, n = re.subn(rf"^#?{key} =.*$", f"{key} = {value}", conf, count=1, flags=re.M)
+        if n == 0:
+            conf += f"\n{key} = {value}\n"
+    # The filter group's file is found beside the main one, by its name.
+    with open(os.path.join(d, "e2guardian.conf"), "w") as f:
+        f.write(conf)
+    shutil.copy("/etc/e2guardian/e2guardianf1.conf", d)
+    proc = R.Proc("e2guardian", ["e2guardian", "-N", "-c", os.path.join(d, "e2guardian.conf")], d,
+                  cpu=R.SUT_CPU)
+    R.wait_port(port, proc, timeout=120)
+    return proc, port
 
 
 def palisade_config(work, name, port, origin_port, blocklist=None):
@@ -307,8 +337,9 @@ def main():
     if args.smoke:
         args.rounds, args.duration, args.bytes = 1, 2, 64 << 20
         args.domains = min(args.domains, 100_000)
-    if shutil.which("squid") is None:
-        raise SystemExit("forward: squid is missing (apt-get install squid)")
+    for tool in ("squid", "e2guardian"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"forward: {tool} is missing (apt-get install {tool})")
     work = tempfile.mkdtemp(prefix="palisade-forward-")
     lines = []
     try:
@@ -319,6 +350,7 @@ def main():
         proxies = {}
         sq, sq_port, _ = start_squid(work, "plain")
         proxies["squid"] = (sq, sq_port)
+        proxies["e2guardian"] = start_e2guardian(work)
         pa, pa_port, _ = start_palisade(args, work, "plain", origin_port)
         proxies["palisade"] = (pa, pa_port)
         target = f"http://127.0.0.1:{http_port}/"
@@ -363,10 +395,12 @@ def main():
             per_gib = t["throughput"][2] / (t["throughput"][0] / (1 << 30))
             rates[n] = (h, c, mib)
             lines.append(f"| {n} | {h:,.0f} | {c:,.0f} | {mib:,.0f} | {per_gib:.2f} |")
-        p, s = rates["palisade"], rates["squid"]
+        p, s, e = rates["palisade"], rates["squid"], rates["e2guardian"]
         lines += ["", f"forward: HTTP {p[0] / s[0]:.2f}x Squid's per CPU-second, CONNECT setups "
                   f"{p[1] / s[1]:.2f}x (target 2x); tunnel throughput {p[2] / s[2] * 100:.0f}% "
-                  "of Squid's (target at least 90%)"]
+                  "of Squid's (target at least 90%)",
+                  f"forward: against e2guardian, HTTP {p[0] / e[0]:.2f}x, CONNECT setups "
+                  f"{p[1] / e[1]:.2f}x per CPU-second, tunnel throughput {p[2] / e[2] * 100:.0f}%"]
         for p_, _ in proxies.values():
             p_.stop()
         lines += [""] + inspection_cost(args, work, lg, origin_port, http_port)
