@@ -918,7 +918,7 @@ impl Metrics {
                 }
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
                 for (user, c) in users.iter() {
-                    let _ = writeln!(out, "{name}{{user=\"{}\"}} {}", label_escape(user), c[i]);
+                    let _ = writeln!(out, "{name}{{user=\"{}\"}} {}", escape_label(user), c[i]);
                 }
             }
         }
@@ -1022,23 +1022,6 @@ pub fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
         return std::borrow::Cow::Borrowed(v);
     }
     let mut out = String::with_capacity(v.len() + 8);
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
-/// A Prometheus label value with `\`, `"` and line feeds escaped.
-fn label_escape(v: &str) -> std::borrow::Cow<'_, str> {
-    if !v.contains(['\\', '"', '\n']) {
-        return std::borrow::Cow::Borrowed(v);
-    }
-    let mut out = String::with_capacity(v.len() + 2);
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
