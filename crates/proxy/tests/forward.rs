@@ -355,6 +355,36 @@ async fn connect_tunnels_are_checked_and_spliced() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_resolving_to_listed_addresses_are_refused() {
+    // `localhost` is not listed, its addresses are: a name pointed at a listed
+    // address (as in DNS rebinding) reaches nothing.
+    let backend = Backend::start().await;
+    let port = backend.addr.port();
+    let dir = TempDir::new("forward-rebinding");
+    let (_p, listen, _admin) = forward_proxy(
+        &dir,
+        "127.0.0.1\n::1\n",
+        &format!("connect_ports = [{port}]"),
+    );
+    let proxy = format!("http://{listen}");
+    let (body, code) = curl(&["-x", &proxy, &format!("http://localhost:{port}/rebound")]);
+    assert_ne!(code, "200", "{body}");
+    let (_s, head) = connect(listen, &format!("localhost:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert!(
+        backend.requests().is_empty(),
+        "a listed address was reached"
+    );
+    let logged = wait_for_line(&dir.path("error.log"), Duration::from_secs(10), |l| {
+        l.contains("127.0.0.1") && l.contains("forward.deny")
+    });
+    assert!(
+        logged.is_some(),
+        "no error-log line names the refused address"
+    );
+}
+
 /// A CA made with rcgen: its certificate as PEM and DER, and its issuer.
 fn test_ca(name: &str) -> (String, String, rcgen::Issuer<'static, rcgen::KeyPair>) {
     let key = rcgen::KeyPair::generate().unwrap();
@@ -395,6 +425,10 @@ async fn inspected_tunnels_pass_the_rules() {
     // An origin whose certificate nobody trusts.
     let (untrusted, _, _) = tls_server().await;
     let uport = untrusted.port();
+    // A plain server, for a tunnel that carries no TLS; and a closed port.
+    let plain = Backend::start().await;
+    let pport = plain.addr.port();
+    let closed = free_port();
 
     let dir = TempDir::new("forward-inspect");
     let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
@@ -407,7 +441,7 @@ async fn inspected_tunnels_pass_the_rules() {
         &dir,
         "blocked.test\n",
         &format!(
-            "connect_ports = [{port}, {uport}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\ninspect_bypass = [\"bypass.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
+            "connect_ports = [{port}, {uport}, {pport}, {closed}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\ninspect_bypass = [\"bypass.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
         ),
     );
     let proxy = format!("http://{listen}");
@@ -478,6 +512,48 @@ async fn inspected_tunnels_pass_the_rules() {
     assert_eq!(
         metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await,
         2.0
+    );
+
+    // A tunnel that inspection may decrypt connects only once its first bytes
+    // are read: here they are not TLS, so it is connected then and spliced.
+    let (mut s, head) = connect(listen, &format!("localhost:{pport}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s.write_all(b"GET /plain HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.contains("hello from backend"), "{got}");
+    assert_eq!(plain.requests().len(), 1);
+    // The tunnel ends, and is counted, once both sides have closed.
+    drop(s);
+    assert_eq!(
+        metric_reaches(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"spliced\"}",
+            3.0
+        )
+        .await,
+        3.0
+    );
+    // Its destination refusing the connection: the tunnel is closed, counted.
+    let (mut s, head) = connect(listen, &format!("localhost:{closed}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await;
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    assert_eq!(
+        metric_reaches(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"connect_failed\"}",
+            1.0
+        )
+        .await,
+        1.0
     );
 
     // An origin whose certificate is not trusted: 502, counted.

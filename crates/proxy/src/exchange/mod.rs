@@ -526,30 +526,42 @@ impl Exchange {
     /// A forward-proxy `CONNECT` that passed phases 1 and 2: connects to the
     /// target and answers 200 with the connection in [`Reply::tunnel`], for the
     /// front end to check the ClientHello and join the client to it; or 502.
+    /// A tunnel that TLS inspection may decrypt is answered 200 at once, its
+    /// connection deferred (see [`reply::Tunnel::stream`]).
     async fn open_tunnel(mut self, target: crate::forward::TunnelTarget) -> Reply {
         let started = Instant::now();
         self.rec.upstream = Some((Arc::from(crate::forward::destination::FORWARD_PEER), None));
-        match target.connect().await {
-            Ok((stream, addr)) => {
-                self.rec.up_timing = Some(UpstreamTiming {
-                    connect_us: micros_since(started),
-                    ..UpstreamTiming::default()
-                });
-                self.rec.upstream = Some((
-                    Arc::from(crate::forward::destination::FORWARD_PEER),
-                    Some(Arc::from(addr.to_string())),
-                ));
-                self.rec.status = 200;
-                let mut r = Reply::new(self.rec, StatusCode::OK, Bytes::new());
-                r.headers.clear();
-                r.tunnel = Some(reply::Tunnel { stream, target });
-                r
+        let deferred = self
+            .rec
+            .shared
+            .forward_inspector()
+            .is_some_and(|i| i.may_want(&target.host));
+        let stream = if deferred {
+            None
+        } else {
+            match target.connect().await {
+                Ok((stream, addr)) => {
+                    self.rec.up_timing = Some(UpstreamTiming {
+                        connect_us: micros_since(started),
+                        ..UpstreamTiming::default()
+                    });
+                    self.rec.upstream = Some((
+                        Arc::from(crate::forward::destination::FORWARD_PEER),
+                        Some(Arc::from(addr.to_string())),
+                    ));
+                    Some(stream)
+                }
+                Err(e) => {
+                    self.rec.shared.metrics.forward_tunnel("connect_failed");
+                    return self.reply_error(e.status(), Action::UpstreamError, &e.to_string());
+                }
             }
-            Err(e) => {
-                self.rec.shared.metrics.forward_tunnel("connect_failed");
-                self.reply_error(e.status(), Action::UpstreamError, &e.to_string())
-            }
-        }
+        };
+        self.rec.status = 200;
+        let mut r = Reply::new(self.rec, StatusCode::OK, Bytes::new());
+        r.headers.clear();
+        r.tunnel = Some(reply::Tunnel { stream, target });
+        r
     }
 
     /// Sends the request upstream and runs phases 3 and 4 on the response.

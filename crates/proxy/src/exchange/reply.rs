@@ -44,8 +44,11 @@ pub struct Reply {
 
 /// A forward-proxy tunnel's destination side.
 pub struct Tunnel {
-    /// The connection to the destination.
-    pub stream: tokio::net::TcpStream,
+    /// The connection to the destination; `None` while it is deferred: a
+    /// tunnel that TLS inspection may decrypt connects only once its
+    /// ClientHello shows that it will not be (a decrypted tunnel's requests go
+    /// through pools of their own).
+    pub stream: Option<tokio::net::TcpStream>,
     /// Where it goes, and what its ClientHello is checked against.
     pub target: crate::forward::TunnelTarget,
 }

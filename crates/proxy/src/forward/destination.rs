@@ -26,9 +26,9 @@ use super::pac::{self, PacSettings};
 use super::policy::{Policy, PolicyRefusal};
 use crate::config::{ForwardSection, UpstreamConfig};
 use crate::upstream::{
-    Destination, Env, LocalAnswer, Peer, Pool, Refusal, RequestHeadView, Resolver,
+    AddressCheck, Destination, Env, LocalAnswer, Peer, Pool, Refusal, RequestHeadView, Resolver,
 };
-use domains::{Host, SuffixSet, normalize_host_port, normalize_name};
+use domains::{Host, SuffixSet, canonical_ip, normalize_host_port, normalize_name};
 use http::Method;
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -84,12 +84,26 @@ pub enum TunnelError {
         /// What the last attempt gave.
         reason: String,
     },
+    /// Every address the destination's name resolved to is refused by a deny
+    /// list or a blocked category (a name pointed at a refused address, as in
+    /// DNS rebinding).
+    #[error("every address of {host} is refused: {reason}")]
+    AddressRefused {
+        /// The destination.
+        host: String,
+        /// Why the last address was refused.
+        reason: String,
+    },
 }
 
 impl TunnelError {
-    /// The status the client is answered with: 502.
+    /// The status the client is answered with: 403 for a refused address, 502
+    /// otherwise.
     pub fn status(&self) -> u16 {
-        502
+        match self {
+            TunnelError::AddressRefused { .. } => 403,
+            _ => 502,
+        }
     }
 }
 
@@ -159,7 +173,7 @@ impl Lists {
 /// The forward proxy's destination: see the module documentation.
 pub struct ForwardDestination {
     lists: Arc<Lists>,
-    policy: Policy,
+    policy: Arc<Policy>,
     connect_ports: Vec<u16>,
     refuse_fronting: bool,
     /// A pool per destination (`host:port`, normalised), bounded by
@@ -193,7 +207,7 @@ impl ForwardDestination {
         let cfg = cfg.unwrap_or(&default);
         Ok(ForwardDestination {
             lists: Arc::new(Lists::load(cfg)?),
-            policy: Policy::load(cfg)?,
+            policy: Arc::new(Policy::load(cfg)?),
             connect_ports: cfg.connect_ports.clone(),
             refuse_fronting: cfg.refuse_fronting,
             pools: moka::sync::Cache::new(cfg.max_destinations as u64),
@@ -212,7 +226,11 @@ impl ForwardDestination {
         self.pools
             .try_get_with(key.clone(), || {
                 let cfg = UpstreamConfig::plain(FORWARD_PEER, key.clone());
-                Pool::new(&cfg, &self.env, &mut None, None).map(Arc::new)
+                let mut pool = Pool::new(&cfg, &self.env, &mut None, None)?;
+                // The addresses the name resolves to pass the deny lists too
+                // (those that hold for every user: the pool is shared).
+                pool.set_address_check(address_check(&self.policy, &self.lists));
+                Ok::<_, crate::upstream::UpstreamSetupError>(Arc::new(pool))
             })
             .map_err(|e| Refusal {
                 status: 502,
@@ -259,6 +277,8 @@ impl ForwardDestination {
             host,
             port,
             lists: self.lists.clone(),
+            policy: Arc::clone(&self.policy),
+            user: head.user.map(Arc::from),
             refuse_fronting: self.refuse_fronting,
             resolver: self.env.resolver.clone(),
         })))
@@ -384,6 +404,10 @@ pub struct TunnelTarget {
     /// The destination port (one of `connect_ports`).
     pub port: u16,
     lists: Arc<Lists>,
+    policy: Arc<Policy>,
+    /// The user the `CONNECT` authenticated as: the SNI and the addresses are
+    /// checked against that user's groups.
+    user: Option<Arc<str>>,
     refuse_fronting: bool,
     resolver: Resolver,
 }
@@ -408,12 +432,13 @@ pub enum SniRefusal {
         /// Why it cannot be normalised.
         reason: String,
     },
-    /// The lists refuse the name the SNI gives.
+    /// The lists, the user's groups or a blocked category refuse the name the
+    /// SNI gives.
     #[error("SNI {sni}: {reason}")]
     Listed {
         /// The SNI, normalised.
         sni: String,
-        /// What the lists said.
+        /// What the policy said.
         reason: String,
     },
     /// The SNI names another host than the `CONNECT` did.
@@ -444,17 +469,41 @@ impl TunnelTarget {
 
     /// Connects to the destination: its addresses (an IP literal, or the name
     /// resolved with the proxy's resolver) tried as [`happy_eyeballs`] does.
+    /// A resolved address that a deny list or a blocked category holds is not
+    /// tried.
     pub async fn connect(&self) -> Result<(TcpStream, SocketAddr), TunnelError> {
         let addrs = match &self.host {
             Host::Ip(ip) => vec![SocketAddr::new(*ip, self.port)],
             Host::Name(name) => {
-                self.resolver
-                    .addresses(name, self.port)
-                    .await
-                    .map_err(|reason| TunnelError::Resolve {
+                let mut addrs =
+                    self.resolver
+                        .addresses(name, self.port)
+                        .await
+                        .map_err(|reason| TunnelError::Resolve {
+                            host: name.clone(),
+                            reason,
+                        })?;
+                let mut refused = None;
+                addrs.retain(|a| {
+                    let ip = Host::Ip(canonical_ip(a.ip()));
+                    match self
+                        .policy
+                        .check_denied(&self.lists, &ip, "", self.user.as_deref())
+                    {
+                        Ok(()) => true,
+                        Err(r) => {
+                            refused = Some(r.reason);
+                            false
+                        }
+                    }
+                });
+                if let (true, Some(reason)) = (addrs.is_empty(), refused) {
+                    return Err(TunnelError::AddressRefused {
                         host: name.clone(),
                         reason,
-                    })?
+                    });
+                }
+                addrs
             }
         };
         happy_eyeballs(addrs)
@@ -463,6 +512,13 @@ impl TunnelTarget {
                 target: self.authority(),
                 reason,
             })
+    }
+
+    /// The check of resolved addresses for the pools of inspected tunnels:
+    /// the deny lists and blocked categories that hold for every user (a pool
+    /// is shared by the users of its origin).
+    pub(crate) fn address_check(&self) -> AddressCheck {
+        address_check(&self.policy, &self.lists)
     }
 
     /// Whether a tunnel whose ClientHello names `sni` (the server name
@@ -476,11 +532,11 @@ impl TunnelTarget {
             sni: String::from_utf8_lossy(sni).into_owned(),
             reason: e.to_string(),
         })?;
-        self.lists
-            .check(&named)
-            .map_err(|reason| SniRefusal::Listed {
+        self.policy
+            .check(&self.lists, &named, "", self.user.as_deref())
+            .map_err(|r| SniRefusal::Listed {
                 sni: named.to_string(),
-                reason,
+                reason: r.reason,
             })?;
         if self.refuse_fronting && named != self.host {
             return Err(SniRefusal::Fronting {
@@ -490,6 +546,17 @@ impl TunnelTarget {
         }
         Ok(())
     }
+}
+
+/// The check of a pool's resolved addresses against `policy`'s deny lists and
+/// blocked categories, for no user in particular.
+fn address_check(policy: &Arc<Policy>, lists: &Arc<Lists>) -> AddressCheck {
+    let (policy, lists) = (Arc::clone(policy), Arc::clone(lists));
+    AddressCheck(Arc::new(move |addr: &SocketAddr| {
+        policy
+            .check_denied(&lists, &Host::Ip(canonical_ip(addr.ip())), "", None)
+            .map_err(|r| r.reason)
+    }))
 }
 
 /// How long a connection attempt has before the next address is tried beside
@@ -560,6 +627,16 @@ mod tests {
         deny: &str,
         allow: Option<&str>,
     ) -> (Arc<ForwardDestination>, Vec<tempfile::NamedTempFile>) {
+        dest_with(deny, allow, "")
+    }
+
+    /// As [`dest`], with `extra` keys in `[forward]` (after the lists, so that
+    /// it may end with `[[forward.group]]` tables).
+    fn dest_with(
+        deny: &str,
+        allow: Option<&str>,
+        extra: &str,
+    ) -> (Arc<ForwardDestination>, Vec<tempfile::NamedTempFile>) {
         let mut d = tempfile::NamedTempFile::new().unwrap();
         d.write_all(deny.as_bytes()).unwrap();
         let mut text = format!(
@@ -573,6 +650,7 @@ mod tests {
             text.push_str(&format!("allow = [{:?}]\n", f.path()));
             keep.push(f);
         }
+        text.push_str(extra);
         let cfg = Config::parse(&text, std::path::Path::new("/x.toml")).unwrap();
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let u = crate::upstream::Upstreams::build(&cfg, &metrics, None, None).unwrap();
@@ -584,6 +662,17 @@ mod tests {
         method: Method,
         target: &str,
         host: Option<&str>,
+    ) -> Result<Peer, Refusal> {
+        choose_as(d, method, target, host, None)
+    }
+
+    /// As [`choose`], for the authenticated `user`.
+    fn choose_as(
+        d: &ForwardDestination,
+        method: Method,
+        target: &str,
+        host: Option<&str>,
+        user: Option<&str>,
     ) -> Result<Peer, Refusal> {
         let cfg = Config::parse(
             "[[listener]]\naddress = \"127.0.0.1:1\"\nmode = \"forward\"\n",
@@ -600,7 +689,7 @@ mod tests {
             host: host.map(str::as_bytes),
             site: &site,
             client: "127.0.0.1:1".parse().unwrap(),
-            user: None,
+            user,
             accept: None,
         };
         d.choose(&head)
@@ -706,5 +795,70 @@ mod tests {
             "sni_refused"
         );
         assert!(t.check_sni(Some(b"a..b")).is_err());
+    }
+
+    #[tokio::test]
+    async fn sni_passes_the_users_groups_and_categories() {
+        let dir = tempfile::tempdir().unwrap();
+        let cats = dir.path().join("cats");
+        std::fs::create_dir(&cats).unwrap();
+        std::fs::write(cats.join("games.txt"), "games.example\n").unwrap();
+        std::fs::write(cats.join("social.txt"), "social.example\n").unwrap();
+        let hash = bcrypt::hash("pw", 4).unwrap();
+        let users = dir.path().join("users");
+        std::fs::write(&users, format!("alice:{hash}\nbob:{hash}\n")).unwrap();
+        let groups = dir.path().join("groups");
+        std::fs::write(&groups, "pupils: alice\n").unwrap();
+        let extra = format!(
+            "categories = {:?}\nblock_categories = [\"games\"]\nhtpasswd = {:?}\ngroups = {:?}\n[[forward.group]]\nname = \"pupils\"\nblock_categories = [\"social\"]\n",
+            cats, users, groups
+        );
+        let (d, _f) = dest_with("", None, &extra);
+        let tunnel =
+            |user: Option<&str>| match choose_as(&d, Method::CONNECT, "ok.example:443", None, user)
+            {
+                Ok(Peer::Tunnel(t)) => t,
+                other => panic!("tunnel expected: {other:?}"),
+            };
+        let alice = tunnel(Some("alice"));
+        assert!(alice.check_sni(Some(b"ok.example")).is_ok());
+        // A category blocked for everyone, behind another name's CONNECT.
+        let e = alice.check_sni(Some(b"www.Games.example.")).unwrap_err();
+        assert_eq!(e.outcome(), "sni_refused", "{e}");
+        assert!(e.to_string().contains("games"), "{e}");
+        // A category blocked for alice's group.
+        let e = alice.check_sni(Some(b"social.example")).unwrap_err();
+        assert_eq!(e.outcome(), "sni_refused", "{e}");
+        assert!(e.to_string().contains("social"), "{e}");
+        // bob is in no group: only the fronting check refuses the other name.
+        let bob = tunnel(Some("bob"));
+        assert_eq!(
+            bob.check_sni(Some(b"social.example"))
+                .unwrap_err()
+                .outcome(),
+            "fronting"
+        );
+    }
+
+    #[tokio::test]
+    async fn resolved_addresses_pass_the_deny_list() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let ports = format!("connect_ports = [{port}]");
+        let target = format!("localhost:{port}");
+        let tunnel = |d: &ForwardDestination| match choose(d, Method::CONNECT, &target, None) {
+            Ok(Peer::Tunnel(t)) => t,
+            other => panic!("tunnel expected: {other:?}"),
+        };
+        // localhost resolves to the loopback addresses: listed, it is refused.
+        let (d, _f) = dest_with("127.0.0.1\n::1\n", None, &ports);
+        let e = tunnel(&d).connect().await.unwrap_err();
+        assert_eq!(e.status(), 403, "{e}");
+        assert!(matches!(e, TunnelError::AddressRefused { .. }), "{e}");
+        assert!(e.to_string().contains("forward.deny"), "{e}");
+        // Not listed, the same name connects.
+        let (d, _f) = dest_with("other.example\n", None, &ports);
+        let (_, addr) = tunnel(&d).connect().await.unwrap();
+        assert_eq!(addr.port(), port);
     }
 }

@@ -104,7 +104,11 @@ fn load_lists(cfg: &ForwardSection) -> Result<(SuffixSet, bool, SuffixSet), Stri
 /// What TLS inspection needs: the CA's minter, the lists, and the pools towards
 /// the origins of inspected tunnels.
 pub struct Inspector {
-    minter: LeafMinter,
+    minter: Arc<LeafMinter>,
+    /// The configuration of every handshake whose ClientHello names a host: its
+    /// leaf is picked per handshake from the SNI ([`BySni`]), and its session
+    /// cache lets a client resume.
+    by_sni: Arc<rustls::ServerConfig>,
     all: bool,
     inspect: SuffixSet,
     bypass: SuffixSet,
@@ -137,9 +141,12 @@ impl Inspector {
         };
         let minter = LeafMinter::from_pem_files(cert, key, LEAF_CACHE)
             .map_err(|e| format!("forward.inspect_ca_cert/inspect_ca_key: {e}"))?;
+        let minter = Arc::new(minter);
+        let by_sni = leaf_config(Arc::new(BySni(Arc::clone(&minter))))?;
         let (inspect, all, bypass) = load_lists(cfg)?;
         Ok(Some(Inspector {
             minter,
+            by_sni,
             all,
             inspect,
             bypass,
@@ -148,6 +155,14 @@ impl Inspector {
             roots: Mutex::new(None),
             env,
         }))
+    }
+
+    /// Whether the tunnel to `host` may be decrypted, before its ClientHello is
+    /// read: false when no SNI can change [`Inspector::wants`] to true. A tunnel
+    /// that may be decrypted connects to its destination only once its
+    /// ClientHello shows it will not be.
+    pub fn may_want(&self, host: &Host) -> bool {
+        !self.bypass.contains(host) && (self.all || self.inspect.contains(host))
     }
 
     /// Whether the tunnel to `host` (its ClientHello naming `sni`) is decrypted.
@@ -165,21 +180,31 @@ impl Inspector {
     }
 
     /// The TLS configuration the client's handshake is answered with: a leaf
-    /// for `name` (the SNI, or the `CONNECT` host), ALPN `http/1.1` only.
+    /// for the SNI, or for `host` (the `CONNECT` host) when the ClientHello
+    /// named none; ALPN `http/1.1` only. With an SNI, one configuration serves
+    /// every tunnel (its session cache with it); without, one is made for the
+    /// handshake.
     ///
     /// # Errors
     ///
-    /// When no certificate can be minted for `name`.
-    pub fn server_config(&self, name: &str) -> Result<Arc<rustls::ServerConfig>, String> {
-        let leaf = self.minter.certified_key(name).map_err(|e| e.to_string())?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(Fixed(leaf)));
-        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(Arc::new(cfg))
+    /// When no certificate can be minted for `host`.
+    pub fn server_config(
+        &self,
+        sni: Option<&str>,
+        host: &str,
+    ) -> Result<Arc<rustls::ServerConfig>, String> {
+        match sni {
+            Some(name) => {
+                // Minted (or found in the cache) now, so that a name that
+                // cannot have a leaf is refused with its reason.
+                self.minter.certified_key(name).map_err(|e| e.to_string())?;
+                Ok(Arc::clone(&self.by_sni))
+            }
+            None => {
+                let leaf = self.minter.certified_key(host).map_err(|e| e.to_string())?;
+                leaf_config(Arc::new(Fixed(leaf)))
+            }
+        }
     }
 
     /// The decrypted side of the tunnel to `host:port` (whose ClientHello named
@@ -188,11 +213,12 @@ impl Inspector {
     /// # Errors
     ///
     /// When the pool cannot be made (the roots cannot be read).
-    pub fn tunnel(
+    pub(crate) fn tunnel(
         &self,
         host: Host,
         port: u16,
         sni: Option<Host>,
+        address_check: crate::upstream::AddressCheck,
     ) -> Result<InspectedTunnel, String> {
         let key = format!("{host}:{port}");
         let pool = self
@@ -212,7 +238,10 @@ impl Inspector {
                     *roots = Some(self.load_roots()?);
                 }
                 Pool::new(&cfg, &self.env, &mut roots, None)
-                    .map(Arc::new)
+                    .map(|mut pool| {
+                        pool.set_address_check(address_check);
+                        Arc::new(pool)
+                    })
                     .map_err(|e| e.to_string())
             })
             .map_err(|e| e.to_string())?;
@@ -262,6 +291,41 @@ impl Inspector {
 /// One certificate for every handshake of a tunnel.
 #[derive(Debug)]
 struct Fixed(Arc<rustls::sign::CertifiedKey>);
+
+/// The leaf of the name the ClientHello gives (minted, or from the cache).
+#[derive(Debug)]
+struct BySni(Arc<LeafMinter>);
+
+impl rustls::server::ResolvesServerCert for BySni {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let name = hello.server_name()?;
+        match self.0.certified_key(name) {
+            Ok(leaf) => Some(leaf),
+            Err(e) => {
+                tracing::debug!("TLS inspection: no leaf for {name}: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// A server configuration answering with the leaves `resolver` gives; ALPN
+/// `http/1.1` only.
+fn leaf_config(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> Result<Arc<rustls::ServerConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
 
 impl rustls::server::ResolvesServerCert for Fixed {
     fn resolve(

@@ -170,20 +170,49 @@ impl Policy {
         path: &str,
         user: Option<&str>,
     ) -> Result<(), PolicyRefusal> {
-        let who = user.map_or(String::new(), |u| format!(" for user {u:?}"));
-        let refuse = |what: blockpage::Refusal, why: String| {
-            let reference = blockpage::reference_id();
-            Err(PolicyRefusal {
-                reason: format!("{why}{who} (block reference {reference})"),
-                block: BlockReason {
-                    host: host.to_string(),
-                    refusal: what,
-                    reference,
-                },
-            })
-        };
+        self.check_denied(lists, host, path, user)?;
+        if !lists.allows(host) {
+            return refuse(
+                host,
+                user,
+                blockpage::Refusal::Rule("forward.allow".into()),
+                format!("destination {host} is not on the forward.allow list"),
+            );
+        }
+        for g in self.rules_of(user) {
+            if g.allow.as_ref().is_some_and(|a| !a.contains(host)) {
+                return refuse(
+                    host,
+                    user,
+                    blockpage::Refusal::Rule(format!("allow list of group {}", g.name)),
+                    format!(
+                        "destination {host} is not on the allow list of group {:?}",
+                        g.name
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps 1 to 3 of the order: whether a deny list or a blocked category
+    /// holds `host`. For the addresses a name resolved to, which an allow list
+    /// of names cannot hold, only these apply.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyRefusal`] naming the list or category that refused.
+    pub fn check_denied(
+        &self,
+        lists: &Lists,
+        host: &Host,
+        path: &str,
+        user: Option<&str>,
+    ) -> Result<(), PolicyRefusal> {
         if lists.denies(host) {
             return refuse(
+                host,
+                user,
                 blockpage::Refusal::Rule("forward.deny".into()),
                 format!("destination {host} is on the forward.deny list"),
             );
@@ -191,6 +220,8 @@ impl Policy {
         for g in self.rules_of(user) {
             if g.deny.as_ref().is_some_and(|d| d.contains(host)) {
                 return refuse(
+                    host,
+                    user,
                     blockpage::Refusal::Rule(format!("deny list of group {}", g.name)),
                     format!(
                         "destination {host} is on the deny list of group {:?}",
@@ -207,30 +238,34 @@ impl Policy {
             if let Some(&c) = blocked {
                 let name = self.categories.name(c).unwrap_or("?").to_owned();
                 return refuse(
+                    host,
+                    user,
                     blockpage::Refusal::Category(name.clone()),
                     format!("destination {host} is in the blocked category {name:?}"),
                 );
             }
         }
-        if !lists.allows(host) {
-            return refuse(
-                blockpage::Refusal::Rule("forward.allow".into()),
-                format!("destination {host} is not on the forward.allow list"),
-            );
-        }
-        for g in self.rules_of(user) {
-            if g.allow.as_ref().is_some_and(|a| !a.contains(host)) {
-                return refuse(
-                    blockpage::Refusal::Rule(format!("allow list of group {}", g.name)),
-                    format!(
-                        "destination {host} is not on the allow list of group {:?}",
-                        g.name
-                    ),
-                );
-            }
-        }
         Ok(())
     }
+}
+
+/// A refusal of `host` for `user`, with a fresh block reference.
+fn refuse(
+    host: &Host,
+    user: Option<&str>,
+    what: blockpage::Refusal,
+    why: String,
+) -> Result<(), PolicyRefusal> {
+    let who = user.map_or(String::new(), |u| format!(" for user {u:?}"));
+    let reference = blockpage::reference_id();
+    Err(PolicyRefusal {
+        reason: format!("{why}{who} (block reference {reference})"),
+        block: BlockReason {
+            host: host.to_string(),
+            refusal: what,
+            reference,
+        },
+    })
 }
 
 #[cfg(test)]

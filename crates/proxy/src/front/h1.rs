@@ -591,7 +591,6 @@ async fn run_tunnel<IO>(
         && inspector.wants(&tunnel.target.host, sni.as_deref())
     {
         // Decrypted here, its requests sent on through pools of their own.
-        drop(tunnel.stream);
         let early = buf.split().freeze();
         super::inspect::run(
             io,
@@ -608,8 +607,25 @@ async fn run_tunnel<IO>(
         .await;
         return;
     }
+    let stream = match tunnel.stream {
+        Some(stream) => stream,
+        // Deferred while inspection might have decrypted the tunnel; the 200
+        // is sent, so a failure now closes the connection.
+        None => match tunnel.target.connect().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                shared.metrics.forward_tunnel("connect_failed");
+                reply.body.add_bytes_in(buf.len() as u64);
+                reply
+                    .body
+                    .set_error(&format!("CONNECT {}: {e}", tunnel.target.authority()));
+                reply.body.finish();
+                return;
+            }
+        },
+    };
     let early = buf.split().freeze();
-    let end = tunnel::splice(io, &early, tunnel.stream, shared.server.tunnel_idle_timeout).await;
+    let end = tunnel::splice(io, &early, stream, shared.server.tunnel_idle_timeout).await;
     shared.metrics.forward_tunnel("spliced");
     match end {
         Ok(end) => {

@@ -48,6 +48,7 @@ pub use body::{UpstreamBody, UpstreamBodyError, UpstreamRequest, UpstreamRespons
 pub use conn::Upgraded;
 pub use destination::{Destination, LocalAnswer, Peer, Refusal, RequestHeadView};
 pub use metrics::UpstreamServerState;
+pub(crate) use pool::AddressCheck;
 pub(crate) use pool::Env;
 pub use pool::{Pool, UpstreamError, UpstreamTiming};
 pub use registry::{UpstreamSetupError, Upstreams};

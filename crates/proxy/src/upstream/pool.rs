@@ -268,6 +268,22 @@ pub struct Pool {
     pub(super) check: Option<HealthCheckConfig>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) events: Events,
+    /// Which resolved addresses may be connected to (the forward proxy's deny
+    /// lists); every address when `None`.
+    address_check: Option<AddressCheck>,
+}
+
+/// Whether a pool may connect to an address; the reason when it may not.
+pub(crate) type AddressCheckFn = dyn Fn(&SocketAddr) -> Result<(), String> + Send + Sync;
+
+/// A pool's [`AddressCheckFn`], shareable.
+#[derive(Clone)]
+pub(crate) struct AddressCheck(pub(crate) Arc<AddressCheckFn>);
+
+impl std::fmt::Debug for AddressCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AddressCheck")
+    }
 }
 
 /// What every pool is given: metrics, the resolver, the error log.
@@ -360,6 +376,7 @@ impl Pool {
             check: cfg.health_check.clone(),
             metrics: env.metrics.clone(),
             events: env.events.clone(),
+            address_check: None,
         })
     }
 
@@ -683,6 +700,12 @@ impl Pool {
         }
     }
 
+    /// Restricts the addresses the pool connects to: one that `check` refuses
+    /// is skipped, as if it did not answer.
+    pub(crate) fn set_address_check(&mut self, check: AddressCheck) {
+        self.address_check = Some(check);
+    }
+
     /// The addresses of `server` now (looked up, or the last good answer).
     pub(super) async fn resolve(&self, server: &Server) -> Result<resolve::Resolved, String> {
         server
@@ -703,6 +726,12 @@ impl Pool {
         let resolved = self.resolve(server).await?;
         let mut last = String::from("no address");
         for a in resolved.addrs.iter() {
+            if let Some(check) = &self.address_check
+                && let Err(why) = (check.0)(a)
+            {
+                last = format!("address {a} refused: {why}");
+                continue;
+            }
             match TcpStream::connect(a).await {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);

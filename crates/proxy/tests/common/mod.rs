@@ -396,6 +396,20 @@ pub async fn metric(admin: SocketAddr, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in {m}"))
 }
 
+/// Waits (up to 20 s) for the metric series to read `want`, for counters
+/// that a connection's end updates after its client has seen the end; the
+/// last value read.
+pub async fn metric_reaches(admin: SocketAddr, series: &str, want: f64) -> f64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let v = metric(admin, series).await;
+        if v == want || std::time::Instant::now() > deadline {
+            return v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// Reads one response from a connection (Content-Length, chunked, or until close).
 ///
 /// It reads exactly the bytes of that response and no further, so the next
