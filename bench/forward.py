@@ -333,6 +333,8 @@ def main():
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--smoke", action="store_true", help="1 round of 2 s, 64 MiB, 100,000 domains")
     ap.add_argument("--out-md", default=None)
+    ap.add_argument("--inspection-only", action="store_true",
+                    help="only TLS inspection's handshake against the plain termination")
     args = ap.parse_args()
     if args.smoke:
         args.rounds, args.duration, args.bytes = 1, 2, 64 << 20
@@ -347,6 +349,9 @@ def main():
         _, http_port = R.start_albedo(args.albedo, work, R.LOAD_CPU, who="forward")
         origin_port = start_origin(lg, work)
         ca = os.path.join(work, "ca.pem")
+        if args.inspection_only:
+            print("\n".join(inspection_cost(args, work, lg, origin_port, http_port)))
+            return
         proxies = {}
         sq, sq_port, _ = start_squid(work, "plain")
         proxies["squid"] = (sq, sq_port)

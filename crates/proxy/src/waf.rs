@@ -974,6 +974,11 @@ impl WafTx {
         self.phase(Transaction::process_request_body)
     }
 
+    /// Sets REMOTE_USER ([`Transaction::set_remote_user`]).
+    pub fn set_remote_user(&mut self, user: &[u8]) {
+        self.guard((), |tx| tx.set_remote_user(user));
+    }
+
     /// Whether the phases run next pause before a rule that may wait for a DNS
     /// lookup ([`Transaction::set_pause_for_lookups`]).
     pub fn set_pause_for_lookups(&mut self, pause: bool) {

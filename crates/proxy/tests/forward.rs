@@ -27,6 +27,8 @@ const RULES: &str = r#"[[rules]]
 inline = """
 SecRuleEngine On
 SecRule ARGS "@rx (?i)<script" "id:1,phase:2,deny,status:403,log,msg:'script tag'"
+SecRule REQUEST_URI "@contains /staff-only" "id:3,phase:1,chain,deny,status:403,log,msg:'staff only'"
+  SecRule REMOTE_USER "!@streq bob" "t:none"
 SecRule REQUEST_METHOD "@streq CONNECT" "id:2,phase:1,chain,deny,status:403,log,msg:'CONNECT refused by a rule'"
   SecRule REQUEST_URI "@beginsWith rule-refused.test" "t:none"
 """
@@ -437,11 +439,13 @@ async fn inspected_tunnels_pass_the_rules() {
     std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
     std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
     std::fs::write(dir.path("bypass.txt"), "127.0.0.1\n").unwrap();
+    std::fs::create_dir_all(dir.path("cats")).unwrap();
+    std::fs::write(dir.path("cats/games.txt"), "localhost/games/\n").unwrap();
     let (_p, listen, admin) = forward_proxy(
         &dir,
         "blocked.test\n",
         &format!(
-            "connect_ports = [{port}, {uport}, {pport}, {closed}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\ninspect_bypass = [\"bypass.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
+            "connect_ports = [{port}, {uport}, {pport}, {closed}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\ninspect_bypass = [\"bypass.txt\"]\nupstream_ca_file = \"origin-ca.pem\"\ncategories = \"cats\"\nblock_categories = [\"games\"]"
         ),
     );
     let proxy = format!("http://{listen}");
@@ -478,13 +482,23 @@ async fn inspected_tunnels_pass_the_rules() {
         &format!("https://localhost:{port}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
     ]);
     assert_eq!(code, "403", "{body}");
+    // A category by path, seen only once decrypted: the block page.
+    let (body, code) = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{port}/games/chess"),
+    ]);
+    assert_eq!(code, "403", "{body}");
+    assert!(body.contains("category games"), "{body}");
     assert!(
         metric(
             admin,
             "palisade_forward_tunnels_total{outcome=\"inspected\"}"
         )
         .await
-            >= 2.0
+            >= 3.0
     );
     assert_eq!(
         metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await,
@@ -684,6 +698,14 @@ async fn users_categories_and_the_block_page() {
     assert_eq!(code, "407", "{body}");
     let (body, code) = curl(&["-x", &format!("http://eve:pw@{listen}"), &url("/hello")]);
     assert_eq!(code, "407", "{body}");
+    // Credentials are checked before the rules run: an attack without them is
+    // answered 407, not refused by the rule (phase 2) first.
+    let (body, code) = curl(&[
+        "-x",
+        &format!("http://{listen}"),
+        &url("/hello?q=%3Cscript%3E"),
+    ]);
+    assert_eq!(code, "407", "{body}");
     assert!(
         backend.requests().is_empty(),
         "an unauthenticated request went on"
@@ -755,6 +777,11 @@ async fn users_categories_and_the_block_page() {
     assert!(body.contains("category social"), "{body}");
     let (body, code) = curl(&["-x", &alice, &url("/hello")]);
     assert_eq!(code, "200", "{body}");
+    // The rules see the authenticated user as REMOTE_USER.
+    let (body, code) = curl(&["-x", &bob, &url("/staff-only")]);
+    assert_eq!(code, "200", "{body}");
+    let (body, code) = curl(&["-x", &alice, &url("/staff-only")]);
+    assert_eq!(code, "403", "{body}");
 
     // CONNECT: credentials needed, and a blocked category refused.
     let connect_to = |target: &str, auth: Option<String>| {
@@ -777,12 +804,17 @@ async fn users_categories_and_the_block_page() {
 
     // Per-user counters, for the htpasswd users only (counted as each request's
     // record is finished, just after its answer).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(metric(admin, "palisade_forward_user_requests_total{user=\"bob\"}").await >= 6.0);
+    // alice: the social category, and the rule's refusal of /staff-only.
     assert_eq!(
-        metric(admin, "palisade_forward_user_blocked_total{user=\"alice\"}").await,
-        1.0
+        metric_reaches(
+            admin,
+            "palisade_forward_user_blocked_total{user=\"alice\"}",
+            2.0
+        )
+        .await,
+        2.0
     );
+    assert!(metric(admin, "palisade_forward_user_requests_total{user=\"bob\"}").await >= 6.0);
     assert!(
         metric(
             admin,

@@ -574,8 +574,12 @@ impl<'a> View<'a> {
                     scalar(out, var, Cow::Borrowed(scheme), false);
                 }
             }
-            Var::RemoteUser
-            | Var::PathInfo
+            Var::RemoteUser => {
+                if let Some(user) = &req.remote_user {
+                    scalar(out, var, Cow::Borrowed(user), false);
+                }
+            }
+            Var::PathInfo
             | Var::Userid
             | Var::Sessionid
             | Var::WebserverErrorLog => {}

@@ -139,6 +139,8 @@ pub(crate) struct RequestData {
     /// The input stage's table (INPUTS, INPUTS_DECODED), filled only when a rule
     /// reads it.
     pub inputs: crate::inputs::Inputs,
+    /// REMOTE_USER: the user the server authenticated, when it did.
+    pub remote_user: Option<Vec<u8>>,
 }
 
 /// The response, as far as it has come.
@@ -501,6 +503,13 @@ impl Transaction {
     /// ([`Event::LimitReached`](crate::events::Event::LimitReached)).
     pub fn set_rbl_lookup_limit(&mut self, limit: usize) {
         self.lookups.limit = limit;
+    }
+
+    /// Sets REMOTE_USER: the user the server authenticated for this request
+    /// (a forward proxy's `Proxy-Authorization`), before phase 1 runs. Without
+    /// it, REMOTE_USER is empty.
+    pub fn set_remote_user(&mut self, user: &[u8]) {
+        self.req.remote_user = Some(user.to_vec());
     }
 
     /// The next thing the transaction reports, oldest first, taking it: rule

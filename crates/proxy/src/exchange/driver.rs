@@ -230,6 +230,16 @@ where
             head.start_us,
         )
     };
+    // A forward proxy's credentials, checked before the rules run.
+    let proxy_authorization = if conn.forward {
+        head.headers
+            .clone()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"proxy-authorization"))
+            .map(|(_, v)| bytes::Bytes::copy_from_slice(v))
+    } else {
+        None
+    };
+    let forward = conn.forward;
     let mut ex = Exchange::begin(
         shared,
         site,
@@ -257,6 +267,12 @@ where
     }
     if let Some((name, status, retry)) = over {
         return Driven::answer(ex.reply_rate_limited(name, status, retry), !has_body);
+    }
+    if forward {
+        ex = match ex.authenticate_forward(proxy_authorization).await {
+            Ok(ex) => ex,
+            Err(reply) => return Driven::answer(reply, !has_body),
+        };
     }
     if let Some(v) = ex.phase1().await {
         if let Some(head) = sampled.take() {

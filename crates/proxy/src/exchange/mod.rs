@@ -53,9 +53,6 @@ pub struct ForwardParts {
     pub uri: Uri,
     /// Headers for the upstream: hop-by-hop removed, X-Forwarded-* added.
     pub headers: HeaderLines,
-    /// On a forward-proxy listener: the `Proxy-Authorization` value, taken out
-    /// of `headers` (it is meant for this proxy).
-    pub proxy_authorization: Option<Bytes>,
 }
 
 /// A request on its way through the proxy.
@@ -523,6 +520,37 @@ impl Exchange {
         r
     }
 
+    /// On a forward listener, the user of the request's `Proxy-Authorization`
+    /// (`header`) when `forward.htpasswd` asks for one, checked before any phase
+    /// runs (a client that has not authenticated costs no rule and raises no
+    /// alert) and given to the rules as `REMOTE_USER`; or the 407 to answer.
+    /// Inside an inspected tunnel, the user is the `CONNECT`'s.
+    pub async fn authenticate_forward(mut self, header: Option<Bytes>) -> Result<Exchange, Reply> {
+        if !self.rec.conn.forward {
+            return Ok(self);
+        }
+        let user = match crate::forward::inspect::tunnel_user() {
+            Some(user) => user,
+            None => {
+                let forward = self.rec.shared.upstreams().forward().clone();
+                let Some(auth) = forward.authenticator_for(&self.rec.method, &self.rec.uri) else {
+                    return Ok(self);
+                };
+                match authenticate(auth, header).await {
+                    Ok(user) => Some(Arc::from(user)),
+                    Err(e) => return Err(self.reply_proxy_auth(&auth.challenge(), &e)),
+                }
+            }
+        };
+        if let Some(user) = user {
+            if let Some(tx) = self.rec.tx.as_mut() {
+                tx.set_remote_user(user.as_bytes());
+            }
+            self.rec.user = Some(user);
+        }
+        Ok(self)
+    }
+
     /// A forward-proxy `CONNECT` that passed phases 1 and 2: connects to the
     /// target and answers 200 with the connection in [`Reply::tunnel`], for the
     /// front end to check the ClientHello and join the client to it; or 502.
@@ -567,15 +595,6 @@ impl Exchange {
     /// Sends the request upstream and runs phases 3 and 4 on the response.
     pub async fn forward(mut self, parts: ForwardParts) -> Reply {
         let shared = self.rec.shared.clone();
-        if self.rec.conn.forward {
-            let forward = shared.upstreams().forward().clone();
-            if let Some(auth) = forward.authenticator_for(&parts.method, &self.rec.uri) {
-                match authenticate(auth, parts.proxy_authorization.clone()).await {
-                    Ok(user) => self.rec.user = Some(Arc::from(user)),
-                    Err(e) => return self.reply_proxy_auth(&auth.challenge(), &e),
-                }
-            }
-        }
         let accept = parts.headers.get(b"accept").cloned();
         let head = RequestHeadView {
             method: &parts.method,

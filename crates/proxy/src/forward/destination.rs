@@ -249,10 +249,10 @@ impl ForwardDestination {
     /// `target` must authenticate (every request but the PAC file's).
     pub fn authenticator_for(
         &self,
-        method: &Method,
+        method: &[u8],
         target: &[u8],
     ) -> Option<&Arc<super::auth::Authenticator>> {
-        if matches!(*method, Method::GET | Method::HEAD) && target == b"/proxy.pac" {
+        if matches!(method, b"GET" | b"HEAD") && target == b"/proxy.pac" {
             return None;
         }
         self.policy.authenticator()
@@ -398,6 +398,7 @@ fn blocked(r: PolicyRefusal, accept: Option<&[u8]>) -> Refusal {
 
 /// Where a `CONNECT` tunnel goes: the normalised host and the port, with what
 /// the ClientHello is checked against.
+#[derive(Clone)]
 pub struct TunnelTarget {
     /// The destination host, normalised.
     pub host: Host,
@@ -512,6 +513,20 @@ impl TunnelTarget {
                 target: self.authority(),
                 reason,
             })
+    }
+
+    /// The user the `CONNECT` authenticated as, if any.
+    pub fn user(&self) -> Option<&Arc<str>> {
+        self.user.as_ref()
+    }
+
+    /// Whether a request decrypted inside this tunnel may go on to `path`: the
+    /// policy as for the `CONNECT`, now with the path (URL categories by path),
+    /// refused with the block page as a plain HTTP request is.
+    pub fn check_request(&self, path: &str, accept: Option<&[u8]>) -> Result<(), Refusal> {
+        self.policy
+            .check(&self.lists, &self.host, path, self.user.as_deref())
+            .map_err(|r| blocked(r, accept))
     }
 
     /// The check of resolved addresses for the pools of inspected tunnels:

@@ -12,6 +12,7 @@
 //! ([`InspectedTunnel::scope`]): the exchange asks [`choose`] before the forward
 //! proxy's own destination, which knows nothing of inspection.
 
+use super::destination::TunnelTarget;
 use super::mint::LeafMinter;
 use crate::config::{ForwardSection, UpstreamConfig};
 use crate::metrics::Metrics;
@@ -215,11 +216,11 @@ impl Inspector {
     /// When the pool cannot be made (the roots cannot be read).
     pub(crate) fn tunnel(
         &self,
-        host: Host,
-        port: u16,
+        target: &TunnelTarget,
         sni: Option<Host>,
-        address_check: crate::upstream::AddressCheck,
     ) -> Result<InspectedTunnel, String> {
+        let (host, port) = (target.host.clone(), target.port);
+        let address_check = target.address_check();
         let key = format!("{host}:{port}");
         let pool = self
             .pools
@@ -250,6 +251,7 @@ impl Inspector {
             port,
             sni,
             pool,
+            target: target.clone(),
         })
     }
 }
@@ -344,6 +346,9 @@ pub struct InspectedTunnel {
     port: u16,
     sni: Option<Host>,
     pool: Arc<Pool>,
+    /// The `CONNECT`'s destination, user and policy: each decrypted request is
+    /// checked against the policy again, with its path.
+    target: TunnelTarget,
 }
 
 impl InspectedTunnel {
@@ -381,6 +386,7 @@ impl InspectedTunnel {
             return Err(refusal(400, "a request without a Host header"));
         };
         self.same_host(host, "Host header")?;
+        self.target.check_request(head.uri.path(), head.accept)?;
         Ok(Peer::Pool(Arc::clone(&self.pool)))
     }
 
@@ -410,6 +416,12 @@ fn refusal(status: u16, reason: impl Into<Cow<'static, str>>) -> Refusal {
         reason: reason.into(),
         page: None,
     }
+}
+
+/// The user of the inspected tunnel a request is served in: `Some` inside one
+/// (with the user its `CONNECT` authenticated as, if any), `None` outside.
+pub(crate) fn tunnel_user() -> Option<Option<Arc<str>>> {
+    INSPECTED.try_with(|t| t.target.user().cloned()).ok()
 }
 
 /// The destination of a request served inside an inspected tunnel; `None`

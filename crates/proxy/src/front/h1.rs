@@ -705,10 +705,9 @@ fn forward_parts(
         conn.keeps_forwarded_for(),
         conn.tls,
     )?;
-    let mut proxy_authorization = None;
     if conn.forward {
-        // Meant for this proxy, not for the destination.
-        proxy_authorization = head.values(b"proxy-authorization").next().cloned();
+        // Meant for this proxy (checked before the rules ran), not for the
+        // destination.
         headers.remove(b"proxy-authorization");
     }
     if upgrade {
@@ -728,7 +727,6 @@ fn forward_parts(
         method,
         uri,
         headers,
-        proxy_authorization,
     })
 }
 

@@ -255,7 +255,6 @@ async fn handle(
             method: parts.method.clone(),
             uri,
             headers,
-            proxy_authorization: None,
         })
     };
     let mut source = Http2Body { body, wire: 0 };

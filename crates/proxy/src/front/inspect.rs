@@ -109,16 +109,7 @@ pub(super) fn run<'a>(
         let sni_host = sni.as_deref().and_then(|s| domains::normalize_name(s).ok());
         let prepared = inspector
             .server_config(sni.as_deref(), &target.host.to_string())
-            .and_then(|cfg| {
-                inspector
-                    .tunnel(
-                        target.host.clone(),
-                        target.port,
-                        sni_host,
-                        target.address_check(),
-                    )
-                    .map(|t| (cfg, t))
-            });
+            .and_then(|cfg| inspector.tunnel(target, sni_host).map(|t| (cfg, t)));
         let (config, inspected) = match prepared {
             Ok(p) => p,
             Err(why) => {
