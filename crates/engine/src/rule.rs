@@ -152,6 +152,21 @@ pub enum Entry {
 }
 
 impl Rule {
+    /// How debug lines name the rule: its id (a chain's links by their chain's
+    /// id), file and line.
+    pub(crate) fn label(&self) -> String {
+        let id = self
+            .id
+            .or(self.chain_id)
+            .map(|i| i.to_string())
+            .unwrap_or_else(|| "-".into());
+        format!(
+            "(Rule {id}, {}:{})",
+            self.span.file.display(),
+            self.span.line
+        )
+    }
+
     /// Iterates over the links of this rule's chain, starting with itself.
     pub fn links(&self) -> impl Iterator<Item = &Rule> {
         std::iter::successors(Some(self), |r| r.chain.as_deref())

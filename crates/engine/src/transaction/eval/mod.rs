@@ -1,0 +1,432 @@
+//! Running rules: the flow of a phase (rule order, chains, skips, folds), with
+//! the transformation cache ([`forms`]), the prefilter's group answers
+//! ([`prefilter`]), targets and operators ([`targets`]) and actions ([`actions`])
+//! in modules of their own.
+
+mod actions;
+mod forms;
+mod prefilter;
+mod targets;
+
+pub(crate) use forms::apply_all;
+pub(crate) use targets::TargetRemoval;
+
+use super::budget::{RULE_WORK, VALUE_WORK};
+use super::collect::View;
+use super::{Transaction, TransformCache};
+use crate::actions::{AllowScope, Disruptive};
+use crate::intervention::{Intervention, InterventionKind};
+use crate::rule::{Entry, Rule};
+use crate::ruleset::fold::Folded;
+
+impl Transaction {
+    pub(crate) fn run_phase(&mut self, phase: u8) -> Option<Intervention> {
+        // A phase left paused is not finished once another phase starts (the server
+        // refused the request instead of resuming it).
+        self.paused = None;
+        self.run_phase_from(phase, 0)
+    }
+
+    /// Continues the phase [`Transaction::paused`] before one of its rules, from that
+    /// rule, without pausing again; None when no phase is paused.
+    pub(crate) fn resume_paused_phase(&mut self) -> Option<(u8, Option<Intervention>)> {
+        let (phase, index) = self.paused.take()?;
+        let pausing = std::mem::replace(&mut self.pause_for_lookups, false);
+        let out = self.run_phase_from(phase, index);
+        self.pause_for_lookups = pausing;
+        Some((phase, out))
+    }
+
+    /// Runs `phase` from its entry `start` (0: from its beginning, with the phase's
+    /// setup; otherwise the continuation of a paused walk, whose setup was done).
+    fn run_phase_from(&mut self, phase: u8, start: usize) -> Option<Intervention> {
+        if phase < 5 && self.state.intervention.is_some() {
+            if self.debug_on(8) {
+                self.debug_line(
+                    8,
+                    &format!("Skipping phase {phase}: the request was already intercepted."),
+                );
+            }
+            return self.state.intervention.clone();
+        }
+        if self.debug_on(4) {
+            let msg = if start == 0 {
+                format!("Starting phase {phase}.")
+            } else {
+                format!("Resuming phase {phase}.")
+            };
+            self.debug_line(4, &msg);
+        }
+        self.state.phases_done = self.state.phases_done.max(phase - 1);
+        if start == 0 {
+            // Values change between phases: prefilter answers are per phase.
+            self.cache.unions.iter_mut().for_each(|u| *u = None);
+            self.cache.eager_done = false;
+        }
+        self.budget.open();
+        let result = self.run_phase_rules(phase, start);
+        self.budget.close();
+        if let Some(times) = self.rule_times.as_mut()
+            && !times.is_empty()
+        {
+            let times = std::mem::take(times);
+            self.events
+                .push_back(crate::events::Event::RuleTimes { phase, times });
+        }
+        if self.paused.is_some() {
+            return None;
+        }
+        self.state.phases_done = self.state.phases_done.max(phase);
+        if phase == 2 {
+            // The request's transformed values served phases 1 and 2; the transaction
+            // now waits for the response, so their memory (hundreds of KiB for a large
+            // JSON body) goes back now. Later phases recompute what they need.
+            let width = self.cache.width;
+            let unicode_map = self.cache.unicode_map.take();
+            self.cache = TransformCache {
+                width,
+                unicode_map,
+                ..Default::default()
+            };
+        }
+        result
+    }
+
+    /// Records that the CPU budget stopped evaluation at `rule_id` in `phase`, and
+    /// returns the intervention when the outcome is to block.
+    fn budget_stop(&mut self, phase: u8, rule_id: Option<i64>) -> Option<Intervention> {
+        let enforce = self.state.mode == crate::config::RuleEngineMode::On;
+        let first = self.budget.exceeded.is_none();
+        let status = self.budget.stop(phase, rule_id, enforce);
+        if first && let Some(e) = self.budget.exceeded.clone() {
+            self.events.push_back(crate::events::Event::LimitReached(
+                crate::events::Limit::CpuBudget(e),
+            ));
+        }
+        if self.debug_on(1) {
+            self.debug_line(
+                1,
+                &format!(
+                    "CPU budget exceeded in phase {phase}{}: rule evaluation stops.",
+                    rule_id.map(|i| format!(" at rule {i}")).unwrap_or_default()
+                ),
+            );
+        }
+        let status = status?;
+        let e = self.budget.exceeded.as_ref()?;
+        let i = Intervention {
+            status,
+            kind: InterventionKind::Deny,
+            rule_id: None,
+            message: Some(format!(
+                "CPU budget exceeded: {} of {} microseconds used, in phase {phase}",
+                e.used_micros, e.limit_micros
+            )),
+        };
+        self.intervene(phase, &i);
+        Some(i)
+    }
+
+    fn run_phase_rules(&mut self, phase: u8, start: usize) -> Option<Intervention> {
+        if self.state.mode == crate::config::RuleEngineMode::Off {
+            return None;
+        }
+        if self.budget.exceeded.is_some() {
+            // Rule evaluation stopped for good when the budget ran out.
+            return None;
+        }
+        if self.budget.tripped() {
+            // Body processing used up the budget before the phase's first rule.
+            return self.budget_stop(phase, None);
+        }
+        match self.state.allow {
+            Some(AllowScope::All) if phase < 5 => return None,
+            Some(AllowScope::Request) if phase <= 2 => return None,
+            _ => {}
+        }
+        let ruleset = self.ruleset().clone();
+        let policy = self.policy.clone();
+        let p = usize::from(phase - 1);
+        // A site's own rules run first, then the base's: one walk over both, so
+        // that a `skip` or `skipAfter` of the site's may jump into the base's.
+        let overlay: &[Entry] = policy.as_deref().map_or(&[], |pl| &pl.overlay.phases[p]);
+        let base = &ruleset.phases[p];
+        let overlay_len = overlay.len();
+        // A site whose walk decides the folded links differently has its own table.
+        let own_folds = policy.as_deref().and_then(|pl| match &pl.folds {
+            crate::ruleset::fold::SiteFolds::Own { folded, .. } => Some(&**folded),
+            _ => None,
+        });
+        if start == 0 {
+            // The load-time folds assume every earlier phase ran to its end.
+            self.state.folds_valid = self.state.fold_phase == phase - 1;
+        }
+        // Rules that may wait for a DNS lookup, before which the walk pauses.
+        let pausing = self.pause_for_lookups && phase < 5;
+        let (pause_overlay, pause_base): (&[u32], &[u32]) = if pausing {
+            (
+                policy
+                    .as_deref()
+                    .map_or(&[], |pl| &pl.overlay.rbl_use.entries[p]),
+                &ruleset.rbl_use.entries[p],
+            )
+        } else {
+            (&[], &[])
+        };
+        // The walk's state between rules is only its position: a paused walk goes
+        // on from the rule it paused before, with no skip pending.
+        let mut skip_after: Option<&str> = None;
+        let mut skip = 0u32;
+        for (index, entry) in overlay.iter().chain(base).enumerate().skip(start) {
+            let rule = match entry {
+                Entry::Marker(name) => {
+                    if skip_after == Some(name.as_str()) {
+                        skip_after = None;
+                    }
+                    continue;
+                }
+                Entry::Rule(r) => r,
+            };
+            if skip_after.is_some() {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            if self.is_removed(rule) {
+                if self.debug_on(9) {
+                    self.debug_line(
+                        9,
+                        &format!("{} skipped: removed by a ctl action.", rule.label()),
+                    );
+                }
+                continue;
+            }
+            let (pause_at, at) = if index < overlay_len {
+                (pause_overlay, index)
+            } else {
+                (pause_base, index - overlay_len)
+            };
+            if pause_at.binary_search(&(at as u32)).is_ok() {
+                if self.debug_on(4) {
+                    let msg = format!("{}: pausing for a DNS lookup.", rule.label());
+                    self.debug_line(4, &msg);
+                }
+                self.paused = Some((phase, index));
+                return None;
+            }
+            if self.budget.charge(RULE_WORK) {
+                return self.budget_stop(phase, rule.chain_id);
+            }
+            self.state.matched_vars.clear();
+            let started = self.rule_times.is_some().then(std::time::Instant::now);
+            let matched = self.eval_link(rule, own_folds);
+            if let (Some(started), Some(times)) = (started, self.rule_times.as_mut()) {
+                times.push(crate::events::RuleTime {
+                    rule_id: rule.chain_id,
+                    nanos: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+                });
+            }
+            if self.budget.tripped() {
+                // The budget ran out inside the rule: it is abandoned, actions and all.
+                return self.budget_stop(phase, rule.chain_id);
+            }
+            if self.debug_on(if matched { 4 } else { 9 }) {
+                let msg = format!("{} returned {}.", rule.label(), u8::from(matched));
+                self.debug_line(if matched { 4 } else { 9 }, &msg);
+            }
+            if !matched {
+                continue;
+            }
+            if let Some(m) = &rule.skip_after {
+                if self.debug_on(9) {
+                    self.debug_line(9, &format!("Skipping rules up to the marker {m}."));
+                }
+                skip_after = Some(m.as_str());
+            }
+            skip = rule.skip;
+            let (disruptive, default_status) =
+                match rule.disruptive.clone().unwrap_or(Disruptive::Pass) {
+                    Disruptive::Block => match policy.as_deref() {
+                        Some(pl) if index < overlay_len => pl.overlay.default_disruptive[p].clone(),
+                        _ => ruleset.default_disruptive[p].clone(),
+                    },
+                    d => (d, None),
+                };
+            let enforce = self.state.mode == crate::config::RuleEngineMode::On;
+            let intervention = match &disruptive {
+                Disruptive::Deny => Some((
+                    InterventionKind::Deny,
+                    rule.status.or(default_status).unwrap_or(403),
+                )),
+                Disruptive::Drop => Some((
+                    InterventionKind::Drop,
+                    rule.status.or(default_status).unwrap_or(403),
+                )),
+                Disruptive::Redirect(url) => {
+                    let view = self.view(Some(rule));
+                    let url = url.expand_string(&view);
+                    Some((
+                        InterventionKind::Redirect(url),
+                        rule.status.or(default_status).unwrap_or(302),
+                    ))
+                }
+                Disruptive::Pass | Disruptive::Block | Disruptive::Allow(_) => None,
+            };
+            let disrupts = enforce && intervention.is_some();
+            if intervention.is_some() && self.debug_on(4) {
+                let msg = format!(
+                    "{}: disruptive action {:?}{}.",
+                    rule.label(),
+                    disruptive,
+                    if enforce {
+                        ""
+                    } else {
+                        ", not enforced (DetectionOnly)"
+                    }
+                );
+                self.debug_line(4, &msg);
+            }
+            self.record_match(
+                rule,
+                phase,
+                disrupts
+                    .then(|| intervention.as_ref().map(|i| i.1))
+                    .flatten(),
+            );
+            if let Some((kind, status)) = intervention
+                && enforce
+            {
+                let message = rule
+                    .meta
+                    .msg
+                    .as_ref()
+                    .map(|m| m.expand_string(&self.view(Some(rule))));
+                let i = Intervention {
+                    status,
+                    kind,
+                    rule_id: rule.id,
+                    message,
+                };
+                self.intervene(phase, &i);
+                return Some(i);
+            }
+            if let Disruptive::Allow(scope) = disruptive {
+                if self.debug_on(4) {
+                    let msg = format!("{}: allow ({scope:?}).", rule.label());
+                    self.debug_line(4, &msg);
+                }
+                if enforce {
+                    self.state.allow = Some(scope);
+                    self.state.allow_phase = phase;
+                    if scope == AllowScope::Phase {
+                        self.phase_ended(phase);
+                    }
+                    return None;
+                }
+            }
+        }
+        self.phase_ended(phase);
+        None
+    }
+
+    /// Records that `phase`'s walk reached its end (or an `allow:phase`).
+    fn phase_ended(&mut self, phase: u8) {
+        if self.state.folds_valid {
+            self.state.fold_phase = phase;
+        }
+    }
+
+    pub(crate) fn view<'a>(&'a self, rule: Option<&'a Rule>) -> View<'a> {
+        View {
+            req: &self.req,
+            resp: &self.resp,
+            state: &self.state,
+            ctx: self.ctx(),
+            rule,
+        }
+    }
+
+    /// Whether `rule`'s `ctl`s break the folds this transaction uses: the site's
+    /// own table says so for the base's links when the site has one.
+    fn breaks_folds(&self, rule: &Rule) -> bool {
+        match self.policy.as_deref().map(|p| &p.folds) {
+            Some(crate::ruleset::fold::SiteFolds::Own { breaks, .. }) => breaks
+                .get(rule.fold_slot as usize)
+                .copied()
+                .unwrap_or(rule.breaks_folds),
+            _ => rule.breaks_folds,
+        }
+    }
+
+    fn is_removed(&self, rule: &Rule) -> bool {
+        let s = &self.state;
+        if let Some(id) = rule.id
+            && s.removed_ids.contains(id)
+        {
+            return true;
+        }
+        if rule.tag_set.intersects(&s.removed_tags) {
+            return true;
+        }
+        !s.removed_msgs.is_empty()
+            && rule
+                .meta
+                .msg
+                .as_ref()
+                .is_some_and(|m| s.removed_msgs.iter().any(|x| x == m.text()))
+    }
+
+    /// Evaluates one link of a chain and, when it matches, the links after it.
+    /// Returns true when the whole rest of the chain matched. `own_folds` is the
+    /// site's own fold table, when it has one (by `Rule::fold_slot`), else the
+    /// links' own folds serve.
+    fn eval_link(&mut self, rule: &Rule, own_folds: Option<&[Option<Folded>]>) -> bool {
+        let folded = match own_folds {
+            Some(t) => t.get(rule.fold_slot as usize).and_then(Option::as_ref),
+            None => rule.folded.as_ref(),
+        };
+        let matched = if rule.targets.is_empty() {
+            // SecAction: matches once, with no value.
+            self.run_match_actions(rule);
+            true
+        } else if let (Some(folded), true) = (folded, self.state.folds_valid) {
+            self.replay(rule, folded)
+        } else {
+            self.eval_targets(rule)
+        };
+        if !matched {
+            return false;
+        }
+        if let Some(next) = &rule.chain
+            && !self.eval_link(next, own_folds)
+        {
+            return false;
+        }
+        self.run_full_match_actions(rule);
+        true
+    }
+
+    /// Evaluates a link folded at load time: its known matches, without collecting,
+    /// transforming or running the operator.
+    fn replay(&mut self, rule: &Rule, folded: &Folded) -> bool {
+        let Folded::Always(hits) = folded else {
+            if self.debug_on(9) {
+                let msg = format!("{}: never matches (folded at load time).", rule.label());
+                self.debug_line(9, &msg);
+            }
+            return false;
+        };
+        for (_, value) in hits {
+            if self.budget.charge(VALUE_WORK + value.len() as u64) {
+                // Out of CPU budget: the rule is abandoned, as when evaluated.
+                return false;
+            }
+        }
+        for (name, value) in hits {
+            self.apply_hit(rule, name, value);
+        }
+        true
+    }
+}
