@@ -22,11 +22,12 @@
 //!   origin-form requests: 400.
 
 use super::blockpage;
+use super::names::NameCache;
 use super::pac::{self, PacSettings};
 use super::policy::{Policy, PolicyRefusal};
 use crate::config::{ForwardSection, UpstreamConfig};
 use crate::upstream::{
-    AddressCheck, Destination, Env, LocalAnswer, Peer, Pool, Refusal, RequestHeadView, Resolver,
+    AddressCheck, Destination, Env, LocalAnswer, Peer, Pool, Refusal, RequestHeadView,
 };
 use domains::{Host, SuffixSet, canonical_ip, normalize_host_port, normalize_name};
 use http::Method;
@@ -179,6 +180,8 @@ pub struct ForwardDestination {
     /// A pool per destination (`host:port`, normalised), bounded by
     /// `max_destinations`.
     pools: moka::sync::Cache<String, Arc<Pool>>,
+    /// The addresses of the tunnels' destinations, kept for their TTL.
+    names: NameCache,
     env: Env,
     /// The PAC file's settings (its proxy address taken from the request when
     /// `pac_proxy` is not set).
@@ -211,6 +214,7 @@ impl ForwardDestination {
             connect_ports: cfg.connect_ports.clone(),
             refuse_fronting: cfg.refuse_fronting,
             pools: moka::sync::Cache::new(cfg.max_destinations as u64),
+            names: NameCache::new(env.resolver.clone(), cfg.max_destinations as u64),
             env,
             pac: PacSettings {
                 direct_suffixes: cfg.pac_direct.clone(),
@@ -280,7 +284,7 @@ impl ForwardDestination {
             policy: Arc::clone(&self.policy),
             user: head.user.map(Arc::from),
             refuse_fronting: self.refuse_fronting,
-            resolver: self.env.resolver.clone(),
+            names: self.names.clone(),
         })))
     }
 
@@ -410,7 +414,7 @@ pub struct TunnelTarget {
     /// checked against that user's groups.
     user: Option<Arc<str>>,
     refuse_fronting: bool,
-    resolver: Resolver,
+    names: NameCache,
 }
 
 impl std::fmt::Debug for TunnelTarget {
@@ -476,14 +480,14 @@ impl TunnelTarget {
         let addrs = match &self.host {
             Host::Ip(ip) => vec![SocketAddr::new(*ip, self.port)],
             Host::Name(name) => {
-                let mut addrs =
-                    self.resolver
-                        .addresses(name, self.port)
-                        .await
-                        .map_err(|reason| TunnelError::Resolve {
-                            host: name.clone(),
-                            reason,
-                        })?;
+                let mut addrs = self
+                    .names
+                    .addresses(name, self.port)
+                    .await
+                    .map_err(|reason| TunnelError::Resolve {
+                        host: name.clone(),
+                        reason,
+                    })?;
                 let mut refused = None;
                 addrs.retain(|a| {
                     let ip = Host::Ip(canonical_ip(a.ip()));

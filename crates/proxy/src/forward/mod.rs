@@ -8,6 +8,8 @@
 //!   and `CONNECT` targets normalised, checked against the `[forward]` deny and
 //!   allow lists, a bounded cache of per-destination pools, the tunnel's
 //!   connection and the check of its ClientHello's SNI (domain fronting).
+//! - [`names`]: the addresses of the tunnels' destinations, kept for their TTL
+//!   so that a tunnel does not cost a lookup.
 //! - [`auth`]: who is asking. `Proxy-Authorization: Basic` checked against a
 //!   bcrypt-only htpasswd file, with a bounded cache of good credentials so that
 //!   only the first request of a user pays for bcrypt; Apache-style group files
@@ -36,6 +38,7 @@ pub mod clienthello;
 pub mod destination;
 pub mod inspect;
 pub mod mint;
+pub mod names;
 pub mod pac;
 pub mod policy;
 

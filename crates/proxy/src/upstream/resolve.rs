@@ -25,7 +25,13 @@ pub(crate) enum Resolver {
 }
 
 impl Resolver {
-    async fn lookup(&self, host: &str, port: u16) -> Result<(Vec<IpAddr>, Duration), String> {
+    /// The addresses of `host` (`port` only for the system resolver's call) and
+    /// how long the answer holds (zero from the system resolver, which gives no TTL).
+    pub(crate) async fn lookup(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<(Vec<IpAddr>, Duration), String> {
         match self {
             Resolver::Dns(d) => d.lookup_host(host).await,
             Resolver::System { timeout } => {
@@ -47,16 +53,6 @@ impl Resolver {
         }
     }
 
-    /// The addresses of `host` (a name) for `port`, in the order the resolver
-    /// gave them, for the forward proxy's tunnels.
-    pub(crate) async fn addresses(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
-        let (ips, _) = self.lookup(host, port).await?;
-        Ok(ips
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip, port))
-            .collect())
-    }
-
     /// How long a name is asked again after a failed lookup.
     fn retry_after(&self) -> Duration {
         match self {
@@ -65,7 +61,9 @@ impl Resolver {
         }
     }
 
-    fn max_ttl(&self) -> Duration {
+    /// The longest time an answer is kept (`dns.max_ttl`; an hour for the
+    /// system resolver).
+    pub(crate) fn max_ttl(&self) -> Duration {
         match self {
             Resolver::Dns(d) => d.max_ttl(),
             Resolver::System { .. } => Duration::from_secs(3600),
