@@ -186,9 +186,11 @@ impl ConnectionSlots {
         });
         lock(&self.open).insert(id, state.clone());
         ConnectionSlot {
-            slots: self.clone(),
+            handle: SlotHandle {
+                slots: self.clone(),
+                state,
+            },
             id,
-            state,
             _permit: permit,
         }
     }
@@ -296,16 +298,35 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// One connection's slot: held until the connection closes (dropping it frees the
-/// slot).
+/// slot). Its state is read and changed through the [`SlotHandle`] it derefs to.
 #[derive(Debug)]
 pub struct ConnectionSlot {
-    slots: Arc<ConnectionSlots>,
+    handle: SlotHandle,
     id: u64,
-    state: Arc<State>,
     _permit: OwnedSemaphorePermit,
 }
 
-impl ConnectionSlot {
+impl std::ops::Deref for ConnectionSlot {
+    type Target = SlotHandle;
+
+    fn deref(&self) -> &SlotHandle {
+        &self.handle
+    }
+}
+
+/// The state of a connection's slot, without the slot: what a part of the
+/// connection that must outlive a borrow (the tasks hyper spawns for the streams
+/// of an HTTP/2 connection, and the connection's own bookkeeping of them) needs to
+/// mark the connection waiting or busy and to learn that it was reclaimed. A
+/// clone does not hold the slot: the [`ConnectionSlot`] it came from does, and
+/// frees it when dropped.
+#[derive(Debug, Clone)]
+pub struct SlotHandle {
+    slots: Arc<ConnectionSlots>,
+    state: Arc<State>,
+}
+
+impl SlotHandle {
     /// The connection begins to wait (for its head, or idle between requests):
     /// from now on it may be reclaimed. Does nothing once it has been reclaimed.
     pub fn wait(&self, wait: Wait) {
@@ -362,7 +383,7 @@ impl ConnectionSlot {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        lock(&self.slots.open).remove(&self.id);
+        lock(&self.handle.slots.open).remove(&self.id);
     }
 }
 

@@ -740,3 +740,203 @@ async fn users_categories_and_the_block_page() {
     .text();
     assert!(!m.contains("user=\"eve\""), "an unknown user has a series");
 }
+
+/// curl with `args`: the body (and curl's error text), the status and the HTTP
+/// version the answer came over (`2` for HTTP/2, `1.1`).
+fn curl_version(args: &[&str]) -> (String, String, String) {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-S",
+            "-m",
+            "20",
+            "-w",
+            "\n%{http_code} %{http_version}",
+        ])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, last) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    let (code, version) = last.split_once(' ').unwrap_or((last, ""));
+    (
+        format!("{body}{}", String::from_utf8_lossy(&out.stderr)),
+        code.to_owned(),
+        version.to_owned(),
+    )
+}
+
+/// An HTTP/2 request inside an inspected tunnel, by hyper's client: the status
+/// and the body.
+async fn h2_get(
+    sender: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    uri: &str,
+    host: Option<&str>,
+) -> (u16, String) {
+    use http_body_util::BodyExt as _;
+    let mut req = Request::get(uri);
+    if let Some(h) = host {
+        req = req.header("host", h);
+    }
+    let resp = sender
+        .send_request(req.body(Full::new(Bytes::new())).unwrap())
+        .await
+        .expect("an answer on the stream");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspected_tunnels_speak_http2() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &origin_ca)
+        .unwrap();
+    let origin = tls_server_with(
+        leaf.der().clone(),
+        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .await;
+    let port = origin.port();
+
+    let dir = TempDir::new("forward-inspect-h2");
+    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
+    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
+    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
+    let (_p, listen, admin) = forward_proxy(
+        &dir,
+        "blocked.test\n",
+        &format!(
+            "connect_ports = [{port}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
+        ),
+    );
+    let proxy = format!("http://{listen}");
+    let inspect_ca = dir.path("inspect-ca.pem");
+    let inspect_ca = inspect_ca.to_str().unwrap();
+
+    // curl negotiates h2 with the minted certificate and gets the origin's page
+    // (the origin itself speaks HTTP/1.1 only).
+    let (body, code, version) = curl_version(&[
+        "--http2",
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{port}/over-h2"),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert_eq!(version, "2", "h2 was not negotiated inside the tunnel");
+    assert!(body.starts_with("tls ok /over-h2"), "{body}");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"uri\":\"/over-h2\"")
+    })
+    .expect("an access-log line for the decrypted HTTP/2 request");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["protocol"], "HTTP/2.0", "{line}");
+    assert_eq!(v["scheme"], "https", "{line}");
+    assert_eq!(v["status"], 200, "{line}");
+    assert!(line.contains(&format!("localhost:{port}")), "{line}");
+
+    // An attack inside the h2 tunnel: refused by the rules.
+    let (body, code, version) = curl_version(&[
+        "--http2",
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{port}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
+    ]);
+    assert_eq!(code, "403", "{body}");
+    assert_eq!(version, "2", "h2 was not negotiated inside the tunnel");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("%3Cscript%3E") && l.contains("\"status\":403")
+    })
+    .expect("an access-log line for the refused HTTP/2 request");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["protocol"], "HTTP/2.0", "{line}");
+    assert_eq!(v["rule_id"], 1, "{line}");
+
+    // Several streams on one h2 connection inside one tunnel, each checked
+    // against the tunnel's host: every stream runs in a task of its own.
+    let ca_der = CertificateDer::from_pem_slice(inspect_ca_pem.as_bytes()).unwrap();
+    let (s, head) = connect(listen, &format!("localhost:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let t = tls_client(&ca_der, &[b"h2", b"http/1.1"])
+        .connect(ServerName::try_from("localhost").unwrap(), s)
+        .await
+        .expect("a handshake with the minted certificate");
+    assert_eq!(t.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(t),
+    )
+    .await
+    .expect("an h2 handshake inside the tunnel");
+    tokio::spawn(conn);
+    let good = format!("https://localhost:{port}/stream");
+    for i in 0..3 {
+        let (status, body) = h2_get(&mut sender, &format!("{good}{i}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.starts_with(&format!("tls ok /stream{i}")), "{body}");
+    }
+    // Another host in :authority, or in a Host header beside the right
+    // :authority: domain fronting after decryption, refused.
+    let (status, body) = h2_get(&mut sender, "https://other.example/fronted1", None).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("https://localhost:{}/fronted2", port.wrapping_add(1)),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("https://localhost:{port}/fronted3"),
+        Some("other.example"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("https://other.example/fronted4"),
+        Some(&format!("localhost:{port}")),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    for n in 1..=4 {
+        assert!(
+            wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+                l.contains(&format!("/fronted{n}")) && l.contains("\"status\":403")
+            })
+            .is_some(),
+            "no access-log line for /fronted{n}"
+        );
+    }
+    assert!(
+        wait_for_line(&dir.path("error.log"), Duration::from_secs(10), |l| {
+            l.contains("domain fronting") && l.contains(":authority")
+        })
+        .is_some(),
+        "no error-log line for the :authority fronting"
+    );
+    // The connection still serves after the refusals.
+    let (status, body) = h2_get(&mut sender, &format!("{good}-after"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"inspected\"}"
+        )
+        .await
+            >= 3.0
+    );
+}

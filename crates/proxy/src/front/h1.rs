@@ -12,7 +12,7 @@ use crate::http::wire::{
 };
 use crate::logs::{LogKind, Written, now_unix_micros, one_line, rfc3339_micros};
 use crate::metrics::Action;
-use crate::slots::{ConnectionSlot, Wait};
+use crate::slots::{ConnectionSlot, SlotHandle, Wait};
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
@@ -53,7 +53,7 @@ pub(super) async fn serve_with<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
     mut io: IO,
-    slot: &ConnectionSlot,
+    slot: &SlotHandle,
     shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
@@ -337,7 +337,7 @@ async fn handle_request<IO>(
     head: RequestHead,
     start: Instant,
     start_us: i64,
-    slot: &ConnectionSlot,
+    slot: &SlotHandle,
     shutdown: &watch::Receiver<bool>,
 ) -> bool
 where
@@ -511,7 +511,7 @@ async fn run_tunnel<IO>(
     mut reply: Reply,
     shared: &Arc<Shared>,
     conn: ConnInfo,
-    slot: &ConnectionSlot,
+    slot: &SlotHandle,
     shutdown: &watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,

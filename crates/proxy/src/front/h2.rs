@@ -5,8 +5,9 @@ use super::h2order::{Lines, Order, Tee};
 use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Head, Refusal, drive};
 use crate::exchange::headers::forward_target;
 use crate::exchange::{ConnInfo, ForwardParts, Reply, ReplyBody, Shared, upstream_headers};
+use crate::forward::inspect::InspectedTunnel;
 use crate::logs::now_unix_micros;
-use crate::slots::{ConnectionSlot, Wait};
+use crate::slots::{ConnectionSlot, SlotHandle, Wait};
 use bytes::Bytes;
 use http::header::HOST;
 use http::{HeaderValue, Request, Response, Uri};
@@ -46,13 +47,36 @@ pub async fn serve<IO>(
     conn: ConnInfo,
     io: IO,
     slot: ConnectionSlot,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    serve_with(shared, conn, io, &slot, shutdown, None).await;
+}
+
+/// [`serve`] with a borrowed slot, and the inspected tunnel whose decrypted
+/// stream `io` is (`front/inspect.rs`, when the client negotiated `h2` with the
+/// minted certificate), or `None`.
+///
+/// hyper runs each stream's request in a task of its own, spawned through the
+/// executor (`execute_h2stream`), and a tokio task-local does not follow a
+/// spawned task: the [`InspectedTunnel::scope`] this connection runs in would not
+/// cover its streams. So the tunnel is carried here explicitly, and each
+/// stream's exchange is run in its scope again ([`handle`]), where
+/// [`crate::forward::inspect::choose`] finds it.
+pub(super) async fn serve_with<IO>(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    io: IO,
+    slot: &SlotHandle,
+    mut shutdown: watch::Receiver<bool>,
+    inspected: Option<Arc<InspectedTunnel>>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let header_limit = u32::try_from(shared.policy().limits.header_bytes).unwrap_or(u32::MAX);
     slot.wait(Wait::Head);
-    let activity = Arc::new(Activity::new(slot));
+    let activity = Arc::new(Activity::new(slot.clone()));
     let order = Arc::new(Order::default());
     let svc = {
         let shared = shared.clone();
@@ -61,11 +85,12 @@ pub async fn serve<IO>(
         service_fn(move |req: Request<Incoming>| {
             let guard = activity.begin();
             let shared = shared.clone();
+            let inspected = inspected.clone();
             // Called in the order the requests' header blocks arrived.
             let lines = order.take(req.headers());
             async move {
                 let _guard = guard;
-                handle(shared, conn, req, lines).await
+                handle(shared, conn, req, lines, inspected).await
             }
         })
     };
@@ -123,11 +148,11 @@ struct Activity {
     served: AtomicU64,
     /// When the connection last became idle.
     idle_since: std::sync::Mutex<Option<Instant>>,
-    slot: ConnectionSlot,
+    slot: SlotHandle,
 }
 
 impl Activity {
-    fn new(slot: ConnectionSlot) -> Activity {
+    fn new(slot: SlotHandle) -> Activity {
         Activity {
             open: AtomicUsize::new(0),
             served: AtomicU64::new(0),
@@ -171,12 +196,15 @@ impl Drop for ActiveRequest {
 }
 
 /// Runs one request; `ordered` holds its header lines in the order sent, when
-/// they are known (see [`super::h2order`]).
+/// they are known (see [`super::h2order`]). Inside an inspected tunnel
+/// (`inspected`), the exchange runs in the tunnel's scope, and the request's
+/// `:authority` must name the tunnel's host and port as its Host header must.
 async fn handle(
     shared: Arc<Shared>,
     conn: ConnInfo,
     req: Request<Incoming>,
     ordered: Option<Lines>,
+    inspected: Option<Arc<InspectedTunnel>>,
 ) -> Result<Response<ReplyBody>, Dropped> {
     let start = Instant::now();
     let start_us = now_unix_micros();
@@ -236,13 +264,30 @@ async fn handle(
             .iter()
             .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
             .collect();
-        let headers = upstream_headers(
+        if let (Some(tunnel), Some(authority)) = (&inspected, &authority) {
+            // The Host header (or the :authority standing for it) is checked
+            // when the destination is chosen; an :authority beside a Host
+            // header must name the tunnel too (domain fronting after decryption).
+            tunnel
+                .check_authority(authority.as_bytes())
+                .map_err(|r| Refusal {
+                    status: r.status,
+                    reason: r.reason.into_owned(),
+                })?;
+        }
+        let mut headers = upstream_headers(
             &owned,
             &conn.source_text,
             conn.keeps_forwarded_for(),
             conn.tls,
         )
         .map_err(Refusal::bad_request)?;
+        let mut proxy_authorization = None;
+        if conn.forward {
+            // Meant for this proxy, not for the destination (as on HTTP/1).
+            proxy_authorization = headers.get(b"proxy-authorization").cloned();
+            headers.remove(b"proxy-authorization");
+        }
         // `*` is a target for OPTIONS only (RFC 9113 §8.3.1), as on HTTP/1.
         let uri = match parts.uri.path_and_query() {
             Some(p) if p.as_str() == "*" => {
@@ -255,14 +300,16 @@ async fn handle(
             method: parts.method.clone(),
             uri,
             headers,
-            proxy_authorization: None,
+            proxy_authorization,
         })
     };
     let mut source = Http2Body { body, wire: 0 };
-    match drive(&shared, conn, head, &mut source, &forward)
-        .await
-        .reply
-    {
+    let driven = drive(&shared, conn, head, &mut source, &forward);
+    let driven = match &inspected {
+        Some(tunnel) => tunnel.scope(driven).await,
+        None => driven.await,
+    };
+    match driven.reply {
         Some(reply) => to_response_logged(reply).await,
         None => Err(Dropped),
     }
