@@ -907,7 +907,7 @@ async fn inspected_tunnels_speak_http2() {
     assert_eq!(status, 403, "{body}");
     let (status, body) = h2_get(
         &mut sender,
-        &format!("https://other.example/fronted4"),
+        "https://other.example/fronted4",
         Some(&format!("localhost:{port}")),
     )
     .await;
@@ -939,4 +939,244 @@ async fn inspected_tunnels_speak_http2() {
         .await
             >= 3.0
     );
+}
+
+/// A forward proxy whose listener speaks TLS (a self-signed certificate for
+/// `localhost`, returned as DER; ALPN `h2` and `http/1.1`), with `forward` TOML
+/// in `[forward]`.
+fn forward_proxy_tls(
+    dir: &TempDir,
+    forward: &str,
+) -> (
+    Palisade,
+    SocketAddr,
+    SocketAddr,
+    rustls::pki_types::CertificateDer<'static>,
+) {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    std::fs::write(dir.path("proxy.pem"), made.cert.pem()).unwrap();
+    std::fs::write(dir.path("proxy.key"), made.signing_key.serialize_pem()).unwrap();
+    std::fs::write(dir.path("deny.txt"), "blocked.test\n").unwrap();
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let cfg = format!(
+        "[[listener]]\naddress = \"{listen}\"\nmode = \"forward\"\ntls = {{ cert = \"proxy.pem\", key = \"proxy.key\" }}\n\n[forward]\ndeny = [\"deny.txt\"]\n{forward}\n\n[admin]\naddress = \"{admin}\"\n\n[logs]\nerror_log = \"{}\"\naccess_log = \"{}\"\n\n{RULES}",
+        dir.path("error.log").display(),
+        dir.path("access.log").display()
+    );
+    let p = Palisade::start(dir, &cfg, listen);
+    (p, listen, admin, made.cert.der().clone())
+}
+
+/// An HTTP/2 connection to a TLS forward proxy (asserting that `h2` was
+/// negotiated).
+async fn h2_proxy_connection(
+    listen: SocketAddr,
+    proxy_cert: &rustls::pki_types::CertificateDer<'static>,
+) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
+    let tcp = TcpStream::connect(listen).await.unwrap();
+    let t = tls_client(proxy_cert, &[b"h2", b"http/1.1"])
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .expect("a TLS handshake with the proxy");
+    assert_eq!(
+        t.get_ref().1.alpn_protocol(),
+        Some(&b"h2"[..]),
+        "the proxy did not negotiate h2"
+    );
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(t),
+    )
+    .await
+    .expect("an h2 handshake with the proxy");
+    tokio::spawn(conn);
+    sender
+}
+
+/// `CONNECT target` on a new stream of `sender`: the answer's status, and the
+/// tunnel when it is 200.
+async fn h2_connect(
+    sender: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    target: &str,
+) -> (u16, Option<TokioIo<hyper::upgrade::Upgraded>>) {
+    let req = Request::connect(target)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = sender
+        .send_request(req)
+        .await
+        .expect("an answer to the CONNECT");
+    let status = resp.status().as_u16();
+    if status != 200 {
+        return (status, None);
+    }
+    let up = hyper::upgrade::on(resp)
+        .await
+        .expect("the CONNECT's stream as a tunnel");
+    (status, Some(TokioIo::new(up)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_over_http2() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, IpAddr as PkiIp, PrivateKeyDer};
+
+    // An origin with a certificate for localhost and 127.0.0.1 from its own CA.
+    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
+    let origin_ca_der = CertificateDer::from_pem_slice(origin_ca_pem.as_bytes()).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &origin_ca)
+        .unwrap();
+    let origin = tls_server_with(
+        leaf.der().clone(),
+        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .await;
+    let port = origin.port();
+    let backend = Backend::start().await;
+    let bport = backend.addr.port();
+
+    let dir = TempDir::new("forward-connect-h2");
+    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
+    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
+    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
+    std::fs::write(dir.path("bypass.txt"), "127.0.0.1\n").unwrap();
+    let (_p, listen, admin, proxy_cert) = forward_proxy_tls(
+        &dir,
+        &format!(
+            "connect_ports = [{port}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\ninspect_bypass = [\"bypass.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
+        ),
+    );
+    let mut sender = h2_proxy_connection(listen, &proxy_cert).await;
+
+    // A bypassed destination: the stream is spliced to the origin, whose own
+    // certificate the client checks end to end.
+    let (status, tunnel) = h2_connect(&mut sender, &format!("127.0.0.1:{port}")).await;
+    assert_eq!(status, 200);
+    let mut t = tls_client(&origin_ca_der, &[])
+        .connect(
+            ServerName::IpAddress(PkiIp::from(std::net::Ipv4Addr::LOCALHOST)),
+            tunnel.unwrap(),
+        )
+        .await
+        .expect("a handshake with the origin through the h2 stream");
+    t.write_all(b"GET /spliced HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), t.read_to_end(&mut got)).await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.contains("tls ok /spliced"), "{got}");
+    drop(t);
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"method\":\"CONNECT\"") && l.contains(&format!("127.0.0.1:{port}"))
+    })
+    .expect("an access-log line for the CONNECT over h2");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["protocol"], "HTTP/2.0", "{line}");
+    assert_eq!(v["status"], 200, "{line}");
+    assert!(v["bytes_in"].as_u64().unwrap() > 300, "{line}");
+    assert!(v["bytes_out"].as_u64().unwrap() > 300, "{line}");
+    assert_eq!(
+        metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await,
+        1.0
+    );
+
+    // An inspected destination: the client trusts the inspection CA, speaks h2
+    // again inside the stream, and the rules see the decrypted requests.
+    let ca_der = CertificateDer::from_pem_slice(inspect_ca_pem.as_bytes()).unwrap();
+    let (status, tunnel) = h2_connect(&mut sender, &format!("localhost:{port}")).await;
+    assert_eq!(status, 200);
+    let inner = tls_client(&ca_der, &[b"h2", b"http/1.1"])
+        .connect(ServerName::try_from("localhost").unwrap(), tunnel.unwrap())
+        .await
+        .expect("a handshake with the minted certificate through the h2 stream");
+    assert_eq!(inner.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut inner_sender, inner_conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(inner),
+    )
+    .await
+    .expect("an h2 handshake inside the tunnel");
+    tokio::spawn(inner_conn);
+    let (status, body) = h2_get(
+        &mut inner_sender,
+        &format!("https://localhost:{port}/inspected"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("tls ok /inspected"), "{body}");
+    let (status, body) = h2_get(
+        &mut inner_sender,
+        &format!("https://localhost:{port}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+            l.contains("\"uri\":\"/inspected\"") && l.contains("\"status\":200")
+        })
+        .is_some()
+    );
+
+    // A ClientHello for another name than the CONNECT's: the stream is closed
+    // before the origin sees a byte.
+    let (status, tunnel) = h2_connect(&mut sender, &format!("localhost:{port}")).await;
+    assert_eq!(status, 200);
+    let fronted = tls_client(&ca_der, &[])
+        .connect(
+            ServerName::try_from("front.example").unwrap(),
+            tunnel.unwrap(),
+        )
+        .await;
+    assert!(fronted.is_err(), "a fronted tunnel was served");
+    assert_eq!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"fronting\"}"
+        )
+        .await,
+        1.0
+    );
+
+    // Refused CONNECTs are answered on their stream; the connection goes on.
+    for target in [
+        format!("localhost:{}", port.wrapping_add(1).max(1)),
+        format!("blocked.test:{port}"),
+        format!("rule-refused.test:{port}"),
+    ] {
+        let (status, _) = h2_connect(&mut sender, &target).await;
+        assert_eq!(status, 403, "{target}");
+    }
+
+    // A plain-HTTP request (`:scheme` http) is the absolute-form request of
+    // HTTP/1: it reaches the host it names, through the rules.
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("http://127.0.0.1:{bport}/plain?a=1"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("hello from backend"), "{body}");
+    let seen = backend.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].uri, "/plain?a=1");
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("http://127.0.0.1:{bport}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(&mut sender, "http://www.blocked.test/", None).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(backend.requests().len(), 1, "a refused request went on");
 }
