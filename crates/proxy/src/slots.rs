@@ -327,6 +327,23 @@ pub struct SlotHandle {
 }
 
 impl SlotHandle {
+    /// A handle of its own, busy, that no reclaimer knows of (it is not among
+    /// the open slots): for a part of a connection that serves requests of its
+    /// own beside the connection's other streams (an inspected tunnel opened by
+    /// an HTTP/2 `CONNECT`), whose waits must not make the whole connection
+    /// reclaimable. It is never reclaimed; the connection's own slot stays busy
+    /// while the part runs.
+    pub fn detached(&self) -> SlotHandle {
+        SlotHandle {
+            slots: Arc::clone(&self.slots),
+            state: Arc::new(State {
+                state: AtomicU8::new(BUSY),
+                since_ms: AtomicU64::new(self.slots.now_ms()),
+                notify: Notify::new(),
+            }),
+        }
+    }
+
     /// The connection begins to wait (for its head, or idle between requests):
     /// from now on it may be reclaimed. Does nothing once it has been reclaimed.
     pub fn wait(&self, wait: Wait) {
@@ -503,6 +520,21 @@ mod tests {
             assert!(busy.busy());
             assert!(newest.busy(), "the newest waiting one stayed");
             assert!(new.busy());
+        });
+    }
+
+    #[test]
+    fn a_detached_handle_waits_without_making_its_connection_reclaimable() {
+        rt().block_on(async {
+            let slots = ConnectionSlots::new(2, Duration::from_secs(5));
+            let a = slots.take(Wait::Head).await.unwrap();
+            assert!(a.busy());
+            let part = a.detached();
+            part.wait(Wait::Idle);
+            assert_eq!(slots.reclaim_oldest(1, Duration::ZERO), 0);
+            assert!(a.busy(), "the connection's own state is untouched");
+            assert!(part.busy());
+            assert_eq!(slots.in_use(), 1, "a detached handle takes no slot");
         });
     }
 

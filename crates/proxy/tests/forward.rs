@@ -942,8 +942,8 @@ async fn inspected_tunnels_speak_http2() {
 }
 
 /// A forward proxy whose listener speaks TLS (a self-signed certificate for
-/// `localhost`, returned as DER; ALPN `h2` and `http/1.1`), with `forward` TOML
-/// in `[forward]`.
+/// `localhost` and `127.0.0.1` in `proxy.pem`, returned as DER; ALPN `h2` and
+/// `http/1.1`), with `forward` TOML in `[forward]`.
 fn forward_proxy_tls(
     dir: &TempDir,
     forward: &str,
@@ -953,7 +953,9 @@ fn forward_proxy_tls(
     SocketAddr,
     rustls::pki_types::CertificateDer<'static>,
 ) {
-    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap();
     std::fs::write(dir.path("proxy.pem"), made.cert.pem()).unwrap();
     std::fs::write(dir.path("proxy.key"), made.signing_key.serialize_pem()).unwrap();
     std::fs::write(dir.path("deny.txt"), "blocked.test\n").unwrap();
@@ -1179,4 +1181,28 @@ async fn connect_over_http2() {
     let (status, body) = h2_get(&mut sender, "http://www.blocked.test/", None).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(backend.requests().len(), 1, "a refused request went on");
+
+    // HTTP/1.1 to the same TLS listener (curl's HTTPS proxy): CONNECT there,
+    // then h2 with the minted certificate inside the inspected tunnel.
+    let proxy_pem = dir.path("proxy.pem");
+    let inspect_ca = dir.path("inspect-ca.pem");
+    let (body, code, version) = curl_version(&[
+        "--http2",
+        "-x",
+        &format!("https://127.0.0.1:{}", listen.port()),
+        "--proxy-cacert",
+        proxy_pem.to_str().unwrap(),
+        "--cacert",
+        inspect_ca.to_str().unwrap(),
+        &format!("https://localhost:{port}/via-https-proxy"),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert_eq!(version, "2", "h2 was not negotiated inside the tunnel");
+    assert!(body.starts_with("tls ok /via-https-proxy"), "{body}");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"method\":\"CONNECT\"") && l.contains("\"protocol\":\"HTTP/1.1\"")
+    })
+    .expect("an access-log line for the HTTP/1.1 CONNECT over TLS");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["scheme"], "https", "{line}");
 }

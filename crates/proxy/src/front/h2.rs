@@ -390,6 +390,10 @@ async fn connect(
         Ok(upgraded) => {
             let mut io = TokioIo::new(upgraded);
             let mut buf = BytesMut::new();
+            // An inspected tunnel's requests wait for their heads like a
+            // connection's: on a slot state of their own, so that they do not
+            // mark the whole connection, with its other streams, as waiting.
+            let slot = slot.detached();
             super::connect::serve(
                 &mut io, &mut buf, reply, tunnel, &shared, conn, &slot, &shutdown,
             )
