@@ -3,7 +3,8 @@
 //! rules; the deny list holds against every spelling of a host; `CONNECT`
 //! tunnels reach a TLS server, only on `connect_ports`, and are closed when the
 //! ClientHello names another host than the `CONNECT` (domain fronting); with
-//! TLS inspection, the requests inside a tunnel pass the rules.
+//! TLS inspection, the requests inside a tunnel pass the rules, over HTTP/1.1
+//! and HTTP/2; on a forward listener with TLS, `CONNECT` over HTTP/2.
 
 mod common;
 
