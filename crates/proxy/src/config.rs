@@ -2144,16 +2144,6 @@ impl Config {
         if let Some(f) = &self.forward {
             f.validate()?;
         }
-        if let Some(l) = self
-            .listeners
-            .iter()
-            .find(|l| l.mode == ListenerMode::Forward && l.tls.is_some())
-        {
-            return Err(format!(
-                "listener {}: mode = \"forward\" listeners speak plain HTTP for now (no tls)",
-                l.address
-            ));
-        }
         for (i, u) in self.upstreams.iter().enumerate() {
             if u.name.is_empty() {
                 return Err("upstream.name must not be empty".into());

@@ -186,9 +186,11 @@ impl ConnectionSlots {
         });
         lock(&self.open).insert(id, state.clone());
         ConnectionSlot {
-            slots: self.clone(),
+            handle: SlotHandle {
+                slots: self.clone(),
+                state,
+            },
             id,
-            state,
             _permit: permit,
         }
     }
@@ -296,16 +298,52 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// One connection's slot: held until the connection closes (dropping it frees the
-/// slot).
+/// slot). Its state is read and changed through the [`SlotHandle`] it derefs to.
 #[derive(Debug)]
 pub struct ConnectionSlot {
-    slots: Arc<ConnectionSlots>,
+    handle: SlotHandle,
     id: u64,
-    state: Arc<State>,
     _permit: OwnedSemaphorePermit,
 }
 
-impl ConnectionSlot {
+impl std::ops::Deref for ConnectionSlot {
+    type Target = SlotHandle;
+
+    fn deref(&self) -> &SlotHandle {
+        &self.handle
+    }
+}
+
+/// The state of a connection's slot, without the slot: what a part of the
+/// connection that must outlive a borrow (the tasks hyper spawns for the streams
+/// of an HTTP/2 connection, and the connection's own bookkeeping of them) needs to
+/// mark the connection waiting or busy and to learn that it was reclaimed. A
+/// clone does not hold the slot: the [`ConnectionSlot`] it came from does, and
+/// frees it when dropped.
+#[derive(Debug, Clone)]
+pub struct SlotHandle {
+    slots: Arc<ConnectionSlots>,
+    state: Arc<State>,
+}
+
+impl SlotHandle {
+    /// A handle of its own, busy, that no reclaimer knows of (it is not among
+    /// the open slots): for a part of a connection that serves requests of its
+    /// own beside the connection's other streams (an inspected tunnel opened by
+    /// an HTTP/2 `CONNECT`), whose waits must not make the whole connection
+    /// reclaimable. It is never reclaimed; the connection's own slot stays busy
+    /// while the part runs.
+    pub fn detached(&self) -> SlotHandle {
+        SlotHandle {
+            slots: Arc::clone(&self.slots),
+            state: Arc::new(State {
+                state: AtomicU8::new(BUSY),
+                since_ms: AtomicU64::new(self.slots.now_ms()),
+                notify: Notify::new(),
+            }),
+        }
+    }
+
     /// The connection begins to wait (for its head, or idle between requests):
     /// from now on it may be reclaimed. Does nothing once it has been reclaimed.
     pub fn wait(&self, wait: Wait) {
@@ -362,7 +400,7 @@ impl ConnectionSlot {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        lock(&self.slots.open).remove(&self.id);
+        lock(&self.handle.slots.open).remove(&self.id);
     }
 }
 
@@ -482,6 +520,21 @@ mod tests {
             assert!(busy.busy());
             assert!(newest.busy(), "the newest waiting one stayed");
             assert!(new.busy());
+        });
+    }
+
+    #[test]
+    fn a_detached_handle_waits_without_making_its_connection_reclaimable() {
+        rt().block_on(async {
+            let slots = ConnectionSlots::new(2, Duration::from_secs(5));
+            let a = slots.take(Wait::Head).await.unwrap();
+            assert!(a.busy());
+            let part = a.detached();
+            part.wait(Wait::Idle);
+            assert_eq!(slots.reclaim_oldest(1, Duration::ZERO), 0);
+            assert!(a.busy(), "the connection's own state is untouched");
+            assert!(part.busy());
+            assert_eq!(slots.in_use(), 1, "a detached handle takes no slot");
         });
     }
 

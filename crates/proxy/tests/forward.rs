@@ -3,7 +3,8 @@
 //! rules; the deny list holds against every spelling of a host; `CONNECT`
 //! tunnels reach a TLS server, only on `connect_ports`, and are closed when the
 //! ClientHello names another host than the `CONNECT` (domain fronting); with
-//! TLS inspection, the requests inside a tunnel pass the rules.
+//! TLS inspection, the requests inside a tunnel pass the rules, over HTTP/1.1
+//! and HTTP/2; on a forward listener with TLS, `CONNECT` over HTTP/2.
 
 mod common;
 
@@ -641,6 +642,73 @@ async fn inspected_tunnels_pass_the_rules() {
     assert!(got.starts_with("HTTP/1.1 400"), "{got}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspected_tunnels_carry_the_connects_user() {
+    use rustls::pki_types::PrivateKeyDer;
+    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &origin_ca)
+        .unwrap();
+    let origin = tls_server_with(
+        leaf.der().clone(),
+        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .await;
+    let port = origin.port();
+    let dir = TempDir::new("forward-inspect-user");
+    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
+    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
+    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    let hash = bcrypt::hash("pw", 4).unwrap();
+    std::fs::write(dir.path("users"), format!("alice:{hash}\nbob:{hash}\n")).unwrap();
+    let (_p, listen, _admin) = forward_proxy(
+        &dir,
+        "blocked.test\n",
+        &format!(
+            "connect_ports = [{port}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect_all = true\nupstream_ca_file = \"origin-ca.pem\"\nhtpasswd = \"users\""
+        ),
+    );
+    let ca = dir.path("inspect-ca.pem");
+    let ca = ca.to_str().unwrap();
+    let get = |user: &str, path: &str| {
+        curl(&[
+            "-x",
+            &format!("http://{user}:pw@{listen}"),
+            "--cacert",
+            ca,
+            &format!("https://localhost:{port}{path}"),
+        ])
+    };
+    // The decrypted requests carry no credentials: the CONNECT's user is theirs.
+    let (body, code) = get("bob", "/hello");
+    assert_eq!(code, "200", "{body}");
+    assert!(body.starts_with("tls ok /hello"), "{body}");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"uri\":\"/hello\"")
+    })
+    .expect("an access-log line for the decrypted request");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["user"], "bob", "{line}");
+    // The rules see that user as REMOTE_USER.
+    let (body, code) = get("bob", "/staff-only");
+    assert_eq!(code, "200", "{body}");
+    let (body, code) = get("alice", "/staff-only");
+    assert_eq!(code, "403", "{body}");
+    // No credentials at all: the CONNECT itself is refused.
+    let (body, code) = curl(&[
+        "-x",
+        &format!("http://{listen}"),
+        "--cacert",
+        ca,
+        &format!("https://localhost:{port}/hello"),
+    ]);
+    assert_ne!(code, "200", "{body}");
+    assert!(body.contains("407"), "{body}");
+}
+
 /// `Proxy-Authorization: Basic` of `user:password`.
 fn basic(user: &str, password: &str) -> String {
     use base64::Engine as _;
@@ -847,4 +915,470 @@ async fn users_categories_and_the_block_page() {
     .unwrap()
     .text();
     assert!(!m.contains("user=\"eve\""), "an unknown user has a series");
+}
+
+/// curl with `args`: the body (and curl's error text), the status and the HTTP
+/// version the answer came over (`2` for HTTP/2, `1.1`).
+fn curl_version(args: &[&str]) -> (String, String, String) {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-S",
+            "-m",
+            "20",
+            "-w",
+            "\n%{http_code} %{http_version}",
+        ])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, last) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    let (code, version) = last.split_once(' ').unwrap_or((last, ""));
+    (
+        format!("{body}{}", String::from_utf8_lossy(&out.stderr)),
+        code.to_owned(),
+        version.to_owned(),
+    )
+}
+
+/// An HTTP/2 request inside an inspected tunnel, by hyper's client: the status
+/// and the body.
+async fn h2_get(
+    sender: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    uri: &str,
+    host: Option<&str>,
+) -> (u16, String) {
+    use http_body_util::BodyExt as _;
+    let mut req = Request::get(uri);
+    if let Some(h) = host {
+        req = req.header("host", h);
+    }
+    let resp = sender
+        .send_request(req.body(Full::new(Bytes::new())).unwrap())
+        .await
+        .expect("an answer on the stream");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspected_tunnels_speak_http2() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &origin_ca)
+        .unwrap();
+    let origin = tls_server_with(
+        leaf.der().clone(),
+        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .await;
+    let port = origin.port();
+
+    let dir = TempDir::new("forward-inspect-h2");
+    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
+    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
+    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
+    let (_p, listen, admin) = forward_proxy(
+        &dir,
+        "blocked.test\n",
+        &format!(
+            "connect_ports = [{port}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
+        ),
+    );
+    let proxy = format!("http://{listen}");
+    let inspect_ca = dir.path("inspect-ca.pem");
+    let inspect_ca = inspect_ca.to_str().unwrap();
+
+    // curl negotiates h2 with the minted certificate and gets the origin's page
+    // (the origin itself speaks HTTP/1.1 only).
+    let (body, code, version) = curl_version(&[
+        "--http2",
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{port}/over-h2"),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert_eq!(version, "2", "h2 was not negotiated inside the tunnel");
+    assert!(body.starts_with("tls ok /over-h2"), "{body}");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"uri\":\"/over-h2\"")
+    })
+    .expect("an access-log line for the decrypted HTTP/2 request");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["protocol"], "HTTP/2.0", "{line}");
+    assert_eq!(v["scheme"], "https", "{line}");
+    assert_eq!(v["status"], 200, "{line}");
+    assert!(line.contains(&format!("localhost:{port}")), "{line}");
+
+    // An attack inside the h2 tunnel: refused by the rules.
+    let (body, code, version) = curl_version(&[
+        "--http2",
+        "-x",
+        &proxy,
+        "--cacert",
+        inspect_ca,
+        &format!("https://localhost:{port}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
+    ]);
+    assert_eq!(code, "403", "{body}");
+    assert_eq!(version, "2", "h2 was not negotiated inside the tunnel");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("%3Cscript%3E") && l.contains("\"status\":403")
+    })
+    .expect("an access-log line for the refused HTTP/2 request");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["protocol"], "HTTP/2.0", "{line}");
+    assert_eq!(v["rule_id"], 1, "{line}");
+
+    // Several streams on one h2 connection inside one tunnel, each checked
+    // against the tunnel's host: every stream runs in a task of its own.
+    let ca_der = CertificateDer::from_pem_slice(inspect_ca_pem.as_bytes()).unwrap();
+    let (s, head) = connect(listen, &format!("localhost:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let t = tls_client(&ca_der, &[b"h2", b"http/1.1"])
+        .connect(ServerName::try_from("localhost").unwrap(), s)
+        .await
+        .expect("a handshake with the minted certificate");
+    assert_eq!(t.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(t),
+    )
+    .await
+    .expect("an h2 handshake inside the tunnel");
+    tokio::spawn(conn);
+    let good = format!("https://localhost:{port}/stream");
+    for i in 0..3 {
+        let (status, body) = h2_get(&mut sender, &format!("{good}{i}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.starts_with(&format!("tls ok /stream{i}")), "{body}");
+    }
+    // Another host in :authority, or in a Host header beside the right
+    // :authority: domain fronting after decryption, refused.
+    let (status, body) = h2_get(&mut sender, "https://other.example/fronted1", None).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("https://localhost:{}/fronted2", port.wrapping_add(1)),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("https://localhost:{port}/fronted3"),
+        Some("other.example"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(
+        &mut sender,
+        "https://other.example/fronted4",
+        Some(&format!("localhost:{port}")),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    for n in 1..=4 {
+        assert!(
+            wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+                l.contains(&format!("/fronted{n}")) && l.contains("\"status\":403")
+            })
+            .is_some(),
+            "no access-log line for /fronted{n}"
+        );
+    }
+    assert!(
+        wait_for_line(&dir.path("error.log"), Duration::from_secs(10), |l| {
+            l.contains("domain fronting") && l.contains(":authority")
+        })
+        .is_some(),
+        "no error-log line for the :authority fronting"
+    );
+    // The connection still serves after the refusals.
+    let (status, body) = h2_get(&mut sender, &format!("{good}-after"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"inspected\"}"
+        )
+        .await
+            >= 3.0
+    );
+}
+
+/// A forward proxy whose listener speaks TLS (a self-signed certificate for
+/// `localhost` and `127.0.0.1` in `proxy.pem`, returned as DER; ALPN `h2` and
+/// `http/1.1`), with `forward` TOML in `[forward]`.
+fn forward_proxy_tls(
+    dir: &TempDir,
+    forward: &str,
+) -> (
+    Palisade,
+    SocketAddr,
+    SocketAddr,
+    rustls::pki_types::CertificateDer<'static>,
+) {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap();
+    std::fs::write(dir.path("proxy.pem"), made.cert.pem()).unwrap();
+    std::fs::write(dir.path("proxy.key"), made.signing_key.serialize_pem()).unwrap();
+    std::fs::write(dir.path("deny.txt"), "blocked.test\n").unwrap();
+    let listen = loopback(free_port());
+    let admin = loopback(free_port());
+    let cfg = format!(
+        "[[listener]]\naddress = \"{listen}\"\nmode = \"forward\"\ntls = {{ cert = \"proxy.pem\", key = \"proxy.key\" }}\n\n[forward]\ndeny = [\"deny.txt\"]\n{forward}\n\n[admin]\naddress = \"{admin}\"\n\n[logs]\nerror_log = \"{}\"\naccess_log = \"{}\"\n\n{RULES}",
+        dir.path("error.log").display(),
+        dir.path("access.log").display()
+    );
+    let p = Palisade::start(dir, &cfg, listen);
+    (p, listen, admin, made.cert.der().clone())
+}
+
+/// An HTTP/2 connection to a TLS forward proxy (asserting that `h2` was
+/// negotiated).
+async fn h2_proxy_connection(
+    listen: SocketAddr,
+    proxy_cert: &rustls::pki_types::CertificateDer<'static>,
+) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
+    let tcp = TcpStream::connect(listen).await.unwrap();
+    let t = tls_client(proxy_cert, &[b"h2", b"http/1.1"])
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .expect("a TLS handshake with the proxy");
+    assert_eq!(
+        t.get_ref().1.alpn_protocol(),
+        Some(&b"h2"[..]),
+        "the proxy did not negotiate h2"
+    );
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(t),
+    )
+    .await
+    .expect("an h2 handshake with the proxy");
+    tokio::spawn(conn);
+    sender
+}
+
+/// `CONNECT target` on a new stream of `sender`: the answer's status, and the
+/// tunnel when it is 200.
+async fn h2_connect(
+    sender: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    target: &str,
+) -> (u16, Option<TokioIo<hyper::upgrade::Upgraded>>) {
+    let req = Request::connect(target)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = sender
+        .send_request(req)
+        .await
+        .expect("an answer to the CONNECT");
+    let status = resp.status().as_u16();
+    if status != 200 {
+        return (status, None);
+    }
+    let up = hyper::upgrade::on(resp)
+        .await
+        .expect("the CONNECT's stream as a tunnel");
+    (status, Some(TokioIo::new(up)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_over_http2() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, IpAddr as PkiIp, PrivateKeyDer};
+
+    // An origin with a certificate for localhost and 127.0.0.1 from its own CA.
+    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
+    let origin_ca_der = CertificateDer::from_pem_slice(origin_ca_pem.as_bytes()).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &origin_ca)
+        .unwrap();
+    let origin = tls_server_with(
+        leaf.der().clone(),
+        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .await;
+    let port = origin.port();
+    let backend = Backend::start().await;
+    let bport = backend.addr.port();
+
+    let dir = TempDir::new("forward-connect-h2");
+    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
+    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
+    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
+    std::fs::write(dir.path("bypass.txt"), "127.0.0.1\n").unwrap();
+    let (_p, listen, admin, proxy_cert) = forward_proxy_tls(
+        &dir,
+        &format!(
+            "connect_ports = [{port}]\ninspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\ninspect_bypass = [\"bypass.txt\"]\nupstream_ca_file = \"origin-ca.pem\""
+        ),
+    );
+    let mut sender = h2_proxy_connection(listen, &proxy_cert).await;
+
+    // A bypassed destination: the stream is spliced to the origin, whose own
+    // certificate the client checks end to end.
+    let (status, tunnel) = h2_connect(&mut sender, &format!("127.0.0.1:{port}")).await;
+    assert_eq!(status, 200);
+    let mut t = tls_client(&origin_ca_der, &[])
+        .connect(
+            ServerName::IpAddress(PkiIp::from(std::net::Ipv4Addr::LOCALHOST)),
+            tunnel.unwrap(),
+        )
+        .await
+        .expect("a handshake with the origin through the h2 stream");
+    t.write_all(b"GET /spliced HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), t.read_to_end(&mut got)).await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.contains("tls ok /spliced"), "{got}");
+    drop(t);
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"method\":\"CONNECT\"") && l.contains(&format!("127.0.0.1:{port}"))
+    })
+    .expect("an access-log line for the CONNECT over h2");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["protocol"], "HTTP/2.0", "{line}");
+    assert_eq!(v["status"], 200, "{line}");
+    assert!(v["bytes_in"].as_u64().unwrap() > 300, "{line}");
+    assert!(v["bytes_out"].as_u64().unwrap() > 300, "{line}");
+    assert_eq!(
+        metric(admin, "palisade_forward_tunnels_total{outcome=\"spliced\"}").await,
+        1.0
+    );
+
+    // An inspected destination: the client trusts the inspection CA, speaks h2
+    // again inside the stream, and the rules see the decrypted requests.
+    let ca_der = CertificateDer::from_pem_slice(inspect_ca_pem.as_bytes()).unwrap();
+    let (status, tunnel) = h2_connect(&mut sender, &format!("localhost:{port}")).await;
+    assert_eq!(status, 200);
+    let inner = tls_client(&ca_der, &[b"h2", b"http/1.1"])
+        .connect(ServerName::try_from("localhost").unwrap(), tunnel.unwrap())
+        .await
+        .expect("a handshake with the minted certificate through the h2 stream");
+    assert_eq!(inner.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut inner_sender, inner_conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(inner),
+    )
+    .await
+    .expect("an h2 handshake inside the tunnel");
+    tokio::spawn(inner_conn);
+    let (status, body) = h2_get(
+        &mut inner_sender,
+        &format!("https://localhost:{port}/inspected"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("tls ok /inspected"), "{body}");
+    let (status, body) = h2_get(
+        &mut inner_sender,
+        &format!("https://localhost:{port}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+            l.contains("\"uri\":\"/inspected\"") && l.contains("\"status\":200")
+        })
+        .is_some()
+    );
+
+    // A ClientHello for another name than the CONNECT's: the stream is closed
+    // before the origin sees a byte.
+    let (status, tunnel) = h2_connect(&mut sender, &format!("localhost:{port}")).await;
+    assert_eq!(status, 200);
+    let fronted = tls_client(&ca_der, &[])
+        .connect(
+            ServerName::try_from("front.example").unwrap(),
+            tunnel.unwrap(),
+        )
+        .await;
+    assert!(fronted.is_err(), "a fronted tunnel was served");
+    assert_eq!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"fronting\"}"
+        )
+        .await,
+        1.0
+    );
+
+    // Refused CONNECTs are answered on their stream; the connection goes on.
+    for target in [
+        format!("localhost:{}", port.wrapping_add(1).max(1)),
+        format!("blocked.test:{port}"),
+        format!("rule-refused.test:{port}"),
+    ] {
+        let (status, _) = h2_connect(&mut sender, &target).await;
+        assert_eq!(status, 403, "{target}");
+    }
+
+    // A plain-HTTP request (`:scheme` http) is the absolute-form request of
+    // HTTP/1: it reaches the host it names, through the rules.
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("http://127.0.0.1:{bport}/plain?a=1"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("hello from backend"), "{body}");
+    let seen = backend.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].uri, "/plain?a=1");
+    let (status, body) = h2_get(
+        &mut sender,
+        &format!("http://127.0.0.1:{bport}/?q=%3Cscript%3Ealert(1)%3C/script%3E"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = h2_get(&mut sender, "http://www.blocked.test/", None).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(backend.requests().len(), 1, "a refused request went on");
+
+    // HTTP/1.1 to the same TLS listener (curl's HTTPS proxy): CONNECT there,
+    // then h2 with the minted certificate inside the inspected tunnel.
+    let proxy_pem = dir.path("proxy.pem");
+    let inspect_ca = dir.path("inspect-ca.pem");
+    let (body, code, version) = curl_version(&[
+        "--http2",
+        "-x",
+        &format!("https://127.0.0.1:{}", listen.port()),
+        "--proxy-cacert",
+        proxy_pem.to_str().unwrap(),
+        "--cacert",
+        inspect_ca.to_str().unwrap(),
+        &format!("https://localhost:{port}/via-https-proxy"),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    assert_eq!(version, "2", "h2 was not negotiated inside the tunnel");
+    assert!(body.starts_with("tls ok /via-https-proxy"), "{body}");
+    let line = wait_for_line(&dir.path("access.log"), Duration::from_secs(10), |l| {
+        l.contains("\"method\":\"CONNECT\"") && l.contains("\"protocol\":\"HTTP/1.1\"")
+    })
+    .expect("an access-log line for the HTTP/1.1 CONNECT over TLS");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["scheme"], "https", "{line}");
 }

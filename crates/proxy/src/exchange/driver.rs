@@ -371,7 +371,14 @@ where
     let parts = match plan() {
         Ok(p) => p,
         Err(Refusal { status, reason }) => {
-            let mut reply = ex.reply_error(status, Action::BadRequest, &reason);
+            // 403: the front end refused what the request names (an HTTP/2
+            // `:authority` fronting inside an inspected tunnel).
+            let action = if status == 403 {
+                Action::Deny
+            } else {
+                Action::BadRequest
+            };
+            let mut reply = ex.reply_error(status, action, &reason);
             reply.close = true;
             return Driven {
                 reply: Some(reply),

@@ -210,6 +210,18 @@ impl std::fmt::Debug for ReplyBody {
 pub struct ReplyBodyError(String);
 
 impl ReplyBody {
+    /// A body with nothing to send and no record: the answer to an HTTP/2
+    /// `CONNECT`, whose record stays with its tunnel and is finished when the
+    /// tunnel ends.
+    pub fn empty() -> ReplyBody {
+        ReplyBody {
+            kind: BodyKind::Full(None),
+            rec: None,
+            pace: None,
+            done_at_end: false,
+        }
+    }
+
     /// Adds bytes written outside the body (the HTTP/1 head) to the record.
     pub fn add_bytes_out(&mut self, n: u64) {
         if let Some(r) = &mut self.rec {

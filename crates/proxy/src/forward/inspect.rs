@@ -3,8 +3,9 @@
 //! For a tunnel whose host is in `inspect` (or `inspect_all`) and not in
 //! `inspect_bypass`, the front end ends the client's TLS itself with a leaf
 //! certificate minted by [`LeafMinter`] for the SNI (or the `CONNECT` host), and
-//! serves the decrypted HTTP/1.1 requests through the same request path as any
-//! other. Each of them goes to the `CONNECT`'s `host:port` over TLS, through a
+//! serves the decrypted requests through the same request path as any
+//! other (HTTP/2 or HTTP/1.1, as the client negotiates with ALPN). Each of them
+//! goes to the `CONNECT`'s `host:port` over TLS, through a
 //! pool whose certificate check is a browser's: webpki with the `CONNECT` host
 //! as the name, against the system's roots and those of `upstream_ca_file`.
 //!
@@ -182,7 +183,8 @@ impl Inspector {
 
     /// The TLS configuration the client's handshake is answered with: a leaf
     /// for the SNI, or for `host` (the `CONNECT` host) when the ClientHello
-    /// named none; ALPN `http/1.1` only. With an SNI, one configuration serves
+    /// named none; ALPN `h2` and `http/1.1` (the client's choice decides which
+    /// front end serves the tunnel). With an SNI, one configuration serves
     /// every tunnel (its session cache with it); without, one is made for the
     /// handshake.
     ///
@@ -315,7 +317,7 @@ impl rustls::server::ResolvesServerCert for BySni {
 }
 
 /// A server configuration answering with the leaves `resolver` gives; ALPN
-/// `http/1.1` only.
+/// `h2` and `http/1.1`.
 fn leaf_config(
     resolver: Arc<dyn rustls::server::ResolvesServerCert>,
 ) -> Result<Arc<rustls::ServerConfig>, String> {
@@ -325,7 +327,7 @@ fn leaf_config(
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_cert_resolver(resolver);
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
 
@@ -357,10 +359,26 @@ impl InspectedTunnel {
         format!("{}:{}", self.host, self.port)
     }
 
-    /// Runs `fut` (the serving of the decrypted requests) with this tunnel as
-    /// the destination of every request it makes.
-    pub async fn scope<F: std::future::Future>(self, fut: F) -> F::Output {
-        INSPECTED.scope(Arc::new(self), fut).await
+    /// Runs `fut` (the serving of the decrypted requests, or one request's
+    /// exchange) with this tunnel as the destination of every request it makes.
+    ///
+    /// The scope is a task-local: it covers `fut` and what `fut` awaits, not the
+    /// tasks `fut` spawns. The HTTP/2 front end, whose streams hyper runs in
+    /// tasks of their own, enters it again for each stream (`front/h2.rs`).
+    pub async fn scope<F: std::future::Future>(self: &Arc<Self>, fut: F) -> F::Output {
+        INSPECTED.scope(Arc::clone(self), fut).await
+    }
+
+    /// Checks an HTTP/2 request's `:authority` inside the tunnel as its Host
+    /// header is checked: it must name the tunnel's host and port (443 when it
+    /// has none) and the SNI, after normalisation; 403 otherwise.
+    ///
+    /// # Errors
+    ///
+    /// The refusal: 400 for an authority that cannot be read, 403 for one that
+    /// names another host (domain fronting after decryption).
+    pub fn check_authority(&self, authority: &[u8]) -> Result<(), Refusal> {
+        self.same_host(authority, ":authority")
     }
 
     /// Where a decrypted request goes: the origin's pool; refused when its Host

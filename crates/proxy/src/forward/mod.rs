@@ -3,7 +3,9 @@
 //!
 //! Each file is one part, usable and tested on its own. On a listener with
 //! `mode = "forward"` the exchange chooses its peer through [`destination`],
-//! and the HTTP/1 front end runs `CONNECT` tunnels (`front/h1.rs`).
+//! and the front ends run `CONNECT` tunnels (`front/connect.rs`): on the
+//! connection itself over HTTP/1, on the request's stream over HTTP/2 (a
+//! forward listener with `tls`).
 //! - [`destination`]: where a request goes. Absolute-form `http://` requests
 //!   and `CONNECT` targets normalised, checked against the `[forward]` deny and
 //!   allow lists, a bounded cache of per-destination pools, the tunnel's

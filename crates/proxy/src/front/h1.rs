@@ -12,7 +12,7 @@ use crate::http::wire::{
 };
 use crate::logs::{LogKind, Written, now_unix_micros, one_line, rfc3339_micros};
 use crate::metrics::Action;
-use crate::slots::{ConnectionSlot, Wait};
+use crate::slots::{ConnectionSlot, SlotHandle, Wait};
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
@@ -53,7 +53,7 @@ pub(super) async fn serve_with<IO>(
     shared: Arc<Shared>,
     conn: ConnInfo,
     mut io: IO,
-    slot: &ConnectionSlot,
+    slot: &SlotHandle,
     shutdown: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
@@ -291,7 +291,7 @@ async fn bad_head<IO: AsyncWrite + Unpin>(
 
 /// Queues a proxy error line; with `logs.error_log_before_response`, returns what to
 /// await before answering.
-fn error_line(shared: &Shared, conn: ConnInfo, msg: &str) -> Option<Written> {
+pub(super) fn error_line(shared: &Shared, conn: ConnInfo, msg: &str) -> Option<Written> {
     shared.logs.send_error(
         format!(
             "{} [error] [client {}] palisade: {}",
@@ -337,7 +337,7 @@ async fn handle_request<IO>(
     head: RequestHead,
     start: Instant,
     start_us: i64,
-    slot: &ConnectionSlot,
+    slot: &SlotHandle,
     shutdown: &watch::Receiver<bool>,
 ) -> bool
 where
@@ -499,24 +499,20 @@ where
 }
 
 /// A forward proxy's `CONNECT` whose destination is connected: answers `200
-/// Connection Established`, reads the client's first bytes and, when they are a
-/// TLS ClientHello, checks its SNI ([`crate::forward::TunnelTarget::check_sni`]:
-/// the lists, domain fronting); then joins the client to the destination until
-/// either closes or the tunnel has been idle for `server.tunnel_idle_timeout`.
-/// The access log's line for the `CONNECT` is written when the tunnel ends, with
-/// the bytes of both ways.
+/// Connection Established`, then runs the tunnel on the connection
+/// ([`super::connect::serve`]: the ClientHello's SNI checked, then inspection
+/// or the splice). The connection carries no further HTTP request.
 async fn run_tunnel<IO>(
     io: &mut IO,
     buf: &mut BytesMut,
     mut reply: Reply,
     shared: &Arc<Shared>,
     conn: ConnInfo,
-    slot: &ConnectionSlot,
+    slot: &SlotHandle,
     shutdown: &watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    use crate::forward::clienthello::{Peek, peek_client_hello};
     let Some(tunnel) = reply.tunnel.take() else {
         return;
     };
@@ -530,116 +526,7 @@ async fn run_tunnel<IO>(
         return;
     }
     let _ = io.flush().await;
-    // The client's first bytes: a TLS client speaks first. A client that sends
-    // nothing within the header timeout may be waiting for the server to speak.
-    let deadline = Instant::now() + shared.server.client_header_timeout;
-    // The ClientHello's SNI, when the client spoke TLS: for TLS inspection.
-    let mut hello: Option<Option<String>> = None;
-    let checked = loop {
-        match peek_client_hello(buf) {
-            Ok(Peek::Hello(h)) => {
-                hello = Some(h.sni.clone());
-                break tunnel
-                    .target
-                    .check_sni(h.sni.as_deref().map(str::as_bytes))
-                    .map_err(|r| (r.outcome(), r.to_string()));
-            }
-            Ok(Peek::NotTls) => break Ok(()),
-            Ok(Peek::NeedMore) => {}
-            // What the proxy cannot read, the destination may read otherwise.
-            Err(e) => break Err(("sni_refused", e.to_string())),
-        }
-        if buf.capacity() - buf.len() < 1024 {
-            buf.reserve(READ_CHUNK);
-        }
-        match tokio::time::timeout_at(deadline.into(), io.read_buf(buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => {
-                shared.metrics.forward_tunnel("client_gone");
-                reply.body.add_bytes_in(buf.len() as u64);
-                reply
-                    .body
-                    .set_error("client closed the tunnel before its first message was complete");
-                reply.body.finish();
-                return;
-            }
-            Ok(Ok(_)) => {}
-            // Nothing at all within the timeout: a protocol whose server speaks
-            // first. Part of a ClientHello, though, is never let through
-            // unchecked (its rest could name another host).
-            Err(_) if buf.is_empty() => break Ok(()),
-            Err(_) => {
-                break Err((
-                    "sni_refused",
-                    "ClientHello incomplete within server.client_header_timeout".to_owned(),
-                ));
-            }
-        }
-    };
-    if let Err((outcome, why)) = checked {
-        shared.metrics.forward_tunnel(outcome);
-        let msg = format!("CONNECT {} closed: {why}", tunnel.target.authority());
-        if let Some(w) = error_line(shared, conn, &msg) {
-            w.wait().await;
-        }
-        reply.body.add_bytes_in(buf.len() as u64);
-        reply.body.set_denied(&msg);
-        reply.body.finish();
-        return;
-    }
-    if let Some(sni) = hello
-        && let Some(inspector) = shared.forward_inspector()
-        && inspector.wants(&tunnel.target.host, sni.as_deref())
-    {
-        // Decrypted here, its requests sent on through pools of their own.
-        let early = buf.split().freeze();
-        super::inspect::run(
-            io,
-            early,
-            reply,
-            shared,
-            conn,
-            slot,
-            shutdown,
-            &inspector,
-            &tunnel.target,
-            sni,
-        )
-        .await;
-        return;
-    }
-    let stream = match tunnel.stream {
-        Some(stream) => stream,
-        // Deferred while inspection might have decrypted the tunnel; the 200
-        // is sent, so a failure now closes the connection.
-        None => match tunnel.target.connect().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                shared.metrics.forward_tunnel("connect_failed");
-                reply.body.add_bytes_in(buf.len() as u64);
-                reply
-                    .body
-                    .set_error(&format!("CONNECT {}: {e}", tunnel.target.authority()));
-                reply.body.finish();
-                return;
-            }
-        },
-    };
-    let early = buf.split().freeze();
-    let end = tunnel::splice(io, &early, stream, shared.server.tunnel_idle_timeout).await;
-    shared.metrics.forward_tunnel("spliced");
-    match end {
-        Ok(end) => {
-            let (up, down) = end.bytes();
-            reply.body.add_bytes_in(early.len() as u64 + up);
-            reply.body.add_bytes_out(down);
-            tracing::debug!("tunnel for {} ended: {end:?}", conn.client);
-        }
-        Err(e) => {
-            reply.body.set_error(&format!("tunnel: {e}"));
-            tracing::debug!("tunnel for {} failed: {e}", conn.client);
-        }
-    }
-    reply.body.finish();
+    super::connect::serve(io, buf, reply, tunnel, shared, conn, slot, shutdown).await;
 }
 
 /// A request body read from an HTTP/1 connection through its framing.

@@ -4,12 +4,13 @@
 use super::h2order::{Lines, Order, Tee};
 use crate::exchange::driver::{BodyPlan, BodyRead, BodySource, Head, Refusal, drive};
 use crate::exchange::headers::forward_target;
-use crate::exchange::{ConnInfo, ForwardParts, Reply, ReplyBody, Shared, upstream_headers};
+use crate::exchange::{ConnInfo, ForwardParts, Reply, ReplyBody, Shared, Tunnel, upstream_headers};
+use crate::forward::inspect::InspectedTunnel;
 use crate::logs::now_unix_micros;
-use crate::slots::{ConnectionSlot, Wait};
-use bytes::Bytes;
+use crate::slots::{ConnectionSlot, SlotHandle, Wait};
+use bytes::{Bytes, BytesMut};
 use http::header::HOST;
-use http::{HeaderValue, Request, Response, Uri};
+use http::{HeaderValue, Method, Request, Response, Uri};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -46,27 +47,53 @@ pub async fn serve<IO>(
     conn: ConnInfo,
     io: IO,
     slot: ConnectionSlot,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    serve_with(shared, conn, io, &slot, shutdown, None).await;
+}
+
+/// [`serve`] with a borrowed slot, and the inspected tunnel whose decrypted
+/// stream `io` is (`front/inspect.rs`, when the client negotiated `h2` with the
+/// minted certificate), or `None`.
+///
+/// hyper runs each stream's request in a task of its own, spawned through the
+/// executor (`execute_h2stream`), and a tokio task-local does not follow a
+/// spawned task: the [`InspectedTunnel::scope`] this connection runs in would not
+/// cover its streams. So the tunnel is carried here explicitly, and each
+/// stream's exchange is run in its scope again ([`handle`]), where
+/// [`crate::forward::inspect::choose`] finds it.
+pub(super) async fn serve_with<IO>(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    io: IO,
+    slot: &SlotHandle,
+    mut shutdown: watch::Receiver<bool>,
+    inspected: Option<Arc<InspectedTunnel>>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let header_limit = u32::try_from(shared.policy().limits.header_bytes).unwrap_or(u32::MAX);
     slot.wait(Wait::Head);
-    let activity = Arc::new(Activity::new(slot));
+    let activity = Arc::new(Activity::new(slot.clone()));
     let order = Arc::new(Order::default());
     let svc = {
         let shared = shared.clone();
         let activity = activity.clone();
         let order = order.clone();
+        let shutdown = shutdown.clone();
         service_fn(move |req: Request<Incoming>| {
-            let guard = activity.begin();
+            let stream = StreamCtx {
+                guard: activity.begin(),
+                slot: activity.slot.clone(),
+                shutdown: shutdown.clone(),
+            };
             let shared = shared.clone();
+            let inspected = inspected.clone();
             // Called in the order the requests' header blocks arrived.
             let lines = order.take(req.headers());
-            async move {
-                let _guard = guard;
-                handle(shared, conn, req, lines).await
-            }
+            handle(shared, conn, req, lines, inspected, stream)
         })
     };
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
@@ -123,11 +150,11 @@ struct Activity {
     served: AtomicU64,
     /// When the connection last became idle.
     idle_since: std::sync::Mutex<Option<Instant>>,
-    slot: ConnectionSlot,
+    slot: SlotHandle,
 }
 
 impl Activity {
-    fn new(slot: ConnectionSlot) -> Activity {
+    fn new(slot: SlotHandle) -> Activity {
         Activity {
             open: AtomicUsize::new(0),
             served: AtomicU64::new(0),
@@ -155,8 +182,18 @@ impl Activity {
     }
 }
 
-/// A request in progress, until its handler has produced the response.
+/// A request in progress, until its handler has produced the response (or, for
+/// a `CONNECT`, until its tunnel ends).
 struct ActiveRequest(Arc<Activity>);
+
+/// What a stream's request holds of its connection: its place among the
+/// requests in progress, and what a `CONNECT`'s tunnel, which outlives the
+/// handler, needs of the connection.
+struct StreamCtx {
+    guard: ActiveRequest,
+    slot: SlotHandle,
+    shutdown: watch::Receiver<bool>,
+}
 
 impl Drop for ActiveRequest {
     fn drop(&mut self) {
@@ -171,20 +208,41 @@ impl Drop for ActiveRequest {
 }
 
 /// Runs one request; `ordered` holds its header lines in the order sent, when
-/// they are known (see [`super::h2order`]).
+/// they are known (see [`super::h2order`]). Inside an inspected tunnel
+/// (`inspected`), the exchange runs in the tunnel's scope, and the request's
+/// `:authority` must name the tunnel's host and port as its Host header must.
+///
+/// On a forward listener, a `CONNECT` (RFC 9113 §8.5: `:authority` only) names
+/// its destination as HTTP/1's authority-form does; once it is answered 200,
+/// its stream is the tunnel ([`connect`]). A request with `:scheme` `http` is
+/// the absolute-form request of HTTP/1 (`http://authority/path`); any other
+/// is origin-form (the PAC file).
 async fn handle(
     shared: Arc<Shared>,
     conn: ConnInfo,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     ordered: Option<Lines>,
+    inspected: Option<Arc<InspectedTunnel>>,
+    stream: StreamCtx,
 ) -> Result<Response<ReplyBody>, Dropped> {
     let start = Instant::now();
     let start_us = now_unix_micros();
+    let is_connect = conn.forward && req.method() == Method::CONNECT;
+    // Taken before the request is: the stream, once the 200 has gone.
+    let upgrade = is_connect.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
-    let target = parts.uri.path_and_query().map_or_else(
-        || Bytes::from_static(b"/"),
-        |p| Bytes::copy_from_slice(p.as_str().as_bytes()),
-    );
+    let absolute = conn.forward && parts.uri.scheme() == Some(&http::uri::Scheme::HTTP);
+    let target = match parts.uri.authority() {
+        Some(a) if is_connect => Bytes::copy_from_slice(a.as_str().as_bytes()),
+        Some(a) if absolute => Bytes::from(format!(
+            "http://{a}{}",
+            parts.uri.path_and_query().map_or("/", |p| p.as_str())
+        )),
+        _ => parts.uri.path_and_query().map_or_else(
+            || Bytes::from_static(b"/"),
+            |p| Bytes::copy_from_slice(p.as_str().as_bytes()),
+        ),
+    };
     // HTTP/2 carries the host in :authority; rules expect a Host header.
     let authority: Option<HeaderValue> = parts
         .uri
@@ -221,7 +279,7 @@ async fn handle(
         start,
         start_us,
         method: Bytes::copy_from_slice(parts.method.as_str().as_bytes()),
-        uri: target,
+        uri: target.clone(),
         protocol: Bytes::from_static(b"HTTP/2.0"),
         host: lines
             .iter()
@@ -236,15 +294,34 @@ async fn handle(
             .iter()
             .map(|(n, v)| (Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)))
             .collect();
-        let headers = upstream_headers(
+        if let (Some(tunnel), Some(authority)) = (&inspected, &authority) {
+            // The Host header (or the :authority standing for it) is checked
+            // when the destination is chosen; an :authority beside a Host
+            // header must name the tunnel too (domain fronting after decryption).
+            tunnel
+                .check_authority(authority.as_bytes())
+                .map_err(|r| Refusal {
+                    status: r.status,
+                    reason: r.reason.into_owned(),
+                })?;
+        }
+        let mut headers = upstream_headers(
             &owned,
             &conn.source_text,
             conn.keeps_forwarded_for(),
             conn.tls,
         )
         .map_err(Refusal::bad_request)?;
+        if conn.forward {
+            // Meant for this proxy (checked before the rules ran), not for the
+            // destination (as on HTTP/1).
+            headers.remove(b"proxy-authorization");
+        }
         // `*` is a target for OPTIONS only (RFC 9113 §8.3.1), as on HTTP/1.
         let uri = match parts.uri.path_and_query() {
+            _ if is_connect || absolute => {
+                forward_target(&parts.method, &target).map_err(Refusal::bad_request)?
+            }
             Some(p) if p.as_str() == "*" => {
                 forward_target(&parts.method, b"*").map_err(Refusal::bad_request)?
             }
@@ -258,13 +335,75 @@ async fn handle(
         })
     };
     let mut source = Http2Body { body, wire: 0 };
-    match drive(&shared, conn, head, &mut source, &forward)
-        .await
-        .reply
-    {
-        Some(reply) => to_response_logged(reply).await,
+    let driven = drive(&shared, conn, head, &mut source, &forward);
+    let driven = match &inspected {
+        Some(tunnel) => tunnel.scope(driven).await,
+        None => driven.await,
+    };
+    match driven.reply {
+        Some(mut reply) => match (reply.tunnel.take(), upgrade) {
+            (Some(tunnel), Some(upgrade)) => {
+                reply.body.error_lines_written().await;
+                tokio::spawn(connect(shared, conn, reply, tunnel, upgrade, stream));
+                let mut resp = Response::new(ReplyBody::empty());
+                *resp.status_mut() = http::StatusCode::OK;
+                Ok(resp)
+            }
+            (Some(_), None) => {
+                // Not reached: only a forward listener's CONNECT opens a tunnel.
+                reply.body.set_error("a tunnel without a CONNECT stream");
+                reply.body.finish();
+                Err(Dropped)
+            }
+            (None, _) => {
+                let resp = to_response_logged(reply).await;
+                drop(stream);
+                resp
+            }
+        },
         None => Err(Dropped),
     }
+}
+
+/// The tunnel of a `CONNECT` answered 200 on an HTTP/2 stream (RFC 9113 §8.5):
+/// once hyper has sent the answer, the stream's DATA frames are the tunnel's
+/// bytes; the ClientHello is checked and the tunnel inspected or spliced as on
+/// HTTP/1 ([`super::connect::serve`]). The request counts as in progress on its
+/// connection until the tunnel ends, so an open tunnel keeps the connection
+/// from being closed as idle.
+async fn connect(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    mut reply: Reply,
+    tunnel: Tunnel,
+    upgrade: hyper::upgrade::OnUpgrade,
+    stream: StreamCtx,
+) {
+    let StreamCtx {
+        guard,
+        slot,
+        shutdown,
+    } = stream;
+    match upgrade.await {
+        Ok(upgraded) => {
+            let mut io = TokioIo::new(upgraded);
+            let mut buf = BytesMut::new();
+            // An inspected tunnel's requests wait for their heads like a
+            // connection's: on a slot state of their own, so that they do not
+            // mark the whole connection, with its other streams, as waiting.
+            let slot = slot.detached();
+            super::connect::serve(
+                &mut io, &mut buf, reply, tunnel, &shared, conn, &slot, &shutdown,
+            )
+            .await;
+        }
+        Err(e) => {
+            shared.metrics.forward_tunnel("client_gone");
+            reply.body.set_error(&format!("the CONNECT stream: {e}"));
+            reply.body.finish();
+        }
+    }
+    drop(guard);
 }
 
 /// A request body read from an HTTP/2 stream.

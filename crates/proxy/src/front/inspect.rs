@@ -1,14 +1,15 @@
 //! The decrypted side of an inspected `CONNECT` tunnel (`[forward] inspect`):
 //! the client's TLS ended with a leaf minted for the SNI (or the `CONNECT`
-//! host), then the HTTP/1 front end's own loop ([`super::h1::serve_with`]) on
-//! the decrypted stream, so that every request passes the same phases as any
-//! other; each goes to the tunnel's origin over TLS
-//! ([`crate::forward::inspect::InspectedTunnel`]).
+//! host), offering ALPN `h2` and `http/1.1`; then, as the client chose, the
+//! HTTP/2 front end ([`super::h2::serve_with`]) or the HTTP/1 front end's own
+//! loop ([`super::h1::serve_with`]) on the decrypted stream, so that every
+//! request passes the same phases as any other; each goes to the tunnel's origin
+//! over TLS ([`crate::forward::inspect::InspectedTunnel`]).
 
 use crate::exchange::{ConnInfo, Reply, Shared};
 use crate::forward::TunnelTarget;
 use crate::forward::inspect::Inspector;
-use crate::slots::ConnectionSlot;
+use crate::slots::SlotHandle;
 use bytes::{Buf, Bytes};
 use std::future::Future;
 use std::pin::Pin;
@@ -89,7 +90,7 @@ pub(super) fn run<'a>(
     mut reply: Reply,
     shared: &'a Arc<Shared>,
     conn: ConnInfo,
-    slot: &'a ConnectionSlot,
+    slot: &'a SlotHandle,
     shutdown: &'a watch::Receiver<bool>,
     inspector: &'a Inspector,
     target: &'a TunnelTarget,
@@ -156,15 +157,30 @@ pub(super) fn run<'a>(
         };
         shared.metrics.forward_tunnel("inspected");
         let inner = ConnInfo { tls: true, ..conn };
-        inspected
-            .scope(super::h1::serve_with(
+        let inspected = Arc::new(inspected);
+        if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+            // The streams run in tasks of their own, outside any scope entered
+            // here: the HTTP/2 front end enters the tunnel's for each of them.
+            super::h2::serve_with(
                 Arc::clone(shared),
                 inner,
                 tls,
                 slot,
                 shutdown.clone(),
-            ))
+                Some(inspected),
+            )
             .await;
+        } else {
+            inspected
+                .scope(super::h1::serve_with(
+                    Arc::clone(shared),
+                    inner,
+                    tls,
+                    slot,
+                    shutdown.clone(),
+                ))
+                .await;
+        }
         bytes(&mut reply);
         reply.body.finish();
     })
