@@ -241,14 +241,35 @@ fn test_ca(name: &str) -> (String, String, rcgen::Issuer<'static, rcgen::KeyPair
 
 /// A forward proxy on a free port allowing `CONNECT` to `port`, with `forward`
 /// added to `[forward]` and `extra` after it; access and error logs in `dir`.
-fn connect_proxy(dir: &TempDir, port: u16, forward: &str, extra: &str) -> (Palisade, SocketAddr) {
+/// Returns it, its address and its admin listener's.
+fn connect_proxy(
+    dir: &TempDir,
+    port: u16,
+    forward: &str,
+    extra: &str,
+) -> (Palisade, SocketAddr, SocketAddr) {
     let listen = loopback(free_port());
+    let admin = loopback(free_port());
     let cfg = format!(
-        "[[listener]]\naddress = \"{listen}\"\nmode = \"forward\"\n\n[forward]\nconnect_ports = [{port}]\n{forward}\n\n[logs]\nerror_log = \"{}\"\naccess_log = \"{}\"\n\n{extra}",
+        "[[listener]]\naddress = \"{listen}\"\nmode = \"forward\"\n\n[forward]\nconnect_ports = [{port}]\n{forward}\n\n[admin]\naddress = \"{admin}\"\n\n[logs]\nerror_log = \"{}\"\naccess_log = \"{}\"\n\n{extra}",
         dir.path("error.log").display(),
         dir.path("access.log").display()
     );
-    (Palisade::start(dir, &cfg, listen), listen)
+    (Palisade::start(dir, &cfg, listen), listen, admin)
+}
+
+/// The tunnel counter of `outcome`, waiting (generously) until it is at least
+/// `want`.
+async fn tunnels_counted(admin: SocketAddr, outcome: &str, want: f64) -> f64 {
+    let series = format!("palisade_forward_tunnels_total{{outcome=\"{outcome}\"}}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = metric(admin, &series).await;
+        if n >= want || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,7 +288,7 @@ async fn chromium_loads_https_pages_through_a_connect_tunnel() {
     .await;
     let port = origin.port();
     let dir = TempDir::new("forward-browser-connect");
-    let (_p, listen) = connect_proxy(&dir, port, "", "");
+    let (_p, listen, admin) = connect_proxy(&dir, port, "", "");
 
     let url = format!("https://localhost:{port}/tunnelled");
     let flags = vec![format!("--ignore-certificate-errors-spki-list={pin}")];
@@ -296,6 +317,15 @@ async fn chromium_loads_https_pages_through_a_connect_tunnel() {
     // Uninspected: the proxy logged no request of the tunnel's own.
     let log = std::fs::read_to_string(dir.path("access.log")).unwrap();
     assert!(!log.contains("\"uri\":\"/tunnelled\""), "{log}");
+    assert!(tunnels_counted(admin, "spliced", 1.0).await >= 1.0);
+    assert_eq!(
+        metric(
+            admin,
+            "palisade_forward_tunnels_total{outcome=\"inspected\"}"
+        )
+        .await,
+        0.0
+    );
 }
 
 /// The rules of tests/forward.rs: a `<script` in an argument is refused.
@@ -370,7 +400,7 @@ async fn chromium_trusts_the_inspection_ca_and_the_rules_see_inside_the_tunnel()
     std::fs::write(dir.path("inspect-ca.key"), &ca_key_pem).unwrap();
     std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
     std::fs::write(dir.path("inspect.txt"), "localhost\n").unwrap();
-    let (_p, listen) = connect_proxy(
+    let (_p, listen, admin) = connect_proxy(
         &dir,
         port,
         "inspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\nupstream_ca_file = \"origin-ca.pem\"",
@@ -424,7 +454,9 @@ async fn chromium_trusts_the_inspection_ca_and_the_rules_see_inside_the_tunnel()
         "the attack reached the origin"
     );
 
-    // Both pages came through one CONNECT each, logged when the tunnel ended.
+    // Inspected tunnels, whose CONNECT lines (written when they ended) name
+    // the origin.
+    assert!(tunnels_counted(admin, "inspected", 2.0).await >= 2.0);
     let v = access_line(&dir, "the CONNECT", |l| {
         l.contains("\"method\":\"CONNECT\"") && l.contains(&format!("localhost:{port}"))
     });
@@ -442,5 +474,9 @@ async fn chromium_trusts_the_inspection_ca_and_the_rules_see_inside_the_tunnel()
     assert!(
         !seen.lock().unwrap().iter().any(|u| u == "/untrusted"),
         "a browser that does not trust the inspection CA got through"
+    );
+    assert!(
+        tunnels_counted(admin, "inspect_failed", 1.0).await >= 1.0,
+        "chromium's refused handshake was not counted"
     );
 }
