@@ -163,6 +163,10 @@ def start_e2guardian(work, name="plain", blocklist=None):
         conf, n = re.subn(rf"^#?{key} =.*$", f"{key} = {value}", conf, count=1, flags=re.M)
         if n == 0:
             conf += f"\n{key} = {value}\n"
+    # No transparent HTTPS listener: Debian's enables one on 8443 on every address,
+    # which a second run at the same time (or anything else on 8443) would collide
+    # with; the clients here name the proxy.
+    conf = re.sub(r"^transparenthttpsport =", "#transparenthttpsport =", conf, flags=re.M)
     # The filter group's file is found beside the main one, by its name.
     with open(os.path.join(d, "e2guardian.conf"), "w") as f:
         f.write(conf)
