@@ -34,7 +34,8 @@ each (a 403; e2guardian's refusal is its block page naming the listed site, sent
 with status 200).
 
 e2guardian (standalone, no upstream proxy, its Debian configuration: content
-filtering with its phrase lists, no TLS interception) runs the same three modes.
+filtering with its phrase lists, no TLS interception; its transparent HTTPS listener
+off) runs the same three modes.
 Palisade runs with its forward policy and no rule set (as a filter, like Squid);
 the CPU figures are of the proxy processes only (Squid's kids included).
 Targets: http and connect at least 2x Squid's per CPU-second, throughput within 10%
