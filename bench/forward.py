@@ -25,13 +25,17 @@ the intercepted handshake at most 1.3x the plain termination). The inspected
 requests go on to the TLS origin over the pool's kept connections.
 
 Then memory: each proxy loads a list of `--domains` generated domains (a fixed
-seed; the same names for both: Squid's `dstdomain` ACL from a file, Palisade's
-`[forward] deny`), and the run reports the time until it answers and its resident
-memory, against the same proxy without the list; one request for a listed name
-must be refused by both.
+seed; the same names for all three: Squid's `dstdomain` ACL from a file,
+e2guardian's banned site list (its filter group's `sitelist` named `banned`, in
+place of Debian's `bannedsitelist`), Palisade's `[forward] deny`), and the run
+reports the time until it answers and its resident memory, against the same proxy
+without the list; one request for a subdomain of a listed name must be refused by
+each (a 403; e2guardian's refusal is its block page naming the listed site, sent
+with status 200).
 
 e2guardian (standalone, no upstream proxy, its Debian configuration: content
-filtering with its phrase lists, no TLS interception) runs the same three modes.
+filtering with its phrase lists, no TLS interception; its transparent HTTPS listener
+off) runs the same three modes.
 Palisade runs with its forward policy and no rule set (as a filter, like Squid);
 the CPU figures are of the proxy processes only (Squid's kids included).
 Targets: http and connect at least 2x Squid's per CPU-second, throughput within 10%
@@ -140,11 +144,14 @@ def start_squid(work, name, blocklist=None):
     return proc, port, time.time() - t0
 
 
-def start_e2guardian(work):
+def start_e2guardian(work, name="plain", blocklist=None):
     """e2guardian as a standalone filtering proxy on loopback, with Debian's
     configuration and lists, not in the background (`-N`), without its logger. Its
-    files go in a directory of their own under `work`, open to its own user."""
-    d = os.path.join(work, "e2guardian")
+    files go in a directory of their own under `work`, open to its own user. With
+    `blocklist` (one domain a line, as its `bannedsitelist`), that file replaces
+    Debian's banned site list in the filter group's configuration. Returns the
+    process, its port and the time until it accepted a connection."""
+    d = os.path.join(work, f"e2guardian-{name}")
     os.mkdir(d)
     os.chmod(work, 0o711)
     os.chmod(d, 0o777)  # it drops to its own user
@@ -157,14 +164,32 @@ def start_e2guardian(work):
         conf, n = re.subn(rf"^#?{key} =.*$", f"{key} = {value}", conf, count=1, flags=re.M)
         if n == 0:
             conf += f"\n{key} = {value}\n"
+    # No transparent HTTPS listener: Debian's enables one on 8443 on every address,
+    # which a second run at the same time (or anything else on 8443) would collide
+    # with; the clients here name the proxy.
+    conf = re.sub(r"^transparenthttpsport =", "#transparenthttpsport =", conf, flags=re.M)
     # The filter group's file is found beside the main one, by its name.
     with open(os.path.join(d, "e2guardian.conf"), "w") as f:
         f.write(conf)
-    shutil.copy("/etc/e2guardian/e2guardianf1.conf", d)
-    proc = R.Proc("e2guardian", ["e2guardian", "-N", "-c", os.path.join(d, "e2guardian.conf")], d,
+    with open("/etc/e2guardian/e2guardianf1.conf") as f:
+        group = f.read()
+    if blocklist:
+        listed = os.path.join(d, "bannedsitelist")
+        shutil.copy(blocklist, listed)
+        os.chmod(listed, 0o644)
+        group, n = re.subn(r"^sitelist = 'name=banned,(.*)path=[^']*'$",
+                           lambda m: f"sitelist = 'name=banned,{m.group(1)}path={listed}'",
+                           group, count=1, flags=re.M)
+        if n != 1:
+            raise RuntimeError("forward: no banned sitelist in e2guardianf1.conf")
+    with open(os.path.join(d, "e2guardianf1.conf"), "w") as f:
+        f.write(group)
+    t0 = time.time()
+    proc = R.Proc(f"e2guardian-{name}",
+                  ["e2guardian", "-N", "-c", os.path.join(d, "e2guardian.conf")], d,
                   cpu=R.SUT_CPU)
-    R.wait_port(port, proc, timeout=120)
-    return proc, port
+    R.wait_port(port, proc, timeout=600)
+    return proc, port, time.time() - t0
 
 
 def palisade_config(work, name, port, origin_port, blocklist=None):
@@ -309,15 +334,25 @@ def rss_mib(pids):
     return total / 1024
 
 
-def refused(port, host):
-    """Whether the proxy refuses an absolute-form GET of `host` (a 403 or other
-    refusal, not a 200 or a gateway error from trying to reach it)."""
+def refused(port, host, listed, proxy):
+    """Whether the proxy refuses an absolute-form GET of `host` (a subdomain of the
+    listed `listed`): a 403, not a 200 or a gateway error from trying to reach it.
+    e2guardian answers 200 with its block page, which names the listed site."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
                   .encode())
-        head = s.recv(4096).split(b"\r\n", 1)[0]
-    m = re.match(rb"HTTP/1\.[01] (\d+)", head)
-    return m is not None and m.group(1) == b"403"
+        data = b""
+        while len(data) < 1 << 20:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    m = re.match(rb"HTTP/1\.[01] (\d+)", data)
+    if m is None:
+        return False
+    if proxy == "e2guardian":
+        return m.group(1) == b"200" and f"Blocked site: {listed}<".encode() in data
+    return m.group(1) == b"403"
 
 
 def main():
@@ -355,7 +390,7 @@ def main():
         proxies = {}
         sq, sq_port, _ = start_squid(work, "plain")
         proxies["squid"] = (sq, sq_port)
-        proxies["e2guardian"] = start_e2guardian(work)
+        proxies["e2guardian"] = start_e2guardian(work)[:2]
         pa, pa_port, _ = start_palisade(args, work, "plain", origin_port)
         proxies["palisade"] = (pa, pa_port)
         target = f"http://127.0.0.1:{http_port}/"
@@ -418,19 +453,23 @@ def main():
             f.write("\n".join(names) + "\n")
         with open(squid_list, "w") as f:
             f.write("\n".join("." + d for d in names) + "\n")
-        probe = "www." + names[len(names) // 2]
+        listed = names[len(names) // 2]
+        probe = "www." + listed
         mem = []
+        lists = {"squid": squid_list, "e2guardian": plain_list, "palisade": plain_list}
         for n, start in (("squid", lambda b: start_squid(work, "list" if b else "empty", b)),
+                         ("e2guardian", lambda b: start_e2guardian(work, "list" if b else "empty",
+                                                                   b)),
                          ("palisade", lambda b: start_palisade(args, work, "list" if b else "empty",
                                                               origin_port, b))):
             p0, port0, t_empty = start(None)
             time.sleep(1)
             base = rss_mib(tree_pids(p0))
             p0.stop()
-            p1, port1, t_list = start(plain_list if n == "palisade" else squid_list)
+            p1, port1, t_list = start(lists[n])
             time.sleep(1)
             with_list = rss_mib(tree_pids(p1))
-            blocked = refused(port1, probe)
+            blocked = refused(port1, probe, listed, n)
             p1.stop()
             mem.append((n, t_empty, t_list, base, with_list, blocked))
         lines += ["", f"| proxy, {args.domains:,} domains | start without the list, s | "
