@@ -12,9 +12,13 @@
 //! (the thread's own clock, not wall time) is returned to the caller for the
 //! transaction's budget and metrics.
 
+mod fair;
+
+use fair::FairSlots;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
 /// The niceness of the inspection threads: a worker thread (nice 0) gets about 9
 /// times their share of a core when both want it.
@@ -86,9 +90,9 @@ pub struct JobPanicked;
 #[derive(Debug)]
 pub struct Inspector {
     pool: rayon::ThreadPool,
-    /// One permit per pool thread: evaluations beyond them wait here, in arrival
-    /// order, without holding a thread.
-    slots: Arc<Semaphore>,
+    /// One slot per pool thread: evaluations beyond them wait here without
+    /// holding a thread, each client in turn ([`fair`]).
+    slots: Arc<FairSlots>,
     inline_bytes: usize,
 }
 
@@ -119,7 +123,7 @@ impl Inspector {
             .build()?;
         Ok(Inspector {
             pool,
-            slots: Arc::new(Semaphore::new(threads)),
+            slots: FairSlots::new(threads),
             inline_bytes,
         })
     }
@@ -135,11 +139,13 @@ impl Inspector {
         size <= self.inline_bytes
     }
 
-    /// Runs `f` over `size` bytes of input: inline when small, on the pool
-    /// otherwise. Returns its result and what it took (CPU time only when `cpu`).
+    /// Runs `f` over `size` bytes of input for `client`: inline when small, on
+    /// the pool otherwise, where the clients that wait take turns. Returns its
+    /// result and what it took (CPU time only when `cpu`).
     pub async fn run<T, F>(
         &self,
         size: usize,
+        client: IpAddr,
         how: Measure,
         f: F,
     ) -> Result<(T, Spent), JobPanicked>
@@ -150,8 +156,7 @@ impl Inspector {
         if self.inline(size) {
             return Ok(measured(how, f));
         }
-        // The semaphore lives as long as the inspector and is never closed.
-        let permit = self.slots.clone().acquire_owned().await;
+        let permit = self.slots.acquire(client).await;
         let (tx, rx) = oneshot::channel();
         self.pool.spawn(move || {
             let _permit = permit;
@@ -166,6 +171,8 @@ impl Inspector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
     #[test]
     fn cpu_clock_counts_work_not_sleep() {
@@ -201,7 +208,7 @@ mod tests {
     async fn a_pool_job_leaves_the_worker_free() {
         let ins = Inspector::new(1, 0).unwrap();
         let (release, gate) = std::sync::mpsc::channel::<()>();
-        let job = ins.run(1, Measure::Cpu, move || {
+        let job = ins.run(1, LOCAL, Measure::Cpu, move || {
             gate.recv_timeout(Duration::from_secs(10)).is_ok()
         });
         tokio::pin!(job);
@@ -223,21 +230,21 @@ mod tests {
         let ins = Inspector::new(1, 100).unwrap();
         let here = std::thread::current().id();
         let (small, _) = ins
-            .run(100, Measure::Cpu, move || std::thread::current().id())
+            .run(100, LOCAL, Measure::Cpu, move || std::thread::current().id())
             .await
             .unwrap();
         assert_eq!(small, here);
         let (name, _) = ins
-            .run(101, Measure::Cpu, || {
+            .run(101, LOCAL, Measure::Cpu, || {
                 std::thread::current().name().map(str::to_owned)
             })
             .await
             .unwrap();
         assert_eq!(name.as_deref(), Some("palisade-inspect-0"));
-        let failed = ins.run(101, Measure::Cpu, || panic!("boom")).await;
+        let failed = ins.run(101, LOCAL, Measure::Cpu, || panic!("boom")).await;
         assert!(failed.is_err());
         // The pool survives a panicking job.
-        let (v, _) = ins.run(101, Measure::Cpu, || 7).await.unwrap();
+        let (v, _) = ins.run(101, LOCAL, Measure::Cpu, || 7).await.unwrap();
         assert_eq!(v, 7);
     }
 }

@@ -400,10 +400,12 @@ async fn chromium_trusts_the_inspection_ca_and_the_rules_see_inside_the_tunnel()
     std::fs::write(dir.path("inspect-ca.key"), &ca_key_pem).unwrap();
     std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
     std::fs::write(dir.path("inspect.txt"), "localhost\n").unwrap();
+    std::fs::create_dir_all(dir.path("cats")).unwrap();
+    std::fs::write(dir.path("cats/games.txt"), "localhost/games/\n").unwrap();
     let (_p, listen, admin) = connect_proxy(
         &dir,
         port,
-        "inspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\nupstream_ca_file = \"origin-ca.pem\"",
+        "inspect_ca_cert = \"inspect-ca.pem\"\ninspect_ca_key = \"inspect-ca.key\"\ninspect = [\"inspect.txt\"]\nupstream_ca_file = \"origin-ca.pem\"\ncategories = \"cats\"\nblock_categories = [\"games\"]",
         RULES,
     );
     let home = TempDir::new("forward-browser-home");
@@ -454,9 +456,22 @@ async fn chromium_trusts_the_inspection_ca_and_the_rules_see_inside_the_tunnel()
         "the attack reached the origin"
     );
 
+    // A category by path, seen only once decrypted: the block page, in the
+    // browser, inside the tunnel.
+    let url = format!("https://localhost:{port}/games/chess");
+    let home_dir = home.0.clone();
+    let page = tokio::task::spawn_blocking(move || browse_with(listen, &url, &[], Some(&home_dir)))
+        .await
+        .unwrap();
+    assert!(!page.contains("the TLS origin served"), "{page}");
+    assert!(
+        page.contains("<strong>games</strong>"),
+        "the block page in the browser: {page}"
+    );
+
     // Inspected tunnels, whose CONNECT lines (written when they ended) name
     // the origin.
-    assert!(tunnels_counted(admin, "inspected", 2.0).await >= 2.0);
+    assert!(tunnels_counted(admin, "inspected", 3.0).await >= 3.0);
     let v = access_line(&dir, "the CONNECT", |l| {
         l.contains("\"method\":\"CONNECT\"") && l.contains(&format!("localhost:{port}"))
     });
