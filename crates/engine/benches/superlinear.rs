@@ -1,8 +1,9 @@
-//! Super-linear scan: every operator, transformation and body processor, macro
-//! expansion and collection handling, run on long repetitive inputs at two sizes, n
-//! and 2n. A linear path takes about twice as long at 2n (ratio ~2); a quadratic one
-//! four times as long (ratio ~4). The scan flags every (target, unit) pair whose ratio
-//! stays above 3 when measured again at larger sizes, and prints the worst ratios.
+//! Super-linear scan: every operator (the detectors among them), transformation and
+//! body processor, macro expansion and collection handling, run on long repetitive
+//! inputs at two sizes, n and 2n. A linear path takes about twice as long at 2n (ratio
+//! ~2); a quadratic one four times as long (ratio ~4). The scan flags every (target,
+//! unit) pair whose ratio stays above 3 when measured again at larger sizes, and
+//! prints the worst ratios.
 //!
 //! Units: every string of one to three bytes over an alphabet of bytes that parsers
 //! and decoders react to, plus nesting openers (`[[[[`, `{"a":{"a":`, `<a><a>`, ...)
@@ -17,9 +18,15 @@
 //! Timings are the minimum of several runs (wall clock; the machine is shared).
 //!
 //! Run: `cargo bench -p engine --bench superlinear [-- FILTER] [--units=1|2|3]
-//! [--n=BYTES]`. FILTER keeps the targets whose name contains it. `--units=2` (the
-//! default) uses units of up to two bytes plus the structured ones; `--units=3` adds
-//! the 9,261 three-byte units (slow).
+//! [--n=BYTES] [--short] [--check] [--out=FILE]`. FILTER keeps the targets whose name
+//! contains it. `--units=2` (the default) uses units of up to two bytes plus the
+//! structured ones; `--units=3` adds the 9,261 three-byte units (slow).
+//!
+//! `--short` is the scan `scripts/test-all` runs (stage `superlinear`): units of one
+//! byte plus the structured ones, two runs per size in stage 1 instead of three; a few
+//! minutes on a busy two-core machine. `--check` exits with status 1 when a case is
+//! confirmed super-linear; `--out=FILE` also writes the result (the tables and the
+//! closing line) to FILE (test-all writes `bench/superlinear-result.txt`).
 
 mod common;
 
@@ -27,6 +34,7 @@ use engine::body::{Limits, json, multipart, urlencoded, xml};
 use engine::operators::{CompileContext, Operator};
 use engine::transforms::Transform;
 use engine::{Ruleset, RulesetBuilder, Transaction, TxContext};
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -173,7 +181,16 @@ fn repeat(unit: &[u8], len: usize) -> Vec<u8> {
 }
 
 fn operator(name: &str, arg: &str) -> Operator {
-    let source = seclang::MemorySource::new();
+    let mut source = seclang::MemorySource::new();
+    // The data files of `@pmFromFile` and `@ipMatchFromFile`.
+    source.insert(
+        "./phrases.data",
+        "# phrases\nselect\nunion\n<script\nonerror\njavascript:\n../\n/etc/passwd\n",
+    );
+    source.insert(
+        "./addresses.data",
+        "10.0.0.0/8\n192.168.1.1\n2001:db8::/32\n",
+    );
     let ctx = CompileContext {
         source: &source,
         base_dir: std::path::Path::new("."),
@@ -265,6 +282,7 @@ fn targets() -> Vec<Target> {
             "pm",
             "select union <script onerror javascript: ../ /etc/passwd",
         ),
+        ("pmFromFile", "phrases.data"),
         ("contains", "zzz"),
         ("containsWord", "aa"),
         ("strmatch", "a.a.a.x"),
@@ -273,6 +291,13 @@ fn targets() -> Vec<Target> {
         ("beginsWith", "zz"),
         ("endsWith", "zz"),
         ("eq", "5"),
+        ("ge", "5"),
+        ("gt", "5"),
+        ("le", "5"),
+        ("lt", "5"),
+        ("confirmSqlSyntax", ""),
+        ("unconditionalMatch", ""),
+        ("noMatch", ""),
         ("validateByteRange", "32-126"),
         ("validateUrlEncoding", ""),
         ("validateUtf8Encoding", ""),
@@ -281,8 +306,16 @@ fn targets() -> Vec<Target> {
             r"(?:^|[^\d])(\d{4}\-?\d{4}\-?\d{2}\-?\d{2}\-?\d{1,4})(?:[^\d]|$)",
         ),
         ("ipMatch", "10.0.0.0/8,192.168.1.1"),
+        ("ipMatchFromFile", "addresses.data"),
     ];
-    for &(name, arg) in ops {
+    // The semantic detectors as operators (`@detectSqlContext`, ...; the
+    // libinjection-style `@detectSQLi` and `@detectXSS` are above).
+    let detectors: Vec<(&str, &str)> = engine::operators::DETECTORS
+        .iter()
+        .map(|(_, name, _)| (*name, ""))
+        .collect();
+    let ops: Vec<(&str, &str)> = ops.iter().copied().chain(detectors).collect();
+    for &(name, arg) in &ops {
         let op = operator(name, arg);
         let label = if arg.is_empty() {
             format!("@{name}")
@@ -469,11 +502,17 @@ fn main() {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    let short = args.iter().any(|a| a == "--short");
+    let check = args.iter().any(|a| a == "--check");
+    let out_file = args.iter().find_map(|a| a.strip_prefix("--out="));
     let max_unit = args
         .iter()
         .find_map(|a| a.strip_prefix("--units="))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(if short { 1 } else { 2 });
+    // Runs per size in stage 1 (the minimum is kept).
+    let runs = if short { 2 } else { 3 };
+    let scan_started = Instant::now();
     let n: usize = args
         .iter()
         .find_map(|a| a.strip_prefix("--n="))
@@ -518,8 +557,8 @@ fn main() {
         for u in &units {
             let a = repeat(u, size);
             let b = repeat(u, 2 * size);
-            let ta = time(t, &a, 3);
-            let tb = time(t, &b, 3);
+            let ta = time(t, &a, runs);
+            let tb = time(t, &b, runs);
             let ratio = tb / ta.max(1e-9);
             // Below 20 µs at 2n a ratio is mostly noise.
             if tb > 20e-6 && ratio > worst.0 {
@@ -571,24 +610,58 @@ fn main() {
             confirmed.push((t.name.clone(), show(u), per_doubling, times[k] * 1e3));
         }
     }
-    println!("| target | n | worst stage-1 ratio (n -> 2n) | unit |");
-    println!("|---|---:|---:|---|");
+    let mut report = String::new();
+    let w = &mut report;
+    let when = engine::civil::UtcTime::from_unix(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+    );
+    let _ = writeln!(
+        w,
+        "Super-linear scan{}: {} targets x {} units (units of up to {max_unit} byte(s) and the \
+         structured ones), stage 1 at n and 2n ({runs} runs each), {} suspect(s) measured \
+         again at 16 to 128 KiB; {:.0} s on {:04}-{:02}-{:02} {:02}:{:02} UTC.",
+        if short { " (--short)" } else { "" },
+        targets.len(),
+        units.len(),
+        suspects.len(),
+        scan_started.elapsed().as_secs_f64(),
+        when.year,
+        when.month,
+        when.day,
+        when.hour,
+        when.minute,
+    );
+    let _ = writeln!(w);
+    let _ = writeln!(w, "| target | n | worst stage-1 ratio (n -> 2n) | unit |");
+    let _ = writeln!(w, "|---|---:|---:|---|");
     worst_stage1.sort_by(|a, b| b.2.total_cmp(&a.2));
     for (name, unit, r, size) in &worst_stage1 {
-        println!("| {name} | {size} | {r:.2} | `{unit}` |");
+        let _ = writeln!(w, "| {name} | {size} | {r:.2} | `{unit}` |");
     }
-    println!();
-    println!(
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
         "| confirmed super-linear target | unit | growth per doubling (16 KiB on) | ms at the largest size |"
     );
-    println!("|---|---|---:|---:|");
+    let _ = writeln!(w, "|---|---|---:|---:|");
     confirmed.sort_by(|a, b| b.2.total_cmp(&a.2));
     for (name, unit, r, ms) in &confirmed {
-        println!("| {name} | `{unit}` | {r:.2} | {ms:.1} |");
+        let _ = writeln!(w, "| {name} | `{unit}` | {r:.2} | {ms:.1} |");
     }
-    println!();
-    println!(
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
         "superlinear: {} target x unit pair(s) confirmed super-linear (growth above 2.8 per doubling from 16 to 128 KiB)",
         confirmed.len()
     );
+    print!("{report}");
+    if let Some(path) = out_file {
+        std::fs::write(path, &report).unwrap_or_else(|e| panic!("{path}: {e}"));
+        eprintln!("superlinear: result written to {path}");
+    }
+    if check && !confirmed.is_empty() {
+        std::process::exit(1);
+    }
 }
