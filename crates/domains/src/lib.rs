@@ -33,7 +33,8 @@ pub mod set;
 
 pub use categories::{Categories, CategoryId, CategoryMatch, normalize_path};
 pub use normalize::{
-    Host, HostError, canonical_ip, normalize_authority, normalize_host, normalize_host_port, normalize_name,
+    Host, HostError, canonical_ip, normalize_authority, normalize_host, normalize_host_port,
+    normalize_name,
 };
 pub use set::{
     Entry, EntryError, EntryKind, LoadError, MAX_VALUE, Match, SetError, SuffixSet, Value,

@@ -579,10 +579,7 @@ impl<'a> View<'a> {
                     scalar(out, var, Cow::Borrowed(user), false);
                 }
             }
-            Var::PathInfo
-            | Var::Userid
-            | Var::Sessionid
-            | Var::WebserverErrorLog => {}
+            Var::PathInfo | Var::Userid | Var::Sessionid | Var::WebserverErrorLog => {}
             Var::UniqueId => scalar(
                 out,
                 var,
