@@ -17,7 +17,8 @@ Steps:
    exactly what `Operator::compile("rx", ...)` receives) and generates the values
    (crates/engine/examples/rx_corpus_values.rs: random walks of each pattern's syntax
    tree, walks in random context, mutations, random printable and binary strings,
-   from a fixed seed);
+   from a fixed seed; 48 values per pattern, 384 for the patterns the engine evaluates
+   apart because of their lookarounds, possessive quantifiers or backreferences);
 2. bench/pcre2/verdicts.c compiles each pattern with PCRE2 as libmodsecurity v3 does
    (PCRE2_DOTALL | PCRE2_MULTILINE, no UTF mode) and matches each value (no JIT,
    PCRE2's default match limit): a match with its group 0 span, or no match; values on
@@ -67,7 +68,10 @@ def package_version(name: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--values", type=int, default=32, help="values per pattern (default 32)")
+    ap.add_argument("--values", type=int, default=48, help="values per pattern (default 48)")
+    ap.add_argument("--compat-values", type=int, default=384,
+                    help="values per pattern with lookarounds, possessive quantifiers or a "
+                    "backreference, which the engine evaluates apart (default 384)")
     ap.add_argument("--seed", type=int, default=0x5EC1A7C0DE5EED01, help="generator seed")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args()
@@ -92,7 +96,8 @@ def main() -> int:
         started = time.time()
         gen = subprocess.run(
             ["cargo", "run", "-q", "-p", "engine", "--example", "rx_corpus_values", "--",
-             f"--values={args.values}", f"--seed={args.seed}",
+             f"--values={args.values}", f"--compat-values={args.compat_values}",
+             f"--seed={args.seed}",
              f"v4={crs4 / 'crs-setup.conf.example'}", f"v4={crs4 / 'rules/*.conf'}",
              f"v3={CRS3 / 'owasp-crs.load'}"],
             cwd=ROOT, capture_output=True, text=True)
@@ -147,6 +152,7 @@ def main() -> int:
         "crs": ["v4: " + str(crs4.name) + " (v4.28.0)",
                 "v3: modsecurity-crs " + package_version("modsecurity-crs")],
         "values_per_pattern": args.values,
+        "values_per_compat_pattern": args.compat_values,
         "seed": args.seed,
         "patterns": len(lines),
         "values": total,

@@ -3,8 +3,8 @@
 //! corpus (`bench/pcre2/corpus.py` runs it, then asks PCRE2 for the verdicts and
 //! writes `crates/engine/tests/data/pcre2-verdicts.jsonl.gz`).
 //!
-//! Run: `cargo run -p engine --example rx_corpus_values -- [--values=N] [--seed=S]
-//! LABEL=FILE...`. Each `LABEL=FILE` is a rule set: FILE (a path or glob, as `Include`
+//! Run: `cargo run -p engine --example rx_corpus_values -- [--values=N]
+//! [--compat-values=M] [--seed=S] LABEL=FILE...`. Each `LABEL=FILE` is a rule set: FILE (a path or glob, as `Include`
 //! takes it; several files of one set are given as several `LABEL=FILE` with the same
 //! label, in load order) is loaded with the engine's loader, and every rule and chain
 //! link whose operator is `@rx` or `!@rx` with an argument free of macros is listed
@@ -14,7 +14,9 @@
 //! ["hex", ...]}`, the pattern exactly as the loader hands it to `Operator::compile`
 //! (SecLang quoting undone).
 //!
-//! Values (N per pattern, 32 by default, from a fixed seed mixed with the pattern's
+//! Values (N per pattern, 48 by default, and M, 8 N by default, for the patterns the
+//! engine evaluates with `rx_compat` because of their lookarounds, possessive
+//! quantifiers or backreferences; from a fixed seed mixed with the pattern's
 //! hash, so that a pattern's values do not depend on the other patterns): random
 //! walks of the translated pattern's syntax tree (its literals, classes, repetitions
 //! and alternatives, so that many match), walks inside random context, mutations of
@@ -261,12 +263,15 @@ fn links<'a>(rule: &'a Rule, out: &mut Vec<(i64, &'a Rule)>) {
 }
 
 fn main() {
-    let mut count = 32;
+    let mut count = 48;
+    let mut compat_count = None;
     let mut seed: u64 = 0x5EC1_A7C0_DE5E_ED01;
     let mut sets: Vec<(String, Vec<String>)> = Vec::new();
     for arg in std::env::args().skip(1) {
         if let Some(v) = arg.strip_prefix("--values=") {
             count = v.parse().expect("--values=N");
+        } else if let Some(v) = arg.strip_prefix("--compat-values=") {
+            compat_count = Some(v.parse().expect("--compat-values=M"));
         } else if let Some(v) = arg.strip_prefix("--seed=") {
             seed = v.parse().expect("--seed=S");
         } else if let Some((label, file)) = arg.split_once('=') {
@@ -320,6 +325,8 @@ fn main() {
         eprintln!("{label}: {n} @rx operators");
     }
     eprintln!("{} distinct patterns", order.len());
+    let compat_count = compat_count.unwrap_or(count * 8);
+    let mut compat = 0;
     for pattern in &order {
         let op =
             Operator::compile("rx", pattern, &ctx).unwrap_or_else(|e| panic!("{pattern}: {e}"));
@@ -334,7 +341,13 @@ fn main() {
             .build()
             .parse(rx.pattern())
             .expect("the engine's translation parses");
-        let vals: Vec<String> = values(&hir, pattern, seed, count)
+        let n = if rx.regex_is_exact() {
+            count
+        } else {
+            compat += 1;
+            compat_count
+        };
+        let vals: Vec<String> = values(&hir, pattern, seed, n)
             .iter()
             .map(|v| hex(v))
             .collect();
@@ -345,4 +358,5 @@ fn main() {
         });
         println!("{line}");
     }
+    eprintln!("{compat} patterns evaluated with rx_compat ({compat_count} values each)");
 }
