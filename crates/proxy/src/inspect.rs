@@ -230,7 +230,9 @@ mod tests {
         let ins = Inspector::new(1, 100).unwrap();
         let here = std::thread::current().id();
         let (small, _) = ins
-            .run(100, LOCAL, Measure::Cpu, move || std::thread::current().id())
+            .run(100, LOCAL, Measure::Cpu, move || {
+                std::thread::current().id()
+            })
             .await
             .unwrap();
         assert_eq!(small, here);

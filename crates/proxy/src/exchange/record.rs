@@ -167,7 +167,11 @@ impl Record {
             in_flight.tx = Some(tx);
             (in_flight, out)
         };
-        match shared.inspector.run(size, self.conn.client.ip(), how, job).await {
+        match shared
+            .inspector
+            .run(size, self.conn.client.ip(), how, job)
+            .await
+        {
             Ok(((mut in_flight, out), spent)) => {
                 self.tx = in_flight.tx.take();
                 self.account(phase, spent);

@@ -157,7 +157,14 @@ mod tests {
         // Client 1 queues five jobs, then client 2 one.
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
-        for (client, label) in [(1, "a1"), (1, "a2"), (1, "a3"), (1, "a4"), (1, "a5"), (2, "b1")] {
+        for (client, label) in [
+            (1, "a1"),
+            (1, "a2"),
+            (1, "a3"),
+            (1, "a4"),
+            (1, "a5"),
+            (2, "b1"),
+        ] {
             let (mine, order) = (Arc::clone(&slots), Arc::clone(&order));
             tasks.push(tokio::spawn(async move {
                 let _slot = mine.acquire(ip(client)).await;
