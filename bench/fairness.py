@@ -128,6 +128,7 @@ def main():
     ap.add_argument("--kib", type=int, default=256, help="size of every body")
     ap.add_argument("--seed", type=int, default=36)
     ap.add_argument("--smoke", action="store_true", help="4 bodies, a flood of 3, 64 KiB")
+    ap.add_argument("--out-md", default=None, help="also write the table to this file")
     args = ap.parse_args()
     if args.smoke:
         args.bodies, args.flood, args.kib = 4, 3, 64
@@ -148,23 +149,30 @@ def main():
         rows = [("alone", alone, 0), ("flood from its own address", own, own_flood),
                 ("flood from the client's address", same, same_flood)]
         base = statistics.median(alone)
-        print()
-        print(f"The client's {args.kib} KiB form bodies, {args.bodies} in turn; the flood keeps "
-              f"{args.flood} worst-case {args.kib} KiB bodies in flight (CRS v4 PL1, 2 workers, "
-              "1 inspection thread). Latency in ms:")
-        print()
-        print("| client | median | max | median / alone | flood bodies answered |")
-        print("|---|---:|---:|---:|---:|")
+        lines = [
+            f"The client's {args.kib} KiB form bodies, {args.bodies} in turn; the flood keeps "
+            f"{args.flood} worst-case {args.kib} KiB bodies in flight (CRS v4 PL1, 2 workers, "
+            "1 inspection thread). Latency in ms:",
+            "",
+            "| client | median | max | median / alone | flood bodies answered |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for name, lat, flooded in rows:
             med = statistics.median(lat)
-            print(f"| {name} | {med:,.0f} | {max(lat):,.0f} | {med / base:.2f} | {flooded} |")
+            lines.append(f"| {name} | {med:,.0f} | {max(lat):,.0f} | {med / base:.2f} | "
+                         f"{flooded} |")
         r_own = statistics.median(own) / base
         r_same = statistics.median(same) / base
         verdict = "met" if r_own <= 2.0 else "NOT met"
+        lines += ["", f"fairness: a flood from another address delays the client's bodies "
+                  f"{r_own:.2f}x (target at most 2x: {verdict}); from its own address, "
+                  f"first come first served, {r_same:.2f}x"]
         print()
-        print(f"fairness: a flood from another address delays the client's bodies "
-              f"{r_own:.2f}x (target at most 2x: {verdict}); from its own address, "
-              f"first come first served, {r_same:.2f}x")
+        print("\n".join(lines))
+        if args.out_md:
+            with open(args.out_md, "w") as f:
+                f.write("## Fairness of the inspection pool (bench/fairness.py)\n\n"
+                        + "\n".join(lines) + "\n")
     finally:
         bench.stop_all()
 
