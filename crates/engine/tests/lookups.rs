@@ -575,3 +575,56 @@ fn starting_another_phase_drops_a_paused_one() {
     assert_eq!(tx.tx_var("logged"), Some(&b"1"[..]));
     assert!(dns.asked().is_empty());
 }
+
+/// A phase walked in slices ([`Transaction::set_slice`]: here a pause before
+/// every rule but the first of each slice) ends as the phase walked in one go:
+/// the same intervention and variables, skips and chains included.
+#[test]
+fn a_phase_walked_in_slices_ends_as_one_walk() {
+    let rs = rules(concat!(
+        "SecAction \"id:1,phase:2,pass,nolog,setvar:tx.before=+1\"\n",
+        "SecRule ARGS:skip \"@streq yes\" \"id:2,phase:2,pass,nolog,skipAfter:END\"\n",
+        "SecRule ARGS:site \"@rbl uribl.test\" \"id:3,phase:2,pass,nolog,setvar:tx.listed=+1\"\n",
+        "SecAction \"id:4,phase:2,pass,nolog,skip:1,setvar:tx.after=+1\"\n",
+        "SecAction \"id:5,phase:2,pass,nolog,setvar:tx.skipped=1\"\n",
+        "SecRule ARGS:a \"@streq 1\" \"id:8,phase:2,pass,nolog,chain\"\n",
+        "  SecRule ARGS:b \"@streq 2\" \"setvar:tx.chained=1\"\n",
+        "SecMarker END\n",
+        "SecRule TX:listed \"@eq 1\" \"id:6,phase:2,deny,status:403\"\n",
+        "SecAction \"id:7,phase:2,pass,nolog,setvar:tx.end=+1\"\n",
+    ));
+    let run = |uri: &str, slice: Option<u64>| {
+        let dns = FakeResolver::listing(&[("evil.example.uribl.test", [127, 0, 0, 2])]);
+        let ctx = TxContext {
+            client_ip: "192.0.2.7".parse().unwrap(),
+            rbl: Some(dns as Arc<dyn RblResolver>),
+            ..Default::default()
+        };
+        let mut tx = Transaction::new(rs.clone(), ctx);
+        tx.set_request_line(b"GET", uri.as_bytes(), b"HTTP/1.1");
+        tx.set_slice(slice);
+        assert_eq!(tx.process_request_headers(), None);
+        let mut out = tx.process_request_body();
+        let mut pauses = 0;
+        while tx.paused() {
+            assert_eq!(out, None, "a paused phase returns no intervention");
+            pauses += 1;
+            out = tx.resume_phase();
+        }
+        (out.map(|i| i.status), pauses, tx)
+    };
+    for uri in [
+        "/?site=evil.example&a=1&b=2",
+        "/?site=good.example&a=1&b=3",
+        "/?site=evil.example&skip=yes",
+    ] {
+        let (whole, pauses, one_go) = run(uri, None);
+        assert_eq!(pauses, 0);
+        let (sliced, pauses, tx) = run(uri, Some(0));
+        assert!(pauses >= 3, "{uri}: {pauses} pauses");
+        assert_eq!(sliced, whole, "{uri}");
+        for var in ["before", "listed", "after", "skipped", "chained", "end"] {
+            assert_eq!(tx.tx_var(var), one_go.tx_var(var), "{uri}: tx.{var}");
+        }
+    }
+}

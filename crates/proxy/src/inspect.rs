@@ -46,6 +46,23 @@ pub struct Spent {
     pub split: Option<crate::procstat::ThreadUsage>,
 }
 
+impl Spent {
+    /// What two evaluations (the slices of one phase) took together.
+    pub fn plus(&self, other: &Spent) -> Spent {
+        Spent {
+            wall: self.wall + other.wall,
+            cpu: match (self.cpu, other.cpu) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            },
+            split: match (&self.split, &other.split) {
+                (Some(a), Some(b)) => Some(a.plus(b)),
+                (a, b) => a.or(*b),
+            },
+        }
+    }
+}
+
 /// What [`measured`] reads besides the wall clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Measure {

@@ -40,6 +40,15 @@ pub struct ThreadUsage {
 }
 
 impl ThreadUsage {
+    /// The sum of two usages (of the slices of one evaluation).
+    pub fn plus(&self, other: &ThreadUsage) -> ThreadUsage {
+        ThreadUsage {
+            user: self.user + other.user,
+            system: self.system + other.system,
+            faults: self.faults + other.faults,
+        }
+    }
+
     /// The calling thread's usage now; `None` where the system cannot tell it.
     #[inline(never)] // bench/instrumentation.py reads its cost by name
     pub fn now() -> Option<ThreadUsage> {

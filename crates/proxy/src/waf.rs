@@ -979,6 +979,11 @@ impl WafTx {
         self.guard((), |tx| tx.set_remote_user(user));
     }
 
+    /// The work after which the phases run next pause ([`Transaction::set_slice`]).
+    pub fn set_slice(&mut self, work: Option<u64>) {
+        self.guard((), |tx| tx.set_slice(work));
+    }
+
     /// Whether the phases run next pause before a rule that may wait for a DNS
     /// lookup ([`Transaction::set_pause_for_lookups`]).
     pub fn set_pause_for_lookups(&mut self, pause: bool) {

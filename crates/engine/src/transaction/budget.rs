@@ -105,6 +105,9 @@ pub(crate) struct BudgetState {
     tripped: bool,
     /// Set once evaluation stopped because the budget was exceeded.
     pub exceeded: Option<BudgetExceeded>,
+    /// Work since the walk began or resumed, for [`crate::Transaction::set_slice`]
+    /// (counted with or without a meter).
+    pub slice_work: u64,
 }
 
 impl BudgetState {
@@ -168,6 +171,7 @@ impl BudgetState {
     /// meter. True when the budget is now exceeded (it stays so).
     #[inline]
     pub fn charge(&mut self, units: u64) -> bool {
+        self.slice_work += units;
         if self.tripped {
             return true;
         }

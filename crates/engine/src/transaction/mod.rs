@@ -344,6 +344,9 @@ pub struct Transaction {
     /// Whether phases 1 to 4 pause before a rule that may wait for a DNS lookup
     /// ([`Transaction::set_pause_for_lookups`]).
     pub(crate) pause_for_lookups: bool,
+    /// The work after which a walk pauses at its next rule
+    /// ([`Transaction::set_slice`]).
+    pub(crate) slice: Option<u64>,
     /// The phase and the entry of it where the walk paused, until it is resumed.
     pub(crate) paused: Option<(u8, usize)>,
     /// Each evaluated rule's time in the phase running now, when the transaction
@@ -453,6 +456,7 @@ impl Transaction {
             budget: budget::BudgetState::new(cpu_budget),
             lookups: Default::default(),
             pause_for_lookups: false,
+            slice: None,
             paused: None,
             rule_times: None,
         }
@@ -470,8 +474,20 @@ impl Transaction {
         self.pause_for_lookups = pause;
     }
 
-    /// True when the last phase run paused before a rule that may wait for a DNS
-    /// lookup ([`Transaction::set_pause_for_lookups`]).
+    /// Has the walks of phases 1 to 5 pause at the next rule once `work` units of
+    /// evaluation (the CPU budget's units: a few nanoseconds each) were done since
+    /// the walk began or resumed; `None`: no such pause. A server that evaluates
+    /// long phases on a few shared threads uses it to take turns between
+    /// transactions: a paused phase returns no intervention, [`Transaction::paused`]
+    /// is true, and [`Transaction::resume_phase`] goes on from that rule (and may
+    /// pause again). A walk does at least one rule between pauses.
+    pub fn set_slice(&mut self, work: Option<u64>) {
+        self.slice = work;
+    }
+
+    /// True when the last phase run paused before a rule: one that may wait for
+    /// a DNS lookup ([`Transaction::set_pause_for_lookups`]), or where its slice
+    /// ended ([`Transaction::set_slice`]).
     pub fn paused(&self) -> bool {
         self.paused.is_some()
     }

@@ -15,6 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+/// The work (the engine's CPU budget units, a few nanoseconds each) of one slice
+/// of a phase walked on the inspection pool: one to a few milliseconds of rules
+/// (bench/fairness.py: a quarter of it gained little and cost a pool round trip
+/// every few hundred microseconds).
+const POOL_SLICE_WORK: u64 = 512 * 1024;
+
 /// What a finished request looked like, kept for the logs.
 pub(super) struct Record {
     pub(super) shared: Arc<Shared>,
@@ -151,39 +157,61 @@ impl Record {
             }
             size = usize::MAX;
         }
-        let Some(mut tx) = self.tx.take() else {
+        if self.tx.is_none() {
             self.phase_us[phase - 1].get_or_insert(0);
             return None;
-        };
-        let how = self.measure_for(Some(&tx));
+        }
         self.probe_phase_start(phase);
-        let shared = self.shared.clone();
-        let mut in_flight = InFlight {
-            tx: None,
-            shared: shared.clone(),
-        };
-        let job = move || {
-            let out = f(&mut tx);
-            in_flight.tx = Some(tx);
-            (in_flight, out)
-        };
-        match shared
-            .inspector
-            .run(size, self.conn.client.ip(), how, job)
-            .await
-        {
-            Ok(((mut in_flight, out), spent)) => {
-                self.tx = in_flight.tx.take();
-                self.account(phase, spent);
-                self.take_events(phase);
-                out
-            }
-            Err(e) => {
-                shared.metrics.engine_errors.fetch_add(1, Ordering::Relaxed);
-                let msg = format!("rule engine failure: {e}");
-                self.error_line(&msg);
-                self.error.get_or_insert(msg);
-                failed
+        // On the pool, the phase is walked in slices: between two, the clients
+        // waiting for the pool take their turns (`inspect/fair.rs`), so one
+        // client's long evaluations cannot hold the pool from another's.
+        let pooled = !self.shared.inspector.inline(size);
+        // What the slices took, accounted once for the phase.
+        let mut total: Option<Spent> = None;
+        loop {
+            let mut tx = self.tx.take()?;
+            let how = self.measure_for(Some(&tx));
+            let shared = self.shared.clone();
+            let mut in_flight = InFlight {
+                tx: None,
+                shared: shared.clone(),
+            };
+            let job = move || {
+                if pooled {
+                    tx.set_slice(Some(POOL_SLICE_WORK));
+                }
+                let out = f(&mut tx);
+                tx.set_slice(None);
+                in_flight.tx = Some(tx);
+                (in_flight, out)
+            };
+            match shared
+                .inspector
+                .run(size, self.conn.client.ip(), how, job)
+                .await
+            {
+                Ok(((mut in_flight, out), spent)) => {
+                    self.tx = in_flight.tx.take();
+                    let spent = total.map_or(spent, |t| t.plus(&spent));
+                    self.take_events(phase);
+                    if pooled && out.is_none() && self.tx.as_ref().is_some_and(WafTx::paused) {
+                        total = Some(spent);
+                        f = WafTx::resume_phase;
+                        continue;
+                    }
+                    self.account(phase, spent);
+                    return out;
+                }
+                Err(e) => {
+                    if let Some(t) = total {
+                        self.account(phase, t);
+                    }
+                    shared.metrics.engine_errors.fetch_add(1, Ordering::Relaxed);
+                    let msg = format!("rule engine failure: {e}");
+                    self.error_line(&msg);
+                    self.error.get_or_insert(msg);
+                    return failed;
+                }
             }
         }
     }

@@ -4,17 +4,28 @@
 //! A first-come queue lets one client that sends many large bodies at once
 //! take every place ahead of everyone else: another client's body would wait
 //! for all of them. Here each client (its address) has a queue of its own, and
-//! a freed slot goes to the next client in turn (round robin over the clients
-//! that wait), to that client's oldest waiter. A client's body then waits for at
-//! most one evaluation of each other waiting client, not for their whole
-//! backlog. An IPv6 client is its /64 (one host commonly holds a whole /64).
+//! a freed slot goes to the waiting client that has used the pool least lately
+//! (its pool time, halved every [`HALF_LIFE`]), to that client's oldest waiter;
+//! among equals, to the one that has waited longest. A client that floods the
+//! pool has used it most, so any other client's job goes first at the next
+//! free slot; and since phases on the pool are walked in slices
+//! (`exchange/record.rs`), a slot frees every few milliseconds. An IPv6 client
+//! is its /64 (one host commonly holds a whole /64).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// Slots handed out in turn between clients; see the module documentation.
+/// How fast a client's past use of the pool is forgotten: halved every so long.
+pub const HALF_LIFE: Duration = Duration::from_secs(2);
+
+/// Clients whose use is remembered, beyond which the forgotten ones (used less
+/// than a microsecond's worth now) are dropped.
+const REMEMBERED: usize = 4096;
+
+/// Slots handed out between clients; see the module documentation.
 #[derive(Debug)]
 pub struct FairSlots {
     state: Mutex<State>,
@@ -24,23 +35,51 @@ pub struct FairSlots {
 struct State {
     /// Slots no one holds.
     free: usize,
-    /// The waiters of each client, oldest first.
-    waiting: HashMap<IpAddr, VecDeque<oneshot::Sender<Slot>>>,
-    /// The clients that wait, in the order they get their next slot.
-    turn: VecDeque<IpAddr>,
+    /// The clients that wait.
+    waiting: HashMap<IpAddr, Waiting>,
+    /// Each client's recent use of the pool.
+    usage: HashMap<IpAddr, Usage>,
+    /// Arrival order, for ties.
+    seq: u64,
 }
 
-/// A held slot: given back when dropped (to the next waiter in turn).
+/// One client's waiters.
+#[derive(Debug)]
+struct Waiting {
+    /// Oldest first.
+    queue: VecDeque<oneshot::Sender<Slot>>,
+    /// When its next waiter began to wait (an arrival number).
+    since: u64,
+}
+
+/// A client's use of the pool: seconds, decayed, as of `at`.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    used: f64,
+    at: Instant,
+}
+
+impl Usage {
+    fn now(&self, now: Instant) -> f64 {
+        let age = now.saturating_duration_since(self.at).as_secs_f64();
+        self.used * 0.5f64.powf(age / HALF_LIFE.as_secs_f64())
+    }
+}
+
+/// A held slot: given back when dropped (to the next waiter), its time
+/// counted to its client.
 #[derive(Debug)]
 pub struct Slot {
     /// `None` only for a slot being handed on (see [`FairSlots::release`]).
     slots: Option<Arc<FairSlots>>,
+    client: IpAddr,
+    since: Instant,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         if let Some(slots) = self.slots.take() {
-            FairSlots::release(&slots);
+            FairSlots::release(&slots, self.client, self.since.elapsed());
         }
     }
 }
@@ -52,7 +91,8 @@ impl FairSlots {
             state: Mutex::new(State {
                 free: n,
                 waiting: HashMap::new(),
-                turn: VecDeque::new(),
+                usage: HashMap::new(),
+                seq: 0,
             }),
         })
     }
@@ -67,19 +107,25 @@ impl FairSlots {
         let client = turn_key(client);
         let rx = {
             let mut st = self.lock();
-            if st.free > 0 && st.turn.is_empty() {
+            if st.free > 0 && st.waiting.is_empty() {
                 st.free -= 1;
                 return Slot {
                     slots: Some(Arc::clone(self)),
+                    client,
+                    since: Instant::now(),
                 };
             }
             let (tx, rx) = oneshot::channel();
-            let queue = st.waiting.entry(client).or_default();
-            let first = queue.is_empty();
-            queue.push_back(tx);
-            if first {
-                st.turn.push_back(client);
-            }
+            st.seq += 1;
+            let since = st.seq;
+            st.waiting
+                .entry(client)
+                .or_insert_with(|| Waiting {
+                    queue: VecDeque::new(),
+                    since,
+                })
+                .queue
+                .push_back(tx);
             rx
         };
         match rx.await {
@@ -89,25 +135,45 @@ impl FairSlots {
         }
     }
 
-    /// Gives a slot back: to the oldest waiter of the next client in turn, or
-    /// to the free count when no one waits. A waiter that gave up (its future
-    /// dropped) is skipped; a slot it was handed and never took comes back here
-    /// when the channel drops it.
-    fn release(this: &Arc<Self>) {
+    /// Gives back a slot `client` held for `held`: to the oldest waiter of the
+    /// waiting client that used the pool least, or to the free count when no one
+    /// waits. A waiter that gave up (its future dropped) is skipped.
+    fn release(this: &Arc<Self>, client: IpAddr, held: Duration) {
+        let now = Instant::now();
         let mut st = this.lock();
-        while let Some(client) = st.turn.pop_front() {
-            let Some(queue) = st.waiting.get_mut(&client) else {
-                continue;
+        let used = st.usage.get(&client).map_or(0.0, |u| u.now(now)) + held.as_secs_f64();
+        st.usage.insert(client, Usage { used, at: now });
+        if st.usage.len() > REMEMBERED {
+            st.usage.retain(|_, u| u.now(now) > 1e-6);
+        }
+        loop {
+            let next = {
+                let usage = &st.usage;
+                st.waiting
+                    .iter()
+                    .map(|(c, w)| {
+                        let used = usage.get(c).map_or(0.0, |u| u.now(now));
+                        (*c, used, w.since)
+                    })
+                    .min_by(|a, b| a.1.total_cmp(&b.1).then(a.2.cmp(&b.2)))
+                    .map(|(c, _, _)| c)
             };
-            let next = queue.pop_front();
-            if queue.is_empty() {
-                st.waiting.remove(&client);
-            } else {
-                st.turn.push_back(client);
+            let Some(next) = next else { break };
+            st.seq += 1;
+            let seq = st.seq;
+            let Some(w) = st.waiting.get_mut(&next) else {
+                break;
+            };
+            let tx = w.queue.pop_front();
+            w.since = seq;
+            if w.queue.is_empty() {
+                st.waiting.remove(&next);
             }
-            let Some(tx) = next else { continue };
+            let Some(tx) = tx else { continue };
             let slot = Slot {
                 slots: Some(Arc::clone(this)),
+                client: next,
+                since: Instant::now(),
             };
             match tx.send(slot) {
                 Ok(()) => return,
@@ -125,7 +191,7 @@ impl FairSlots {
     #[cfg(test)]
     fn counts(&self) -> (usize, usize) {
         let st = self.lock();
-        (st.free, st.waiting.values().map(VecDeque::len).sum())
+        (st.free, st.waiting.values().map(|w| w.queue.len()).sum())
     }
 }
 
@@ -150,8 +216,10 @@ mod tests {
         IpAddr::from([10, 0, 0, n])
     }
 
+    /// Client 1 holds the slot and queues five jobs, then client 2 one: client 2,
+    /// which has used the pool least, goes first.
     #[tokio::test]
-    async fn slots_go_round_robin_between_clients() {
+    async fn the_client_that_used_the_pool_least_goes_first() {
         let slots = FairSlots::new(1);
         let held = slots.acquire(ip(1)).await;
         // Client 1 queues five jobs, then client 2 one.
@@ -181,8 +249,8 @@ mod tests {
             t.await.unwrap();
         }
         let order = order.lock().unwrap().clone();
-        // Client 2's job comes second, not after client 1's whole backlog.
-        assert_eq!(order, ["a1", "b1", "a2", "a3", "a4", "a5"]);
+        // Client 2's job comes first, not after client 1's whole backlog.
+        assert_eq!(order, ["b1", "a1", "a2", "a3", "a4", "a5"]);
         assert_eq!(slots.counts(), (1, 0));
     }
 

@@ -177,6 +177,7 @@ impl Transaction {
         // on from the rule it paused before, with no skip pending.
         let mut skip_after: Option<&str> = None;
         let mut skip = 0u32;
+        self.budget.slice_work = 0;
         for (index, entry) in overlay.iter().chain(base).enumerate().skip(start) {
             let rule = match entry {
                 Entry::Marker(name) => {
@@ -208,6 +209,17 @@ impl Transaction {
             } else {
                 (pause_base, index - overlay_len)
             };
+            if let Some(slice) = self.slice
+                && index > start
+                && self.budget.slice_work >= slice
+            {
+                if self.debug_on(9) {
+                    let msg = format!("{}: pausing, the slice is used up.", rule.label());
+                    self.debug_line(9, &msg);
+                }
+                self.paused = Some((phase, index));
+                return None;
+            }
             if pause_at.binary_search(&(at as u32)).is_ok() {
                 if self.debug_on(4) {
                     let msg = format!("{}: pausing for a DNS lookup.", rule.label());
