@@ -22,7 +22,8 @@ use tokio::sync::oneshot;
 pub const HALF_LIFE: Duration = Duration::from_secs(2);
 
 /// Clients whose use is remembered, beyond which the forgotten ones (used less
-/// than a microsecond's worth now) are dropped.
+/// than a microsecond's worth now) are dropped, and if that is not enough, all
+/// but the waiting ones.
 const REMEMBERED: usize = 4096;
 
 /// Slots handed out between clients; see the module documentation.
@@ -145,6 +146,13 @@ impl FairSlots {
         st.usage.insert(client, Usage { used, at: now });
         if st.usage.len() > REMEMBERED {
             st.usage.retain(|_, u| u.now(now) > 1e-6);
+            if st.usage.len() > REMEMBERED {
+                // Too many clients at once to remember them all: only the
+                // waiting ones keep their use (the map stays bounded, and the
+                // next pruning is far off again).
+                let State { usage, waiting, .. } = &mut *st;
+                usage.retain(|c, _| waiting.contains_key(c));
+            }
         }
         loop {
             let next = {
@@ -252,6 +260,22 @@ mod tests {
         // Client 2's job comes first, not after client 1's whole backlog.
         assert_eq!(order, ["b1", "a1", "a2", "a3", "a4", "a5"]);
         assert_eq!(slots.counts(), (1, 0));
+    }
+
+    /// Many clients, one after another: the memory of their use stays bounded.
+    #[tokio::test]
+    async fn the_memory_of_clients_is_bounded() {
+        let slots = FairSlots::new(1);
+        for n in 0..(2 * REMEMBERED as u32) {
+            let client = IpAddr::from(n.to_be_bytes());
+            let slot = slots.acquire(client).await;
+            // Held long enough to be remembered beyond the first pruning.
+            std::thread::sleep(Duration::from_micros(20));
+            drop(slot);
+        }
+        let st = slots.lock();
+        assert!(st.usage.len() <= REMEMBERED + 1, "{}", st.usage.len());
+        assert_eq!(st.free, 1);
     }
 
     #[test]
