@@ -702,3 +702,33 @@ SecRule REQUEST_BODY "@rx <scr[a-z]pt" "id:6,phase:2,pass,t:none,t:urlDecode""#,
     assert_eq!(ids("%3Cscr_pt", "<script"), vec![6]);
     assert_eq!(ids("%3Cscr_pt", "<scr_pt"), Vec::<i64>::new());
 }
+
+/// REMOTE_USER: the user the server authenticated when it sets one, else (as
+/// libmodsecurity) the user name of an `Authorization: Basic` header.
+#[test]
+fn remote_user_from_the_server_or_the_basic_header() {
+    let rs = ruleset(
+        "SecRuleEngine On\nSecRule REMOTE_USER \"@streq alice\" \"id:1,phase:1,deny,status:403\"\n",
+    );
+    let run = |auth: Option<&[u8]>, server_user: Option<&[u8]>| {
+        let mut tx = Transaction::new(rs.clone(), TxContext::default());
+        tx.set_request_line(b"GET", b"/", b"HTTP/1.1");
+        tx.add_request_header(b"Host", b"example.com");
+        if let Some(a) = auth {
+            tx.add_request_header(b"Authorization", a);
+        }
+        if let Some(u) = server_user {
+            tx.set_remote_user(u);
+        }
+        tx.process_request_headers().map(|i| i.status)
+    };
+    // "alice:secret" and "bob:secret".
+    assert_eq!(run(Some(b"Basic YWxpY2U6c2VjcmV0"), None), Some(403));
+    assert_eq!(run(Some(b"Basic Ym9iOnNlY3JldA=="), None), None);
+    assert_eq!(run(Some(b"Bearer YWxpY2U6c2VjcmV0"), None), None);
+    assert_eq!(run(Some(b"Basic YWxpY2U="), None), None, "no colon: no user");
+    assert_eq!(run(None, None), None);
+    // The server's user wins over the header.
+    assert_eq!(run(Some(b"Basic Ym9iOnNlY3JldA=="), Some(b"alice")), Some(403));
+    assert_eq!(run(Some(b"Basic YWxpY2U6c2VjcmV0"), Some(b"bob")), None);
+}

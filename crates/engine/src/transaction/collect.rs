@@ -113,6 +113,18 @@ fn scalar<'a>(out: &mut Vec<Value<'a>>, var: Var, value: Cow<'a, [u8]>, cached: 
     });
 }
 
+/// The user name of the first `Authorization` header when it is `Basic `
+/// credentials (the part of the decoded value before its first `:`).
+fn basic_user(headers: &[crate::body::Arg]) -> Option<Vec<u8>> {
+    let (_, value) = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(b"authorization"))?;
+    let encoded = value.strip_prefix(b"Basic ")?;
+    let decoded = crate::transforms::Transform::Base64Decode.apply(encoded);
+    let colon = memchr::memchr(b':', &decoded)?;
+    Some(decoded[..colon].to_vec())
+}
+
 fn owned<'a>(out: &mut Vec<Value<'a>>, var: Var, value: String) {
     scalar(out, var, Cow::Owned(value.into_bytes()), false);
 }
@@ -577,6 +589,10 @@ impl<'a> View<'a> {
             Var::RemoteUser => {
                 if let Some(user) = &req.remote_user {
                     scalar(out, var, Cow::Borrowed(user), false);
+                } else if let Some(user) = basic_user(&req.headers) {
+                    // As libmodsecurity: the user name of an `Authorization:
+                    // Basic` header, as the client sent it (not verified).
+                    scalar(out, var, Cow::Owned(user), false);
                 }
             }
             Var::PathInfo | Var::Userid | Var::Sessionid | Var::WebserverErrorLog => {}
