@@ -726,9 +726,16 @@ fn remote_user_from_the_server_or_the_basic_header() {
     assert_eq!(run(Some(b"Basic YWxpY2U6c2VjcmV0"), None), Some(403));
     assert_eq!(run(Some(b"Basic Ym9iOnNlY3JldA=="), None), None);
     assert_eq!(run(Some(b"Bearer YWxpY2U6c2VjcmV0"), None), None);
-    assert_eq!(run(Some(b"Basic YWxpY2U="), None), None, "no colon: no user");
+    assert_eq!(
+        run(Some(b"Basic YWxpY2U="), None),
+        None,
+        "no colon: no user"
+    );
     assert_eq!(run(None, None), None);
     // The server's user wins over the header.
-    assert_eq!(run(Some(b"Basic Ym9iOnNlY3JldA=="), Some(b"alice")), Some(403));
+    assert_eq!(
+        run(Some(b"Basic Ym9iOnNlY3JldA=="), Some(b"alice")),
+        Some(403)
+    );
     assert_eq!(run(Some(b"Basic YWxpY2U6c2VjcmV0"), Some(b"bob")), None);
 }
