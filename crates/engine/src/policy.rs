@@ -118,6 +118,9 @@ pub struct PolicyLimits {
 pub(crate) struct Overlay {
     /// Entries per phase (markers in every phase); they run before the base's.
     pub phases: [Vec<Entry>; 5],
+    /// Where the site's walk (these entries, then the base's) goes on after a
+    /// rule matched.
+    pub jumps: crate::ruleset::jumps::Jumps,
     /// The base's transformation prefixes and the overlay's new ones, when it has
     /// any (otherwise the base's serve).
     pub chain_nodes: Option<Vec<ChainNode>>,
@@ -170,6 +173,15 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// For tests: checks the table of where the site's walk (its overlay, then
+    /// the base) goes on after a match against the flow walked entry by entry.
+    #[doc(hidden)]
+    pub fn check_jumps(&self) -> Result<(), String> {
+        self.overlay
+            .jumps
+            .check(Some(&self.overlay.phases), &self.base.phases)
+    }
+
     /// The base rule set the policy is bound to.
     pub fn base(&self) -> &Arc<Ruleset> {
         &self.base
@@ -468,6 +480,7 @@ impl PolicyBuilder {
         warnings.extend(unknown_ctl_ids(&self.base, &phases));
         let rbl_use = RblUse::of(&phases);
         let uses_inputs = crate::ruleset::uses_inputs(&phases);
+        let jumps = crate::ruleset::jumps::Jumps::of(Some(&phases), &self.base.phases);
         Ok(Policy {
             base: self.base,
             name: self.name,
@@ -476,6 +489,7 @@ impl PolicyBuilder {
             limits: self.limits,
             overlay: Overlay {
                 phases,
+                jumps,
                 chain_nodes,
                 rbl_use,
                 uses_inputs,

@@ -27,6 +27,9 @@ fn crs_v4_loads_every_rule() {
     assert_eq!(ids, 629 + 1 + 2);
     assert_eq!(links, 73);
     assert!(rs.warnings().is_empty(), "{:?}", rs.warnings());
+    // Where each walk goes on after a match (skip, skipAfter, resolved at load)
+    // is where the walk entry by entry went.
+    rs.check_jumps().unwrap();
     // A SecRuleUpdateTargetById in REQUEST-900-EXCLUSION-style files is applied to rules
     // loaded earlier: 942100 keeps its targets (none is excluded in the stock set).
     assert!(rs.rule_by_id(942100).is_some());
@@ -35,6 +38,7 @@ fn crs_v4_loads_every_rule() {
 #[test]
 fn crs_v3_loads_every_rule() {
     let rs = common::crs_v3();
+    rs.check_jumps().unwrap();
     let (ids, links) = counts(&rs);
     assert!(ids > 600, "only {ids} rules with an id");
     assert!(links > 100, "only {links} chained rules");

@@ -17,7 +17,10 @@ fn crs() -> &'static Arc<Ruleset> {
 fn site(name: &str, setup: impl FnOnce(&mut PolicyBuilder)) -> Arc<Policy> {
     let mut b = PolicyBuilder::new(crs(), name, Arc::new(seclang::FsSource));
     setup(&mut b);
-    Arc::new(b.build().expect("site builds"))
+    let site = b.build().expect("site builds");
+    site.check_jumps()
+        .expect("the site's walk jumps where the stepwise walk went");
+    Arc::new(site)
 }
 
 /// Runs phases 1, 2 and 5 of `req` for `site` (the plain base without one).

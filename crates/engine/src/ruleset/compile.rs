@@ -1287,7 +1287,9 @@ impl RulesetBuilder {
         }
         let rbl_use = super::RblUse::of(&phases);
         let uses_inputs = super::uses_inputs(&phases);
+        let jumps = super::jumps::Jumps::of(None, &phases);
         Ok(Ruleset {
+            jumps,
             rbl_use,
             uses_inputs,
             prefilter,

@@ -2,6 +2,7 @@
 
 pub(crate) mod compile;
 pub mod fold;
+pub(crate) mod jumps;
 pub mod prefilter;
 pub mod tags;
 
@@ -17,6 +18,8 @@ use std::path::PathBuf;
 pub struct Ruleset {
     /// Entries per phase (index 0 is phase 1). Markers appear in every phase.
     pub(crate) phases: [Vec<Entry>; 5],
+    /// Where each phase's walk goes on after a rule matched ([`jumps`]).
+    pub(crate) jumps: jumps::Jumps,
     pub(crate) config: EngineConfig,
     pub(crate) files: Vec<PathBuf>,
     pub(crate) warnings: Vec<String>,
@@ -134,6 +137,13 @@ pub(crate) struct ChainNode {
 }
 
 impl Ruleset {
+    /// For tests: checks the table of where each phase's walk goes on after a
+    /// match against the flow walked entry by entry; the first difference.
+    #[doc(hidden)]
+    pub fn check_jumps(&self) -> Result<(), String> {
+        self.jumps.check(None, &self.phases)
+    }
+
     /// Engine-wide settings.
     pub fn config(&self) -> &EngineConfig {
         &self.config

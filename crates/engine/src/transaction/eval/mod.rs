@@ -174,27 +174,25 @@ impl Transaction {
             (&[], &[])
         };
         // The walk's state between rules is only its position: a paused walk goes
-        // on from the rule it paused before, with no skip pending.
-        let mut skip_after: Option<&str> = None;
-        let mut skip = 0u32;
-        self.budget.slice_work = 0;
-        for (index, entry) in overlay.iter().chain(base).enumerate().skip(start) {
+        // on from the rule it paused before. After a match, `skip` and
+        // `skipAfter` are one jump, resolved at load (`ruleset/jumps.rs`).
+        let jumps = policy
+            .as_deref()
+            .map_or(&ruleset.jumps, |pl| &pl.overlay.jumps);
+        let len = overlay_len + base.len();
+        let mut next = start;
+        while next < len {
+            let index = next;
+            next += 1;
+            let entry = if index < overlay_len {
+                &overlay[index]
+            } else {
+                &base[index - overlay_len]
+            };
             let rule = match entry {
-                Entry::Marker(name) => {
-                    if skip_after == Some(name.as_str()) {
-                        skip_after = None;
-                    }
-                    continue;
-                }
+                Entry::Marker(_) => continue,
                 Entry::Rule(r) => r,
             };
-            if skip_after.is_some() {
-                continue;
-            }
-            if skip > 0 {
-                skip -= 1;
-                continue;
-            }
             if self.is_removed(rule) {
                 if self.debug_on(9) {
                     self.debug_line(
@@ -251,13 +249,12 @@ impl Transaction {
             if !matched {
                 continue;
             }
-            if let Some(m) = &rule.skip_after {
-                if self.debug_on(9) {
-                    self.debug_line(9, &format!("Skipping rules up to the marker {m}."));
-                }
-                skip_after = Some(m.as_str());
+            if let Some(m) = &rule.skip_after
+                && self.debug_on(9)
+            {
+                self.debug_line(9, &format!("Skipping rules up to the marker {m}."));
             }
-            skip = rule.skip;
+            next = jumps.after_match(p, index);
             let (disruptive, default_status) =
                 match rule.disruptive.clone().unwrap_or(Disruptive::Pass) {
                     Disruptive::Block => match policy.as_deref() {
