@@ -151,6 +151,12 @@ impl Inspector {
         self.pool.spawn_broadcast(|_| crate::memory::collect());
     }
 
+    /// Whether evaluations wait for the pool now (a long one on it is then
+    /// walked in slices, so that the waiting clients take their turns).
+    pub fn contended(&self) -> bool {
+        self.slots.contended()
+    }
+
     /// Whether an evaluation over `size` bytes of input runs inline.
     pub fn inline(&self, size: usize) -> bool {
         size <= self.inline_bytes

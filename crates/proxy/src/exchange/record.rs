@@ -162,9 +162,9 @@ impl Record {
             return None;
         }
         self.probe_phase_start(phase);
-        // On the pool, the phase is walked in slices: between two, the clients
-        // waiting for the pool take their turns (`inspect/fair.rs`), so one
-        // client's long evaluations cannot hold the pool from another's.
+        // On the pool, while others wait for it, the phase is walked in slices:
+        // between two, the clients waiting take their turns (`inspect/fair.rs`),
+        // so one client's long evaluations cannot hold the pool from another's.
         let pooled = !self.shared.inspector.inline(size);
         // What the slices took, accounted once for the phase.
         let mut total: Option<Spent> = None;
@@ -177,7 +177,9 @@ impl Record {
                 shared: shared.clone(),
             };
             let job = move || {
-                if pooled {
+                // Sliced only while others wait: each slice is a round trip
+                // through the pool (its threads' wake-up and spin included).
+                if pooled && in_flight.shared.inspector.contended() {
                     tx.set_slice(Some(POOL_SLICE_WORK));
                 }
                 let out = f(&mut tx);

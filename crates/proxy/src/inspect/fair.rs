@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -30,6 +31,8 @@ const REMEMBERED: usize = 4096;
 #[derive(Debug)]
 pub struct FairSlots {
     state: Mutex<State>,
+    /// How many wait, read without the lock ([`FairSlots::contended`]).
+    waiters: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -95,7 +98,14 @@ impl FairSlots {
                 usage: HashMap::new(),
                 seq: 0,
             }),
+            waiters: AtomicUsize::new(0),
         })
+    }
+
+    /// Whether someone waits for a slot now: only then is it worth cutting a
+    /// long evaluation into slices.
+    pub fn contended(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) > 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -127,6 +137,7 @@ impl FairSlots {
                 })
                 .queue
                 .push_back(tx);
+            self.waiters.fetch_add(1, Ordering::Relaxed);
             rx
         };
         match rx.await {
@@ -173,6 +184,9 @@ impl FairSlots {
                 break;
             };
             let tx = w.queue.pop_front();
+            if tx.is_some() {
+                this.waiters.fetch_sub(1, Ordering::Relaxed);
+            }
             w.since = seq;
             if w.queue.is_empty() {
                 st.waiting.remove(&next);
@@ -252,10 +266,12 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         }
+        assert!(slots.contended());
         drop(held);
         for t in tasks {
             t.await.unwrap();
         }
+        assert!(!slots.contended());
         let order = order.lock().unwrap().clone();
         // Client 2's job comes first, not after client 1's whole backlog.
         assert_eq!(order, ["b1", "a1", "a2", "a3", "a4", "a5"]);
