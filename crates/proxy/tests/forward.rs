@@ -388,42 +388,14 @@ async fn names_resolving_to_listed_addresses_are_refused() {
     );
 }
 
-/// A CA made with rcgen: its certificate as PEM and DER, and its issuer.
-fn test_ca(name: &str) -> (String, String, rcgen::Issuer<'static, rcgen::KeyPair>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::default();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let cert = params.self_signed(&key).unwrap();
-    let pem = cert.pem();
-    let key_pem = key.serialize_pem();
-    (pem, key_pem, rcgen::Issuer::new(params, key))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspected_tunnels_pass_the_rules() {
+    use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
     // The origin: a certificate for localhost and 127.0.0.1 from its own CA.
-    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&leaf_key, &origin_ca)
-        .unwrap();
-    let origin = tls_server_with(
-        leaf.der().clone(),
-        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-    )
-    .await;
+    let (origin_ca_pem, leaf, key) = leaf_from_new_ca("Origin CA", &["localhost", "127.0.0.1"]);
+    let origin = tls_server_with(leaf, key).await;
     let port = origin.port();
     // An origin whose certificate nobody trusts.
     let (untrusted, _, _) = tls_server().await;
@@ -434,10 +406,7 @@ async fn inspected_tunnels_pass_the_rules() {
     let closed = free_port();
 
     let dir = TempDir::new("forward-inspect");
-    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
-    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
-    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
-    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    let inspect_ca_pem = inspection_files(&dir, &origin_ca_pem);
     std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
     std::fs::write(dir.path("bypass.txt"), "127.0.0.1\n").unwrap();
     std::fs::create_dir_all(dir.path("cats")).unwrap();
@@ -644,24 +613,11 @@ async fn inspected_tunnels_pass_the_rules() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspected_tunnels_carry_the_connects_user() {
-    use rustls::pki_types::PrivateKeyDer;
-    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&leaf_key, &origin_ca)
-        .unwrap();
-    let origin = tls_server_with(
-        leaf.der().clone(),
-        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-    )
-    .await;
+    let (origin_ca_pem, leaf, key) = leaf_from_new_ca("Origin CA", &["localhost"]);
+    let origin = tls_server_with(leaf, key).await;
     let port = origin.port();
     let dir = TempDir::new("forward-inspect-user");
-    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
-    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
-    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
-    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    inspection_files(&dir, &origin_ca_pem);
     let hash = bcrypt::hash("pw", 4).unwrap();
     std::fs::write(dir.path("users"), format!("alice:{hash}\nbob:{hash}\n")).unwrap();
     let (_p, listen, _admin) = forward_proxy(
@@ -965,27 +921,15 @@ async fn h2_get(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspected_tunnels_speak_http2() {
+    use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&leaf_key, &origin_ca)
-        .unwrap();
-    let origin = tls_server_with(
-        leaf.der().clone(),
-        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-    )
-    .await;
+    let (origin_ca_pem, leaf, key) = leaf_from_new_ca("Origin CA", &["localhost"]);
+    let origin = tls_server_with(leaf, key).await;
     let port = origin.port();
 
     let dir = TempDir::new("forward-inspect-h2");
-    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
-    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
-    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
-    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    let inspect_ca_pem = inspection_files(&dir, &origin_ca_pem);
     std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
     let (_p, listen, admin) = forward_proxy(
         &dir,
@@ -1198,30 +1142,18 @@ async fn h2_connect(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_over_http2() {
     use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, IpAddr as PkiIp, PrivateKeyDer};
+    use rustls::pki_types::{CertificateDer, IpAddr as PkiIp};
 
     // An origin with a certificate for localhost and 127.0.0.1 from its own CA.
-    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
+    let (origin_ca_pem, leaf, key) = leaf_from_new_ca("Origin CA", &["localhost", "127.0.0.1"]);
     let origin_ca_der = CertificateDer::from_pem_slice(origin_ca_pem.as_bytes()).unwrap();
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&leaf_key, &origin_ca)
-        .unwrap();
-    let origin = tls_server_with(
-        leaf.der().clone(),
-        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-    )
-    .await;
+    let origin = tls_server_with(leaf, key).await;
     let port = origin.port();
     let backend = Backend::start().await;
     let bport = backend.addr.port();
 
     let dir = TempDir::new("forward-connect-h2");
-    let (inspect_ca_pem, inspect_key_pem, _) = test_ca("Palisade Inspection CA");
-    std::fs::write(dir.path("inspect-ca.pem"), &inspect_ca_pem).unwrap();
-    std::fs::write(dir.path("inspect-ca.key"), &inspect_key_pem).unwrap();
-    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    let inspect_ca_pem = inspection_files(&dir, &origin_ca_pem);
     std::fs::write(dir.path("inspect.txt"), "*\n").unwrap();
     std::fs::write(dir.path("bypass.txt"), "127.0.0.1\n").unwrap();
     let (_p, listen, admin, proxy_cert) = forward_proxy_tls(

@@ -220,25 +220,6 @@ fn spki_pin(key: &rcgen::KeyPair) -> String {
         .encode(sha2::Sha256::digest(key.subject_public_key_info()))
 }
 
-/// A CA made with rcgen: its certificate and key as PEM, and its issuer.
-fn test_ca(name: &str) -> (String, String, rcgen::Issuer<'static, rcgen::KeyPair>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::default();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let cert = params.self_signed(&key).unwrap();
-    let pem = cert.pem();
-    let key_pem = key.serialize_pem();
-    (pem, key_pem, rcgen::Issuer::new(params, key))
-}
-
 /// A forward proxy on a free port allowing `CONNECT` to `port`, with `forward`
 /// added to `[forward]` and `extra` after it; access and error logs in `dir`.
 /// Returns it, its address and its admin listener's.
@@ -381,24 +362,12 @@ async fn chromium_trusts_the_inspection_ca_and_the_rules_see_inside_the_tunnel()
     // The origin: a certificate for localhost from a CA chromium does not
     // trust, only the proxy does (upstream_ca_file). A page chromium shows
     // was therefore served to it with the inspection CA's certificate.
-    let (origin_ca_pem, _, origin_ca) = test_ca("Origin CA");
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&leaf_key, &origin_ca)
-        .unwrap();
-    let (origin, seen) = tls_origin(
-        leaf.der().clone(),
-        PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-    )
-    .await;
+    let (origin_ca_pem, leaf, key) = leaf_from_new_ca("Origin CA", &["localhost"]);
+    let (origin, seen) = tls_origin(leaf, key).await;
     let port = origin.port();
 
     let dir = TempDir::new("forward-browser-inspect");
-    let (ca_pem, ca_key_pem, _) = test_ca("Palisade Inspection CA");
-    std::fs::write(dir.path("inspect-ca.pem"), &ca_pem).unwrap();
-    std::fs::write(dir.path("inspect-ca.key"), &ca_key_pem).unwrap();
-    std::fs::write(dir.path("origin-ca.pem"), &origin_ca_pem).unwrap();
+    inspection_files(&dir, &origin_ca_pem);
     std::fs::write(dir.path("inspect.txt"), "localhost\n").unwrap();
     std::fs::create_dir_all(dir.path("cats")).unwrap();
     std::fs::write(dir.path("cats/games.txt"), "localhost/games/\n").unwrap();

@@ -801,3 +801,57 @@ pub fn go_tool(what: &str) -> Option<PathBuf> {
     let found = on_path.unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
     required(&found, what).map(|()| found)
 }
+
+/// A CA made with rcgen: its certificate and key as PEM, and its issuer.
+pub fn test_ca(name: &str) -> (String, String, rcgen::Issuer<'static, rcgen::KeyPair>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    let cert = params.self_signed(&key).unwrap();
+    let pem = cert.pem();
+    let key_pem = key.serialize_pem();
+    (pem, key_pem, rcgen::Issuer::new(params, key))
+}
+
+/// A leaf certificate for `names` signed by a CA named `ca` made here: the CA's
+/// PEM, the leaf and its key.
+pub fn leaf_from_new_ca(
+    ca: &str,
+    names: &[&str],
+) -> (
+    String,
+    rustls::pki_types::CertificateDer<'static>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    let (ca_pem, _, issuer) = test_ca(ca);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf =
+        rcgen::CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+    (
+        ca_pem,
+        leaf.der().clone(),
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+}
+
+/// TLS inspection's files in `dir`: `inspect-ca.pem` and `inspect-ca.key` (a CA
+/// made here) and `origin-ca.pem` (`origin_ca_pem`, the origins' CA); returns the
+/// inspection CA's PEM.
+pub fn inspection_files(dir: &TempDir, origin_ca_pem: &str) -> String {
+    let (ca_pem, key_pem, _) = test_ca("Palisade Inspection CA");
+    std::fs::write(dir.path("inspect-ca.pem"), &ca_pem).unwrap();
+    std::fs::write(dir.path("inspect-ca.key"), &key_pem).unwrap();
+    std::fs::write(dir.path("origin-ca.pem"), origin_ca_pem).unwrap();
+    ca_pem
+}
