@@ -222,7 +222,6 @@ impl Inspector {
         sni: Option<Host>,
     ) -> Result<InspectedTunnel, String> {
         let (host, port) = (target.host.clone(), target.port);
-        let address_check = target.address_check();
         let key = format!("{host}:{port}");
         let pool = self
             .pools
@@ -242,7 +241,8 @@ impl Inspector {
                 }
                 Pool::new(&cfg, &self.env, &mut roots, None)
                     .map(|mut pool| {
-                        pool.set_address_check(address_check);
+                        // Made only with a new pool, not per tunnel.
+                        pool.set_address_check(target.address_check());
                         Arc::new(pool)
                     })
                     .map_err(|e| e.to_string())
