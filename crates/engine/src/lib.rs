@@ -40,6 +40,7 @@ pub mod log;
 pub mod lookups;
 pub mod macros;
 pub mod operators;
+mod plan;
 pub mod policy;
 pub mod rule;
 pub mod ruleset;

@@ -167,6 +167,8 @@ pub struct Policy {
     pub(crate) overlay: Overlay,
     pub(crate) removals: Removals,
     pub(crate) folds: crate::ruleset::fold::SiteFolds,
+    /// The plan of the site's walk: its overlay, then the base.
+    pub(crate) plan: crate::plan::Plan,
     warnings: Vec<String>,
     files: Vec<std::path::PathBuf>,
     hash: u64,
@@ -481,7 +483,16 @@ impl PolicyBuilder {
         let rbl_use = RblUse::of(&phases);
         let uses_inputs = crate::ruleset::uses_inputs(&phases);
         let jumps = crate::ruleset::jumps::Jumps::of(Some(&phases), &self.base.phases);
+        let plan = crate::plan::Plan::build(&crate::plan::WalkParts {
+            overlay: Some(&phases),
+            base: &self.base.phases,
+            jumps: &jumps,
+            folds: Some(&folds),
+            pauses: (Some(&rbl_use.entries), &self.base.rbl_use.entries),
+            defaults: (Some(&default_disruptive), &self.base.default_disruptive),
+        });
         Ok(Policy {
+            plan,
             base: self.base,
             name: self.name,
             mode: self.mode,

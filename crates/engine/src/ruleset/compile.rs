@@ -1288,8 +1288,17 @@ impl RulesetBuilder {
         let rbl_use = super::RblUse::of(&phases);
         let uses_inputs = super::uses_inputs(&phases);
         let jumps = super::jumps::Jumps::of(None, &phases);
+        let plan = crate::plan::Plan::build(&crate::plan::WalkParts {
+            overlay: None,
+            base: &phases,
+            jumps: &jumps,
+            folds: None,
+            pauses: (None, &rbl_use.entries),
+            defaults: (None, &default_disruptive),
+        });
         Ok(Ruleset {
             jumps,
+            plan,
             rbl_use,
             uses_inputs,
             prefilter,

@@ -20,6 +20,8 @@ pub struct Ruleset {
     pub(crate) phases: [Vec<Entry>; 5],
     /// Where each phase's walk goes on after a rule matched ([`jumps`]).
     pub(crate) jumps: jumps::Jumps,
+    /// The plan of the base's walk (a transaction without a site).
+    pub(crate) plan: crate::plan::Plan,
     pub(crate) config: EngineConfig,
     pub(crate) files: Vec<PathBuf>,
     pub(crate) warnings: Vec<String>,

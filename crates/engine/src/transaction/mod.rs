@@ -347,8 +347,12 @@ pub struct Transaction {
     /// The work after which a walk pauses at its next rule
     /// ([`Transaction::set_slice`]).
     pub(crate) slice: Option<u64>,
-    /// The phase and the entry of it where the walk paused, until it is resumed.
+    /// The phase and the entry of it (the plan's step, or the interpreter's entry)
+    /// where the walk paused, until it is resumed.
     pub(crate) paused: Option<(u8, usize)>,
+    /// Runs phases with the interpreter instead of the plan (the test oracle:
+    /// [`Transaction::use_interpreter`]).
+    pub(crate) interpreter: bool,
     /// Each evaluated rule's time in the phase running now, when the transaction
     /// is timed ([`Transaction::time_rules`]); handed out as one
     /// [`Event::RuleTimes`](crate::events::Event::RuleTimes) per phase.
@@ -458,8 +462,31 @@ impl Transaction {
             pause_for_lookups: false,
             slice: None,
             paused: None,
+            interpreter: false,
             rule_times: None,
         }
+    }
+
+    /// Runs this transaction's phases with the interpreter, which works out the
+    /// walk rule by rule, instead of the compiled plan: the oracle the plan is
+    /// checked against (`tests/plan_oracle.rs`). Call before the first phase.
+    #[doc(hidden)]
+    pub fn use_interpreter(&mut self) {
+        self.interpreter = true;
+    }
+
+    /// Every TX variable and its value, sorted by name: for comparing two runs
+    /// in tests.
+    #[doc(hidden)]
+    pub fn tx_snapshot(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out: Vec<_> = self
+            .state
+            .tx
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        out.sort();
+        out
     }
 
     /// Has phases 1 to 4 pause before any rule that may wait for a DNS lookup (an

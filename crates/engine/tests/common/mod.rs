@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod mmdb;
+pub mod regression;
 
 use engine::{Intervention, Ruleset, RulesetBuilder, Transaction, TxContext};
 use std::path::{Path, PathBuf};

@@ -5,18 +5,20 @@
 
 mod actions;
 mod forms;
+mod interpreter;
+mod plan;
 mod prefilter;
 mod targets;
 
 pub(crate) use forms::apply_all;
 pub(crate) use targets::TargetRemoval;
 
-use super::budget::{RULE_WORK, VALUE_WORK};
+use super::budget::VALUE_WORK;
 use super::collect::View;
 use super::{Transaction, TransformCache};
 use crate::actions::{AllowScope, Disruptive};
 use crate::intervention::{Intervention, InterventionKind};
-use crate::rule::{Entry, Rule};
+use crate::rule::Rule;
 use crate::ruleset::fold::Folded;
 
 impl Transaction {
@@ -64,7 +66,11 @@ impl Transaction {
             self.cache.eager_done = false;
         }
         self.budget.open();
-        let result = self.run_phase_rules(phase, start);
+        let result = if self.interpreter {
+            self.run_phase_rules(phase, start)
+        } else {
+            self.run_plan(phase, start)
+        };
         self.budget.close();
         if let Some(times) = self.rule_times.as_mut()
             && !times.is_empty()
@@ -127,216 +133,116 @@ impl Transaction {
         Some(i)
     }
 
-    fn run_phase_rules(&mut self, phase: u8, start: usize) -> Option<Intervention> {
+    /// Whether `phase`'s rules are not to run at all; then what the phase
+    /// returns. The engine is off, the CPU budget is spent (an intervention the
+    /// first time it is found spent before a phase), or an `allow` covers it.
+    fn walk_barred(&mut self, phase: u8) -> Option<Option<Intervention>> {
         if self.state.mode == crate::config::RuleEngineMode::Off {
-            return None;
+            return Some(None);
         }
         if self.budget.exceeded.is_some() {
             // Rule evaluation stopped for good when the budget ran out.
-            return None;
+            return Some(None);
         }
         if self.budget.tripped() {
             // Body processing used up the budget before the phase's first rule.
-            return self.budget_stop(phase, None);
+            return Some(self.budget_stop(phase, None));
         }
         match self.state.allow {
-            Some(AllowScope::All) if phase < 5 => return None,
-            Some(AllowScope::Request) if phase <= 2 => return None,
-            _ => {}
-        }
-        let ruleset = self.ruleset().clone();
-        let policy = self.policy.clone();
-        let p = usize::from(phase - 1);
-        // A site's own rules run first, then the base's: one walk over both, so
-        // that a `skip` or `skipAfter` of the site's may jump into the base's.
-        let overlay: &[Entry] = policy.as_deref().map_or(&[], |pl| &pl.overlay.phases[p]);
-        let base = &ruleset.phases[p];
-        let overlay_len = overlay.len();
-        // A site whose walk decides the folded links differently has its own table.
-        let own_folds = policy.as_deref().and_then(|pl| match &pl.folds {
-            crate::ruleset::fold::SiteFolds::Own { folded, .. } => Some(&**folded),
+            Some(AllowScope::All) if phase < 5 => Some(None),
+            Some(AllowScope::Request) if phase <= 2 => Some(None),
             _ => None,
-        });
-        if start == 0 {
-            // The load-time folds assume every earlier phase ran to its end.
-            self.state.folds_valid = self.state.fold_phase == phase - 1;
         }
-        // Rules that may wait for a DNS lookup, before which the walk pauses.
-        let pausing = self.pause_for_lookups && phase < 5;
-        let (pause_overlay, pause_base): (&[u32], &[u32]) = if pausing {
-            (
-                policy
-                    .as_deref()
-                    .map_or(&[], |pl| &pl.overlay.rbl_use.entries[p]),
-                &ruleset.rbl_use.entries[p],
-            )
-        } else {
-            (&[], &[])
+    }
+
+    /// Carries out a matched chain (first link `rule`): logs it and applies its
+    /// disruptive action (`block` already resolved to `disruptive`, with the
+    /// default action's status). `Some` when the phase ends here, with what it
+    /// returns (an intervention, or none after an `allow`); `None` to walk on.
+    fn chain_matched(
+        &mut self,
+        rule: &Rule,
+        phase: u8,
+        disruptive: &Disruptive,
+        default_status: Option<u16>,
+    ) -> Option<Option<Intervention>> {
+        if let Some(m) = &rule.skip_after
+            && self.debug_on(9)
+        {
+            self.debug_line(9, &format!("Skipping rules up to the marker {m}."));
+        }
+        let enforce = self.state.mode == crate::config::RuleEngineMode::On;
+        let intervention = match disruptive {
+            Disruptive::Deny => Some((
+                InterventionKind::Deny,
+                rule.status.or(default_status).unwrap_or(403),
+            )),
+            Disruptive::Drop => Some((
+                InterventionKind::Drop,
+                rule.status.or(default_status).unwrap_or(403),
+            )),
+            Disruptive::Redirect(url) => {
+                let view = self.view(Some(rule));
+                let url = url.expand_string(&view);
+                Some((
+                    InterventionKind::Redirect(url),
+                    rule.status.or(default_status).unwrap_or(302),
+                ))
+            }
+            Disruptive::Pass | Disruptive::Block | Disruptive::Allow(_) => None,
         };
-        // The walk's state between rules is only its position: a paused walk goes
-        // on from the rule it paused before. After a match, `skip` and
-        // `skipAfter` are one jump, resolved at load (`ruleset/jumps.rs`).
-        let jumps = policy
-            .as_deref()
-            .map_or(&ruleset.jumps, |pl| &pl.overlay.jumps);
-        let len = overlay_len + base.len();
-        let mut next = start;
-        while next < len {
-            let index = next;
-            next += 1;
-            let entry = if index < overlay_len {
-                &overlay[index]
-            } else {
-                &base[index - overlay_len]
-            };
-            let rule = match entry {
-                Entry::Marker(_) => continue,
-                Entry::Rule(r) => r,
-            };
-            if self.is_removed(rule) {
-                if self.debug_on(9) {
-                    self.debug_line(
-                        9,
-                        &format!("{} skipped: removed by a ctl action.", rule.label()),
-                    );
+        let disrupts = enforce && intervention.is_some();
+        if intervention.is_some() && self.debug_on(4) {
+            let msg = format!(
+                "{}: disruptive action {:?}{}.",
+                rule.label(),
+                disruptive,
+                if enforce {
+                    ""
+                } else {
+                    ", not enforced (DetectionOnly)"
                 }
-                continue;
-            }
-            let (pause_at, at) = if index < overlay_len {
-                (pause_overlay, index)
-            } else {
-                (pause_base, index - overlay_len)
+            );
+            self.debug_line(4, &msg);
+        }
+        self.record_match(
+            rule,
+            phase,
+            disrupts
+                .then(|| intervention.as_ref().map(|i| i.1))
+                .flatten(),
+        );
+        if let Some((kind, status)) = intervention
+            && enforce
+        {
+            let message = rule
+                .meta
+                .msg
+                .as_ref()
+                .map(|m| m.expand_string(&self.view(Some(rule))));
+            let i = Intervention {
+                status,
+                kind,
+                rule_id: rule.id,
+                message,
             };
-            if let Some(slice) = self.slice
-                && index > start
-                && self.budget.slice_work >= slice
-            {
-                if self.debug_on(9) {
-                    let msg = format!("{}: pausing, the slice is used up.", rule.label());
-                    self.debug_line(9, &msg);
-                }
-                self.paused = Some((phase, index));
-                return None;
-            }
-            if pause_at.binary_search(&(at as u32)).is_ok() {
-                if self.debug_on(4) {
-                    let msg = format!("{}: pausing for a DNS lookup.", rule.label());
-                    self.debug_line(4, &msg);
-                }
-                self.paused = Some((phase, index));
-                return None;
-            }
-            if self.budget.charge(RULE_WORK) {
-                return self.budget_stop(phase, rule.chain_id);
-            }
-            self.state.matched_vars.clear();
-            let started = self.rule_times.is_some().then(std::time::Instant::now);
-            let matched = self.eval_link(rule, own_folds);
-            if let (Some(started), Some(times)) = (started, self.rule_times.as_mut()) {
-                times.push(crate::events::RuleTime {
-                    rule_id: rule.chain_id,
-                    nanos: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-                });
-            }
-            if self.budget.tripped() {
-                // The budget ran out inside the rule: it is abandoned, actions and all.
-                return self.budget_stop(phase, rule.chain_id);
-            }
-            if self.debug_on(if matched { 4 } else { 9 }) {
-                let msg = format!("{} returned {}.", rule.label(), u8::from(matched));
-                self.debug_line(if matched { 4 } else { 9 }, &msg);
-            }
-            if !matched {
-                continue;
-            }
-            if let Some(m) = &rule.skip_after
-                && self.debug_on(9)
-            {
-                self.debug_line(9, &format!("Skipping rules up to the marker {m}."));
-            }
-            next = jumps.after_match(p, index);
-            let (disruptive, default_status) =
-                match rule.disruptive.clone().unwrap_or(Disruptive::Pass) {
-                    Disruptive::Block => match policy.as_deref() {
-                        Some(pl) if index < overlay_len => pl.overlay.default_disruptive[p].clone(),
-                        _ => ruleset.default_disruptive[p].clone(),
-                    },
-                    d => (d, None),
-                };
-            let enforce = self.state.mode == crate::config::RuleEngineMode::On;
-            let intervention = match &disruptive {
-                Disruptive::Deny => Some((
-                    InterventionKind::Deny,
-                    rule.status.or(default_status).unwrap_or(403),
-                )),
-                Disruptive::Drop => Some((
-                    InterventionKind::Drop,
-                    rule.status.or(default_status).unwrap_or(403),
-                )),
-                Disruptive::Redirect(url) => {
-                    let view = self.view(Some(rule));
-                    let url = url.expand_string(&view);
-                    Some((
-                        InterventionKind::Redirect(url),
-                        rule.status.or(default_status).unwrap_or(302),
-                    ))
-                }
-                Disruptive::Pass | Disruptive::Block | Disruptive::Allow(_) => None,
-            };
-            let disrupts = enforce && intervention.is_some();
-            if intervention.is_some() && self.debug_on(4) {
-                let msg = format!(
-                    "{}: disruptive action {:?}{}.",
-                    rule.label(),
-                    disruptive,
-                    if enforce {
-                        ""
-                    } else {
-                        ", not enforced (DetectionOnly)"
-                    }
-                );
+            self.intervene(phase, &i);
+            return Some(Some(i));
+        }
+        if let Disruptive::Allow(scope) = *disruptive {
+            if self.debug_on(4) {
+                let msg = format!("{}: allow ({scope:?}).", rule.label());
                 self.debug_line(4, &msg);
             }
-            self.record_match(
-                rule,
-                phase,
-                disrupts
-                    .then(|| intervention.as_ref().map(|i| i.1))
-                    .flatten(),
-            );
-            if let Some((kind, status)) = intervention
-                && enforce
-            {
-                let message = rule
-                    .meta
-                    .msg
-                    .as_ref()
-                    .map(|m| m.expand_string(&self.view(Some(rule))));
-                let i = Intervention {
-                    status,
-                    kind,
-                    rule_id: rule.id,
-                    message,
-                };
-                self.intervene(phase, &i);
-                return Some(i);
-            }
-            if let Disruptive::Allow(scope) = disruptive {
-                if self.debug_on(4) {
-                    let msg = format!("{}: allow ({scope:?}).", rule.label());
-                    self.debug_line(4, &msg);
+            if enforce {
+                self.state.allow = Some(scope);
+                self.state.allow_phase = phase;
+                if scope == AllowScope::Phase {
+                    self.phase_ended(phase);
                 }
-                if enforce {
-                    self.state.allow = Some(scope);
-                    self.state.allow_phase = phase;
-                    if scope == AllowScope::Phase {
-                        self.phase_ended(phase);
-                    }
-                    return None;
-                }
+                return Some(None);
             }
         }
-        self.phase_ended(phase);
         None
     }
 
@@ -387,34 +293,30 @@ impl Transaction {
                 .is_some_and(|m| s.removed_msgs.iter().any(|x| x == m.text()))
     }
 
-    /// Evaluates one link of a chain and, when it matches, the links after it.
-    /// Returns true when the whole rest of the chain matched. `own_folds` is the
-    /// site's own fold table, when it has one (by `Rule::fold_slot`), else the
-    /// links' own folds serve.
-    fn eval_link(&mut self, rule: &Rule, own_folds: Option<&[Option<Folded>]>) -> bool {
-        let folded = match own_folds {
-            Some(t) => t.get(rule.fold_slot as usize).and_then(Option::as_ref),
-            None => rule.folded.as_ref(),
-        };
-        let matched = if rule.targets.is_empty() {
-            // SecAction: matches once, with no value.
+    /// Evaluates one link of a chain on its own (not the links after it): a
+    /// `SecAction` matches once with no value; a link whose outcome the load-time
+    /// folds decide (`folded`, while the transaction keeps them valid) replays it;
+    /// any other collects its targets and runs its operator. True when it matched
+    /// (its per-value actions have run).
+    fn eval_one(&mut self, rule: &Rule, folded: Option<&Folded>) -> bool {
+        if rule.targets.is_empty() {
             self.run_match_actions(rule);
             true
         } else if let (Some(folded), true) = (folded, self.state.folds_valid) {
             self.replay(rule, folded)
         } else {
             self.eval_targets(rule)
-        };
-        if !matched {
-            return false;
         }
-        if let Some(next) = &rule.chain
-            && !self.eval_link(next, own_folds)
-        {
-            return false;
+    }
+
+    /// Runs the actions of a fully matched chain whose first link is `rule`:
+    /// each link's, the last link's first (the order of ModSecurity's recursion
+    /// over a chain).
+    fn run_chain_actions(&mut self, rule: &Rule) {
+        if let Some(next) = &rule.chain {
+            self.run_chain_actions(next);
         }
         self.run_full_match_actions(rule);
-        true
     }
 
     /// Evaluates a link folded at load time: its known matches, without collecting,
