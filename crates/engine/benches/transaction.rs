@@ -34,6 +34,10 @@
 //!   against the rule set they run over or CRS built at their level, and CRS v4
 //!   whose shared prefilter also reaches level 2
 //!   (`RulesetBuilder::reach_paranoia_levels`), SECONDS per row;
+//! - `PALISADE_BENCH_PLAN=SECONDS` prints CPU time per transaction of CRS v4 and
+//!   CRS 3.3.4 walked by the compiled plan (the engine's walk) and by the
+//!   interpreter it replaced (kept as the test oracle), alternating in 5 rounds of
+//!   SECONDS/5 each, medians and their ratio;
 //! - `PALISADE_BENCH_BUDGET=SECONDS` prints what metering the CPU budget costs: each
 //!   request without a meter, with the thread CPU clock and with a wall clock as the
 //!   meter (a budget that is never reached), as ratios.
@@ -590,6 +594,65 @@ fn budget_table(secs: f64) {
     }
 }
 
+/// With `PALISADE_BENCH_PLAN=SECONDS`: the plan against the interpreter, per
+/// request (see the module documentation).
+fn plan_table(secs: f64) {
+    let min = std::time::Duration::from_secs_f64(secs / 5.0);
+    let mut sets: Vec<(&str, Arc<Ruleset>)> = vec![("CRS v4", V4.clone())];
+    if let Some(rs) = V3.as_ref() {
+        sets.push(("CRS 3.3.4", rs.clone()));
+    }
+    let one = |rs: &Arc<Ruleset>, req: &RawRequest, interpreter: bool| {
+        let mut tx = engine::Transaction::new(rs.clone(), engine::TxContext::default());
+        if interpreter {
+            tx.use_interpreter();
+        }
+        common::drive(tx, req, None).0
+    };
+    println!("| rule set | request | plan µs | interpreter µs | interpreter / plan |");
+    println!("|---|---|---:|---:|---:|");
+    for (label, rs) in &sets {
+        let rows: Vec<(String, Vec<&RawRequest>)> = CORPUS
+            .iter()
+            .map(|&n| (n.to_string(), vec![&REQUESTS[n]]))
+            .chain(VARYING_ROWS.iter().map(|&n| {
+                let reqs = varying_rows(n);
+                (
+                    format!("{n} (average of {} distinct)", reqs.len()),
+                    reqs.iter().collect(),
+                )
+            }))
+            .collect();
+        for (name, reqs) in &rows {
+            let mut rounds: [Vec<f64>; 2] = Default::default();
+            for _ in 0..5 {
+                for (i, interpreter) in [false, true].into_iter().enumerate() {
+                    let (us, _, _) = common::cpu_per_call(
+                        || {
+                            for req in reqs {
+                                std::hint::black_box(one(rs, req, interpreter));
+                            }
+                        },
+                        min,
+                        3,
+                    );
+                    rounds[i].push(us / reqs.len() as f64);
+                }
+            }
+            let med = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let plan = med(&mut rounds[0]);
+            let interp = med(&mut rounds[1]);
+            println!(
+                "| {label} | {name} | {plan:.1} | {interp:.1} | {:.3}x |",
+                interp / plan
+            );
+        }
+    }
+}
+
 /// A meter that only counts how often it is read.
 #[derive(Debug, Default)]
 struct CountingMeter(std::sync::atomic::AtomicU64);
@@ -714,6 +777,10 @@ fn sites_table(secs: f64) {
 }
 
 fn main() {
+    if let Ok(secs) = std::env::var("PALISADE_BENCH_PLAN") {
+        plan_table(secs.parse().unwrap_or(5.0));
+        return;
+    }
     if let Ok(secs) = std::env::var("PALISADE_BENCH_SITES") {
         sites_table(secs.parse().unwrap_or(2.0));
         return;

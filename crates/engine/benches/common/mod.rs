@@ -403,7 +403,7 @@ pub fn run_site(
 }
 
 /// Feeds `req` (and `response`) to `tx` and runs its phases, as [`run`].
-fn drive(
+pub fn drive(
     mut tx: Transaction,
     req: &RawRequest,
     response: Option<&Response>,
