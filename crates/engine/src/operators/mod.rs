@@ -9,8 +9,6 @@ pub use detect::libinjection as injection;
 pub mod ip;
 pub mod pm;
 pub mod rx;
-mod rx_compat;
-mod rx_factors;
 pub mod rx_set;
 pub mod strings;
 pub mod validate;
@@ -28,7 +26,7 @@ use validate::ByteRanges;
 use verify::VerifyCc;
 
 /// Values captured by a match, for `capture` (TX.0 to TX.9). Index 0 is the whole match.
-pub type Captures = Vec<Vec<u8>>;
+pub type Captures = rxlinear::Captures;
 
 /// Why an operator could not be compiled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
