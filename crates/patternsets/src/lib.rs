@@ -4,11 +4,14 @@
 //! lists walked in one Aho-Corasick pass.
 //!
 //! The modules depend on each other one way: [`along`] (the trait a set's walk feeds
-//! bytes through) depends on none; [`pm`] on `along`; [`rx_set`] on both.
+//! bytes through) and [`error`] depend on none; [`pm`] on those two; [`rx_set`] on
+//! all three.
 
 pub mod along;
+pub mod error;
 pub mod pm;
 pub mod rx_set;
 
+pub use error::SetError;
 pub use pm::{PhraseLists, Pm};
 pub use rx_set::RxSet;

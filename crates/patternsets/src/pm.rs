@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use rxlinear::vocab::{Captures, fill_captures};
 
+use crate::error::SetError;
+
 /// Largest automaton kept as a DFA. The Aho-Corasick crate builds a DFA for phrase
 /// lists of up to 100 phrases; case-insensitive lists of long phrases make DFAs of
 /// megabytes (CRS v4 has two of 1.7 and 2.4 MiB), where the contiguous NFA takes a
@@ -36,14 +38,14 @@ pub const MAX_DFA_BYTES: usize = 256 * 1024;
 /// An Aho-Corasick automaton over `phrases` that matches them ASCII
 /// case-insensitively with standard (overlapping-capable) semantics: a DFA when it
 /// stays within [`MAX_DFA_BYTES`], a contiguous NFA otherwise.
-pub fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, String> {
+pub fn phrase_automaton(phrases: &[Vec<u8>]) -> Result<AhoCorasick, SetError> {
     let build = |kind: Option<AhoCorasickKind>| {
         AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .kind(kind)
             .build(phrases)
-            .map_err(|e| format!("cannot build the phrase matcher: {e}"))
+            .map_err(|e| SetError::Phrases(e.to_string()))
     };
     let automaton = build(None)?;
     if automaton.kind() == AhoCorasickKind::DFA && automaton.memory_usage() > MAX_DFA_BYTES {
@@ -74,9 +76,9 @@ pub enum PhraseWalker {
 impl PhraseWalker {
     /// Builds the automaton over `phrases` (none of them empty), a DFA when that takes
     /// at most `max_dfa_bytes`; the error is a human-readable reason.
-    pub fn new(phrases: &[Vec<u8>], max_dfa_bytes: usize) -> Result<PhraseWalker, String> {
+    pub fn new(phrases: &[Vec<u8>], max_dfa_bytes: usize) -> Result<PhraseWalker, SetError> {
         use aho_corasick::automaton::Automaton;
-        let why = |e: aho_corasick::BuildError| format!("cannot build the phrase matcher: {e}");
+        let why = |e: aho_corasick::BuildError| SetError::Phrases(e.to_string());
         let dfa = aho_corasick::dfa::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -224,7 +226,7 @@ const MATCH: u32 = 1 << 31;
 impl PhraseLists {
     /// The matcher of `phrases`, the `i`-th of which belongs to the lists of bit mask
     /// `lists_of[i]`; the error is a human-readable reason.
-    pub fn new(phrases: &[Vec<u8>], lists_of: Vec<u64>) -> Result<PhraseLists, String> {
+    pub fn new(phrases: &[Vec<u8>], lists_of: Vec<u64>) -> Result<PhraseLists, SetError> {
         PhraseLists::with_max_rows(phrases, lists_of, MAX_ROWS)
     }
 
@@ -233,20 +235,20 @@ impl PhraseLists {
         phrases: &[Vec<u8>],
         lists_of: Vec<u64>,
         max_rows: usize,
-    ) -> Result<PhraseLists, String> {
+    ) -> Result<PhraseLists, SetError> {
         let nfa = aho_corasick::nfa::contiguous::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .prefilter(false)
             .build(phrases)
-            .map_err(|e| format!("cannot build the phrase matcher: {e}"))?;
+            .map_err(|e| SetError::Phrases(e.to_string()))?;
         let every = lists_of.iter().fold(0, |a, b| a | b);
         let mut classes = [0u8; 256];
         let mut width = 1usize;
         for b in phrases.iter().flatten().map(u8::to_ascii_lowercase) {
             if classes[b as usize] == 0 {
                 if width > usize::from(u8::MAX) {
-                    return Err("too many distinct bytes in the phrases".into());
+                    return Err(SetError::TooManyBytes);
                 }
                 classes[b as usize] = width as u8;
                 classes[b.to_ascii_uppercase() as usize] = width as u8;
@@ -578,7 +580,7 @@ pub struct Pm {
 impl Pm {
     /// Builds the automaton over `phrases` (which must not be empty strings). No
     /// phrases means the operator never matches.
-    pub fn new(phrases: Vec<Vec<u8>>) -> Result<Pm, String> {
+    pub fn new(phrases: Vec<Vec<u8>>) -> Result<Pm, SetError> {
         let automaton = phrase_automaton(&phrases)?;
         Ok(Pm {
             automaton,

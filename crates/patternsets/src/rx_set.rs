@@ -43,9 +43,10 @@ use rxlinear::factors::{required_bytes, required_factors, set_chance};
 use rxlinear::rx::{SET_CACHE_CAPACITY, compile_hir};
 /// The bytes a value is made of, for [`RxSet::which_match_among`].
 pub use rxlinear::vocab::ByteSet;
-use rxlinear::vocab::{REGEX_SIZE_LIMIT, parse_hir};
+use rxlinear::vocab::{REGEX_SIZE_LIMIT, RxError, parse_hir};
 
 use crate::along::Along;
+use crate::error::SetError;
 use crate::pm::PhraseWalker;
 
 /// Values longer than this run through the lazy DFA of every pattern instead of the
@@ -255,9 +256,8 @@ impl RxSet {
     /// Compiles translated patterns (from [`Rx::pattern`](rxlinear::Rx::pattern)),
     /// with the settings of [`Rx`](rxlinear::Rx): Unicode off, `.` matches `\n`,
     /// multi-line anchors. Each pattern is parsed when needed, so only a few
-    /// patterns' syntax trees are alive at a time. The error is a human-readable
-    /// reason.
-    pub fn new<I, S>(patterns: I) -> Result<RxSet, String>
+    /// patterns' syntax trees are alive at a time. The error says why.
+    pub fn new<I, S>(patterns: I) -> Result<RxSet, SetError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
@@ -274,7 +274,7 @@ impl RxSet {
 
     /// [`RxSet::new`] from parsed patterns (see [`parse_hir`]).
     #[cfg(test)]
-    pub fn from_hirs(hirs: &[Hir]) -> Result<RxSet, String> {
+    pub fn from_hirs(hirs: &[Hir]) -> Result<RxSet, SetError> {
         RxSet::build(
             hirs.len(),
             &|i| Ok(hirs[i].clone()),
@@ -286,7 +286,7 @@ impl RxSet {
 
     /// [`RxSet::new`] for the patterns of compiled `@rx` operators, whose regexes
     /// check the set's gated patterns (shared, not compiled again).
-    pub fn from_rxs(rxs: &[rxlinear::Rx]) -> Result<RxSet, String> {
+    pub fn from_rxs(rxs: &[rxlinear::Rx]) -> Result<RxSet, SetError> {
         let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
         RxSet::build(
             rxs.len(),
@@ -306,7 +306,7 @@ impl RxSet {
         rxs: &[rxlinear::Rx],
         larger: &RxSet,
         in_larger: &[u32],
-    ) -> Result<RxSet, String> {
+    ) -> Result<RxSet, SetError> {
         let regexes = rxs.iter().map(|r| r.regex().clone()).collect();
         let shared = match &larger.full {
             Some(full) if full.map.is_none() && in_larger.len() == rxs.len() => {
@@ -315,12 +315,9 @@ impl RxSet {
                     match map.get_mut(a as usize) {
                         Some(slot) if *slot == NOT_IN_SET => *slot = i as u32,
                         Some(slot) => {
-                            return Err(format!(
-                                "patterns {} and {i} are the same pattern of the larger set",
-                                *slot
-                            ));
+                            return Err(SetError::SameInLarger(*slot, i));
                         }
-                        None => return Err(format!("pattern {i} is not in the larger set")),
+                        None => return Err(SetError::NotInLarger(i)),
                     }
                 }
                 Some(Full {
@@ -348,11 +345,11 @@ impl RxSet {
     /// for long values when it is another set's.
     fn build(
         len: usize,
-        hir_of: &dyn Fn(usize) -> Result<Hir, String>,
+        hir_of: &dyn Fn(usize) -> Result<Hir, RxError>,
         regexes: Option<Vec<Regex>>,
         capacity: usize,
         shared: Option<Full>,
-    ) -> Result<RxSet, String> {
+    ) -> Result<RxSet, SetError> {
         let mut regexes = regexes.map(|v| v.into_iter().map(Some).collect::<Vec<_>>());
         let mut factors: Vec<Vec<u8>> = Vec::new();
         let mut owners: Vec<Vec<u32>> = Vec::new();
@@ -680,7 +677,7 @@ impl Lazy {
     }
 
     /// The lazy DFA of `hirs`, the set's patterns `ids` (see [`RxSet::build`]).
-    fn build(hirs: &[Hir], ids: Vec<u32>, capacity: usize) -> Result<Lazy, String> {
+    fn build(hirs: &[Hir], ids: Vec<u32>, capacity: usize) -> Result<Lazy, SetError> {
         let nfa = set_compiler()
             .build_many_from_hir(hirs)
             .map_err(nfa_error)?;
@@ -697,9 +694,9 @@ impl Lazy {
     /// literal prefilter: a large set's patterns never all start with literals.
     fn build_joined(
         len: usize,
-        hir_of: &dyn Fn(usize) -> Result<Hir, String>,
+        hir_of: &dyn Fn(usize) -> Result<Hir, RxError>,
         capacity: usize,
-    ) -> Result<Lazy, String> {
+    ) -> Result<Lazy, SetError> {
         let compiler = set_compiler();
         let mut joined = thompson::Builder::new();
         joined.set_utf8(false);
@@ -739,7 +736,7 @@ impl Lazy {
         pre: Option<Prefilter>,
         ids: Vec<u32>,
         capacity: usize,
-    ) -> Result<Lazy, String> {
+    ) -> Result<Lazy, SetError> {
         let config = DFA::config()
             .match_kind(MatchKind::All)
             .specialize_start_states(pre.is_some())
@@ -750,11 +747,11 @@ impl Lazy {
         // A large set needs more than the usual capacity just for its fixed parts.
         let minimum = config
             .get_minimum_cache_capacity(&nfa)
-            .map_err(|e| format!("cannot build the automaton: {e}"))?;
+            .map_err(|e| SetError::Automaton(e.to_string()))?;
         let dfa = DFA::builder()
             .configure(config.cache_capacity(capacity.max(2 * minimum)))
             .build_from_nfa(nfa)
-            .map_err(|e| format!("cannot build the automaton: {e}"))?;
+            .map_err(|e| SetError::Automaton(e.to_string()))?;
         let for_cache = dfa.clone();
         Ok(Lazy {
             dfa,
@@ -781,10 +778,10 @@ fn set_compiler() -> thompson::Compiler {
 }
 
 /// The reason an NFA of a set could not be built.
-fn nfa_error(e: thompson::BuildError) -> String {
+fn nfa_error(e: thompson::BuildError) -> SetError {
     match e.size_limit() {
-        Some(limit) => format!("pattern set too large: its compiled form exceeds {limit} bytes"),
-        None => format!("invalid regular expression: {e}"),
+        Some(limit) => SetError::TooLarge(limit),
+        None => SetError::Invalid(e.to_string()),
     }
 }
 
@@ -793,7 +790,10 @@ fn nfa_error(e: thompson::BuildError) -> String {
 /// `nfa`'s order after an empty state that leads to the first, so state `s` of
 /// `nfa` becomes state `base + 1 + s` (its unanchored prefix is copied too, and is
 /// unreachable).
-fn append_pattern(joined: &mut thompson::Builder, nfa: &thompson::NFA) -> Result<StateID, String> {
+fn append_pattern(
+    joined: &mut thompson::Builder,
+    nfa: &thompson::NFA,
+) -> Result<StateID, SetError> {
     use thompson::{State, Transition};
     joined.start_pattern().map_err(nfa_error)?;
     let base = joined.add_empty().map_err(nfa_error)?.as_usize() + 1;
@@ -1325,9 +1325,9 @@ mod tests {
             assert_eq!(set.is_match(&input), !expect.is_empty());
         }
         let e = RxSet::from_rxs_sharing(&mine, &larger, &[0, 1, 99]).expect_err("bad index");
-        assert!(e.contains("not in the larger set"), "{e}");
+        assert!(e.to_string().contains("not in the larger set"), "{e}");
         let e = RxSet::from_rxs_sharing(&mine, &larger, &[4, 1, 4]).expect_err("twice");
-        assert!(e.contains("same pattern"), "{e}");
+        assert!(e.to_string().contains("same pattern"), "{e}");
     }
 
     /// Repeated values are answered from the memo, which empties itself when full
@@ -1759,7 +1759,10 @@ mod tests {
     #[test]
     fn errors_name_the_reason() {
         let e = RxSet::new(["a(b"]).expect_err("bad pattern");
-        assert!(e.starts_with("invalid regular expression"), "{e}");
+        assert!(
+            e.to_string().starts_with("invalid regular expression"),
+            "{e}"
+        );
     }
 
     /// A set of two translated patterns reports both where both match.

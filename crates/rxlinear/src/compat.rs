@@ -158,7 +158,7 @@ pub(crate) fn build(pcre: &str, t: &Translation) -> Result<Option<Compat>, Strin
     let Some(marked) = &t.marked else {
         return Ok(None);
     };
-    let hir = parse_hir(marked)?;
+    let hir = parse_hir(marked).map_err(|e| e.to_string())?;
     if !t.lookarounds.is_empty() {
         if t.possessive {
             return Err(format!(

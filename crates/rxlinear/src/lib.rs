@@ -18,4 +18,4 @@ pub mod vocab;
 
 pub use preimage::Effect;
 pub use rx::{Rx, translate};
-pub use vocab::{ByteSet, Captures, MAX_CAPTURES, builder};
+pub use vocab::{ByteSet, Captures, MAX_CAPTURES, RxError, builder};

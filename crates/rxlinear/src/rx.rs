@@ -84,7 +84,7 @@ use crate::compat::{self, Compat};
 use crate::preimage::Effect;
 use crate::translate::translate_full;
 use crate::vocab::{
-    Captures, DFA_CACHE_CAPACITY, MAX_CAPTURES, REGEX_SIZE_LIMIT, fill_captures, parse_hir,
+    Captures, DFA_CACHE_CAPACITY, MAX_CAPTURES, REGEX_SIZE_LIMIT, RxError, fill_captures, parse_hir,
 };
 
 /// Capacity of one lazy DFA cache of a prefilter set (`RxSet` of the `patternsets` crate;
@@ -119,7 +119,7 @@ struct Inner {
 /// Compiles a translated pattern with the settings every `@rx` pattern gets (see
 /// [`builder`]), through the `regex` crate's own engine (`regex_automata::meta`) so
 /// that the lazy DFA cache capacity and the caches themselves are under control.
-pub fn compile(pattern: &str) -> Result<Regex, String> {
+pub fn compile(pattern: &str) -> Result<Regex, RxError> {
     let hir = parse_hir(pattern)?;
     compile_hir(&hir)
 }
@@ -137,13 +137,13 @@ pub fn compile(pattern: &str) -> Result<Regex, String> {
 /// and the adversarial cases within 1% (one, `json spaces`, 4% more). A pattern whose
 /// matches all start with a few literals gets a search for them instead
 /// ([`prefix_prefilter`]), which its forward lazy DFA uses to skip ahead.
-pub fn compile_hir(hir: &Hir) -> Result<Regex, String> {
+pub fn compile_hir(hir: &Hir) -> Result<Regex, RxError> {
     meta::Builder::new()
         .configure(engine_config().prefilter(prefix_prefilter(hir)))
         .build_from_hir(hir)
         .map_err(|e| match e.size_limit() {
-            Some(limit) => format!("pattern too large: its compiled form exceeds {limit} bytes"),
-            None => format!("invalid regular expression: {e}"),
+            Some(limit) => RxError::TooLarge(limit),
+            None => RxError::Invalid(e.to_string()),
         })
 }
 
@@ -186,11 +186,11 @@ fn prefix_prefilter(hir: &Hir) -> Option<Prefilter> {
 impl Rx {
     /// Translates a PCRE pattern (see the module documentation) and compiles it.
     /// The error is a human-readable reason.
-    pub fn new(pcre: &str) -> Result<Rx, String> {
-        let t = translate_full(pcre)?;
+    pub fn new(pcre: &str) -> Result<Rx, RxError> {
+        let t = translate_full(pcre).map_err(RxError::Refused)?;
         let hir = parse_hir(&t.pattern)?;
         let regex = compile_hir(&hir)?;
-        let compat = compat::build(pcre, &t)?;
+        let compat = compat::build(pcre, &t).map_err(RxError::Refused)?;
         let pattern = t.pattern;
         let carets = t.carets;
         let at_end = if carets.is_empty() {
@@ -210,18 +210,22 @@ impl Rx {
                     Some(compile(&anchored)?)
                 }
                 CaretRisk::Initial => {
-                    return Err("a `^` that may be the last thing to match, in a pattern \
+                    return Err(RxError::Refused(
+                        "a `^` that may be the last thing to match, in a pattern \
                          with a lookaround, a possessive quantifier or a backreference, \
                          cannot get PCRE's multi-line semantics (no line start after a \
                          final newline) here"
-                        .to_string());
+                            .to_string(),
+                    ));
                 }
                 CaretRisk::Elsewhere => {
-                    return Err("a `^` that follows other pattern items and may be the \
+                    return Err(RxError::Refused(
+                        "a `^` that follows other pattern items and may be the \
                          last thing to match cannot get PCRE's multi-line semantics (no \
                          line start after a final newline) in a linear-time engine; \
                          rewrite it, e.g. with `\\n` instead of `\\n^`"
-                        .to_string());
+                            .to_string(),
+                    ));
                 }
             }
         };
@@ -457,16 +461,16 @@ fn walk_carets(hir: &Hir, rest_may_be_empty: bool, initial: bool, risk: &mut Car
 /// (lookaround guards, possessive quantifiers whose follow set overlaps, the
 /// pattern table of `compat`) have no single equivalent `regex` pattern: they get
 /// an error here; [`Rx::new`] accepts them.
-pub fn translate(pcre: &str) -> Result<String, String> {
+pub fn translate(pcre: &str) -> Result<String, RxError> {
     let rx = Rx::new(pcre)?;
     if rx.regex_is_exact() {
         Ok(rx.pattern().to_string())
     } else {
-        Err(
+        Err(RxError::Refused(
             "the pattern needs Palisade's guarded evaluation (lookaround, possessive \
              quantifier or backreference): it has no single equivalent `regex` pattern"
                 .to_string(),
-        )
+        ))
     }
 }
 
@@ -648,7 +652,7 @@ mod tests {
     fn err(p: &str) -> String {
         match Rx::new(p) {
             Ok(r) => panic!("{p:?} compiled to {:?}", r.pattern()),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 

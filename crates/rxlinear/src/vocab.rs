@@ -25,8 +25,25 @@ pub const DFA_CACHE_CAPACITY: usize = 2 * 1024 * 1024;
 /// Maximum number of values an `@rx` capture fills (`TX.0` to `TX.9`).
 pub const MAX_CAPTURES: usize = 10;
 
+/// Why a pattern cannot be compiled. The text of each is the reason, as the `@rx`
+/// operator reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RxError {
+    /// The (translated) pattern is not a regular expression the `regex` crate reads;
+    /// the parser's or compiler's message.
+    #[error("invalid regular expression: {0}")]
+    Invalid(String),
+    /// The compiled form would exceed this many bytes ([`REGEX_SIZE_LIMIT`]).
+    #[error("pattern too large: its compiled form exceeds {0} bytes")]
+    TooLarge(usize),
+    /// The PCRE pattern cannot be translated, or not run in linear time here (a
+    /// feature that needs backtracking, a `^` PCRE reads otherwise, ...); the reason.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// Parses a translated pattern with the settings of [`builder`].
-pub fn parse_hir(pattern: &str) -> Result<Hir, String> {
+pub fn parse_hir(pattern: &str) -> Result<Hir, RxError> {
     ParserBuilder::new()
         .unicode(false)
         .utf8(false)
@@ -34,7 +51,7 @@ pub fn parse_hir(pattern: &str) -> Result<Hir, String> {
         .multi_line(true)
         .build()
         .parse(pattern)
-        .map_err(|e| format!("invalid regular expression: {e}"))
+        .map_err(|e| RxError::Invalid(e.to_string()))
 }
 
 /// Replaces the content of `out` with `values`, reusing its allocations.

@@ -15,7 +15,7 @@ fn rx(p: &str) -> Rx {
 fn err(p: &str) -> String {
     match Rx::new(p) {
         Ok(r) => panic!("{p:?} compiled to {:?}", r.pattern()),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 
