@@ -4,7 +4,7 @@
 //! neither.
 
 /// Another automaton's walk over the same value, fed each byte a set's walk reads (see
-/// [`RxSet::try_which_match_along`](crate::rx_set::RxSet::try_which_match_along)): each walk is a chain of table reads that waits
+/// [`RxSet::try_which_match_along`](crate::RxSet::try_which_match_along)): each walk is a chain of table reads that waits
 /// on its last, so two chains stepped together overlap. The walk is moved in and
 /// handed back, so that its state can live in registers while the bytes go by.
 pub trait Along {

@@ -3,8 +3,8 @@
 
 use rxlinear::RxError;
 
-/// Why a pattern set ([`RxSet`](crate::rx_set::RxSet)) or a phrase automaton
-/// ([`Pm`](crate::pm::Pm), [`PhraseLists`](crate::pm::PhraseLists)) cannot be
+/// Why a pattern set ([`RxSet`](crate::RxSet)) or a phrase automaton
+/// ([`Pm`](crate::Pm), [`PhraseLists`](crate::PhraseLists)) cannot be
 /// built. The text of each is the reason, as the operators report it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SetError {

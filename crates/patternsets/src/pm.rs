@@ -25,7 +25,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex_automata::util::pool::Pool;
 use std::sync::Arc;
 
-use rxlinear::vocab::{Captures, fill_captures};
+use rxlinear::{Captures, fill_captures};
 
 use crate::error::SetError;
 

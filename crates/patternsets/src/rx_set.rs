@@ -39,11 +39,10 @@ use regex_automata::util::primitives::StateID;
 use regex_automata::{Input, MatchKind, PatternID, PatternSet};
 use regex_syntax::hir::Hir;
 
-use rxlinear::factors::{required_bytes, required_factors, set_chance};
-use rxlinear::rx::{SET_CACHE_CAPACITY, compile_hir};
 /// The bytes a value is made of, for [`RxSet::which_match_among`].
-pub use rxlinear::vocab::ByteSet;
-use rxlinear::vocab::{REGEX_SIZE_LIMIT, RxError, parse_hir};
+pub use rxlinear::ByteSet;
+use rxlinear::{REGEX_SIZE_LIMIT, RxError, parse_hir};
+use rxlinear::{SET_CACHE_CAPACITY, compile_hir, required_bytes, required_factors, set_chance};
 
 use crate::along::Along;
 use crate::error::SetError;

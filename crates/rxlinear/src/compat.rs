@@ -26,8 +26,8 @@
 //! - **Backreferences**: refused, except for the patterns of [`TABLE`], which have
 //!   their own evaluation with its proof next to the entry.
 //!
-//! In every case [`Rx::pattern`](crate::rx::Rx::pattern) and
-//! [`Rx::regex`](crate::rx::Rx::regex) are a superset of the PCRE pattern (lookarounds
+//! In every case [`Rx::pattern`](crate::Rx::pattern) and
+//! [`Rx::regex`](crate::Rx::regex) are a superset of the PCRE pattern (lookarounds
 //! read as true, possessive read as greedy, a backreference read as a copy of its
 //! group's sub-pattern): a value they do not match is a value PCRE does not match,
 //! which keeps multi-pattern prefilters exact.
@@ -175,7 +175,7 @@ pub(crate) fn build(pcre: &str, t: &Translation) -> Result<Option<Compat>, Strin
 impl Compat {
     /// Whether the pattern matches `input`, as PCRE answers; `superset` is the
     /// translated pattern's regex (a superset), `captures` as in
-    /// [`Rx::matches`](crate::rx::Rx::matches).
+    /// [`Rx::matches`](crate::Rx::matches).
     pub(crate) fn matches(
         &self,
         superset: &Regex,

@@ -5,17 +5,23 @@
 //! factors and byte sets a pattern implies, preimages of a pattern under
 //! transformations, and [`Rx`], the single-pattern matcher built from all of these.
 //!
-//! The modules depend on each other one way: [`vocab`] (settings, marker names,
-//! [`ByteSet`]) depends on none; [`translate`], [`compat`], [`factors`] and
-//! [`preimage`] on `vocab` alone; [`rx`] on all of them.
+//! The modules, all private, depend on each other one way: `vocab` (settings,
+//! marker names, [`ByteSet`], [`RxError`]) depends on none; `translate` (the
+//! translator), `compat` (the exact evaluations), `factors` and `preimage` on `vocab`
+//! alone; `rx` (the matcher) on all of them. What other crates use is re-exported
+//! here.
 
-pub mod compat;
-pub mod factors;
-pub mod preimage;
-pub mod rx;
-pub mod translate;
-pub mod vocab;
+mod compat;
+mod factors;
+mod preimage;
+mod rx;
+mod translate;
+mod vocab;
 
+pub use factors::{required_bytes, required_factors, set_chance};
 pub use preimage::Effect;
-pub use rx::{Rx, translate};
-pub use vocab::{ByteSet, Captures, MAX_CAPTURES, RxError, builder};
+pub use rx::{Rx, SET_CACHE_CAPACITY, compile, compile_hir, translate};
+pub use vocab::{
+    ByteSet, Captures, DFA_CACHE_CAPACITY, MAX_CAPTURES, REGEX_SIZE_LIMIT, RxError, builder,
+    fill_captures, parse_hir,
+};

@@ -1,6 +1,6 @@
 //! Preimages of a pattern under the effects of transformations: the pattern that
 //! matches a value exactly when the original matches the value once transformed
-//! (see [`Rx::preimage`](crate::rx::Rx::preimage)).
+//! (see [`Rx::preimage`](crate::Rx::preimage)).
 
 use regex_syntax::hir::{Hir, HirKind, Look};
 
@@ -17,7 +17,7 @@ pub enum Effect {
 }
 
 /// The pattern that matches a value exactly when `hir` matches the value after
-/// `effects`, applied in reverse order (see [`Rx::preimage`](crate::rx::Rx::preimage));
+/// `effects`, applied in reverse order (see [`Rx::preimage`](crate::Rx::preimage));
 /// `None` when there is no such pattern here.
 pub fn preimage(hir: &Hir, effects: &[Effect]) -> Option<Hir> {
     let mut pre = hir.clone();

@@ -1,5 +1,5 @@
 //! Sets of translated `@rx` patterns for the prefilter: the `patternsets` crate's
-//! [`RxSet`] and what goes with it (its [`rx_set` module](patternsets::rx_set)
-//! documents how a set answers).
+//! [`RxSet`] and what goes with it (`crates/patternsets/src/rx_set.rs` says how a set
+//! answers).
 
-pub use patternsets::rx_set::{ByteSet, FULL_SET_MIN_LEN, MEMO_CAPACITY, RxSet};
+pub use patternsets::{ByteSet, FULL_SET_MIN_LEN, MEMO_CAPACITY, RxSet};

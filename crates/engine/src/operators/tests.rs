@@ -453,7 +453,7 @@ fn all_crs_v4_rx_patterns_compile() {
     );
 }
 
-/// The bytes a CRS v4 pattern is said to need ([`rxlinear::factors::required_bytes`])
+/// The bytes a CRS v4 pattern is said to need ([`rxlinear::required_bytes`])
 /// are in every value it matches, tried on the lines of its rule's regression tests
 /// (raw, percent-decoded and lowercased: the forms the rules' transformations make).
 #[test]
@@ -504,7 +504,7 @@ fn crs_v4_patterns_match_only_values_with_their_needed_bytes() {
                 continue;
             };
             let hir = super::rx::parse_hir(rx.pattern()).expect("hir");
-            let Some(need) = rxlinear::factors::required_bytes(&hir) else {
+            let Some(need) = rxlinear::required_bytes(&hir) else {
                 continue;
             };
             patterns += 1;

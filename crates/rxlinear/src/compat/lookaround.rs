@@ -112,7 +112,7 @@ impl Guarded {
     }
 
     /// Whether the pattern matches, with PCRE's captures (see
-    /// [`Rx::matches`](crate::rx::Rx::matches)).
+    /// [`Rx::matches`](crate::Rx::matches)).
     pub(crate) fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
         let Some(out) = captures else {
             return self.plain.as_ref().is_some_and(|r| r.is_match(input))

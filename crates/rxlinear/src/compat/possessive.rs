@@ -150,7 +150,7 @@ impl Possessive {
     }
 
     /// Whether the pattern matches, with PCRE's captures (see
-    /// [`Rx::matches`](crate::rx::Rx::matches)).
+    /// [`Rx::matches`](crate::Rx::matches)).
     pub(crate) fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
         let found = {
             let mut cache = self.dfa_caches.get();
