@@ -190,7 +190,7 @@ const MAX_ROWS: usize = 4096;
 const UNKNOWN: u32 = u32::MAX;
 
 /// One thread's table of transitions taken (see [`PhraseLists`]). Rows are
-/// `width` columns wide, a power of two, and named by their offset in [`Rows::next`]
+/// `width` columns wide, a power of two, and named by their offset in `Rows::next`
 /// (row number times `width`).
 #[derive(Debug, Default)]
 pub struct Rows {

@@ -49,7 +49,7 @@ use crate::error::SetError;
 use crate::pm::PhraseWalker;
 
 /// Values longer than this run through the lazy DFA of every pattern instead of the
-/// gate (see [`RxSet::full`]).
+/// gate (see `RxSet::full`).
 pub const FULL_SET_MIN_LEN: usize = 1024;
 
 /// Patterns whose factors are likely enough in ordinary text (see
@@ -477,7 +477,7 @@ impl RxSet {
     /// Adds to `hits` the patterns that may match somewhere in `input` (`hits` must
     /// have room for [`RxSet::len`] patterns): exactly those that do, or, when the
     /// lazy DFA gave up, every pattern that the bytes of `input` do not rule out
-    /// ([`RxSet::needs`]).
+    /// (`RxSet::needs`).
     pub fn which_match(&self, input: &[u8], hits: &mut PatternSet) {
         self.which_match_among(input, None, hits);
     }
@@ -500,7 +500,7 @@ impl RxSet {
     }
 
     /// The bytes of `input`, as far as they can rule out one of the set's patterns
-    /// (see [`RxSet::needs`]): read a block at a time, and once every pattern is
+    /// (see `RxSet::needs`): read a block at a time, and once every pattern is
     /// possible with the bytes met so far (random bytes get there in their first
     /// block), every byte, without reading the rest.
     pub fn bytes_of(&self, input: &[u8]) -> ByteSet {
@@ -520,7 +520,7 @@ impl RxSet {
     }
 
     /// Adds to `hits` every pattern a value made of the bytes `present` does not
-    /// rule out (see [`RxSet::needs`]).
+    /// rule out (see `RxSet::needs`).
     pub fn add_possible(&self, present: ByteSet, hits: &mut PatternSet) {
         for (p, need) in self.needs.iter().enumerate() {
             if need.is_none_or(|n| n.intersects(&present))

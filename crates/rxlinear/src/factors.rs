@@ -70,7 +70,7 @@ fn byte_chance(b: u8) -> f64 {
 }
 
 /// The rough chance that one of `set` starts at a given position of ordinary text
-/// (see [`byte_chance`]).
+/// (see `byte_chance`).
 pub fn set_chance(set: &[Vec<u8>]) -> f64 {
     set.iter()
         .map(|s| s.iter().map(|&b| byte_chance(b)).product::<f64>())
@@ -311,7 +311,7 @@ fn info(hir: &Hir) -> Info {
 ///
 /// A literal needs its rarest byte, a class its bytes, a repetition of at least one
 /// its body's, an alternation the union of its branches' (each must give one), a
-/// concatenation the rarest of its parts' (by [`byte_chance`], summed over the set).
+/// concatenation the rarest of its parts' (by `byte_chance`, summed over the set).
 /// Exact bytes, not lowercased: a case-insensitive letter is a class of both cases.
 pub fn required_bytes(hir: &Hir) -> Option<ByteSet> {
     match hir.kind() {

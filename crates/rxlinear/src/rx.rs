@@ -117,7 +117,7 @@ struct Inner {
 }
 
 /// Compiles a translated pattern with the settings every `@rx` pattern gets (see
-/// [`builder`]), through the `regex` crate's own engine (`regex_automata::meta`) so
+/// [`builder`](crate::builder)), through the `regex` crate's own engine (`regex_automata::meta`) so
 /// that the lazy DFA cache capacity and the caches themselves are under control.
 pub fn compile(pattern: &str) -> Result<Regex, RxError> {
     let hir = parse_hir(pattern)?;
@@ -136,7 +136,7 @@ pub fn compile(pattern: &str) -> Result<Regex, RxError> {
 /// 15.26 -> 13.82 M instructions per varying JSON request; the fixed GET, form and JSON
 /// and the adversarial cases within 1% (one, `json spaces`, 4% more). A pattern whose
 /// matches all start with a few literals gets a search for them instead
-/// ([`prefix_prefilter`]), which its forward lazy DFA uses to skip ahead.
+/// (`prefix_prefilter`), which its forward lazy DFA uses to skip ahead.
 pub fn compile_hir(hir: &Hir) -> Result<Regex, RxError> {
     meta::Builder::new()
         .configure(engine_config().prefilter(prefix_prefilter(hir)))
@@ -240,7 +240,7 @@ impl Rx {
     }
 
     /// The final pattern in `regex` syntax, to be compiled with the same settings as
-    /// [`builder`] (for instance in an `RxSet` of the `patternsets` crate). A value
+    /// [`builder`](crate::builder) (for instance in an `RxSet` of the `patternsets` crate). A value
     /// that matches with PCRE also matches this pattern, so a set built from such
     /// patterns is an exact prefilter for [`Rx::matches`]; the converse can fail
     /// for a value ending with `\n` (see [`Rx::matches`]) and, when

@@ -71,7 +71,7 @@ pub fn fill_captures<'a>(out: &mut Captures, values: impl Iterator<Item = &'a [u
 
 /// A [`RegexBuilder`] with the settings every `@rx` pattern is compiled with:
 /// Unicode off, `.` matches `\n`, multi-line anchors, [`REGEX_SIZE_LIMIT`] and
-/// [`DFA_CACHE_CAPACITY`]. `pattern` must already be translated ([`translate`]).
+/// [`DFA_CACHE_CAPACITY`]. `pattern` must already be translated ([`translate`](crate::translate)).
 pub fn builder(pattern: &str) -> RegexBuilder {
     let mut b = RegexBuilder::new(pattern);
     b.unicode(false)
