@@ -20,7 +20,7 @@ use crate::input::Input;
 use engine::operators::Captures;
 use engine::operators::rx::{MAX_CAPTURES, Rx, builder};
 
-/// Pieces of PCRE syntax, weighted towards what `rx_compat` rewrites.
+/// Pieces of PCRE syntax, weighted towards what `rxlinear::compat` rewrites.
 pub const PIECES: &[&str] = &[
     "a",
     "b",

@@ -15,7 +15,7 @@
 //! (SecLang quoting undone).
 //!
 //! Values (N per pattern, 48 by default, and M, 8 N by default, for the patterns the
-//! engine evaluates with `rx_compat` because of their lookarounds, possessive
+//! engine evaluates with `rxlinear::compat` because of their lookarounds, possessive
 //! quantifiers or backreferences; from a fixed seed mixed with the pattern's
 //! hash, so that a pattern's values do not depend on the other patterns): random
 //! walks of the translated pattern's syntax tree (its literals, classes, repetitions

@@ -9,8 +9,6 @@ pub use detect::libinjection as injection;
 pub mod ip;
 pub mod pm;
 pub mod rx;
-mod rx_compat;
-mod rx_factors;
 pub mod rx_set;
 pub mod strings;
 pub mod validate;
@@ -28,7 +26,7 @@ use validate::ByteRanges;
 use verify::VerifyCc;
 
 /// Values captured by a match, for `capture` (TX.0 to TX.9). Index 0 is the whole match.
-pub type Captures = Vec<Vec<u8>>;
+pub type Captures = rxlinear::Captures;
 
 /// Why an operator could not be compiled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -263,13 +261,15 @@ impl Operator {
         };
         let integer = |cmp: Comparison| Ok(Operator::Compare(cmp, compare::parse_int(arg)));
         match lower.as_str() {
-            "rx" => Rx::new(argument).map(Operator::Rx).map_err(fail),
+            "rx" => Rx::new(argument)
+                .map(Operator::Rx)
+                .map_err(|e| fail(e.to_string())),
             "pm" => Pm::new(pm::parse_inline(argument))
                 .map(|pm| Operator::Pm {
                     pm,
                     from_file: false,
                 })
-                .map_err(fail),
+                .map_err(|e| fail(e.to_string())),
             "pmfromfile" | "pmf" => {
                 let mut phrases = Vec::new();
                 for (_, content) in read_data_files(argument, ctx).map_err(fail)? {
@@ -280,7 +280,7 @@ impl Operator {
                         pm,
                         from_file: true,
                     })
-                    .map_err(fail)
+                    .map_err(|e| fail(e.to_string()))
             }
             "detectsqli" => no_argument(Operator::DetectSqli),
             "detectxss" => no_argument(Operator::DetectXss),
@@ -310,7 +310,7 @@ impl Operator {
                     set,
                     from_file: false,
                 })
-                .map_err(fail),
+                .map_err(|e| fail(e.to_string())),
             "ipmatchfromfile" | "ipmatchf" => {
                 let mut set = ip::IpSetBuilder::default();
                 for (path, content) in read_data_files(argument, ctx).map_err(fail)? {

@@ -453,7 +453,7 @@ fn all_crs_v4_rx_patterns_compile() {
     );
 }
 
-/// The bytes a CRS v4 pattern is said to need ([`super::rx_factors::required_bytes`])
+/// The bytes a CRS v4 pattern is said to need ([`rxlinear::required_bytes`])
 /// are in every value it matches, tried on the lines of its rule's regression tests
 /// (raw, percent-decoded and lowercased: the forms the rules' transformations make).
 #[test]
@@ -504,7 +504,7 @@ fn crs_v4_patterns_match_only_values_with_their_needed_bytes() {
                 continue;
             };
             let hir = super::rx::parse_hir(rx.pattern()).expect("hir");
-            let Some(need) = super::rx_factors::required_bytes(&hir) else {
+            let Some(need) = rxlinear::required_bytes(&hir) else {
                 continue;
             };
             patterns += 1;
@@ -545,7 +545,7 @@ fn debian_crs_required(dir: &Path) -> bool {
 }
 
 /// Every `@rx` pattern of CRS 3.3.4 (Debian's package) compiles, including the
-/// five whose PCRE features need the exact evaluations of `rx_compat` (920120,
+/// five whose PCRE features need the exact evaluations of `rxlinear::compat` (920120,
 /// 920600, 942130, 942260, 953120).
 #[test]
 fn all_crs_v3_rx_patterns_compile() {
@@ -696,7 +696,7 @@ fn crs_v3_backtracking_patterns_give_pcre_answers() {
     );
 }
 
-/// Lookarounds and backreferences outside what `rx_compat` evaluates exactly
+/// Lookarounds and backreferences outside what `rxlinear::compat` evaluates exactly
 /// are still refused.
 #[test]
 fn unbounded_lookbehind_and_general_backreferences_are_refused() {

@@ -19,7 +19,7 @@ pub struct VerifyCc {
 impl VerifyCc {
     /// Compiles the candidate regex.
     pub fn new(pattern: &str) -> Result<VerifyCc, String> {
-        let rx = Rx::new(pattern)?;
+        let rx = Rx::new(pattern).map_err(|e| e.to_string())?;
         if !rx.regex_is_exact() {
             return Err("a lookaround, possessive quantifier or backreference that \
                  needs Palisade's guarded evaluation is not supported in the candidate \

@@ -175,14 +175,8 @@ mod class {
 }
 
 /// What a transformation does to a value, for a pattern that takes it on (see
-/// [`Transform::effect`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Effect {
-    /// ASCII capitals become small letters; every other byte stays.
-    Lowercase,
-    /// The bytes for which the function is true are deleted; every other byte stays.
-    Delete(fn(u8) -> bool),
-}
+/// [`Transform::effect`]): plain data the matcher's preimages read.
+pub(crate) use rxlinear::Effect;
 
 /// The set of byte classes present in `input`, for [`Transform::triggers`].
 #[inline]

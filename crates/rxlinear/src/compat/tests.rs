@@ -2,8 +2,8 @@
 //! engine libmodsecurity 3.0.9 uses.
 
 use super::TABLE;
-use crate::operators::Captures;
-use crate::operators::rx::Rx;
+use crate::rx::Rx;
+use crate::vocab::Captures;
 
 fn rx(p: &str) -> Rx {
     match Rx::new(p) {
@@ -15,7 +15,7 @@ fn rx(p: &str) -> Rx {
 fn err(p: &str) -> String {
     match Rx::new(p) {
         Ok(r) => panic!("{p:?} compiled to {:?}", r.pattern()),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 

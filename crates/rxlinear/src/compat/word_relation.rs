@@ -19,9 +19,8 @@
 //! bytes compared up to ASCII case, where a space stands for one or more PCRE
 //! white space bytes (`\s+`).
 
-use super::ByteSet;
-use crate::operators::Captures;
-use crate::operators::rx::fill_captures;
+use crate::vocab::Captures;
+use crate::vocab::{ByteSet, fill_captures};
 
 /// The relation the second word must have with the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

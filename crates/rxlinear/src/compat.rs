@@ -26,8 +26,8 @@
 //! - **Backreferences**: refused, except for the patterns of [`TABLE`], which have
 //!   their own evaluation with its proof next to the entry.
 //!
-//! In every case [`Rx::pattern`](super::rx::Rx::pattern) and
-//! [`Rx::regex`](super::rx::Rx::regex) are a superset of the PCRE pattern (lookarounds
+//! In every case [`Rx::pattern`](crate::Rx::pattern) and
+//! [`Rx::regex`](crate::Rx::regex) are a superset of the PCRE pattern (lookarounds
 //! read as true, possessive read as greedy, a backreference read as a copy of its
 //! group's sub-pattern): a value they do not match is a value PCRE does not match,
 //! which keeps multi-pattern prefilters exact.
@@ -37,10 +37,10 @@ mod possessive;
 mod word_relation;
 
 use regex_automata::meta::Regex;
-use regex_syntax::hir::{Class, Hir, HirKind, LookSet};
+use regex_syntax::hir::{Hir, HirKind, LookSet};
 
-use super::Captures;
-use super::rx::{MARK_ATOMIC, MARK_LOOK, MARK_POSSESSIVE, Translation, parse_hir};
+use crate::vocab::Captures;
+use crate::vocab::{ByteSet, MARK_ATOMIC, MARK_LOOK, MARK_POSSESSIVE, Translation, parse_hir};
 use word_relation::{Relation, WordRelation, WordRelationSpec};
 
 /// The patterns that need an evaluation of their own, keyed by their exact PCRE
@@ -158,13 +158,13 @@ pub(crate) fn build(pcre: &str, t: &Translation) -> Result<Option<Compat>, Strin
     let Some(marked) = &t.marked else {
         return Ok(None);
     };
-    let hir = parse_hir(marked)?;
+    let hir = parse_hir(marked).map_err(|e| e.to_string())?;
     if !t.lookarounds.is_empty() {
         if t.possessive {
             return Err(format!(
                 "a lookaround together with a possessive quantifier or an atomic group \
                  {}",
-                super::rx::BACKTRACKING
+                crate::vocab::BACKTRACKING
             ));
         }
         return lookaround::Guarded::new(&hir, &t.lookarounds).map(|g| Some(Compat::Guarded(g)));
@@ -175,7 +175,7 @@ pub(crate) fn build(pcre: &str, t: &Translation) -> Result<Option<Compat>, Strin
 impl Compat {
     /// Whether the pattern matches `input`, as PCRE answers; `superset` is the
     /// translated pattern's regex (a superset), `captures` as in
-    /// [`Rx::matches`](super::rx::Rx::matches).
+    /// [`Rx::matches`](crate::Rx::matches).
     pub(crate) fn matches(
         &self,
         superset: &Regex,
@@ -188,90 +188,6 @@ impl Compat {
             Compat::Possessive(p) => p.matches(input, captures),
             Compat::WordRelation(w) => superset.is_match(input) && w.matches(input, captures),
         }
-    }
-}
-
-/// A set of bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub(crate) struct ByteSet([u64; 4]);
-
-impl ByteSet {
-    /// Every byte.
-    pub(crate) const ALL: ByteSet = ByteSet([u64::MAX; 4]);
-
-    /// Adds the bytes `lo..=hi`.
-    pub(crate) fn insert_range(&mut self, lo: u8, hi: u8) {
-        for b in lo..=hi {
-            self.insert(b);
-        }
-    }
-
-    /// Adds one byte.
-    pub(crate) fn insert(&mut self, b: u8) {
-        self.0[usize::from(b >> 6)] |= 1 << (b & 63);
-    }
-
-    /// The bytes that occur in `input`. Marks a table of 256 flags first (one
-    /// independent store a byte) and packs it once.
-    pub(crate) fn of_bytes(input: &[u8]) -> ByteSet {
-        let mut seen = [false; 256];
-        for &b in input {
-            seen[usize::from(b)] = true;
-        }
-        let mut set = ByteSet::default();
-        for (b, _) in seen.iter().enumerate().filter(|(_, s)| **s) {
-            set.insert(b as u8);
-        }
-        set
-    }
-
-    /// Whether `b` is in the set.
-    pub(crate) fn contains(&self, b: u8) -> bool {
-        self.0[usize::from(b >> 6)] & (1 << (b & 63)) != 0
-    }
-
-    /// Whether the set is empty.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0 == [0; 4]
-    }
-
-    /// The union of two sets.
-    pub(crate) fn union(&self, other: &ByteSet) -> ByteSet {
-        let mut out = *self;
-        for (a, b) in out.0.iter_mut().zip(other.0) {
-            *a |= b;
-        }
-        out
-    }
-
-    /// Whether the two sets share a byte.
-    pub(crate) fn intersects(&self, other: &ByteSet) -> bool {
-        self.0.iter().zip(other.0).any(|(a, b)| a & b != 0)
-    }
-
-    /// The bytes of a one-byte HIR item (a class, or a literal of one byte), or
-    /// `None` for anything else.
-    pub(crate) fn of_item(hir: &Hir) -> Option<ByteSet> {
-        let mut set = ByteSet::default();
-        match hir.kind() {
-            HirKind::Literal(lit) if lit.0.len() == 1 => set.insert(lit.0[0]),
-            HirKind::Class(Class::Bytes(c)) => {
-                for r in c.ranges() {
-                    set.insert_range(r.start(), r.end());
-                }
-            }
-            HirKind::Class(Class::Unicode(c)) => {
-                for r in c.ranges() {
-                    let (lo, hi) = (u32::from(r.start()), u32::from(r.end()));
-                    if hi > 0x7F {
-                        return None;
-                    }
-                    set.insert_range(lo as u8, hi as u8);
-                }
-            }
-            _ => return None,
-        }
-        Some(set)
     }
 }
 
@@ -291,7 +207,7 @@ pub(crate) struct First {
 impl First {
     /// The end of the pattern: nothing more is consumed, no assertion.
     pub(crate) const END: First = First {
-        bytes: ByteSet([0; 4]),
+        bytes: ByteSet::EMPTY,
         nullable: true,
         looks: LookSet { bits: 0 },
     };

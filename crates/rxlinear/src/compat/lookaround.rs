@@ -30,9 +30,9 @@
 use regex::bytes::Regex;
 use regex_syntax::hir::{Hir, HirKind};
 
-use super::{ByteSet, Marker};
-use crate::operators::Captures;
-use crate::operators::rx::{BACKTRACKING, LookKind, builder, fill_captures, regex_error};
+use super::Marker;
+use crate::vocab::Captures;
+use crate::vocab::{BACKTRACKING, ByteSet, LookKind, builder, fill_captures, regex_error};
 
 /// Longest lookaround content and fixed item handled (in bytes).
 const MAX_LEN: usize = 255;
@@ -83,7 +83,7 @@ fn compile(hir: &Hir) -> Result<Regex, String> {
 
 impl Guarded {
     /// Analyses a marked pattern (see
-    /// [`Translation`](crate::operators::rx::Translation)) with lookarounds of the
+    /// [`Translation`](crate::vocab::Translation)) with lookarounds of the
     /// given kinds.
     pub(crate) fn new(hir: &Hir, kinds: &[LookKind]) -> Result<Guarded, String> {
         let alternatives: Vec<&Hir> = match hir.kind() {
@@ -112,7 +112,7 @@ impl Guarded {
     }
 
     /// Whether the pattern matches, with PCRE's captures (see
-    /// [`Rx::matches`](crate::operators::rx::Rx::matches)).
+    /// [`Rx::matches`](crate::Rx::matches)).
     pub(crate) fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
         let Some(out) = captures else {
             return self.plain.as_ref().is_some_and(|r| r.is_match(input))
@@ -153,7 +153,7 @@ impl Guarded {
                 fill_captures(out, std::iter::once(&input[s..e]));
             }
         } else if let Some((_, locs)) = plain {
-            let n = locs.len().min(crate::operators::rx::MAX_CAPTURES);
+            let n = locs.len().min(crate::vocab::MAX_CAPTURES);
             let last = (0..n).rev().find(|&g| locs.get(g).is_some()).unwrap_or(0);
             fill_captures(
                 out,

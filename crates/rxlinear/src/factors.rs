@@ -1,7 +1,7 @@
 //! Required factors of a pattern: a set of byte strings such that every match of the
 //! pattern contains one of them (ASCII case ignored). A value that contains none of a
 //! pattern's factors cannot match it, which one Aho-Corasick pass over the value
-//! proves for many patterns at once (see [`RxSet`](super::rx_set::RxSet)).
+//! proves for many patterns at once (see `RxSet` in the `patternsets` crate).
 //!
 //! The factors are read off the pattern's syntax tree: a literal is its own factor,
 //! a run of pieces that each match one of a few short strings gives their
@@ -12,7 +12,7 @@
 
 use regex_syntax::hir::{Class, Hir, HirKind};
 
-use super::rx_compat::ByteSet;
+use crate::vocab::ByteSet;
 
 /// Most strings one finite language or factor set may hold.
 const MAX_STRINGS: usize = 64;
@@ -45,7 +45,7 @@ impl Info {
 /// A factor set every match of `hir` contains one of (lowercased ASCII, none
 /// empty), or `None` when the pattern offers none (it can match the empty string,
 /// or its pieces are too open).
-pub(crate) fn required_factors(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+pub fn required_factors(hir: &Hir) -> Option<Vec<Vec<u8>>> {
     info(hir).need.map(minimize)
 }
 
@@ -70,8 +70,8 @@ fn byte_chance(b: u8) -> f64 {
 }
 
 /// The rough chance that one of `set` starts at a given position of ordinary text
-/// (see [`byte_chance`]).
-pub(crate) fn set_chance(set: &[Vec<u8>]) -> f64 {
+/// (see `byte_chance`).
+pub fn set_chance(set: &[Vec<u8>]) -> f64 {
     set.iter()
         .map(|s| s.iter().map(|&b| byte_chance(b)).product::<f64>())
         .sum()
@@ -311,9 +311,9 @@ fn info(hir: &Hir) -> Info {
 ///
 /// A literal needs its rarest byte, a class its bytes, a repetition of at least one
 /// its body's, an alternation the union of its branches' (each must give one), a
-/// concatenation the rarest of its parts' (by [`byte_chance`], summed over the set).
+/// concatenation the rarest of its parts' (by `byte_chance`, summed over the set).
 /// Exact bytes, not lowercased: a case-insensitive letter is a class of both cases.
-pub(crate) fn required_bytes(hir: &Hir) -> Option<ByteSet> {
+pub fn required_bytes(hir: &Hir) -> Option<ByteSet> {
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => None,
         HirKind::Literal(lit) => {
@@ -353,7 +353,8 @@ fn bytes_chance(set: &ByteSet) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operators::rx::{Rx, parse_hir};
+    use crate::rx::Rx;
+    use crate::vocab::parse_hir;
 
     fn factors(pcre: &str) -> Option<Vec<String>> {
         let rx = Rx::new(pcre).expect("rx");

@@ -62,9 +62,9 @@ use regex_automata::util::pool::Pool;
 use regex_automata::util::primitives::{PatternID, StateID};
 use regex_syntax::hir::{Hir, HirKind, Look};
 
-use super::{ByteSet, First, Marker};
-use crate::operators::Captures;
-use crate::operators::rx::{BACKTRACKING, MAX_CAPTURES, REGEX_SIZE_LIMIT, fill_captures};
+use super::{First, Marker};
+use crate::vocab::Captures;
+use crate::vocab::{BACKTRACKING, ByteSet, MAX_CAPTURES, REGEX_SIZE_LIMIT, fill_captures};
 
 type CacheFn<T> =
     Box<dyn Fn() -> T + Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>;
@@ -100,7 +100,7 @@ struct Run {
 
 impl Possessive {
     /// Analyses the possessive repetitions of a marked pattern (see
-    /// [`Translation`](crate::operators::rx::Translation)). `Ok(None)` when every one
+    /// [`Translation`](crate::vocab::Translation)). `Ok(None)` when every one
     /// of them can be read as greedy (the translated pattern is then exact).
     pub(crate) fn new(hir: &Hir) -> Result<Option<Possessive>, String> {
         let mut runs = Vec::new();
@@ -150,7 +150,7 @@ impl Possessive {
     }
 
     /// Whether the pattern matches, with PCRE's captures (see
-    /// [`Rx::matches`](crate::operators::rx::Rx::matches)).
+    /// [`Rx::matches`](crate::Rx::matches)).
     pub(crate) fn matches(&self, input: &[u8], captures: Option<&mut Captures>) -> bool {
         let found = {
             let mut cache = self.dfa_caches.get();
