@@ -4,7 +4,7 @@
 //! verdict of `@detectSQLi` and `@detectXSS`, and the SQLi fingerprint (`-` when the
 //! value is not SQLi). A line that is not hex gets `error`.
 
-use engine::operators::injection::{detect_sqli, detect_xss};
+use engine::internals::operators::injection::{detect_sqli, detect_xss};
 use std::io::{self, BufRead, BufWriter, Write};
 
 fn unhex(line: &str) -> Option<Vec<u8>> {

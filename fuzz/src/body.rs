@@ -7,7 +7,7 @@
 //! rules read every variable the processor fills (so the collection code runs too).
 
 use crate::input::Input;
-use engine::body::{self, LimitHit, Limits};
+use engine::internals::body::{self, LimitHit, Limits};
 use engine::{Ruleset, RulesetBuilder, Transaction, TxContext};
 use seclang::MemorySource;
 use std::sync::{Arc, OnceLock};

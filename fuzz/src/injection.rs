@@ -5,7 +5,7 @@
 //! by `differential/libinjection_diff.py` (see the README), not here: the C library is
 //! not part of the build.
 
-use engine::operators::injection::{detect_sqli, detect_xss};
+use engine::internals::operators::injection::{detect_sqli, detect_xss};
 
 /// libinjection's token types: the only bytes a fingerprint holds.
 const TOKEN_TYPES: &[u8] = b"kUBEtfn1vsoc&A(){}.,:;TX?F\\";

@@ -17,8 +17,8 @@
 //! than linear time.
 
 use crate::input::Input;
-use engine::operators::Captures;
-use engine::operators::rx::{MAX_CAPTURES, Rx, builder};
+use engine::internals::operators::Captures;
+use engine::internals::operators::rx::{MAX_CAPTURES, Rx, builder};
 
 /// Pieces of PCRE syntax, weighted towards what `rxlinear::compat` rewrites.
 pub const PIECES: &[&str] = &[

@@ -8,7 +8,7 @@
 //! lies inside its input.
 
 use crate::input::Input;
-use engine::transforms::Transform;
+use engine::internals::transforms::Transform;
 use std::borrow::Cow;
 
 /// Runs one pipeline on one value.

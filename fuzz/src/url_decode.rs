@@ -13,9 +13,9 @@
 //!   does.
 
 use crate::input::Input;
-use engine::body::LimitHit;
-use engine::body::urlencoded;
-use engine::transforms::Transform;
+use engine::internals::body::LimitHit;
+use engine::internals::body::urlencoded;
+use engine::internals::transforms::Transform;
 
 /// What a lenient decode gives: the bytes, and whether a `%` that starts no valid
 /// `%HH` escape was met.

@@ -16,8 +16,8 @@
 mod common;
 
 use common::Rng;
-use engine::operators::ip::IpSetBuilder;
-use engine::operators::{CompileContext, Operator};
+use engine::internals::operators::ip::IpSetBuilder;
+use engine::internals::operators::{CompileContext, Operator};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;

@@ -30,9 +30,9 @@
 
 mod common;
 
-use engine::body::{Limits, json, multipart, urlencoded, xml};
-use engine::operators::{CompileContext, Operator};
-use engine::transforms::Transform;
+use engine::internals::body::{Limits, json, multipart, urlencoded, xml};
+use engine::internals::operators::{CompileContext, Operator};
+use engine::internals::transforms::Transform;
 use engine::{Ruleset, RulesetBuilder, Transaction, TxContext};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -310,7 +310,7 @@ fn targets() -> Vec<Target> {
     ];
     // The semantic detectors as operators (`@detectSqlContext`, ...; the
     // libinjection-style `@detectSQLi` and `@detectXSS` are above).
-    let detectors: Vec<(&str, &str)> = engine::operators::DETECTORS
+    let detectors: Vec<(&str, &str)> = engine::internals::operators::DETECTORS
         .iter()
         .map(|(_, name, _)| (*name, ""))
         .collect();
@@ -329,7 +329,7 @@ fn targets() -> Vec<Target> {
             // The capturing search is a different path of the regex engine.
             let op = operator(name, arg);
             out.push(target(format!("{label} (capture)"), move |v| {
-                let mut caps = engine::operators::Captures::new();
+                let mut caps = engine::internals::operators::Captures::new();
                 std::hint::black_box(op.matches(v, Some(&mut caps)));
             }));
         }

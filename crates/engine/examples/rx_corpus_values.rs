@@ -26,8 +26,8 @@
 //! verdicts come from PCRE2.
 
 use engine::RulesetBuilder;
-use engine::operators::{CompileContext, Operator};
-use engine::rule::{Rule, RuleOperator};
+use engine::internals::operators::{CompileContext, Operator};
+use engine::internals::rule::{Rule, RuleOperator};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -27,27 +27,82 @@
 //! assert_eq!(intervention.rule_id, Some(1));
 //! ```
 
-pub mod actions;
-pub mod body;
+// The public surface: the modules a server and a store need, and the types
+// re-exported below. Everything else is private; `internals` opens it for the
+// engine's own benchmarks, examples, integration tests and fuzz targets.
+mod actions;
+mod body;
 pub mod civil;
 pub mod collections;
 pub mod config;
-pub mod error;
+mod error;
 pub mod events;
-pub mod inputs;
-pub mod intervention;
+mod inputs;
+mod intervention;
 pub mod log;
 pub mod lookups;
-pub mod macros;
-pub mod operators;
+mod macros;
+mod operators;
 mod plan;
-pub mod policy;
-pub mod rule;
-pub mod ruleset;
-pub mod transaction;
-pub mod transforms;
-pub mod variables;
+mod policy;
+mod rule;
+mod ruleset;
+mod transaction;
+mod transforms;
+mod variables;
 
+/// The engine's inner modules, for its benchmarks, examples, integration tests and
+/// fuzz targets only: no stable interface, not for servers (they use the crate
+/// root).
+#[doc(hidden)]
+pub mod internals {
+    /// The engine's `actions` module.
+    pub mod actions {
+        pub use crate::actions::*;
+    }
+    /// The engine's `body` module.
+    pub mod body {
+        pub use crate::body::*;
+    }
+    /// The engine's `inputs` module.
+    pub mod inputs {
+        pub use crate::inputs::*;
+    }
+    /// The engine's `macros` module.
+    pub mod macros {
+        pub use crate::macros::*;
+    }
+    /// The engine's `operators` module.
+    pub mod operators {
+        pub use crate::operators::*;
+    }
+    /// The engine's `policy` module.
+    pub mod policy {
+        pub use crate::policy::*;
+    }
+    /// The engine's `rule` module.
+    pub mod rule {
+        pub use crate::rule::*;
+    }
+    /// The engine's `ruleset` module.
+    pub mod ruleset {
+        pub use crate::ruleset::*;
+    }
+    /// The engine's `transaction` module.
+    pub mod transaction {
+        pub use crate::transaction::*;
+    }
+    /// The engine's `transforms` module.
+    pub mod transforms {
+        pub use crate::transforms::*;
+    }
+    /// The engine's `variables` module.
+    pub mod variables {
+        pub use crate::variables::*;
+    }
+}
+
+pub use actions::CollectionKind;
 pub use collections::{
     CollectionError, CollectionReader, MemoryStore, RecordKey, RecordWrite, StoredRecord, VarOp,
 };
@@ -56,8 +111,10 @@ pub use error::{LoadError, LoadErrors};
 pub use events::{Event, Limit, RuleMatch, RuleTime};
 pub use intervention::{Intervention, InterventionKind};
 pub use lookups::{GeoDb, RblAnswer, RblFailure, RblResolver};
+pub use operators::ip::{IpSet, IpSetBuilder};
 pub use policy::{Policy, PolicyBuilder, PolicyError, PolicyLimits};
-pub use ruleset::{Ruleset, RulesetBuilder};
+pub use rule::{Rule, RuleMeta, RuleOperator};
+pub use ruleset::{RblUse, Ruleset, RulesetBuilder};
 pub use transaction::{
     BodyAppend, BudgetAction, BudgetExceeded, Clock, CpuBudget, CpuMeter, Transaction, TxContext,
 };

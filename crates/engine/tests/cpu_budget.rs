@@ -3,7 +3,7 @@
 //!
 //! The meter below moves on by 10 µs at every reading. Each rule here inspects one
 //! argument of 70,000 bytes, more than the work between two readings
-//! (`engine::transaction::budget::CHECK_WORK`), so the meter is read once per rule
+//! (`engine::internals::transaction::budget::CHECK_WORK`), so the meter is read once per rule
 //! (or chain link), before its operator runs, and once when a phase ends. A phase's
 //! first reading starts its interval: the rules of a phase read 0, 10, 20, ... µs
 //! more than the time accounted before the phase.

@@ -50,7 +50,7 @@ fn crs_v3_loads_every_rule() {
 /// levels (so the checks after them are never reached).
 #[test]
 fn crs_v4_paranoia_checks_fold_at_pl1() {
-    use engine::ruleset::fold::Folded;
+    use engine::internals::ruleset::fold::Folded;
     let rs = common::crs_v4();
     let mut seen = 0;
     for p in 1..=5 {

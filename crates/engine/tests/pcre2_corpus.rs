@@ -8,7 +8,7 @@
 //!
 //! The test needs neither PCRE2 nor CRS: it reads the committed file.
 
-use engine::operators::{Captures, CompileContext, Operator};
+use engine::internals::operators::{Captures, CompileContext, Operator};
 use std::io::Read;
 use std::path::Path;
 

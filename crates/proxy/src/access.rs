@@ -2,13 +2,13 @@
 //! and its list files, replaced by a SIGHUP reload, and asked once per connection,
 //! when it is accepted.
 //!
-//! The lists are [`engine::operators::ip::IpSet`]s, the sets `@ipMatchFromFile` uses:
+//! The lists are [`engine::IpSet`]s, the sets `@ipMatchFromFile` uses:
 //! sorted, merged address ranges, so a lookup is one binary search whatever the
 //! number of entries (a million-entry list answers in well under a microsecond; see
 //! BENCHMARKS.md).
 
 use crate::config::AccessSection;
-use engine::operators::ip::{IpSet, IpSetBuilder};
+use engine::{IpSet, IpSetBuilder};
 use std::net::IpAddr;
 
 /// Why the access lists could not be loaded.

@@ -6,7 +6,7 @@
 //! `import` reads:
 //! `{"app":"default","collection":"IP","key":"192.0.2.1","record":{...}}`.
 
-use engine::actions::CollectionKind;
+use engine::CollectionKind;
 use engine::collections::{
     BUILT_IN_FIELDS, CollectionError, MAX_KEY_BYTES, RecordKey, StoredRecord, bytes_to_text,
 };

@@ -8,7 +8,7 @@
 //! Prints absolute figures and, to compare configurations, ratios within this run.
 //! `cargo bench -p store --bench store` (STORE_BENCH_SECS sets each phase's length).
 
-use engine::actions::CollectionKind;
+use engine::CollectionKind;
 use engine::collections::{RecordKey, VarOp, WriteLog};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

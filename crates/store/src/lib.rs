@@ -29,7 +29,7 @@ mod writer;
 
 pub use stats::StoreStats;
 
-use engine::actions::CollectionKind;
+use engine::CollectionKind;
 use engine::collections::{
     CollectionError, CollectionReader, NamedOp, RecordKey, RecordWrite, StoredRecord, VarOp,
     bytes_from_text, bytes_to_text,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{hit_at, ip, value};
-use engine::actions::CollectionKind;
+use engine::CollectionKind;
 use engine::collections::{NamedOp, RecordKey, RecordWrite, VarOp, VarValue};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -24,7 +24,7 @@ pub mod forwarded;
 pub mod proxy_protocol;
 
 use crate::config::ClientAddressSection;
-use engine::operators::ip::{IpSet, IpSetBuilder};
+use engine::{IpSet, IpSetBuilder};
 pub use forwarded::Syntax;
 use std::net::{IpAddr, SocketAddr};
 

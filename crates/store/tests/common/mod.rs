@@ -1,6 +1,6 @@
 //! Helpers shared by the store's integration tests.
 
-use engine::actions::CollectionKind;
+use engine::CollectionKind;
 use engine::collections::{RecordKey, RecordWrite, VarOp, WriteLog};
 use store::Store;
 
