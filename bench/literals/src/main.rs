@@ -505,7 +505,7 @@ fn build_anchored(patterns: &[Pattern]) -> Result<(Method, String), String> {
     let rest_set = if rest.is_empty() {
         None
     } else {
-        Some(RxSet::from_rxs(&rest)?)
+        Some(RxSet::from_rxs(&rest).map_err(|e| e.to_string())?)
     };
     let note = format!(
         "literal-anchored: {} patterns anchored on {} literals, {} in the rest set ({} of which would have suffix literals); build {:.2} s, RSS +{:.1} MiB, Aho-Corasick {:.2} MiB\n",
@@ -569,7 +569,10 @@ fn main() -> Result<(), String> {
 
     // Each method's own compiled copies for the confirmation, and the reference's.
     let copies = |patterns: &[Pattern]| -> Result<Vec<Rx>, String> {
-        patterns.iter().map(|p| Rx::new(&p.pcre)).collect()
+        patterns
+            .iter()
+            .map(|p| Rx::new(&p.pcre).map_err(|e| e.to_string()))
+            .collect()
     };
     let reference = copies(&patterns)?;
 
@@ -577,7 +580,7 @@ fn main() -> Result<(), String> {
     let rss0 = rss();
     let t = Instant::now();
     let rxs: Vec<Rx> = patterns.iter().map(|p| p.rx.clone()).collect();
-    let set = RxSet::from_rxs(&rxs)?;
+    let set = RxSet::from_rxs(&rxs).map_err(|e| e.to_string())?;
     println!(
         "engine set: build {:.2} s, RSS +{:.1} MiB",
         t.elapsed().as_secs_f64(),
