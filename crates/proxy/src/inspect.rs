@@ -151,10 +151,10 @@ impl Inspector {
         self.pool.spawn_broadcast(|_| crate::memory::collect());
     }
 
-    /// Whether evaluations wait for the pool now (a long one on it is then
-    /// walked in slices, so that the waiting clients take their turns).
-    pub fn contended(&self) -> bool {
-        self.slots.contended()
+    /// Whether another client's evaluations wait for the pool now: `client`'s
+    /// long one on it is then walked in slices, so that they take their turns.
+    pub fn contended_for(&self, client: std::net::IpAddr) -> bool {
+        self.slots.contended_for(client)
     }
 
     /// Whether an evaluation over `size` bytes of input runs inline.

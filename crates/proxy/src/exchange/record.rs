@@ -176,10 +176,11 @@ impl Record {
                 tx: None,
                 shared: shared.clone(),
             };
+            let client = self.conn.client.ip();
             let job = move || {
-                // Sliced only while others wait: each slice is a round trip
-                // through the pool (its threads' wake-up and spin included).
-                if pooled && in_flight.shared.inspector.contended() {
+                // Sliced only while other clients wait: each slice is a round
+                // trip through the pool (its threads' wake-up and spin included).
+                if pooled && in_flight.shared.inspector.contended_for(client) {
                     tx.set_slice(Some(POOL_SLICE_WORK));
                 }
                 let out = f(&mut tx);
@@ -187,11 +188,7 @@ impl Record {
                 in_flight.tx = Some(tx);
                 (in_flight, out)
             };
-            match shared
-                .inspector
-                .run(size, self.conn.client.ip(), how, job)
-                .await
-            {
+            match shared.inspector.run(size, client, how, job).await {
                 Ok(((mut in_flight, out), spent)) => {
                     self.tx = in_flight.tx.take();
                     let spent = total.map_or(spent, |t| t.plus(&spent));
