@@ -628,3 +628,36 @@ fn a_phase_walked_in_slices_ends_as_one_walk() {
         }
     }
 }
+
+/// A slice is counted from where the walk began or resumed: with a slice of
+/// about ten rules' work, a walk of 100 rules pauses about ten times, each
+/// resumed walk going through several rules (not one rule per resume once the
+/// first slice is used up).
+#[test]
+fn each_resumed_walk_gets_a_whole_slice() {
+    let mut text = String::new();
+    for id in 1..=100 {
+        text.push_str(&format!(
+            "SecAction \"id:{id},phase:2,pass,nolog,setvar:tx.n=+1\"\n"
+        ));
+    }
+    let rs = rules(&text);
+    let mut tx = Transaction::new(rs, TxContext::default());
+    tx.set_request_line(b"GET", b"/", b"HTTP/1.1");
+    // RULE_WORK (256 units) is charged per rule; setvar adds its own.
+    tx.set_slice(Some(10 * 256));
+    assert_eq!(tx.process_request_headers(), None);
+    let mut out = tx.process_request_body();
+    let mut pauses = 0;
+    while tx.paused() {
+        assert_eq!(out, None);
+        pauses += 1;
+        out = tx.resume_phase();
+    }
+    assert_eq!(out, None);
+    assert_eq!(tx.tx_var("n"), Some(&b"100"[..]));
+    assert!(
+        (3..=40).contains(&pauses),
+        "{pauses} pauses for 100 rules in slices of about 10"
+    );
+}

@@ -151,8 +151,15 @@ impl Inspector {
         self.pool.spawn_broadcast(|_| crate::memory::collect());
     }
 
-    /// Whether another client's evaluations wait for the pool now: `client`'s
-    /// long one on it is then walked in slices, so that they take their turns.
+    /// Whether evaluations wait for the pool now (a long one on it is then
+    /// walked in slices).
+    pub fn contended(&self) -> bool {
+        self.slots.contended()
+    }
+
+    /// Whether another client's evaluations wait for the pool now: at the end
+    /// of a slice, `client`'s walk then gives its thread back so that they take
+    /// their turns.
     pub fn contended_for(&self, client: std::net::IpAddr) -> bool {
         self.slots.contended_for(client)
     }

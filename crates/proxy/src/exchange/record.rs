@@ -178,12 +178,19 @@ impl Record {
             };
             let client = self.conn.client.ip();
             let job = move || {
-                // Sliced only while other clients wait: each slice is a round
-                // trip through the pool (its threads' wake-up and spin included).
-                if pooled && in_flight.shared.inspector.contended_for(client) {
+                // Sliced only while others wait for the pool. At the end of a
+                // slice the walk goes on in place unless another client waits:
+                // only then is the thread given back (a round trip through the
+                // pool, its threads' wake-up and spin included); the same
+                // client's own waiting bodies gain nothing from taking turns.
+                let inspector = &in_flight.shared.inspector;
+                if pooled && inspector.contended() {
                     tx.set_slice(Some(POOL_SLICE_WORK));
                 }
-                let out = f(&mut tx);
+                let mut out = f(&mut tx);
+                while out.is_none() && tx.paused() && !inspector.contended_for(client) {
+                    out = WafTx::resume_phase(&mut tx);
+                }
                 tx.set_slice(None);
                 in_flight.tx = Some(tx);
                 (in_flight, out)

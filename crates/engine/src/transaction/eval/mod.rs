@@ -65,6 +65,8 @@ impl Transaction {
             self.cache.unions.iter_mut().for_each(|u| *u = None);
             self.cache.eager_done = false;
         }
+        // A slice is counted from where this walk began or resumed.
+        self.budget.slice_work = 0;
         self.budget.open();
         let result = if self.interpreter {
             self.run_phase_rules(phase, start)
