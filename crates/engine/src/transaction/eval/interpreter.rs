@@ -4,7 +4,7 @@
 //! plan is tested against (`Transaction::use_interpreter`, `tests/plan_oracle.rs`).
 
 use super::super::Transaction;
-use super::super::budget::RULE_WORK;
+use super::Gate;
 use crate::actions::Disruptive;
 use crate::intervention::Intervention;
 use crate::rule::{Entry, Rule};
@@ -65,59 +65,21 @@ impl Transaction {
                 Entry::Marker(_) => continue,
                 Entry::Rule(r) => r,
             };
-            if self.is_removed(rule) {
-                if self.debug_on(9) {
-                    self.debug_line(
-                        9,
-                        &format!("{} skipped: removed by a ctl action.", rule.label()),
-                    );
-                }
-                continue;
-            }
             let (pause_at, at) = if index < overlay_len {
                 (pause_overlay, index)
             } else {
                 (pause_base, index - overlay_len)
             };
-            if let Some(slice) = self.slice
-                && index > start
-                && self.budget.slice_work >= slice
-            {
-                if self.debug_on(9) {
-                    let msg = format!("{}: pausing, the slice is used up.", rule.label());
-                    self.debug_line(9, &msg);
-                }
-                self.paused = Some((phase, index));
-                return None;
+            let pause_here = pause_at.binary_search(&(at as u32)).is_ok();
+            match self.before_rule(rule, phase, index, start, pause_here) {
+                Gate::Pass => continue,
+                Gate::Stop(out) => return out,
+                Gate::Run => {}
             }
-            if pause_at.binary_search(&(at as u32)).is_ok() {
-                if self.debug_on(4) {
-                    let msg = format!("{}: pausing for a DNS lookup.", rule.label());
-                    self.debug_line(4, &msg);
-                }
-                self.paused = Some((phase, index));
-                return None;
-            }
-            if self.budget.charge(RULE_WORK) {
-                return self.budget_stop(phase, rule.chain_id);
-            }
-            self.state.matched_vars.clear();
-            let started = self.rule_times.is_some().then(std::time::Instant::now);
-            let matched = self.eval_link(rule, own_folds);
-            if let (Some(started), Some(times)) = (started, self.rule_times.as_mut()) {
-                times.push(crate::events::RuleTime {
-                    rule_id: rule.chain_id,
-                    nanos: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-                });
-            }
-            if self.budget.tripped() {
-                // The budget ran out inside the rule: it is abandoned, actions and all.
-                return self.budget_stop(phase, rule.chain_id);
-            }
-            if self.debug_on(if matched { 4 } else { 9 }) {
-                let msg = format!("{} returned {}.", rule.label(), u8::from(matched));
-                self.debug_line(if matched { 4 } else { 9 }, &msg);
-            }
+            let matched = match self.run_rule(rule, phase, |tx| tx.eval_link(rule, own_folds)) {
+                Ok(m) => m,
+                Err(out) => return out,
+            };
             if !matched {
                 continue;
             }

@@ -13,13 +13,23 @@ mod targets;
 pub(crate) use forms::apply_all;
 pub(crate) use targets::TargetRemoval;
 
-use super::budget::VALUE_WORK;
+use super::budget::{RULE_WORK, VALUE_WORK};
 use super::collect::View;
 use super::{Transaction, TransformCache};
 use crate::actions::{AllowScope, Disruptive};
 use crate::intervention::{Intervention, InterventionKind};
 use crate::rule::Rule;
 use crate::ruleset::fold::Folded;
+
+/// What a walk does with a rule it reached ([`Transaction::before_rule`]).
+enum Gate {
+    /// Evaluate it.
+    Run,
+    /// Go on to the next one (a `ctl` removed it).
+    Pass,
+    /// End the phase's walk here (paused, or out of CPU budget), returning this.
+    Stop(Option<Intervention>),
+}
 
 impl Transaction {
     pub(crate) fn run_phase(&mut self, phase: u8) -> Option<Intervention> {
@@ -133,6 +143,79 @@ impl Transaction {
         };
         self.intervene(phase, &i);
         Some(i)
+    }
+
+    /// Decides whether the walk evaluates `rule`, the entry (or step) `index` of
+    /// `phase`'s walk that began or resumed at `start`: passes over it when a
+    /// `ctl` removed it; pauses before it when the slice is used up or when
+    /// `pause_here` (a rule that may wait for a DNS lookup); stops when the CPU
+    /// budget runs out. Shared by the plan's executor and the interpreter.
+    fn before_rule(
+        &mut self,
+        rule: &Rule,
+        phase: u8,
+        index: usize,
+        start: usize,
+        pause_here: bool,
+    ) -> Gate {
+        if self.is_removed(rule) {
+            if self.debug_on(9) {
+                let msg = format!("{} skipped: removed by a ctl action.", rule.label());
+                self.debug_line(9, &msg);
+            }
+            return Gate::Pass;
+        }
+        if let Some(slice) = self.slice
+            && index > start
+            && self.budget.slice_work >= slice
+        {
+            if self.debug_on(9) {
+                let msg = format!("{}: pausing, the slice is used up.", rule.label());
+                self.debug_line(9, &msg);
+            }
+            self.paused = Some((phase, index));
+            return Gate::Stop(None);
+        }
+        if pause_here {
+            if self.debug_on(4) {
+                let msg = format!("{}: pausing for a DNS lookup.", rule.label());
+                self.debug_line(4, &msg);
+            }
+            self.paused = Some((phase, index));
+            return Gate::Stop(None);
+        }
+        if self.budget.charge(RULE_WORK) {
+            return Gate::Stop(self.budget_stop(phase, rule.chain_id));
+        }
+        self.state.matched_vars.clear();
+        Gate::Run
+    }
+
+    /// Evaluates `rule`'s chain through `eval` (timed when the transaction is);
+    /// whether it matched, or `Err` with what the phase returns when the CPU
+    /// budget ran out inside it (the rule is then abandoned, actions and all).
+    fn run_rule(
+        &mut self,
+        rule: &Rule,
+        phase: u8,
+        eval: impl FnOnce(&mut Self) -> bool,
+    ) -> Result<bool, Option<Intervention>> {
+        let started = self.rule_times.is_some().then(std::time::Instant::now);
+        let matched = eval(self);
+        if let (Some(started), Some(times)) = (started, self.rule_times.as_mut()) {
+            times.push(crate::events::RuleTime {
+                rule_id: rule.chain_id,
+                nanos: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            });
+        }
+        if self.budget.tripped() {
+            return Err(self.budget_stop(phase, rule.chain_id));
+        }
+        if self.debug_on(if matched { 4 } else { 9 }) {
+            let msg = format!("{} returned {}.", rule.label(), u8::from(matched));
+            self.debug_line(if matched { 4 } else { 9 }, &msg);
+        }
+        Ok(matched)
     }
 
     /// Whether `phase`'s rules are not to run at all; then what the phase

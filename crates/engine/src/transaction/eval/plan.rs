@@ -5,7 +5,7 @@
 //! slice, and a match moves the walk to the step the plan names.
 
 use super::super::Transaction;
-use super::super::budget::RULE_WORK;
+use super::Gate;
 use crate::intervention::Intervention;
 use crate::rule::{Entry, Rule};
 use crate::ruleset::fold::Folded;
@@ -44,53 +44,16 @@ impl Transaction {
                 // The plan's steps are rule entries only.
                 continue;
             };
-            if self.is_removed(rule) {
-                if self.debug_on(9) {
-                    let msg = format!("{} skipped: removed by a ctl action.", rule.label());
-                    self.debug_line(9, &msg);
-                }
-                continue;
+            match self.before_rule(rule, phase, index, start, pausing && step.pause) {
+                Gate::Pass => continue,
+                Gate::Stop(out) => return out,
+                Gate::Run => {}
             }
-            if let Some(slice) = self.slice
-                && index > start
-                && self.budget.slice_work >= slice
-            {
-                if self.debug_on(9) {
-                    let msg = format!("{}: pausing, the slice is used up.", rule.label());
-                    self.debug_line(9, &msg);
-                }
-                self.paused = Some((phase, index));
-                return None;
-            }
-            if pausing && step.pause {
-                if self.debug_on(4) {
-                    let msg = format!("{}: pausing for a DNS lookup.", rule.label());
-                    self.debug_line(4, &msg);
-                }
-                self.paused = Some((phase, index));
-                return None;
-            }
-            if self.budget.charge(RULE_WORK) {
-                return self.budget_stop(phase, rule.chain_id);
-            }
-            self.state.matched_vars.clear();
-            let started = self.rule_times.is_some().then(std::time::Instant::now);
             let links = &plan.links[step.first_link as usize..];
-            let matched = self.eval_chain(rule, links);
-            if let (Some(started), Some(times)) = (started, self.rule_times.as_mut()) {
-                times.push(crate::events::RuleTime {
-                    rule_id: rule.chain_id,
-                    nanos: u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-                });
-            }
-            if self.budget.tripped() {
-                // The budget ran out inside the rule: it is abandoned, actions and all.
-                return self.budget_stop(phase, rule.chain_id);
-            }
-            if self.debug_on(if matched { 4 } else { 9 }) {
-                let msg = format!("{} returned {}.", rule.label(), u8::from(matched));
-                self.debug_line(if matched { 4 } else { 9 }, &msg);
-            }
+            let matched = match self.run_rule(rule, phase, |tx| tx.eval_chain(rule, links)) {
+                Ok(m) => m,
+                Err(out) => return out,
+            };
             if !matched {
                 continue;
             }
