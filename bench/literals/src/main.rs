@@ -30,12 +30,11 @@
 use aho_corasick::AhoCorasick;
 use engine::RulesetBuilder;
 use engine::internals::operators::Operator;
-use engine::internals::operators::rx::Rx;
+use engine::internals::operators::rx::{Rx, parse_hir};
 use engine::internals::operators::rx_set::RxSet;
 use engine::internals::rule::RuleOperator;
 use hyperscan::prelude::*;
 use regex_automata::{Anchored, Input, PatternSet};
-use regex_syntax::ParserBuilder;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use rustix::time::{ClockId, clock_gettime};
 use std::collections::HashMap;
@@ -443,14 +442,7 @@ fn build_anchored(patterns: &[Pattern]) -> Result<(Method, String), String> {
     let mut ex = Extractor::new();
     ex.kind(ExtractKind::Prefix);
     for (i, p) in patterns.iter().enumerate() {
-        let hir = ParserBuilder::new()
-            .unicode(false)
-            .utf8(false)
-            .dot_matches_new_line(true)
-            .multi_line(true)
-            .build()
-            .parse(p.rx.pattern())
-            .map_err(|e| e.to_string())?;
+        let hir = parse_hir(p.rx.pattern()).map_err(|e| e.to_string())?;
         let mut seq = ex.extract(&hir);
         seq.dedup();
         let usable = seq.literals().filter(|lits| {
@@ -482,13 +474,7 @@ fn build_anchored(patterns: &[Pattern]) -> Result<(Method, String), String> {
     let with_suffix = rest_ids
         .iter()
         .filter(|&&i| {
-            ParserBuilder::new()
-                .unicode(false)
-                .utf8(false)
-                .dot_matches_new_line(true)
-                .multi_line(true)
-                .build()
-                .parse(patterns[i].rx.pattern())
+            parse_hir(patterns[i].rx.pattern())
                 .ok()
                 .and_then(|h| {
                     let seq = suffix_ex.extract(&h);

@@ -51,55 +51,36 @@ mod transaction;
 mod transforms;
 mod variables;
 
+/// Opens each of the named private modules inside `internals`.
+macro_rules! open_modules {
+    ($($m:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("The engine's `", stringify!($m), "` module.")]
+            pub mod $m {
+                pub use crate::$m::*;
+            }
+        )*
+    };
+}
+
 /// The engine's inner modules, for its benchmarks, examples, integration tests and
 /// fuzz targets only: no stable interface, not for servers (they use the crate
 /// root).
 #[doc(hidden)]
 pub mod internals {
-    /// The engine's `actions` module.
-    pub mod actions {
-        pub use crate::actions::*;
-    }
-    /// The engine's `body` module.
-    pub mod body {
-        pub use crate::body::*;
-    }
-    /// The engine's `inputs` module.
-    pub mod inputs {
-        pub use crate::inputs::*;
-    }
-    /// The engine's `macros` module.
-    pub mod macros {
-        pub use crate::macros::*;
-    }
-    /// The engine's `operators` module.
-    pub mod operators {
-        pub use crate::operators::*;
-    }
-    /// The engine's `policy` module.
-    pub mod policy {
-        pub use crate::policy::*;
-    }
-    /// The engine's `rule` module.
-    pub mod rule {
-        pub use crate::rule::*;
-    }
-    /// The engine's `ruleset` module.
-    pub mod ruleset {
-        pub use crate::ruleset::*;
-    }
-    /// The engine's `transaction` module.
-    pub mod transaction {
-        pub use crate::transaction::*;
-    }
-    /// The engine's `transforms` module.
-    pub mod transforms {
-        pub use crate::transforms::*;
-    }
-    /// The engine's `variables` module.
-    pub mod variables {
-        pub use crate::variables::*;
-    }
+    open_modules!(
+        actions,
+        body,
+        inputs,
+        macros,
+        operators,
+        policy,
+        rule,
+        ruleset,
+        transaction,
+        transforms,
+        variables,
+    );
 }
 
 pub use actions::CollectionKind;

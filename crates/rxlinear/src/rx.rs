@@ -475,7 +475,7 @@ pub fn translate(pcre: &str) -> Result<String, RxError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::vocab::LookKind;
 
@@ -642,14 +642,16 @@ mod tests {
         assert!(Rx::new(r"\bselect").expect("rx").preimage(&[ws]).is_none());
     }
 
-    fn rx(p: &str) -> Rx {
+    /// `p` compiled, or a panic naming it (shared with `compat`'s tests).
+    pub(crate) fn rx(p: &str) -> Rx {
         match Rx::new(p) {
             Ok(r) => r,
             Err(e) => panic!("{p:?}: {e}"),
         }
     }
 
-    fn err(p: &str) -> String {
+    /// Why `p` is refused, or a panic naming what it compiled to.
+    pub(crate) fn err(p: &str) -> String {
         match Rx::new(p) {
             Ok(r) => panic!("{p:?} compiled to {:?}", r.pattern()),
             Err(e) => e.to_string(),

@@ -2,22 +2,8 @@
 //! engine libmodsecurity 3.0.9 uses.
 
 use super::TABLE;
-use crate::rx::Rx;
+use crate::rx::tests::{err, rx};
 use crate::vocab::Captures;
-
-fn rx(p: &str) -> Rx {
-    match Rx::new(p) {
-        Ok(r) => r,
-        Err(e) => panic!("{p:?}: {e}"),
-    }
-}
-
-fn err(p: &str) -> String {
-    match Rx::new(p) {
-        Ok(r) => panic!("{p:?} compiled to {:?}", r.pattern()),
-        Err(e) => e.to_string(),
-    }
-}
 
 /// Checks the verdict and the captures PCRE gives for each input
 /// (`None`: no match).
